@@ -1,0 +1,278 @@
+"""`tritonpipeline` command line: validate, render, graph and serve TritonPipeline files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .compiler import Artifacts, compile_pipeline
+from .compiler.visualize import to_dot, to_mermaid
+from .errors import Problem, SpecError
+from .repository import check_model_dirs, local_model_root, write_repository
+from .spec import TritonPipeline, load_file
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Compiled:
+    source: str
+    pipeline: TritonPipeline
+    artifacts: Artifacts
+    model_root: Path | None
+
+
+def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None) -> list[Compiled]:
+    """Parse, compile and (for local sources) check model directories of every document in a file.
+    Raises SpecError listing all problems of all documents."""
+    pipelines = load_file(path)
+    out: list[Compiled] = []
+    problems: list[Problem] = []
+    for i, tp in enumerate(pipelines):
+        prefix = f"document {i + 1}: " if len(pipelines) > 1 else ""
+        found: list[Problem] = []
+        artifacts = None
+        try:
+            artifacts = compile_pipeline(tp, cpu_only=cpu_only)
+        except SpecError as exc:
+            found += exc.problems
+        root = local_model_root(tp, path, models)
+        if root is not None:
+            found += check_model_dirs(tp, root)
+        if found:
+            problems += [Problem(prefix + p.path, p.message) for p in found]
+        elif artifacts is not None:
+            out.append(Compiled(path, tp, artifacts, root))
+    if problems:
+        raise SpecError(problems, path)
+    return out
+
+
+def _select(compiled: list[Compiled], name: str | None, source: str) -> Compiled:
+    if name is None:
+        if len(compiled) == 1:
+            return compiled[0]
+        names = ", ".join(c.pipeline.name for c in compiled)
+        raise SpecError([Problem("", f"the file holds several TritonPipelines ({names}); choose one with --name")], source)
+    for c in compiled:
+        if c.pipeline.name == name:
+            return c
+    names = ", ".join(c.pipeline.name for c in compiled)
+    raise SpecError([Problem("metadata.name", f"no TritonPipeline named {name!r} (found: {names})")], source)
+
+
+def _summary(c: Compiled) -> str:
+    plan = c.artifacts.plan
+    routers = plan.routers
+    parts = [f"{len(plan.models)} model(s)", f"{len(plan.ensembles)} ensemble(s)", f"{len(routers)} router(s) inserted"]
+    return f"{c.source}: TritonPipeline {c.pipeline.name!r} is valid ({', '.join(parts)})"
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    results = []
+    failed = False
+    for path in args.files:
+        try:
+            compiled = compile_file(path, models=args.models)
+            results.append(
+                {
+                    "file": path,
+                    "valid": True,
+                    "pipelines": [
+                        {"name": c.pipeline.name, "graph": c.artifacts.graph_summary(), "digest": c.artifacts.digest()}
+                        for c in compiled
+                    ],
+                    "errors": [],
+                }
+            )
+            if args.output == "text":
+                for c in compiled:
+                    print(_summary(c))
+        except SpecError as exc:
+            failed = True
+            results.append({"file": path, "valid": False, "pipelines": [], "errors": exc.as_dicts()})
+            if args.output == "text":
+                print(exc.render(), file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps(results, indent=2))
+    return EXIT_INVALID if failed else EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    c = _select(compile_file(args.file, cpu_only=args.cpu, models=args.models), args.name, args.file)
+    dest = write_repository(c.artifacts, args.output_dir, c.model_root, force=args.force)
+    print(f"rendered {c.pipeline.name!r} into {dest} ({len(c.artifacts.files)} generated files)")
+    if c.model_root is None:
+        print(
+            f"note: model files live at {c.pipeline.spec.model_repository.uri}; only generated configs were "
+            "written (pass --models DIR to link local copies)"
+        )
+    for r in c.artifacts.plan.routers:
+        print(f"  router {r.name}: {r.source} -> {', '.join(cons.label for _, cons in r.outputs)}")
+    return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    c = _select(compile_file(args.file, models=args.models), args.name, args.file)
+    plan = c.artifacts.plan
+    fmt = args.format
+    if fmt == "mermaid":
+        text = to_mermaid(plan)
+    else:
+        text = to_dot(plan)
+    if fmt in ("png", "svg"):
+        dot = shutil.which("dot")
+        if dot is None:
+            print("error: --format png/svg needs Graphviz's `dot` (apt-get install graphviz); "
+                  "use --format dot or mermaid", file=sys.stderr)  # fmt: skip
+            return EXIT_USAGE
+        if not args.output:
+            print(f"error: --format {fmt} writes a binary file: pass -o FILE", file=sys.stderr)
+            return EXIT_USAGE
+        subprocess.run([dot, f"-T{fmt}", "-o", args.output], input=text.encode(), check=True)
+        print(f"wrote {args.output}")
+        return EXIT_OK
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _gpu_present() -> bool:
+    return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import LocalTriton, TritonError  # noqa: PLC0415 - keeps other commands fast
+
+    cpu = args.cpu if args.cpu is not None else not _gpu_present()
+    c = _select(compile_file(args.file, cpu_only=cpu, models=args.models), args.name, args.file)
+    if c.model_root is None:
+        raise SpecError(
+            [Problem("spec.modelRepository.uri", f"serve needs local model files, got "
+                     f"{c.pipeline.spec.model_repository.uri!r}; pass --models DIR")],  # fmt: skip
+            args.file,
+        )
+    if cpu and args.cpu is None:
+        print("no GPU found: GPU instance groups run on the CPU (pass --gpu to keep them)")
+    workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-serve-"))
+    stop = threading.Event()
+    handler = lambda *_: stop.set()  # noqa: E731
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    server = None
+    try:
+        repo = write_repository(c.artifacts, workdir / "repository", c.model_root)
+        print(f"compiled {c.pipeline.name!r}: {len(c.artifacts.files)} generated files in {repo}")
+        for r in c.artifacts.plan.routers:
+            print(f"  router {r.name}: {r.source} -> {', '.join(cons.label for _, cons in r.outputs)}")
+        server = LocalTriton(
+            repo,
+            http_port=args.http_port,
+            grpc_port=args.grpc_port,
+            metrics_port=args.metrics_port,
+            host=args.host,
+            log_file=workdir / "tritonserver.log",
+            extra_args=[f"--exit-timeout-secs={args.exit_timeout}"],
+        )
+        print(f"starting tritonserver (log: {server.log_file}) ...", flush=True)
+        server.start()
+        server.wait_ready(timeout=args.timeout)
+        print(f"ready: HTTP http://{server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}")
+        for m in server.models():
+            print(f"  model {m['name']:<40} version {m.get('version', '-'):<3} {m.get('state', '')}")
+        print("serving; Ctrl-C or SIGTERM stops", flush=True)
+        while not stop.wait(0.5):
+            if server.process is not None and server.process.poll() is not None:
+                print(f"tritonserver exited (code {server.process.returncode}):\n{server.log_tail()}", file=sys.stderr)
+                return EXIT_SERVER
+        print("stopping tritonserver ...", flush=True)
+        code = server.stop(timeout=args.exit_timeout + 5)
+        print(f"stopped (tritonserver exit code {code})")
+        return EXIT_OK
+    except TritonError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SERVER
+    finally:
+        if server is not None:
+            server.stop(timeout=5)
+        for s, h in old.items():
+            signal.signal(s, h)
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tritonpipeline", description="Compile TritonPipeline resources into Triton model repositories."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--models", metavar="DIR", help="model files root (overrides a local modelRepository.uri)")
+
+    p = sub.add_parser("validate", help="check TritonPipeline files (exit 0 valid, 1 invalid)")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--output", choices=("text", "json"), default="text", help="report format")
+    common(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("render", help="write a complete Triton model repository")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR")
+    p.add_argument("--name", help="which TritonPipeline, when the file holds several")
+    p.add_argument("--cpu", action="store_true", help="turn GPU instance groups into CPU ones")
+    p.add_argument("--force", action="store_true", help="replace a non-empty output directory")
+    common(p)
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("graph", help="draw the compiled graph (Mermaid, DOT, PNG/SVG with graphviz)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--format", choices=("mermaid", "dot", "png", "svg"), default="mermaid")
+    p.add_argument("-o", "--output", metavar="FILE")
+    p.add_argument("--name", help="which TritonPipeline, when the file holds several")
+    common(p)
+    p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser("serve", help="serve a pipeline on a local tritonserver (no cluster needed)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--name", help="which TritonPipeline, when the file holds several")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--cpu", dest="cpu", action="store_true", default=None, help="run GPU instance groups on CPU")
+    mode.add_argument("--gpu", dest="cpu", action="store_false", help="keep GPU instance groups")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--http-port", type=int, default=8000)
+    p.add_argument("--grpc-port", type=int, default=8001)
+    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
+    p.add_argument("--exit-timeout", type=int, default=10, help="seconds Triton waits for in-flight requests")
+    p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
+    common(p)
+    p.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SpecError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

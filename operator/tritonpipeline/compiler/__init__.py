@@ -1,0 +1,73 @@
+"""Compile a TritonPipeline into a Triton model repository (pure, deterministic, no I/O)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from ..spec import TritonPipeline
+from .graph import RepositoryPlan, plan_repository
+from .triton_config import ensemble_config, model_config, router_config, to_text
+
+__all__ = ["Artifacts", "compile_pipeline", "router_source"]
+
+
+def router_source() -> bytes:
+    """The router model's code: one fixed file, identical for every router."""
+    return resources.files(__package__).joinpath("router_model.py").read_bytes()
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """Generated repository files (relative POSIX path -> bytes) plus what the compiler decided."""
+
+    files: dict[str, bytes]
+    models: tuple[str, ...]  # declared models: their files come from modelRepository.uri/<name>/
+    plan: RepositoryPlan
+
+    def digest(self) -> str:
+        """sha256 over every generated file; equal specs give equal digests."""
+        h = hashlib.sha256()
+        for path in sorted(self.files):
+            h.update(path.encode() + b"\0" + self.files[path] + b"\0")
+        return h.hexdigest()
+
+    def graph_summary(self) -> dict[str, Any]:
+        """What a user sees in status.graph: ensembles and the routers inserted for them."""
+        return {
+            "ensembles": [
+                {"name": e.name, "maxBatchSize": e.max_batch_size, "fanOut": e.fan_out,
+                 "steps": [s.name for s in e.steps]}
+                for e in self.plan.ensembles
+            ],
+            "routers": [
+                {"name": r.name, "pipeline": r.pipeline, "source": r.source,
+                 "consumers": [c.label for _, c in r.outputs]}
+                for r in self.plan.routers
+            ],
+        }  # fmt: skip
+
+
+def compile_pipeline(tp: TritonPipeline, *, cpu_only: bool = False) -> Artifacts:
+    """Check every rule (raising SpecError with all problems) and render every config.
+
+    cpu_only turns GPU instance groups into CPU ones (also implied by spec.server.gpus == 0).
+    """
+    plan = plan_repository(tp, cpu_only=cpu_only)
+    files: dict[str, bytes] = {}
+    for model in plan.models:
+        files[f"{model.name}/config.pbtxt"] = to_text(model_config(model, cpu_only=plan.cpu_only))
+    code = router_source()
+    for ensemble in plan.ensembles:
+        files[f"{ensemble.name}/config.pbtxt"] = to_text(ensemble_config(ensemble))
+        files[f"{ensemble.name}/1/.keep"] = b""
+        for router in ensemble.routers:
+            files[f"{router.name}/config.pbtxt"] = to_text(router_config(router))
+            files[f"{router.name}/1/model.py"] = code
+    return Artifacts(
+        files=dict(sorted(files.items())),
+        models=tuple(m.name for m in plan.models),
+        plan=plan,
+    )

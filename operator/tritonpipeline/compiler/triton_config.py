@@ -1,0 +1,131 @@
+"""Render Triton model configurations through Triton's own protobuf schema (never string templates)."""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from ..spec import Model
+from .graph import ROUTER_INPUT, EnsemblePlan, RouterPlan
+
+_KIND = {
+    "GPU": mc.ModelInstanceGroup.KIND_GPU,
+    "CPU": mc.ModelInstanceGroup.KIND_CPU,
+    "AUTO": mc.ModelInstanceGroup.KIND_AUTO,
+    "MODEL": mc.ModelInstanceGroup.KIND_MODEL,
+}
+_CONTROL = mc.ModelSequenceBatching.Control
+
+
+def data_type(name: str) -> int:
+    """'FP32' -> TYPE_FP32; BYTES is Triton's TYPE_STRING."""
+    return mc.DataType.Value("TYPE_STRING" if name in ("BYTES", "STRING") else f"TYPE_{name}")
+
+
+def to_text(config: mc.ModelConfig) -> bytes:
+    """Deterministic text format (protobuf prints map entries sorted by key)."""
+    return text_format.MessageToString(config).encode("utf-8")
+
+
+def parse_text(text: bytes | str) -> mc.ModelConfig:
+    """Parse a config.pbtxt back through the schema (raises on anything Triton would not accept)."""
+    config = mc.ModelConfig()
+    text_format.Parse(text.decode() if isinstance(text, bytes) else text, config)
+    return config
+
+
+def _param(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
+    """Config for one declared model."""
+    cfg = mc.ModelConfig(name=model.name, max_batch_size=model.max_batch_size)
+    if model.backend:
+        cfg.backend = model.backend
+    else:
+        cfg.platform = model.platform or ""
+    for t in model.inputs:
+        cfg.input.add(name=t.name, data_type=data_type(t.data_type), dims=t.dims, optional=t.optional)
+    for t in model.outputs:
+        cfg.output.add(name=t.name, data_type=data_type(t.data_type), dims=t.dims)
+    for inst in model.instances:
+        kind = "CPU" if cpu_only and inst.kind == "GPU" else inst.kind
+        group = cfg.instance_group.add(kind=_KIND[kind], count=inst.count)
+        if kind == "GPU" and inst.gpus:
+            group.gpus.extend(inst.gpus)
+    if model.dynamic_batching is not None:
+        db = model.dynamic_batching
+        cfg.dynamic_batching.SetInParent()
+        cfg.dynamic_batching.preferred_batch_size.extend(db.preferred_batch_sizes)
+        cfg.dynamic_batching.max_queue_delay_microseconds = db.max_queue_delay_microseconds
+        cfg.dynamic_batching.preserve_ordering = db.preserve_ordering
+    if model.sequence_batching is not None:
+        _sequence_batching(cfg.sequence_batching, model)
+    if model.decoupled:
+        cfg.model_transaction_policy.decoupled = True
+    for key in sorted(model.parameters):
+        cfg.parameters[key].string_value = _param(model.parameters[key])
+    return cfg
+
+
+def _sequence_batching(sb: mc.ModelSequenceBatching, model: Model) -> None:
+    spec = model.sequence_batching
+    assert spec is not None
+    sb.max_sequence_idle_microseconds = spec.max_sequence_idle_microseconds
+    if spec.strategy == "direct":
+        sb.direct.SetInParent()
+    else:
+        sb.oldest.SetInParent()
+        sb.oldest.max_candidate_sequences = spec.max_candidate_sequences or max(1, model.max_batch_size)
+        sb.oldest.preferred_batch_size.extend(spec.preferred_batch_sizes)
+        sb.oldest.max_queue_delay_microseconds = spec.max_queue_delay_microseconds or 0
+    flags = (
+        (spec.controls.start, _CONTROL.CONTROL_SEQUENCE_START),
+        (spec.controls.end, _CONTROL.CONTROL_SEQUENCE_END),
+        (spec.controls.ready, _CONTROL.CONTROL_SEQUENCE_READY),
+    )
+    for name, kind in flags:
+        if name:
+            sb.control_input.add(name=name).control.add(kind=kind, int32_false_true=[0, 1])
+    if spec.controls.correlation_id:
+        sb.control_input.add(name=spec.controls.correlation_id).control.add(
+            kind=_CONTROL.CONTROL_SEQUENCE_CORRID, data_type=mc.TYPE_UINT64
+        )
+    for st in spec.states:
+        sb.state.add(
+            input_name=st.input_name,
+            output_name=st.output_name,
+            data_type=data_type(st.data_type),
+            dims=st.dims,
+        )
+
+
+def router_config(router: RouterPlan) -> mc.ModelConfig:
+    """Python-backend router: one input, one output per consumer, GPU tensors kept on the GPU."""
+    cfg = mc.ModelConfig(name=router.name, backend="python", max_batch_size=router.max_batch_size)
+    dtype = data_type(router.data_type)
+    cfg.input.add(name=ROUTER_INPUT, data_type=dtype, dims=router.dims)
+    for out, _ in router.outputs:
+        cfg.output.add(name=out, data_type=dtype, dims=router.dims)
+    kind = mc.ModelInstanceGroup.KIND_GPU if router.gpu else mc.ModelInstanceGroup.KIND_CPU
+    cfg.instance_group.add(kind=kind, count=1)
+    cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
+    return cfg
+
+
+def ensemble_config(plan: EnsemblePlan) -> mc.ModelConfig:
+    cfg = mc.ModelConfig(name=plan.name, platform="ensemble", max_batch_size=plan.max_batch_size)
+    for name, t in plan.inputs:
+        cfg.input.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
+    for name, t in plan.outputs:
+        cfg.output.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
+    for step in plan.steps:
+        s = cfg.ensemble_scheduling.step.add(model_name=step.model, model_version=-1)
+        for key, value in step.input_map:
+            s.input_map[key] = value
+        for key, value in step.output_map:
+            s.output_map[key] = value
+    return cfg

@@ -1,0 +1,200 @@
+"""Run the real `tritonserver` shipped in the nvidia-pytriton wheel (CPU is fine) on a repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+
+class TritonError(RuntimeError):
+    """tritonserver could not be found, started, or did not become ready."""
+
+
+def _pytriton_dist() -> Path:
+    try:
+        import pytriton  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        raise TritonError("nvidia-pytriton is not installed; run `make venv` or pip install nvidia-pytriton") from exc
+    return Path(pytriton.__file__).resolve().parent
+
+
+def server_home() -> Path:
+    """A ready-to-run tritonserver tree (binary + Python backend with the stub for this interpreter),
+    prepared once per pytriton version and Python version under the user cache directory."""
+    dist = _pytriton_dist() / "tritonserver"
+    version = metadata.version("nvidia-pytriton")
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tritonpipeline"
+    home = cache / f"tritonserver-{version}-py{py}"
+    if (home / ".ready").exists():
+        return home
+    stub = dist / "python_backend_stubs" / py / "triton_python_backend_stub"
+    if not stub.exists():
+        raise TritonError(f"nvidia-pytriton {version} ships no Python backend stub for Python {py}")
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    (tmp / "backends" / "python").mkdir(parents=True)
+    os.symlink(dist / "bin", tmp / "bin")
+    for entry in (dist / "backends" / "python").iterdir():
+        if entry.name != "__pycache__":
+            os.symlink(entry, tmp / "backends" / "python" / entry.name)
+    shutil.copy2(stub, tmp / "backends" / "python" / "triton_python_backend_stub")
+    (tmp / ".ready").write_text(version)
+    try:
+        os.rename(tmp, home)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return home
+
+
+def server_env() -> dict[str, str]:
+    """Environment for tritonserver: the wheel's bundled libs and this interpreter's libpython, and the
+    venv's python first on PATH so Python-backend models import this environment's numpy."""
+    env = dict(os.environ)
+    libs = [str(_pytriton_dist().parent / "nvidia_pytriton.libs")]
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if libdir:
+        libs.append(libdir)
+    if env.get("LD_LIBRARY_PATH"):
+        libs.append(env["LD_LIBRARY_PATH"])
+    env["LD_LIBRARY_PATH"] = ":".join(libs)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LocalTriton:
+    """One tritonserver process. Use as a context manager, or start()/wait_ready()/stop()."""
+
+    repository: Path
+    http_port: int = field(default_factory=free_port)
+    grpc_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
+    host: str = "127.0.0.1"
+    log_file: Path | None = None
+    extra_args: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    def command(self) -> list[str]:
+        home = server_home()
+        return [
+            str(home / "bin" / "tritonserver"),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={home / 'backends'}",
+            f"--http-address={self.host}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={self.host}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={self.host}",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-metrics=true",
+            "--strict-readiness=true",
+            f"--backend-config=python,shm-region-prefix-name=tp{os.getpid()}_{secrets.token_hex(3)}_",
+            *self.extra_args,
+        ]
+
+    def start(self) -> LocalTriton:
+        if self.log_file is None:
+            self.log_file = Path(self.repository).parent / f"tritonserver-{self.http_port}.log"
+        log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child process
+        try:
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True
+            )
+        finally:
+            log.close()
+        return self
+
+    def logs(self) -> str:
+        if self.log_file and self.log_file.exists():
+            return self.log_file.read_text(errors="replace")
+        return ""
+
+    def _get(self, path: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+        req = urllib.request.Request(f"http://{self.http_url}{path}", data=body, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=2) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until /v2/health/ready answers 200; raise TritonError with the log tail otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                code = None if self.process is None else self.process.returncode
+                raise TritonError(f"tritonserver exited (code {code}) before it was ready:\n{self.log_tail()}")
+            try:
+                status, _ = self._get("/v2/health/ready")
+                if status == 200:
+                    return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.1)
+        raise TritonError(f"tritonserver not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.logs().splitlines()[-lines:])
+
+    def models(self) -> list[dict[str, str]]:
+        """The repository index: name, version, state (READY, UNAVAILABLE...) and reason."""
+        status, body = self._get("/v2/repository/index", method="POST", body=b"{}")
+        if status != 200:
+            raise TritonError(f"repository index failed with HTTP {status}: {body[:200]!r}")
+        return json.loads(body)
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (Triton drains and unloads), then SIGKILL after `timeout`."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait()
+
+    def __enter__(self) -> LocalTriton:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

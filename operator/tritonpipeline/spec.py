@@ -1,0 +1,537 @@
+"""Typed TritonPipeline spec: YAML -> validated, immutable objects with field-path errors.
+
+Structural rules live here (types, enums, bounds, names, unknown fields, duplicate YAML keys).
+Cross-references between fields (steps, tensors, shapes) are checked by the compiler.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from .errors import Problem, SpecError
+
+API_VERSION = "serving.tritonpipeline.io/v1alpha1"
+KIND = "TritonPipeline"
+DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.08-py3"
+
+MAX_NAME = 64
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+TENSOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+IO_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:-]{0,63}$")
+K8S_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+BACKEND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+RESOURCE_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+DATA_TYPES = (
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BF16", "BYTES", "STRING",
+)  # fmt: skip
+DataType = Literal[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BF16", "BYTES", "STRING",
+]  # fmt: skip
+URI_SCHEMES = ("pvc", "s3", "gs")
+
+
+def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(f"invalid {what} {value!r}: {_RULE_TEXT[what]}")
+        return value
+
+    return AfterValidator(check)
+
+
+_RULE_TEXT = {
+    "name": "use letters, digits, '_' or '-', start with a letter or '_', at most 64 characters",
+    "tensor name": "use letters, digits, '_', '.', ':' or '-', start with a letter or '_', "
+    "at most 64 characters",
+    "pipeline tensor name": "use letters, digits, '_', ':' or '-' (no '.'), start with a letter or '_', "
+    "at most 64 characters",
+    "backend": "lowercase letters, digits and '_', such as python or onnxruntime",
+    "header": "an HTTP header name: letters, digits and '-'",
+    "resource name": "a Kubernetes extended resource name such as nvidia.com/gpu",
+    "metadata.name": "a DNS-1035 label: lowercase letters, digits and '-', starting with a letter, "
+    "at most 63 characters",
+}
+
+Name = Annotated[str, _name_rule(NAME_RE, "name")]
+TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name")]
+IOName = Annotated[str, _name_rule(IO_RE, "pipeline tensor name")]
+Dim = Annotated[int, Field(ge=-1), AfterValidator(lambda d: _check_dim(d))]
+Dims = Annotated[list[Dim], Field(min_length=1, max_length=8)]
+
+
+def _check_dim(d: int) -> int:
+    if d == 0:
+        raise ValueError("a dimension is -1 (any size) or a positive size, not 0")
+    return d
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, alias_generator=to_camel, validate_by_name=False,
+        validate_by_alias=True
+    )
+
+
+class InputTensor(_Base):
+    name: TensorName
+    data_type: DataType
+    dims: Dims
+    optional: bool = False
+
+
+class OutputTensor(_Base):
+    name: TensorName
+    data_type: DataType
+    dims: Dims
+
+
+class Instance(_Base):
+    kind: Literal["GPU", "CPU", "AUTO", "MODEL"] = "AUTO"
+    count: Annotated[int, Field(ge=1, le=64)] = 1
+    gpus: list[Annotated[int, Field(ge=0)]] = []
+
+
+class DynamicBatching(_Base):
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = []
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 0
+    preserve_ordering: bool = False
+
+
+class Controls(_Base):
+    start: TensorName | None = None
+    end: TensorName | None = None
+    ready: TensorName | None = None
+    correlation_id: TensorName | None = None
+
+    def names(self) -> list[str]:
+        return [n for n in (self.start, self.end, self.ready, self.correlation_id) if n]
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Controls:
+        names = self.names()
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"control tensor names must differ; {', '.join(dup)} is used twice")
+        return self
+
+
+class State(_Base):
+    input_name: TensorName
+    output_name: TensorName
+    data_type: DataType
+    dims: Dims
+
+
+class SequenceBatching(_Base):
+    strategy: Literal["direct", "oldest"] = "direct"
+    max_sequence_idle_microseconds: Annotated[int, Field(ge=1)] = 1_000_000
+    controls: Controls = Controls()
+    states: list[State] = []
+    max_candidate_sequences: Annotated[int, Field(ge=1)] | None = None
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = []
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _oldest_only(self) -> SequenceBatching:
+        if self.strategy == "direct":
+            extra = [
+                alias
+                for alias, value in (
+                    ("maxCandidateSequences", self.max_candidate_sequences),
+                    ("preferredBatchSizes", self.preferred_batch_sizes or None),
+                    ("maxQueueDelayMicroseconds", self.max_queue_delay_microseconds),
+                )
+                if value is not None
+            ]
+            if extra:
+                raise ValueError(f"{', '.join(extra)} only apply to strategy 'oldest'")
+        return self
+
+
+ParamValue = str | int | float | bool
+
+
+class Model(_Base):
+    name: Name
+    backend: Annotated[str, _name_rule(BACKEND_RE, "backend")] | None = None
+    platform: (
+        Literal["tensorrt_plan", "onnxruntime_onnx", "pytorch_libtorch", "tensorflow_savedmodel",
+                "tensorflow_graphdef"] | None
+    ) = None  # fmt: skip
+    max_batch_size: Annotated[int, Field(ge=0, le=1 << 20)] = 0
+    inputs: Annotated[list[InputTensor], Field(min_length=1)]
+    outputs: Annotated[list[OutputTensor], Field(min_length=1)]
+    instances: list[Instance] = []
+    dynamic_batching: DynamicBatching | None = None
+    sequence_batching: SequenceBatching | None = None
+    decoupled: bool = False
+    parameters: dict[str, Any] = {}
+
+    @field_validator("parameters")
+    @classmethod
+    def _scalar_parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, item in value.items():
+            if not isinstance(item, (str, int, float, bool)):
+                raise ValueError(f"parameter {key!r} must be a string, number or boolean")
+        return value
+
+    @model_validator(mode="after")
+    def _one_of_backend_platform(self) -> Model:
+        if (self.backend is None) == (self.platform is None):
+            raise ValueError("set exactly one of backend (such as python) or platform (such as tensorrt_plan)")
+        if self.dynamic_batching is not None and self.sequence_batching is not None:
+            raise ValueError("dynamicBatching and sequenceBatching cannot both be set")
+        return self
+
+
+class StepSpec(_Base):
+    name: Name | None = None
+    model: Name
+    inputs: dict[str, str] = {}
+
+    @property
+    def step_name(self) -> str:
+        return self.name or self.model
+
+
+class PipelineInput(_Base):
+    name: IOName
+    data_type: DataType
+    dims: Dims
+
+
+class PipelineOutput(_Base):
+    name: IOName
+    source: str = Field(alias="from")
+
+
+class Pipeline(_Base):
+    name: Name
+    inputs: Annotated[list[PipelineInput], Field(min_length=1)]
+    steps: Annotated[list[StepSpec], Field(min_length=1)]
+    outputs: Annotated[list[PipelineOutput], Field(min_length=1)]
+    fan_out: Literal["router", "shared"] = "router"
+    max_batch_size: Annotated[int, Field(ge=0)] | None = None
+
+
+class SecretRef(_Base):
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+
+
+class ModelRepository(_Base):
+    uri: Annotated[str, Field(min_length=1, max_length=1024)]
+    secret_ref: SecretRef | None = None
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, uri: str) -> str:
+        if "://" in uri:
+            scheme, _, rest = uri.partition("://")
+            if scheme not in URI_SCHEMES:
+                raise ValueError(
+                    f"unsupported scheme {scheme!r} in {uri!r}: expected pvc://, s3://, gs:// or a local path"
+                )
+            head = rest.split("/", 1)[0]
+            if not head:
+                what = "claim" if scheme == "pvc" else "bucket"
+                raise ValueError(f"{uri!r} has no {what} name: expected {scheme}://{what.upper()}/PATH")
+        if any(c in uri for c in "\n\r\0"):
+            raise ValueError("the uri contains control characters")
+        return uri
+
+    @property
+    def scheme(self) -> str:
+        return self.uri.partition("://")[0] if "://" in self.uri else "local"
+
+
+class Server(_Base):
+    image: Annotated[str, Field(min_length=1)] = DEFAULT_IMAGE
+    replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    gpus: Annotated[int, Field(ge=0, le=64)] = 1
+    gpu_resource: Annotated[str, _name_rule(RESOURCE_RE, "resource name")] = "nvidia.com/gpu"
+    resources: dict[str, Any] = {}
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    affinity: dict[str, Any] = {}
+    args: list[str] = []
+
+    @field_validator("args")
+    @classmethod
+    def _flags(cls, args: list[str]) -> list[str]:
+        for arg in args:
+            if not arg.startswith("--"):
+                raise ValueError(f"extra tritonserver flags start with '--' (got {arg!r})")
+        return args
+
+
+class Routing(_Base):
+    session_affinity: Literal["None", "ClientIP", "Header"] = "None"
+    header: Annotated[str, _name_rule(HEADER_RE, "header")] = "x-triton-sequence-id"
+    provider: Literal["ingress-nginx", "istio", "gateway-api"] = "ingress-nginx"
+
+
+class Autoscaling(_Base):
+    min_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
+    max_replicas: Annotated[int, Field(ge=1, le=1000)]
+    metric: Literal["queueTime", "pendingRequests", "gpuUtilization"] = "queueTime"
+    target: Annotated[float, Field(gt=0)] = 50
+    engine: Literal["hpa", "keda"] = "hpa"
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class PipelineSpec(_Base):
+    server: Server = Server()
+    model_repository: ModelRepository
+    models: Annotated[list[Model], Field(min_length=1)]
+    pipelines: Annotated[list[Pipeline], Field(min_length=1)]
+    routing: Routing = Routing()
+    autoscaling: Autoscaling | None = None
+
+
+class Metadata(BaseModel):
+    """Kubernetes ObjectMeta: only name/namespace matter; the apiserver's other fields are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: Annotated[str, _name_rule(K8S_NAME_RE, "metadata.name")]
+    namespace: str | None = None
+    generation: int | None = None
+
+
+class TritonPipeline(_Base):
+    api_version: str
+    kind: str
+    metadata: Metadata
+    spec: PipelineSpec
+    status: dict[str, Any] | None = None
+
+    @field_validator("api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        if value != API_VERSION:
+            raise ValueError(f"expected {API_VERSION!r}, got {value!r}")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if value != KIND:
+            raise ValueError(f"expected {KIND!r}, got {value!r}")
+        return value
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            first = seen[key].start_mark
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first defined at line {first.line + 1}); "
+                "YAML would silently keep only the last one",
+                mark,
+            )
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
+    """Parse YAML text (one or several documents) refusing duplicate keys; empty documents are skipped."""
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError([Problem(where, f"invalid YAML: {exc.problem or exc}")], source) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem("", f"invalid YAML: {exc}")], source) from None
+    if not docs:
+        raise SpecError([Problem("", "no TritonPipeline document found")], source)
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise SpecError(
+                [Problem(f"document {i + 1}", f"expected a mapping (a TritonPipeline), got {_kind(doc)}")],
+                source,
+            )
+    return docs
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def format_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    """('spec', 'models', 0, 'name') -> 'spec.models[0].name'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _allowed_fields(model: type[BaseModel]) -> list[str]:
+    return sorted((f.alias or n) for n, f in model.model_fields.items())
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk the model tree along a location to find which model class holds it."""
+    current: Any = TritonPipeline
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = next((f for n, f in current.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return current
+        current = _unwrap(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    args = getattr(annotation, "__args__", None)
+    while args:
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if models:
+            return models[0]
+        inner = [a for a in args if getattr(a, "__args__", None)]
+        if not inner:
+            break
+        annotation = inner[0]
+        args = getattr(annotation, "__args__", None)
+    return annotation
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        owner = _model_at(tuple(err["loc"][:-1]))
+        allowed = f" (allowed: {', '.join(_allowed_fields(owner))})" if owner else ""
+        return f"unknown field{allowed}"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected', '')}, got {value!r}"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected an integer, got {_kind(value)} {value!r}"
+    if kind in ("float_type", "float_parsing"):
+        return f"expected a number, got {_kind(value)} {value!r}"
+    if kind in ("string_type",):
+        return f"expected a string, got {_kind(value)}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"expected true or false, got {_kind(value)} {value!r}"
+    if kind in ("list_type",):
+        return f"expected a list, got {_kind(value)}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected a mapping, got {_kind(value)}"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}, got {value!r}"
+    if kind == "greater_than":
+        return f"must be > {ctx.get('gt')}, got {value!r}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}, got {value!r}"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"allows at most {ctx.get('max_length')} item(s)"
+    if kind in ("string_too_short",):
+        return "must not be empty"
+    return str(err["msg"])
+
+
+def _problems(exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        # pydantic appends '[key]' segments for dict keys validated as such; keep them readable.
+        problems.append(Problem(format_path(loc), _message(err)))
+    return problems
+
+
+def parse_pipeline(doc: dict[str, Any], source: str | None = None) -> TritonPipeline:
+    """Validate one TritonPipeline mapping. Raises SpecError listing every problem found."""
+    try:
+        return TritonPipeline.model_validate(doc)
+    except ValidationError as exc:
+        raise SpecError(_problems(exc), source) from None
+
+
+def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
+    """Parse every TritonPipeline document in a YAML text; problems from all documents are collected."""
+    docs = load_documents(text, source)
+    out: list[TritonPipeline] = []
+    problems: list[Problem] = []
+    for i, doc in enumerate(docs):
+        prefix = f"document {i + 1}: " if len(docs) > 1 else ""
+        try:
+            out.append(parse_pipeline(doc))
+        except SpecError as exc:
+            problems += [Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
+                         for p in exc.problems]
+    if problems:
+        raise SpecError(problems, source)
+    return out
+
+
+def load_file(path: str | Path) -> list[TritonPipeline]:
+    """Read and parse a YAML file of TritonPipeline documents."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read file: {exc.strerror}")], str(p)) from None
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", "file is not UTF-8 text")], str(p)) from None
+    return parse_text(text, str(p))
