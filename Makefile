@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## create .venv and install the package with dev tools
 
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
-	$(PY) -m tritonpipeline.demo
+	$(PY) examples/demo.py
 
 test: $(STAMP) ## lint, unit and integration tests (real tritonserver)
 	$(VENV)/bin/ruff check operator tests bench

@@ -62,7 +62,9 @@ def _select(compiled: list[Compiled], name: str | None, source: str) -> Compiled
         if len(compiled) == 1:
             return compiled[0]
         names = ", ".join(c.pipeline.name for c in compiled)
-        raise SpecError([Problem("", f"the file holds several TritonPipelines ({names}); choose one with --name")], source)
+        raise SpecError(
+            [Problem("", f"the file holds several TritonPipelines ({names}); choose one with --name")], source
+        )
     for c in compiled:
         if c.pipeline.name == name:
             return c
@@ -73,7 +75,11 @@ def _select(compiled: list[Compiled], name: str | None, source: str) -> Compiled
 def _summary(c: Compiled) -> str:
     plan = c.artifacts.plan
     routers = plan.routers
-    parts = [f"{len(plan.models)} model(s)", f"{len(plan.ensembles)} ensemble(s)", f"{len(routers)} router(s) inserted"]
+    parts = [
+        f"{len(plan.models)} model(s)",
+        f"{len(plan.ensembles)} ensemble(s)",
+        f"{len(routers)} router(s) inserted",
+    ]
     return f"{c.source}: TritonPipeline {c.pipeline.name!r} is valid ({', '.join(parts)})"
 
 
@@ -88,7 +94,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     "file": path,
                     "valid": True,
                     "pipelines": [
-                        {"name": c.pipeline.name, "graph": c.artifacts.graph_summary(), "digest": c.artifacts.digest()}
+                        {
+                            "name": c.pipeline.name,
+                            "graph": c.artifacts.graph_summary(),
+                            "digest": c.artifacts.digest(),
+                        }
                         for c in compiled
                     ],
                     "errors": [],
@@ -125,15 +135,15 @@ def cmd_graph(args: argparse.Namespace) -> int:
     c = _select(compile_file(args.file, models=args.models), args.name, args.file)
     plan = c.artifacts.plan
     fmt = args.format
-    if fmt == "mermaid":
-        text = to_mermaid(plan)
-    else:
-        text = to_dot(plan)
+    text = to_mermaid(plan) if fmt == "mermaid" else to_dot(plan)
     if fmt in ("png", "svg"):
         dot = shutil.which("dot")
         if dot is None:
-            print("error: --format png/svg needs Graphviz's `dot` (apt-get install graphviz); "
-                  "use --format dot or mermaid", file=sys.stderr)  # fmt: skip
+            print(
+                "error: --format png/svg needs Graphviz's `dot` (apt-get install graphviz); "
+                "use --format dot or mermaid",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         if not args.output:
             print(f"error: --format {fmt} writes a binary file: pass -o FILE", file=sys.stderr)
@@ -154,14 +164,19 @@ def _gpu_present() -> bool:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import LocalTriton, TritonError  # noqa: PLC0415 - keeps other commands fast
+    from .server import LocalTriton, TritonError
 
     cpu = args.cpu if args.cpu is not None else not _gpu_present()
     c = _select(compile_file(args.file, cpu_only=cpu, models=args.models), args.name, args.file)
     if c.model_root is None:
         raise SpecError(
-            [Problem("spec.modelRepository.uri", f"serve needs local model files, got "
-                     f"{c.pipeline.spec.model_repository.uri!r}; pass --models DIR")],  # fmt: skip
+            [
+                Problem(
+                    "spec.modelRepository.uri",
+                    f"serve needs local model files, got "
+                    f"{c.pipeline.spec.model_repository.uri!r}; pass --models DIR",
+                )
+            ],
             args.file,
         )
     if cpu and args.cpu is None:
@@ -194,7 +209,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("serving; Ctrl-C or SIGTERM stops", flush=True)
         while not stop.wait(0.5):
             if server.process is not None and server.process.poll() is not None:
-                print(f"tritonserver exited (code {server.process.returncode}):\n{server.log_tail()}", file=sys.stderr)
+                print(
+                    f"tritonserver exited (code {server.process.returncode}):\n{server.log_tail()}",
+                    file=sys.stderr,
+                )
                 return EXIT_SERVER
         print("stopping tritonserver ...", flush=True)
         code = server.stop(timeout=args.exit_timeout + 5)
@@ -219,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--models", metavar="DIR", help="model files root (overrides a local modelRepository.uri)")
+        p.add_argument(
+            "--models", metavar="DIR", help="model files root (overrides a local modelRepository.uri)"
+        )
 
     p = sub.add_parser("validate", help="check TritonPipeline files (exit 0 valid, 1 invalid)")
     p.add_argument("files", nargs="+", metavar="FILE")
@@ -248,7 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--cpu", dest="cpu", action="store_true", default=None, help="run GPU instance groups on CPU")
+    mode.add_argument(
+        "--cpu", dest="cpu", action="store_true", default=None, help="run GPU instance groups on CPU"
+    )
     mode.add_argument("--gpu", dest="cpu", action="store_false", help="keep GPU instance groups")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--http-port", type=int, default=8000)

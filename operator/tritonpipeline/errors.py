@@ -30,6 +30,4 @@ class SpecError(Exception):
         return "\n".join(prefix + str(p) for p in self.problems)
 
     def as_dicts(self) -> list[dict[str, str]]:
-        return [
-            {"source": self.source or "", "path": p.path, "message": p.message} for p in self.problems
-        ]
+        return [{"source": self.source or "", "path": p.path, "message": p.message} for p in self.problems]

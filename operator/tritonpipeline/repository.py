@@ -12,7 +12,9 @@ from .errors import Problem, SpecError
 from .spec import TritonPipeline
 
 
-def local_model_root(tp: TritonPipeline, cr_file: str | Path | None, override: str | Path | None = None) -> Path | None:
+def local_model_root(
+    tp: TritonPipeline, cr_file: str | Path | None, override: str | Path | None = None
+) -> Path | None:
     """Directory holding the model files: `override`, or a local modelRepository.uri resolved against
     the CR file's directory. None for pvc://, s3:// and gs:// sources (they exist only in a cluster)."""
     if override is not None:
@@ -27,28 +29,37 @@ def local_model_root(tp: TritonPipeline, cr_file: str | Path | None, override: s
 def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
     """Every declared model must have a directory under the model root."""
     if not root.is_dir():
-        return [Problem("spec.modelRepository.uri", f"model repository directory {str(root)!r} does not exist")]
+        return [
+            Problem("spec.modelRepository.uri", f"model repository directory {str(root)!r} does not exist")
+        ]
     problems = []
     for i, model in enumerate(tp.spec.models):
         d = root / model.name
         if not d.is_dir():
             problems.append(
-                Problem(f"spec.models[{i}].name", f"model directory {model.name!r} not found under {str(root)!r}")
+                Problem(
+                    f"spec.models[{i}].name", f"model directory {model.name!r} not found under {str(root)!r}"
+                )
             )
     return problems
 
 
-def write_repository(artifacts: Artifacts, dest: str | Path, model_root: Path | None, *, force: bool = False) -> Path:
+def write_repository(
+    artifacts: Artifacts, dest: str | Path, model_root: Path | None, *, force: bool = False
+) -> Path:
     """Write a complete repository at `dest`: generated files, plus each declared model's files from
     `model_root` linked (symlinks), not copied. Atomic: on error nothing is left behind."""
     dest = Path(dest).resolve()
     if dest.exists() and not dest.is_dir():
         raise SpecError([Problem("", f"output path {str(dest)!r} exists and is not a directory")])
     if dest.is_dir() and any(dest.iterdir()) and not force:
-        raise SpecError([Problem("", f"output directory {str(dest)!r} is not empty (pass --force to replace it)")])
+        raise SpecError(
+            [Problem("", f"output directory {str(dest)!r} is not empty (pass --force to replace it)")]
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
+        tmp.chmod(0o755)
         if model_root is not None:
             for name in artifacts.models:
                 src_dir = model_root / name

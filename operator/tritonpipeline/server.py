@@ -25,9 +25,11 @@ class TritonError(RuntimeError):
 
 def _pytriton_dist() -> Path:
     try:
-        import pytriton  # noqa: PLC0415
+        import pytriton
     except ImportError as exc:  # pragma: no cover - dependency missing
-        raise TritonError("nvidia-pytriton is not installed; run `make venv` or pip install nvidia-pytriton") from exc
+        raise TritonError(
+            "nvidia-pytriton is not installed; run `make venv` or pip install nvidia-pytriton"
+        ) from exc
     return Path(pytriton.__file__).resolve().parent
 
 
@@ -155,7 +157,9 @@ class LocalTriton:
         while time.monotonic() < deadline:
             if self.process is None or self.process.poll() is not None:
                 code = None if self.process is None else self.process.returncode
-                raise TritonError(f"tritonserver exited (code {code}) before it was ready:\n{self.log_tail()}")
+                raise TritonError(
+                    f"tritonserver exited (code {code}) before it was ready:\n{self.log_tail()}"
+                )
             try:
                 status, _ = self._get("/v2/health/ready")
                 if status == 200:

@@ -38,13 +38,39 @@ HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
 RESOURCE_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 DATA_TYPES = (
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16", "BYTES", "STRING",
-)  # fmt: skip
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "BYTES",
+    "STRING",
+)
 DataType = Literal[
-    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16", "BYTES", "STRING",
-]  # fmt: skip
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "BYTES",
+    "STRING",
+]
 URI_SCHEMES = ("pvc", "s3", "gs")
 
 
@@ -85,8 +111,12 @@ def _check_dim(d: int) -> int:
 
 class _Base(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, alias_generator=to_camel, validate_by_name=False,
-        validate_by_alias=True
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=False,
+        validate_by_alias=True,
     )
 
 
@@ -173,9 +203,15 @@ class Model(_Base):
     name: Name
     backend: Annotated[str, _name_rule(BACKEND_RE, "backend")] | None = None
     platform: (
-        Literal["tensorrt_plan", "onnxruntime_onnx", "pytorch_libtorch", "tensorflow_savedmodel",
-                "tensorflow_graphdef"] | None
-    ) = None  # fmt: skip
+        Literal[
+            "tensorrt_plan",
+            "onnxruntime_onnx",
+            "pytorch_libtorch",
+            "tensorflow_savedmodel",
+            "tensorflow_graphdef",
+        ]
+        | None
+    ) = None
     max_batch_size: Annotated[int, Field(ge=0, le=1 << 20)] = 0
     inputs: Annotated[list[InputTensor], Field(min_length=1)]
     outputs: Annotated[list[OutputTensor], Field(min_length=1)]
@@ -196,7 +232,9 @@ class Model(_Base):
     @model_validator(mode="after")
     def _one_of_backend_platform(self) -> Model:
         if (self.backend is None) == (self.platform is None):
-            raise ValueError("set exactly one of backend (such as python) or platform (such as tensorrt_plan)")
+            raise ValueError(
+                "set exactly one of backend (such as python) or platform (such as tensorrt_plan)"
+            )
         if self.dynamic_batching is not None and self.sequence_batching is not None:
             raise ValueError("dynamicBatching and sequenceBatching cannot both be set")
         return self
@@ -374,9 +412,46 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _duplicate_keys(node: yaml.Node | None, path: str, seen_nodes: set[int]) -> list[Problem]:
+    """Duplicate mapping keys anywhere under a composed node, reported at their field path."""
+    if node is None or id(node) in seen_nodes:
+        return []
+    seen_nodes.add(id(node))
+    found: list[Problem] = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[tuple[str, str], yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None
+            child = f"{path}.{key}" if path and key is not None else (key or path)
+            if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
+                if (key_node.tag, key) in first:
+                    was, mark = first[(key_node.tag, key)].start_mark, key_node.start_mark
+                    found.append(
+                        Problem(
+                            child,
+                            f"duplicate key {key!r} at line {mark.line + 1}, column {mark.column + 1} (first "
+                            f"defined at line {was.line + 1}); YAML would silently keep only the last one",
+                        )
+                    )
+                first.setdefault((key_node.tag, key), key_node)
+            found += _duplicate_keys(value_node, child, seen_nodes)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += _duplicate_keys(item, f"{path}[{i}]", seen_nodes)
+    return found
+
+
 def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
     """Parse YAML text (one or several documents) refusing duplicate keys; empty documents are skipped."""
     try:
+        nodes = list(yaml.compose_all(text, Loader=_StrictLoader))
+        dups = [
+            Problem((f"document {i + 1}: " if len(nodes) > 1 and p.path else "") + p.path, p.message)
+            for i, node in enumerate(nodes)
+            for p in _duplicate_keys(node, "", set())
+        ]
+        if dups:
+            raise SpecError(dups, source)
         docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -518,8 +593,10 @@ def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
         try:
             out.append(parse_pipeline(doc))
         except SpecError as exc:
-            problems += [Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
-                         for p in exc.problems]
+            problems += [
+                Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
+                for p in exc.problems
+            ]
     if problems:
         raise SpecError(problems, source)
     return out

@@ -38,16 +38,24 @@ class Artifacts:
         """What a user sees in status.graph: ensembles and the routers inserted for them."""
         return {
             "ensembles": [
-                {"name": e.name, "maxBatchSize": e.max_batch_size, "fanOut": e.fan_out,
-                 "steps": [s.name for s in e.steps]}
+                {
+                    "name": e.name,
+                    "maxBatchSize": e.max_batch_size,
+                    "fanOut": e.fan_out,
+                    "steps": [s.name for s in e.steps],
+                }
                 for e in self.plan.ensembles
             ],
             "routers": [
-                {"name": r.name, "pipeline": r.pipeline, "source": r.source,
-                 "consumers": [c.label for _, c in r.outputs]}
+                {
+                    "name": r.name,
+                    "pipeline": r.pipeline,
+                    "source": r.source,
+                    "consumers": [c.label for _, c in r.outputs],
+                }
                 for r in self.plan.routers
             ],
-        }  # fmt: skip
+        }
 
 
 def compile_pipeline(tp: TritonPipeline, *, cpu_only: bool = False) -> Artifacts:

@@ -122,7 +122,9 @@ def check_models(spec: PipelineSpec, ctx: _Ctx) -> None:
     for i, model in enumerate(spec.models):
         path = f"spec.models[{i}]"
         if model.name in seen:
-            ctx.add(f"{path}.name", f"duplicate model name {model.name!r} (also spec.models[{seen[model.name]}])")
+            ctx.add(
+                f"{path}.name", f"duplicate model name {model.name!r} (also spec.models[{seen[model.name]}])"
+            )
         seen.setdefault(model.name, i)
         for kind, tensors in (("inputs", model.inputs), ("outputs", model.outputs)):
             names: dict[str, int] = {}
@@ -214,9 +216,10 @@ class _PipelineCompiler:
         for step_name, (j, model) in steps.items():
             self._check_step_inputs(j, step_name, model, steps, inputs, catalogue, consumers, deps)
         outputs = self._check_outputs(steps, catalogue, consumers, deps)
+        resolved = len(ctx.problems) == before
         order = self._check_cycles(steps, deps)
         if order is not None:
-            self._check_reachability(steps, inputs, consumers, deps)
+            self._check_reachability(steps, inputs, consumers, deps, dead_steps=resolved)
             self._check_decoupled(steps, order, consumers)
         if len(ctx.problems) > before:
             return None
@@ -317,7 +320,9 @@ class _PipelineCompiler:
         model = steps[head][1]
         if tail not in {o.name for o in model.outputs}:
             outs = ", ".join(o.name for o in model.outputs)
-            self.ctx.add(path, f"step {head!r} (model {model.name!r}) has no output {tail!r} (outputs: {outs})")
+            self.ctx.add(
+                path, f"step {head!r} (model {model.name!r}) has no output {tail!r} (outputs: {outs})"
+            )
             return None
         return ref
 
@@ -380,7 +385,8 @@ class _PipelineCompiler:
             elif not dims_compatible(have.full_dims, want_full):
                 self.ctx.add(kpath, self._dims_message(src, have, key, model, want_full))
         for t in model.inputs:
-            if t.name not in mapping and not t.optional:
+            if t.name not in mapping and not t.optional and t.name not in controls | states:
+                # (a control or state also listed under inputs is reported once, by check_models)
                 self.ctx.add(
                     path,
                     f"required input {t.name!r} of model {model.name!r} is not mapped "
@@ -411,7 +417,9 @@ class _PipelineCompiler:
             opath = f"{self.path}.outputs[{j}].from"
             parsed = _parse_ref(o.source)
             if parsed is not None and parsed[0] == INPUTS:
-                self.ctx.add(opath, "a pipeline output must come from a step output, not straight from an input")
+                self.ctx.add(
+                    opath, "a pipeline output must come from a step output, not straight from an input"
+                )
                 continue
             src = self._resolve(o.source, opath, steps, {}, None)
             if src is None:
@@ -428,7 +436,9 @@ class _PipelineCompiler:
                     )
         return outputs
 
-    def _check_cycles(self, steps: dict[str, tuple[int, Model]], deps: dict[str, set[str]]) -> list[str] | None:
+    def _check_cycles(
+        self, steps: dict[str, tuple[int, Model]], deps: dict[str, set[str]]
+    ) -> list[str] | None:
         """Topological order of steps (declaration order among ready steps), or None on a cycle."""
         order: list[str] = []
         state: dict[str, int] = {}
@@ -463,6 +473,8 @@ class _PipelineCompiler:
         inputs: dict[str, int],
         consumers: dict[str, list[Consumer]],
         deps: dict[str, set[str]],
+        *,
+        dead_steps: bool,
     ) -> None:
         for name, j in inputs.items():
             if not consumers.get(f"{INPUTS}.{name}"):
@@ -473,7 +485,10 @@ class _PipelineCompiler:
                     f"{self._steps_path(j)}.inputs",
                     f"step {name!r} has no inputs, so the ensemble would never run it",
                 )
-        # every step must feed some pipeline output, directly or through other steps
+        if not dead_steps:
+            return  # unresolved references would make healthy steps look dead
+        # every step must feed some pipeline output, directly or through other steps (Triton refuses a
+        # step without output_map)
         useful: set[str] = set()
         frontier = [src.split(".", 1)[0] for src, cs in consumers.items() if any(c.step is None for c in cs)]
         while frontier:
@@ -503,7 +518,9 @@ class _PipelineCompiler:
                     sources.append((ref, lineage[head]))
             distinct = {s for _, s in sources if s}
             if len(distinct) > 1:
-                detail = "; ".join(f"{r} comes from decoupled {', '.join(sorted(s))}" for r, s in sources if s)
+                detail = "; ".join(
+                    f"{r} comes from decoupled {', '.join(sorted(s))}" for r, s in sources if s
+                )
                 self.ctx.add(
                     f"{self._steps_path(j)}.inputs",
                     f"step {name!r} re-joins tensors from different decoupled steps ({detail}); their "
@@ -531,9 +548,9 @@ class _PipelineCompiler:
         routers: list[RouterPlan] = []
         for src in sorted(consumers, key=lambda s: self._source_order(s, steps)):
             cs = consumers[src]
-            produced = src if src.startswith(INPUTS + ".") else src
             if len(cs) > 1 and p.fan_out == "router":
-                rname = router_name(p.name, src, self.taken)
+                # step names too: a step named like the router would write the same `NAME.OUTPUT_k` tensors
+                rname = router_name(p.name, src, self.taken | set(steps))
                 self.taken.add(rname)
                 tensor = catalogue[src]
                 router_outputs = []
@@ -541,7 +558,7 @@ class _PipelineCompiler:
                     out = f"OUTPUT_{k}"
                     router_outputs.append((out, c))
                     read[c] = c.name if c.step is None else f"{rname}.{out}"
-                write[src] = produced.split(".", 1)[1] if src.startswith(INPUTS + ".") else produced
+                write[src] = src.split(".", 1)[1] if src.startswith(INPUTS + ".") else src
                 routers.append(
                     RouterPlan(
                         name=rname,
@@ -570,7 +587,9 @@ class _PipelineCompiler:
             j, model = steps[name]
             in_map = tuple(sorted((key, read[Consumer(name, key)]) for key in p.steps[j].inputs))
             out_map = tuple(
-                sorted((o.name, write[f"{name}.{o.name}"]) for o in model.outputs if f"{name}.{o.name}" in write)
+                sorted(
+                    (o.name, write[f"{name}.{o.name}"]) for o in model.outputs if f"{name}.{o.name}" in write
+                )
             )
             plans.append(StepPlan(name=name, model=model.name, input_map=in_map, output_map=out_map))
         for r in routers:
@@ -600,9 +619,7 @@ class _PipelineCompiler:
         if self.cpu_only:
             return False
         neighbours = [src.split(".", 1)[0], *(c.step for c in cs if c.step)]
-        return any(
-            inst.kind == "GPU" for s in neighbours if s in steps for inst in steps[s][1].instances
-        )
+        return any(inst.kind == "GPU" for s in neighbours if s in steps for inst in steps[s][1].instances)
 
 
 def _norm_type(data_type: str) -> str:

@@ -26,6 +26,8 @@ class TritonPythonModel:
                 outputs = [pb_utils.Tensor(name, array) for name in self.output_names]
             else:
                 # one fresh DLPack capsule per output: a capsule can be consumed only once
-                outputs = [pb_utils.Tensor.from_dlpack(name, tensor.to_dlpack()) for name in self.output_names]
+                outputs = [
+                    pb_utils.Tensor.from_dlpack(name, tensor.to_dlpack()) for name in self.output_names
+                ]
             responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
         return responses

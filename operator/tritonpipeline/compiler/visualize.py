@@ -38,7 +38,11 @@ def _graph(e: EnsemblePlan, prefix: str) -> tuple[list[_Node], list[_Edge]]:
     routers = {r.name for r in e.routers}
     for s in e.steps:
         kind = "router" if s.name in routers else "step"
-        label = f"router {s.name}" if kind == "router" else (s.name if s.name == s.model else f"{s.name} ({s.model})")
+        label = (
+            f"router {s.name}"
+            if kind == "router"
+            else (s.name if s.name == s.model else f"{s.name} ({s.model})")
+        )
         nid = node(kind, s.name, label)
         for out, tensor in s.output_map:
             writers[tensor] = (nid, out)
@@ -57,10 +61,14 @@ def _graph(e: EnsemblePlan, prefix: str) -> tuple[list[_Node], list[_Edge]]:
 def to_mermaid(plan: RepositoryPlan) -> str:
     lines = ["flowchart LR"]
     for i, e in enumerate(plan.ensembles):
-        lines.append(f'  subgraph e{i}["ensemble {e.name} (fanOut: {e.fan_out}, maxBatchSize: {e.max_batch_size})"]')
+        lines.append(
+            f'  subgraph e{i}["ensemble {e.name} (fanOut: {e.fan_out}, maxBatchSize: {e.max_batch_size})"]'
+        )
         nodes, edges = _graph(e, f"e{i}n")
         for n in nodes:
-            shape = {"input": '(["{}"])', "output": '(["{}"])', "router": '{{"{}"}}', "step": '["{}"]'}[n.kind]
+            shape = {"input": '(["{}"])', "output": '(["{}"])', "router": '{{"{}"}}', "step": '["{}"]'}[
+                n.kind
+            ]
             lines.append(f"    {n.id}{shape.format(n.label)}")
             if n.kind == "router":
                 lines.append(f"    class {n.id} router")

@@ -1,0 +1,101 @@
+"""`tritonpipeline serve` as a user runs it: a subprocess, real tritonserver, Ctrl-C and SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from tritonpipeline.server import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = Path(sys.executable).parent / "tritonpipeline"
+
+
+def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:
+    http = free_port()
+    args = [
+        str(CLI),
+        "serve",
+        str(ROOT / "examples" / "fanout.yaml"),
+        "--cpu",
+        "--http-port",
+        str(http),
+        "--grpc-port",
+        str(free_port()),
+        "--metrics-port",
+        str(free_port()),
+        *extra,
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("serving;"):
+            return proc, http, lines
+    proc.kill()
+    pytest.fail("serve did not become ready:\n" + "".join(lines))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_serve_answers_then_stops_cleanly(sig):
+    proc, http, lines = _serve([])
+    text = "".join(lines)
+    try:
+        assert f"HTTP http://127.0.0.1:{http}" in text
+        assert re.search(r"model vision__extract__FEATS_A__router\s+version 1\s+READY", text), text
+        assert "router vision__extract__FEATS_A__router: extract.FEATS_A ->" in text
+        repo = Path(re.search(r"generated files in (\S+)", text).group(1))
+        assert repo.is_dir()
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{http}")
+        x = np.array([[1, 2, 3, 4]], dtype=np.float32)
+        t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        t.set_data_from_numpy(x)
+        out = client.infer("vision", [t]).as_numpy("SCORE_C")
+        client.close()
+        assert out.tolist() == [[float((2 * x + 1).sum())]]
+    finally:
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "stopped (tritonserver exit code 0)" in rest
+    assert not repo.parent.exists(), "the temporary repository is removed on exit"
+
+
+def test_serve_port_in_use_fails_with_log():
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        args = [
+            str(CLI),
+            "serve",
+            str(ROOT / "examples" / "fanout.yaml"),
+            "--cpu",
+            "--http-port",
+            str(busy),
+            "--grpc-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--timeout",
+            "60",
+        ]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "tritonserver exited" in proc.stderr

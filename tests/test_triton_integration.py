@@ -1,0 +1,162 @@
+"""Compiled pipelines loaded into the real tritonserver (nvidia-pytriton wheel, CPU): numbers checked."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
+import tritonclient.http as httpclient
+
+from conftest import example
+
+pytestmark = pytest.mark.integration
+
+RNG = np.random.default_rng(7)
+
+
+def infer(server, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        tensors = []
+        for name, array in inputs.items():
+            t = httpclient.InferInput(name, list(array.shape), _dtype(array))
+            t.set_data_from_numpy(array)
+            tensors.append(t)
+        result = client.infer(model, tensors)
+        return {o["name"]: result.as_numpy(o["name"]) for o in result.get_response()["outputs"]}
+    finally:
+        client.close()
+
+
+def _dtype(array: np.ndarray) -> str:
+    return {np.float32: "FP32", np.int32: "INT32"}[array.dtype.type]
+
+
+# reference arithmetic of the example models (model_repository/*/1/model.py)
+def extractor(x):
+    return 2 * x + 1
+
+
+def head_b(f):
+    return 3 * f - 2
+
+
+def head_c(f):
+    return f.sum(axis=-1, keepdims=True)
+
+
+def model_states(server) -> dict[str, str]:
+    return {m["name"]: m.get("state", "") for m in server.models()}
+
+
+@pytest.mark.parametrize("fan_out", ["router", "shared"])
+def test_fanout_outputs_are_correct(serve_pipeline, fan_out):
+    doc = example("fanout")
+    doc["spec"]["pipelines"][0]["fanOut"] = fan_out
+    server = serve_pipeline(doc)
+    states = model_states(server)
+    routers = [n for n in states if n.endswith("__router")]
+    assert len(routers) == (1 if fan_out == "router" else 0)
+    assert all(s == "READY" for s in states.values()), states
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    out = infer(server, "vision", {"IMAGE": x})
+    feats = extractor(x)
+    np.testing.assert_allclose(out["FEATURES"], feats, rtol=1e-6)
+    np.testing.assert_allclose(out["SCORE_B"], head_b(feats), rtol=1e-5)
+    np.testing.assert_allclose(out["SCORE_C"], head_c(feats), rtol=1e-5)
+    assert out["SCORE_C"].shape == (3, 1)
+
+
+def test_diamond_fan_in(serve_pipeline):
+    server = serve_pipeline(example("diamond"))
+    x = RNG.normal(size=(5, 4)).astype(np.float32)
+    out = infer(server, "diamond", {"IMAGE": x})
+    feats = extractor(x)
+    np.testing.assert_allclose(out["RESULT"], head_b(feats) - head_c(feats), rtol=1e-5, atol=1e-5)
+
+
+def test_pipeline_input_fan_out_gets_a_router(serve_pipeline):
+    """One pipeline input read by two steps: a router copies it to both."""
+    doc = example("fanout")
+    pipe = doc["spec"]["pipelines"][0]
+    pipe["steps"][1]["inputs"] = {"FEATS_IN_B": "inputs.IMAGE"}
+    pipe["outputs"] = [
+        {"name": "SCORE_B", "from": "head_b.OUTPUT_B"},
+        {"name": "SCORE_C", "from": "head_c.OUTPUT_C"},
+    ]
+    server = serve_pipeline(doc)
+    assert "vision__inputs__IMAGE__router" in model_states(server)
+    x = RNG.normal(size=(2, 4)).astype(np.float32)
+    out = infer(server, "vision", {"IMAGE": x})
+    np.testing.assert_allclose(out["SCORE_B"], head_b(x), rtol=1e-5)
+    np.testing.assert_allclose(out["SCORE_C"], head_c(extractor(x)), rtol=1e-5)
+
+
+def test_non_batching_pipeline_dims_include_batch(serve_pipeline):
+    """maxBatchSize 0 everywhere: dims are full shapes, and -1 matches any size."""
+    doc = example("diamond")
+    for m in doc["spec"]["models"]:
+        m["maxBatchSize"] = 0
+        for t in m["inputs"] + m["outputs"]:
+            t["dims"] = [-1, *t["dims"]]
+    doc["spec"]["pipelines"][0]["inputs"][0]["dims"] = [-1, 4]
+    server = serve_pipeline(doc)
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    out = infer(server, "diamond", {"IMAGE": x})
+    feats = extractor(x)
+    np.testing.assert_allclose(out["RESULT"], head_b(feats) - head_c(feats), rtol=1e-5, atol=1e-5)
+
+
+def test_interleaved_sequences_keep_their_own_state(serve_pipeline):
+    server = serve_pipeline(example("streaming"))
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        chunks = {seq: RNG.integers(-50, 50, size=6).astype(np.int32) for seq in (101, 202, 303, 404)}
+        totals = {seq: 0.0 for seq in chunks}
+        for k in range(6):  # chunk k of every sequence, interleaved
+            for seq, values in chunks.items():
+                t = grpcclient.InferInput("CHUNK", [1, 1], "INT32")
+                t.set_data_from_numpy(values[k].reshape(1, 1))
+                result = client.infer(
+                    "streaming", [t], sequence_id=seq, sequence_start=(k == 0), sequence_end=(k == 5)
+                )
+                totals[seq] += 0.5 * float(values[k])
+                assert result.as_numpy("TOTAL")[0, 0] == pytest.approx(totals[seq]), (seq, k)
+    finally:
+        client.close()
+
+
+def test_concurrent_async_sequences(serve_pipeline):
+    server = serve_pipeline(example("streaming"))
+
+    async def run() -> dict[int, list[float]]:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+
+            async def stream(seq: int, values: np.ndarray) -> list[float]:
+                seen = []
+                for k, v in enumerate(values):
+                    t = grpcaio.InferInput("CHUNK", [1, 1], "INT32")
+                    t.set_data_from_numpy(np.array([[v]], dtype=np.int32))
+                    r = await client.infer(
+                        "streaming",
+                        [t],
+                        sequence_id=seq,
+                        sequence_start=k == 0,
+                        sequence_end=k == len(values) - 1,
+                    )
+                    seen.append(float(r.as_numpy("TOTAL")[0, 0]))
+                return seen
+
+            results = await asyncio.gather(*(stream(seq, chunks[seq]) for seq in chunks))
+            return dict(zip(chunks, results, strict=True))
+        finally:
+            await client.close()
+
+    chunks = {1000 + i: RNG.integers(0, 20, size=8).astype(np.int32) for i in range(12)}
+    seen = asyncio.run(run())
+    for seq, values in chunks.items():
+        np.testing.assert_allclose(seen[seq], np.cumsum(values * 0.5), err_msg=f"sequence {seq}")
