@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -40,9 +41,12 @@ def server_home() -> Path:
     version = metadata.version("nvidia-pytriton")
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tritonpipeline"
-    home = cache / f"tritonserver-{version}-py{py}"
-    if (home / ".ready").exists():
+    # keyed by the wheel's location too: the tree links into it, and another venv has another path
+    where = hashlib.sha256(str(dist).encode()).hexdigest()[:8]
+    home = cache / f"tritonserver-{version}-py{py}-{where}"
+    if (home / ".ready").exists() and (home / "bin" / "tritonserver").exists():
         return home
+    shutil.rmtree(home, ignore_errors=True)
     stub = dist / "python_backend_stubs" / py / "triton_python_backend_stub"
     if not stub.exists():
         raise TritonError(f"nvidia-pytriton {version} ships no Python backend stub for Python {py}")

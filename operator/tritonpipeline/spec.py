@@ -391,9 +391,11 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    # only keys written in this mapping count: a `<<` merge key's entries may be overridden on purpose
+    explicit = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
     loader.flatten_mapping(node)
     seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
+    for key_node in explicit:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             first = seen[key].start_mark
@@ -476,9 +478,9 @@ def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+             float: "a number"}  # fmt: skip
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 def format_path(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -1,0 +1,412 @@
+"""`tritonpipeline validate|render|graph` in-process (cli.main) and as the installed console script."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tritonpipeline import cli
+from tritonpipeline.compiler import compile_pipeline, router_source
+from tritonpipeline.compiler.triton_config import parse_text
+from tritonpipeline.repository import write_repository
+from tritonpipeline.spec import parse_pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+MODELS = ROOT / "model_repository"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+CLI = Path(sys.executable).parent / "tritonpipeline"
+
+
+def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tritonpipeline.cli"]
+    return subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+
+
+def example(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
+    return copy.deepcopy(doc)
+
+
+def write_cr(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def invalid_cr(tmp_path: Path) -> Path:
+    doc = example("diamond")
+    doc["spec"]["pipelines"][0]["steps"][1]["inputs"]["FEATS_IN_B"] = "rigth.OUTPUT_C"
+    return write_cr(tmp_path / "invalid.yaml", doc)
+
+
+def names_in(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
+def test_validate_examples_in_process(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", str(path)]) == 0
+    out, err = capsys.readouterr()
+    name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    assert f"'{name}' is valid" in out
+    assert err == ""
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
+def test_validate_examples_subprocess(path: Path) -> None:
+    result = run_cli("validate", path)
+    assert result.returncode == 0, result.stderr
+    assert "is valid" in result.stdout
+
+
+def test_validate_several_files_at_once() -> None:
+    result = run_cli("validate", *EXAMPLE_FILES)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("is valid") == len(EXAMPLE_FILES)
+
+
+def test_validate_invalid_in_process(invalid_cr: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", str(invalid_cr)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"{invalid_cr}: spec.pipelines[0].steps[1].inputs.FEATS_IN_B: unknown step 'rigth'" in err
+
+
+def test_validate_invalid_subprocess_has_no_traceback(invalid_cr: Path) -> None:
+    result = run_cli("validate", invalid_cr)
+    assert result.returncode == 1
+    assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B" in result.stderr
+    assert "unknown step 'rigth'" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("kind: [\n", "invalid YAML"),
+        ("a: 1\na: 2\n", "duplicate key 'a'"),
+        ("\xff\xfe", None),  # written as bytes below: not UTF-8
+    ],
+    ids=["broken-yaml", "duplicate-key", "not-utf8"],
+)
+def test_validate_unreadable_inputs_exit_1_cleanly(
+    tmp_path: Path, content: str, expected: str | None
+) -> None:
+    path = tmp_path / "cr.yaml"
+    if expected is None:
+        path.write_bytes(b"\xff\xfe\x00bad")
+        expected = "not UTF-8"
+    else:
+        path.write_text(content)
+    result = run_cli("validate", path)
+    assert result.returncode == 1
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_missing_file(tmp_path: Path) -> None:
+    result = run_cli("validate", tmp_path / "absent.yaml")
+    assert result.returncode == 1
+    assert "cannot read file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_mixed_files_reports_each(invalid_cr: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", str(EXAMPLES / "fanout.yaml"), str(invalid_cr)]) == 1
+    out, err = capsys.readouterr()
+    assert "'vision' is valid" in out
+    assert "unknown step 'rigth'" in err
+
+
+def test_validate_json_output(invalid_cr: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = EXAMPLES / "fanout.yaml"
+    assert cli.main(["validate", "--output", "json", str(good), str(invalid_cr)]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    report = json.loads(out)
+    assert [r["file"] for r in report] == [str(good), str(invalid_cr)]
+    ok, bad = report
+    assert ok["valid"] is True and ok["errors"] == []
+    (pipeline,) = ok["pipelines"]
+    assert pipeline["name"] == "vision"
+    assert len(pipeline["digest"]) == 64 and int(pipeline["digest"], 16) >= 0
+    assert pipeline["digest"] == compile_pipeline(parse_pipeline(yaml.safe_load(good.read_text()))).digest()
+    (ens,) = pipeline["graph"]["ensembles"]
+    assert ens["name"] == "vision" and ens["maxBatchSize"] == 8
+    (router,) = pipeline["graph"]["routers"]
+    assert router["source"] == "extract.FEATS_A"
+    assert sorted(router["consumers"]) == ["head_b.FEATS_IN_B", "head_c.FEATS_IN_C", "outputs.FEATURES"]
+    assert bad["valid"] is False and bad["pipelines"] == []
+    assert {"source": str(invalid_cr), "path": "spec.pipelines[0].steps[1].inputs.FEATS_IN_B"}.items() <= bad[
+        "errors"
+    ][0].items()
+    assert "unknown step 'rigth'" in bad["errors"][0]["message"]
+
+
+def test_validate_json_subprocess_is_pure_json(invalid_cr: Path) -> None:
+    result = run_cli("validate", "--output", "json", invalid_cr)
+    assert result.returncode == 1
+    (entry,) = json.loads(result.stdout)
+    assert entry["valid"] is False
+    assert all(set(e) == {"source", "path", "message"} for e in entry["errors"])
+
+
+def test_validate_json_all_valid_exit_0() -> None:
+    result = run_cli("validate", "--output", "json", *EXAMPLE_FILES)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [r["valid"] for r in report] == [True] * len(EXAMPLE_FILES)
+
+
+def test_validate_usage_error_is_exit_2() -> None:
+    result = run_cli("validate")
+    assert result.returncode == 2
+    assert "usage" in result.stderr.lower()
+
+
+def test_validate_with_models_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = example("diamond")
+    doc["spec"]["modelRepository"]["uri"] = str(tmp_path / "nowhere")
+    cr = write_cr(tmp_path / "cr.yaml", doc)
+    assert cli.main(["validate", str(cr)]) == 1
+    assert "spec.modelRepository.uri" in capsys.readouterr().err
+    assert cli.main(["validate", str(cr), "--models", str(MODELS)]) == 0
+
+
+# --------------------------------------------------------------------------- render
+
+
+def test_render_writes_a_linked_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "repo"
+    assert cli.main(["render", str(EXAMPLES / "fanout.yaml"), "-o", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    artifacts = compile_pipeline(parse_pipeline(example("fanout")))
+    (router,) = artifacts.plan.routers
+    assert router.name in stdout
+    assert names_in(out) == {"extractor", "head_b", "head_c", "vision", router.name}
+    for model in ("extractor", "head_b", "head_c"):
+        version = out / model / "1"
+        assert os.path.islink(version), f"{version} should link to the model files"
+        assert version.resolve() == (MODELS / model / "1").resolve()
+        assert (version / "model.py").is_file()
+        cfg = out / model / "config.pbtxt"
+        assert not cfg.is_symlink()
+        assert cfg.read_bytes() == artifacts.files[f"{model}/config.pbtxt"]
+        assert parse_text(cfg.read_bytes()).name == model
+    # generated models are real files
+    assert not (out / router.name / "1").is_symlink()
+    assert (out / router.name / "1" / "model.py").read_bytes() == router_source()
+    assert parse_text((out / "vision" / "config.pbtxt").read_bytes()).platform == "ensemble"
+    assert (out / "vision" / "1").is_dir()
+    # nothing but the repository was created next to it
+    assert names_in(tmp_path) == {"repo"}
+
+
+def test_render_subprocess_and_cpu_flag(tmp_path: Path) -> None:
+    out = tmp_path / "repo"
+    result = run_cli("render", EXAMPLES / "fanout.yaml", "-o", out, "--cpu")
+    assert result.returncode == 0, result.stderr
+    for model in ("extractor", "head_b", "head_c"):
+        cfg = parse_text((out / model / "config.pbtxt").read_bytes())
+        assert [g.kind for g in cfg.instance_group] == [cfg.instance_group[0].KIND_CPU]
+
+
+def test_render_into_non_empty_dir_needs_force(tmp_path: Path) -> None:
+    out = tmp_path / "repo"
+    out.mkdir()
+    (out / "keep-me.txt").write_text("user data")
+    result = run_cli("render", EXAMPLES / "diamond.yaml", "-o", out)
+    assert result.returncode == 1
+    assert "not empty" in result.stderr and "--force" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert names_in(out) == {"keep-me.txt"}
+    assert names_in(tmp_path) == {"repo"}
+    result = run_cli("render", EXAMPLES / "diamond.yaml", "-o", out, "--force")
+    assert result.returncode == 0, result.stderr
+    assert "keep-me.txt" not in names_in(out)
+    assert {"extractor", "head_b", "head_c", "join", "diamond"} <= names_in(out)
+    assert names_in(tmp_path) == {"repo"}  # the replaced tree and temp dirs are gone
+
+
+def test_render_into_empty_existing_dir_is_fine(tmp_path: Path) -> None:
+    out = tmp_path / "repo"
+    out.mkdir()
+    assert cli.main(["render", str(EXAMPLES / "streaming.yaml"), "-o", str(out)]) == 0
+    assert {"dequantize", "accumulator", "streaming"} == names_in(out)
+
+
+def test_render_onto_a_file_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert cli.main(["render", str(EXAMPLES / "streaming.yaml"), "-o", str(target)]) == 1
+    assert "not a directory" in capsys.readouterr().err
+    assert target.read_text() == "x"
+
+
+def test_render_invalid_leaves_nothing_behind(
+    tmp_path: Path, invalid_cr: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parent = tmp_path / "out"
+    parent.mkdir()
+    assert cli.main(["render", str(invalid_cr), "-o", str(parent / "repo")]) == 1
+    assert "unknown step 'rigth'" in capsys.readouterr().err
+    assert list(parent.iterdir()) == []
+    result = run_cli("render", invalid_cr, "-o", parent / "repo")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert list(parent.iterdir()) == []
+
+
+def test_render_missing_model_dir_leaves_nothing_behind(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    for name in ("extractor", "head_b", "head_c"):  # join is missing
+        shutil.copytree(MODELS / name, models / name)
+    doc = example("diamond")
+    doc["spec"]["modelRepository"]["uri"] = "models"  # relative to the CR file
+    cr = write_cr(tmp_path / "cr.yaml", doc)
+    result = run_cli("render", cr, "-o", tmp_path / "repo")
+    assert result.returncode == 1
+    assert "spec.models[3].name" in result.stderr and "'join'" in result.stderr
+    assert names_in(tmp_path) == {"models", "cr.yaml"}
+
+
+def test_failed_write_cleans_up_its_temp_dir(tmp_path: Path) -> None:
+    artifacts = compile_pipeline(parse_pipeline(example("diamond")))
+    models = tmp_path / "models"
+    (models / "extractor" / "1").mkdir(parents=True)  # the other model dirs are missing
+    with pytest.raises(FileNotFoundError):
+        write_repository(artifacts, tmp_path / "repo", models)
+    assert names_in(tmp_path) == {"models"}
+
+
+def test_render_several_pipelines_needs_name(tmp_path: Path) -> None:
+    first, second = example("fanout"), example("streaming")
+    cr = tmp_path / "both.yaml"
+    cr.write_text(yaml.safe_dump_all([first, second]))
+    result = run_cli("render", cr, "-o", tmp_path / "repo")
+    assert result.returncode == 1
+    assert "vision" in result.stderr and "streaming" in result.stderr and "--name" in result.stderr
+    assert names_in(tmp_path) == {"both.yaml"}
+    result = run_cli("render", cr, "-o", tmp_path / "repo", "--name", "streaming")
+    assert result.returncode == 0, result.stderr
+    assert "streaming" in names_in(tmp_path / "repo")
+    result = run_cli("render", cr, "-o", tmp_path / "repo2", "--name", "nope")
+    assert result.returncode == 1 and "'nope'" in result.stderr
+
+
+def test_render_remote_uri_writes_configs_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = example("fanout")
+    doc["spec"]["modelRepository"]["uri"] = "s3://bucket/models"
+    cr = write_cr(tmp_path / "cr.yaml", doc)
+    assert cli.main(["render", str(cr), "-o", str(tmp_path / "repo")]) == 0
+    assert "s3://bucket/models" in capsys.readouterr().out
+    assert not (tmp_path / "repo" / "extractor" / "1").exists()
+    assert (tmp_path / "repo" / "extractor" / "config.pbtxt").is_file()
+
+
+# --------------------------------------------------------------------------- graph
+
+
+def _router_name(example_name: str) -> str:
+    (router,) = compile_pipeline(parse_pipeline(example(example_name))).plan.routers
+    return router.name
+
+
+def test_graph_mermaid_marks_the_router(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["graph", str(EXAMPLES / "fanout.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("flowchart")
+    name = _router_name("fanout")
+    router_lines = [line for line in text.splitlines() if name in line]
+    assert router_lines, text
+    node_id = router_lines[0].strip().split("{", 1)[0]
+    assert f"class {node_id} router" in text
+    assert "classDef router" in text
+    # the other nodes are not marked as routers
+    assert sum(1 for line in text.splitlines() if line.strip().startswith("class ")) == 1
+    for label in ("input IMAGE", "output FEATURES", "output SCORE_B", "output SCORE_C", "head_b", "head_c"):
+        assert label in text
+
+
+def test_graph_mermaid_without_routers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["graph", str(EXAMPLES / "streaming.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert "class " not in text.replace("classDef", "")
+    assert "accumulator" in text and "dequantize" in text
+
+
+def test_graph_writes_to_file(tmp_path: Path) -> None:
+    target = tmp_path / "g.mmd"
+    result = run_cli("graph", EXAMPLES / "diamond.yaml", "-o", target)
+    assert result.returncode == 0, result.stderr
+    assert target.read_text().startswith("flowchart")
+    assert _router_name("diamond") in target.read_text()
+
+
+def test_graph_dot_is_accepted_by_graphviz(tmp_path: Path) -> None:
+    result = run_cli("graph", EXAMPLES / "fanout.yaml", "--format", "dot")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.startswith("digraph")
+    assert text.count("{") == text.count("}")
+    assert "shape=diamond" in text and _router_name("fanout") in text
+    dot = shutil.which("dot")
+    if dot is None:
+        pytest.skip("Graphviz `dot` is not installed; DOT syntax not checked by graphviz")
+    rendered = subprocess.run([dot, "-Tsvg"], input=text, capture_output=True, text=True, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "<svg" in rendered.stdout
+
+
+def test_graph_png_with_graphviz(tmp_path: Path) -> None:
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` is not installed")
+    target = tmp_path / "g.png"
+    result = run_cli("graph", EXAMPLES / "fanout.yaml", "--format", "png", "-o", target)
+    assert result.returncode == 0, result.stderr
+    assert target.read_bytes().startswith(b"\x89PNG")
+
+
+def test_graph_png_without_graphviz_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli.shutil, "which", lambda _name: None)
+    target = tmp_path / "g.png"
+    assert cli.main(["graph", str(EXAMPLES / "fanout.yaml"), "--format", "png", "-o", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "Graphviz" in err and "dot" in err and "mermaid" in err
+    assert not target.exists()
+
+
+def test_graph_svg_without_graphviz_subprocess(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()  # a PATH on which no `dot` can be found
+    env = {**os.environ, "PATH": str(empty)}
+    result = run_cli("graph", EXAMPLES / "fanout.yaml", "--format", "svg", "-o", tmp_path / "g.svg", env=env)
+    assert result.returncode == 2
+    assert "Graphviz" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "g.svg").exists()
+
+
+def test_graph_of_invalid_spec(invalid_cr: Path) -> None:
+    result = run_cli("graph", invalid_cr)
+    assert result.returncode == 1
+    assert "unknown step 'rigth'" in result.stderr
+    assert result.stdout == ""

@@ -1,0 +1,1054 @@
+"""Invalid TritonPipeline specs: every problem is reported with its exact field path and a clear reason.
+
+Each bad spec is a small mutation of a valid example, so a failure points at exactly one rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tritonpipeline.cli import compile_file
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.errors import Problem, SpecError
+from tritonpipeline.spec import parse_pipeline, parse_text
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+MODELS = ROOT / "model_repository"
+
+
+def example(name: str) -> dict[str, Any]:
+    return copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
+
+
+def problems_of(doc: dict[str, Any]) -> list[Problem]:
+    """Parse + compile a mapping; it must fail, and every problem comes back at once."""
+    with pytest.raises(SpecError) as info:
+        compile_pipeline(parse_pipeline(doc))
+    assert info.value.problems, "a SpecError must carry at least one problem"
+    return info.value.problems
+
+
+def problems_of_text(text: str) -> list[Problem]:
+    with pytest.raises(SpecError) as info:
+        for tp in parse_text(text, "bad.yaml"):
+            compile_pipeline(tp)
+    return info.value.problems
+
+
+def compiles(doc: dict[str, Any]) -> None:
+    compile_pipeline(parse_pipeline(doc))
+
+
+# --------------------------------------------------------------------------- mutation helpers
+# Short accessors into the example documents (indices follow the example files).
+
+
+def spec(d: dict[str, Any]) -> dict[str, Any]:
+    return d["spec"]
+
+
+def model(d: dict[str, Any], i: int) -> dict[str, Any]:
+    return d["spec"]["models"][i]
+
+
+def pipe(d: dict[str, Any]) -> dict[str, Any]:
+    return d["spec"]["pipelines"][0]
+
+
+def step(d: dict[str, Any], j: int) -> dict[str, Any]:
+    return d["spec"]["pipelines"][0]["steps"][j]
+
+
+def _two_decoupled_heads(d: dict[str, Any]) -> None:
+    model(d, 1)["decoupled"] = True  # head_b -> step left
+    model(d, 2)["decoupled"] = True  # head_c -> step right
+
+
+def _dead_right_step(d: dict[str, Any]) -> None:
+    # merge takes both its inputs from `left`; `right` still runs but feeds nothing
+    model(d, 3)["inputs"][1]["dims"] = [4]
+    step(d, 3)["inputs"]["RIGHT"] = "left.OUTPUT_B"
+
+
+def _self_loop(d: dict[str, Any]) -> None:
+    step(d, 1)["inputs"]["FEATS_IN_B"] = "left.OUTPUT_B"  # head_b: FP32 [4] -> FP32 [4]
+
+
+def _two_step_cycle(d: dict[str, Any]) -> None:
+    step(d, 1)["inputs"]["FEATS_IN_B"] = "merge.JOINED"  # join.JOINED is FP32 [4] like FEATS_IN_B
+
+
+def _control_declared_as_input(d: dict[str, Any]) -> None:
+    model(d, 1)["inputs"].append({"name": "START", "dataType": "INT32", "dims": [1]})
+
+
+def _state_declared_as_input(d: dict[str, Any]) -> None:
+    model(d, 1)["sequenceBatching"]["states"] = [
+        {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [1]}
+    ]
+    model(d, 1)["inputs"].append({"name": "STATE_IN", "dataType": "FP32", "dims": [1]})
+
+
+def _no_batching_anywhere(d: dict[str, Any]) -> None:
+    for m in spec(d)["models"]:
+        m["maxBatchSize"] = 0  # extractor keeps its dynamicBatching block
+
+
+def _extra_step_without_inputs(d: dict[str, Any]) -> None:
+    pipe(d)["steps"].append({"name": "lonely", "model": "head_c"})
+
+
+def _second_pipeline_same_name(d: dict[str, Any]) -> None:
+    spec(d)["pipelines"].append(copy.deepcopy(pipe(d)))
+
+
+LONG = "m" * 65  # one over the 64-character limit
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    base: str  # example file
+    mutate: Callable[[dict[str, Any]], Any]
+    path: str
+    reason: str  # substring of the message (literal)
+    only: bool = True  # the problem is the only one reported (no cascade noise)
+
+
+CASES = [
+    # ---- unknown fields
+    Case("unknown-top-level-field", "diamond", lambda d: d.update(spce={}), "spce", "unknown field"),
+    Case(
+        "unknown-nested-field-lists-allowed",
+        "diamond",
+        lambda d: spec(d)["server"].update(replica=2),
+        "spec.server.replica",
+        "replicas",  # the allowed field names are listed so the typo is easy to fix
+    ),
+    Case(
+        "unknown-field-in-step",
+        "diamond",
+        lambda d: step(d, 1).update(modle="head_b"),
+        "spec.pipelines[0].steps[1].modle",
+        "unknown field",
+    ),
+    Case(
+        "unknown-field-in-model-tensor",
+        "diamond",
+        lambda d: model(d, 0)["inputs"][0].update(shape=[4]),
+        "spec.models[0].inputs[0].shape",
+        "unknown field",
+    ),
+    # ---- kind / apiVersion
+    Case("wrong-kind", "diamond", lambda d: d.update(kind="Pipeline"), "kind", "'Pipeline'"),
+    Case(
+        "wrong-api-version",
+        "diamond",
+        lambda d: d.update(apiVersion="serving.tritonpipeline.io/v1"),
+        "apiVersion",
+        "'serving.tritonpipeline.io/v1'",
+    ),
+    Case("missing-spec-models", "diamond", lambda d: spec(d).pop("models"), "spec.models", "missing"),
+    # ---- names
+    Case(
+        "model-name-path-traversal",
+        "diamond",
+        lambda d: model(d, 0).update(name="../x"),
+        "spec.models[0].name",
+        "'../x'",
+    ),
+    Case(
+        "model-name-over-64-chars",
+        "diamond",
+        lambda d: model(d, 0).update(name=LONG),
+        "spec.models[0].name",
+        "64 characters",
+    ),
+    Case(
+        "pipeline-name-with-quote",
+        "diamond",
+        lambda d: pipe(d).update(name='dia"mond'),
+        "spec.pipelines[0].name",
+        "invalid name 'dia\"mond'",
+    ),
+    Case(
+        "step-name-with-space",
+        "diamond",
+        lambda d: step(d, 1).update(name="left head"),
+        "spec.pipelines[0].steps[1].name",
+        "'left head'",
+    ),
+    Case(
+        "step-name-path-traversal",
+        "diamond",
+        lambda d: step(d, 0).update(name="../../etc"),
+        "spec.pipelines[0].steps[0].name",
+        "'../../etc'",
+    ),
+    Case(
+        "tensor-name-path-traversal",
+        "diamond",
+        lambda d: model(d, 1)["outputs"][0].update(name="../OUTPUT_B"),
+        "spec.models[1].outputs[0].name",
+        "invalid tensor name '../OUTPUT_B'",
+    ),
+    Case(
+        "tensor-name-over-64-chars",
+        "diamond",
+        lambda d: model(d, 0)["inputs"][0].update(name="T" * 65),
+        "spec.models[0].inputs[0].name",
+        "invalid tensor name",
+    ),
+    Case(
+        "pipeline-input-name-with-dot",
+        "diamond",
+        lambda d: pipe(d)["inputs"][0].update(name="IM.AGE"),
+        "spec.pipelines[0].inputs[0].name",
+        "'IM.AGE'",
+    ),
+    Case(
+        "metadata-name-uppercase",
+        "diamond",
+        lambda d: d["metadata"].update(name="Diamond"),
+        "metadata.name",
+        "'Diamond'",
+    ),
+    Case(
+        "metadata-name-64-chars",
+        "diamond",
+        lambda d: d["metadata"].update(name="d" * 64),
+        "metadata.name",
+        "63 characters",
+    ),
+    Case(
+        "step-named-inputs-is-reserved",
+        "fanout",
+        lambda d: (
+            step(d, 1).update(name="inputs"),
+            step(d, 1)["inputs"].update(FEATS_IN_B="extract.FEATS_A"),
+        ),
+        "spec.pipelines[0].steps[1].name",
+        "reserved",
+        only=False,
+    ),
+    # ---- references
+    Case(
+        "unknown-step",
+        "diamond",
+        lambda d: step(d, 1)["inputs"].update(FEATS_IN_B="rigth.OUTPUT_C"),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "unknown step 'rigth'",
+    ),
+    Case(
+        "unknown-output-of-step",
+        "diamond",
+        lambda d: step(d, 1)["inputs"].update(FEATS_IN_B="extract.FEATS_B"),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "no output 'FEATS_B'",
+    ),
+    Case(
+        "pipeline-output-from-unknown-tensor",
+        "diamond",
+        lambda d: pipe(d)["outputs"][0].update({"from": "merge.JOINT"}),
+        "spec.pipelines[0].outputs[0].from",
+        "no output 'JOINT'",
+    ),
+    Case(
+        "pipeline-output-straight-from-input",
+        "diamond",
+        lambda d: pipe(d)["outputs"].append({"name": "RAW", "from": "inputs.IMAGE"}),
+        "spec.pipelines[0].outputs[1].from",
+        "step output",
+    ),
+    Case(
+        "unknown-model",
+        "diamond",
+        lambda d: step(d, 1).update(model="head_x"),
+        "spec.pipelines[0].steps[1].model",
+        "unknown model 'head_x'",
+    ),
+    Case(
+        "unknown-pipeline-input",
+        "diamond",
+        lambda d: step(d, 0)["inputs"].update(INPUT_A="inputs.IMG"),
+        "spec.pipelines[0].steps[0].inputs.INPUT_A",
+        "unknown pipeline input 'IMG'",
+        only=False,  # IMAGE is then also reported unused
+    ),
+    Case(
+        "reference-without-dot",
+        "diamond",
+        lambda d: step(d, 0)["inputs"].update(INPUT_A="IMAGE"),
+        "spec.pipelines[0].steps[0].inputs.INPUT_A",
+        "'IMAGE'",
+        only=False,
+    ),
+    Case(
+        "reference-with-empty-tensor",
+        "diamond",
+        lambda d: step(d, 1)["inputs"].update(FEATS_IN_B="extract."),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "'extract.'",
+    ),
+    Case(
+        "reference-not-a-string",
+        "diamond",
+        lambda d: step(d, 1)["inputs"].update(FEATS_IN_B=3),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "expected a string",
+    ),
+    Case(
+        "mapping-to-undeclared-model-input",
+        "diamond",
+        lambda d: step(d, 1).update(
+            inputs={"FEATS_IN_X": "extract.FEATS_A", "FEATS_IN_B": "extract.FEATS_A"}
+        ),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_X",
+        "no input 'FEATS_IN_X'",
+    ),
+    # ---- types and shapes
+    Case(
+        "dtype-mismatch",
+        "diamond",
+        lambda d: model(d, 1)["inputs"][0].update(dataType="FP16"),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "FP16",
+    ),
+    Case(
+        "dims-rank-mismatch",
+        "diamond",
+        lambda d: model(d, 1)["inputs"][0].update(dims=[4, 1]),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "[-1, 4, 1]",  # batch dimension + declared dims
+    ),
+    Case(
+        "dims-size-mismatch",
+        "diamond",
+        lambda d: model(d, 2)["inputs"][0].update(dims=[5]),
+        "spec.pipelines[0].steps[2].inputs.FEATS_IN_C",
+        "[-1, 5]",
+    ),
+    Case(
+        "pipeline-input-dims-with-batch-dim",
+        "diamond",
+        lambda d: pipe(d)["inputs"][0].update(dims=[-1, 4]),
+        "spec.pipelines[0].steps[0].inputs.INPUT_A",
+        "exclude the batch dimension",
+    ),
+    Case(
+        "dims-contain-zero",
+        "diamond",
+        lambda d: model(d, 0)["inputs"][0].update(dims=[4, 0]),
+        "spec.models[0].inputs[0].dims[1]",
+        "not 0",
+    ),
+    Case(
+        "dims-below-minus-one",
+        "diamond",
+        lambda d: model(d, 0)["outputs"][0].update(dims=[-2]),
+        "spec.models[0].outputs[0].dims[0]",
+        "-2",
+    ),
+    Case(
+        "dims-empty",
+        "diamond",
+        lambda d: pipe(d)["inputs"][0].update(dims=[]),
+        "spec.pipelines[0].inputs[0].dims",
+        "at least 1",
+    ),
+    # ---- graph shape
+    Case(
+        "cycle-two-steps",
+        "diamond",
+        _two_step_cycle,
+        "spec.pipelines[0].steps[1].inputs",
+        "left -> merge -> left",
+    ),
+    Case("cycle-self-loop", "diamond", _self_loop, "spec.pipelines[0].steps[1].inputs", "left -> left"),
+    Case(
+        "duplicate-step-name-explicit",
+        "diamond",
+        lambda d: step(d, 2).update(name="left"),
+        "spec.pipelines[0].steps[2].name",
+        "duplicate step name 'left'",
+        only=False,  # merge's reference to `right` is then unknown too
+    ),
+    Case(
+        "duplicate-step-name-from-model",
+        "fanout",
+        lambda d: pipe(d)["steps"].append({"model": "head_b", "inputs": {"FEATS_IN_B": "extract.FEATS_A"}}),
+        "spec.pipelines[0].steps[3].model",
+        "duplicate step name 'head_b'",
+    ),
+    Case(
+        "duplicate-pipeline-output-name",
+        "diamond",
+        lambda d: pipe(d)["outputs"].append({"name": "RESULT", "from": "left.OUTPUT_B"}),
+        "spec.pipelines[0].outputs[1].name",
+        "'RESULT'",
+    ),
+    Case(
+        "pipeline-output-named-like-input",
+        "diamond",
+        lambda d: pipe(d)["outputs"].append({"name": "IMAGE", "from": "left.OUTPUT_B"}),
+        "spec.pipelines[0].outputs[1].name",
+        "'IMAGE'",
+    ),
+    Case(
+        "duplicate-pipeline-input-name",
+        "diamond",
+        lambda d: pipe(d)["inputs"].append({"name": "IMAGE", "dataType": "FP32", "dims": [4]}),
+        "spec.pipelines[0].inputs[1].name",
+        "duplicate pipeline input 'IMAGE'",
+    ),
+    Case(
+        "duplicate-model-output-name",
+        "diamond",
+        lambda d: model(d, 0)["outputs"].append({"name": "FEATS_A", "dataType": "FP32", "dims": [4]}),
+        "spec.models[0].outputs[1].name",
+        "'FEATS_A'",
+    ),
+    Case(
+        "shared-fanout-one-tensor-two-output-names",
+        "fanout",
+        lambda d: (
+            pipe(d).update(fanOut="shared"),
+            pipe(d)["outputs"].append({"name": "FEATURES_TOO", "from": "extract.FEATS_A"}),
+        ),
+        "spec.pipelines[0].outputs[3].from",
+        "fanOut: router",
+    ),
+    Case(
+        "unused-pipeline-input",
+        "diamond",
+        lambda d: pipe(d)["inputs"].append({"name": "EXTRA", "dataType": "FP32", "dims": [4]}),
+        "spec.pipelines[0].inputs[1]",
+        "'EXTRA' is not used",
+    ),
+    Case(
+        "unmapped-required-input",
+        "diamond",
+        lambda d: step(d, 3)["inputs"].pop("RIGHT"),
+        "spec.pipelines[0].steps[3].inputs",
+        "required input 'RIGHT'",
+    ),
+    Case("dead-step", "diamond", _dead_right_step, "spec.pipelines[0].steps[2]", "'right'"),
+    Case(
+        "step-without-inputs",
+        "diamond",
+        _extra_step_without_inputs,
+        "spec.pipelines[0].steps[4].inputs",
+        "no inputs",
+        only=False,  # head_c's required input is unmapped as well
+    ),
+    Case(
+        "rejoin-of-two-decoupled-steps",
+        "diamond",
+        _two_decoupled_heads,
+        "spec.pipelines[0].steps[3].inputs",
+        "decoupled",
+    ),
+    # ---- enums
+    Case(
+        "enum-fan-out",
+        "fanout",
+        lambda d: pipe(d).update(fanOut="broadcast"),
+        "spec.pipelines[0].fanOut",
+        "'broadcast'",
+    ),
+    Case(
+        "enum-session-affinity",
+        "streaming",
+        lambda d: spec(d)["routing"].update(sessionAffinity="Cookie"),
+        "spec.routing.sessionAffinity",
+        "'Cookie'",
+    ),
+    Case(
+        "enum-instance-kind",
+        "fanout",
+        lambda d: model(d, 0)["instances"][0].update(kind="TPU"),
+        "spec.models[0].instances[0].kind",
+        "'TPU'",
+    ),
+    Case(
+        "enum-data-type",
+        "diamond",
+        lambda d: model(d, 0)["inputs"][0].update(dataType="FLOAT32"),
+        "spec.models[0].inputs[0].dataType",
+        "'FLOAT32'",
+    ),
+    Case(
+        "enum-autoscaling-metric",
+        "fanout",
+        lambda d: spec(d).update(autoscaling={"maxReplicas": 3, "metric": "cpu"}),
+        "spec.autoscaling.metric",
+        "'cpu'",
+    ),
+    Case(
+        "enum-autoscaling-engine",
+        "fanout",
+        lambda d: spec(d).update(autoscaling={"maxReplicas": 3, "engine": "vpa"}),
+        "spec.autoscaling.engine",
+        "'vpa'",
+    ),
+    Case(
+        "enum-sequence-strategy",
+        "streaming",
+        lambda d: model(d, 1)["sequenceBatching"].update(strategy="newest"),
+        "spec.models[1].sequenceBatching.strategy",
+        "'newest'",
+    ),
+    Case(
+        "enum-routing-provider",
+        "streaming",
+        lambda d: spec(d)["routing"].update(provider="traefik"),
+        "spec.routing.provider",
+        "'traefik'",
+    ),
+    # ---- bounds and batching
+    Case(
+        "min-replicas-above-max",
+        "fanout",
+        lambda d: spec(d).update(autoscaling={"minReplicas": 5, "maxReplicas": 3}),
+        "spec.autoscaling.minReplicas",
+        "(5)",
+    ),
+    Case(
+        "ensemble-max-batch-above-step",
+        "diamond",
+        lambda d: (model(d, 2).update(maxBatchSize=4), pipe(d).update(maxBatchSize=8)),
+        "spec.pipelines[0].maxBatchSize",
+        "right (head_c: 4)",
+    ),
+    Case(
+        "dynamic-batching-without-max-batch-size",
+        "fanout",
+        _no_batching_anywhere,
+        "spec.models[0].dynamicBatching",
+        "maxBatchSize",
+    ),
+    Case(
+        "preferred-batch-size-above-max",
+        "fanout",
+        lambda d: model(d, 0)["dynamicBatching"].update(preferredBatchSizes=[4, 16]),
+        "spec.models[0].dynamicBatching.preferredBatchSizes[1]",
+        "16",
+    ),
+    Case(
+        "sequence-preferred-batch-size-above-max",
+        "streaming",
+        lambda d: model(d, 1)["sequenceBatching"].update(strategy="oldest", preferredBatchSizes=[32]),
+        "spec.models[1].sequenceBatching.preferredBatchSizes[0]",
+        "32",
+    ),
+    Case(
+        "oldest-only-fields-on-direct",
+        "streaming",
+        lambda d: model(d, 1)["sequenceBatching"].update(maxCandidateSequences=4),
+        "spec.models[1].sequenceBatching",
+        "maxCandidateSequences",
+    ),
+    Case(
+        "dynamic-and-sequence-batching",
+        "streaming",
+        lambda d: model(d, 1).update(dynamicBatching={"maxQueueDelayMicroseconds": 10}),
+        "spec.models[1]",
+        "cannot both be set",
+    ),
+    Case(
+        "negative-max-batch-size",
+        "diamond",
+        lambda d: model(d, 0).update(maxBatchSize=-1),
+        "spec.models[0].maxBatchSize",
+        ">= 0",
+    ),
+    # ---- backend / platform
+    Case(
+        "backend-and-platform",
+        "diamond",
+        lambda d: model(d, 0).update(platform="onnxruntime_onnx"),
+        "spec.models[0]",
+        "exactly one of backend",
+    ),
+    Case(
+        "neither-backend-nor-platform",
+        "diamond",
+        lambda d: model(d, 0).pop("backend"),
+        "spec.models[0]",
+        "exactly one of backend",
+    ),
+    Case(
+        "backend-with-uppercase",
+        "diamond",
+        lambda d: model(d, 0).update(backend="Python"),
+        "spec.models[0].backend",
+        "'Python'",
+    ),
+    # ---- sequence controls
+    Case(
+        "sequence-control-mapped-by-step",
+        "streaming",
+        lambda d: step(d, 1)["inputs"].update(START="dequantize.VALUE"),
+        "spec.pipelines[0].steps[1].inputs.START",
+        "sequence control",
+    ),
+    Case(
+        "control-name-on-non-sequence-model",
+        "streaming",
+        lambda d: step(d, 0)["inputs"].update(START="inputs.CHUNK"),
+        "spec.pipelines[0].steps[0].inputs.START",
+        "only available on models with sequenceBatching",
+    ),
+    Case(
+        "control-tensor-also-an-input",
+        "streaming",
+        _control_declared_as_input,
+        "spec.models[1].sequenceBatching.controls.start",
+        "'START'",
+    ),
+    Case(
+        "state-tensor-also-an-input",
+        "streaming",
+        _state_declared_as_input,
+        "spec.models[1].sequenceBatching.states[0].inputName",
+        "'STATE_IN'",
+    ),
+    Case(
+        "same-name-for-two-controls",
+        "streaming",
+        lambda d: model(d, 1)["sequenceBatching"]["controls"].update(end="START"),
+        "spec.models[1].sequenceBatching.controls",
+        "START",
+    ),
+    # ---- names across the spec
+    Case(
+        "pipeline-named-like-a-model",
+        "diamond",
+        lambda d: pipe(d).update(name="join"),
+        "spec.pipelines[0].name",
+        "'join'",
+    ),
+    Case(
+        "duplicate-model-name",
+        "diamond",
+        lambda d: spec(d)["models"].append(copy.deepcopy(model(d, 0))),
+        "spec.models[4].name",
+        "duplicate model name 'extractor'",
+    ),
+    Case(
+        "duplicate-pipeline-name",
+        "diamond",
+        _second_pipeline_same_name,
+        "spec.pipelines[1].name",
+        "duplicate pipeline name 'diamond'",
+    ),
+    # ---- server, repository, routing
+    Case(
+        "uri-http-scheme",
+        "diamond",
+        lambda d: spec(d)["modelRepository"].update(uri="http://example.com/models"),
+        "spec.modelRepository.uri",
+        "'http'",
+    ),
+    Case(
+        "uri-pvc-without-claim",
+        "diamond",
+        lambda d: spec(d)["modelRepository"].update(uri="pvc:///triton"),
+        "spec.modelRepository.uri",
+        "no claim name",
+    ),
+    Case(
+        "replicas-as-string",
+        "fanout",
+        lambda d: spec(d)["server"].update(replicas="2"),
+        "spec.server.replicas",
+        "expected an integer",
+    ),
+    Case(
+        "replicas-as-float",
+        "fanout",
+        lambda d: spec(d)["server"].update(replicas=1.5),
+        "spec.server.replicas",
+        "1.5",
+    ),
+    Case(
+        "replicas-as-bool",
+        "fanout",
+        lambda d: spec(d)["server"].update(replicas=True),
+        "spec.server.replicas",
+        "boolean",
+    ),
+    Case(
+        "negative-gpus",
+        "fanout",
+        lambda d: spec(d)["server"].update(gpus=-1),
+        "spec.server.gpus",
+        ">= 0",
+    ),
+    Case(
+        "server-arg-without-dashes",
+        "fanout",
+        lambda d: spec(d)["server"].update(args=["log-verbose=1"]),
+        "spec.server.args",
+        "'log-verbose=1'",
+    ),
+    Case(
+        "bad-gpu-resource",
+        "fanout",
+        lambda d: spec(d)["server"].update(gpuResource="nvidia com/gpu"),
+        "spec.server.gpuResource",
+        "'nvidia com/gpu'",
+    ),
+    Case(
+        "bad-routing-header",
+        "streaming",
+        lambda d: spec(d)["routing"].update(header="x seq"),
+        "spec.routing.header",
+        "'x seq'",
+    ),
+    Case(
+        "non-scalar-model-parameter",
+        "diamond",
+        lambda d: model(d, 0).update(parameters={"EXECUTION_ENV_PATH": ["a", "b"]}),
+        "spec.models[0].parameters",
+        "'EXECUTION_ENV_PATH'",
+    ),
+    Case(
+        "models-not-a-list",
+        "diamond",
+        lambda d: spec(d).update(models={"name": "extractor"}),
+        "spec.models",
+        "expected a list",
+    ),
+]
+
+
+def test_there_are_many_distinct_cases() -> None:
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+    assert len(CASES) >= 35
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_invalid_spec_reports_path_and_reason(case: Case) -> None:
+    doc = example(case.base)
+    compiles(doc)  # the base is valid, so the mutation alone is to blame
+    case.mutate(doc)
+    problems = problems_of(doc)
+    rendered = "\n".join(map(str, problems))
+    matching = [p for p in problems if p.path == case.path]
+    assert matching, f"no problem at {case.path}; got:\n{rendered}"
+    assert any(case.reason in p.message for p in matching), f"{case.reason!r} not in:\n{rendered}"
+    if case.only:
+        assert len(problems) == 1, f"expected exactly one problem, got:\n{rendered}"
+
+
+# --------------------------------------------------------------------------- precise messages
+# A few messages must say everything a user needs, not just point at the field.
+
+
+def test_unknown_step_lists_the_known_steps() -> None:
+    doc = example("diamond")
+    step(doc, 1)["inputs"]["FEATS_IN_B"] = "rigth.OUTPUT_C"
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[1].inputs.FEATS_IN_B"
+    for name in ("extract", "left", "right", "merge"):
+        assert name in p.message
+
+
+def test_dtype_mismatch_names_both_types_and_the_producer() -> None:
+    doc = example("diamond")
+    model(doc, 2)["inputs"][0]["dataType"] = "INT64"
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[2].inputs.FEATS_IN_C"
+    assert "extract.FEATS_A" in p.message and "FP32" in p.message and "INT64" in p.message
+
+
+def test_dims_mismatch_shows_both_shapes_with_batch_dimension() -> None:
+    doc = example("diamond")
+    model(doc, 3)["inputs"][1]["dims"] = [2]  # RIGHT, fed by head_c's OUTPUT_C of dims [1]
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[3].inputs.RIGHT"
+    assert "[-1, 1]" in p.message and "[-1, 2]" in p.message
+
+
+def test_cycle_is_reported_once_with_every_member() -> None:
+    doc = example("diamond")
+    _two_step_cycle(doc)
+    problems = problems_of(doc)
+    cycles = [p for p in problems if "cycle" in p.message]
+    assert len(cycles) == 1
+    assert re.search(r"\bleft\b.*\bmerge\b.*\bleft\b", cycles[0].message)
+
+
+def test_decoupled_rejoin_names_both_decoupled_steps() -> None:
+    doc = example("diamond")
+    _two_decoupled_heads(doc)
+    (p,) = problems_of(doc)
+    assert "'merge'" in p.message
+    assert "left.OUTPUT_B" in p.message and "right.OUTPUT_C" in p.message
+
+
+def test_one_decoupled_branch_may_rejoin() -> None:
+    doc = example("diamond")
+    model(doc, 1)["decoupled"] = True  # only `left` is decoupled: nothing to pair up across branches
+    compiles(doc)
+
+
+def test_ensemble_max_batch_size_equal_to_smallest_step_is_fine() -> None:
+    doc = example("diamond")
+    model(doc, 2)["maxBatchSize"] = 4
+    pipe(doc)["maxBatchSize"] = 4
+    compiles(doc)
+
+
+# --------------------------------------------------------------------------- positive edge cases
+
+
+def test_minus_one_is_a_wildcard_on_either_side() -> None:
+    doc = example("diamond")
+    model(doc, 1)["inputs"][0]["dims"] = [-1]  # consumer accepts any size
+    model(doc, 2)["outputs"][0]["dims"] = [-1]  # producer of any size feeds RIGHT [1]
+    compiles(doc)
+
+
+def test_minus_one_does_not_hide_a_rank_mismatch() -> None:
+    doc = example("diamond")
+    model(doc, 1)["inputs"][0]["dims"] = [-1, -1]
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[1].inputs.FEATS_IN_B"
+    assert "[-1, -1, -1]" in p.message
+
+
+def test_optional_input_may_stay_unmapped() -> None:
+    doc = example("diamond")
+    model(doc, 3)["inputs"][1]["optional"] = True  # join.RIGHT
+    del step(doc, 3)["inputs"]["RIGHT"]
+    del pipe(doc)["steps"][2]  # `right` would otherwise feed nothing
+    compiles(doc)
+
+
+def test_optional_input_may_still_be_mapped() -> None:
+    doc = example("diamond")
+    model(doc, 3)["inputs"][1]["optional"] = True
+    compiles(doc)
+
+
+def test_string_and_bytes_are_the_same_triton_type() -> None:
+    doc = example("diamond")
+    for m in spec(doc)["models"]:
+        for t in m["inputs"] + m["outputs"]:
+            t["dataType"] = "BYTES"
+    pipe(doc)["inputs"][0]["dataType"] = "STRING"
+    model(doc, 1)["inputs"][0]["dataType"] = "STRING"
+    compiles(doc)
+
+
+def test_valid_unusual_names_are_accepted() -> None:
+    doc = example("diamond")
+    pipe(doc)["name"] = "_" + "p" * 63  # 64 characters, leading underscore
+    step(doc, 1)["name"] = "left-head"
+    step(doc, 3)["inputs"]["LEFT"] = "left-head.OUTPUT_B"
+    compiles(doc)
+
+
+# --------------------------------------------------------------------------- everything at once
+
+
+def test_structural_problems_are_all_reported_at_once() -> None:
+    doc = example("fanout")
+    doc["kind"] = "Pipeline"
+    model(doc, 0)["name"] = "bad name"
+    spec(doc)["server"]["replicas"] = "two"
+    pipe(doc)["fanOut"] = "broadcast"
+    problems = problems_of(doc)
+    paths = {p.path for p in problems}
+    assert {"kind", "spec.models[0].name", "spec.server.replicas", "spec.pipelines[0].fanOut"} <= paths
+
+
+def test_graph_problems_are_all_reported_at_once() -> None:
+    doc = example("diamond")
+    step(doc, 1)["inputs"]["FEATS_IN_B"] = "rigth.OUTPUT_C"  # unknown step
+    model(doc, 2)["inputs"][0]["dataType"] = "INT8"  # dtype mismatch on right
+    pipe(doc)["inputs"].append({"name": "EXTRA", "dataType": "FP32", "dims": [4]})  # unused input
+    spec(doc)["autoscaling"] = {"minReplicas": 4, "maxReplicas": 2}
+    model(doc, 0)["dynamicBatching"] = {"preferredBatchSizes": [64]}
+    with pytest.raises(SpecError) as info:
+        compile_pipeline(parse_pipeline(doc))
+    got = {p.path for p in info.value.problems}
+    assert len(info.value.problems) >= 3
+    assert {
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "spec.pipelines[0].steps[2].inputs.FEATS_IN_C",
+        "spec.pipelines[0].inputs[1]",
+        "spec.autoscaling.minReplicas",
+        "spec.models[0].dynamicBatching.preferredBatchSizes[0]",
+    } <= got
+    rendered = str(info.value)
+    assert rendered.count("\n") == len(info.value.problems) - 1  # one line per problem
+
+
+def test_problems_in_several_documents_are_all_reported() -> None:
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    bad = text.replace("kind: TritonPipeline", "kind: Pipeline")
+    problems = problems_of_text(f"{bad}\n---\n{bad.replace('apiVersion: serving', 'apiVersion: x-serving')}")
+    assert Problem("document 1: kind", "expected 'TritonPipeline', got 'Pipeline'") in problems
+    paths = {p.path for p in problems}
+    assert {"document 2: kind", "document 2: apiVersion"} <= paths
+
+
+# --------------------------------------------------------------------------- YAML text problems
+
+
+def _line_of(text: str, needle: str, nth: int = 1) -> int:
+    """1-based line of the nth occurrence of needle."""
+    hits = [i + 1 for i, line in enumerate(text.splitlines()) if needle in line]
+    return hits[nth - 1]
+
+
+def test_malformed_yaml_reports_line_and_column() -> None:
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    broken = text.replace("dims: [4]}]", "dims: [4}]", 1)
+    (p,) = problems_of_text(broken)
+    line = _line_of(broken, "dims: [4}]")
+    assert p.path.startswith(f"line {line}, column ")
+    assert p.message.startswith("invalid YAML")
+
+
+def test_duplicate_step_input_key_is_refused_at_its_field_path() -> None:
+    # the classic silent overwrite: YAML would keep only the second FEATS_IN_B and drop the first
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    bad = text.replace(
+        "{FEATS_IN_B: extract.FEATS_A}", "{FEATS_IN_B: extract.FEATS_A, FEATS_IN_B: right.OUTPUT_C}"
+    )
+    assert bad != text
+    (p,) = problems_of_text(bad)
+    assert p.path == "spec.pipelines[0].steps[1].inputs.FEATS_IN_B"
+    assert "duplicate key 'FEATS_IN_B'" in p.message
+    assert f"line {_line_of(bad, 'FEATS_IN_B: right.OUTPUT_C')}" in p.message
+
+
+def test_duplicate_block_keys_at_several_levels_are_all_reported() -> None:
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    bad = text.replace("  server:\n    gpus: 0", "  server:\n    gpus: 0\n    gpus: 1")
+    bad = bad.replace("kind: TritonPipeline\n", "kind: TritonPipeline\nkind: TritonPipeline\n")
+    bad = bad.replace("      maxBatchSize: 8\n", "      maxBatchSize: 8\n      maxBatchSize: 4\n", 1)
+    problems = problems_of_text(bad)
+    assert {p.path for p in problems} == {"kind", "spec.server.gpus", "spec.models[0].maxBatchSize"}
+    assert all("duplicate key" in p.message for p in problems)
+
+
+def test_yaml_merge_key_may_be_overridden() -> None:
+    # `<<: *anchor` then an explicit key is an intended override, not a duplicate
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    text = text.replace(
+        "    - name: head_b\n      backend: python\n      maxBatchSize: 8\n",
+        "    - &head\n      name: head_b\n      backend: python\n      maxBatchSize: 8\n",
+    )
+    text = text.replace(
+        "    - name: head_c\n      backend: python\n      maxBatchSize: 8\n",
+        "    - <<: *head\n      name: head_c\n      maxBatchSize: 4\n",
+    )
+    assert "<<: *head" in text
+    (tp,) = parse_text(text)
+    head_c = tp.spec.models[2]
+    assert (head_c.name, head_c.backend, head_c.max_batch_size) == ("head_c", "python", 4)
+    assert [t.name for t in head_c.inputs] == ["FEATS_IN_C"]
+
+
+def test_equal_keys_of_different_yaml_types_are_not_duplicates() -> None:
+    # 1 (an int) and "1" (a string) are different keys; parameters keep both
+    doc_text = (
+        (EXAMPLES / "diamond.yaml")
+        .read_text()
+        .replace(
+            "      instances: [{kind: CPU, count: 1}]",
+            "      instances: [{kind: CPU, count: 1}]\n      parameters: {'1': a, 'one': b}",
+        )
+    )
+    (tp,) = parse_text(doc_text)
+    assert tp.spec.models[0].parameters == {"1": "a", "one": "b"}
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "reason"),
+    [
+        ("", "", "no TritonPipeline document"),
+        ("- just\n- a list\n", "document 1", "got a list"),
+        ("kind: [unclosed\n", "line 2, column 1", "invalid YAML"),
+        ("a: b: c\n", "line 1, column 5", "invalid YAML"),
+    ],
+    ids=["empty", "not-a-mapping", "unclosed-flow-sequence", "nested-mapping-on-one-line"],
+)
+def test_unparseable_documents(text: str, path: str, reason: str) -> None:
+    (p,) = problems_of_text(text)
+    assert p.path == path
+    assert reason in p.message
+
+
+# --------------------------------------------------------------------------- local model directories
+
+
+def _write_cr(tmp_path: Path, models_dir: Path) -> Path:
+    doc = example("diamond")
+    spec(doc)["modelRepository"]["uri"] = str(models_dir)
+    path = tmp_path / "cr.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_missing_model_directory_is_reported_per_model(tmp_path: Path) -> None:
+    models_dir = tmp_path / "models"
+    for name in ("extractor", "head_b", "join"):  # head_c (spec.models[2]) is missing
+        (models_dir / name / "1").mkdir(parents=True)
+    cr = _write_cr(tmp_path, models_dir)
+    with pytest.raises(SpecError) as info:
+        compile_file(str(cr))
+    (p,) = info.value.problems
+    assert p.path == "spec.models[2].name"
+    assert "'head_c'" in p.message and str(models_dir) in p.message
+    assert info.value.source == str(cr)
+
+
+def test_missing_model_repository_directory(tmp_path: Path) -> None:
+    cr = _write_cr(tmp_path, tmp_path / "nowhere")
+    with pytest.raises(SpecError) as info:
+        compile_file(str(cr))
+    (p,) = info.value.problems
+    assert p.path == "spec.modelRepository.uri"
+    assert "does not exist" in p.message
+
+
+def test_relative_uri_resolves_against_the_cr_file(tmp_path: Path) -> None:
+    models_dir = tmp_path / "sub" / "models"
+    for name in ("extractor", "head_b", "head_c", "join"):
+        (models_dir / name / "1").mkdir(parents=True)
+    doc = example("diamond")
+    spec(doc)["modelRepository"]["uri"] = "models"
+    (tmp_path / "sub" / "cr.yaml").write_text(yaml.safe_dump(doc))
+    (compiled,) = compile_file(str(tmp_path / "sub" / "cr.yaml"))
+    assert compiled.model_root == models_dir.resolve()
+
+
+def test_model_dir_and_graph_problems_come_together(tmp_path: Path) -> None:
+    models_dir = tmp_path / "models"
+    (models_dir / "extractor").mkdir(parents=True)
+    doc = example("diamond")
+    spec(doc)["modelRepository"]["uri"] = str(models_dir)
+    step(doc, 1)["inputs"]["FEATS_IN_B"] = "rigth.OUTPUT_C"
+    cr = tmp_path / "cr.yaml"
+    cr.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError) as info:
+        compile_file(str(cr))
+    paths = [p.path for p in info.value.problems]
+    assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B" in paths
+    assert {"spec.models[1].name", "spec.models[2].name", "spec.models[3].name"} <= set(paths)
