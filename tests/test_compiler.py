@@ -650,3 +650,15 @@ def test_generated_files_layout() -> None:
         f"{router.name}/1/model.py",
     }
     assert artifacts.models == ("extractor", "head_b", "head_c")
+
+
+def test_non_batching_step_is_exempt_from_the_ensemble_batch_size() -> None:
+    """As in Triton: maxBatchSize-0 steps do not cap the ensemble; their full dims are compared."""
+    doc = example("diamond")
+    join = next(m for m in doc["spec"]["models"] if m["name"] == "join")
+    join["maxBatchSize"] = 0
+    for t in join["inputs"] + join["outputs"]:
+        t["dims"] = [-1, *t["dims"]]
+    assert ensembles(compile_doc(doc))["diamond"].max_batch_size == 8
+    doc["spec"]["pipelines"][0]["maxBatchSize"] = 8
+    assert ensembles(compile_doc(doc))["diamond"].max_batch_size == 8

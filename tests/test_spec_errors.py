@@ -1052,3 +1052,11 @@ def test_model_dir_and_graph_problems_come_together(tmp_path: Path) -> None:
     paths = [p.path for p in info.value.problems]
     assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B" in paths
     assert {"spec.models[1].name", "spec.models[2].name", "spec.models[3].name"} <= set(paths)
+
+
+def test_misspelt_input_reference_is_not_followed_by_unused_input_noise() -> None:
+    doc = example("diamond")
+    step(doc, 0)["inputs"]["INPUT_A"] = "inputs.IMG"
+    problems = problems_of(doc)
+    assert [p.path for p in problems] == ["spec.pipelines[0].steps[0].inputs.INPUT_A"]
+    assert "unknown pipeline input 'IMG' (inputs: IMAGE)" in problems[0].message

@@ -160,3 +160,17 @@ def test_concurrent_async_sequences(serve_pipeline):
     seen = asyncio.run(run())
     for seq, values in chunks.items():
         np.testing.assert_allclose(seen[seq], np.cumsum(values * 0.5), err_msg=f"sequence {seq}")
+
+
+def test_non_batching_step_inside_a_batching_ensemble(serve_pipeline):
+    """Triton exempts maxBatchSize-0 steps from the ensemble's batch size; their full dims must match."""
+    doc = example("diamond")
+    join = next(m for m in doc["spec"]["models"] if m["name"] == "join")
+    join["maxBatchSize"] = 0
+    for t in join["inputs"] + join["outputs"]:
+        t["dims"] = [-1, *t["dims"]]
+    server = serve_pipeline(doc)
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    out = infer(server, "diamond", {"IMAGE": x})
+    feats = extractor(x)
+    np.testing.assert_allclose(out["RESULT"], head_b(feats) - head_c(feats), rtol=1e-5, atol=1e-5)

@@ -189,6 +189,7 @@ class _PipelineCompiler:
         self.taken = taken
         self.cpu_only = cpu_only
         self.models = {m.name: m for m in spec.models}
+        self.unresolved = False  # a reference failed: follow-on "unused" findings would be noise
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -216,10 +217,9 @@ class _PipelineCompiler:
         for step_name, (j, model) in steps.items():
             self._check_step_inputs(j, step_name, model, steps, inputs, catalogue, consumers, deps)
         outputs = self._check_outputs(steps, catalogue, consumers, deps)
-        resolved = len(ctx.problems) == before
         order = self._check_cycles(steps, deps)
         if order is not None:
-            self._check_reachability(steps, inputs, consumers, deps, dead_steps=resolved)
+            self._check_reachability(steps, inputs, consumers, deps, dead_steps=not self.unresolved)
             self._check_decoupled(steps, order, consumers)
         if len(ctx.problems) > before:
             return None
@@ -235,6 +235,7 @@ class _PipelineCompiler:
             field_path = f"{path}.name" if step.name else f"{path}.model"
             if name == INPUTS:
                 self.ctx.add(field_path, f"step name {INPUTS!r} is reserved for pipeline inputs")
+                self.unresolved = True
                 continue
             if name in seen:
                 self.ctx.add(
@@ -242,6 +243,7 @@ class _PipelineCompiler:
                     f"duplicate step name {name!r} (also {self._steps_path(seen[name])}); give one a "
                     "distinct `name` — each tensor must have exactly one producer",
                 )
+                self.unresolved = True
                 continue
             seen[name] = j
             model = self.models.get(step.model)
@@ -249,6 +251,7 @@ class _PipelineCompiler:
                 self.ctx.add(
                     f"{path}.model", f"unknown model {step.model!r} (models: {', '.join(sorted(names))})"
                 )
+                self.unresolved = True
                 continue
             steps[name] = (j, model)
         return steps
@@ -258,6 +261,7 @@ class _PipelineCompiler:
         for j, i in enumerate(self.p.inputs):
             if i.name in inputs:
                 self.ctx.add(f"{self.path}.inputs[{j}].name", f"duplicate pipeline input {i.name!r}")
+                self.unresolved = True
                 continue
             inputs[i.name] = j
         out_names: dict[str, int] = {}
@@ -275,20 +279,19 @@ class _PipelineCompiler:
         return inputs
 
     def _batch_size(self, steps: dict[str, tuple[int, Model]]) -> int:
-        if not steps:
-            return 0
-        derived = min(m.max_batch_size for _, m in steps.values())
+        """The ensemble's maxBatchSize: as set, or the smallest of its batching steps (Triton exempts
+        steps with maxBatchSize 0; their dims are full shapes and are checked as such)."""
+        batching = {s: m.max_batch_size for s, (_, m) in steps.items() if m.max_batch_size > 0}
+        derived = min(batching.values(), default=0)
         if self.p.max_batch_size is None:
             return derived
-        if self.p.max_batch_size > derived:
-            limiting = sorted(
-                (s for s, (_, m) in steps.items() if m.max_batch_size < self.p.max_batch_size),
-            )
-            detail = ", ".join(f"{s} ({steps[s][1].name}: {steps[s][1].max_batch_size})" for s in limiting)
+        limiting = sorted(s for s, size in batching.items() if size < self.p.max_batch_size)
+        if limiting:
+            detail = ", ".join(f"{s} ({steps[s][1].name}: {batching[s]})" for s in limiting)
             self.ctx.add(
                 f"{self.path}.maxBatchSize",
                 f"ensemble maxBatchSize {self.p.max_batch_size} exceeds the maxBatchSize of step(s) "
-                f"{detail}; it must be <= every step's maxBatchSize",
+                f"{detail}; it must be <= every batching step's maxBatchSize",
             )
         return self.p.max_batch_size
 
@@ -303,17 +306,20 @@ class _PipelineCompiler:
         parsed = _parse_ref(ref) if isinstance(ref, str) else None
         if parsed is None:
             self.ctx.add(path, f"expected 'inputs.NAME' or 'STEP.TENSOR', got {ref!r}")
+            self.unresolved = True
             return None
         head, tail = parsed
         if head == INPUTS:
             if tail not in inputs:
                 known = ", ".join(i.name for i in self.p.inputs) or "none"
                 self.ctx.add(path, f"unknown pipeline input {tail!r} (inputs: {known})")
+                self.unresolved = True
                 return None
             return ref
         all_steps = [s.step_name for s in self.p.steps]
         if head not in all_steps:
-            self.ctx.add(path, f"unknown step {head!r} (steps: {', '.join(all_steps)})")
+            self.ctx.add(path, f"unknown step {head!r} (steps: {', '.join(dict.fromkeys(all_steps))})")
+            self.unresolved = True
             return None
         if head not in steps:
             return None  # that step is already reported (unknown model or duplicate)
@@ -323,6 +329,7 @@ class _PipelineCompiler:
             self.ctx.add(
                 path, f"step {head!r} (model {model.name!r}) has no output {tail!r} (outputs: {outs})"
             )
+            self.unresolved = True
             return None
         return ref
 
@@ -351,9 +358,11 @@ class _PipelineCompiler:
                     f"{key!r} is a sequence control of model {model.name!r}; Triton's sequence batcher fills "
                     "it from the request's sequence flags, so do not map it",
                 )
+                self.unresolved = True
                 continue
             if key in states:
                 self.ctx.add(kpath, f"{key!r} is an implicit state of model {model.name!r}; do not map it")
+                self.unresolved = True
                 continue
             if key not in declared:
                 hint = (
@@ -365,9 +374,11 @@ class _PipelineCompiler:
                     kpath,
                     f"model {model.name!r} has no input {key!r} (inputs: {', '.join(declared)}){hint}",
                 )
+                self.unresolved = True
                 continue
             src = self._resolve(ref, kpath, steps, inputs, step_name)
             if src is None:
+                self.unresolved = True
                 continue
             head = src.split(".", 1)[0]
             if head != INPUTS:
@@ -387,6 +398,7 @@ class _PipelineCompiler:
         for t in model.inputs:
             if t.name not in mapping and not t.optional and t.name not in controls | states:
                 # (a control or state also listed under inputs is reported once, by check_models)
+                self.unresolved = True
                 self.ctx.add(
                     path,
                     f"required input {t.name!r} of model {model.name!r} is not mapped "
@@ -476,7 +488,13 @@ class _PipelineCompiler:
         *,
         dead_steps: bool,
     ) -> None:
+        # an input named by a mapping that failed for another reason, or any misspelt `inputs.X`,
+        # would make the "unused input" finding noise
+        referenced = {v for st in self.p.steps for v in st.inputs.values() if isinstance(v, str)}
+        misspelt = any(r.startswith(INPUTS + ".") and r.split(".", 1)[1] not in inputs for r in referenced)
         for name, j in inputs.items():
+            if misspelt or f"{INPUTS}.{name}" in referenced:
+                continue
             if not consumers.get(f"{INPUTS}.{name}"):
                 self.ctx.add(f"{self.path}.inputs[{j}]", f"pipeline input {name!r} is not used by any step")
         for name, (j, _) in steps.items():
@@ -486,7 +504,7 @@ class _PipelineCompiler:
                     f"step {name!r} has no inputs, so the ensemble would never run it",
                 )
         if not dead_steps:
-            return  # unresolved references would make healthy steps look dead
+            return  # unresolved references would make healthy steps and inputs look unused
         # every step must feed some pipeline output, directly or through other steps (Triton refuses a
         # step without output_map)
         useful: set[str] = set()
