@@ -41,9 +41,9 @@ import tritonclient.grpc.aio as grpcclient
 import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
-from tritonclient.utils import InferenceServerException
 
 from tritonpipeline.compiler import Artifacts, compile_pipeline
+from tritonpipeline.loadgen import LoadResult, WrongAnswer, closed_loop
 from tritonpipeline.repository import local_model_root, write_repository
 from tritonpipeline.server import LocalTriton, TritonError
 from tritonpipeline.spec import TritonPipeline, parse_pipeline
@@ -193,64 +193,28 @@ def input_pool(seed: int = 7) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 # ---------------------------------------------------------------- load
 
 
-@dataclass
-class RunResult:
-    latencies_ms: list[float]
-    errors: int
-    wall_s: float
-    attempted: int
-    error_samples: list[str]
-
-    def summary(self) -> dict[str, Any]:
-        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([float("nan")])
-        return {
-            "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99)),
-            "throughput_rps": (len(self.latencies_ms) / self.wall_s) if self.wall_s > 0 else 0.0,
-            "requests": self.attempted,
-            "errors": self.errors,
-            "wall_s": round(self.wall_s, 3),
-        }
+def summary(run: LoadResult) -> dict[str, Any]:
+    return {
+        "p50_ms": run.p50,
+        "p99_ms": run.p99,
+        "throughput_rps": run.throughput,
+        "requests": run.attempted,
+        "errors": run.errors,
+        "wall_s": round(run.seconds, 3),
+    }
 
 
-async def run_load(call: Call, concurrency: int, n: int, time_cap_s: float, pool: list) -> RunResult:
+async def run_load(call: Call, concurrency: int, n: int, time_cap_s: float, pool: list) -> LoadResult:
     """`concurrency` workers share `n` requests (stopping early at the time cap); each response checked."""
-    latencies: list[float] = []
-    samples: list[str] = []
-    errors = 0
-    issued = 0
-    deadline = time.perf_counter() + time_cap_s
 
-    async def worker() -> None:
-        nonlocal issued, errors
-        while issued < n and time.perf_counter() < deadline:
-            x, want_b, want_c = pool[issued % len(pool)]
-            issued += 1
-            t0 = time.perf_counter()
-            try:
-                got_b, got_c = await call(x)
-            except (InferenceServerException, asyncio.TimeoutError, OSError) as exc:
-                errors += 1
-                if len(samples) < 5:
-                    samples.append(f"{type(exc).__name__}: {exc}")
-                continue
-            latencies.append((time.perf_counter() - t0) * 1e3)
-            ok = (
-                got_b is not None
-                and got_c is not None
-                and got_b.shape == want_b.shape
-                and got_c.shape == want_c.shape
-                and np.allclose(got_b, want_b, rtol=1e-5, atol=1e-4)
-                and np.allclose(got_c, want_c, rtol=1e-5, atol=1e-4)
-            )
-            if not ok:
-                errors += 1
-                if len(samples) < 5:
-                    samples.append(f"wrong result for x={x.tolist()}: SCORE_B={got_b!r} SCORE_C={got_c!r}")
+    async def checked(i: int) -> None:
+        x, want_b, want_c = pool[i % len(pool)]
+        got_b, got_c = await call(x)
+        for name, got, want in (("SCORE_B", got_b, want_b), ("SCORE_C", got_c, want_c)):
+            if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-4):
+                raise WrongAnswer(f"x={x.tolist()}: {name}={got!r}, expected {want.tolist()}")
 
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return RunResult(latencies, errors, time.perf_counter() - start, issued, samples)
+    return await closed_loop(checked, concurrency=concurrency, requests=n, max_seconds=time_cap_s)
 
 
 # ---------------------------------------------------------------- report
@@ -364,7 +328,7 @@ async def bench(server: LocalTriton, mode: Mode) -> dict[str, Any]:
                     warmup_errors += warm.errors
                     run = await run_load(calls[v], c, mode.requests[c], mode.time_cap_s, pool)
                     samples += [f"{v} c={c}: {s}" for s in warm.error_samples + run.error_samples]
-                    s = run.summary()
+                    s = summary(run)
                     per_round[v][str(c)].append(s)
                     print(
                         f"  round {rnd + 1}/{mode.rounds} c={c:<2} {v:<8} n={s['requests']:<5} "

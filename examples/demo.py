@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc.aio as grpcaio
 
-from tritonpipeline.loadgen import closed_loop, format_table
+from tritonpipeline.loadgen import WrongAnswer, closed_loop, format_table
 from tritonpipeline.server import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -75,18 +75,21 @@ async def query(url: str, model: str, concurrencies: list[int], requests: int) -
 
         inputs = rng.normal(size=(requests, 1, 4)).astype(np.float32)
 
-        async def call(i: int) -> bool:
+        async def call(i: int) -> None:
             t = grpcaio.InferInput("IMAGE", [1, 4], "FP32")
             t.set_data_from_numpy(inputs[i])
             r = await client.infer(model, [t])
-            want = expected(inputs[i])
-            return all(np.allclose(r.as_numpy(k), v, rtol=1e-5, atol=1e-5) for k, v in want.items())
+            for k, v in expected(inputs[i]).items():
+                if not np.allclose(r.as_numpy(k), v, rtol=1e-5, atol=1e-5):
+                    raise WrongAnswer(f"{k} = {r.as_numpy(k).tolist()}, expected {v.tolist()}")
 
         await closed_loop(call, concurrency=4, requests=min(50, requests))  # warm-up
         rows = []
         for c in concurrencies:
             res = await closed_loop(call, concurrency=c, requests=requests)
             ok &= res.errors == 0
+            for sample in res.error_samples:
+                print(f"  error at concurrency {c}: {sample}")
             rows.append(
                 [
                     str(c),

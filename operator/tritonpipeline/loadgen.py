@@ -12,16 +12,22 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class LoadResult:
     concurrency: int
-    requests: int
+    attempted: int
     errors: int
     seconds: float
-    latencies_ms: tuple[float, ...]
+    latencies_ms: tuple[float, ...]  # successful requests only
+    error_samples: tuple[str, ...] = ()
+
+    @property
+    def requests(self) -> int:
+        return len(self.latencies_ms)
 
     @property
     def throughput(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
 
     def percentile(self, q: float) -> float:
+        """Nearest-rank percentile of the successful latencies, in ms (nan when there are none)."""
         if not self.latencies_ms:
             return float("nan")
         ordered = sorted(self.latencies_ms)
@@ -37,37 +43,43 @@ class LoadResult:
         return self.percentile(99)
 
 
+class WrongAnswer(AssertionError):
+    """Raised by a load call whose response did not match the expected numbers."""
+
+
 async def closed_loop(
-    call: Callable[[int], Awaitable[bool]], *, concurrency: int, requests: int, max_seconds: float = 60.0
+    call: Callable[[int], Awaitable[object]], *, concurrency: int, requests: int, max_seconds: float = 60.0
 ) -> LoadResult:
     """Run `requests` calls with `concurrency` workers, each awaiting its call before the next.
 
-    `call(i)` performs request i and returns whether the answer was correct; an exception counts as
-    an error. Stops early after `max_seconds`.
+    `call(i)` performs request i and raises (WrongAnswer, or the client's error) when it failed; a
+    failure is counted and sampled, never fatal. Stops early after `max_seconds`.
     """
     latencies: list[float] = []
+    samples: list[str] = []
     errors = 0
-    next_index = 0
+    issued = 0
     deadline = time.perf_counter() + max_seconds
 
     async def worker() -> None:
-        nonlocal next_index, errors
-        while next_index < requests and time.perf_counter() < deadline:
-            i = next_index
-            next_index += 1
+        nonlocal issued, errors
+        while issued < requests and time.perf_counter() < deadline:
+            i = issued
+            issued += 1
             start = time.perf_counter()
             try:
-                ok = await call(i)
-            except Exception:
-                ok = False
-            latencies.append((time.perf_counter() - start) * 1000)
-            if not ok:
+                await call(i)
+            except Exception as exc:
                 errors += 1
+                if len(samples) < 5:
+                    samples.append(f"request {i}: {type(exc).__name__}: {exc}")
+                continue
+            latencies.append((time.perf_counter() - start) * 1000)
 
     began = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - began
-    return LoadResult(concurrency, len(latencies), errors, elapsed, tuple(latencies))
+    return LoadResult(concurrency, issued, errors, elapsed, tuple(latencies), tuple(samples))
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> str:
