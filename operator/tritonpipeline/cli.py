@@ -230,6 +230,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the operator (kopf) against the cluster in KUBECONFIG or the in-cluster service account."""
+    import kopf
+
+    from . import handlers  # noqa: F401 - registers the handlers
+
+    if args.namespace:
+        os.environ["TRITONPIPELINE_NAMESPACES"] = ",".join(args.namespace)
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
+    kopf.run(
+        standalone=True,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or (),
+        liveness_endpoint=args.liveness,
+    )
+    return EXIT_OK
+
+
+def cmd_assemble(args: argparse.Namespace) -> int:
+    """The init container: build the model repository from the ConfigMaps and the model source."""
+    from .assemble import assemble
+
+    generated = assemble(Path(args.generated), args.source, Path(args.out))
+    print(
+        f"assembled {len(generated.files)} generated files and {len(generated.models)} model(s) into "
+        f"{args.out} (repository {generated.digest[:12]})"
+    )
+    return EXIT_OK
+
+
+def cmd_crd(args: argparse.Namespace) -> int:
+    from .kube.crd import crd_yaml
+
+    sys.stdout.write(crd_yaml())
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tritonpipeline", description="Compile TritonPipeline resources into Triton model repositories."
@@ -281,6 +318,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
     common(p)
     p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("run", help="run the Kubernetes operator")
+    p.add_argument("-n", "--namespace", action="append", help="watch this namespace (repeat); default: all")
+    p.add_argument(
+        "--liveness", metavar="URL", help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz"
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("crd", help="print the TritonPipeline CustomResourceDefinition")
+    p.set_defaults(func=cmd_crd)
+
+    p = sub.add_parser("assemble", help="(init container) build the model repository in a pod")
+    p.add_argument("--generated", required=True, metavar="DIR", help="the mounted generated ConfigMaps")
+    p.add_argument("--source", required=True, help="mounted model source directory, or s3:// / gs:// URI")
+    p.add_argument("--out", required=True, metavar="DIR", help="repository to create")
+    p.set_defaults(func=cmd_assemble)
     return parser
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
-from .compiler import Artifacts
 from .errors import Problem, SpecError
 from .spec import TritonPipeline
 
@@ -44,8 +45,18 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
     return problems
 
 
+class RepositoryFiles(Protocol):
+    """What a repository is made of: generated files, and the declared models whose files are linked."""
+
+    @property
+    def files(self) -> Mapping[str, bytes]: ...
+
+    @property
+    def models(self) -> Sequence[str]: ...
+
+
 def write_repository(
-    artifacts: Artifacts, dest: str | Path, model_root: Path | None, *, force: bool = False
+    artifacts: RepositoryFiles, dest: str | Path, model_root: Path | None, *, force: bool = False
 ) -> Path:
     """Write a complete repository at `dest`: generated files, plus each declared model's files from
     `model_root` linked (symlinks), not copied. Atomic: on error nothing is left behind."""

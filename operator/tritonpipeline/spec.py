@@ -72,6 +72,7 @@ DataType = Literal[
     "STRING",
 ]
 URI_SCHEMES = ("pvc", "s3", "gs")
+RESERVED_FLAGS = ("--model-repository", "--model-store", "--http-port", "--grpc-port", "--metrics-port")
 
 
 def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
@@ -80,6 +81,7 @@ def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
             raise ValueError(f"invalid {what} {value!r}: {_RULE_TEXT[what]}")
         return value
 
+    check.pattern = pattern.pattern  # type: ignore[attr-defined]  # read by the CRD generator
     return AfterValidator(check)
 
 
@@ -317,6 +319,9 @@ class Server(_Base):
         for arg in args:
             if not arg.startswith("--"):
                 raise ValueError(f"extra tritonserver flags start with '--' (got {arg!r})")
+            flag = arg.split("=", 1)[0]
+            if flag in RESERVED_FLAGS:
+                raise ValueError(f"{flag} is set by tritonpipeline and cannot be overridden")
         return args
 
 
@@ -478,8 +483,14 @@ def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-             float: "a number"}  # fmt: skip
+    names = {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }
     return names.get(type(value), f"a {type(value).__name__}")
 
 

@@ -1,0 +1,222 @@
+"""kopf handlers: parse, render, apply, report. Everything else lives in spec, compiler and kube."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from .compiler import compile_pipeline
+from .errors import SpecError
+from .kube import status as st
+from .kube.client import Kube, KubeError
+from .kube.manifests import PIPELINE_LABEL, endpoint, owner_reference, render_children
+from .settings import GROUP, PLURAL, VERSION, Settings
+from .spec import parse_pipeline
+
+RESYNC_SECONDS = float(os.environ.get("TRITONPIPELINE_RESYNC_SECONDS", "60"))
+MANAGED = {"app.kubernetes.io/managed-by": "tritonpipeline-operator"}
+
+
+def _api_client() -> k8s.ApiClient:
+    try:
+        k8s_config.load_incluster_config()
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()
+    configuration = k8s.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 32
+    return k8s.ApiClient(configuration)
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    """All operator settings in one place."""
+    config = Settings.from_env()
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.posting.level = logging.INFO  # only explicit kopf.info/kopf.warn become Events
+    settings.execution.max_workers = 32
+    settings.batching.batch_window = 0.05
+    settings.watching.server_timeout = 270
+    settings.networking.request_timeout = 60
+    memo.settings = config
+    memo.kube = Kube(_api_client(), config.field_manager)
+    scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
+    logger.info(f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}")
+
+
+def _one_line(exc: SpecError) -> str:
+    return "; ".join(str(p) for p in exc.problems)
+
+
+async def _write_status(kube: Kube, body: kopf.Body, new: dict[str, Any]) -> bool:
+    """Merge conditions and write status only when something changed."""
+    old = dict(body.get("status") or {})
+    if "conditions" in new:
+        new = {**new, "conditions": st.merge_conditions(old.get("conditions"), new["conditions"])}
+    if not st.status_changed(old, new):
+        return False
+    await asyncio.to_thread(kube.patch_status, body.metadata.namespace, body.metadata.name, new)
+    return True
+
+
+async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
+    """Compile the CR and server-side apply its children; invalid specs change nothing."""
+    kube: Kube = memo.kube
+    config: Settings = memo.settings
+    generation = body.metadata.get("generation")
+    name, namespace = body.metadata.name, body.metadata.namespace
+    try:
+        tp = parse_pipeline(dict(body))
+        artifacts = compile_pipeline(tp)
+        children = render_children(tp, artifacts, config, owner_reference(dict(body)))
+    except SpecError as exc:
+        message = _one_line(exc)
+        logger.warning(f"invalid spec (generation {generation}); last good deployment kept: {message}")
+        await _write_status(
+            kube,
+            body,
+            {
+                "observedGeneration": generation,
+                "conditions": [
+                    st.condition("SpecValid", False, "InvalidSpec", message, generation),
+                    st.condition(
+                        "Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation
+                    ),
+                ],
+            },
+        )
+        kopf.warn(dict(body), reason="InvalidSpec", message=message)
+        raise kopf.PermanentError(message) from None
+    try:
+        applied = [await asyncio.to_thread(kube.apply, obj) for obj in children.all()]
+        stale = await _prune(kube, namespace, name, children)
+    except KubeError as exc:
+        logger.error(f"apply failed, will retry: {exc}")
+        raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
+    deployment = next(o for o in applied if o.get("kind") == "Deployment")
+    summary = artifacts.graph_summary()
+    routers = [r["name"] for r in summary["routers"]]
+    logger.info(
+        f"applied {len(applied)} objects ({len(children.configmaps)} ConfigMaps, repository "
+        f"{artifacts.digest()[:12]}, routers: {', '.join(routers) or 'none'}); pruned {stale or 'nothing'}"
+    )
+    configured = st.condition(
+        "ModelsConfigured",
+        True,
+        "RepositoryGenerated",
+        f"{len(artifacts.files)} generated files in {len(children.configmaps)} ConfigMap(s); "
+        f"{len(routers)} router(s) inserted",
+        generation,
+    )
+    valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
+    await _write_status(
+        kube,
+        body,
+        {
+            "observedGeneration": generation,
+            "endpoint": endpoint(tp),
+            "graph": summary,
+            **_replica_status(deployment, generation, [valid, configured]),
+        },
+    )
+    if event:
+        kopf.info(
+            dict(body),
+            reason=event,
+            message=f"applied repository {artifacts.digest()[:12]}, "
+            f"{len(routers)} router(s), {len(applied)} objects",
+        )
+
+
+def _replica_status(
+    deployment: dict[str, Any], generation: int | None, extra: list[dict[str, Any]]
+) -> dict[str, Any]:
+    spec, dstatus = deployment.get("spec", {}), deployment.get("status", {})
+    desired = int(spec.get("replicas", 1))
+    fresh = dstatus.get("observedGeneration", 0) >= deployment.get("metadata", {}).get("generation", 0)
+    updated = int(dstatus.get("updatedReplicas", 0)) if fresh else 0
+    ready = int(dstatus.get("readyReplicas", 0))
+    return {
+        "replicas": int(dstatus.get("replicas", 0)),
+        "readyReplicas": ready,
+        "conditions": [
+            *extra,
+            *st.ready_condition(int(dstatus.get("replicas", 0)), ready, updated, desired, generation),
+        ],
+    }
+
+
+async def _prune(kube: Kube, namespace: str, name: str, children: Any) -> list[str]:
+    """Delete children a valid spec no longer renders (surplus ConfigMap parts, a dropped HPA)."""
+    selector = f"{PIPELINE_LABEL}={name}"
+    keep = {c["metadata"]["name"] for c in children.configmaps}
+    removed = []
+    for cm in await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector):
+        if cm["metadata"]["name"] not in keep:
+            await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, cm["metadata"]["name"])
+            removed.append(f"ConfigMap/{cm['metadata']['name']}")
+    if children.hpa is None and await asyncio.to_thread(
+        kube.delete, "autoscaling/v2", "HorizontalPodAutoscaler", namespace, name
+    ):
+        removed.append(f"HorizontalPodAutoscaler/{name}")
+    return removed
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL)
+async def on_create(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    await reconcile(body, memo, logger, "Created")
+
+
+@kopf.on.update(GROUP, VERSION, PLURAL)
+async def on_update(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    await reconcile(body, memo, logger, "Updated")
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+async def on_resume(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    await reconcile(body, memo, logger, None)
+
+
+@kopf.timer(
+    GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS, idle=RESYNC_SECONDS
+)
+async def repair_drift(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    """Re-apply the children of a valid spec so hand edits and deletions are undone."""
+    with contextlib.suppress(kopf.PermanentError):  # already reported; the last good children stay
+        await reconcile(body, memo, logger, None)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+async def deployment_changed(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    """Mirror the Deployment's replica counts into its TritonPipeline's status and Ready condition."""
+    owner = next(
+        (
+            o
+            for o in body.metadata.get("ownerReferences", [])
+            if o.get("kind") == "TritonPipeline" and o.get("controller")
+        ),
+        None,
+    )
+    if owner is None:
+        return
+    kube: Kube = memo.kube
+    namespace = body.metadata.namespace
+    cr = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"])
+    if cr is None or cr["metadata"].get("uid") != owner.get("uid"):
+        return
+    conditions = (cr.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
+        extra: list[dict[str, Any]] = []  # keep reporting the invalid spec; replicas still mirror reality
+        new = _replica_status(dict(body), cr["metadata"].get("generation"), extra)
+        new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
+    else:
+        new = _replica_status(dict(body), cr["metadata"].get("generation"), [])
+    if await _write_status(kube, kopf.Body(cr), new):
+        logger.info(f"status of {owner['name']}: {new['readyReplicas']}/{new['replicas']} replicas ready")

@@ -1,0 +1,154 @@
+"""A small, generic Kubernetes client over the official one: server-side apply, get, list, delete."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from ..settings import GROUP, PLURAL, VERSION
+
+T = TypeVar("T")
+
+_PLURALS = {
+    "ConfigMap": "configmaps",
+    "Service": "services",
+    "Deployment": "deployments",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "Ingress": "ingresses",
+    "DestinationRule": "destinationrules",
+    "HTTPRoute": "httproutes",
+    "GRPCRoute": "grpcroutes",
+    "ScaledObject": "scaledobjects",
+    "Event": "events",
+    "TritonPipeline": PLURAL,
+    "CustomResourceDefinition": "customresourcedefinitions",
+}
+RETRYABLE = {409, 429, 500, 502, 503, 504}
+
+
+class KubeError(RuntimeError):
+    """An API call failed for good (after retries): carries the HTTP status and the server's message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {message}")
+
+
+def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    ns = f"/namespaces/{namespace}" if namespace else ""
+    tail = f"/{name}" if name else ""
+    return f"{base}{ns}/{_PLURALS[kind]}{tail}"
+
+
+class Kube:
+    """Synchronous calls (run them in a thread from async handlers). Retries 409/429/5xx with backoff."""
+
+    def __init__(self, api: k8s.ApiClient, field_manager: str, retries: int = 5) -> None:
+        self.api = api
+        self.field_manager = field_manager
+        self.retries = retries
+
+    def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        params = self.api.param_serialize(
+            method=method,
+            resource_path=url,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        resp = self.api.call_api(*params, _request_timeout=30)
+        data = resp.read()
+        if resp.status >= 400:
+            raise ApiException(status=resp.status, reason=resp.reason, http_resp=resp)
+        return json.loads(data) if data else {}
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except ApiException as exc:
+                if exc.status not in RETRYABLE or attempt == self.retries:
+                    raise KubeError(exc.status or 0, _message(exc)) from None
+            except OSError as exc:  # connection reset, refused: transient
+                if attempt == self.retries:
+                    raise KubeError(0, str(exc)) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply under our field manager (idempotent; conflicts forced to us)."""
+        meta = obj["metadata"]
+        url = path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        query = [("fieldManager", self.field_manager), ("force", "true")]
+        return self._retry(
+            lambda: self._call(
+                "PATCH", url, query=query, body=obj, content_type="application/apply-patch+yaml"
+            )
+        )
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return self._retry(lambda: self._call("GET", path(api_version, kind, namespace, name)))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, api_version: str, kind: str, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+        url = path(api_version, kind, namespace)
+        return self._retry(lambda: self._call("GET", url, query=[("labelSelector", selector)])).get(
+            "items", []
+        )
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        try:
+            self._retry(lambda: self._call("DELETE", path(api_version, kind, namespace, name)))
+            return True
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        url = path(f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name) + "/status"
+        return self._retry(
+            lambda: self._call(
+                "PATCH", url, body={"status": status}, content_type="application/merge-patch+json"
+            )
+        )
+
+    def resource_exists(self, api_version: str, kind: str) -> bool:
+        """Whether the API serves this kind (e.g. a provider's CRD is installed)."""
+        url = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        try:
+            resources = self._call("GET", url).get("resources", [])
+        except ApiException:
+            return False
+        return any(r.get("kind") == kind for r in resources)
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return json.loads(exc.body or "{}").get("message") or str(exc.reason)
+    except (ValueError, AttributeError):
+        return str(exc.reason)

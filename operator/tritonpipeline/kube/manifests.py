@@ -1,0 +1,345 @@
+"""TritonPipeline + compiled artifacts -> Kubernetes objects, as plain dicts (pure, deterministic)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..compiler import Artifacts
+from ..errors import Problem, SpecError
+from ..settings import GROUP, KIND, VERSION, Settings
+from ..spec import TritonPipeline
+
+HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+GENERATED_DIR = "/tp/generated"
+SOURCE_DIR = "/tp/source"
+MODELS_DIR = "/tp/models"
+REPOSITORY_DIR = f"{MODELS_DIR}/repository"
+HASH_ANNOTATION = f"{GROUP}/repository-hash"
+PIPELINE_LABEL = f"{GROUP}/pipeline"
+MANIFEST_PREFIX = "manifest-"
+METRIC_NAMES = {
+    "queueTime": "triton_queue_time_us",
+    "pendingRequests": "triton_pending_requests",
+    "gpuUtilization": "triton_gpu_utilization",
+}
+
+
+@dataclass(frozen=True)
+class Children:
+    """Every object one TritonPipeline owns, in apply order."""
+
+    configmaps: tuple[dict[str, Any], ...]
+    deployment: dict[str, Any]
+    service: dict[str, Any]
+    hpa: dict[str, Any] | None
+
+    def all(self) -> list[dict[str, Any]]:
+        return [*self.configmaps, self.deployment, self.service, *([self.hpa] if self.hpa else [])]
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "triton-pipeline", "app.kubernetes.io/instance": name}
+
+
+def labels(name: str, settings: Settings) -> dict[str, str]:
+    return {
+        **settings.extra_labels,
+        **selector_labels(name),
+        "app.kubernetes.io/component": "tritonserver",
+        "app.kubernetes.io/managed-by": "tritonpipeline-operator",
+        PIPELINE_LABEL: name,
+    }
+
+
+def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(name: str, tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": labels(tp.name, settings)}
+    if tp.metadata.namespace:
+        meta["namespace"] = tp.metadata.namespace
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return meta
+
+
+def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
+    return [f"{tp.name}-repo-{i}" for i in range(count)]
+
+
+def configmaps(
+    tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The generated repository split over ConfigMaps below the size limit. Keys are `fNNNN` (a file)
+    and `manifest-NNN.json` (which key is which path, the declared models and the digest)."""
+    chunks: list[dict[str, str]] = []
+    paths: list[dict[str, str]] = []
+    size = 0
+    for index, (path, data) in enumerate(sorted(artifacts.files.items())):
+        text = data.decode("utf-8")
+        if len(data) + 1024 > settings.configmap_max_bytes:
+            raise SpecError(
+                [
+                    Problem(
+                        "spec",
+                        f"generated file {path!r} is {len(data)} bytes, over the ConfigMap limit of "
+                        f"{settings.configmap_max_bytes} bytes",
+                    )
+                ]
+            )
+        if not chunks or size + len(data) + 1024 > settings.configmap_max_bytes:
+            chunks.append({})
+            paths.append({})
+            size = 0
+        key = f"f{index:04d}"
+        chunks[-1][key] = text
+        paths[-1][key] = path
+        size += len(data) + len(key) + len(path)
+    if not chunks:
+        chunks, paths = [{}], [{}]
+    names = configmap_names(tp, len(chunks))
+    out = []
+    for i, (data, keys) in enumerate(zip(chunks, paths, strict=True)):
+        manifest = {
+            "part": i,
+            "parts": len(chunks),
+            "digest": artifacts.digest(),
+            "models": list(artifacts.models),
+            "files": keys,
+        }
+        data = {**data, f"{MANIFEST_PREFIX}{i:03d}.json": json.dumps(manifest, sort_keys=True)}
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": _meta(names[i], tp, settings, owner),
+                "data": dict(sorted(data.items())),
+            }
+        )
+    return out
+
+
+def _source(
+    tp: TritonPipeline,
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(assembler --source value, volumes, init mounts, env) for the model repository source."""
+    repo = tp.spec.model_repository
+    scheme = repo.scheme
+    if scheme == "pvc":
+        claim, _, sub = repo.uri[len("pvc://") :].partition("/")
+        volume = {"name": "source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        mount = {"name": "source", "mountPath": SOURCE_DIR, "readOnly": True}
+        return f"{SOURCE_DIR}/{sub}".rstrip("/"), [volume], [mount], []
+    if scheme in ("s3", "gs"):
+        env: list[dict[str, Any]] = []
+        if repo.secret_ref:
+            env = [{"secretRef": {"name": repo.secret_ref.name}}]
+        return repo.uri, [], [], env
+    raise SpecError(
+        [
+            Problem(
+                "spec.modelRepository.uri",
+                f"a local path ({repo.uri!r}) works with the CLI only; in a cluster "
+                "use pvc://CLAIM/PATH, s3://BUCKET/PATH or gs://BUCKET/PATH",
+            )
+        ]
+    )
+
+
+def _gpu_tolerations(tp: TritonPipeline) -> list[dict[str, Any]]:
+    server = tp.spec.server
+    tolerations = [dict(t) for t in server.tolerations]
+    if server.gpus > 0 and not any(t.get("key") == "nvidia.com/gpu" for t in tolerations):
+        tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+    return tolerations
+
+
+def _resources(tp: TritonPipeline) -> dict[str, Any]:
+    server = tp.spec.server
+    resources = json.loads(json.dumps(server.resources))  # deep copy of plain data
+    if server.gpus > 0:
+        for part in ("limits", "requests"):
+            resources.setdefault(part, {})[server.gpu_resource] = server.gpus
+    return resources
+
+
+def triton_args(tp: TritonPipeline) -> list[str]:
+    return [
+        f"--model-repository={REPOSITORY_DIR}",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        "--allow-metrics=true",
+        f"--allow-gpu-metrics={'true' if tp.spec.server.gpus > 0 else 'false'}",
+        "--strict-readiness=true",
+        *tp.spec.server.args,
+    ]
+
+
+def deployment(
+    tp: TritonPipeline,
+    artifacts: Artifacts,
+    configmap_names: list[str],
+    settings: Settings,
+    owner: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    server = tp.spec.server
+    source, src_volumes, src_mounts, env_from = _source(tp)
+    volumes = [
+        {
+            "name": "generated",
+            "projected": {"sources": [{"configMap": {"name": n}} for n in configmap_names]},
+        },
+        {"name": "models", "emptyDir": {}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        *src_volumes,
+    ]
+    models_mount = {"name": "models", "mountPath": MODELS_DIR}
+    init = {
+        "name": "assemble-repository",
+        "image": settings.assembler_image,
+        "args": ["assemble", "--generated", GENERATED_DIR, "--source", source, "--out", REPOSITORY_DIR],
+        "volumeMounts": [
+            {"name": "generated", "mountPath": GENERATED_DIR, "readOnly": True},
+            models_mount,
+            *src_mounts,
+        ],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    if env_from:
+        init["envFrom"] = env_from
+    probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5}
+    container = {
+        "name": "tritonserver",
+        "image": server.image,
+        "command": ["tritonserver"],
+        "args": triton_args(tp),
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT},
+            {"name": "grpc", "containerPort": GRPC_PORT},
+            {"name": "metrics", "containerPort": METRICS_PORT},
+        ],
+        "startupProbe": {**probe, "failureThreshold": 120},
+        "readinessProbe": {**probe, "failureThreshold": 3},
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *src_mounts],
+    }
+    resources = _resources(tp)
+    if resources:
+        container["resources"] = resources
+    pod_spec: dict[str, Any] = {"initContainers": [init], "containers": [container], "volumes": volumes}
+    if server.node_selector:
+        pod_spec["nodeSelector"] = dict(server.node_selector)
+    tolerations = _gpu_tolerations(tp)
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    if server.affinity:
+        pod_spec["affinity"] = server.affinity
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": selector_labels(tp.name)},
+        "template": {
+            "metadata": {
+                "labels": labels(tp.name, settings),
+                "annotations": {HASH_ANNOTATION: artifacts.digest()},
+            },
+            "spec": pod_spec,
+        },
+    }
+    if tp.spec.autoscaling is None:
+        spec["replicas"] = server.replicas  # with autoscaling the HPA owns replicas
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(tp.name, tp, settings, owner),
+        "spec": spec,
+    }
+
+
+def service(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selector": selector_labels(tp.name),
+        "ports": [
+            {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+            {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
+            {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+        ],
+    }
+    if tp.spec.routing.session_affinity == "ClientIP":
+        idle_us = max(
+            (
+                m.sequence_batching.max_sequence_idle_microseconds
+                for m in tp.spec.models
+                if m.sequence_batching
+            ),
+            default=0,
+        )
+        # at least the longest sequence idle time, never below Kubernetes' default of 3 hours
+        timeout = min(86400, max(10800, -(-idle_us // 1_000_000)))
+        spec["sessionAffinity"] = "ClientIP"
+        spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": timeout}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(tp.name, tp, settings, owner),
+        "spec": spec,
+    }
+
+
+def hpa(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    auto = tp.spec.autoscaling
+    if auto is None or auto.engine != "hpa":
+        return None
+    target = int(auto.target) if float(auto.target).is_integer() else auto.target
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(tp.name, tp, settings, owner),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": tp.name},
+            "minReplicas": auto.min_replicas,
+            "maxReplicas": auto.max_replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": METRIC_NAMES[auto.metric]},
+                        "target": {"type": "AverageValue", "averageValue": str(target)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render_children(
+    tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
+) -> Children:
+    """All children of one pipeline. Raises SpecError for what only a cluster cannot serve."""
+    cms = configmaps(tp, artifacts, settings, owner)
+    names = [c["metadata"]["name"] for c in cms]
+    return Children(
+        configmaps=tuple(cms),
+        deployment=deployment(tp, artifacts, names, settings, owner),
+        service=service(tp, settings, owner),
+        hpa=hpa(tp, settings, owner),
+    )
+
+
+def endpoint(tp: TritonPipeline) -> str:
+    ns = tp.metadata.namespace or "default"
+    return f"{tp.name}.{ns}.svc:{GRPC_PORT}"

@@ -1,0 +1,40 @@
+"""Operator settings, read once at start-up from flags and environment variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+GROUP = "serving.tritonpipeline.io"
+VERSION = "v1alpha1"
+PLURAL = "tritonpipelines"
+KIND = "TritonPipeline"
+FIELD_MANAGER = "tritonpipeline-operator"
+DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator:0.1.0"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the operator needs besides the CRs themselves."""
+
+    # image of the init container that assembles the model repository (this package's image)
+    assembler_image: str = DEFAULT_ASSEMBLER_IMAGE
+    # namespaces to watch; empty = cluster-wide
+    namespaces: tuple[str, ...] = ()
+    # seconds between drift repairs of each pipeline
+    resync_seconds: float = 60.0
+    # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
+    configmap_max_bytes: int = 900 * 1024
+    field_manager: str = FIELD_MANAGER
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, namespaces: tuple[str, ...] = ()) -> Settings:
+        env = os.environ
+        ns = namespaces or tuple(n for n in env.get("TRITONPIPELINE_NAMESPACES", "").split(",") if n)
+        return cls(
+            assembler_image=env.get("TRITONPIPELINE_ASSEMBLER_IMAGE", DEFAULT_ASSEMBLER_IMAGE),
+            namespaces=ns,
+            resync_seconds=float(env.get("TRITONPIPELINE_RESYNC_SECONDS", "60")),
+            configmap_max_bytes=int(env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(900 * 1024))),
+        )
