@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from typing import Any
 
 import kopf
@@ -20,7 +19,6 @@ from .kube.manifests import PIPELINE_LABEL, endpoint, owner_reference, render_ch
 from .settings import GROUP, PLURAL, VERSION, Settings
 from .spec import parse_pipeline
 
-RESYNC_SECONDS = float(os.environ.get("TRITONPIPELINE_RESYNC_SECONDS", "60"))
 MANAGED = {"app.kubernetes.io/managed-by": "tritonpipeline-operator"}
 
 
@@ -55,15 +53,28 @@ def _one_line(exc: SpecError) -> str:
     return "; ".join(str(p) for p in exc.problems)
 
 
-async def _write_status(kube: Kube, body: kopf.Body, new: dict[str, Any]) -> bool:
-    """Merge conditions and write status only when something changed."""
-    old = dict(body.get("status") or {})
-    if "conditions" in new:
-        new = {**new, "conditions": st.merge_conditions(old.get("conditions"), new["conditions"])}
-    if not st.status_changed(old, new):
-        return False
-    await asyncio.to_thread(kube.patch_status, body.metadata.namespace, body.metadata.name, new)
-    return True
+async def _write_status(kube: Kube, namespace: str, name: str, new: dict[str, Any]) -> bool:
+    """Merge `new` into the pipeline's current status (conditions by type) and write it only when it
+    changed. Read-modify-write on the resourceVersion, so concurrent writers never drop conditions."""
+    for _ in range(8):
+        cr = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
+        if cr is None:
+            return False
+        old = dict(cr.get("status") or {})
+        merged = dict(new)
+        if "conditions" in new:
+            merged["conditions"] = st.merge_conditions(old.get("conditions"), new["conditions"])
+        if not st.status_changed(old, merged):
+            return False
+        try:
+            await asyncio.to_thread(
+                kube.patch_status, namespace, name, merged, cr["metadata"]["resourceVersion"]
+            )
+            return True
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+    raise KubeError(409, f"status of {namespace}/{name} kept changing under us")
 
 
 async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
@@ -81,7 +92,8 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
         logger.warning(f"invalid spec (generation {generation}); last good deployment kept: {message}")
         await _write_status(
             kube,
-            body,
+            namespace,
+            name,
             {
                 "observedGeneration": generation,
                 "conditions": [
@@ -118,7 +130,8 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
     valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
     await _write_status(
         kube,
-        body,
+        namespace,
+        name,
         {
             "observedGeneration": generation,
             "endpoint": endpoint(tp),
@@ -184,39 +197,83 @@ async def on_resume(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **
     await reconcile(body, memo, logger, None)
 
 
-@kopf.timer(
-    GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS, idle=RESYNC_SECONDS
-)
-async def repair_drift(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
-    """Re-apply the children of a valid spec so hand edits and deletions are undone."""
-    with contextlib.suppress(kopf.PermanentError):  # already reported; the last good children stay
-        await reconcile(body, memo, logger, None)
+def _owner(body: kopf.Body) -> dict[str, Any] | None:
+    refs = body.metadata.get("ownerReferences") or []
+    return next((o for o in refs if o.get("kind") == "TritonPipeline" and o.get("controller")), None)
+
+
+async def _reconcile_owner(memo: kopf.Memo, logger: logging.Logger, namespace: str, name: str) -> None:
+    """Re-apply one pipeline's children from its current spec (drift repair)."""
+    cr = await asyncio.to_thread(memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
+    if cr is None or cr["metadata"].get("deletionTimestamp"):
+        return
+    with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
+        await reconcile(kopf.Body(cr), memo, logger, None)
+
+
+async def _resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
+    """Every resync period, re-apply every pipeline (catches drift no event told us about). An
+    operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
+    config: Settings = memo.settings
+    while True:
+        await asyncio.sleep(config.resync_seconds)
+        for ns in config.namespaces or (None,):
+            try:
+                crs = await asyncio.to_thread(memo.kube.list, f"{GROUP}/{VERSION}", "TritonPipeline", ns, "")
+            except KubeError as exc:
+                logger.warning(f"resync: cannot list pipelines: {exc}")
+                continue
+            for cr in crs:
+                await _reconcile_owner(memo, logger, cr["metadata"]["namespace"], cr["metadata"]["name"])
+
+
+@kopf.on.startup()
+async def start_resync(memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    memo.resync = asyncio.create_task(_resync_loop(memo, logger))
+
+
+@kopf.on.cleanup()
+async def stop_resync(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("resync")
+    if task is not None:
+        task.cancel()
+
+
+@kopf.on.event("", "v1", "configmaps", labels=MANAGED)
+@kopf.on.event("", "v1", "services", labels=MANAGED)
+@kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers", labels=MANAGED)
+async def child_changed(
+    body: kopf.Body, type: str, memo: kopf.Memo, logger: logging.Logger, **_: Any
+) -> None:
+    """A deleted child is recreated at once from its pipeline's spec."""
+    owner = _owner(body)
+    if type == "DELETED" and owner is not None:
+        logger.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
+        await _reconcile_owner(memo, logger, body.metadata.namespace, owner["name"])
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
-async def deployment_changed(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
-    """Mirror the Deployment's replica counts into its TritonPipeline's status and Ready condition."""
-    owner = next(
-        (
-            o
-            for o in body.metadata.get("ownerReferences", [])
-            if o.get("kind") == "TritonPipeline" and o.get("controller")
-        ),
-        None,
-    )
+async def deployment_changed(
+    body: kopf.Body, type: str, memo: kopf.Memo, logger: logging.Logger, **_: Any
+) -> None:
+    """Mirror the Deployment's replica counts into its TritonPipeline's status and Ready condition;
+    recreate it if it was deleted."""
+    owner = _owner(body)
     if owner is None:
         return
-    kube: Kube = memo.kube
     namespace = body.metadata.namespace
+    if type == "DELETED":
+        logger.info(f"Deployment/{body.metadata.name} was deleted; restoring it")
+        await _reconcile_owner(memo, logger, namespace, owner["name"])
+        return
+    kube: Kube = memo.kube
     cr = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"])
     if cr is None or cr["metadata"].get("uid") != owner.get("uid"):
         return
+    new = _replica_status(dict(body), cr["metadata"].get("generation"), [])
     conditions = (cr.get("status") or {}).get("conditions") or []
     if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
-        extra: list[dict[str, Any]] = []  # keep reporting the invalid spec; replicas still mirror reality
-        new = _replica_status(dict(body), cr["metadata"].get("generation"), extra)
+        # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
-    else:
-        new = _replica_status(dict(body), cr["metadata"].get("generation"), [])
-    if await _write_status(kube, kopf.Body(cr), new):
+    if await _write_status(kube, namespace, owner["name"], new):
         logger.info(f"status of {owner['name']}: {new['readyReplicas']}/{new['replicas']} replicas ready")

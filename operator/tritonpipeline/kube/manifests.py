@@ -170,7 +170,7 @@ def _resources(tp: TritonPipeline) -> dict[str, Any]:
     resources = json.loads(json.dumps(server.resources))  # deep copy of plain data
     if server.gpus > 0:
         for part in ("limits", "requests"):
-            resources.setdefault(part, {})[server.gpu_resource] = server.gpus
+            resources.setdefault(part, {})[server.gpu_resource] = str(server.gpus)
     return resources
 
 

@@ -1,0 +1,481 @@
+"""The operator as a real subprocess against a real kube-apiserver + etcd (no kubelet: pods never run)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import example
+from tritonpipeline.assemble import read_generated
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.manifests import HASH_ANNOTATION
+from tritonpipeline.spec import parse_pipeline
+
+CLI = Path(sys.executable).parent / "tritonpipeline"
+API = "serving.tritonpipeline.io/v1alpha1"
+SELECTOR = "serving.tritonpipeline.io/pipeline"
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: Any) -> Kube:
+    k = Kube(control_plane.api_client(), "test-admin")
+    k.apply(crd())
+    name = crd()["metadata"]["name"]
+
+    def established() -> bool:
+        obj = k.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name) or {}
+        conds = (obj.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+    wait_for("the CRD to be established", established)
+    return k
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> str:
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    return ns
+
+
+class Operator:
+    """`tritonpipeline run` in a subprocess, with its log."""
+
+    def __init__(
+        self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.args = [str(CLI), "run", "-n", namespace]
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Operator:
+        out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        return self
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@pytest.fixture
+def run_operator(
+    control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Operator]]:
+    started: list[Operator] = []
+
+    def start(env: dict[str, str] | None = None) -> Operator:
+        op = Operator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", env).start()
+        started.append(op)
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if started and rep is not None and rep.failed:
+        print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")
+
+
+def cluster_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, Any]:
+    doc = example(source)
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    return doc
+
+
+def get_cr(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    cr = kube.get(API, "TritonPipeline", ns, name)
+    assert cr is not None
+    return cr
+
+
+def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+def children(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return {
+        "configmaps": sorted(
+            kube.list("v1", "ConfigMap", ns, f"{SELECTOR}={name}"), key=lambda c: c["metadata"]["name"]
+        ),
+        "deployment": kube.get("apps/v1", "Deployment", ns, name),
+        "service": kube.get("v1", "Service", ns, name),
+        "hpa": kube.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, name),
+    }
+
+
+def wait_reconciled(kube: Kube, ns: str, name: str, generation: int | None = None) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        cr = get_cr(kube, ns, name)
+        want = generation or cr["metadata"]["generation"]
+        st = cr.get("status") or {}
+        return cr if st.get("observedGeneration") == want and condition(cr, "SpecValid") else None
+
+    return wait_for(f"{ns}/{name} to be reconciled", done)
+
+
+def configmap_files(cms: list[dict[str, Any]]) -> dict[str, bytes]:
+    data: dict[str, str] = {}
+    for cm in cms:
+        data.update(cm["data"])
+    return read_generated(data).files
+
+
+def events(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list("v1", "Event", ns, "") if e["involvedObject"].get("name") == name]
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("source", ["fanout", "diamond", "streaming"])
+def test_example_children_match_the_compiled_pipeline(kube, namespace, run_operator, source):
+    run_operator()
+    doc = cluster_doc(source, namespace, source)
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, source)
+    kids = children(kube, namespace, source)
+    tp = parse_pipeline(doc)
+    artifacts = compile_pipeline(tp)
+    # ConfigMaps carry exactly the compiled repository
+    assert configmap_files(kids["configmaps"]) == artifacts.files
+    dep = kids["deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    triton = pod["containers"][0]
+    assert dep["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] == artifacts.digest()
+    assert dep["spec"]["replicas"] == doc["spec"]["server"].get("replicas", 1)
+    assert {p["containerPort"] for p in triton["ports"]} == {8000, 8001, 8002}
+    assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    gpus = doc["spec"]["server"].get("gpus", 1)
+    limits = (triton.get("resources") or {}).get("limits") or {}
+    tolerations = pod.get("tolerations") or []
+    if gpus:
+        assert limits["nvidia.com/gpu"] == str(gpus)
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    else:
+        assert "nvidia.com/gpu" not in limits and not tolerations
+    init = pod["initContainers"][0]
+    assert init["args"][:1] == ["assemble"] and "/tp/source/triton" in init["args"]
+    claim = next(v for v in pod["volumes"] if v["name"] == "source")["persistentVolumeClaim"]
+    assert claim == {"claimName": "models", "readOnly": True}
+    assert {p["port"] for p in kids["service"]["spec"]["ports"]} == {8000, 8001, 8002}
+    # status: conditions, endpoint, graph summary with the inserted routers
+    st = cr["status"]
+    assert condition(cr, "SpecValid")["status"] == "True"
+    assert condition(cr, "ModelsConfigured")["status"] == "True"
+    assert condition(cr, "Ready")["status"] == "False"  # no kubelet: no pod is ever ready
+    assert st["endpoint"] == f"{source}.{namespace}.svc:8001"
+    assert [r["name"] for r in st["graph"]["routers"]] == [r.name for r in artifacts.plan.routers]
+    wait_for(
+        "a Created event", lambda: any(e["reason"] == "Created" for e in events(kube, namespace, source))
+    )
+
+
+def test_changes_touch_exactly_the_children_that_should_change(kube, namespace, run_operator):
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    before = children(kube, namespace, "vision")
+
+    def rv(obj: dict[str, Any]) -> str:
+        return obj["metadata"]["resourceVersion"]
+
+    # 1. replicas: only the Deployment's replica count changes; no roll (same template hash)
+    doc["spec"]["server"]["replicas"] = 3
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    after = children(kube, namespace, "vision")
+    assert after["deployment"]["spec"]["replicas"] == 3
+    assert after["deployment"]["spec"]["template"] == before["deployment"]["spec"]["template"]
+    assert [rv(c) for c in after["configmaps"]] == [rv(c) for c in before["configmaps"]]
+    assert rv(after["service"]) == rv(before["service"])
+
+    # 2. adding a model changes the repository: ConfigMap and the pod template hash (pods roll)
+    extra = copy.deepcopy(doc["spec"]["models"][1])
+    extra["name"] = "head_d"
+    doc["spec"]["models"].append(extra)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 3)
+    added = children(kube, namespace, "vision")
+    assert "head_d/config.pbtxt" in configmap_files(added["configmaps"])
+    h = HASH_ANNOTATION
+    old_hash = after["deployment"]["spec"]["template"]["metadata"]["annotations"][h]
+    assert added["deployment"]["spec"]["template"]["metadata"]["annotations"][h] != old_hash
+    assert rv(added["service"]) == rv(before["service"])
+
+    # 3. fanOut router -> shared: the router disappears from the repository and from status
+    doc["spec"]["pipelines"][0]["fanOut"] = "shared"
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "vision", 4)
+    shared = children(kube, namespace, "vision")
+    files = configmap_files(shared["configmaps"])
+    assert not any(p.endswith("__router/config.pbtxt") for p in files)
+    assert cr["status"]["graph"]["routers"] == []
+    assert shared["hpa"] is None
+
+    # 4. autoscaling adds an HPA (and the Deployment stops setting replicas); removing it deletes the HPA
+    doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 4, "metric": "queueTime", "target": 50}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 5)
+    auto = children(kube, namespace, "vision")
+    assert auto["hpa"]["spec"]["maxReplicas"] == 4
+    assert auto["hpa"]["spec"]["scaleTargetRef"]["name"] == "vision"
+    del doc["spec"]["autoscaling"]
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 6)
+    assert children(kube, namespace, "vision")["hpa"] is None
+
+
+def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator):
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    before = children(kube, namespace, "vision")
+    bad = copy.deepcopy(doc)
+    bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "rigth.FEATS_A"}  # passes admission
+    kube.apply(bad)
+    cr = wait_reconciled(kube, namespace, "vision", 2)
+    valid = condition(cr, "SpecValid")
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B: unknown step 'rigth'" in valid["message"]
+    assert condition(cr, "Ready")["status"] == "False"
+    warning = wait_for(
+        "a Warning event",
+        lambda: [e for e in events(kube, namespace, "vision") if e["type"] == "Warning"],
+    )
+    assert warning[0]["reason"] == "InvalidSpec" and "rigth" in warning[0]["message"]
+    time.sleep(1)  # give a wrong operator time to touch something
+    after = children(kube, namespace, "vision")
+    assert json.dumps(after, sort_keys=True) == json.dumps(
+        before, sort_keys=True
+    )  # nothing rolled or deleted
+    # fixing the spec recovers, and SpecValid flips back
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "vision", 3)
+    assert condition(cr, "SpecValid")["status"] == "True"
+
+
+def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
+    """No kube-controller-manager runs here, so garbage collection is shown by the owner references."""
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["autoscaling"] = {"maxReplicas": 2}
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "vision")
+    kids = children(kube, namespace, "vision")
+    objects = [*kids["configmaps"], kids["deployment"], kids["service"], kids["hpa"]]
+    for obj in objects:
+        refs = obj["metadata"]["ownerReferences"]
+        assert refs == [
+            {
+                "apiVersion": API,
+                "kind": "TritonPipeline",
+                "name": "vision",
+                "uid": cr["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ], obj["metadata"]["name"]
+    assert "finalizers" not in cr["metadata"]  # nothing external to clean up
+
+
+def test_deployment_ready_turns_the_pipeline_ready(kube, namespace, run_operator):
+    run_operator()
+    kube.apply(cluster_doc("vision", namespace))
+    wait_reconciled(kube, namespace, "vision")
+    dep = kube.get("apps/v1", "Deployment", namespace, "vision")
+    status = {
+        "observedGeneration": dep["metadata"]["generation"],
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+    }
+    kube._retry(
+        lambda: kube._call(
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{namespace}/deployments/vision/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+    )
+
+    def ready() -> dict[str, Any] | None:
+        cr = get_cr(kube, namespace, "vision")
+        c = condition(cr, "Ready")
+        return cr if c and c["status"] == "True" else None
+
+    cr = wait_for("Ready=True", ready)
+    assert cr["status"]["readyReplicas"] == 1 and cr["status"]["replicas"] == 1
+    assert condition(cr, "Ready")["reason"] == "AllReplicasReady"
+
+
+def test_drift_is_repaired(kube, namespace, run_operator):
+    run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "1"})
+    kube.apply(cluster_doc("vision", namespace))
+    wait_reconciled(kube, namespace, "vision")
+    kube.delete("v1", "Service", namespace, "vision")
+    wait_for("the Service to come back", lambda: kube.get("v1", "Service", namespace, "vision"), timeout=30)
+
+
+def test_oversized_configmap_is_reported_not_crashed(kube, namespace, run_operator):
+    op = run_operator({"TRITONPIPELINE_CONFIGMAP_MAX_BYTES": "1500"})
+    kube.apply(cluster_doc("vision", namespace))
+    cr = wait_reconciled(kube, namespace, "vision")
+    valid = condition(cr, "SpecValid")
+    assert valid["status"] == "False"
+    assert "over the ConfigMap limit of 1500 bytes" in valid["message"]
+    assert children(kube, namespace, "vision")["deployment"] is None
+    assert op.proc is not None and op.proc.poll() is None  # still running
+
+
+def test_kill_9_mid_reconcile_then_restart_converges(kube, namespace, run_operator):
+    op = run_operator()
+    names = [f"p{i:02d}" for i in range(20)]
+    for name in names:
+        kube.apply(cluster_doc(name, namespace))
+    time.sleep(0.3)  # some are reconciled, some are not
+    op.kill9()
+    run_operator()
+
+    def converged() -> bool:
+        crs = {c["metadata"]["name"]: c for c in kube.list(API, "TritonPipeline", namespace, "")}
+        return all(
+            (crs[n].get("status") or {}).get("observedGeneration") == crs[n]["metadata"]["generation"]
+            for n in names
+        )
+
+    wait_for("all 20 pipelines to converge", converged, timeout=60)
+    deployments = kube.list("apps/v1", "Deployment", namespace, "")
+    services = kube.list("v1", "Service", namespace, "")
+    configmaps = kube.list("v1", "ConfigMap", namespace, SELECTOR)
+    assert sorted(d["metadata"]["name"] for d in deployments) == names
+    assert sorted(s["metadata"]["name"] for s in services) == names
+    assert sorted(c["metadata"]["name"] for c in configmaps) == [f"{n}-repo-0" for n in names]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("source", ["fanout", "streaming"])
+def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator, tmp_path, source):
+    """What a pod does, minus kubelet: the init container's assembly over the ConfigMaps the operator
+    wrote, then the real tritonserver on the result."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    from tritonpipeline.server import LocalTriton
+
+    run_operator()
+    doc = cluster_doc(source, namespace, source)
+    doc["spec"]["server"]["gpus"] = 0  # this machine has no GPU: what a CPU-only pipeline gets
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, source)
+    cms = children(kube, namespace, source)["configmaps"]
+    # a projected volume puts every key of every ConfigMap into one directory
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    for cm in cms:
+        for key, text in cm["data"].items():
+            (generated / key).write_text(text)
+    models = Path(example(source)["spec"]["modelRepository"]["uri"])
+    out = tmp_path / "models" / "repository"
+    out.parent.mkdir()
+    proc = subprocess.run(
+        [str(CLI), "assemble", "--generated", str(generated), "--source", str(models), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with LocalTriton(out, log_file=tmp_path / "triton.log", extra_args=["--exit-timeout-secs=5"]) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        try:
+            if source == "fanout":
+                x = np.array([[1, 2, 3, 4]], dtype=np.float32)
+                t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+                t.set_data_from_numpy(x)
+                r = client.infer("vision", [t])
+                np.testing.assert_allclose(r.as_numpy("SCORE_B"), 3 * (2 * x + 1) - 2)
+                np.testing.assert_allclose(r.as_numpy("SCORE_C"), [[float((2 * x + 1).sum())]])
+            else:
+                total = 0.0
+                for k, code in enumerate([4, -2, 10]):
+                    t = httpclient.InferInput("CHUNK", [1, 1], "INT32")
+                    t.set_data_from_numpy(np.array([[code]], dtype=np.int32))
+                    r = client.infer(
+                        "streaming", [t], sequence_id=77, sequence_start=k == 0, sequence_end=k == 2
+                    )
+                    total += code / 2
+                    assert float(r.as_numpy("TOTAL")[0, 0]) == pytest.approx(total)
+        finally:
+            client.close()
+
+
+def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operator, tmp_path):
+    run_operator()
+    kube.apply(cluster_doc("vision", namespace))
+    wait_reconciled(kube, namespace, "vision")
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    for cm in children(kube, namespace, "vision")["configmaps"]:
+        for key, text in cm["data"].items():
+            (generated / key).write_text(text)
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "extractor").mkdir()  # head_b and head_c are missing
+    out = tmp_path / "repo"
+    proc = subprocess.run(
+        [str(CLI), "assemble", "--generated", str(generated), "--source", str(source), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "model directory 'head_b' not found in the source" in proc.stderr
+    assert "model directory 'head_c' not found in the source" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
