@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
+CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane clean
+.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane clean \
+	controlplane controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -34,8 +37,8 @@ system-deps: ## install graphviz from Debian if missing (needs root; skipped oth
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 	$(PY) examples/demo.py
 
-test: $(STAMP) system-deps ## lint, unit and integration tests (real tritonserver)
-	$(VENV)/bin/ruff check operator tests bench examples
+test: $(STAMP) system-deps controlplane-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
+	$(VENV)/bin/ruff check operator tests bench examples e2e
 	$(VENV)/bin/pytest
 
 test-unit: $(STAMP) ## tests that need no server
@@ -45,8 +48,23 @@ test-integration: $(STAMP) system-deps ## tests that start the real tritonserver
 	$(VENV)/bin/pytest -m integration
 
 lint: $(STAMP) ## ruff
-	$(VENV)/bin/ruff check operator tests bench examples
-	$(VENV)/bin/ruff format --check operator tests bench examples
+	$(VENV)/bin/ruff check operator tests bench examples e2e
+	$(VENV)/bin/ruff format --check operator tests bench examples e2e
+
+# Real etcd + kube-apiserver built from Go modules (e2e/controlplane/), cached outside the repo under
+# ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).
+controlplane: ## build etcd + kube-apiserver from Go modules (cached per version outside the repo)
+	@bash e2e/build-controlplane.sh
+
+# for `make test`: without Go only warn (the control-plane tests then skip and say why)
+controlplane-if-go:
+	@bash e2e/build-controlplane.sh --if-go
+
+cluster-up: $(STAMP) controlplane ## start etcd + kube-apiserver in the background; prints KUBECONFIG
+	@$(PY) e2e/controlplane.py up --dir $(CLUSTER_DIR)
+
+cluster-down: ## stop the control plane started by cluster-up
+	@$(PY) e2e/controlplane.py down --dir $(CLUSTER_DIR)
 
 bench: bench-dataplane ## all benchmarks
 

@@ -60,3 +60,71 @@ def serve_pipeline(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[C
         if failed:
             print(f"\n===== tritonserver log ({server.log_file}) =====\n{server.log_tail(200)}")
         server.stop(timeout=15)
+
+
+# --- real Kubernetes control plane (etcd + kube-apiserver built from Go modules; see e2e/) -----------
+
+import contextlib  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "e2e"))
+
+_CONTROL_PLANE_PROBLEM: dict[str, str] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
+    outside any per-test timeout. `make test` has normally built them already; then this is a no-op."""
+    if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    from controlplane import ControlPlaneError, ControlPlaneUnavailable, cached_binaries, ensure_binaries
+
+    if cached_binaries() is not None:
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        try:
+            ensure_binaries(output=sys.stderr)
+        except ControlPlaneUnavailable as err:
+            _CONTROL_PLANE_PROBLEM["skip"] = str(err)
+        except ControlPlaneError as err:
+            _CONTROL_PLANE_PROBLEM["error"] = str(err)
+
+
+class _ControlPlaneLogsOnFailure:
+    """Attach the etcd and kube-apiserver log tails to the report of a failed test that used them."""
+
+    def __init__(self, cp: Any) -> None:
+        self.cp = cp
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        outcome = yield
+        report = outcome.get_result()
+        if report.failed and "control_plane" in getattr(item, "fixturenames", ()):
+            report.sections.append(("control plane logs", self.cp.log_tails(40)))
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real kube-apiserver + etcd on loopback (RBAC on, admin client cert). `.kubeconfig`, `.url`,
+    `.api_client(user=..., groups=...)`. Skips with the reason when Go/openssl are missing."""
+    from controlplane import ControlPlane, ControlPlaneUnavailable, ensure_binaries
+
+    if "skip" in _CONTROL_PLANE_PROBLEM:
+        pytest.skip(f"no control plane: {_CONTROL_PLANE_PROBLEM['skip']}")
+    if "error" in _CONTROL_PLANE_PROBLEM:
+        pytest.fail(f"building the control plane failed: {_CONTROL_PLANE_PROBLEM['error']}", pytrace=False)
+    try:
+        binaries = ensure_binaries(output=sys.stderr)
+    except ControlPlaneUnavailable as err:
+        pytest.skip(f"no control plane: {err}")
+    cp = ControlPlane(tmp_path_factory.mktemp("controlplane"), binaries)
+    cp.start()
+    plugin = _ControlPlaneLogsOnFailure(cp)
+    request.config.pluginmanager.register(plugin, "tritonpipeline-control-plane-logs")
+    try:
+        yield cp
+    finally:
+        request.config.pluginmanager.unregister(plugin)
+        cp.stop()
