@@ -233,6 +233,9 @@ def test_changes_touch_exactly_the_children_that_should_change(kube, namespace, 
     assert after["deployment"]["spec"]["template"] == before["deployment"]["spec"]["template"]
     assert [rv(c) for c in after["configmaps"]] == [rv(c) for c in before["configmaps"]]
     assert rv(after["service"]) == rv(before["service"])
+    wait_for(
+        "an Updated event", lambda: any(e["reason"] == "Updated" for e in events(kube, namespace, "vision"))
+    )
 
     # 2. adding a model changes the repository: ConfigMap and the pod template hash (pods roll)
     extra = copy.deepcopy(doc["spec"]["models"][1])
@@ -479,3 +482,37 @@ def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operato
     assert "model directory 'head_c' not found in the source" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_apiserver_outage_is_survived(control_plane, tmp_path):
+    """Transient errors: the apiserver goes away and comes back; the running operator carries on."""
+    from controlplane import ControlPlane
+
+    cp = ControlPlane(tmp_path / "cp", control_plane.binaries).start()
+    op = None
+    try:
+        k = Kube(cp.api_client(), "test-admin")
+        k.apply(crd())
+        wait_for("the CRD", lambda: k.resource_exists(API, "TritonPipeline"))
+        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "outage"}})
+        op = Operator(cp.kubeconfig, "outage", tmp_path / "operator.log").start()
+        doc = cluster_doc("vision", "outage")
+        k.apply(doc)
+        wait_reconciled(k, "outage", "vision")
+        cp.stop()
+        time.sleep(3)  # the operator's watches and calls fail meanwhile
+        cp.start()
+        k = Kube(cp.api_client(), "test-admin")
+        doc["spec"]["server"]["replicas"] = 2
+        k.apply(doc)
+        wait_reconciled(k, "outage", "vision", 2)
+        assert k.get("apps/v1", "Deployment", "outage", "vision")["spec"]["replicas"] == 2
+        assert op.proc is not None and op.proc.poll() is None, op.text()[-3000:]
+    except BaseException:
+        if op is not None:
+            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
+        raise
+    finally:
+        if op is not None:
+            op.stop()
+        cp.stop()
