@@ -1,0 +1,655 @@
+"""The generated TritonPipeline CRD against a real kube-apiserver + etcd: the committed copy cannot drift
+from the spec, the examples are admitted with server-side defaults, bad objects are refused at admission
+with a message that names the field, and the printer columns, names and subresources are what kubectl
+shows."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from tritonpipeline.kube.client import Kube, KubeError
+from tritonpipeline.kube.crd import crd, crd_yaml
+from tritonpipeline.spec import parse_pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
+EXAMPLE_FILES = sorted((ROOT / "examples").glob("*.yaml"))
+GROUP = "serving.tritonpipeline.io"
+API = f"{GROUP}/v1alpha1"
+KIND = "TritonPipeline"
+CRD_API = "apiextensions.k8s.io/v1"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+# --- fixtures and helpers ---------------------------------------------------------------------------
+
+
+def _wait_for(what: str, fn: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+def _crd_conditions(kube: Kube, name: str) -> dict[str, dict[str, Any]]:
+    obj = kube.get(CRD_API, "CustomResourceDefinition", None, name) or {}
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+@pytest.fixture(scope="session")
+def crd_kube(control_plane: Any) -> Kube:
+    """A Kube client on a control plane with the generated CRD installed and Established (once)."""
+    kube = Kube(control_plane.api_client(), "test-admin")
+    kube.apply(crd())
+    name = crd()["metadata"]["name"]
+
+    def established() -> bool:
+        cond = _crd_conditions(kube, name).get("Established")
+        return cond is not None and cond["status"] == "True"
+
+    _wait_for("the CRD to be established", established)
+    return kube
+
+
+@pytest.fixture
+def ns(crd_kube: Kube) -> str:
+    name = f"crd-{uuid.uuid4().hex[:8]}"
+    crd_kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def load_example(path: Path, namespace: str, name: str | None = None) -> dict[str, Any]:
+    """examples/<x>.yaml as a cluster object: a pvc:// model repository and a namespace."""
+    doc = yaml.safe_load(path.read_text())
+    doc["metadata"] = {"name": name or doc["metadata"]["name"], "namespace": namespace}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    return copy.deepcopy(doc)
+
+
+def example(source: str, namespace: str, name: str = "subject") -> dict[str, Any]:
+    return load_example(ROOT / "examples" / f"{source}.yaml", namespace, name)
+
+
+def collection_url(namespace: str) -> str:
+    return f"/apis/{API}/namespaces/{namespace}/tritonpipelines"
+
+
+def raw(kube: Kube, method: str, url: str, **kwargs: Any) -> tuple[int, Any]:
+    """One request without retries: (200, body) or (HTTP status, the server's message)."""
+    try:
+        return 200, kube._call(method, url, **kwargs)
+    except ApiException as exc:
+        body = json.loads(exc.body or "{}")
+        return int(exc.status or 0), body.get("message", "")
+
+
+def refused(kube: Kube, obj: dict[str, Any]) -> str:
+    """Server-side apply must be refused at admission (422); returns the server's message."""
+    with pytest.raises(KubeError) as info:
+        kube.apply(obj)
+    assert info.value.status == 422, str(info.value)
+    meta = obj["metadata"]
+    assert kube.get(API, KIND, meta["namespace"], meta["name"]) is None, "a refused object was stored"
+    return str(info.value)
+
+
+# --- 1. single source; the examples are admitted, with server-side defaults ------------------------
+
+
+def test_committed_crd_is_the_generated_one() -> None:
+    assert CRD_FILE.read_text() == crd_yaml(), (
+        "crds/ is stale: run `tritonpipeline crd > crds/tritonpipelines.serving.tritonpipeline.io.yaml`"
+    )
+    assert yaml.safe_load(CRD_FILE.read_text()) == crd()
+
+
+def test_crd_is_structural_and_kept_as_sent(crd_kube: Kube) -> None:
+    name = crd()["metadata"]["name"]
+    conds = _crd_conditions(crd_kube, name)
+    assert conds["Established"]["status"] == "True"
+    assert conds["NamesAccepted"]["status"] == "True"
+    assert "NonStructuralSchema" not in conds, conds["NonStructuralSchema"]
+    # nothing in the generated schema was dropped or rewritten by the apiserver (CEL rules compiled
+    # within the cost budget, list-map keys valid, defaults valid against their own schema)
+    stored = crd_kube.get(CRD_API, "CustomResourceDefinition", None, name)
+    assert stored is not None
+    assert stored["spec"]["versions"] == crd()["spec"]["versions"]
+    assert stored["spec"]["names"] == crd()["spec"]["names"]
+
+
+def test_a_non_structural_schema_is_refused(crd_kube: Kube) -> None:
+    """The check above means something: apiextensions/v1 refuses a schema that is not structural."""
+    broken = crd()
+    broken["metadata"]["name"] = f"brokens.broken.{GROUP}"
+    broken["spec"]["group"] = f"broken.{GROUP}"
+    broken["spec"]["names"].update(kind="Broken", listKind="BrokenList", plural="brokens", singular="broken")
+    broken["spec"]["names"].pop("shortNames")
+    spec = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    del spec["properties"]["server"]["type"]
+    with pytest.raises(KubeError) as info:
+        crd_kube.apply(broken)
+    assert info.value.status == 422
+    assert "properties[spec].properties[server].type: Required value" in str(info.value)
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
+def test_examples_are_admitted_and_defaulted_by_the_server(crd_kube: Kube, ns: str, path: Path) -> None:
+    doc = load_example(path, ns)
+    name = doc["metadata"]["name"]
+    crd_kube.apply(doc)
+    stored = crd_kube.get(API, KIND, ns, name)
+    assert stored is not None
+    spec = stored["spec"]
+    assert spec["server"]["gpuResource"] == "nvidia.com/gpu"
+    assert spec["server"]["image"] == "nvcr.io/nvidia/tritonserver:24.08-py3"
+    assert spec["server"]["replicas"] == doc["spec"]["server"].get("replicas", 1)
+    assert all(p["fanOut"] == "router" for p in spec["pipelines"])
+    assert all(m["maxBatchSize"] == 8 and m["decoupled"] is False for m in spec["models"])
+    assert all(t["optional"] is False for m in spec["models"] for t in m["inputs"])
+    # the server's defaults are the spec's defaults: what the operator reads back parses to the same spec
+    assert parse_pipeline(stored).spec == parse_pipeline(doc).spec
+    # a second apply of the same object changes nothing
+    again = crd_kube.apply(doc)
+    assert again["metadata"]["generation"] == stored["metadata"]["generation"] == 1
+
+
+def test_nested_defaults_are_filled_in_by_the_server(crd_kube: Kube, ns: str) -> None:
+    doc = example("streaming", ns)
+    doc["spec"]["routing"] = {}
+    doc["spec"]["autoscaling"] = {"maxReplicas": 3}
+    doc["spec"]["models"][0]["instances"] = [{}]
+    doc["spec"]["models"][0]["dynamicBatching"] = {}
+    doc["spec"]["models"][1]["sequenceBatching"] = {}
+    spec = crd_kube.apply(doc)["spec"]
+    assert spec["routing"] == {
+        "sessionAffinity": "None",
+        "header": "x-triton-sequence-id",
+        "provider": "ingress-nginx",
+    }
+    assert spec["autoscaling"] == {
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "metric": "queueTime",
+        "target": 50,
+        "engine": "hpa",
+    }
+    assert spec["models"][0]["instances"] == [{"kind": "AUTO", "count": 1}]
+    assert spec["models"][0]["dynamicBatching"] == {"maxQueueDelayMicroseconds": 0, "preserveOrdering": False}
+    assert spec["models"][1]["sequenceBatching"] == {
+        "strategy": "direct",
+        "maxSequenceIdleMicroseconds": 1_000_000,
+    }
+    assert parse_pipeline(crd_kube.get(API, KIND, ns, "subject") or {}).spec == parse_pipeline(doc).spec
+
+
+# --- 2. bad objects are refused at admission, the message naming the field and the reason ----------
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A mutation of the object at a dotted path ('spec.models.0.name'); value ... deletes the key."""
+
+    def mutate(doc: dict[str, Any]) -> None:
+        *head, last = path.split(".")
+        node: Any = doc
+        for part in head:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key: Any = int(last) if isinstance(node, list) else last
+        if value is ...:
+            del node[key]
+        else:
+            node[key] = value
+
+    return mutate
+
+
+def _all(*mutations: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def mutate(doc: dict[str, Any]) -> None:
+        for m in mutations:
+            m(doc)
+
+    return mutate
+
+
+# (id, example, mutation, substrings the refusal message must contain)
+REFUSALS: list[tuple[str, str, Callable[[dict[str, Any]], None], list[str]]] = [
+    (
+        "min-replicas-above-max",
+        "fanout",
+        _set("spec.autoscaling", {"minReplicas": 5, "maxReplicas": 2}),
+        ["spec.autoscaling.minReplicas", "minReplicas must be <= maxReplicas"],
+    ),
+    (
+        "autoscaling-without-max",
+        "fanout",
+        _set("spec.autoscaling", {"minReplicas": 2}),
+        ["spec.autoscaling.maxReplicas", "Required value"],
+    ),
+    (
+        "autoscaling-target-zero",
+        "fanout",
+        _set("spec.autoscaling", {"maxReplicas": 2, "target": 0}),
+        ["spec.autoscaling.target", "should be greater than 0"],
+    ),
+    (
+        "header-affinity-with-empty-header",
+        "streaming",
+        _set("spec.routing.header", ""),
+        ["spec.routing.header", "sessionAffinity Header needs a header name"],
+    ),
+    (
+        "backend-and-platform",
+        "fanout",
+        _set("spec.models.0.platform", "tensorrt_plan"),
+        ["spec.models[0]", "set exactly one of backend (such as python) or platform"],
+    ),
+    (
+        "neither-backend-nor-platform",
+        "fanout",
+        _set("spec.models.1.backend", ...),
+        ["spec.models[1]", "set exactly one of backend (such as python) or platform"],
+    ),
+    (
+        "dynamic-and-sequence-batching",
+        "fanout",
+        _set("spec.models.0.sequenceBatching", {}),
+        ["spec.models[0]", "dynamicBatching and sequenceBatching cannot both be set"],
+    ),
+    (
+        "direct-strategy-with-max-candidates",
+        "streaming",
+        _set("spec.models.1.sequenceBatching.maxCandidateSequences", 4),
+        ["spec.models[1].sequenceBatching", "only apply to strategy 'oldest'"],
+    ),
+    (
+        "direct-strategy-with-preferred-batch-sizes",
+        "streaming",
+        _set("spec.models.1.sequenceBatching.preferredBatchSizes", [2, 4]),
+        ["spec.models[1].sequenceBatching", "only apply to strategy 'oldest'"],
+    ),
+    (
+        "enum-fan-out",
+        "fanout",
+        _set("spec.pipelines.0.fanOut", "broadcast"),
+        ["spec.pipelines[0].fanOut", 'Unsupported value: "broadcast"', '"router", "shared"'],
+    ),
+    (
+        "enum-data-type",
+        "fanout",
+        _set("spec.models.0.inputs.0.dataType", "FP8"),
+        ["spec.models[0].inputs[0].dataType", 'Unsupported value: "FP8"', '"BF16"'],
+    ),
+    (
+        "enum-instance-kind",
+        "fanout",
+        _set("spec.models.0.instances.0.kind", "TPU"),
+        ["spec.models[0].instances[0].kind", 'Unsupported value: "TPU"', '"GPU", "CPU", "AUTO", "MODEL"'],
+    ),
+    (
+        "enum-metric",
+        "fanout",
+        _set("spec.autoscaling", {"maxReplicas": 2, "metric": "cpu"}),
+        ["spec.autoscaling.metric", 'Unsupported value: "cpu"', '"queueTime"'],
+    ),
+    (
+        "enum-engine",
+        "fanout",
+        _set("spec.autoscaling", {"maxReplicas": 2, "engine": "knative"}),
+        ["spec.autoscaling.engine", 'Unsupported value: "knative"', '"hpa", "keda"'],
+    ),
+    (
+        "enum-platform",
+        "diamond",
+        _all(_set("spec.models.0.backend", ...), _set("spec.models.0.platform", "tensorrt")),
+        ["spec.models[0].platform", 'Unsupported value: "tensorrt"', '"tensorrt_plan"'],
+    ),
+    (
+        "enum-session-affinity",
+        "streaming",
+        _set("spec.routing.sessionAffinity", "Cookie"),
+        ["spec.routing.sessionAffinity", 'Unsupported value: "Cookie"'],
+    ),
+    (
+        "model-name-with-slash",
+        "fanout",
+        _set("spec.models.0.name", "a/b"),
+        ['spec.models[0].name: Invalid value: "a/b"', "should match"],
+    ),
+    (
+        "model-name-dot-dot",
+        "fanout",
+        _set("spec.models.0.name", ".."),
+        ['spec.models[0].name: Invalid value: ".."', "should match"],
+    ),
+    (
+        "model-name-with-space",
+        "fanout",
+        _set("spec.models.0.name", "a b"),
+        ['spec.models[0].name: Invalid value: "a b"', "should match"],
+    ),
+    (
+        "pipeline-name-too-long",
+        "fanout",
+        _set("spec.pipelines.0.name", "p" * 65),
+        ["spec.pipelines[0].name", "should match"],
+    ),
+    (
+        "tensor-name-with-quote",
+        "fanout",
+        _set("spec.models.0.inputs.0.name", 'IN"A'),
+        ["spec.models[0].inputs[0].name", "should match '^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$'"],
+    ),
+    (
+        "pipeline-input-name-with-dot",
+        "fanout",
+        _set("spec.pipelines.0.inputs.0.name", "IMAGE.x"),
+        ["spec.pipelines[0].inputs[0].name", "should match"],
+    ),
+    (
+        "gpu-resource-not-a-resource-name",
+        "fanout",
+        _set("spec.server.gpuResource", "nvidia.com/gpu/x"),
+        ["spec.server.gpuResource", "should match"],
+    ),
+    (
+        "negative-replicas",
+        "fanout",
+        _set("spec.server.replicas", -1),
+        ["spec.server.replicas", "should be greater than or equal to 0"],
+    ),
+    (
+        "too-many-gpus",
+        "fanout",
+        _set("spec.server.gpus", 65),
+        ["spec.server.gpus", "should be less than or equal to 64"],
+    ),
+    (
+        "empty-dims",
+        "fanout",
+        _set("spec.models.0.outputs.0.dims", []),
+        ["spec.models[0].outputs[0].dims", "should have at least 1 items"],
+    ),
+    (
+        "dim-below-minus-one",
+        "fanout",
+        _set("spec.models.0.outputs.0.dims", [-2]),
+        ["spec.models[0].outputs[0].dims[0]", "should be greater than or equal to -1"],
+    ),
+    (
+        "no-models",
+        "fanout",
+        _set("spec.models", []),
+        ["spec.models", "should have at least 1 items"],
+    ),
+    (
+        "model-repository-missing",
+        "fanout",
+        _set("spec.modelRepository", ...),
+        ["spec.modelRepository", "Required value"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "mutate", "expected"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
+)
+def test_bad_objects_are_refused_at_admission(
+    crd_kube: Kube,
+    ns: str,
+    source: str,
+    mutate: Callable[[dict[str, Any]], None],
+    expected: list[str],
+) -> None:
+    doc = example(source, ns)
+    crd_kube.apply(doc)  # the unmodified example is admitted: the refusal below is the mutation's doing
+    crd_kube.delete(API, KIND, ns, "subject")
+    mutate(doc)
+    message = refused(crd_kube, doc)
+    for text in expected:
+        assert text in message, f"{text!r} not in {message!r}"
+
+
+def test_wrong_types_are_refused(crd_kube: Kube, ns: str) -> None:
+    doc = example("fanout", ns)
+    doc["spec"]["models"][0]["maxBatchSize"] = "8"
+    status, message = raw(crd_kube, "POST", collection_url(ns), body=doc)
+    assert status == 422, message
+    assert 'spec.models[0].maxBatchSize: Invalid value: "string"' in message
+    assert "must be of type integer" in message
+    # server-side apply refuses it while building the typed patch, with a 500 (kubernetes/kubernetes#139253)
+    status, message = raw(
+        crd_kube,
+        "PATCH",
+        f"{collection_url(ns)}/subject",
+        query=[("fieldManager", "test-admin")],
+        body=doc,
+        content_type="application/apply-patch+yaml",
+    )
+    assert status in (400, 422, 500), message
+    assert (
+        '.spec.models[name="extractor"].maxBatchSize: expected numeric (int or float), got string' in message
+    )
+    assert crd_kube.get(API, KIND, ns, "subject") is None
+
+
+def test_dims_of_zero_are_left_to_the_compiler(crd_kube: Kube, ns: str) -> None:
+    """A 0 dimension is a compiler error with a field path, not an admission rule: the CRD admits it."""
+    doc = example("fanout", ns)
+    doc["spec"]["models"][0]["inputs"][0]["dims"] = [0]
+    assert crd_kube.apply(doc)["spec"]["models"][0]["inputs"][0]["dims"] == [0]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # the apiserver's own object-name check (RFC 1123 subdomain) answers first, the CRD's CEL rule too
+        ("Vision", ['metadata.name: Invalid value: "Vision"', "lowercase RFC 1123", "DNS-1035 label"]),
+        ("my_vision", ['metadata.name: Invalid value: "my_vision"', "lowercase RFC 1123", "DNS-1035 label"]),
+        # valid for the apiserver, but not a DNS-1035 label (Service names need one): only the CEL rule
+        ("9vision", ["metadata.name must be a DNS-1035 label", "starting with a letter"]),
+        ("v" * 64, ["metadata.name must be a DNS-1035 label", "at most 63 characters"]),
+        ("vision.v2", ["metadata.name must be a DNS-1035 label"]),
+    ],
+    ids=["uppercase", "underscore", "leading-digit", "too-long", "dot"],
+)
+def test_bad_metadata_names_are_refused(crd_kube: Kube, ns: str, name: str, expected: list[str]) -> None:
+    message = refused(crd_kube, example("fanout", ns, name))
+    for text in expected:
+        assert text in message, f"{text!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(
+    ("what", "duplicate", "expected_create", "expected_apply"),
+    [
+        (
+            "model",
+            lambda spec: spec["models"].append(copy.deepcopy(spec["models"][1])),
+            'spec.models[3]: Duplicate value: {"name":"head_b"}',
+            '.spec.models: duplicate entries for key [name="head_b"]',
+        ),
+        (
+            "pipeline",
+            lambda spec: spec["pipelines"].append(copy.deepcopy(spec["pipelines"][0])),
+            'spec.pipelines[1]: Duplicate value: {"name":"vision"}',
+            '.spec.pipelines: duplicate entries for key [name="vision"]',
+        ),
+        (
+            "model-input",
+            lambda spec: spec["models"][0]["inputs"].append(copy.deepcopy(spec["models"][0]["inputs"][0])),
+            'spec.models[0].inputs[1]: Duplicate value: {"name":"INPUT_A"}',
+            '.spec.models[name="extractor"].inputs: duplicate entries for key [name="INPUT_A"]',
+        ),
+        (
+            "pipeline-output",
+            lambda spec: spec["pipelines"][0]["outputs"].append(
+                {"name": "SCORE_B", "from": "head_c.OUTPUT_C"}
+            ),
+            'spec.pipelines[0].outputs[3]: Duplicate value: {"name":"SCORE_B"}',
+            '.spec.pipelines[name="vision"].outputs: duplicate entries for key [name="SCORE_B"]',
+        ),
+    ],
+    ids=["model", "pipeline", "model-input", "pipeline-output"],
+)
+def test_duplicate_names_in_keyed_lists_are_refused(
+    crd_kube: Kube,
+    ns: str,
+    what: str,
+    duplicate: Callable[[dict[str, Any]], None],
+    expected_create: str,
+    expected_apply: str,
+) -> None:
+    """models, pipelines and their tensors are list-maps keyed by name: the server refuses duplicates."""
+    doc = example("fanout", ns)
+    duplicate(doc["spec"])
+    # create (what `kubectl create` and a first client-side `kubectl apply` send): a 422 from validation
+    status, message = raw(crd_kube, "POST", collection_url(ns), body=doc)
+    assert status == 422, message
+    assert expected_create in message
+    # server-side apply fails earlier, building the typed patch. The apiserver answers 500 for that
+    # (kubernetes/kubernetes#139253; a fix to 400 is proposed), so accept either; the message is readable.
+    query = [("fieldManager", "test-admin"), ("fieldValidation", "Strict")]
+    status, message = raw(
+        crd_kube,
+        "PATCH",
+        f"{collection_url(ns)}/subject",
+        query=query,
+        body=doc,
+        content_type="application/apply-patch+yaml",
+    )
+    assert status in (400, 422, 500), message
+    assert expected_apply in message
+    assert crd_kube.get(API, KIND, ns, "subject") is None
+
+
+def test_unknown_fields_are_refused_when_strict_and_dropped_otherwise(crd_kube: Kube, ns: str) -> None:
+    doc = example("fanout", ns)
+    doc["spec"]["server"]["colour"] = "red"
+    strict = [("fieldValidation", "Strict")]
+    # server-side apply with fieldValidation=Strict (kubectl's default): refused, the field named.
+    # (500 here is kubernetes/kubernetes#139253 again; 400 once that is fixed. With several unknown
+    # fields the typed-patch error names the first it meets, in no fixed order, so one field here.)
+    status, message = raw(
+        crd_kube,
+        "PATCH",
+        f"{collection_url(ns)}/subject",
+        query=[("fieldManager", "test-admin"), *strict],
+        body=doc,
+        content_type="application/apply-patch+yaml",
+    )
+    assert status in (400, 500), message
+    assert ".spec.server.colour: field not declared in schema" in message
+    doc["spec"]["bogus"] = 1
+    # create with fieldValidation=Strict: 400, strict decoding names both fields
+    status, message = raw(crd_kube, "POST", collection_url(ns), query=strict, body=doc)
+    assert status == 400, message
+    assert 'strict decoding error: unknown field "spec.bogus"' in message
+    assert 'unknown field "spec.server.colour"' in message
+    assert crd_kube.get(API, KIND, ns, "subject") is None
+    # without it (the server's default, Warn) the object is admitted and the unknown fields are pruned
+    status, created = raw(crd_kube, "POST", collection_url(ns), body=doc)
+    assert status == 200, created
+    stored = crd_kube.get(API, KIND, ns, "subject")
+    assert stored is not None
+    assert "bogus" not in stored["spec"]
+    assert "colour" not in stored["spec"]["server"]
+    assert stored["spec"]["server"]["gpus"] == 1
+
+
+# --- 3. what kubectl shows: printer columns, short name, categories, status subresource --------------
+
+
+def _table(kube: Kube, url: str) -> dict[str, Any]:
+    """GET as a meta.k8s.io/v1 Table, as `kubectl get` asks for it."""
+    params = kube.api.param_serialize(
+        method="GET", resource_path=url, header_params={"Accept": TABLE}, auth_settings=["BearerToken"]
+    )
+    resp = kube.api.call_api(*params, _request_timeout=30)
+    data = resp.read()
+    assert resp.status == 200, data
+    return json.loads(data)
+
+
+def test_printer_columns_show_status(crd_kube: Kube, ns: str) -> None:
+    crd_kube.apply(example("fanout", ns, "served"))
+    crd_kube.apply(example("diamond", ns, "pending"))
+    endpoint = f"served.{ns}.svc:8001"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Available",
+                "message": "2/2 replicas ready",
+                "lastTransitionTime": now,
+                "observedGeneration": 1,
+            },
+            {"type": "SpecValid", "status": "True", "reason": "Compiled", "lastTransitionTime": now},
+        ],
+        "replicas": 2,
+        "readyReplicas": 2,
+        "endpoint": endpoint,
+    }
+    patched = crd_kube.patch_status(ns, "served", status)
+    # the status subresource: a status write leaves the spec's generation alone
+    assert patched["metadata"]["generation"] == 1
+    assert patched["status"]["endpoint"] == endpoint
+
+    table = _table(crd_kube, collection_url(ns))
+    assert table["kind"] == "Table"
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    assert columns == ["Name", "Ready", "Replicas", "Endpoint", "Age"]
+    rows = {row["cells"][0]: dict(zip(columns, row["cells"], strict=True)) for row in table["rows"]}
+    assert set(rows) == {"served", "pending"}
+    assert rows["served"]["Ready"] == "True"
+    assert rows["served"]["Replicas"] == 2
+    assert rows["served"]["Endpoint"] == endpoint
+    assert rows["served"]["Age"]  # e.g. "0s"
+    # a pipeline the operator has not reported on yet shows empty cells, not stale or made-up values
+    assert not rows["pending"]["Ready"]
+    assert rows["pending"]["Replicas"] is None
+    assert not rows["pending"]["Endpoint"]
+
+    single = _table(crd_kube, f"{collection_url(ns)}/served")
+    assert single["rows"][0]["cells"][:4] == ["served", "True", 2, endpoint]
+
+
+def test_discovery_lists_short_name_categories_and_status_subresource(crd_kube: Kube) -> None:
+    doc = crd_kube._call("GET", f"/apis/{API}")
+    assert doc["groupVersion"] == API
+    resources = {r["name"]: r for r in doc["resources"]}
+    main = resources["tritonpipelines"]
+    assert main["kind"] == KIND
+    assert main["namespaced"] is True
+    assert main["singularName"] == "tritonpipeline"
+    assert main["shortNames"] == ["tp"]
+    assert "triton" in main["categories"]
+    assert {"create", "get", "list", "watch", "patch", "delete"} <= set(main["verbs"])
+    assert "tritonpipelines/status" in resources
+    assert {"get", "patch", "update"} <= set(resources["tritonpipelines/status"]["verbs"])
+    assert "tritonpipelines/scale" not in resources  # autoscaling targets the Deployment, not the CR
+
+
+def test_spec_written_through_the_status_subresource_is_ignored(crd_kube: Kube, ns: str) -> None:
+    crd_kube.apply(example("fanout", ns))
+    url = f"{collection_url(ns)}/subject/status"
+    body = {"spec": {"server": {"replicas": 7}}, "status": {"readyReplicas": 1}}
+    status, obj = raw(crd_kube, "PATCH", url, body=body, content_type="application/merge-patch+json")
+    assert status == 200, obj
+    assert obj["spec"]["server"]["replicas"] == 1
+    assert obj["status"] == {"readyReplicas": 1}
+    assert obj["metadata"]["generation"] == 1
