@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane clean \
+.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane \
+	bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@echo ">> creating $(VENV) and installing tritonpipeline (first run takes a minute)"
@@ -37,7 +38,7 @@ system-deps: ## install graphviz from Debian if missing (needs root; skipped oth
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 	$(PY) examples/demo.py
 
-test: $(STAMP) system-deps controlplane-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
+test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
 	$(VENV)/bin/ruff check operator tests bench examples e2e
 	$(VENV)/bin/pytest
 
@@ -66,10 +67,42 @@ cluster-up: $(STAMP) controlplane ## start etcd + kube-apiserver in the backgrou
 cluster-down: ## stop the control plane started by cluster-up
 	@$(PY) e2e/controlplane.py down --dir $(CLUSTER_DIR)
 
-bench: bench-dataplane ## all benchmarks
+bench: bench-dataplane bench-controlplane ## all benchmarks
 
 bench-dataplane: $(STAMP) ## router vs shared vs BLS vs per-step round trips on a real tritonserver
 	$(PY) bench/dataplane.py
 
+bench-controlplane: $(STAMP) controlplane ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
+	$(PY) bench/controlplane.py
+
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# --- Helm chart, operator image, end-to-end ----------------------------------------------------------
+.PHONY: helm helm-if-go chart-crd test-chart e2e e2e-local
+
+# helm (and the upstream ServiceMonitor CRD the chart tests validate against) from Go modules, cached
+# under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/helm/<version>/ (first build: about 2 minutes on 2 cores).
+helm: ## build helm from Go modules (cached per version outside the repo)
+	@bash e2e/build-gotool.sh helm
+	@bash e2e/build-gotool.sh servicemonitor-crd
+
+# for `make test`: without Go only warn (the chart tests then skip and say why)
+helm-if-go:
+	@bash e2e/build-gotool.sh helm --if-go
+	@bash e2e/build-gotool.sh servicemonitor-crd --if-go
+
+chart-crd: ## copy crds/ into charts/triton-pipeline/crds/ (a test checks they are equal)
+	cp crds/*.yaml charts/triton-pipeline/crds/
+
+test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the operator under the chart's RBAC
+	$(VENV)/bin/pytest tests/test_chart.py tests/test_dockerfile.py
+
+e2e-local: $(STAMP) controlplane helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
+	$(PY) e2e/local.py
+
+# prerequisites are checked first (seconds), before the venv is built
+e2e: ## kind + GPU end-to-end (needs Docker, an NVIDIA GPU, the NVIDIA container toolkit; see e2e/README.md)
+	@bash e2e/kind-gpu.sh --check
+	@$(MAKE) --no-print-directory venv
+	@bash e2e/kind-gpu.sh

@@ -1,0 +1,34 @@
+# The operator image: `tritonpipeline run` (the operator) and `tritonpipeline assemble` (the init
+# container of every Triton pod it creates). Build: docker build -t ghcr.io/tritonpipeline/operator:0.1.0 .
+#
+# tests/test_dockerfile.py runs this file's RUN steps (wheel build, venv, pip install) on the host
+# in a fresh venv, so keep every install step in a RUN line here.
+
+# pinned: the same Python minor version the tests run on
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+
+# --- stage 1: build the wheel from the source -------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS wheel
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator/ ./operator/
+RUN python -m pip wheel --no-deps --wheel-dir /wheels .
+
+# --- stage 2: install the wheel (dependencies pinned in pyproject.toml) and run as non-root ---------
+FROM ${PYTHON_IMAGE}
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    PATH=/opt/tritonpipeline/bin:$PATH
+COPY --from=wheel /wheels /wheels
+RUN python -m venv /opt/tritonpipeline \
+    && /opt/tritonpipeline/bin/pip install /wheels/tritonpipeline-*.whl \
+    && rm -rf /wheels
+RUN groupadd --gid 10001 tritonpipeline \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin tritonpipeline
+# numeric, so runAsNonRoot can verify it without reading /etc/passwd
+USER 10001:10001
+WORKDIR /tmp
+ENTRYPOINT ["tritonpipeline"]
+CMD ["--help"]

@@ -1,0 +1,146 @@
+{{/*
+Expand the name of the chart.
+*/}}
+{{- define "triton-pipeline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Create a default fully qualified app name (63 characters at most: some Kubernetes name fields are
+limited to this by the DNS naming spec). If the release name contains the chart name it is used as is.
+*/}}
+{{- define "triton-pipeline.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version as used by the helm.sh/chart label.
+*/}}
+{{- define "triton-pipeline.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Selector labels (immutable in a Deployment: never add to these). The name is NAME-operator, not NAME:
+the Triton pods the operator creates carry app.kubernetes.io/name=triton-pipeline and
+app.kubernetes.io/instance=PIPELINE, so a pipeline named like this release would otherwise select the
+operator pod into its Service.
+*/}}
+{{- define "triton-pipeline.selectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-operator" (include "triton-pipeline.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/*
+Common labels.
+*/}}
+{{- define "triton-pipeline.labels" -}}
+helm.sh/chart: {{ include "triton-pipeline.chart" . }}
+{{ include "triton-pipeline.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: triton-pipeline
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The name of the operator's ServiceAccount.
+*/}}
+{{- define "triton-pipeline.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "triton-pipeline.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator image reference: repository@digest, or repository:tag (tag defaults to appVersion).
+*/}}
+{{- define "triton-pipeline.image" -}}
+{{- $repo := .Values.image.repository | trim }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repo .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag | toString) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The init container image that assembles model repositories: the operator image unless overridden.
+*/}}
+{{- define "triton-pipeline.assemblerImage" -}}
+{{- default (include "triton-pipeline.image" .) .Values.assemblerImage }}
+{{- end }}
+
+{{/*
+Refuse values that cannot work, with a message that says what to change. Included by every template
+that depends on them, so `helm template`, `helm lint` and `helm install` all stop here.
+*/}}
+{{- define "triton-pipeline.validate" -}}
+{{- if ne (int .Values.replicaCount) 1 }}
+{{- fail (printf "replicaCount must be 1, got %v: the operator runs kopf standalone (no peering), so a second pod would reconcile every pipeline twice" .Values.replicaCount) }}
+{{- end }}
+{{- if not (.Values.image.repository | trim) }}
+{{- fail "image.repository must not be empty" }}
+{{- end }}
+{{- if and (not .Values.image.digest) (not (default .Chart.AppVersion .Values.image.tag | toString | trim)) }}
+{{- fail "image.tag is empty and the chart has no appVersion: set image.tag or image.digest" }}
+{{- end }}
+{{- if and .Values.rbac.clusterWide .Values.watchNamespaces }}
+{{- fail (printf "watchNamespaces %v conflicts with rbac.clusterWide=true: a ClusterRole would grant every namespace while the operator watches only these; set rbac.clusterWide=false for per-namespace Roles, or empty watchNamespaces to watch all" .Values.watchNamespaces) }}
+{{- end }}
+{{- if and (not .Values.rbac.clusterWide) (not .Values.watchNamespaces) }}
+{{- fail "rbac.clusterWide=false needs watchNamespaces (the namespaces to grant and watch); with an empty list the operator would watch all namespaces without permission to" }}
+{{- end }}
+{{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) }}
+{{- fail (printf "watchNamespaces has duplicates: %v" .Values.watchNamespaces) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator's permissions inside a namespace (or in all of them), derived from the calls it makes:
+  - kopf lists and watches TritonPipelines and patches them (its progress annotations);
+    the operator reads one with GET (status writes are read-modify-write) and lists them (resync);
+  - status is written with a merge PATCH on the status subresource (never read through it);
+  - kopf.info / kopf.warn POST Events (kopf never patches or reads them);
+  - children are written with server-side apply: PATCH, which needs create as well when the object
+    does not exist yet; kopf watches each kind by label (on.event handlers: list + watch);
+  - only surplus ConfigMap parts and a dropped HPA are ever deleted (_prune). Nothing else is.
+No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by the operator.
+*/}}
+{{- define "triton-pipeline.rules" -}}
+- apiGroups: ["serving.tritonpipeline.io"]
+  resources: ["tritonpipelines"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["serving.tritonpipeline.io"]
+  resources: ["tritonpipelines/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+{{- end }}

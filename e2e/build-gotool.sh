@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Build a pinned Go command-line tool with `go install MODULE/CMD@VERSION` and cache it outside the repo,
+# keyed by tool and version (same cache root as build-controlplane.sh):
+#   ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/<tool>/<version>/<tool>
+# A second run only prints where it is. Module downloads are checked against sum.golang.org (served
+# through the module proxy), so no go.sum needs to be committed for these tools.
+#
+#   e2e/build-gotool.sh helm              build helm if missing (fails without Go)
+#   e2e/build-gotool.sh helm --if-go      same, but only warn and exit 0 when Go is not installed
+#   e2e/build-gotool.sh helm --print-path print the binary's path and exit
+#   e2e/build-gotool.sh kind ...          the same for kind (make e2e)
+#   e2e/build-gotool.sh servicemonitor-crd  the upstream prometheus-operator ServiceMonitor CRD, taken
+#                                         from its Go module (tests validate the chart's ServiceMonitor)
+set -euo pipefail
+
+# The pinned versions: bump here (tests/test_chart.py and e2e/*.py read them with --print-path).
+HELM_VERSION=v3.22.0   # latest helm v3 on the module proxy when pinned
+KIND_VERSION=v0.33.0   # latest kind on the module proxy when pinned
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+
+tool="${1:-}"
+case "$tool" in
+  helm) pkg="helm.sh/helm/v3/cmd/helm"; version="$HELM_VERSION" ;;
+  kind) pkg="sigs.k8s.io/kind"; version="$KIND_VERSION" ;;
+  servicemonitor-crd) pkg="github.com/prometheus-operator/prometheus-operator"; version="$PROMETHEUS_OPERATOR_VERSION" ;;
+  *) echo "usage: $0 helm|kind|servicemonitor-crd [--if-go|--print-path]" >&2; exit 2 ;;
+esac
+ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
+OUT="$ROOT/$tool/$version"
+BIN="$OUT/$tool"
+[ "$tool" = servicemonitor-crd ] && BIN="$OUT/monitoring.coreos.com_servicemonitors.yaml"
+
+if_go=0
+case "${2:-}" in
+  --print-path) echo "$BIN"; exit 0 ;;
+  --if-go) if_go=1 ;;
+  "") ;;
+  *) echo "usage: $0 helm|kind|servicemonitor-crd [--if-go|--print-path]" >&2; exit 2 ;;
+esac
+
+if [ -f "$BIN" ]; then
+  echo ">> $tool $version cached: $BIN"
+  exit 0
+fi
+
+GO="$(command -v go || true)"
+[ -n "$GO" ] || { [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go; }
+if [ -z "$GO" ]; then
+  msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build $tool $version"
+  if [ "$if_go" = 1 ]; then echo ">> $msg; tests that need $tool will skip"; exit 0; fi
+  echo "$msg" >&2; exit 1
+fi
+
+mkdir -p "$OUT"
+# module and build caches shared with the control-plane build (many k8s.io modules are the same)
+export GOMODCACHE="${GOMODCACHE_OVERRIDE:-$ROOT/controlplane/go-mod}"
+export GOCACHE="${GOCACHE_OVERRIDE:-$ROOT/controlplane/go-build}"
+export GOFLAGS="-buildvcs=false"
+export CGO_ENABLED=0
+export GOTOOLCHAIN=local
+export GOBIN="$OUT/.gobin"
+t0=$SECONDS
+if [ "$tool" = servicemonitor-crd ]; then
+  # a plain module download (checked against sum.golang.org); the CRD is a file of that module
+  dir="$("$GO" mod download -json "$pkg@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$BIN.tmp"
+  chmod 644 "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
+  echo ">> ServiceMonitor CRD from $pkg $version -> $BIN"
+  exit 0
+fi
+echo ">> building $tool $version with $("$GO" env GOVERSION) (go install $pkg@$version; first time, a few minutes) ..."
+# upstream's release builds set the version with -X; without it `helm version` says v3.x-unreleased
+ldflags="-s -w"
+if [ "$tool" = helm ]; then
+  # what upstream's Makefile sets: the version, and the Kubernetes version that `helm template` and
+  # `helm lint` assume (.Capabilities.KubeVersion, deprecation checks) from helm's k8s.io/client-go
+  gomod="$("$GO" mod download -json "helm.sh/helm/v3@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  kminor="$(awk '$1=="k8s.io/client-go" {split($2, v, "."); print v[2]; exit}' "$gomod")"
+  ldflags="$ldflags -X helm.sh/helm/v3/internal/version.version=$version"
+  for pkg_ in pkg/lint/rules pkg/chartutil; do
+    ldflags="$ldflags -X helm.sh/helm/v3/$pkg_.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg_.k8sVersionMinor=$kminor"
+  done
+fi
+"$GO" install -p "${GOTOOL_BUILD_JOBS:-2}" -trimpath -ldflags="$ldflags" "$pkg@$version"
+mv "$GOBIN/$tool" "$BIN"
+rmdir "$GOBIN" 2>/dev/null || true
+echo ">> built $tool $version in $((SECONDS - t0))s -> $BIN"
+echo "$tool $version $((SECONDS - t0))s $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cores" >> "$ROOT/$tool/build-times.log"

@@ -1,0 +1,571 @@
+"""The Helm chart on real parts: helm built from Go modules (`make helm`), every rendered object checked by
+the real kube-apiserver (server-side dry run, strict field validation), `helm install` into it, and the
+operator run as a subprocess with exactly the chart's RBAC: the chart's ServiceAccount token is its only
+credential. It reconciles a pipeline, and the same identity is refused outside its grant."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chart import (
+    CHART,
+    CI_VALUES,
+    CRD_NAME,
+    ChartOperator,
+    Helm,
+    ToolError,
+    ToolUnavailable,
+    by_kind,
+    deployment_of,
+    dry_run_apply,
+    ensure_namespace,
+    ensure_tool,
+    get_object,
+    http_status,
+    install_crd_file,
+    kube_for,
+    missing_tool,
+    service_account_token,
+    token_kubeconfig,
+    wait_established,
+    wait_for,
+)
+
+from tritonpipeline.kube.client import Kube
+from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
+
+ROOT = Path(__file__).resolve().parent.parent
+CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
+API = "serving.tritonpipeline.io/v1alpha1"
+SELECTOR = "serving.tritonpipeline.io/pipeline"
+SCENARIOS = {p.name.removesuffix("-values.yaml"): p for p in CI_VALUES}
+
+# The operator's rules, derived from its calls (see templates/_helpers.tpl, "rules"); any change to
+# the chart's RBAC must change this on purpose.
+OPERATOR_RULES = [
+    {"apiGroups": ["serving.tritonpipeline.io"], "resources": ["tritonpipelines"],
+     "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["serving.tritonpipeline.io"], "resources": ["tritonpipelines/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch", "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch", "create", "patch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch", "create", "patch"]},
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+     "verbs": ["list", "watch", "create", "patch", "delete"]},
+]  # fmt: skip
+KOPF_CRDS = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+             "verbs": ["list", "watch"]}  # fmt: skip
+KOPF_NAMESPACES = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+
+
+# --- fixtures ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def helm_binary() -> Path:
+    """helm from `go install helm.sh/helm/v3/cmd/helm@<pinned>` (built on first use, cached by version)."""
+    try:
+        return ensure_tool("helm")
+    except ToolUnavailable as err:
+        pytest.skip(f"helm unavailable: {err}")
+    except ToolError as err:
+        pytest.fail(f"building helm failed: {err}", pytrace=False)
+
+
+@pytest.fixture
+def helm(helm_binary: Path, tmp_path: Path) -> Helm:
+    """helm without a cluster (lint, template)."""
+    return Helm(helm_binary, tmp_path / "helm-home")
+
+
+@pytest.fixture(scope="session")
+def admin(control_plane: Any) -> Kube:
+    return Kube(control_plane.api_client(), "test-admin")
+
+
+@pytest.fixture
+def cluster_helm(helm_binary: Path, control_plane: Any, tmp_path: Path) -> Helm:
+    return Helm(helm_binary, tmp_path / "helm-home", control_plane.kubeconfig)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def pipeline_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, Any]:
+    doc = yaml.safe_load((ROOT / "examples" / f"{source}.yaml").read_text())
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    return doc
+
+
+def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+# --- the chart's files (no helm needed) ----------------------------------------------------------------
+
+
+def test_chart_crd_is_a_byte_identical_copy():
+    copies = sorted((CHART / "crds").iterdir())
+    assert [p.name for p in copies] == [CRD_FILE.name]
+    assert copies[0].read_bytes() == CRD_FILE.read_bytes(), (
+        "charts/triton-pipeline/crds/ is out of date: run `make chart-crd`"
+    )
+
+
+def test_chart_versions_match_the_package():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert chart["apiVersion"] == "v2"
+    assert version is not None and chart["appVersion"] == version.group(1)
+    # the chart's default image is the one the operator assumes when nothing configures it
+    assert f"{values['image']['repository']}:{chart['appVersion']}" == DEFAULT_ASSEMBLER_IMAGE
+
+
+def test_every_values_key_is_commented():
+    """Every key in values.yaml, nested ones included, has a comment right above it."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    missing = []
+    for i, line in enumerate(lines):
+        if re.match(r"^\s*[A-Za-z][\w.-]*:", line):
+            above = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+            if not above.strip().startswith("#"):
+                missing.append(f"{i + 1}: {line.strip()}")
+    assert not missing, "keys without a comment in values.yaml:\n" + "\n".join(missing)
+
+
+def test_values_schema_covers_every_default_key():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def walk(node: dict[str, Any], sch: dict[str, Any], where: str) -> list[str]:
+        out = []
+        props = sch.get("properties", {})
+        for key, value in node.items():
+            if key not in props:
+                out.append(f"{where}{key}")
+            elif isinstance(value, dict) and props[key].get("additionalProperties") is False:
+                out += walk(value, props[key], f"{where}{key}.")
+        return out
+
+    assert schema["additionalProperties"] is False
+    assert walk(values, schema, "") == []
+
+
+# --- helm lint and template -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
+def test_helm_lint_strict(helm, scenario):
+    out = helm.lint([SCENARIOS[scenario]] if scenario != "default" else [])
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize(
+    ("set_values", "message"),
+    [
+        (["replicaCount=2"], "replicaCount must be 1, got 2"),
+        (["image.repository="], "image.repository must not be empty"),
+        (["image.repository=  "], "image.repository must not be empty"),
+        (["watchNamespaces={team-a}"], "conflicts with rbac.clusterWide=true"),
+        (["rbac.clusterWide=false"], "rbac.clusterWide=false needs watchNamespaces"),
+        (
+            ["serviceAccount.create=false"],
+            "serviceAccount.name is required when serviceAccount.create is false",
+        ),
+        (["operator.port=http"], "at '/operator/port': got string, want integer"),
+        (["rbac.clusterwide=true"], "additional properties 'clusterwide' not allowed"),
+        (["watchNamespaces={a,a}", "rbac.clusterWide=false"], "items at 0 and 1 are equal"),
+    ],
+)
+def test_impossible_values_fail_with_a_clear_message(helm, set_values, message):
+    with pytest.raises(ToolError) as err:
+        helm.template("rel", "ops", set_values=set_values)
+    assert message in str(err.value)
+
+
+def test_default_render(helm):
+    docs = helm.template("rel", "ops")
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == [
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+        "Deployment", "Service", "ServiceAccount",
+    ]  # fmt: skip
+    dep = deployment_of(docs)
+    assert dep["metadata"]["namespace"] == "ops"
+    spec = dep["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == DEFAULT_ASSEMBLER_IMAGE
+    assert c["command"] == ["tritonpipeline", "run", "--liveness", "http://0.0.0.0:8080/healthz"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == c["image"]  # the operator image runs `assemble` too
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+    assert set(c["resources"]) == {"requests", "limits"}
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(
+        c["resources"]["limits"]
+    )
+    assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["volumes"]
+    (sa,) = by_kind(docs, "ServiceAccount")
+    assert pod["serviceAccountName"] == sa["metadata"]["name"] == "rel-triton-pipeline"
+    # the operator pod is never selected by a pipeline's Service (name=triton-pipeline, instance=PIPELINE)
+    selector = spec["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/name"] == "triton-pipeline-operator"
+    (svc,) = by_kind(docs, "Service")
+    assert svc["spec"]["selector"] == selector
+    assert svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert not by_kind(docs, "ServiceMonitor")
+
+
+def rules_of(docs: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    return [r for d in by_kind(docs, kind) if d["metadata"]["name"] == name for r in d["rules"]]
+
+
+def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
+    docs = helm.template("rel", "ops", [SCENARIOS["cluster-wide"]])
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline") == OPERATOR_RULES
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS]
+    assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding")
+    for binding in by_kind(docs, "ClusterRoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "rel-triton-pipeline", "namespace": "ops"}
+        ]
+    assert "-n" not in deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+def test_rbac_namespaced_is_a_role_per_namespace(helm):
+    docs = helm.template("rel", "ops", [SCENARIOS["namespaced"]])
+    roles = by_kind(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert role["rules"] == OPERATOR_RULES
+    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["team-a", "team-b"]
+    # the only cluster-wide grant left is kopf's read-only bookkeeping
+    assert [c["metadata"]["name"] for c in by_kind(docs, "ClusterRole")] == ["rel-triton-pipeline-kopf"]
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS, KOPF_NAMESPACES]
+    command = deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
+
+
+@pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
+def test_no_secrets_and_no_wildcards_anywhere(helm, scenario):
+    docs = helm.template("rel", "ops", [SCENARIOS[scenario]] if scenario != "default" else [])
+    for doc in docs:
+        assert doc["kind"] != "Secret"
+        for rule in doc.get("rules", []):
+            assert "secrets" not in rule["resources"] and "*" not in rule["resources"] + rule["verbs"]
+
+
+def test_servicemonitor_only_when_enabled(helm):
+    docs = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]])
+    (sm,) = by_kind(docs, "ServiceMonitor")
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert sm["spec"]["namespaceSelector"] == {"any": True}
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"  # the Triton Services' port (8002)
+    ns = helm.template(
+        "rel", "ops", [SCENARIOS["servicemonitor"], SCENARIOS["namespaced"]]
+    )  # namespaced: only the watched namespaces are scraped
+    assert by_kind(ns, "ServiceMonitor")[0]["spec"]["namespaceSelector"] == {
+        "matchNames": ["team-a", "team-b"]
+    }
+
+
+def test_custom_values_render(helm):
+    docs = helm.template("rel", "ops", [SCENARIOS["custom-resources"]])
+    dep = deployment_of(docs)
+    assert dep["metadata"]["name"] == "tp-operator"
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"].startswith("registry.example.com/ml/tritonpipeline@sha256:")
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == "registry.example.com/ml/tritonpipeline-assembler:0.1.0"
+    assert env["TRITONPIPELINE_RESYNC_SECONDS"] == "30" and env["LOG_FORMAT"] == "plain"
+    assert env["TRITONPIPELINE_CONFIGMAP_MAX_BYTES"] == "524288"
+    assert c["resources"]["limits"] == {"cpu": "2", "memory": "1Gi"}
+    assert pod["serviceAccountName"] == "tp-operator-sa"
+    assert pod["tolerations"][0]["key"] == "dedicated" and pod["nodeSelector"] == {
+        "kubernetes.io/os": "linux"
+    }
+    assert all(d["metadata"]["labels"]["cost-center"] == "ml" for d in docs)
+
+
+# --- the real apiserver -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def servicemonitor_crd(admin: Kube) -> str | None:
+    """The upstream prometheus-operator ServiceMonitor CRD (from its Go module), installed; or None
+    with the reason in `servicemonitor_crd_problem`."""
+    try:
+        path = ensure_tool("servicemonitor-crd")
+    except (ToolUnavailable, ToolError) as err:
+        _SM_PROBLEM.append(str(err))
+        return None
+    return install_crd_file(admin, path)
+
+
+_SM_PROBLEM: list[str] = []
+
+
+@pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
+def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemonitor_crd, scenario):
+    """Each object through the real apiserver's validation and admission (dryRun=All,
+    fieldValidation=Strict: an unknown or misspelt field is an error, not silently dropped)."""
+    values = [SCENARIOS[scenario]] if scenario != "default" else []
+    release_ns = unique("dry")
+    docs = helm.template("rel", release_ns, values)
+    for ns in {release_ns, *(d["metadata"].get("namespace") for d in docs)} - {None}:
+        ensure_namespace(admin, ns)
+    crd = yaml.safe_load(CRD_FILE.read_text())
+    checked, skipped = [], []
+    for obj in [crd, *docs]:
+        if obj["kind"] == "ServiceMonitor" and servicemonitor_crd is None:
+            skipped.append(obj["metadata"]["name"])
+            continue
+        result = dry_run_apply(admin, obj)
+        assert result["kind"] == obj["kind"] and result["metadata"]["name"] == obj["metadata"]["name"]
+        assert get_object(admin, obj) is None or obj["kind"] in ("CustomResourceDefinition",)  # not stored
+        checked.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    assert len(checked) == len(docs) + 1 - len(skipped)
+    if skipped:
+        pytest.skip(f"validated {len(checked)} objects; ServiceMonitor not validated: {_SM_PROBLEM[0]}")
+
+
+@pytest.mark.parametrize(
+    ("set_values", "field"),
+    [
+        (["resources.requests.cpu=lots"], "quantities must match the regular expression"),
+        (["operator.port=70000"], "at '/operator/port': maximum"),
+    ],
+)
+def test_bad_values_are_refused_by_schema_or_apiserver(helm, admin, set_values, field):
+    try:
+        docs = helm.template("rel", "dry-bad", set_values=set_values)
+    except ToolError as err:
+        assert field in str(err)
+        return
+    ensure_namespace(admin, "dry-bad")
+    from tritonpipeline.kube.client import KubeError
+
+    with pytest.raises(KubeError) as err:
+        dry_run_apply(admin, deployment_of(docs))
+    assert field in str(err.value)
+
+
+# --- helm install + the operator under the chart's RBAC ------------------------------------------------
+
+
+def check_refused_outside_grant(sa: Kube, watched: str, outside: str | None) -> dict[str, int]:
+    """The chart's identity is refused what it was not granted (403 from the real authorizer)."""
+    clusterrole = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": unique("escalate")},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    }
+    calls = {
+        "list secrets": ("GET", f"/api/v1/namespaces/{watched}/secrets", None),
+        "read a secret": ("GET", f"/api/v1/namespaces/{watched}/secrets/anything", None),
+        "create a ClusterRole": ("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", clusterrole),
+        "delete a Deployment": ("DELETE", f"/apis/apps/v1/namespaces/{watched}/deployments/vision", None),
+        "delete a TritonPipeline": (
+            "DELETE",
+            f"/apis/{API}/namespaces/{watched}/tritonpipelines/vision",
+            None,
+        ),
+        "list pods": ("GET", f"/api/v1/namespaces/{watched}/pods", None),
+    }
+    if outside:
+        calls["read pipelines outside the watched namespaces"] = (
+            "GET", f"/apis/{API}/namespaces/{outside}/tritonpipelines", None,
+        )  # fmt: skip
+        calls["list pipelines cluster-wide"] = ("GET", f"/apis/{API}/tritonpipelines", None)
+    statuses = {what: http_status(sa, *call) for what, call in calls.items()}
+    assert statuses == {what: 403 for what in calls}, statuses
+    # and granted what it needs
+    assert http_status(sa, "GET", f"/apis/{API}/namespaces/{watched}/tritonpipelines") == 200
+    return statuses
+
+
+def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
+    """Create, reconcile, scale out with an HPA and back (the operator deletes the HPA), restore a
+    deleted Service: every verb of the chart's rules is used."""
+    doc = pipeline_doc("vision", ns)
+    admin.apply(doc)
+
+    def reconciled(generation: int) -> dict[str, Any] | None:
+        cr = admin.get(API, "TritonPipeline", ns, "vision") or {}
+        st = cr.get("status") or {}
+        return cr if st.get("observedGeneration") == generation and condition(cr, "SpecValid") else None
+
+    cr = wait_for("the pipeline to be reconciled under the chart's RBAC", lambda: reconciled(1), 60)
+    assert condition(cr, "SpecValid")["reason"] == "Valid"
+    assert condition(cr, "ModelsConfigured")["reason"] == "RepositoryGenerated"
+    assert cr["status"]["endpoint"] == f"vision.{ns}.svc:8001"
+    assert [r["name"] for r in cr["status"]["graph"]["routers"]] == ["vision__extract__FEATS_A__router"]
+    assert admin.list("v1", "ConfigMap", ns, f"{SELECTOR}=vision")
+    dep = admin.get("apps/v1", "Deployment", ns, "vision")
+    init = dep["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["image"] == op.container_env["TRITONPIPELINE_ASSEMBLER_IMAGE"]
+    assert admin.get("v1", "Service", ns, "vision") is not None
+    wait_for(
+        "a Created event posted by the operator",
+        lambda: [
+            e
+            for e in admin.list("v1", "Event", ns, "")
+            if e["involvedObject"].get("name") == "vision" and e["reason"] == "Created"
+        ],
+    )
+    doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3}
+    admin.apply(doc)
+    wait_for("generation 2", lambda: reconciled(2), 60)
+    assert admin.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "vision") is not None
+    del doc["spec"]["autoscaling"]
+    admin.apply(doc)
+    wait_for("generation 3", lambda: reconciled(3), 60)
+    assert admin.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "vision") is None
+    admin.delete("v1", "Service", ns, "vision")
+    wait_for("the deleted Service to be restored", lambda: admin.get("v1", "Service", ns, "vision"), 60)
+    assert op.healthz() == 200
+    assert op.proc is not None and op.proc.poll() is None
+
+
+def assert_never_refused(op: ChartOperator) -> None:
+    text = op.text()
+    refused = [
+        line
+        for line in text.splitlines()
+        if re.search(r"forbidden|\b403\b|Not enough permissions", line, re.I)
+    ]
+    assert not refused, "the operator was refused something under the chart's RBAC:\n" + "\n".join(
+        refused[:10]
+    )
+
+
+@pytest.fixture
+def operator_log(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    log = tmp_path / "operator.log"
+    yield log
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed and log.exists():
+        print(f"\n===== operator log =====\n{log.read_text(errors='replace')[-8000:]}")
+
+
+def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
+    cluster_helm, admin, control_plane, tmp_path, operator_log
+):
+    release, release_ns = unique("tp"), unique("ops")
+    watched, other = unique("team"), unique("team")
+    outside = unique("outside")
+    for ns in (watched, other, outside):
+        ensure_namespace(admin, ns)
+    values = ["rbac.clusterWide=false", f"watchNamespaces={{{watched},{other}}}"]
+    notes = cluster_helm.install(release, release_ns, set_values=values)
+    assert f"It watches the namespaces {watched}, {other}." in notes
+    assert "kubectl apply --server-side -f charts/triton-pipeline/crds/" in notes
+    wait_established(admin, CRD_NAME)
+    docs = cluster_helm.template(release, release_ns, set_values=values)
+    for obj in docs:  # everything helm rendered is in the apiserver now
+        assert get_object(admin, obj) is not None, f"{obj['kind']}/{obj['metadata']['name']}"
+    sa_name = by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
+    token = service_account_token(admin, release_ns, sa_name)
+    kubeconfig = token_kubeconfig(control_plane, token, tmp_path / "sa.kubeconfig")
+    sa = kube_for(kubeconfig)
+    whoami = sa._call(
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
+    assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{release_ns}:{sa_name}"
+    op = ChartOperator(deployment_of(docs), kubeconfig, operator_log)
+    assert op.args[-4:] == ["-n", watched, "-n", other]
+    with op:
+        exercise_operator(admin, op, watched)
+        check_refused_outside_grant(sa, watched, outside)
+        # a pipeline outside the grant is not touched (and the operator does not even try)
+        admin.apply(pipeline_doc("vision", outside))
+        admin.apply(pipeline_doc("vision2", other))
+        wait_for(
+            "the pipeline in the second watched namespace",
+            lambda: (admin.get(API, "TritonPipeline", other, "vision2") or {}).get("status"),
+            60,
+        )
+        assert not (admin.get(API, "TritonPipeline", outside, "vision") or {}).get("status")
+        assert admin.get("apps/v1", "Deployment", outside, "vision") is None
+    assert_never_refused(op)
+    cluster_helm.uninstall(release, release_ns)
+    for obj in docs:
+        assert get_object(admin, obj) is None, f"{obj['kind']}/{obj['metadata']['name']} left behind"
+
+
+def test_cluster_wide_install_on_a_fresh_cluster_and_uninstall_keeps_the_crd(
+    helm_binary, control_plane, tmp_path, operator_log
+):
+    """A fresh control plane, so the CRD is installed by helm from the chart's crds/ (not by another test)
+    and only this test's pipelines exist for the cluster-wide operator."""
+    from controlplane import ControlPlane
+
+    with ControlPlane(tmp_path / "cp", control_plane.binaries) as cp:
+        admin = Kube(cp.api_client(), "test-admin")
+        helm = Helm(helm_binary, tmp_path / "helm-home", cp.kubeconfig)
+        assert admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME) is None
+        values = [SCENARIOS["cluster-wide"]]
+        notes = helm.install("tp", "triton-system", values)
+        assert "It watches all namespaces." in notes
+        crd = admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME)
+        assert crd is not None  # from the chart's crds/ directory
+        assert crd["spec"]["names"]["shortNames"] == ["tp"]
+        wait_established(admin, CRD_NAME)
+        docs = helm.template("tp", "triton-system", values)
+        token = service_account_token(admin, "triton-system", "tp-triton-pipeline")
+        kubeconfig = token_kubeconfig(cp, token, tmp_path / "sa.kubeconfig")
+        sa = kube_for(kubeconfig)
+        ns = "ml"
+        ensure_namespace(admin, ns)
+        op = ChartOperator(deployment_of(docs), kubeconfig, operator_log)
+        assert "-n" not in op.args
+        with op:
+            exercise_operator(admin, op, ns)
+            check_refused_outside_grant(sa, ns, None)
+            # cluster-wide: a namespace created after start-up is served too
+            ensure_namespace(admin, "late")
+            admin.apply(pipeline_doc("late", "late", "diamond"))
+            wait_for(
+                "a pipeline in a namespace created later",
+                lambda: admin.get("apps/v1", "Deployment", "late", "late"),
+                60,
+            )
+        assert_never_refused(op)
+        status = helm.status("tp", "triton-system")
+        assert status["info"]["status"] == "deployed"
+        helm.uninstall("tp", "triton-system")
+        # helm never deletes CRDs from crds/: the CRD and every pipeline stay
+        assert admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME) is not None
+        assert admin.get(API, "TritonPipeline", ns, "vision") is not None
+        for obj in docs:
+            assert get_object(admin, obj) is None, f"{obj['kind']}/{obj['metadata']['name']} left behind"
+        # the identity lost its grant with the release (401 once the apiserver notices the deleted
+        # ServiceAccount, 403 before that: its bindings are gone either way)
+        assert http_status(sa, "GET", f"/apis/{API}/namespaces/{ns}/tritonpipelines") in (401, 403)
+
+
+def test_missing_helm_reason_is_exact():
+    reason = missing_tool("helm")
+    assert reason is None or ("make helm" in reason and "Go is not installed" in reason)

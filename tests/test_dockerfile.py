@@ -1,0 +1,140 @@
+"""The operator image without a Docker engine: the Dockerfile's own RUN steps (build the wheel, create
+a venv, pip install the wheel) run on this machine in a fresh venv, then the installed entry point is
+exercised the way the chart uses it (`tritonpipeline ...` as ENTRYPOINT)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) per Dockerfile instruction, continuation lines joined."""
+    out: list[tuple[str, str]] = []
+    current = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.startswith("#"):
+            continue
+        current += " " + stripped[:-1] if stripped.endswith("\\") else " " + stripped
+        if not stripped.endswith("\\"):
+            word, _, rest = current.strip().partition(" ")
+            out.append((word.upper(), " ".join(rest.split())))
+            current = ""
+    return out
+
+
+def stages(text: str) -> list[list[tuple[str, str]]]:
+    result: list[list[tuple[str, str]]] = []
+    for ins in instructions(text):
+        if ins[0] == "FROM":
+            result.append([])
+        if result:
+            result[-1].append(ins)
+    return result
+
+
+def test_dockerfile_shape():
+    text = DOCKERFILE.read_text()
+    build, final = stages(text)
+    args = dict(a.split("=", 1) for w, a in instructions(text) if w == "ARG" and "=" in a)
+    image = args["PYTHON_IMAGE"]
+    # a pinned slim Python (patch version and Debian release), one the package supports
+    m = re.fullmatch(r"python:3\.(\d+)\.\d+-slim-[a-z]+", image)
+    assert m, image
+    assert 10 <= int(m.group(1)) <= 13
+    assert build[0] == ("FROM", "${PYTHON_IMAGE} AS wheel")
+    assert final[0] == ("FROM", "${PYTHON_IMAGE}")
+    assert ("COPY", "--from=wheel /wheels /wheels") in final
+    assert ("USER", "10001:10001") in final
+    assert ("ENTRYPOINT", '["tritonpipeline"]') in final
+    users = [a for w, a in final if w == "RUN" and "useradd" in a]
+    assert users and "--uid 10001" in users[0]
+    assert (ROOT / ".dockerignore").exists()
+
+
+def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
+    """Stage 1 (COPY sources, pip wheel) and stage 2 (venv + pip install of the wheel) exactly as the
+    Dockerfile's RUN lines say, with only the paths moved under tmp_path and the pip cache allowed
+    (the image sets PIP_NO_CACHE_DIR=1 to stay small)."""
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    build, final = stages(DOCKERFILE.read_text())
+    src, wheels, prefix = tmp_path / "src", tmp_path / "wheels", tmp_path / "opt"
+    # the build stage's COPY lines, honouring .dockerignore's exclusions
+    src.mkdir()
+    for word, args in build:
+        if word == "COPY":
+            *sources, _dest = args.split()
+            for s in sources:
+                path = ROOT / s.rstrip("/")
+                if path.is_dir():
+                    shutil.copytree(
+                        path, src / path.name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+                    )
+                else:
+                    shutil.copy2(path, src / path.name)
+
+    def host(cmd: str) -> str:
+        cmd = cmd.replace("/opt/tritonpipeline", str(prefix / "tritonpipeline")).replace(
+            "/wheels", str(wheels)
+        )
+        return re.sub(r"(^|&& )python ", rf"\1{sys.executable} ", cmd)
+
+    runs = [("build", a) for w, a in build if w == "RUN"]
+    runs += [("final", a) for w, a in final if w == "RUN" and re.search(r"\bpip\b", a)]
+    assert len(runs) == 2, runs
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    timings = {}
+    for stage, cmd in runs:
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", host(cmd)],
+            cwd=src if stage == "build" else tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        timings[stage] = round(time.monotonic() - t0, 1)
+        assert proc.returncode == 0, f"{host(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    print(f"Dockerfile steps: {timings}")
+    assert not wheels.exists()  # the install step removes the wheels, as in the image
+    cli = prefix / "tritonpipeline" / "bin" / "tritonpipeline"
+    assert cli.exists()
+    clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(cli), "--help"], capture_output=True, text=True, env=clean, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for command in ("validate", "render", "serve", "run", "crd", "assemble"):
+        assert command in out.stdout
+    crd = subprocess.run([str(cli), "crd"], capture_output=True, text=True, env=clean, timeout=60)
+    assert crd.returncode == 0, crd.stderr
+    assert crd.stdout == CRD_FILE.read_text()
+    # the installed package is the wheel, not this checkout
+    where = subprocess.run(
+        [
+            str(prefix / "tritonpipeline" / "bin" / "python"),
+            "-c",
+            "import tritonpipeline; print(tritonpipeline.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert str(prefix) in where.stdout, where.stdout + where.stderr
