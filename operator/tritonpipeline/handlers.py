@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -33,9 +35,13 @@ def _api_client() -> k8s.ApiClient:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def configure(
+    settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any
+) -> None:
     """All operator settings in one place."""
     config = Settings.from_env()
+    # API calls run in threads (the official client is synchronous): allow as many as HTTP connections
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(32, thread_name_prefix="kube"))
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.INFO  # only explicit kopf.info/kopf.warn become Events
@@ -45,6 +51,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     settings.networking.request_timeout = 60
     memo.settings = config
     memo.kube = Kube(_api_client(), config.field_manager)
+    memo.statuses = {}  # (namespace, name) -> the status we last wrote: we are its only writer
+    memo.locks = collections.defaultdict(asyncio.Lock)
+    memo.owners = {}  # (namespace, name) -> (uid, generation) as last reconciled
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
     logger.info(f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}")
 
@@ -53,28 +62,41 @@ def _one_line(exc: SpecError) -> str:
     return "; ".join(str(p) for p in exc.problems)
 
 
-async def _write_status(kube: Kube, namespace: str, name: str, new: dict[str, Any]) -> bool:
-    """Merge `new` into the pipeline's current status (conditions by type) and write it only when it
-    changed. Read-modify-write on the resourceVersion, so concurrent writers never drop conditions."""
-    for _ in range(8):
-        cr = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
-        if cr is None:
-            return False
-        old = dict(cr.get("status") or {})
+async def _write_status(
+    memo: kopf.Memo, namespace: str, name: str, new: dict[str, Any], current: dict[str, Any] | None = None
+) -> bool:
+    """Merge `new` into the pipeline's status (conditions by type) and write it only when it changed.
+
+    The operator is the only writer of status; writes for one pipeline are serialised by a lock and
+    the last written status is kept in memory, so no read is needed before a write. `current` is the
+    status as last seen (from the event), used when nothing is cached yet."""
+    key = (namespace, name)
+    async with memo.locks[key]:
+        old = memo.statuses.get(key)
+        if old is None:
+            if current is None:
+                cr = await asyncio.to_thread(
+                    memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name
+                )
+                if cr is None:
+                    return False
+                current = cr.get("status") or {}
+            old = dict(current)
         merged = dict(new)
         if "conditions" in new:
             merged["conditions"] = st.merge_conditions(old.get("conditions"), new["conditions"])
         if not st.status_changed(old, merged):
+            memo.statuses[key] = old
             return False
         try:
-            await asyncio.to_thread(
-                kube.patch_status, namespace, name, merged, cr["metadata"]["resourceVersion"]
-            )
-            return True
+            await asyncio.to_thread(memo.kube.patch_status, namespace, name, merged)
         except KubeError as exc:
-            if exc.status != 409:
-                raise
-    raise KubeError(409, f"status of {namespace}/{name} kept changing under us")
+            memo.statuses.pop(key, None)
+            if exc.status == 404:
+                return False
+            raise
+        memo.statuses[key] = {**old, **merged}
+        return True
 
 
 async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
@@ -83,6 +105,7 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
     config: Settings = memo.settings
     generation = body.metadata.get("generation")
     name, namespace = body.metadata.name, body.metadata.namespace
+    memo.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
         tp = parse_pipeline(dict(body))
         artifacts = compile_pipeline(tp)
@@ -91,7 +114,7 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
         message = _one_line(exc)
         logger.warning(f"invalid spec (generation {generation}); last good deployment kept: {message}")
         await _write_status(
-            kube,
+            memo,
             namespace,
             name,
             {
@@ -103,12 +126,14 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
                     ),
                 ],
             },
+            body.get("status") or {},
         )
         kopf.warn(dict(body), reason="InvalidSpec", message=message)
         raise kopf.PermanentError(message) from None
     try:
         applied = [await asyncio.to_thread(kube.apply, obj) for obj in children.all()]
-        stale = await _prune(kube, namespace, name, children)
+        # a new pipeline has nothing to prune
+        stale = [] if event == "Created" else await _prune(kube, namespace, name, children)
     except KubeError as exc:
         logger.error(f"apply failed, will retry: {exc}")
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
@@ -129,7 +154,7 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
     )
     valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
     await _write_status(
-        kube,
+        memo,
         namespace,
         name,
         {
@@ -138,6 +163,7 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, ev
             "graph": summary,
             **_replica_status(deployment, generation, [valid, configured]),
         },
+        body.get("status") or {},
     )
     if event:
         kopf.info(
@@ -266,14 +292,21 @@ async def deployment_changed(
         logger.info(f"Deployment/{body.metadata.name} was deleted; restoring it")
         await _reconcile_owner(memo, logger, namespace, owner["name"])
         return
-    kube: Kube = memo.kube
-    cr = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"])
-    if cr is None or cr["metadata"].get("uid") != owner.get("uid"):
+    key = (namespace, owner["name"])
+    if key not in memo.owners:
+        cr = await asyncio.to_thread(
+            memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"]
+        )
+        if cr is None:
+            return
+        memo.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
+    uid, generation = memo.owners[key]
+    if uid != owner.get("uid"):
         return
-    new = _replica_status(dict(body), cr["metadata"].get("generation"), [])
-    conditions = (cr.get("status") or {}).get("conditions") or []
+    new = _replica_status(dict(body), generation, [])
+    conditions = (memo.statuses.get(key) or {}).get("conditions") or []
     if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
         # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
-    if await _write_status(kube, namespace, owner["name"], new):
+    if await _write_status(memo, namespace, owner["name"], new):
         logger.info(f"status of {owner['name']}: {new['readyReplicas']}/{new['replicas']} replicas ready")

@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from types import ModuleType
+
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2 as mc
 
 from ..spec import Model
 from .graph import ROUTER_INPUT, EnsemblePlan, RouterPlan
+
+
+def _model_config_pb2() -> ModuleType:
+    """Triton's own ModelConfig schema (tritonclient.grpc.model_config_pb2), loaded without importing
+    the tritonclient.grpc package: its client pulls in grpc and numpy (~50 MB) that the compiler and
+    the operator do not need. Registered under its canonical name, so a later `import tritonclient.grpc`
+    reuses it."""
+    name = "tritonclient.grpc.model_config_pb2"
+    if name in sys.modules:
+        return sys.modules[name]
+    root = importlib.util.find_spec("tritonclient")
+    if root is None or not root.submodule_search_locations:
+        raise ImportError("tritonclient is not installed")
+    location = f"{next(iter(root.submodule_search_locations))}/grpc/model_config_pb2.py"
+    spec = importlib.util.spec_from_file_location(name, location)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+mc = _model_config_pb2()
 
 _KIND = {
     "GPU": mc.ModelInstanceGroup.KIND_GPU,
