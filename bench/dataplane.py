@@ -6,11 +6,19 @@
     bls       a Python BLS model: extractor, then head_b and head_c concurrently (async_exec)
     per_step  the client composes: extractor, then head_b and head_c concurrently, one round trip each
 
-All four are served by ONE tritonserver process (CPU, Python backend) and driven by the asyncio gRPC
+Two workloads run side by side in the same rounds:
+
+    toy       the example's models (model_repository/extractor, head_b, head_c): almost no compute,
+              each step is nearly all Python-backend overhead. All four variants; the targets.
+    compute   the same pipeline on bench/models/{extractor,head_b,head_c}_compute: identical outputs,
+              plus COMPUTE_REPS float32 [1,COMPUTE_DIM] x [COMPUTE_DIM,COMPUTE_DIM] products per request
+              (about 1 ms per step here). router, shared and per_step; informational only.
+
+Everything is served by ONE tritonserver process (CPU, Python backend) and driven by the asyncio gRPC
 client (tritonclient.grpc.aio) with batch-size-1 FP32 [1,4] requests at concurrency 1 and 16. Every
-response is checked numerically. Rounds run every variant once in rotating order; the report gives
-the median over rounds. This is a benchmark, not a test: perf targets are reported as PASS/FAIL and
-the exit status is non-zero only when responses were wrong or failed.
+response is checked numerically. Rounds run every (workload, variant) once in rotating order; the
+report gives the median over rounds. This is a benchmark, not a test: perf targets (toy workload) are
+reported as PASS/FAIL and the exit status is non-zero only when responses were wrong or failed.
 
     .venv/bin/python bench/dataplane.py            # full run, writes bench/results/dataplane.json
     .venv/bin/python bench/dataplane.py --quick    # smoke run, writes bench/results/dataplane-quick.json
@@ -27,6 +35,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,7 +59,9 @@ from tritonpipeline.spec import TritonPipeline, parse_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fanout.yaml"
-BLS_MODEL = Path(__file__).resolve().parent / "models" / "bls_fanout"
+EXAMPLE_MODELS = ROOT / "model_repository"
+BENCH_MODELS = Path(__file__).resolve().parent / "models"
+BLS_MODEL = BENCH_MODELS / "bls_fanout"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 ROUTER_PIPELINE = "vision"
@@ -58,6 +69,15 @@ SHARED_PIPELINE = "vision_shared"
 BLS_NAME = "bls_fanout"
 VARIANTS = ("router", "shared", "bls", "per_step")
 CONCURRENCIES = (1, 16)
+
+# The compute workload: the same fan-out on bench-only models that also do real numpy work.
+COMPUTE_PIPELINES = {"router": "vision_compute", "shared": "vision_compute_shared"}
+COMPUTE_MODELS = {m: f"{m}_compute" for m in ("extractor", "head_b", "head_c")}
+COMPUTE_VARIANTS = ("router", "shared", "per_step")
+COMPUTE_DIM = 512  # float32 [DIM, DIM] matrix: 1 MiB, stays in cache
+COMPUTE_REPS = 64  # products per request and step: ~1 ms per step on the 2-core reference host
+BLAS_THREADS = "1"  # OPENBLAS_NUM_THREADS for tritonserver (its Python stubs), unless already set
+CASES = tuple(("toy", v) for v in VARIANTS) + tuple(("compute", v) for v in COMPUTE_VARIANTS)
 DROPPED_OUTPUT = "FEATURES"  # the example also returns the features; dropped so all variants do the same work
 POOL = 256  # distinct inputs, cycled
 
@@ -65,14 +85,19 @@ POOL = 256  # distinct inputs, cycled
 @dataclass(frozen=True)
 class Mode:
     warmup: int
-    requests: dict[int, int]  # concurrency -> measured requests per run
+    requests: dict[int, int]  # concurrency -> measured requests per run (toy workload)
+    compute_requests: dict[int, int]  # the same for the compute workload (slower requests)
     rounds: int
     time_cap_s: float  # per measured run; a run stops early when it is reached
     client_timeout_s: float = 30.0
 
 
-FULL = Mode(warmup=50, requests={1: 1000, 16: 3000}, rounds=5, time_cap_s=10.0)
-QUICK = Mode(warmup=20, requests={1: 100, 16: 300}, rounds=1, time_cap_s=3.0)
+FULL = Mode(
+    warmup=50, requests={1: 1000, 16: 3000}, compute_requests={1: 400, 16: 800}, rounds=5, time_cap_s=10.0
+)
+QUICK = Mode(
+    warmup=20, requests={1: 100, 16: 300}, compute_requests={1: 50, 16: 100}, rounds=1, time_cap_s=3.0
+)
 
 
 # ---------------------------------------------------------------- repository
@@ -94,6 +119,65 @@ def variant_docs() -> tuple[dict[str, Any], dict[str, Any]]:
     return router, shared
 
 
+def compute_docs(
+    router: dict[str, Any], shared: dict[str, Any], model_root: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The compute workload's CRs: copies of the two toy CRs with every model renamed to its *_compute
+    twin (COMPUTE_DIM / COMPUTE_REPS / COMPUTE_SEED as model `parameters`), modelRepository pointing at
+    `model_root`, pipelines `vision_compute` (router) and `vision_compute_shared` (shared)."""
+    docs = []
+    for doc, variant in ((router, "router"), (shared, "shared")):
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["name"] = doc["metadata"]["name"].replace("vision", "vision-compute", 1)
+        doc["spec"]["modelRepository"]["uri"] = str(model_root)
+        for seed, model in enumerate(doc["spec"]["models"]):
+            model["name"] = COMPUTE_MODELS[model["name"]]
+            model["parameters"] = {
+                "COMPUTE_DIM": COMPUTE_DIM,
+                "COMPUTE_REPS": COMPUTE_REPS,
+                "COMPUTE_SEED": seed,
+            }
+        pipeline = doc["spec"]["pipelines"][0]
+        pipeline["name"] = COMPUTE_PIPELINES[variant]
+        for step in pipeline["steps"]:
+            step.setdefault("name", step["model"])  # keeps `head_b.OUTPUT_B` style references valid
+            step["model"] = COMPUTE_MODELS[step["model"]]
+        docs.append(doc)
+    return docs[0], docs[1]
+
+
+def model_root(dest: Path) -> Path:
+    """One directory holding the example models and the bench models (symlinks)."""
+    dest.mkdir(parents=True)
+    for src in (EXAMPLE_MODELS, BENCH_MODELS):
+        for entry in sorted(src.iterdir()):
+            if entry.is_dir() and not entry.name.startswith((".", "_")):
+                if (dest / entry.name).exists():
+                    raise SystemExit(f"model {entry.name!r} is in both {EXAMPLE_MODELS} and {BENCH_MODELS}")
+                os.symlink(entry.resolve(), dest / entry.name)
+    return dest
+
+
+def add_artifacts(art: Artifacts, dest: Path, root: Path | None) -> None:
+    """Add a compiled CR to an existing repository: link its models not there yet (as write_repository
+    does), write its generated files; a file another CR already rendered must be byte-identical."""
+    for name in art.models:
+        if (dest / name).exists() or root is None:
+            continue
+        (dest / name).mkdir()
+        for entry in sorted((root / name).iterdir()):
+            if entry.name != "config.pbtxt":
+                os.symlink(entry.resolve(), dest / name / entry.name)
+    for rel, data in art.files.items():
+        target = dest / rel
+        if target.exists():
+            if target.read_bytes() != data:
+                raise SystemExit(f"{rel}: two CRs render different files")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
 def bls_config(ensemble: Artifacts) -> mc.ModelConfig:
     """The BLS model takes and returns exactly what the router ensemble does (names, types, dims)."""
     ens = text_format.Parse(ensemble.files[f"{ROUTER_PIPELINE}/config.pbtxt"].decode(), mc.ModelConfig())
@@ -104,31 +188,92 @@ def bls_config(ensemble: Artifacts) -> mc.ModelConfig:
     return cfg
 
 
-def build_repository(dest: Path) -> dict[str, Any]:
-    """Router ensemble repository + the shared ensemble + the BLS model, in one directory."""
+def build_repository(dest: Path, models: Path) -> dict[str, Any]:
+    """One directory: the toy router ensemble + the toy shared ensemble + the BLS model, and the
+    compute workload's two ensembles on the *_compute models (from the combined model root `models`)."""
     router_doc, shared_doc = variant_docs()
-    router_tp: TritonPipeline = parse_pipeline(router_doc, str(EXAMPLE))
-    shared_tp: TritonPipeline = parse_pipeline(shared_doc, str(EXAMPLE))
-    router_art = compile_pipeline(router_tp, cpu_only=True)
-    shared_art = compile_pipeline(shared_tp, cpu_only=True)
-    if router_art.models != shared_art.models:
+    compute_router_doc, compute_shared_doc = compute_docs(router_doc, shared_doc, models)
+    tps: dict[str, TritonPipeline] = {
+        key: parse_pipeline(doc, str(EXAMPLE))
+        for key, doc in (
+            ("router", router_doc),
+            ("shared", shared_doc),
+            ("compute_router", compute_router_doc),
+            ("compute_shared", compute_shared_doc),
+        )
+    }
+    arts = {key: compile_pipeline(tp, cpu_only=True) for key, tp in tps.items()}
+    if arts["router"].models != arts["shared"].models:
         raise SystemExit("router and shared CRs declare different models")
-    write_repository(router_art, dest, local_model_root(router_tp, EXAMPLE))
-    for rel, data in shared_art.files.items():
-        target = dest / rel
-        if target.exists():
-            if target.read_bytes() != data:
-                raise SystemExit(f"{rel}: the shared CR renders a different file than the router CR")
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    if arts["compute_router"].models != arts["compute_shared"].models:
+        raise SystemExit("compute router and shared CRs declare different models")
+    write_repository(arts["router"], dest, local_model_root(tps["router"], EXAMPLE))
+    add_artifacts(arts["shared"], dest, None)
+    compute_root = local_model_root(tps["compute_router"], EXAMPLE)
+    add_artifacts(arts["compute_router"], dest, compute_root)
+    add_artifacts(arts["compute_shared"], dest, compute_root)
     (dest / BLS_NAME / "1").mkdir(parents=True)
     shutil.copy2(BLS_MODEL / "1" / "model.py", dest / BLS_NAME / "1" / "model.py")
-    (dest / BLS_NAME / "config.pbtxt").write_text(text_format.MessageToString(bls_config(router_art)))
+    (dest / BLS_NAME / "config.pbtxt").write_text(text_format.MessageToString(bls_config(arts["router"])))
     return {
-        "declared_models": list(router_art.models),
-        "graph": {"router": router_art.graph_summary(), "shared": shared_art.graph_summary()},
+        "toy": {
+            "declared_models": list(arts["router"].models),
+            "graph": {"router": arts["router"].graph_summary(), "shared": arts["shared"].graph_summary()},
+        },
+        "compute": {
+            "model_root": "temporary directory linking model_repository/* and bench/models/*",
+            "declared_models": list(arts["compute_router"].models),
+            "graph": {
+                "router": arts["compute_router"].graph_summary(),
+                "shared": arts["compute_shared"].graph_summary(),
+            },
+        },
     }
+
+
+# ---------------------------------------------------------------- step compute, measured
+
+_MEASURE = """
+import importlib.util, json, statistics, sys, time, types
+import numpy as np
+path, dim, reps, seed, n = sys.argv[1], *map(int, sys.argv[2:])
+pb = types.ModuleType("triton_python_backend_utils")
+pb.TritonModelException = RuntimeError
+sys.modules[pb.__name__] = pb
+spec = importlib.util.spec_from_file_location("m", path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+model = mod.TritonPythonModel()
+params = {"COMPUTE_DIM": dim, "COMPUTE_REPS": reps, "COMPUTE_SEED": seed}
+params = {k: {"string_value": str(v)} for k, v in params.items()}
+model.initialize({"model_config": json.dumps({"parameters": params})})
+x = np.random.default_rng(0).uniform(-4, 4, (1, 4)).astype(np.float32)
+times = []
+for i in range(n + n // 5):
+    t = time.perf_counter()
+    model.compute(2 * x + 1)
+    if i >= n // 5:
+        times.append((time.perf_counter() - t) * 1000)
+print(json.dumps({"median_ms": statistics.median(times), "min_ms": min(times), "calls": len(times)}))
+"""
+
+
+def measure_step_compute(env: dict[str, str], calls: int) -> dict[str, Any]:
+    """Time each *_compute model's `compute` (its per-request workload, nothing else) in a fresh
+    interpreter with the server's BLAS thread setting: batch-size-1 input, median of `calls`."""
+    out: dict[str, Any] = {}
+    for seed, name in enumerate(COMPUTE_MODELS.values()):
+        path = BENCH_MODELS / name / "1" / "model.py"
+        args = [str(path), str(COMPUTE_DIM), str(COMPUTE_REPS), str(seed), str(calls)]
+        proc = subprocess.run(
+            [sys.executable, "-c", _MEASURE, *args], env=env, capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"measuring {name} failed:\n{proc.stderr}")
+        out[name] = {
+            k: round(v, 4) if isinstance(v, float) else v for k, v in json.loads(proc.stdout).items()
+        }
+    return out
 
 
 # ---------------------------------------------------------------- client calls
@@ -146,7 +291,7 @@ def _outputs(*names: str) -> list[grpcclient.InferRequestedOutput]:
     return [grpcclient.InferRequestedOutput(n) for n in names]
 
 
-def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict[str, Call]:
+def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict[tuple[str, str], Call]:
     async def model(name: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         result = await client.infer(
             name, [_input("IMAGE", x)], outputs=_outputs("SCORE_B", "SCORE_C"), client_timeout=timeout
@@ -159,21 +304,26 @@ def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict
         )
         return result.as_numpy(output)
 
-    async def per_step(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    async def per_step(names: dict[str, str], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         extracted = await client.infer(
-            "extractor", [_input("INPUT_A", x)], outputs=_outputs("FEATS_A"), client_timeout=timeout
+            names["extractor"], [_input("INPUT_A", x)], outputs=_outputs("FEATS_A"), client_timeout=timeout
         )
         feats = extracted.as_numpy("FEATS_A")
         score_b, score_c = await asyncio.gather(
-            head("head_b", "FEATS_IN_B", "OUTPUT_B", feats), head("head_c", "FEATS_IN_C", "OUTPUT_C", feats)
+            head(names["head_b"], "FEATS_IN_B", "OUTPUT_B", feats),
+            head(names["head_c"], "FEATS_IN_C", "OUTPUT_C", feats),
         )
         return score_b, score_c
 
+    toy_models = {m: m for m in COMPUTE_MODELS}
     return {
-        "router": lambda x: model(ROUTER_PIPELINE, x),
-        "shared": lambda x: model(SHARED_PIPELINE, x),
-        "bls": lambda x: model(BLS_NAME, x),
-        "per_step": per_step,
+        ("toy", "router"): lambda x: model(ROUTER_PIPELINE, x),
+        ("toy", "shared"): lambda x: model(SHARED_PIPELINE, x),
+        ("toy", "bls"): lambda x: model(BLS_NAME, x),
+        ("toy", "per_step"): lambda x: per_step(toy_models, x),
+        ("compute", "router"): lambda x: model(COMPUTE_PIPELINES["router"], x),
+        ("compute", "shared"): lambda x: model(COMPUTE_PIPELINES["shared"], x),
+        ("compute", "per_step"): lambda x: per_step(COMPUTE_MODELS, x),
     }
 
 
@@ -266,19 +416,64 @@ def target_checks(results: dict[str, dict[str, dict[str, Any]]], total_errors: i
     return checks
 
 
-def print_table(results: dict[str, dict[str, dict[str, Any]]]) -> None:
-    cols = ("variant", "conc", "p50 ms", "p99 ms", "req/s", "p50/shared", "errors")
+def compute_checks(
+    toy: dict[str, dict[str, dict[str, Any]]], compute: dict[str, dict[str, dict[str, Any]]], errors: int
+) -> list[dict[str, Any]]:
+    """The compute workload's lines: informational router/shared ratios (not targets) and its
+    correctness check (which, like any wrong response, makes the exit status non-zero)."""
+    checks = []
+    for c in CONCURRENCIES:
+        ratio = compute["router"][str(c)]["p50_ms"] / compute["shared"][str(c)]["p50_ms"]
+        checks.append(
+            {
+                "name": f"router_within_10pct_of_shared_c{c}_compute",
+                "description": f"compute workload: router p50 / shared p50 at concurrency {c} <= 1.10",
+                "value": round(ratio, 3),
+                "within": bool(ratio <= 1.10),
+                "informational": True,
+            }
+        )
+    checks.append(
+        {
+            "name": "router_minus_shared_p50_ms",
+            "description": "router p50 - shared p50 (ms), per workload and concurrency: the router's cost",
+            "value": {
+                w: {
+                    str(c): round(r["router"][str(c)]["p50_ms"] - r["shared"][str(c)]["p50_ms"], 3)
+                    for c in CONCURRENCIES
+                }
+                for w, r in (("toy", toy), ("compute", compute))
+            },
+            "informational": True,
+        }
+    )
+    checks.append(
+        {
+            "name": "all_responses_correct_compute",
+            "description": "compute workload: every measured and warm-up response arrived and was right",
+            "value": errors,
+            "pass": errors == 0,
+            "informational": False,
+        }
+    )
+    return checks
+
+
+def print_table(tables: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> None:
+    cols = ("workload", "variant", "conc", "p50 ms", "p99 ms", "req/s", "p50/shared", "errors")
     widths = (4, 8, 8, 8, 10, 6)
-    head = f"{cols[0]:<10} " + " ".join(f"{c:>{w}}" for c, w in zip(cols[1:], widths, strict=True))
+    head = f"{cols[0]:<8} {cols[1]:<10} " + " ".join(
+        f"{c:>{w}}" for c, w in zip(cols[2:], widths, strict=True)
+    )
     print(head)
     print("-" * len(head))
-    for c in CONCURRENCIES:
-        for v in VARIANTS:
-            r = results[v][str(c)]
-            print(
-                f"{v:<10} {c:>4} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} {r['throughput_rps']:>8.1f} "
-                f"{r['ratio_p50_vs_shared']:>10.2f} {r['errors']:>6}"
-            )
+    for workload, results in tables.items():
+        for c in CONCURRENCIES:
+            for v, r in ((v, by_c[str(c)]) for v, by_c in results.items()):
+                print(
+                    f"{workload:<8} {v:<10} {c:>4} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
+                    f"{r['throughput_rps']:>8.1f} {r['ratio_p50_vs_shared']:>10.2f} {r['errors']:>6}"
+                )
 
 
 def machine_info(server_meta: Any) -> dict[str, Any]:
@@ -296,6 +491,7 @@ def machine_info(server_meta: Any) -> dict[str, Any]:
         "cpu_model": cpu,
         "platform": platform.platform(),
         "python": platform.python_version(),
+        "numpy": np.__version__,
         "tritonserver_version": server_meta.version,
         "tritonserver_name": server_meta.name,
         "nvidia_pytriton": metadata.version("nvidia-pytriton"),
@@ -303,35 +499,57 @@ def machine_info(server_meta: Any) -> dict[str, Any]:
     }
 
 
+def loadavg() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
 # ---------------------------------------------------------------- main
+
+
+def aggregate(per_round: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, dict[str, Any]]]:
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for v, by_c in per_round.items():
+        results[v] = {c: {**median_over_rounds(rounds), "rounds": rounds} for c, rounds in by_c.items()}
+    for c in CONCURRENCIES:
+        base = results["shared"][str(c)]["p50_ms"]
+        for v in results:
+            results[v][str(c)]["ratio_p50_vs_shared"] = results[v][str(c)]["p50_ms"] / base
+    return results
 
 
 async def bench(server: LocalTriton, mode: Mode) -> dict[str, Any]:
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         meta = await client.get_server_metadata()
-        for name in (ROUTER_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c"):
+        names = (ROUTER_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c")
+        for name in (*names, *COMPUTE_PIPELINES.values(), *COMPUTE_MODELS.values()):
             if not await client.is_model_ready(name):
                 raise TritonError(f"model {name!r} is not ready:\n{server.log_tail()}")
         calls = make_calls(client, mode.client_timeout_s)
         pool = input_pool()
-        per_round: dict[str, dict[str, list[dict[str, Any]]]] = {
-            v: {str(c): [] for c in CONCURRENCIES} for v in VARIANTS
-        }
-        warmup_errors = 0
+        per_round: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {"toy": {}, "compute": {}}
+        for w, v in CASES:
+            per_round[w][v] = {str(c): [] for c in CONCURRENCIES}
+        warmup_errors = {"toy": 0, "compute": 0}
         samples: list[str] = []
+        round_load: list[list[float] | None] = []
         for rnd in range(mode.rounds):
-            order = VARIANTS[rnd % len(VARIANTS) :] + VARIANTS[: rnd % len(VARIANTS)]
+            round_load.append(loadavg())
+            order = CASES[rnd % len(CASES) :] + CASES[: rnd % len(CASES)]
             for c in CONCURRENCIES:
-                for v in order:
-                    warm = await run_load(calls[v], c, mode.warmup, mode.time_cap_s, pool)
-                    warmup_errors += warm.errors
-                    run = await run_load(calls[v], c, mode.requests[c], mode.time_cap_s, pool)
-                    samples += [f"{v} c={c}: {s}" for s in warm.error_samples + run.error_samples]
+                for w, v in order:
+                    n = (mode.requests if w == "toy" else mode.compute_requests)[c]
+                    warm = await run_load(calls[w, v], c, mode.warmup, mode.time_cap_s, pool)
+                    warmup_errors[w] += warm.errors
+                    run = await run_load(calls[w, v], c, n, mode.time_cap_s, pool)
+                    samples += [f"{w}/{v} c={c}: {s}" for s in warm.error_samples + run.error_samples]
                     s = summary(run)
-                    per_round[v][str(c)].append(s)
+                    per_round[w][v][str(c)].append(s)
                     print(
-                        f"  round {rnd + 1}/{mode.rounds} c={c:<2} {v:<8} n={s['requests']:<5} "
+                        f"  round {rnd + 1}/{mode.rounds} c={c:<2} {w + '/' + v:<16} n={s['requests']:<5} "
                         f"p50 {s['p50_ms']:7.3f} ms  p99 {s['p99_ms']:7.3f} ms  "
                         f"{s['throughput_rps']:8.1f} req/s"
                         f"  errors {s['errors'] + warm.errors}",
@@ -340,21 +558,17 @@ async def bench(server: LocalTriton, mode: Mode) -> dict[str, Any]:
     finally:
         await client.close()
 
-    results: dict[str, dict[str, dict[str, Any]]] = {}
-    for v in VARIANTS:
-        results[v] = {}
-        for c in CONCURRENCIES:
-            results[v][str(c)] = {**median_over_rounds(per_round[v][str(c)]), "rounds": per_round[v][str(c)]}
-    for c in CONCURRENCIES:
-        base = results["shared"][str(c)]["p50_ms"]
-        for v in VARIANTS:
-            results[v][str(c)]["ratio_p50_vs_shared"] = results[v][str(c)]["p50_ms"] / base
-    total_errors = warmup_errors + sum(results[v][str(c)]["errors"] for v in VARIANTS for c in CONCURRENCIES)
+    results = {w: aggregate(per_round[w]) for w in per_round}
+    errors = {
+        w: warmup_errors[w] + sum(r[str(c)]["errors"] for r in results[w].values() for c in CONCURRENCIES)
+        for w in results
+    }
     return {
         "machine": machine_info(meta),
+        "round_loadavg": round_load,
         "results": results,
         "warmup_errors": warmup_errors,
-        "total_errors": total_errors,
+        "errors": errors,
         "error_samples": samples[:20],
     }
 
@@ -368,9 +582,17 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS / ("dataplane-quick.json" if args.quick else "dataplane.json")
 
     started = time.perf_counter()
+    load_start = loadavg()
+    # tritonserver (and so every Python-backend stub) inherits this: one BLAS thread per stub, so the
+    # compute models do not oversubscribe the cores. The toy models do no BLAS work.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", BLAS_THREADS)
+    blas_threads = os.environ["OPENBLAS_NUM_THREADS"]
+    step_compute = measure_step_compute(dict(os.environ), calls=50 if args.quick else 300)
+    for name, m in step_compute.items():
+        print(f"step compute {name}: median {m['median_ms']:.3f} ms, min {m['min_ms']:.3f} ms")
     work = Path(tempfile.mkdtemp(prefix="tp-bench-dataplane-"))
     try:
-        repo_info = build_repository(work / "repo")
+        repo_info = build_repository(work / "repo", model_root(work / "models"))
         print(f"repository: {work / 'repo'} ({', '.join(sorted(p.name for p in (work / 'repo').iterdir()))})")
         server = LocalTriton(work / "repo", extra_args=["--exit-timeout-secs=5"])
         t0 = time.perf_counter()
@@ -387,16 +609,29 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     runtime = time.perf_counter() - started
 
-    results = report["results"]
-    checks = target_checks(results, report["total_errors"])
+    results = report["results"]["toy"]
+    compute_results = report["results"]["compute"]
+    total_errors = sum(report["errors"].values())
+    checks = target_checks(results, report["errors"]["toy"])
+    info = compute_checks(results, compute_results, report["errors"]["compute"])
+    machine = {
+        **report["machine"],
+        "loadavg_1_5_15_start": load_start,
+        "loadavg_1_5_15_per_round": report["round_loadavg"],
+        "loadavg_1_5_15_end": loadavg(),
+    }
     payload = {
         "benchmark": "dataplane",
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
-        "machine": report["machine"],
+        "machine": machine,
         "config": {
             "example": str(EXAMPLE.relative_to(ROOT)),
             "dropped_output": DROPPED_OUTPUT,
+            "workloads": {
+                "toy": "the example's models; `results` and `targets` below",
+                "compute": "bench/models/*_compute (same outputs + real numpy compute); `compute` below",
+            },
             "variants": {
                 "router": f"ensemble {ROUTER_PIPELINE!r}, fanOut: router",
                 "shared": f"ensemble {SHARED_PIPELINE!r}, fanOut: shared",
@@ -412,13 +647,40 @@ def main(argv: list[str] | None = None) -> int:
             "input": "IMAGE FP32 [1,4]",
             "client": "tritonclient.grpc.aio, one channel",
             "server": "one tritonserver, CPU, Python backend; instance counts as in the example",
+            "server_env": {"OPENBLAS_NUM_THREADS": blas_threads},
             "statistic": "median over rounds of each round's p50 / p99 / throughput",
-            **repo_info,
+            "order": "each round runs every (workload, variant) per concurrency, in rotating order",
+            **repo_info["toy"],
         },
         "results": results,
         "targets": checks,
+        "compute": {
+            "workload": "compute",
+            "description": (
+                "examples/fanout.yaml with extractor/head_b/head_c replaced by bench/models/*_compute: "
+                "identical outputs, plus per request and step COMPUTE_REPS x (float32 [1,DIM] @ [DIM,DIM], "
+                "tanh) on a vector derived from the input, checked finite inside the model"
+            ),
+            "models": COMPUTE_MODELS,
+            "parameters": {"COMPUTE_DIM": COMPUTE_DIM, "COMPUTE_REPS": COMPUTE_REPS},
+            "step_compute_ms": step_compute,
+            "step_compute_method": (
+                "each model's compute() alone, batch size 1, in a fresh interpreter with the server's "
+                "environment (same numpy, OPENBLAS_NUM_THREADS), before the server starts"
+            ),
+            "variants": {
+                "router": f"ensemble {COMPUTE_PIPELINES['router']!r}, fanOut: router",
+                "shared": f"ensemble {COMPUTE_PIPELINES['shared']!r}, fanOut: shared",
+                "per_step": "client: extractor_compute, then head_b_compute + head_c_compute (3 round trips)",
+            },
+            "requests": {str(c): n for c, n in mode.compute_requests.items()},
+            **repo_info["compute"],
+            "results": compute_results,
+            "checks": info,
+        },
         "errors": {
-            "total": report["total_errors"],
+            "total": total_errors,
+            "by_workload": report["errors"],
             "warmup": report["warmup_errors"],
             "samples": report["error_samples"],
             "tritonserver_log_error_lines": error_lines[:20],
@@ -432,11 +694,22 @@ def main(argv: list[str] | None = None) -> int:
     os.replace(tmp, out)
 
     print()
-    print_table(results)
+    print_table({"toy": results, "compute": compute_results})
+    steps = ", ".join(f"{m['median_ms']:.2f}" for m in step_compute.values())
+    print(f"(compute: {COMPUTE_REPS} x [1,{COMPUTE_DIM}]@[{COMPUTE_DIM},{COMPUTE_DIM}] per step; {steps} ms)")
     print()
+    print("targets (toy workload):")
     for check in checks:
         verdict = "PASS" if check["pass"] else "FAIL"
         print(f"{verdict}  {check['name']}: {check['description']} (got {check['value']})")
+    print("compute workload (informational, not targets):")
+    for check in info:
+        if check["informational"]:
+            within = f"; within: {'yes' if check['within'] else 'no'}" if "within" in check else ""
+            print(f"INFO  {check['name']}: {check['description']} (got {check['value']}{within})")
+        else:
+            verdict = "PASS" if check["pass"] else "FAIL"
+            print(f"{verdict}  {check['name']}: {check['description']} (got {check['value']})")
     if error_lines:
         cuda = [ln for ln in error_lines if "cuda" in ln.lower()]
         print(
@@ -447,8 +720,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}")
     for sample in report["error_samples"][:5]:
         print(f"error: {sample}")
-    print(f"\nruntime {runtime:.1f}s; wrote {out}")
-    return 1 if report["total_errors"] else 0
+    loads = [load_start, *report["round_loadavg"], machine["loadavg_1_5_15_end"]]
+    one_min = " ".join("?" if load is None else f"{load[0]:.2f}" for load in loads)
+    print(f"\n1-min load average (start, each round, end): {one_min}")
+    print(f"runtime {runtime:.1f}s; wrote {out}")
+    return 1 if total_errors else 0
 
 
 if __name__ == "__main__":
