@@ -25,14 +25,22 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## create .venv and install the package with dev tools
 
-# Debian packages the tests use when present (graphviz renders `tritonpipeline graph --format png`).
-system-deps: ## install graphviz from Debian if missing (needs root; skipped otherwise)
-	@if ! command -v dot >/dev/null 2>&1; then \
+# Debian packages the tests use when present: graphviz renders `tritonpipeline graph --format png`;
+# nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
+# in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test.
+# Each is installed only if its command is missing; without root the tests that need it skip and say why.
+SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl
+system-deps: ## install graphviz, nginx, prometheus and curl from Debian if missing (needs root; skipped otherwise)
+	@missing=""; for dep in $(SYSTEM_DEPS); do \
+	  cmd=$${dep%%:*}; pkg=$${dep##*:}; \
+	  command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo ">> installing graphviz (Debian)"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends graphviz) >/dev/null \
-	      || echo ">> graphviz install failed: PNG/SVG graph tests will skip"; \
-	  else echo ">> graphviz missing and not root: PNG/SVG graph tests will skip"; fi; \
+	    echo ">> installing$$missing (Debian)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing) >/dev/null 2>&1 \
+	      || echo ">>$$missing: install failed; the tests that need them will skip"; \
+	  else echo ">>$$missing missing and not root: the tests that need them will skip"; fi; \
 	fi
 
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
@@ -81,16 +89,19 @@ clean: ## remove the venv and caches
 # --- Helm chart, operator image, end-to-end ----------------------------------------------------------
 .PHONY: helm helm-if-go chart-crd test-chart e2e e2e-local
 
-# helm (and the upstream ServiceMonitor CRD the chart tests validate against) from Go modules, cached
+# third-party CRDs the routing/autoscaling tests install into the real apiserver (from their Go modules)
+PROVIDER_CRDS := keda-crd istio-crds gateway-api-crds gateway-api-standard-crds
+
+# helm (and the upstream ServiceMonitor CRD the chart tests validate against, and PROVIDER_CRDS) from Go modules, cached
 # under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/helm/<version>/ (first build: about 2 minutes on 2 cores).
 helm: ## build helm from Go modules (cached per version outside the repo)
 	@bash e2e/build-gotool.sh helm
-	@bash e2e/build-gotool.sh servicemonitor-crd
+	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t; done
 
 # for `make test`: without Go only warn (the chart tests then skip and say why)
 helm-if-go:
 	@bash e2e/build-gotool.sh helm --if-go
-	@bash e2e/build-gotool.sh servicemonitor-crd --if-go
+	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
 
 chart-crd: ## copy crds/ into charts/triton-pipeline/crds/ (a test checks they are equal)
 	cp crds/*.yaml charts/triton-pipeline/crds/

@@ -11,31 +11,48 @@
 #   e2e/build-gotool.sh kind ...          the same for kind (make e2e)
 #   e2e/build-gotool.sh servicemonitor-crd  the upstream prometheus-operator ServiceMonitor CRD, taken
 #                                         from its Go module (tests validate the chart's ServiceMonitor)
+#   e2e/build-gotool.sh keda-crd          KEDA's ScaledObject CRD (github.com/kedacore/keda/v2)
+#   e2e/build-gotool.sh istio-crds        Istio's CRDs, DestinationRule among them (istio.io/api)
+#   e2e/build-gotool.sh gateway-api-crds  Gateway API HTTPRoute + GRPCRoute CRDs, experimental channel
+#                                         (the one with sessionPersistence; sigs.k8s.io/gateway-api)
+#   e2e/build-gotool.sh gateway-api-standard-crds  the same two from the standard channel
 set -euo pipefail
 
 # The pinned versions: bump here (tests/test_chart.py and e2e/*.py read them with --print-path).
 HELM_VERSION=v3.22.0   # latest helm v3 on the module proxy when pinned
 KIND_VERSION=v0.33.0   # latest kind on the module proxy when pinned
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+KEDA_VERSION=v2.21.0          # latest KEDA v2 on the module proxy when pinned
+ISTIO_API_VERSION=v1.31.1     # latest istio.io/api when pinned
+GATEWAY_API_VERSION=v1.6.3    # v1.7.0 needs Go >= 1.27
 
 tool="${1:-}"
 case "$tool" in
   helm) pkg="helm.sh/helm/v3/cmd/helm"; version="$HELM_VERSION" ;;
   kind) pkg="sigs.k8s.io/kind"; version="$KIND_VERSION" ;;
   servicemonitor-crd) pkg="github.com/prometheus-operator/prometheus-operator"; version="$PROMETHEUS_OPERATOR_VERSION" ;;
-  *) echo "usage: $0 helm|kind|servicemonitor-crd [--if-go|--print-path]" >&2; exit 2 ;;
+  keda-crd) pkg="github.com/kedacore/keda/v2"; version="$KEDA_VERSION" ;;
+  istio-crds) pkg="istio.io/api"; version="$ISTIO_API_VERSION" ;;
+  gateway-api-crds|gateway-api-standard-crds) pkg="sigs.k8s.io/gateway-api"; version="$GATEWAY_API_VERSION" ;;
+  *) echo "usage: $0 helm|kind|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
 BIN="$OUT/$tool"
-[ "$tool" = servicemonitor-crd ] && BIN="$OUT/monitoring.coreos.com_servicemonitors.yaml"
+case "$tool" in
+  servicemonitor-crd) BIN="$OUT/monitoring.coreos.com_servicemonitors.yaml" ;;
+  keda-crd) BIN="$OUT/keda.sh_scaledobjects.yaml" ;;
+  istio-crds) BIN="$OUT/customresourcedefinitions.gen.yaml" ;;
+  gateway-api-crds) BIN="$OUT/experimental-routes.yaml" ;;
+  gateway-api-standard-crds) BIN="$OUT/standard-routes.yaml" ;;
+esac
 
 if_go=0
 case "${2:-}" in
   --print-path) echo "$BIN"; exit 0 ;;
   --if-go) if_go=1 ;;
   "") ;;
-  *) echo "usage: $0 helm|kind|servicemonitor-crd [--if-go|--print-path]" >&2; exit 2 ;;
+  *) echo "usage: $0 TOOL [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 
 if [ -f "$BIN" ]; then
@@ -68,6 +85,23 @@ if [ "$tool" = servicemonitor-crd ]; then
   echo ">> ServiceMonitor CRD from $pkg $version -> $BIN"
   exit 0
 fi
+case "$tool" in
+  keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds)
+    # CRDs of third-party projects, files of their Go modules (checked against sum.golang.org)
+    dir="$("$GO" mod download -json "$pkg@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+    [ -n "$dir" ] || { echo "go mod download $pkg@$version failed" >&2; exit 1; }
+    case "$tool" in
+      keda-crd) cat "$dir/config/crd/bases/keda.sh_scaledobjects.yaml" > "$BIN.tmp" ;;
+      istio-crds) cat "$dir/kubernetes/customresourcedefinitions.gen.yaml" > "$BIN.tmp" ;;
+      gateway-api-crds|gateway-api-standard-crds)
+        channel=experimental; [ "$tool" = gateway-api-standard-crds ] && channel=standard
+        { cat "$dir/config/crd/$channel/gateway.networking.k8s.io_httproutes.yaml"; echo "---";
+          cat "$dir/config/crd/$channel/gateway.networking.k8s.io_grpcroutes.yaml"; } > "$BIN.tmp" ;;
+    esac
+    chmod 644 "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
+    echo ">> $tool from $pkg $version -> $BIN"
+    exit 0 ;;
+esac
 echo ">> building $tool $version with $("$GO" env GOVERSION) (go install $pkg@$version; first time, a few minutes) ..."
 # upstream's release builds set the version with -X; without it `helm version` says v3.x-unreleased
 ldflags="-s -w"

@@ -55,10 +55,16 @@ OPERATOR_RULES = [
     {"apiGroups": ["serving.tritonpipeline.io"], "resources": ["tritonpipelines/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch", "create", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch", "create", "patch"]},
     {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
      "verbs": ["list", "watch", "create", "patch", "delete"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": ["networking.istio.io"], "resources": ["destinationrules"],
+     "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes", "grpcroutes"],
+     "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["create", "patch", "delete"]},
 ]  # fmt: skip
 KOPF_CRDS = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
              "verbs": ["list", "watch"]}  # fmt: skip

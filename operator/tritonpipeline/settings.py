@@ -11,6 +11,8 @@ PLURAL = "tritonpipelines"
 KIND = "TritonPipeline"
 FIELD_MANAGER = "tritonpipeline-operator"
 DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator:0.1.0"
+# kube-prometheus-stack's Prometheus Service when installed in the `monitoring` namespace
+DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class Settings:
     # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
     configmap_max_bytes: int = 900 * 1024
     field_manager: str = FIELD_MANAGER
+    # Prometheus that KEDA ScaledObjects query, unless a pipeline sets autoscaling.prometheusAddress
+    prometheus_address: str = DEFAULT_PROMETHEUS_ADDRESS
     extra_labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -37,4 +41,5 @@ class Settings:
             namespaces=ns,
             resync_seconds=float(env.get("TRITONPIPELINE_RESYNC_SECONDS", "60")),
             configmap_max_bytes=int(env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(900 * 1024))),
+            prometheus_address=env.get("TRITONPIPELINE_PROMETHEUS_ADDRESS", DEFAULT_PROMETHEUS_ADDRESS),
         )

@@ -35,6 +35,10 @@ IO_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:-]{0,63}$")
 K8S_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 BACKEND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+HOST_RE = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
+URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 RESOURCE_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 DATA_TYPES = (
@@ -94,6 +98,10 @@ _RULE_TEXT = {
     "backend": "lowercase letters, digits and '_', such as python or onnxruntime",
     "header": "an HTTP header name: letters, digits and '-'",
     "resource name": "a Kubernetes extended resource name such as nvidia.com/gpu",
+    "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
+    "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
+    "host": "a DNS host name such as triton.example.com (lowercase; a leading '*.' is allowed)",
+    "url": "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090",
     "metadata.name": "a DNS-1035 label: lowercase letters, digits and '-', starting with a letter, "
     "at most 63 characters",
 }
@@ -325,10 +333,31 @@ class Server(_Base):
         return args
 
 
+class GatewayRef(_Base):
+    """The Gateway that the HTTPRoute and GRPCRoute attach to (provider gateway-api)."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
+    namespace: Annotated[str, _name_rule(DNS_LABEL_RE, "namespace")] | None = None
+    section_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
+
+
 class Routing(_Base):
     session_affinity: Literal["None", "ClientIP", "Header"] = "None"
     header: Annotated[str, _name_rule(HEADER_RE, "header")] = "x-triton-sequence-id"
     provider: Literal["ingress-nginx", "istio", "gateway-api"] = "ingress-nginx"
+    host: Annotated[str, _name_rule(HOST_RE, "host")] | None = None
+    ingress_class_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
+    tls_secret_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
+    gateway: GatewayRef | None = None
+
+    @model_validator(mode="after")
+    def _gateway_for_gateway_api(self) -> Routing:
+        if self.session_affinity == "Header" and self.provider == "gateway-api" and self.gateway is None:
+            raise ValueError(
+                "provider gateway-api needs routing.gateway "
+                "(the Gateway the HTTPRoute and GRPCRoute attach to)"
+            )
+        return self
 
 
 class Autoscaling(_Base):
@@ -337,6 +366,7 @@ class Autoscaling(_Base):
     metric: Literal["queueTime", "pendingRequests", "gpuUtilization"] = "queueTime"
     target: Annotated[float, Field(gt=0)] = 50
     engine: Literal["hpa", "keda"] = "hpa"
+    prometheus_address: Annotated[str, _name_rule(URL_RE, "url")] | None = None
 
     @field_validator("target", mode="before")
     @classmethod

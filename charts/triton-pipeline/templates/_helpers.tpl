@@ -118,7 +118,11 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   - kopf.info / kopf.warn POST Events (kopf never patches or reads them);
   - children are written with server-side apply: PATCH, which needs create as well when the object
     does not exist yet; kopf watches each kind by label (on.event handlers: list + watch);
-  - only surplus ConfigMap parts and a dropped HPA are ever deleted (_prune). Nothing else is.
+  - only surplus ConfigMap parts and children a spec no longer renders are ever deleted (_prune): a
+    dropped HPA or ScaledObject, and routing objects (the headless Service, Ingresses, DestinationRule,
+    HTTPRoute/GRPCRoute) when session affinity or its provider changes. Nothing else is;
+  - routing and KEDA objects are not watched (the resync loop repairs them), so they need no list/watch;
+    whether their API exists is read from discovery, which every authenticated user may read.
 No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by the operator.
 */}}
 {{- define "triton-pipeline.rules" -}}
@@ -136,11 +140,23 @@ No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by
   verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["list", "watch", "create", "patch"]
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["list", "watch", "create", "patch", "delete"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["networking.istio.io"]
+  resources: ["destinationrules"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes", "grpcroutes"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["create", "patch", "delete"]
 {{- end }}

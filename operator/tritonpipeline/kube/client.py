@@ -82,22 +82,23 @@ class Kube:
             raise ApiException(status=resp.status, reason=resp.reason, http_resp=resp)
         return json.loads(data) if data else {}
 
-    def _retry(self, fn: Callable[[], T]) -> T:
+    def _retry(self, fn: Callable[[], T], retries: int | None = None) -> T:
+        retries = self.retries if retries is None else retries
         delay = 0.2
-        for attempt in range(self.retries + 1):
+        for attempt in range(retries + 1):
             try:
                 return fn()
             except ApiException as exc:
-                if exc.status not in RETRYABLE or attempt == self.retries:
+                if exc.status not in RETRYABLE or attempt == retries:
                     raise KubeError(exc.status or 0, _message(exc)) from None
             except OSError as exc:  # connection reset, refused: transient
-                if attempt == self.retries:
+                if attempt == retries:
                     raise KubeError(0, str(exc)) from None
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, obj: dict[str, Any], retries: int | None = None) -> dict[str, Any]:
         """Server-side apply under our field manager (idempotent; conflicts forced to us)."""
         meta = obj["metadata"]
         url = path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
@@ -105,8 +106,14 @@ class Kube:
         return self._retry(
             lambda: self._call(
                 "PATCH", url, query=query, body=obj, content_type="application/apply-patch+yaml"
-            )
+            ),
+            retries,
         )
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST a new object (e.g. an Event, which has a generateName)."""
+        url = path(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"))
+        return self._retry(lambda: self._call("POST", url, body=obj))
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:

@@ -44,6 +44,12 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
             "message": "sessionAffinity Header needs a header name",
             "fieldPath": ".header",
         },
+        {
+            "rule": "self.sessionAffinity != 'Header' || self.provider != 'gateway-api' || has(self.gateway)",
+            "message": "provider gateway-api needs routing.gateway (the Gateway the HTTPRoute and GRPCRoute "
+            "attach to)",
+            "fieldPath": ".gateway",
+        },
     ],
     "Model": [
         {

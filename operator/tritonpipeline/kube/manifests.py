@@ -1,77 +1,73 @@
-"""TritonPipeline + compiled artifacts -> Kubernetes objects, as plain dicts (pure, deterministic)."""
+"""TritonPipeline + compiled artifacts -> Kubernetes objects, as plain dicts (pure, deterministic).
+
+Routing objects live in kube/routing.py, autoscaling objects and queries in kube/autoscaling.py."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiler import Artifacts
 from ..errors import Problem, SpecError
-from ..settings import GROUP, KIND, VERSION, Settings
+from ..settings import GROUP, Settings
 from ..spec import TritonPipeline
+from . import autoscaling
+from .meta import (
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    PIPELINE_LABEL,
+    labels,
+    owner_reference,
+    selector_labels,
+)
+from .meta import metadata as _meta
+from .routing import RoutingChildren, client_ip_timeout, routing_children
 
-HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 GENERATED_DIR = "/tp/generated"
 SOURCE_DIR = "/tp/source"
 MODELS_DIR = "/tp/models"
 REPOSITORY_DIR = f"{MODELS_DIR}/repository"
 HASH_ANNOTATION = f"{GROUP}/repository-hash"
-PIPELINE_LABEL = f"{GROUP}/pipeline"
 MANIFEST_PREFIX = "manifest-"
-METRIC_NAMES = {
-    "queueTime": "triton_queue_time_us",
-    "pendingRequests": "triton_pending_requests",
-    "gpuUtilization": "triton_gpu_utilization",
-}
+METRIC_NAMES = autoscaling.METRIC_NAMES
+
+__all__ = [
+    "GRPC_PORT",
+    "HASH_ANNOTATION",
+    "HTTP_PORT",
+    "METRICS_PORT",
+    "PIPELINE_LABEL",
+    "Children",
+    "labels",
+    "owner_reference",
+    "render_children",
+    "selector_labels",
+]
 
 
 @dataclass(frozen=True)
 class Children:
-    """Every object one TritonPipeline owns, in apply order."""
+    """Every object one TritonPipeline owns, in apply order. `optional` objects need an API that only
+    some clusters serve (a provider's CRDs, KEDA): the handler applies them when it is there."""
 
     configmaps: tuple[dict[str, Any], ...]
     deployment: dict[str, Any]
     service: dict[str, Any]
     hpa: dict[str, Any] | None
+    routing: RoutingChildren = field(default_factory=RoutingChildren)
+    scaled_object: dict[str, Any] | None = None
 
     def all(self) -> list[dict[str, Any]]:
-        return [*self.configmaps, self.deployment, self.service, *([self.hpa] if self.hpa else [])]
-
-
-def selector_labels(name: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "triton-pipeline", "app.kubernetes.io/instance": name}
-
-
-def labels(name: str, settings: Settings) -> dict[str, str]:
-    return {
-        **settings.extra_labels,
-        **selector_labels(name),
-        "app.kubernetes.io/component": "tritonserver",
-        "app.kubernetes.io/managed-by": "tritonpipeline-operator",
-        PIPELINE_LABEL: name,
-    }
-
-
-def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
-    meta = body["metadata"]
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def _meta(name: str, tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": labels(tp.name, settings)}
-    if tp.metadata.namespace:
-        meta["namespace"] = tp.metadata.namespace
-    if owner:
-        meta["ownerReferences"] = [owner]
-    return meta
+        """The objects every cluster can take."""
+        return [
+            *self.configmaps,
+            self.deployment,
+            self.service,
+            *self.routing.objects,
+            *([self.hpa] if self.hpa else []),
+        ]
 
 
 def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
@@ -220,6 +216,16 @@ def deployment(
     if env_from:
         init["envFrom"] = env_from
     probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5}
+    drain = autoscaling.drain(tp)
+    readiness: dict[str, Any] = {**probe, "failureThreshold": 3}
+    if drain is not None:
+        # stateful: readiness also fails once preStop has marked the pod as draining
+        readiness = {
+            "exec": {"command": drain.readiness()},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 2,
+        }
     container = {
         "name": "tritonserver",
         "image": server.image,
@@ -231,7 +237,7 @@ def deployment(
             {"name": "metrics", "containerPort": METRICS_PORT},
         ],
         "startupProbe": {**probe, "failureThreshold": 120},
-        "readinessProbe": {**probe, "failureThreshold": 3},
+        "readinessProbe": readiness,
         "livenessProbe": {
             "httpGet": {"path": "/v2/health/live", "port": "http"},
             "periodSeconds": 10,
@@ -239,10 +245,16 @@ def deployment(
         },
         "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *src_mounts],
     }
+    if drain is not None:
+        container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
+        container["volumeMounts"].append({"name": "run", "mountPath": autoscaling.DRAIN_DIR})
+        volumes.append({"name": "run", "emptyDir": {}})
     resources = _resources(tp)
     if resources:
         container["resources"] = resources
     pod_spec: dict[str, Any] = {"initContainers": [init], "containers": [container], "volumes": volumes}
+    if drain is not None:
+        pod_spec["terminationGracePeriodSeconds"] = drain.grace_seconds
     if server.node_selector:
         pod_spec["nodeSelector"] = dict(server.node_selector)
     tolerations = _gpu_tolerations(tp)
@@ -280,49 +292,13 @@ def service(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None
         ],
     }
     if tp.spec.routing.session_affinity == "ClientIP":
-        idle_us = max(
-            (
-                m.sequence_batching.max_sequence_idle_microseconds
-                for m in tp.spec.models
-                if m.sequence_batching
-            ),
-            default=0,
-        )
-        # at least the longest sequence idle time, never below Kubernetes' default of 3 hours
-        timeout = min(86400, max(10800, -(-idle_us // 1_000_000)))
         spec["sessionAffinity"] = "ClientIP"
-        spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": timeout}}
+        spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": client_ip_timeout(tp)}}
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _meta(tp.name, tp, settings, owner),
         "spec": spec,
-    }
-
-
-def hpa(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    auto = tp.spec.autoscaling
-    if auto is None or auto.engine != "hpa":
-        return None
-    target = int(auto.target) if float(auto.target).is_integer() else auto.target
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": _meta(tp.name, tp, settings, owner),
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": tp.name},
-            "minReplicas": auto.min_replicas,
-            "maxReplicas": auto.max_replicas,
-            "metrics": [
-                {
-                    "type": "Pods",
-                    "pods": {
-                        "metric": {"name": METRIC_NAMES[auto.metric]},
-                        "target": {"type": "AverageValue", "averageValue": str(target)},
-                    },
-                }
-            ],
-        },
     }
 
 
@@ -336,7 +312,9 @@ def render_children(
         configmaps=tuple(cms),
         deployment=deployment(tp, artifacts, names, settings, owner),
         service=service(tp, settings, owner),
-        hpa=hpa(tp, settings, owner),
+        hpa=autoscaling.hpa(tp, settings, owner),
+        routing=routing_children(tp, settings, owner),
+        scaled_object=autoscaling.scaled_object(tp, settings, owner),
     )
 
 

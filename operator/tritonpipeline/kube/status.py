@@ -5,7 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-CONDITION_TYPES = ("SpecValid", "ModelsConfigured", "Progressing", "Ready")
+CONDITION_TYPES = (
+    "SpecValid",
+    "ModelsConfigured",
+    "RoutingConfigured",
+    "AutoscalingConfigured",
+    "SessionAffinity",
+    "Progressing",
+    "Ready",
+)
 
 
 def now() -> str:

@@ -1,0 +1,159 @@
+"""Triton clients that keep every request of a sequence on one replica.
+
+Triton carries `sequence_id` only inside the request body, where no load balancer looks. These wrappers
+around tritonclient (sync and asyncio, HTTP and gRPC) copy it into a header, by default
+`x-triton-sequence-id`, that the pipeline's routing hashes on (`spec.routing.sessionAffinity: Header`):
+an HTTP header for HTTP, request metadata for gRPC (gRPC metadata travels as HTTP/2 headers, so the same
+proxy rule covers both).
+
+    from tritonpipeline.client import AsyncTritonClient
+
+    async with AsyncTritonClient("triton.example.com:80", protocol="http") as client:
+        chunk = client.input("CHUNK", np.array([[4]], dtype=np.int32))
+        result = await client.infer("streaming", [chunk], sequence_id=42, sequence_start=True)
+        total = result.as_numpy("TOTAL")
+
+Everything else is tritonclient's own API: `infer` takes its keyword arguments and returns its
+InferResult, and `.raw` is the underlying InferenceServerClient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+DEFAULT_HEADER = "x-triton-sequence-id"
+Protocol = Literal["http", "grpc"]
+
+
+def affinity_headers(
+    headers: Mapping[str, str] | None, header: str | None, sequence_id: int | str | None
+) -> dict[str, str] | None:
+    """`headers` plus the affinity header carrying `sequence_id` (0, "" and None mean no sequence, as in
+    Triton; header None sends none). gRPC metadata keys must be lowercase; HTTP header names are
+    case-insensitive."""
+    if header is None or sequence_id is None or sequence_id == 0 or sequence_id == "":
+        return dict(headers) if headers else None
+    return {**(headers or {}), header.lower(): str(sequence_id)}
+
+
+def _modules(protocol: str, asynchronous: bool) -> tuple[Any, Any]:
+    """(client module, module holding InferInput/InferRequestedOutput) for a protocol."""
+    if protocol == "http":
+        import tritonclient.http as base
+
+        if asynchronous:
+            import tritonclient.http.aio as aio
+
+            return aio, base
+        return base, base
+    if protocol == "grpc":
+        import tritonclient.grpc as base
+
+        if asynchronous:
+            import tritonclient.grpc.aio as aio
+
+            return aio, base
+        return base, base
+    raise ValueError(f"protocol must be 'http' or 'grpc', got {protocol!r}")
+
+
+class _Client:
+    _asynchronous = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        protocol: Protocol = "grpc",
+        header: str | None = DEFAULT_HEADER,
+        **client_args: Any,
+    ) -> None:
+        module, self._types = _modules(protocol, self._asynchronous)
+        self.protocol = protocol
+        self.header = header
+        self.raw = module.InferenceServerClient(url, **client_args)
+
+    def input(self, name: str, array: np.ndarray, datatype: str | None = None) -> Any:
+        """An InferInput of the right protocol holding `array` (datatype from its numpy dtype)."""
+        from tritonclient.utils import np_to_triton_dtype
+
+        tensor = self._types.InferInput(name, list(array.shape), datatype or np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        return tensor
+
+    def output(self, name: str, **kwargs: Any) -> Any:
+        return self._types.InferRequestedOutput(name, **kwargs)
+
+    def _arguments(self, sequence_id: int | str, headers: Mapping[str, str] | None) -> dict[str, Any]:
+        return {"sequence_id": sequence_id, "headers": affinity_headers(headers, self.header, sequence_id)}
+
+
+class TritonClient(_Client):
+    """Synchronous client (tritonclient.http or tritonclient.grpc)."""
+
+    def infer(
+        self,
+        model_name: str,
+        inputs: list[Any],
+        *,
+        sequence_id: int | str = 0,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        return self.raw.infer(
+            model_name,
+            inputs,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+            **self._arguments(sequence_id, headers),
+            **kwargs,
+        )
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self) -> TritonClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncTritonClient(_Client):
+    """asyncio client (tritonclient.http.aio or tritonclient.grpc.aio)."""
+
+    _asynchronous = True
+
+    async def infer(
+        self,
+        model_name: str,
+        inputs: list[Any],
+        *,
+        sequence_id: int | str = 0,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        return await self.raw.infer(
+            model_name,
+            inputs,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+            **self._arguments(sequence_id, headers),
+            **kwargs,
+        )
+
+    async def close(self) -> None:
+        await self.raw.close()
+
+    async def __aenter__(self) -> AsyncTritonClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

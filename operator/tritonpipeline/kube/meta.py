@@ -1,0 +1,60 @@
+"""Names, labels, ports and metadata shared by every rendered child (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..settings import GROUP, KIND, VERSION, Settings
+from ..spec import TritonPipeline
+
+HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+PIPELINE_LABEL = f"{GROUP}/pipeline"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "tritonpipeline-operator"}
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "triton-pipeline", "app.kubernetes.io/instance": name}
+
+
+def labels(name: str, settings: Settings, component: str = "tritonserver") -> dict[str, str]:
+    return {
+        **settings.extra_labels,
+        **selector_labels(name),
+        "app.kubernetes.io/component": component,
+        **MANAGED_BY,
+        PIPELINE_LABEL: name,
+    }
+
+
+def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(
+    name: str,
+    tp: TritonPipeline,
+    settings: Settings,
+    owner: dict[str, Any] | None,
+    component: str = "tritonserver",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": labels(tp.name, settings, component)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    if tp.metadata.namespace:
+        meta["namespace"] = tp.metadata.namespace
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return meta
+
+
+def namespace_of(tp: TritonPipeline) -> str:
+    return tp.metadata.namespace or "default"

@@ -1,0 +1,409 @@
+"""Pure renderers of session-affinity routing and autoscaling (kube/routing.py, kube/autoscaling.py), the
+client helper's header, and the chart's generated prometheus-adapter rules."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import example
+from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient, TritonClient, affinity_headers
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import autoscaling, routing
+from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.settings import Settings
+from tritonpipeline.spec import parse_pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+ADAPTER_RULES = ROOT / "charts" / "triton-pipeline" / "files" / "prometheus-adapter-rules.yaml"
+
+
+def doc(source: str = "streaming", **spec: Any) -> dict[str, Any]:
+    d = example(source)
+    d["metadata"]["namespace"] = "ml"
+    d["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    d["spec"].update(copy.deepcopy(spec))
+    return d
+
+
+def children(d: dict[str, Any]):
+    tp = parse_pipeline(d)
+    return tp, render_children(tp, compile_pipeline(tp), Settings())
+
+
+# --------------------------------------------------------------------------------------------- ClientIP
+
+
+@pytest.mark.parametrize(
+    ("idle_us", "timeout"),
+    [
+        (5_000_000, 10800),  # 5 s: Kubernetes' default of 3 h already covers it
+        (1, 10800),
+        (4 * 3600 * 1_000_000 + 1, 4 * 3600 + 1),  # 4 h + 1 µs rounds up to the next second
+        (86400 * 1_000_000, 86400),
+        (90000 * 1_000_000, 86400),  # the API's maximum
+    ],
+)
+def test_client_ip_timeout_covers_the_longest_sequence_idle_time(idle_us, timeout):
+    d = doc(routing={"sessionAffinity": "ClientIP"})
+    d["spec"]["models"][1]["sequenceBatching"]["maxSequenceIdleMicroseconds"] = idle_us
+    _, kids = children(d)
+    svc = kids.service["spec"]
+    assert svc["sessionAffinity"] == "ClientIP"
+    assert svc["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] == timeout
+    assert timeout >= min(86400, -(-idle_us // 1_000_000))
+    assert kids.routing.objects == () and kids.routing.provider_objects == ()
+
+
+def test_client_ip_takes_the_longest_idle_of_several_sequence_models():
+    d = doc(routing={"sessionAffinity": "ClientIP"})
+    second = copy.deepcopy(d["spec"]["models"][1])
+    second["name"] = "accumulator2"
+    second["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 5 * 3600 * 1_000_000
+    d["spec"]["models"].append(second)
+    tp = parse_pipeline(d)
+    assert routing.longest_idle_seconds(tp) == 5 * 3600
+    assert routing.client_ip_timeout(tp) == 5 * 3600
+
+
+def test_no_affinity_renders_no_routing_objects():
+    _, kids = children(doc(routing={"sessionAffinity": "None"}))
+    assert "sessionAffinity" not in kids.service["spec"]
+    assert kids.routing.objects == () and kids.routing.provider_objects == ()
+
+
+# --------------------------------------------------------------------------------------------- Header
+
+
+def test_header_ingress_nginx_headless_service_and_two_ingresses():
+    _, kids = children(doc(routing={"sessionAffinity": "Header", "provider": "ingress-nginx"}))
+    (headless,) = kids.routing.objects
+    assert headless["metadata"]["name"] == "streaming-headless"
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["selector"] == kids.service["spec"]["selector"]
+    assert [p["name"] for p in headless["spec"]["ports"]] == ["http", "grpc"]  # no metrics: scraped once
+    assert headless["metadata"]["labels"]["app.kubernetes.io/component"] == "routing"
+    assert kids.routing.provider_apis == (("networking.k8s.io/v1", "Ingress"),)
+    http, grpc = kids.routing.provider_objects
+    for ing in (http, grpc):
+        assert ing["metadata"]["annotations"][routing.HASH_BY_ANNOTATION] == "$http_x_triton_sequence_id"
+        assert ing["metadata"]["namespace"] == "ml"
+        backend = ing["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+        assert backend["name"] == "streaming-headless"
+    assert http["spec"]["rules"][0]["http"]["paths"][0]["path"] == "/v2"
+    assert routing.BACKEND_PROTOCOL_ANNOTATION not in http["metadata"]["annotations"]
+    assert grpc["metadata"]["annotations"][routing.BACKEND_PROTOCOL_ANNOTATION] == "GRPC"
+    assert grpc["spec"]["rules"][0]["http"]["paths"][0] == {
+        "path": "/inference.GRPCInferenceService",
+        "pathType": "Prefix",
+        "backend": {"service": {"name": "streaming-headless", "port": {"name": "grpc"}}},
+    }
+    assert "host" not in http["spec"]["rules"][0] and "ingressClassName" not in http["spec"]
+
+
+def test_header_ingress_options_and_custom_header():
+    _, kids = children(
+        doc(
+            routing={
+                "sessionAffinity": "Header",
+                "header": "X-Stream-Key",
+                "host": "triton.example.com",
+                "ingressClassName": "nginx",
+                "tlsSecretName": "triton-tls",
+            }
+        )
+    )
+    http, grpc = kids.routing.provider_objects
+    assert http["metadata"]["annotations"][routing.HASH_BY_ANNOTATION] == "$http_x_stream_key"
+    for ing in (http, grpc):
+        assert ing["spec"]["ingressClassName"] == "nginx"
+        assert ing["spec"]["rules"][0]["host"] == "triton.example.com"
+        assert ing["spec"]["tls"] == [{"hosts": ["triton.example.com"], "secretName": "triton-tls"}]
+
+
+def test_header_istio_destination_rule_on_the_cluster_ip_service():
+    _, kids = children(doc(routing={"sessionAffinity": "Header", "provider": "istio"}))
+    (dr,) = kids.routing.provider_objects
+    assert (dr["apiVersion"], dr["kind"]) == ("networking.istio.io/v1", "DestinationRule")
+    assert dr["spec"] == {
+        "host": "streaming",
+        "trafficPolicy": {"loadBalancer": {"consistentHash": {"httpHeaderName": "x-triton-sequence-id"}}},
+    }
+    assert len(kids.routing.objects) == 1  # the headless Service is there for every provider
+
+
+def test_header_gateway_api_routes_with_session_persistence():
+    gateway = {"name": "public", "namespace": "gateways", "sectionName": "http"}
+    _, kids = children(
+        doc(
+            routing={
+                "sessionAffinity": "Header",
+                "provider": "gateway-api",
+                "gateway": gateway,
+                "host": "t.io",
+            }
+        )
+    )
+    http, grpc = kids.routing.provider_objects
+    assert (http["kind"], grpc["kind"]) == ("HTTPRoute", "GRPCRoute")
+    for route in (http, grpc):
+        assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
+        assert route["spec"]["parentRefs"] == [gateway]
+        assert route["spec"]["hostnames"] == ["t.io"]
+        (rule,) = route["spec"]["rules"]
+        assert rule["sessionPersistence"] == {"sessionName": "x-triton-sequence-id", "type": "Header"}
+    assert http["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8000}]
+    assert grpc["spec"]["rules"][0]["matches"] == [
+        {"method": {"type": "Exact", "service": "inference.GRPCInferenceService"}}
+    ]
+    assert grpc["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8001}]
+
+
+def test_gateway_api_needs_a_gateway():
+    with pytest.raises(SpecError) as err:
+        parse_pipeline(doc(routing={"sessionAffinity": "Header", "provider": "gateway-api"}))
+    assert "spec.routing" in str(err.value) and "needs routing.gateway" in str(err.value)
+
+
+def test_headless_name_too_long_is_a_spec_error():
+    d = doc(routing={"sessionAffinity": "Header"})
+    d["metadata"]["name"] = "s" * 60
+    d["spec"]["pipelines"][0]["name"] = "streaming"
+    with pytest.raises(SpecError) as err:
+        children(d)
+    assert "shorten the pipeline name to 54" in str(err.value)
+
+
+# ------------------------------------------------------------------------------ sequences without affinity
+
+
+NO_AFFINITY = {"routing": {"sessionAffinity": "None"}}
+ONE = {"server": {"replicas": 1}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "breaks"),
+    [
+        (NO_AFFINITY, True),  # 2 replicas in the example
+        ({**NO_AFFINITY, **ONE}, False),
+        ({**NO_AFFINITY, **ONE, "autoscaling": {"maxReplicas": 3}}, True),
+        ({**NO_AFFINITY, **ONE, "autoscaling": {"maxReplicas": 1}}, False),
+        ({"routing": {"sessionAffinity": "Header"}}, False),
+        ({"routing": {"sessionAffinity": "ClientIP"}}, False),
+    ],
+)
+def test_sequence_model_on_several_replicas_without_affinity(spec, breaks):
+    d = doc(**spec)
+    if "server" in spec:
+        d["spec"]["server"] = {**example("streaming")["spec"]["server"], **spec["server"]}
+    problem = routing.affinity_problem(parse_pipeline(d))
+    assert (problem is not None) == breaks
+    if breaks:
+        assert "accumulator" in problem and "sessionAffinity" in problem
+
+
+def test_stateless_pipeline_never_warns():
+    d = doc("fanout")
+    d["spec"]["server"]["replicas"] = 5
+    assert routing.affinity_problem(parse_pipeline(d)) is None
+
+
+# --------------------------------------------------------------------------------------------- PromQL
+
+
+def test_queries_exclude_every_ensemble_and_select_the_pipeline_pods():
+    d = doc("fanout")
+    tp = parse_pipeline(d)
+    q = autoscaling.pipeline_query(tp, "queueTime")
+    assert q == (
+        'sum(rate(nv_inference_queue_duration_us{namespace="ml",pod=~"vision-[a-z0-9]+-[a-z0-9]+",'
+        'model!~"vision"}[1m])) / clamp_min(sum(rate(nv_inference_request_success{namespace="ml",'
+        'pod=~"vision-[a-z0-9]+-[a-z0-9]+",model!~"vision"}[1m])), 1e-9)'
+    )
+    assert autoscaling.pipeline_query(tp, "pendingRequests") == (
+        'sum(nv_inference_pending_request_count{namespace="ml",pod=~"vision-[a-z0-9]+-[a-z0-9]+",'
+        'model!~"vision"})'
+    )
+    assert autoscaling.pipeline_query(tp, "gpuUtilization", namespace="x", window="5m") == (
+        '100 * avg(nv_gpu_utilization{namespace="x",pod=~"vision-[a-z0-9]+-[a-z0-9]+"})'
+    )
+    with pytest.raises(ValueError):
+        autoscaling.expression("cpu", "")
+
+
+def test_pipelines_with_several_ensembles_exclude_them_all():
+    d = doc("fanout")
+    second = copy.deepcopy(d["spec"]["pipelines"][0])
+    second["name"] = "vision-b"
+    d["spec"]["pipelines"].append(second)
+    tp = parse_pipeline(d)
+    assert 'model!~"vision|vision-b"' in autoscaling.pipeline_query(tp, "pendingRequests")
+
+
+def test_chart_adapter_rules_are_generated():
+    assert ADAPTER_RULES.read_text() == autoscaling.adapter_rules_yaml(), (
+        "charts/triton-pipeline/files/prometheus-adapter-rules.yaml is stale: regenerate it with "
+        "tritonpipeline.kube.autoscaling.adapter_rules_yaml()"
+    )
+    rules = yaml.safe_load(ADAPTER_RULES.read_text())["rules"]
+    assert [r["name"]["as"] for r in rules] == list(autoscaling.METRIC_NAMES.values())
+    for r in rules:
+        assert "<<.LabelMatchers>>" in r["metricsQuery"] and "<<.GroupBy>>" in r["metricsQuery"]
+
+
+# --------------------------------------------------------------------------------------------- HPA / KEDA
+
+
+@pytest.mark.parametrize("metric", autoscaling.METRICS)
+def test_hpa_pods_metric_per_metric(metric):
+    _, kids = children(doc("fanout", autoscaling={"maxReplicas": 4, "metric": metric, "target": 20}))
+    hpa = kids.hpa
+    (m,) = hpa["spec"]["metrics"]
+    assert m["type"] == "Pods"
+    assert m["pods"]["metric"]["name"] == autoscaling.METRIC_NAMES[metric]
+    assert m["pods"]["target"] == {"type": "AverageValue", "averageValue": "20"}
+    if metric in ("queueTime", "pendingRequests"):
+        assert m["pods"]["metric"]["selector"] == {
+            "matchExpressions": [{"key": "model", "operator": "NotIn", "values": ["vision"]}]
+        }
+    else:
+        assert "selector" not in m["pods"]["metric"]
+    assert "behavior" not in hpa["spec"]  # stateless: the HPA's defaults
+    assert "replicas" not in kids.deployment["spec"]
+    assert kids.scaled_object is None
+
+
+def test_stateful_pipeline_scales_down_slowly_and_drains():
+    d = doc(autoscaling={"maxReplicas": 4})
+    d["spec"]["models"][1]["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 600 * 1_000_000
+    tp, kids = children(d)
+    down = kids.hpa["spec"]["behavior"]["scaleDown"]
+    assert down["stabilizationWindowSeconds"] == 600 >= routing.longest_idle_seconds(tp)
+    assert down["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 600}]
+    pod = kids.deployment["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert pod["terminationGracePeriodSeconds"] >= 600 + autoscaling.TRITON_EXIT_TIMEOUT_SECONDS
+    pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[:2] == ["/bin/sh", "-c"] and f"touch {autoscaling.DRAIN_FILE}" in pre_stop[2]
+    assert "sleep 605" in pre_stop[2]
+    readiness = c["readinessProbe"]["exec"]["command"]
+    assert f"test ! -e {autoscaling.DRAIN_FILE}" in readiness[2] and "/v2/health/ready" in readiness[2]
+    assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert {"name": "run", "mountPath": autoscaling.DRAIN_DIR} in c["volumeMounts"]
+
+
+def test_short_idle_keeps_the_default_five_minutes():
+    _, kids = children(doc(autoscaling={"maxReplicas": 4}))  # 5 s idle in the example
+    assert kids.hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+    assert kids.deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 5 + 5 + 30 + 10
+
+
+def test_stateless_pipeline_keeps_the_plain_probe_and_grace_period():
+    _, kids = children(doc("fanout"))
+    pod = kids.deployment["spec"]["template"]["spec"]
+    assert "terminationGracePeriodSeconds" not in pod
+    assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert "lifecycle" not in pod["containers"][0]
+
+
+@pytest.mark.parametrize("metric", autoscaling.METRICS)
+def test_keda_scaled_object_with_the_generated_query(metric):
+    d = doc(
+        autoscaling={"maxReplicas": 5, "minReplicas": 2, "metric": metric, "engine": "keda", "target": 7.5}
+    )
+    tp, kids = children(d)
+    assert kids.hpa is None
+    so = kids.scaled_object
+    assert (so["apiVersion"], so["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
+    spec = so["spec"]
+    assert spec["scaleTargetRef"]["name"] == "streaming"
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 5)
+    (trigger,) = spec["triggers"]
+    assert trigger["type"] == "prometheus"
+    assert trigger["metricType"] == ("AverageValue" if metric == "pendingRequests" else "Value")
+    assert trigger["metadata"] == {
+        "serverAddress": Settings().prometheus_address,
+        "query": autoscaling.pipeline_query(tp, metric),
+        "threshold": "7.5",
+    }
+    assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
+        "stabilizationWindowSeconds"
+    ] == 300  # fmt: skip
+    d["spec"]["autoscaling"]["prometheusAddress"] = "http://prom.monitoring:9090"
+    _, kids = children(d)
+    assert (
+        kids.scaled_object["spec"]["triggers"][0]["metadata"]["serverAddress"]
+        == "http://prom.monitoring:9090"
+    )
+
+
+# --------------------------------------------------------------------------------------------- client
+
+
+def test_affinity_header_from_the_sequence_id():
+    assert affinity_headers(None, DEFAULT_HEADER, 42) == {"x-triton-sequence-id": "42"}
+    assert affinity_headers({"a": "b"}, "X-Stream", "abc") == {"a": "b", "x-stream": "abc"}
+    assert affinity_headers(None, DEFAULT_HEADER, 0) is None  # no sequence
+    assert affinity_headers({"a": "b"}, None, 7) == {"a": "b"}  # header disabled
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_client_inputs_and_protocols(protocol):
+    client = TritonClient("127.0.0.1:1", protocol=protocol)
+    t = client.input("CHUNK", np.array([[3]], dtype=np.int32))
+    assert (t.name(), t.shape(), t.datatype()) == ("CHUNK", [1, 1], "INT32")
+    assert client._arguments(9, None) == {"sequence_id": 9, "headers": {DEFAULT_HEADER: "9"}}
+    client.close()
+    with pytest.raises(ValueError):
+        AsyncTritonClient("127.0.0.1:1", protocol="websocket")  # type: ignore[arg-type]
+
+
+@pytest.mark.integration
+def test_drain_hooks_fail_readiness_on_a_real_tritonserver(serve_pipeline, tmp_path):
+    """The exact preStop and readiness commands of a stateful pod, run with sh and curl against a real
+    tritonserver (its port and a temporary drain directory substituted): ready until preStop ran."""
+    import shutil
+    import subprocess
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed (the Triton image has it; here: apt-get install curl)")
+    _, kids = children(doc())
+    (c,) = kids.deployment["spec"]["template"]["spec"]["containers"]
+    server = serve_pipeline(example("streaming"))
+    drain_dir = str(tmp_path / "run")
+
+    def local(command: list[str]) -> list[str]:
+        script = command[2].replace(autoscaling.DRAIN_DIR, drain_dir)
+        script = script.replace("127.0.0.1:8000", server.http_url).replace("sleep ", "sleep 0 && : ")
+        return [*command[:2], script]
+
+    readiness = local(c["readinessProbe"]["exec"]["command"])
+    assert subprocess.run(readiness, timeout=10).returncode == 0  # serving: ready
+    pre_stop = local(c["lifecycle"]["preStop"]["exec"]["command"])
+    assert subprocess.run(pre_stop, timeout=10).returncode == 0
+    assert subprocess.run(readiness, timeout=10).returncode != 0  # draining: not ready any more
+    assert server.process is not None and server.process.poll() is None  # and still serving
+    assert server._get("/v2/health/ready")[0] == 200
+
+
+def test_missing_nginx_and_prometheus_reasons_are_exact(monkeypatch):
+    """Tests that need nginx or prometheus skip with these words when the Debian packages are missing."""
+    import local_nginx
+    import local_prometheus
+
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr("os.access", lambda path, mode: False)
+    assert local_nginx.missing_nginx() == (
+        "nginx is not installed (no `nginx` on PATH or /usr/sbin/nginx): run `make system-deps` as root "
+        "(Debian package nginx)"
+    )
+    assert local_prometheus.missing_prometheus() == (
+        "prometheus is not installed (no `prometheus` on PATH or /usr/bin/prometheus): run "
+        "`make system-deps` as root (Debian package prometheus)"
+    )
