@@ -1,0 +1,437 @@
+"""Reconcile one TritonPipeline: parse, compile, render, server-side apply, report status and events.
+
+The kopf handlers in handlers.py call into this module; everything here is plain async code over the
+Kube client and the pure renderers in compiler/ and kube/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from .compiler import compile_pipeline
+from .errors import SpecError
+from .kube import autoscaling
+from .kube import routing as rt
+from .kube import status as st
+from .kube.client import Kube, KubeError
+from .kube.manifests import PIPELINE_LABEL, Children, endpoint, owner_reference, render_children
+from .settings import GROUP, VERSION, Settings
+from .spec import TritonPipeline, parse_pipeline
+
+MANAGED = {"app.kubernetes.io/managed-by": "tritonpipeline-operator"}
+
+
+def api_client() -> k8s.ApiClient:
+    try:
+        k8s_config.load_incluster_config()
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()
+    configuration = k8s.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 8
+    return k8s.ApiClient(configuration)
+
+
+def one_line(exc: SpecError) -> str:
+    return "; ".join(str(p) for p in exc.problems)
+
+
+async def _write_status(
+    memo: kopf.Memo, namespace: str, name: str, new: dict[str, Any], current: dict[str, Any] | None = None
+) -> bool:
+    """Merge `new` into the pipeline's status (conditions by type) and write it only when it changed.
+
+    The operator is the only writer of status; writes for one pipeline are serialised by a lock and
+    the last written status is kept in memory, so no read is needed before a write. `current` is the
+    status as last seen (from the event), used when nothing is cached yet."""
+    key = (namespace, name)
+    async with memo.locks[key]:
+        old = memo.statuses.get(key)
+        if old is None:
+            if current is None:
+                cr = await asyncio.to_thread(
+                    memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name
+                )
+                if cr is None:
+                    return False
+                current = cr.get("status") or {}
+            old = dict(current)
+        merged = dict(new)
+        if "conditions" in new:
+            merged["conditions"] = st.merge_conditions(old.get("conditions"), new["conditions"])
+        if not st.status_changed(old, merged):
+            memo.statuses[key] = old
+            return False
+        try:
+            await asyncio.to_thread(memo.kube.patch_status, namespace, name, merged)
+        except KubeError as exc:
+            memo.statuses.pop(key, None)
+            if exc.status == 404:
+                return False
+            raise
+        memo.statuses[key] = {**old, **merged}
+        return True
+
+
+async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
+    """Compile the CR and server-side apply its children; invalid specs change nothing. One reconcile
+    per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written)."""
+    async with memo.reconciling[(body.metadata.namespace, body.metadata.name)]:
+        await _reconcile(body, memo, logger, event)
+
+
+async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
+    kube: Kube = memo.kube
+    config: Settings = memo.settings
+    generation = body.metadata.get("generation")
+    name, namespace = body.metadata.name, body.metadata.namespace
+    memo.owners[(namespace, name)] = (body.metadata.uid, generation)
+    try:
+        tp = parse_pipeline(dict(body))
+        artifacts = compile_pipeline(tp)
+        children = render_children(tp, artifacts, config, owner_reference(dict(body)))
+    except SpecError as exc:
+        message = one_line(exc)
+        logger.warning(f"invalid spec (generation {generation}); last good deployment kept: {message}")
+        await _write_status(
+            memo,
+            namespace,
+            name,
+            {
+                "observedGeneration": generation,
+                "conditions": [
+                    st.condition("SpecValid", False, "InvalidSpec", message, generation),
+                    st.condition(
+                        "Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation
+                    ),
+                ],
+            },
+            body.get("status") or {},
+        )
+        await _warn(kube, body, "InvalidSpec", message)
+        raise kopf.PermanentError(message) from None
+    try:
+        applied = [await asyncio.to_thread(kube.apply, obj) for obj in children.all()]
+        optional, conditions = await _apply_optional(kube, tp, children, generation)
+        applied += optional
+        # a new pipeline has nothing to prune
+        stale = [] if event == "Created" else await _prune(memo, kube, tp, children)
+        memo.optional[(namespace, name)] = _rendered_optional(tp, children)
+    except KubeError as exc:
+        logger.error(f"apply failed, will retry: {exc}")
+        raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
+    deployment = next(o for o in applied if o.get("kind") == "Deployment")
+    summary = artifacts.graph_summary()
+    routers = [r["name"] for r in summary["routers"]]
+    logger.info(
+        f"applied {len(applied)} objects ({len(children.configmaps)} ConfigMaps, repository "
+        f"{artifacts.digest()[:12]}, routers: {', '.join(routers) or 'none'}); pruned {stale or 'nothing'}; "
+        f"autoscaling: {autoscaling.describe(tp)}"
+    )
+    configured = st.condition(
+        "ModelsConfigured",
+        True,
+        "RepositoryGenerated",
+        f"{len(artifacts.files)} generated files in {len(children.configmaps)} ConfigMap(s); "
+        f"{len(routers)} router(s) inserted",
+        generation,
+    )
+    valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
+    affinity = _affinity_condition(tp, generation)
+    warnings = [c for c in [*conditions, affinity] if c["status"] == "False"]
+    # warn on a user's change, or when a problem is new (not on every resync)
+    warnings = [
+        c
+        for c in warnings
+        if event
+        or (_previous_condition(memo, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
+    ]
+    await _write_status(
+        memo,
+        namespace,
+        name,
+        {
+            "observedGeneration": generation,
+            "endpoint": endpoint(tp),
+            "graph": summary,
+            **_replica_status(deployment, generation, [valid, configured, *conditions, affinity]),
+        },
+        body.get("status") or {},
+    )
+    for c in warnings:
+        logger.warning(f"{c['type']}={c['status']} ({c['reason']}): {c['message']}")
+        await _warn(kube, body, c["reason"], c["message"])
+    if event:
+        kopf.info(
+            dict(body),
+            reason=event,
+            message=f"applied repository {artifacts.digest()[:12]}, "
+            f"{len(routers)} router(s), {len(applied)} objects",
+        )
+
+
+async def _warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
+    """A Warning event on the pipeline: through kopf inside its handlers; from the resync loop, which
+    runs outside them (kopf has no event queue there), straight through the API."""
+    try:
+        kopf.warn(dict(body), reason=reason, message=message)
+        return
+    except LookupError:
+        pass
+    meta = body.metadata
+    now = st.now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.name}.", "namespace": meta.namespace},
+        "involvedObject": {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "TritonPipeline",
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "uid": meta.uid,
+        },
+        "type": "Warning",
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": "tritonpipeline-operator"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await asyncio.to_thread(kube.create, event)
+    except KubeError as exc:  # an event is worth a try, never a failed reconcile
+        logging.getLogger(__name__).warning(f"cannot post event {reason}: {exc}")
+
+
+def _affinity_condition(tp: TritonPipeline, generation: int | None) -> dict[str, Any]:
+    problem = rt.affinity_problem(tp)
+    if problem:
+        return st.condition("SessionAffinity", False, "SequencesWillBreak", problem, generation)
+    models = rt.sequence_models(tp)
+    if models and rt.max_replicas(tp) > 1:
+        how = tp.spec.routing.session_affinity
+        message = f"sequences of {', '.join(models)} stay on one replica (routing.sessionAffinity {how})"
+        return st.condition("SessionAffinity", True, "SequencesRouted", message, generation)
+    message = "no sequence model" if not models else "at most one replica serves the sequences"
+    return st.condition("SessionAffinity", True, "NotNeeded", message, generation)
+
+
+def _previous_condition(
+    memo: kopf.Memo, namespace: str, name: str, body: kopf.Body, ctype: str
+) -> dict[str, Any] | None:
+    status = memo.statuses.get((namespace, name)) or body.get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
+
+
+async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
+    """The APIs (of `apis`) this cluster does not serve, as `Kind (group/version)`."""
+    served = await asyncio.gather(*(asyncio.to_thread(kube.resource_exists, a, k) for a, k in apis))
+    return [f"{k} ({a})" for (a, k), ok in zip(apis, served, strict=True) if not ok]
+
+
+async def _apply_optional(
+    kube: Kube, tp: TritonPipeline, children: Children, generation: int | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Apply the children that need a provider's API when the cluster serves it. Returns what was
+    applied and the RoutingConfigured / AutoscalingConfigured conditions saying what happened."""
+    applied: list[dict[str, Any]] = []
+    r = children.routing
+    provider = tp.spec.routing.provider
+    if not r.provider_objects:
+        how = tp.spec.routing.session_affinity
+        if how == "ClientIP":
+            routing = st.condition("RoutingConfigured", True, "ServiceAffinity", r.description, generation)
+        else:
+            routing = st.condition("RoutingConfigured", True, "NoAffinity", r.description, generation)
+    elif missing := await _served(kube, r.provider_apis):
+        routing = st.condition(
+            "RoutingConfigured",
+            False,
+            "ProviderNotInstalled",
+            f"routing.provider {provider} needs {', '.join(missing)}, which this cluster does not serve: "
+            f"install {provider} (its CRDs) and the routing objects are created at the next reconcile; "
+            f"everything else, the headless Service {rt.headless_name(tp)} included, is applied",
+            generation,
+        )
+    else:
+        try:
+            applied += [await asyncio.to_thread(kube.apply, obj, 1) for obj in r.provider_objects]
+            routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
+        except KubeError as exc:
+            _raise_if_transient(exc)
+            hint = (
+                ": the cluster has the Gateway API standard-channel CRDs, which lack sessionPersistence; "
+                "install the experimental channel (or use provider istio)"
+                if "sessionPersistence" in str(exc)
+                else ""
+            )
+            routing = st.condition(
+                "RoutingConfigured",
+                False,
+                "ProviderRejected",
+                f"the apiserver refused the {provider} objects ({exc}){hint}",
+                generation,
+            )
+    auto = tp.spec.autoscaling
+    if auto is None:
+        scaling = st.condition(
+            "AutoscalingConfigured", True, "FixedReplicas", autoscaling.describe(tp), generation
+        )
+    elif children.scaled_object is None:
+        message = autoscaling.describe(tp)
+        scaling = st.condition("AutoscalingConfigured", True, "HorizontalPodAutoscaler", message, generation)
+    elif missing := await _served(kube, (autoscaling.SCALED_OBJECT_API,)):
+        scaling = st.condition(
+            "AutoscalingConfigured",
+            False,
+            "KedaNotInstalled",
+            f"autoscaling.engine keda needs {missing[0]}, which this cluster does not serve: install KEDA "
+            "(the ScaledObject is created at the next reconcile) or use engine hpa; no autoscaler exists "
+            "meanwhile",
+            generation,
+        )
+    else:
+        try:
+            applied.append(await asyncio.to_thread(kube.apply, children.scaled_object, 1))
+            message = autoscaling.describe(tp)
+            scaling = st.condition("AutoscalingConfigured", True, "ScaledObject", message, generation)
+        except KubeError as exc:
+            _raise_if_transient(exc)
+            message = f"the apiserver refused the ScaledObject: {exc}"
+            scaling = st.condition(
+                "AutoscalingConfigured", False, "ScaledObjectRejected", message, generation
+            )
+    return applied, [routing, scaling]
+
+
+def _raise_if_transient(exc: KubeError) -> None:
+    """Connection trouble and overload are retried by the reconcile; a refusal becomes a condition."""
+    if exc.status in (0, 429, 502, 503, 504):
+        raise exc
+
+
+def _replica_status(
+    deployment: dict[str, Any], generation: int | None, extra: list[dict[str, Any]]
+) -> dict[str, Any]:
+    spec, dstatus = deployment.get("spec", {}), deployment.get("status", {})
+    desired = int(spec.get("replicas", 1))
+    fresh = dstatus.get("observedGeneration", 0) >= deployment.get("metadata", {}).get("generation", 0)
+    updated = int(dstatus.get("updatedReplicas", 0)) if fresh else 0
+    ready = int(dstatus.get("readyReplicas", 0))
+    return {
+        "replicas": int(dstatus.get("replicas", 0)),
+        "readyReplicas": ready,
+        "conditions": [
+            *extra,
+            *st.ready_condition(int(dstatus.get("replicas", 0)), ready, updated, desired, generation),
+        ],
+    }
+
+
+def _optional_candidates(tp: TritonPipeline) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of every child that only some specs of this pipeline render."""
+    return [
+        *rt.possible_names(tp),
+        ("autoscaling/v2", "HorizontalPodAutoscaler", tp.name),
+        (*autoscaling.SCALED_OBJECT_API, tp.name),
+    ]
+
+
+def _rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, str, str]]:
+    rendered = [
+        *children.routing.objects,
+        *children.routing.provider_objects,
+        *([children.hpa] if children.hpa else []),
+        *([children.scaled_object] if children.scaled_object else []),
+    ]
+    names = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in rendered}
+    return names & set(_optional_candidates(tp))
+
+
+async def _prune(memo: kopf.Memo, kube: Kube, tp: TritonPipeline, children: Children) -> list[str]:
+    """Delete children a valid spec no longer renders: surplus ConfigMap parts, and a dropped HPA,
+    ScaledObject or routing object. After a restart every candidate is tried once (404s are cheap);
+    later only what this process rendered before."""
+    namespace, name = tp.metadata.namespace, tp.name
+    selector = f"{PIPELINE_LABEL}={name}"
+    keep = {c["metadata"]["name"] for c in children.configmaps}
+    removed = []
+    for cm in await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector):
+        if cm["metadata"]["name"] not in keep:
+            await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, cm["metadata"]["name"])
+            removed.append(f"ConfigMap/{cm['metadata']['name']}")
+    rendered = _rendered_optional(tp, children)
+    before = memo.optional.get((namespace, name))
+    candidates = [
+        c for c in _optional_candidates(tp) if c not in rendered and (before is None or c in before)
+    ]
+    deleted = await asyncio.gather(
+        *(asyncio.to_thread(kube.delete, api, kind, namespace, obj) for api, kind, obj in candidates)
+    )
+    removed += [f"{kind}/{obj}" for (_, kind, obj), gone in zip(candidates, deleted, strict=True) if gone]
+    return removed
+
+
+def owner_of(body: kopf.Body) -> dict[str, Any] | None:
+    refs = body.metadata.get("ownerReferences") or []
+    return next((o for o in refs if o.get("kind") == "TritonPipeline" and o.get("controller")), None)
+
+
+async def reconcile_owner(memo: kopf.Memo, logger: logging.Logger, namespace: str, name: str) -> None:
+    """Re-apply one pipeline's children from its current spec (drift repair)."""
+    cr = await asyncio.to_thread(memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
+    if cr is None or cr["metadata"].get("deletionTimestamp"):
+        return
+    with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
+        await reconcile(kopf.Body(cr), memo, logger, None)
+
+
+async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
+    """Every resync period, re-apply every pipeline (catches drift no event told us about). An
+    operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
+    config: Settings = memo.settings
+    while True:
+        await asyncio.sleep(config.resync_seconds)
+        for ns in config.namespaces or (None,):
+            try:
+                crs = await asyncio.to_thread(memo.kube.list, f"{GROUP}/{VERSION}", "TritonPipeline", ns, "")
+            except KubeError as exc:
+                logger.warning(f"resync: cannot list pipelines: {exc}")
+                continue
+            for cr in crs:
+                await reconcile_owner(memo, logger, cr["metadata"]["namespace"], cr["metadata"]["name"])
+
+
+async def mirror_deployment(
+    body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, owner: dict[str, Any]
+) -> None:
+    """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
+    namespace = body.metadata.namespace
+    key = (namespace, owner["name"])
+    async with memo.reconciling[key]:  # a reconcile in flight writes these numbers itself
+        pass
+    if key not in memo.owners:
+        cr = await asyncio.to_thread(
+            memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"]
+        )
+        if cr is None:
+            return
+        memo.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
+    uid, generation = memo.owners[key]
+    if uid != owner.get("uid"):
+        return
+    new = _replica_status(dict(body), generation, [])
+    conditions = (memo.statuses.get(key) or {}).get("conditions") or []
+    if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
+        # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
+        new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
+    if await _write_status(memo, namespace, owner["name"], new):
+        logger.info(f"status of {owner['name']}: {new['readyReplicas']}/{new['replicas']} replicas ready")
