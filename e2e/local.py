@@ -33,6 +33,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import yaml  # noqa: E402
+
 from chart import (  # noqa: E402
     CRD_NAME,
     ChartOperator,

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from local_nginx import Nginx, missing_nginx
 
 from conftest import example
+from local_nginx import Nginx, missing_nginx
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
 from tritonpipeline.kube.routing import nginx_variable
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from local_prometheus import Prometheus, missing_prometheus
 
 from conftest import example
+from local_prometheus import Prometheus, missing_prometheus
 from tritonpipeline.client import AsyncTritonClient
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.loadgen import LoadResult, closed_loop

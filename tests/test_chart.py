@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from chart import (
     CHART,
     CI_VALUES,
@@ -37,7 +38,6 @@ from chart import (
     wait_established,
     wait_for,
 )
-
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
 

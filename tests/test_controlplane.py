@@ -9,11 +9,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import controlplane
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
+
+import controlplane
 
 
 def _ns(cp: Any) -> str:

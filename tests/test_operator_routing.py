@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from chart import ToolError, ToolUnavailable, ensure_tool
 from kubernetes.client.exceptions import ApiException
 
 import test_operator
+from chart import ToolError, ToolUnavailable, ensure_tool
 from test_operator import (
     API,
     Operator,
