@@ -74,6 +74,7 @@ from tritonpipeline.spec import parse_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "e2e"))
+from chart import OperatorProcess  # noqa: E402
 from controlplane import (  # noqa: E402
     ControlPlane,
     ControlPlaneError,
@@ -312,15 +313,14 @@ class Recorder:
 # the operator subprocess
 
 
-class Operator:
+class Operator(OperatorProcess):
     """`tritonpipeline run -n NS` as a subprocess; samples its VmRSS, open sockets (connections to the
     apiserver) and threads every 100 ms, per phase."""
 
     def __init__(self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str]) -> None:
-        self.args = [str(CLI), "run", "-n", namespace]
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), **env}
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(
+            [str(CLI), "run", "-n", namespace], {**os.environ, "KUBECONFIG": str(kubeconfig), **env}, log
+        )
         self.rss_max_mb = 0.0
         self.rss_samples = 0
         self._phase_max: dict[str, dict[str, float]] = {}
@@ -334,8 +334,7 @@ class Operator:
         return self.proc.pid
 
     def start(self) -> Operator:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        super().start()
         self._sampler.start()
         return self
 
@@ -368,22 +367,9 @@ class Operator:
         """Per phase: max VmRSS (MB), max open sockets, max threads."""
         return {phase: {k: round(v, 1) for k, v in peak.items()} for phase, peak in self._phase_max.items()}
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def stop(self) -> int | None:
         self._stop.set()
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(2)  # SIGINT: kopf's graceful stop
-        try:
-            return self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        return super().stop()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -253,6 +253,16 @@ def wait_for(what: str, fn: Callable[[], Any], timeout: float = 30.0, interval: 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+def install_generated_crd(kube: Any) -> str:
+    """Apply the TritonPipeline CRD generated from the spec and wait until it is established."""
+    from tritonpipeline.kube.crd import crd
+
+    doc = crd()
+    kube.apply(doc)
+    wait_established(kube, doc["metadata"]["name"])
+    return doc["metadata"]["name"]
+
+
 def wait_established(kube: Any, name: str, timeout: float = 30.0) -> None:
     def established() -> bool:
         obj = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name) or {}
@@ -334,7 +344,52 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class ChartOperator:
+class OperatorProcess:
+    """`tritonpipeline run ...` as a subprocess with its log: start, SIGINT stop, SIGKILL, log text."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.args = args
+        self.env = env
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> OperatorProcess:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(2)  # SIGINT: kopf stops cleanly
+        try:
+            return self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def __enter__(self) -> OperatorProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+
+
+class ChartOperator(OperatorProcess):
     """The operator container of the rendered Deployment, run here as a subprocess: its command (the
     `tritonpipeline` entry point of this venv), its flags (`-n` per watched namespace), its env, and the
     chart's ServiceAccount token as its only credential. The liveness endpoint moves to a free
@@ -350,21 +405,11 @@ class ChartOperator:
         assert url.startswith("http://0.0.0.0:") and url.endswith("/healthz"), url
         command[liveness] = f"http://127.0.0.1:{self.port}/healthz"
         command[0] = str(Path(sys.executable).parent / "tritonpipeline")
-        self.args = command
         env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
         base = {k: v for k, v in os.environ.items() if not k.startswith(("TRITONPIPELINE_", "KUBE"))}
-        self.env = {**base, **env, "KUBECONFIG": str(kubeconfig), "TMPDIR": os.environ.get("TMPDIR", "/tmp")}
+        tmp = os.environ.get("TMPDIR", "/tmp")
+        super().__init__(command, {**base, **env, "KUBECONFIG": str(kubeconfig), "TMPDIR": tmp}, log)
         self.container_env = env
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ChartOperator:
-        out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(
-            self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-        out.close()
-        return self
 
     def healthz(self) -> int:
         try:
@@ -374,23 +419,3 @@ class ChartOperator:
             return int(exc.code)
         except OSError:
             return 0
-
-    def stop(self) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(2)  # SIGINT: kopf stops cleanly
-        try:
-            return self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def __enter__(self) -> ChartOperator:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(Exception):
-            self.stop()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from chart import wait_for
 from conftest import example
 from local_prometheus import Prometheus, missing_prometheus
 from tritonpipeline.client import AsyncTritonClient
@@ -30,17 +31,6 @@ NAMESPACE = "ml"
 POD = "vision-6f7c9d8b5d-k2x4q"  # a Deployment pod name: NAME-<pod-template-hash>-<suffix>
 LOAD_SECONDS = 14.0
 LOAD_REQUESTS = 60_000  # the bound in count; LOAD_SECONDS is the bound in time
-
-
-def wait_for(what: str, fn: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 class Load(threading.Thread):

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from chart import install_generated_crd
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd, crd_yaml
 from tritonpipeline.spec import parse_pipeline
@@ -34,17 +35,6 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 # --- fixtures and helpers ---------------------------------------------------------------------------
 
 
-def _wait_for(what: str, fn: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
-
-
 def _crd_conditions(kube: Kube, name: str) -> dict[str, dict[str, Any]]:
     obj = kube.get(CRD_API, "CustomResourceDefinition", None, name) or {}
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
@@ -54,14 +44,7 @@ def _crd_conditions(kube: Kube, name: str) -> dict[str, dict[str, Any]]:
 def crd_kube(control_plane: Any) -> Kube:
     """A Kube client on a control plane with the generated CRD installed and Established (once)."""
     kube = Kube(control_plane.api_client(), "test-admin")
-    kube.apply(crd())
-    name = crd()["metadata"]["name"]
-
-    def established() -> bool:
-        cond = _crd_conditions(kube, name).get("Established")
-        return cond is not None and cond["status"] == "True"
-
-    _wait_for("the CRD to be established", established)
+    install_generated_crd(kube)
     return kube
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from chart import OperatorProcess, install_generated_crd, wait_for
 from conftest import example
 from tritonpipeline.assemble import read_generated
 from tritonpipeline.compiler import compile_pipeline
@@ -29,29 +29,10 @@ API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
 
 
-def wait_for(what: str, fn: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
-
-
 @pytest.fixture(scope="session")
 def kube(control_plane: Any) -> Kube:
     k = Kube(control_plane.api_client(), "test-admin")
-    k.apply(crd())
-    name = crd()["metadata"]["name"]
-
-    def established() -> bool:
-        obj = k.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name) or {}
-        conds = (obj.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-    wait_for("the CRD to be established", established)
+    install_generated_crd(k)
     return k
 
 
@@ -62,40 +43,17 @@ def namespace(kube: Kube) -> str:
     return ns
 
 
-class Operator:
-    """`tritonpipeline run` in a subprocess, with its log."""
+class Operator(OperatorProcess):
+    """`tritonpipeline run -n NAMESPACE` in a subprocess, with its log."""
 
     def __init__(
         self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str] | None = None
     ) -> None:
-        self.args = [str(CLI), "run", "-n", namespace]
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Operator:
-        out = open(self.log, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        out.close()
-        return self
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        super().__init__(
+            [str(CLI), "run", "-n", namespace],
+            {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
+            log,
+        )
 
 
 @pytest.fixture
