@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from controlplane import find_go, go_env
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -46,13 +47,6 @@ class ToolError(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------- tools
-
-
-def find_go() -> str | None:
-    go = shutil.which("go")
-    if go:
-        return go
-    return "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
 
 
 def tool_path(tool: str) -> Path:
@@ -84,12 +78,12 @@ def ensure_tool(tool: str, output: Any = None) -> Path:
     path = tool_path(tool)
     if path.exists():
         return path
-    env = dict(os.environ)
-    go = find_go()
-    if go:
-        env["PATH"] = f"{Path(go).parent}:{env.get('PATH', '')}"
     proc = subprocess.run(
-        ["bash", str(BUILD_TOOL), tool], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ["bash", str(BUILD_TOOL), tool],
+        env=go_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     out = output if output is not None else sys.stdout
     out.write(proc.stdout)

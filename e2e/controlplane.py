@@ -109,6 +109,15 @@ def find_go() -> str | None:
     return "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
 
 
+def go_env() -> dict[str, str]:
+    """This process's environment with Go's directory first on PATH (Go may live outside PATH)."""
+    env = dict(os.environ)
+    go = find_go()
+    if go:
+        env["PATH"] = f"{Path(go).parent}:{env.get('PATH', '')}"
+    return env
+
+
 def missing_prerequisite() -> str | None:
     """Why the control plane cannot run here, or None. Exact, so a skip message says what to install."""
     if shutil.which("openssl") is None:
@@ -131,13 +140,9 @@ def ensure_binaries(output: Any = None) -> Binaries:
     found = cached_binaries()
     if found:
         return found
-    env = dict(os.environ)
-    go = find_go()
-    if go:
-        env["PATH"] = f"{Path(go).parent}:{env.get('PATH', '')}"
     proc = subprocess.run(
         ["bash", str(BUILD_SCRIPT)],
-        env=env,
+        env=go_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

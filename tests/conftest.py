@@ -128,3 +128,14 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     finally:
         request.config.pluginmanager.unregister(plugin)
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: Any) -> Any:
+    """An admin Kube client on the control plane, with the generated TritonPipeline CRD established."""
+    from chart import install_generated_crd
+    from tritonpipeline.kube.client import Kube
+
+    client = Kube(control_plane.api_client(), "test-admin")
+    install_generated_crd(client)
+    return client

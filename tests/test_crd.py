@@ -17,7 +17,6 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from chart import install_generated_crd
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd, crd_yaml
 from tritonpipeline.spec import parse_pipeline
@@ -40,18 +39,10 @@ def _crd_conditions(kube: Kube, name: str) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-@pytest.fixture(scope="session")
-def crd_kube(control_plane: Any) -> Kube:
-    """A Kube client on a control plane with the generated CRD installed and Established (once)."""
-    kube = Kube(control_plane.api_client(), "test-admin")
-    install_generated_crd(kube)
-    return kube
-
-
 @pytest.fixture
-def ns(crd_kube: Kube) -> str:
+def ns(kube: Kube) -> str:
     name = f"crd-{uuid.uuid4().hex[:8]}"
-    crd_kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
 
 
@@ -100,21 +91,21 @@ def test_committed_crd_is_the_generated_one() -> None:
     assert yaml.safe_load(CRD_FILE.read_text()) == crd()
 
 
-def test_crd_is_structural_and_kept_as_sent(crd_kube: Kube) -> None:
+def test_crd_is_structural_and_kept_as_sent(kube: Kube) -> None:
     name = crd()["metadata"]["name"]
-    conds = _crd_conditions(crd_kube, name)
+    conds = _crd_conditions(kube, name)
     assert conds["Established"]["status"] == "True"
     assert conds["NamesAccepted"]["status"] == "True"
     assert "NonStructuralSchema" not in conds, conds["NonStructuralSchema"]
     # nothing in the generated schema was dropped or rewritten by the apiserver (CEL rules compiled
     # within the cost budget, list-map keys valid, defaults valid against their own schema)
-    stored = crd_kube.get(CRD_API, "CustomResourceDefinition", None, name)
+    stored = kube.get(CRD_API, "CustomResourceDefinition", None, name)
     assert stored is not None
     assert stored["spec"]["versions"] == crd()["spec"]["versions"]
     assert stored["spec"]["names"] == crd()["spec"]["names"]
 
 
-def test_a_non_structural_schema_is_refused(crd_kube: Kube) -> None:
+def test_a_non_structural_schema_is_refused(kube: Kube) -> None:
     """The check above means something: apiextensions/v1 refuses a schema that is not structural."""
     broken = crd()
     broken["metadata"]["name"] = f"brokens.broken.{GROUP}"
@@ -124,17 +115,17 @@ def test_a_non_structural_schema_is_refused(crd_kube: Kube) -> None:
     spec = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     del spec["properties"]["server"]["type"]
     with pytest.raises(KubeError) as info:
-        crd_kube.apply(broken)
+        kube.apply(broken)
     assert info.value.status == 422
     assert "properties[spec].properties[server].type: Required value" in str(info.value)
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
-def test_examples_are_admitted_and_defaulted_by_the_server(crd_kube: Kube, ns: str, path: Path) -> None:
+def test_examples_are_admitted_and_defaulted_by_the_server(kube: Kube, ns: str, path: Path) -> None:
     doc = load_example(path, ns)
     name = doc["metadata"]["name"]
-    crd_kube.apply(doc)
-    stored = crd_kube.get(API, KIND, ns, name)
+    kube.apply(doc)
+    stored = kube.get(API, KIND, ns, name)
     assert stored is not None
     spec = stored["spec"]
     assert spec["server"]["gpuResource"] == "nvidia.com/gpu"
@@ -146,18 +137,18 @@ def test_examples_are_admitted_and_defaulted_by_the_server(crd_kube: Kube, ns: s
     # the server's defaults are the spec's defaults: what the operator reads back parses to the same spec
     assert parse_pipeline(stored).spec == parse_pipeline(doc).spec
     # a second apply of the same object changes nothing
-    again = crd_kube.apply(doc)
+    again = kube.apply(doc)
     assert again["metadata"]["generation"] == stored["metadata"]["generation"] == 1
 
 
-def test_nested_defaults_are_filled_in_by_the_server(crd_kube: Kube, ns: str) -> None:
+def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> None:
     doc = example("streaming", ns)
     doc["spec"]["routing"] = {}
     doc["spec"]["autoscaling"] = {"maxReplicas": 3}
     doc["spec"]["models"][0]["instances"] = [{}]
     doc["spec"]["models"][0]["dynamicBatching"] = {}
     doc["spec"]["models"][1]["sequenceBatching"] = {}
-    spec = crd_kube.apply(doc)["spec"]
+    spec = kube.apply(doc)["spec"]
     assert spec["routing"] == {
         "sessionAffinity": "None",
         "header": "x-triton-sequence-id",
@@ -176,7 +167,7 @@ def test_nested_defaults_are_filled_in_by_the_server(crd_kube: Kube, ns: str) ->
         "strategy": "direct",
         "maxSequenceIdleMicroseconds": 1_000_000,
     }
-    assert parse_pipeline(crd_kube.get(API, KIND, ns, "subject") or {}).spec == parse_pipeline(doc).spec
+    assert parse_pipeline(kube.get(API, KIND, ns, "subject") or {}).spec == parse_pipeline(doc).spec
 
 
 # --- 2. bad objects are refused at admission, the message naming the field and the reason ----------
@@ -390,31 +381,31 @@ REFUSALS: list[tuple[str, str, Callable[[dict[str, Any]], None], list[str]]] = [
     ("source", "mutate", "expected"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
 )
 def test_bad_objects_are_refused_at_admission(
-    crd_kube: Kube,
+    kube: Kube,
     ns: str,
     source: str,
     mutate: Callable[[dict[str, Any]], None],
     expected: list[str],
 ) -> None:
     doc = example(source, ns)
-    crd_kube.apply(doc)  # the unmodified example is admitted: the refusal below is the mutation's doing
-    crd_kube.delete(API, KIND, ns, "subject")
+    kube.apply(doc)  # the unmodified example is admitted: the refusal below is the mutation's doing
+    kube.delete(API, KIND, ns, "subject")
     mutate(doc)
-    message = refused(crd_kube, doc)
+    message = refused(kube, doc)
     for text in expected:
         assert text in message, f"{text!r} not in {message!r}"
 
 
-def test_wrong_types_are_refused(crd_kube: Kube, ns: str) -> None:
+def test_wrong_types_are_refused(kube: Kube, ns: str) -> None:
     doc = example("fanout", ns)
     doc["spec"]["models"][0]["maxBatchSize"] = "8"
-    status, message = raw(crd_kube, "POST", collection_url(ns), body=doc)
+    status, message = raw(kube, "POST", collection_url(ns), body=doc)
     assert status == 422, message
     assert 'spec.models[0].maxBatchSize: Invalid value: "string"' in message
     assert "must be of type integer" in message
     # server-side apply refuses it while building the typed patch, with a 500 (kubernetes/kubernetes#139253)
     status, message = raw(
-        crd_kube,
+        kube,
         "PATCH",
         f"{collection_url(ns)}/subject",
         query=[("fieldManager", "test-admin")],
@@ -425,14 +416,14 @@ def test_wrong_types_are_refused(crd_kube: Kube, ns: str) -> None:
     assert (
         '.spec.models[name="extractor"].maxBatchSize: expected numeric (int or float), got string' in message
     )
-    assert crd_kube.get(API, KIND, ns, "subject") is None
+    assert kube.get(API, KIND, ns, "subject") is None
 
 
-def test_dims_of_zero_are_left_to_the_compiler(crd_kube: Kube, ns: str) -> None:
+def test_dims_of_zero_are_left_to_the_compiler(kube: Kube, ns: str) -> None:
     """A 0 dimension is a compiler error with a field path, not an admission rule: the CRD admits it."""
     doc = example("fanout", ns)
     doc["spec"]["models"][0]["inputs"][0]["dims"] = [0]
-    assert crd_kube.apply(doc)["spec"]["models"][0]["inputs"][0]["dims"] == [0]
+    assert kube.apply(doc)["spec"]["models"][0]["inputs"][0]["dims"] == [0]
 
 
 @pytest.mark.parametrize(
@@ -448,8 +439,8 @@ def test_dims_of_zero_are_left_to_the_compiler(crd_kube: Kube, ns: str) -> None:
     ],
     ids=["uppercase", "underscore", "leading-digit", "too-long", "dot"],
 )
-def test_bad_metadata_names_are_refused(crd_kube: Kube, ns: str, name: str, expected: list[str]) -> None:
-    message = refused(crd_kube, example("fanout", ns, name))
+def test_bad_metadata_names_are_refused(kube: Kube, ns: str, name: str, expected: list[str]) -> None:
+    message = refused(kube, example("fanout", ns, name))
     for text in expected:
         assert text in message, f"{text!r} not in {message!r}"
 
@@ -487,7 +478,7 @@ def test_bad_metadata_names_are_refused(crd_kube: Kube, ns: str, name: str, expe
     ids=["model", "pipeline", "model-input", "pipeline-output"],
 )
 def test_duplicate_names_in_keyed_lists_are_refused(
-    crd_kube: Kube,
+    kube: Kube,
     ns: str,
     what: str,
     duplicate: Callable[[dict[str, Any]], None],
@@ -498,14 +489,14 @@ def test_duplicate_names_in_keyed_lists_are_refused(
     doc = example("fanout", ns)
     duplicate(doc["spec"])
     # create (what `kubectl create` and a first client-side `kubectl apply` send): a 422 from validation
-    status, message = raw(crd_kube, "POST", collection_url(ns), body=doc)
+    status, message = raw(kube, "POST", collection_url(ns), body=doc)
     assert status == 422, message
     assert expected_create in message
     # server-side apply fails earlier, building the typed patch. The apiserver answers 500 for that
     # (kubernetes/kubernetes#139253; a fix to 400 is proposed), so accept either; the message is readable.
     query = [("fieldManager", "test-admin"), ("fieldValidation", "Strict")]
     status, message = raw(
-        crd_kube,
+        kube,
         "PATCH",
         f"{collection_url(ns)}/subject",
         query=query,
@@ -514,10 +505,10 @@ def test_duplicate_names_in_keyed_lists_are_refused(
     )
     assert status in (400, 422, 500), message
     assert expected_apply in message
-    assert crd_kube.get(API, KIND, ns, "subject") is None
+    assert kube.get(API, KIND, ns, "subject") is None
 
 
-def test_unknown_fields_are_refused_when_strict_and_dropped_otherwise(crd_kube: Kube, ns: str) -> None:
+def test_unknown_fields_are_refused_when_strict_and_dropped_otherwise(kube: Kube, ns: str) -> None:
     doc = example("fanout", ns)
     doc["spec"]["server"]["colour"] = "red"
     strict = [("fieldValidation", "Strict")]
@@ -525,7 +516,7 @@ def test_unknown_fields_are_refused_when_strict_and_dropped_otherwise(crd_kube: 
     # (500 here is kubernetes/kubernetes#139253 again; 400 once that is fixed. With several unknown
     # fields the typed-patch error names the first it meets, in no fixed order, so one field here.)
     status, message = raw(
-        crd_kube,
+        kube,
         "PATCH",
         f"{collection_url(ns)}/subject",
         query=[("fieldManager", "test-admin"), *strict],
@@ -536,15 +527,15 @@ def test_unknown_fields_are_refused_when_strict_and_dropped_otherwise(crd_kube: 
     assert ".spec.server.colour: field not declared in schema" in message
     doc["spec"]["bogus"] = 1
     # create with fieldValidation=Strict: 400, strict decoding names both fields
-    status, message = raw(crd_kube, "POST", collection_url(ns), query=strict, body=doc)
+    status, message = raw(kube, "POST", collection_url(ns), query=strict, body=doc)
     assert status == 400, message
     assert 'strict decoding error: unknown field "spec.bogus"' in message
     assert 'unknown field "spec.server.colour"' in message
-    assert crd_kube.get(API, KIND, ns, "subject") is None
+    assert kube.get(API, KIND, ns, "subject") is None
     # without it (the server's default, Warn) the object is admitted and the unknown fields are pruned
-    status, created = raw(crd_kube, "POST", collection_url(ns), body=doc)
+    status, created = raw(kube, "POST", collection_url(ns), body=doc)
     assert status == 200, created
-    stored = crd_kube.get(API, KIND, ns, "subject")
+    stored = kube.get(API, KIND, ns, "subject")
     assert stored is not None
     assert "bogus" not in stored["spec"]
     assert "colour" not in stored["spec"]["server"]
@@ -565,9 +556,9 @@ def _table(kube: Kube, url: str) -> dict[str, Any]:
     return json.loads(data)
 
 
-def test_printer_columns_show_status(crd_kube: Kube, ns: str) -> None:
-    crd_kube.apply(example("fanout", ns, "served"))
-    crd_kube.apply(example("diamond", ns, "pending"))
+def test_printer_columns_show_status(kube: Kube, ns: str) -> None:
+    kube.apply(example("fanout", ns, "served"))
+    kube.apply(example("diamond", ns, "pending"))
     endpoint = f"served.{ns}.svc:8001"
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     status = {
@@ -587,12 +578,12 @@ def test_printer_columns_show_status(crd_kube: Kube, ns: str) -> None:
         "readyReplicas": 2,
         "endpoint": endpoint,
     }
-    patched = crd_kube.patch_status(ns, "served", status)
+    patched = kube.patch_status(ns, "served", status)
     # the status subresource: a status write leaves the spec's generation alone
     assert patched["metadata"]["generation"] == 1
     assert patched["status"]["endpoint"] == endpoint
 
-    table = _table(crd_kube, collection_url(ns))
+    table = _table(kube, collection_url(ns))
     assert table["kind"] == "Table"
     columns = [c["name"] for c in table["columnDefinitions"]]
     assert columns == ["Name", "Ready", "Replicas", "Endpoint", "Age"]
@@ -607,12 +598,12 @@ def test_printer_columns_show_status(crd_kube: Kube, ns: str) -> None:
     assert rows["pending"]["Replicas"] is None
     assert not rows["pending"]["Endpoint"]
 
-    single = _table(crd_kube, f"{collection_url(ns)}/served")
+    single = _table(kube, f"{collection_url(ns)}/served")
     assert single["rows"][0]["cells"][:4] == ["served", "True", 2, endpoint]
 
 
-def test_discovery_lists_short_name_categories_and_status_subresource(crd_kube: Kube) -> None:
-    doc = crd_kube._call("GET", f"/apis/{API}")
+def test_discovery_lists_short_name_categories_and_status_subresource(kube: Kube) -> None:
+    doc = kube._call("GET", f"/apis/{API}")
     assert doc["groupVersion"] == API
     resources = {r["name"]: r for r in doc["resources"]}
     main = resources["tritonpipelines"]
@@ -627,11 +618,11 @@ def test_discovery_lists_short_name_categories_and_status_subresource(crd_kube: 
     assert "tritonpipelines/scale" not in resources  # autoscaling targets the Deployment, not the CR
 
 
-def test_spec_written_through_the_status_subresource_is_ignored(crd_kube: Kube, ns: str) -> None:
-    crd_kube.apply(example("fanout", ns))
+def test_spec_written_through_the_status_subresource_is_ignored(kube: Kube, ns: str) -> None:
+    kube.apply(example("fanout", ns))
     url = f"{collection_url(ns)}/subject/status"
     body = {"spec": {"server": {"replicas": 7}}, "status": {"readyReplicas": 1}}
-    status, obj = raw(crd_kube, "PATCH", url, body=body, content_type="application/merge-patch+json")
+    status, obj = raw(kube, "PATCH", url, body=body, content_type="application/merge-patch+json")
     assert status == 200, obj
     assert obj["spec"]["server"]["replicas"] == 1
     assert obj["status"] == {"readyReplicas": 1}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from chart import OperatorProcess, install_generated_crd, wait_for
+from chart import OperatorProcess, wait_for
 from conftest import example
 from tritonpipeline.assemble import read_generated
 from tritonpipeline.compiler import compile_pipeline
@@ -27,13 +27,6 @@ from tritonpipeline.spec import parse_pipeline
 CLI = Path(sys.executable).parent / "tritonpipeline"
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
-
-
-@pytest.fixture(scope="session")
-def kube(control_plane: Any) -> Kube:
-    k = Kube(control_plane.api_client(), "test-admin")
-    install_generated_crd(k)
-    return k
 
 
 @pytest.fixture

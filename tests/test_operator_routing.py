@@ -41,7 +41,6 @@ from tritonpipeline.spec import parse_pipeline
 
 GATEWAY = {"name": "public", "namespace": "gateways"}
 # the shared control plane with our CRD, a fresh namespace per test, the operator as a subprocess
-kube = test_operator.kube
 namespace = test_operator.namespace
 run_operator = test_operator.run_operator
 

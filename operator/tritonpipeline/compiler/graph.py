@@ -301,7 +301,6 @@ class _PipelineCompiler:
         path: str,
         steps: dict[str, tuple[int, Model]],
         inputs: dict[str, int],
-        self_step: str | None,
     ) -> str | None:
         parsed = _parse_ref(ref) if isinstance(ref, str) else None
         if parsed is None:
@@ -376,7 +375,7 @@ class _PipelineCompiler:
                 )
                 self.unresolved = True
                 continue
-            src = self._resolve(ref, kpath, steps, inputs, step_name)
+            src = self._resolve(ref, kpath, steps, inputs)
             if src is None:
                 self.unresolved = True
                 continue
@@ -433,7 +432,7 @@ class _PipelineCompiler:
                     opath, "a pipeline output must come from a step output, not straight from an input"
                 )
                 continue
-            src = self._resolve(o.source, opath, steps, {}, None)
+            src = self._resolve(o.source, opath, steps, {})
             if src is None:
                 continue
             outputs[o.name] = src
