@@ -164,7 +164,7 @@ def _gpu_present() -> bool:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import LocalTriton, TritonError
+    from .server import LocalTriton, TritonError, installed_numpy, numpy_warning
 
     cpu = args.cpu if args.cpu is not None else not _gpu_present()
     c = _select(compile_file(args.file, cpu_only=cpu, models=args.models), args.name, args.file)
@@ -181,6 +181,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if cpu and args.cpu is None:
         print("no GPU found: GPU instance groups run on the CPU (pass --gpu to keep them)")
+    warning = numpy_warning(installed_numpy())
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-serve-"))
     stop = threading.Event()
     handler = lambda *_: stop.set()  # noqa: E731

@@ -34,16 +34,33 @@ def _pytriton_dist() -> Path:
     return Path(pytriton.__file__).resolve().parent
 
 
+HOME_ENV = "TRITONPIPELINE_SERVER_HOME"
+_LAYOUT = "l2"  # bump when the cached tree's layout changes (l2: lib/ beside bin/)
+
+
 def server_home() -> Path:
-    """A ready-to-run tritonserver tree (binary + Python backend with the stub for this interpreter),
-    prepared once per pytriton version and Python version under the user cache directory."""
+    """A ready-to-run tritonserver tree: `bin/tritonserver`, `backends/` (with the Python backend's stub
+    for this interpreter) and optionally `lib/`, laid out like NVIDIA's image (`/opt/tritonserver`).
+
+    $TRITONPIPELINE_SERVER_HOME names such a tree (NVIDIA's image, or one packed by `make gpu-pack`);
+    otherwise one is prepared once per pytriton and Python version under the user cache directory
+    from the nvidia-pytriton wheel."""
+    override = os.environ.get(HOME_ENV)
+    if override:
+        home = Path(override)
+        missing = [p for p in ("bin/tritonserver", "backends") if not (home / p).exists()]
+        if missing:
+            raise TritonError(
+                f"{HOME_ENV}={override}: not a tritonserver tree (missing {', '.join(missing)})"
+            )
+        return home
     dist = _pytriton_dist() / "tritonserver"
     version = metadata.version("nvidia-pytriton")
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tritonpipeline"
     # keyed by the wheel's location too: the tree links into it, and another venv has another path
     where = hashlib.sha256(str(dist).encode()).hexdigest()[:8]
-    home = cache / f"tritonserver-{version}-py{py}-{where}"
+    home = cache / f"tritonserver-{version}-py{py}-{where}-{_LAYOUT}"
     if (home / ".ready").exists() and (home / "bin" / "tritonserver").exists():
         return home
     shutil.rmtree(home, ignore_errors=True)
@@ -54,6 +71,7 @@ def server_home() -> Path:
     tmp = cache / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
     (tmp / "backends" / "python").mkdir(parents=True)
     os.symlink(dist / "bin", tmp / "bin")
+    os.symlink(dist.parent.parent / "nvidia_pytriton.libs", tmp / "lib")
     for entry in (dist / "backends" / "python").iterdir():
         if entry.name != "__pycache__":
             os.symlink(entry, tmp / "backends" / "python" / entry.name)
@@ -66,11 +84,13 @@ def server_home() -> Path:
     return home
 
 
-def server_env() -> dict[str, str]:
-    """Environment for tritonserver: the wheel's bundled libs and this interpreter's libpython, and the
-    venv's python first on PATH so Python-backend models import this environment's numpy."""
+def server_env(home: Path | None = None) -> dict[str, str]:
+    """Environment for tritonserver: the tree's `lib/` (the wheel's bundled libraries) and this
+    interpreter's libpython on the library path, and this interpreter's directory first on PATH so
+    Python-backend models import this environment's packages."""
+    home = home or server_home()
     env = dict(os.environ)
-    libs = [str(_pytriton_dist().parent / "nvidia_pytriton.libs")]
+    libs = [str(home / "lib")] if (home / "lib").is_dir() else []
     libdir = sysconfig.get_config_var("LIBDIR")
     if libdir:
         libs.append(libdir)
@@ -79,6 +99,28 @@ def server_env() -> dict[str, str]:
     env["LD_LIBRARY_PATH"] = ":".join(libs)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     return env
+
+
+def numpy_warning(version: str | None) -> str | None:
+    """Why Python-backend models may answer with empty tensors under this numpy, or None.
+
+    Seen with Triton 2.51 (nvidia-pytriton 0.7.0) on Python 3.12: a tensor built from a numpy 2 array
+    (`pb_utils.Tensor(name, array)`) reaches the next step with no data ("input byte size mismatch ...
+    got 0"), while numpy 1.26 works. Tensors passed through DLPack, as the routers do, are not affected."""
+    if version is None or int(version.split(".", 1)[0]) < 2:
+        return None
+    return (
+        f"numpy {version} is installed: Triton 2.51's Python-backend stub returns tensors made from numpy 2 "
+        "arrays empty ('input byte size mismatch ... got 0'); models that build outputs with "
+        "pb_utils.Tensor(name, numpy_array) need numpy<2 (DLPack outputs and the routers are not affected)"
+    )
+
+
+def installed_numpy() -> str | None:
+    try:
+        return metadata.version("numpy")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def free_port() -> int:
@@ -99,6 +141,7 @@ class LocalTriton:
     log_file: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
+    home: Path = field(default_factory=server_home)
 
     @property
     def http_url(self) -> str:
@@ -113,7 +156,7 @@ class LocalTriton:
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
-        home = server_home()
+        home = self.home
         return [
             str(home / "bin" / "tritonserver"),
             f"--model-repository={self.repository}",
@@ -136,7 +179,11 @@ class LocalTriton:
         log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child process
         try:
             self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=server_env(self.home),
+                start_new_session=True,
             )
         finally:
             log.close()

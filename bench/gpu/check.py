@@ -1,0 +1,727 @@
+"""The GPU check (make gpu-check): tritonpipeline's GPU paths on a real NVIDIA GPU, written to
+bench/results/gpu.json.
+
+Needs the bundle of bench/gpu/pack.py (.gpu/) and, on the GPU host, only a Python with PyTorch and numpy
+(a CUDA + PyTorch image); no network. What it does, all through the product's own `tritonpipeline serve`:
+
+1. bench/gpu/pipeline.yaml served with no --gpu/--cpu flag (GPU instance groups must be kept because a
+   GPU is present): the router of gpu_router must run as a KIND_GPU instance, its consumers refuse host
+   tensors, outputs are checked numerically for router, shared and the CPU control; interleaved
+   sequences through the GPU sequence-batched accumulator are checked chunk by chunk.
+2. Device-to-host copies per request on each path, counted by CUPTI (memcpy_counter.c, injected into
+   tritonserver and every Python-backend stub with CUDA_INJECTION64_PATH). The control pipeline, whose
+   consumer is a CPU instance, must show the 1 MiB copy, or the counter proves nothing.
+3. Router vs shared fan-out, p50/p99/throughput at concurrency 1 and 16, interleaved rounds on one
+   server without the counter; medians over rounds.
+4. nv_gpu_utilization and GPU memory from /metrics under load and idle; the raw scrapes go to
+   bench/results/gpu-metrics.prom, where tests/test_gpu_metrics.py evaluates the autoscaling query
+   for gpuUtilization with the real Prometheus.
+5. `serve examples/fanout.yaml` with no flag on the GPU host keeps GPU instance groups and answers.
+
+Without a GPU it checks everything up to the point that needs one (the bundle unpacks, the packed
+tritonserver serves examples/fanout.yaml on the CPU, the GPU pipeline compiles) and exits 2, saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLE = ROOT / ".gpu"
+RESULTS = ROOT / "bench" / "results"
+PIPELINE = ROOT / "bench" / "gpu" / "pipeline.yaml"
+FANOUT = ROOT / "examples" / "fanout.yaml"
+ROWS = 65536  # gpu_producer's FEATS rows: 4 floats each, 1 MiB a request row
+FEATS_BYTES = ROWS * 4 * 4
+EXIT_NO_GPU = 2
+FANOUT_PIPELINES = {
+    "gpu_router": ("SUMS_B", "SUMS_C"),
+    "gpu_shared": ("SUMS_B", "SUMS_C"),
+    "gpu_control": ("SUMS",),
+}
+
+
+def log(message: str) -> None:
+    print(f">> {message}", flush=True)
+
+
+# --------------------------------------------------------------------------- set-up from the bundle
+
+
+def prepare(work: Path) -> dict[str, Any]:
+    """Unpack the tritonserver tree, choose the stub for this Python, put the wheels and the package on
+    the path (this process and its children: serve, tritonserver's stubs)."""
+    manifest = json.loads((BUNDLE / "manifest.json").read_text())
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    with tarfile.open(BUNDLE / "tritonserver.tar.xz") as tar:
+        tar.extractall(work)
+    home = work / "tritonserver"
+    stub = home / "python_backend_stubs" / py / "triton_python_backend_stub"
+    if not stub.exists():
+        raise SystemExit(
+            f"gpu-check: the bundle has no Python-backend stub for Python {py}; re-pack with "
+            f"`make gpu-pack GPU_PYTHON={py}`"
+        )
+    shutil.copy2(stub, home / "backends" / "python" / "triton_python_backend_stub")
+    paths = [str(ROOT / "operator")]
+    if manifest["python_version"] == py:
+        site = work / "site"
+        wheels = sorted(str(p) for p in (BUNDLE / "wheels").glob("*.whl"))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--disable-pip-version-check",
+                "--target",
+                str(site),
+                *wheels,
+            ],
+            check=True,
+        )
+        paths.append(str(site))
+    sys.path[:0] = paths
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    os.environ["TRITONPIPELINE_SERVER_HOME"] = str(home)
+    from tritonpipeline.server import server_env
+
+    for binary in (
+        home / "bin" / "tritonserver",
+        home / "backends" / "python" / "triton_python_backend_stub",
+    ):
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, env=server_env(home))
+        missing = [line.strip() for line in ldd.stdout.splitlines() if "not found" in line]
+        if missing:
+            log(f"WARNING: {binary.name} cannot load: {'; '.join(missing)}")
+    counter = None
+    if (BUNDLE / "cupti" / "libtp_memcpy.so").exists():
+        counter = work / "cupti" / "libtp_memcpy.so"
+        shutil.copytree(BUNDLE / "cupti", work / "cupti")
+        with tarfile.open(work / "cupti" / "libcupti.tar.xz") as tar:
+            tar.extractall(work / "cupti")
+    return {"home": home, "counter": counter, "manifest": manifest}
+
+
+def gpu_facts() -> dict[str, Any] | None:
+    """The GPU as nvidia-smi and PyTorch see it, or None when there is none."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    query = "name,driver_version,memory.total,pci.bus_id"
+    out = subprocess.run(
+        [smi, f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    name, driver, memory, bus = (s.strip() for s in out.stdout.strip().splitlines()[0].split(","))
+    facts: dict[str, Any] = {"name": name, "driver": driver, "memory": memory, "pci_bus_id": bus}
+    try:
+        import torch
+
+        facts["torch"] = torch.__version__
+        facts["torch_cuda"] = torch.version.cuda
+    except ImportError:
+        facts["torch"] = None
+    return facts
+
+
+# --------------------------------------------------------------------------- serve as a subprocess
+
+
+class Serve:
+    """`tritonpipeline serve FILE` in a subprocess; ready once it prints `serving;`."""
+
+    def __init__(self, file: Path, log_path: Path, *, flags: list[str], env: dict[str, str] | None = None):
+        from tritonpipeline.server import free_port
+
+        self.ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+        self.lines: list[str] = []
+        cmd = [sys.executable, "-m", "tritonpipeline.cli", "serve", str(file), *flags, "--timeout", "600"]
+        cmd += [f"--{k}-port={v}" for k, v in self.ports.items()]
+        self.log_path = log_path
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with open(self.log_path, "a") as out:
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip())
+                out.write(line)
+                out.flush()
+                if line.startswith("serving;"):
+                    self.ready.set()
+
+    def wait(self, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.5):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(self.lines[-40:])
+                raise RuntimeError(f"serve did not become ready (exit {self.proc.poll()}):\n{tail}")
+
+    @property
+    def grpc(self) -> str:
+        return f"127.0.0.1:{self.ports['grpc']}"
+
+    def http_json(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['http']}{path}", timeout=10) as r:
+            return json.loads(r.read())
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics']}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+# --------------------------------------------------------------------------- requests and checks
+
+
+def expected_sums(seed: Any) -> Any:
+    import numpy as np
+
+    w = np.linspace(1.0, 2.0, ROWS, dtype=np.float32).astype(np.float64)
+    return (seed.astype(np.float64) * w.sum()).astype(np.float32)
+
+
+def fanout_call(client: Any, model: str, seeds: Any, outputs: tuple[str, ...]) -> Callable[[int], Any]:
+    import numpy as np
+
+    from tritonpipeline.loadgen import WrongAnswer
+
+    async def call(i: int) -> None:
+        seed = seeds[i % len(seeds)]
+        result = await client.infer(model, [client.input("SEED", seed)])
+        want = expected_sums(seed)
+        for name in outputs:
+            got = result.as_numpy(name)
+            if got is None or not np.allclose(got, want, rtol=2e-4):
+                raise WrongAnswer(
+                    f"{model}.{name} = {None if got is None else got.tolist()}, expected {want.tolist()}"
+                )
+
+    return call
+
+
+async def check_stream(client: Any, sequences: int, chunks: int) -> dict[str, Any]:
+    """Interleaved sequences through gpu_stream: TOTAL after chunk k is 2 * the sum of chunks 0..k."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    data = rng.integers(-50, 50, size=(sequences, chunks, 1, 4)).astype(np.float32)
+    wrong: list[str] = []
+
+    async def one(s: int) -> None:
+        total = np.zeros((1, 4), dtype=np.float32)
+        for k in range(chunks):
+            total = total + 2 * data[s, k]
+            result = await client.infer(
+                "gpu_stream",
+                [client.input("CHUNK", data[s, k])],
+                sequence_id=1000 + s,
+                sequence_start=k == 0,
+                sequence_end=k == chunks - 1,
+            )
+            got = result.as_numpy("TOTAL")
+            if not np.allclose(got, total):
+                wrong.append(f"sequence {s} chunk {k}: {got.tolist()} expected {total.tolist()}")
+            await asyncio.sleep(float(rng.random()) * 0.002)  # interleave the sequences
+
+    await asyncio.gather(*(one(s) for s in range(sequences)))
+    return {"sequences": sequences, "chunks": chunks, "wrong": len(wrong), "samples": wrong[:5]}
+
+
+async def check_fanout(client: Any, model: str, outs: tuple[str, ...], seeds: Any) -> dict[str, Any]:
+    """Batches of 1, 2, 4 and 8 one by one (each output's shape and numbers), then 64 requests at
+    concurrency 4; every failure is recorded, never raised."""
+    import numpy as np
+
+    from tritonpipeline.loadgen import closed_loop
+
+    batches: dict[str, str] = {}
+    for b in (1, 2, 4, 8):
+        x = np.random.default_rng(b).normal(size=(b, 4)).astype(np.float32)
+        try:
+            response = await client.infer(model, [client.input("SEED", x)])
+            raw = response.get_response()
+            got = {
+                o: response.as_numpy(o) if len(raw.raw_output_contents) == len(raw.outputs) else None
+                for o in outs
+            }
+            bad = [o for o, v in got.items() if v is None or not np.allclose(v, expected_sums(x), rtol=2e-4)]
+            batches[str(b)] = (
+                "right"
+                if not bad
+                else (
+                    f"wrong {bad}: outputs {[(o.name, list(o.shape)) for o in raw.outputs]}, "
+                    f"{len(raw.raw_output_contents)} raw contents"
+                )
+            )
+        except Exception as exc:
+            batches[str(b)] = f"{type(exc).__name__}: {exc}"[:300]
+    res = await closed_loop(fanout_call(client, model, seeds, outs), concurrency=4, requests=64)
+    return {
+        "batches": batches,
+        "requests": res.requests,
+        "errors": res.errors,
+        "error_samples": list(res.error_samples),
+        "batch8_correct": batches["8"] == "right",
+    }
+
+
+def instance_kinds(server: Serve, model: str) -> list[str]:
+    return [
+        g.get("kind", "") for g in server.http_json(f"/v2/models/{model}/config").get("instance_group", [])
+    ]
+
+
+# --------------------------------------------------------------------------- the copy counter
+
+
+def read_counters(directory: Path) -> dict[str, dict[str, int]]:
+    """{process label: {copy kind: bytes}} summed over the counter files; a stub is labelled by its
+    model (the model directory in its command line), tritonserver as 'tritonserver'."""
+    totals: dict[str, dict[str, int]] = {}
+    for path in directory.glob("*.txt"):
+        lines = path.read_text().splitlines()
+        if not lines:
+            continue
+        cmdline = lines[0].removeprefix("cmdline ")
+        match = re.search(r"/repository/([^/ ]+)/\d+/model\.py", cmdline)
+        label = match.group(1) if match else ("tritonserver" if "tritonserver" in cmdline else cmdline[:60])
+        for line in lines[1:]:
+            kind, nbytes, _copies = line.split()
+            totals.setdefault(label, {}).setdefault(kind, 0)
+            totals[label][kind] += int(nbytes)
+    return totals
+
+
+def delta(after: dict[str, dict[str, int]], before: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for label, kinds in after.items():
+        for kind, value in kinds.items():
+            d = value - before.get(label, {}).get(kind, 0)
+            if d:
+                out.setdefault(label, {})[kind] = d
+    return out
+
+
+def by_kind(counts: dict[str, dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for kinds in counts.values():
+        for kind, value in kinds.items():
+            out[kind] = out.get(kind, 0) + value
+    return out
+
+
+async def counted(directory: Path, call: Callable[[int], Any], requests: int) -> dict[str, Any]:
+    from tritonpipeline.loadgen import closed_loop
+
+    await asyncio.sleep(0.6)  # the counter flushes every 200 ms
+    before = read_counters(directory)
+    result = await closed_loop(call, concurrency=4, requests=requests)
+    await asyncio.sleep(0.8)
+    d = delta(read_counters(directory), before)
+    kinds = by_kind(d)
+    return {
+        "requests": result.requests,
+        "errors": result.errors,
+        "error_samples": list(result.error_samples),
+        "bytes_per_request": {k: round(v / max(1, result.attempted), 1) for k, v in sorted(kinds.items())},
+        "by_process": d,
+    }
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def gpu_samples(text: str) -> dict[str, float]:
+    """The GPU series of one /metrics scrape (first GPU), by metric name."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("nv_gpu_") or line.startswith("nv_energy_"):
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            out.setdefault(name, float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+# --------------------------------------------------------------------------- the run
+
+
+async def bench(server: Serve, rounds: int, requests: dict[int, int]) -> dict[str, Any]:
+    """Router vs shared, side by side: each round runs both at each concurrency, in alternating order."""
+    import numpy as np
+
+    from tritonpipeline.client import AsyncTritonClient
+    from tritonpipeline.loadgen import closed_loop
+
+    seeds = np.random.default_rng(1).normal(size=(64, 1, 4)).astype(np.float32)
+    runs: dict[str, dict[int, list[dict[str, float]]]] = {"gpu_router": {}, "gpu_shared": {}}
+    async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+        calls = {m: fanout_call(client, m, seeds, ("SUMS_B", "SUMS_C")) for m in runs}
+        for _m, call in calls.items():
+            await closed_loop(call, concurrency=8, requests=200)  # warm-up
+        for r in range(rounds):
+            order = list(runs) if r % 2 == 0 else list(reversed(runs))
+            for c, n in requests.items():
+                for model in order:
+                    res = await closed_loop(calls[model], concurrency=c, requests=n, max_seconds=60)
+                    runs[model].setdefault(c, []).append(
+                        {"p50_ms": res.p50, "p99_ms": res.p99, "rps": res.throughput, "errors": res.errors}
+                    )
+                    log(
+                        f"round {r + 1}/{rounds} {model} c={c}: p50 {res.p50:.3f} ms p99 {res.p99:.3f} ms "
+                        f"{res.throughput:.0f} req/s errors {res.errors}"
+                    )
+    summary: dict[str, Any] = {}
+    for model, per_c in runs.items():
+        summary[model] = {
+            str(c): {
+                "p50_ms": float(np.median([x["p50_ms"] for x in xs])),
+                "p99_ms": float(np.median([x["p99_ms"] for x in xs])),
+                "rps": float(np.median([x["rps"] for x in xs])),
+                "errors": int(sum(x["errors"] for x in xs)),
+                "rounds": xs,
+            }
+            for c, xs in per_c.items()
+        }
+    summary["ratio_router_over_shared_p50"] = {
+        str(c): summary["gpu_router"][str(c)]["p50_ms"] / summary["gpu_shared"][str(c)]["p50_ms"]
+        for c in requests
+    }
+    return summary
+
+
+async def metrics_under_load(server: Serve, seconds: float, out: Path) -> dict[str, Any]:
+    """Scrape /metrics idle, then every second under concurrency-16 load on gpu_router; keep the text."""
+    import numpy as np
+
+    from tritonpipeline.client import AsyncTritonClient
+    from tritonpipeline.loadgen import closed_loop
+
+    await asyncio.sleep(5.0)  # Triton samples GPU utilization over the last second or so
+    scrapes: list[tuple[float, str, str]] = [(time.time(), "idle", server.metrics())]
+    seeds = np.random.default_rng(2).normal(size=(64, 1, 4)).astype(np.float32)
+    async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+        load = asyncio.create_task(
+            closed_loop(
+                fanout_call(client, "gpu_router", seeds, ("SUMS_B",)),
+                concurrency=16,
+                requests=10**7,
+                max_seconds=seconds,
+            )
+        )
+        while not load.done():
+            await asyncio.sleep(1.0)
+            scrapes.append((time.time(), "load", await asyncio.to_thread(server.metrics)))
+        result = await load
+    await asyncio.sleep(6.0)
+    scrapes.append((time.time(), "idle", await asyncio.to_thread(server.metrics)))
+    with out.open("w") as f:
+        for at, phase, text in scrapes:
+            f.write(f"# SCRAPE {at:.3f} {phase}\n{text}")
+    samples = [(phase, gpu_samples(text)) for _, phase, text in scrapes]
+    util = [s.get("nv_gpu_utilization") for phase, s in samples if phase == "load"]
+    util = [u for u in util if u is not None]
+    return {
+        "load_requests": result.requests,
+        "load_errors": result.errors,
+        "scrapes": len(scrapes),
+        "gpu_series": sorted({k for _, s in samples for k in s}),
+        "idle": samples[0][1],
+        "idle_after_load": samples[-1][1],
+        "under_load_last": samples[-2][1] if len(samples) > 2 else {},
+        "nv_gpu_utilization_under_load": {
+            "max": max(util, default=None),
+            "median": float(np.median(util)) if util else None,
+        },
+        "autoscaling_query_value_from_text": 100 * float(np.median(util)) if util else None,
+    }
+
+
+async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
+    from tritonpipeline.client import AsyncTritonClient
+    from tritonpipeline.kube import autoscaling
+    from tritonpipeline.spec import load_file
+
+    results: dict[str, Any] = {"checks": {}, "errors": {}}
+    checks = results["checks"]
+
+    def failed(section: str, server: Serve) -> None:
+        results["errors"][section] = traceback.format_exc()[-3000:]
+        log(
+            f"FAILED {section}:\n{results['errors'][section]}\n[serve] "
+            + "\n[serve] ".join(server.lines[-20:])
+        )
+
+    seeds = np.random.default_rng(0).normal(size=(32, 1, 4)).astype(np.float32)
+
+    # 1 + 2: correctness and the copy counter, on a server with the counter injected
+    counter_dir = work / "memcpy"
+    counter_dir.mkdir()
+    counter_env = {}
+    if env["counter"] is not None:
+        counter_env = {"CUDA_INJECTION64_PATH": str(env["counter"]), "TP_MEMCPY_DIR": str(counter_dir)}
+    log("serving bench/gpu/pipeline.yaml (no --gpu/--cpu flag), with the CUPTI copy counter")
+    server = Serve(
+        PIPELINE, work / "serve-counted.log", flags=["--keep", "--exit-timeout=30"], env=counter_env
+    )
+    try:
+        server.wait()
+        results["serve_output"] = [line for line in server.lines if not line.startswith("  model")][:12]
+        router = next(
+            line.split()[1].rstrip(":") for line in server.lines if line.strip().startswith("router ")
+        )
+        kinds = {
+            m: instance_kinds(server, m)
+            for m in (router, "gpu_producer", "gpu_head", "cpu_head", "gpu_accumulator")
+        }
+        checks["instance_kinds"] = kinds
+        checks["no_gpu_message_absent"] = not any("no GPU found" in line for line in server.lines)
+        async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+            for model, outs in FANOUT_PIPELINES.items():
+                checks[f"{model}_outputs"] = await check_fanout(client, model, outs, seeds)
+                log(f"{model}: {checks[f'{model}_outputs']}")
+            checks["gpu_stream"] = await check_stream(client, args.sequences, args.chunks)
+            log(f"gpu_stream: {checks['gpu_stream']}")
+            if env["counter"] is not None:
+                copies = {}
+                for model, outs in FANOUT_PIPELINES.items():
+                    copies[model] = await counted(counter_dir, fanout_call(client, model, seeds, outs), 200)
+                    log(f"copies on {model}: {copies[model]['bytes_per_request']} bytes/request")
+                copies["feats_bytes_per_request"] = FEATS_BYTES
+                copies["processes_counted"] = sorted(read_counters(counter_dir))
+                results["device_to_host"] = copies
+    except Exception:
+        failed("correctness and copies", server)
+    finally:
+        results["serve_exit_code"] = server.stop()
+
+    # 3 + 4: latency and metrics, on a server without the counter
+    log("serving bench/gpu/pipeline.yaml again without the counter: router vs shared, then /metrics")
+    server = Serve(PIPELINE, work / "serve-bench.log", flags=["--keep"])
+    try:
+        server.wait()
+        results["latency"] = await bench(server, args.rounds, {1: args.requests_c1, 16: args.requests_c16})
+        results["metrics"] = await metrics_under_load(
+            server, args.metrics_seconds, RESULTS / "gpu-metrics.prom"
+        )
+        tp = load_file(str(PIPELINE))[0]
+        results["metrics"]["autoscaling_query"] = autoscaling.pipeline_query(
+            tp, "gpuUtilization", namespace="default"
+        )
+    except Exception:
+        failed("latency and metrics", server)
+    finally:
+        server.stop()
+
+    # 5: the product's default on a GPU host, with the plain example
+    log("serving examples/fanout.yaml with no flag: GPU instance groups must be kept")
+    server = Serve(FANOUT, work / "serve-fanout.log", flags=["--keep"])
+    try:
+        server.wait()
+        x = np.array([[0.0, 1.0, 2.0, 3.0]], dtype=np.float32)
+        async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+            r = await client.infer("vision", [client.input("IMAGE", x)])
+        feats = 2 * x + 1
+        checks["fanout_example_default"] = {
+            "no_gpu_message_absent": not any("no GPU found" in line for line in server.lines),
+            "extractor_kinds": instance_kinds(server, "extractor"),
+            "score_b_correct": bool(np.allclose(r.as_numpy("SCORE_B"), 3 * feats - 2)),
+            "score_c_correct": bool(np.allclose(r.as_numpy("SCORE_C"), feats.sum(axis=-1, keepdims=True))),
+        }
+        log(f"fanout example: {checks['fanout_example_default']}")
+    except Exception:
+        failed("fanout example", server)
+    finally:
+        server.stop()
+    return results
+
+
+def verdicts(results: dict[str, Any]) -> dict[str, bool]:
+    """Each claim of the GPU check, true or false."""
+    checks = results["checks"]
+    kinds = checks.get("instance_kinds", {})
+    router = next((k for k in kinds if k.endswith("__router")), None)
+    copies = results.get("device_to_host", {})
+    feats = FEATS_BYTES
+    out = {
+        "router runs as a KIND_GPU instance": bool(router) and kinds[router] == ["KIND_GPU"],
+        "router path: consumers got GPU tensors, outputs right": all(
+            checks.get("gpu_router_outputs", {}).get(k) == v
+            for k, v in (("errors", 0), ("batch8_correct", True))
+        ),
+        "shared path: consumers got GPU tensors, outputs right": all(
+            checks.get("gpu_shared_outputs", {}).get(k) == v
+            for k, v in (("errors", 0), ("batch8_correct", True))
+        ),
+        "CPU control: outputs right": checks.get("gpu_control_outputs", {}).get("errors") == 0,
+        "interleaved GPU sequences all right": checks.get("gpu_stream", {}).get("wrong", 1) == 0,
+        "fanout example keeps GPU groups on a GPU host and answers right": all(
+            checks.get("fanout_example_default", {}).get(k)
+            for k in ("no_gpu_message_absent", "score_b_correct")
+        ),
+    }
+    if copies:
+        out["counter sees the control's 1 MiB device-to-host copy"] = (
+            copies["gpu_control"]["bytes_per_request"].get("DtoH", 0) >= feats
+        )
+        out["router path: no FEATS device-to-host copy"] = (
+            copies["gpu_router"]["bytes_per_request"].get("DtoH", 0) < feats / 100
+        )
+        out["shared path: no FEATS device-to-host copy"] = (
+            copies["gpu_shared"]["bytes_per_request"].get("DtoH", 0) < feats / 100
+        )
+    metrics = results.get("metrics", {})
+    if metrics:
+        out["nv_gpu_utilization and GPU memory metrics exported"] = {
+            "nv_gpu_utilization",
+            "nv_gpu_memory_used_bytes",
+            "nv_gpu_memory_total_bytes",
+        } <= set(metrics.get("gpu_series", []))
+    return out
+
+
+def no_gpu_checks(work: Path) -> dict[str, Any]:
+    """What runs without a GPU: the packed tritonserver serves the fan-out example on the CPU, and the
+    GPU pipeline compiles with its GPU instance groups."""
+    import numpy as np
+
+    from tritonpipeline.cli import compile_file
+    from tritonpipeline.client import TritonClient
+
+    (c,) = compile_file(str(PIPELINE))
+    router = c.artifacts.plan.routers[0].name
+    config = c.artifacts.files[f"{router}/config.pbtxt"].decode()
+    group = "KIND_GPU" if "KIND_GPU" in config else "no GPU group"
+    log(f"bench/gpu/pipeline.yaml compiles; router {router} has {group}")
+    log("serving examples/fanout.yaml --cpu on the packed tritonserver")
+    server = Serve(FANOUT, work / "serve-cpu.log", flags=["--cpu"])
+    try:
+        server.wait(300)
+        x = np.array([[0.0, 1.0, 2.0, 3.0]], dtype=np.float32)
+        with TritonClient(server.grpc, protocol="grpc") as client:
+            r = client.infer("vision", [client.input("IMAGE", x)])
+        ok = bool(np.allclose(r.as_numpy("SCORE_B"), 3 * (2 * x + 1) - 2))
+    finally:
+        server.stop()
+    log(f"packed tritonserver answered on the CPU: {'right' if ok else 'WRONG'}")
+    return {"router_kind_gpu": "KIND_GPU" in config, "packed_server_cpu_answer_right": ok}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="tritonpipeline's GPU check")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests-c1", type=int, default=400)
+    parser.add_argument("--requests-c16", type=int, default=3000)
+    parser.add_argument("--sequences", type=int, default=24)
+    parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument("--metrics-seconds", type=float, default=15)
+    parser.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "gpu.json")
+    args = parser.parse_args()
+    if not (BUNDLE / "manifest.json").exists():
+        print(
+            "gpu-check: no bundle in .gpu/: run `make gpu-pack` on a machine with the venv first",
+            file=sys.stderr,
+        )
+        return 1
+    work = args.work or Path(tempfile.mkdtemp(prefix="tp-gpu-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    env = prepare(work)
+    log(f"unpacked the bundle into {work}")
+    facts = gpu_facts()
+    if facts is None:
+        no_gpu_checks(work)
+        print(
+            "gpu-check: NO GPU PRESENT (nvidia-smi is missing or lists no GPU): the checks that need one "
+            "did not run; bench/results/gpu.json is unchanged",
+            file=sys.stderr,
+        )
+        return EXIT_NO_GPU
+    log(f"GPU: {facts}")
+    results: dict[str, Any] = {
+        "gpu": facts,
+        "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    }
+    results["bundle"] = {k: env["manifest"][k] for k in ("python_version", "total_bytes")}
+    results["bundle"]["nvidia_pytriton"] = env["manifest"]["tritonserver"]["nvidia_pytriton"]
+    results.update(asyncio.run(main_gpu(env, work, args)))
+    results["verdicts"] = verdicts(results)
+    results["seconds"] = round(time.monotonic() - began, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print_table(results)
+    log(f"wrote {args.out}")
+    return 0 if all(results["verdicts"].values()) else 1
+
+
+def print_table(results: dict[str, Any]) -> None:
+    from tritonpipeline.loadgen import format_table
+
+    lat = results.get("latency", {})
+    rows = []
+    for c in ("1", "16"):
+        for model in ("gpu_router", "gpu_shared"):
+            if c in lat.get(model, {}):
+                x = lat[model][c]
+                rows.append(
+                    [
+                        model,
+                        c,
+                        f"{x['p50_ms']:.3f}",
+                        f"{x['p99_ms']:.3f}",
+                        f"{x['rps']:.0f}",
+                        str(x["errors"]),
+                    ]
+                )
+    if rows:
+        print(format_table(["pipeline", "concurrency", "p50 ms", "p99 ms", "req/s", "errors"], rows))
+        print("router/shared p50:", {c: round(v, 3) for c, v in lat["ratio_router_over_shared_p50"].items()})
+    for claim, ok in results["verdicts"].items():
+        print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
