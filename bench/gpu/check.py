@@ -125,6 +125,46 @@ def prepare(work: Path) -> dict[str, Any]:
     return {"home": home, "counter": counter, "manifest": manifest}
 
 
+STUB_ENV = "TP_GPU_CHECK_NUMPY1"
+
+
+def numpy_1(work: Path) -> None:
+    """Re-run this check in a venv whose numpy is the bundle's numpy<2, over this interpreter's other
+    packages (PyTorch): Triton 2.51's Python-backend stub returns numpy 2 arrays as empty tensors, and
+    the stub imports the numpy of the first Python on PATH, whatever PYTHONPATH says."""
+    import importlib.metadata
+
+    if os.environ.get(STUB_ENV) or int(importlib.metadata.version("numpy").split(".")[0]) < 2:
+        return
+    wheel = next((BUNDLE / "wheels").glob("numpy-1.*.whl"), None)
+    if wheel is None:
+        log("WARNING: numpy 2 here and no numpy<2 wheel in the bundle: numpy-output models will fail")
+        return
+    venv = work / "numpy1-venv"
+    log(f"numpy {importlib.metadata.version('numpy')} here: re-running in {venv} with {wheel.name}")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+    )
+    here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "host-packages.pth").write_text("\n".join(here) + "\n")
+    python = venv / "bin" / "python3"
+    os.execve(python, [str(python), __file__, *sys.argv[1:]], {**os.environ, STUB_ENV: str(venv)})
+
+
 def gpu_facts() -> dict[str, Any] | None:
     """The GPU as nvidia-smi and PyTorch see it, or None when there is none."""
     smi = shutil.which("nvidia-smi")
@@ -669,6 +709,7 @@ def main() -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="tp-gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
+    numpy_1(work)
     env = prepare(work)
     log(f"unpacked the bundle into {work}")
     facts = gpu_facts()
@@ -681,10 +722,16 @@ def main() -> int:
         )
         return EXIT_NO_GPU
     log(f"GPU: {facts}")
+    import numpy
+
     results: dict[str, Any] = {
         "gpu": facts,
-        "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "host": {"python": platform.python_version(), "cpus": os.cpu_count(), "numpy": numpy.__version__},
     }
+    if os.environ.get(STUB_ENV):
+        results["host"]["numpy_note"] = (
+            "the host's numpy is 2.x: this ran in a venv with numpy<2 over its packages"
+        )
     results["bundle"] = {k: env["manifest"][k] for k in ("python_version", "total_bytes")}
     results["bundle"]["nvidia_pytriton"] = env["manifest"]["tritonserver"]["nvidia_pytriton"]
     results.update(asyncio.run(main_gpu(env, work, args)))
