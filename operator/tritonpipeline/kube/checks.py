@@ -16,7 +16,7 @@ from ..compiler import Artifacts
 from ..errors import Problem
 from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
-from . import autoscaling, routing
+from . import routing
 from .meta import configmap_name
 
 
@@ -87,18 +87,7 @@ def derived_names(tp: TritonPipeline) -> list[DerivedName]:
                 DerivedName("the Ingress", routing.ingress_name(tp, kind), base, meta, DNS_1123_SUBDOMAIN)
                 for kind in routing.INGRESS_KINDS
             ]
-    auto = tp.spec.autoscaling
-    if auto is not None and auto.engine == "hpa" and auto.metric in autoscaling.PER_MODEL:
-        # the HPA's metric selector lists the ensembles (`model NotIn [...]`): label values
-        names += [
-            DerivedName("the HPA metric selector value", p.name, p.name, _pipeline_path(i), LABEL_VALUE)
-            for i, p in enumerate(tp.spec.pipelines)
-        ]
     return names
-
-
-def _pipeline_path(index: int) -> str:
-    return f"spec.pipelines[{index}].name"
 
 
 def name_problems(tp: TritonPipeline) -> list[Problem]:
