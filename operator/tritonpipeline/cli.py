@@ -14,9 +14,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import tritonserver_options
 from .compiler import Artifacts, compile_pipeline
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError
+from .kube import checks
 from .repository import check_model_dirs, local_model_root, write_repository
 from .spec import TritonPipeline, load_file
 
@@ -45,6 +47,8 @@ def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None
             artifacts = compile_pipeline(tp, cpu_only=cpu_only)
         except SpecError as exc:
             found += exc.problems
+        if artifacts is not None:
+            found += checks.problems(tp, artifacts)  # what the cluster would refuse, as the operator does
         root = local_model_root(tp, path, models)
         if root is not None:
             found += check_model_dirs(tp, root)
@@ -65,9 +69,15 @@ def _select(compiled: list[Compiled], name: str | None, source: str) -> Compiled
         raise SpecError(
             [Problem("", f"the file holds several TritonPipelines ({names}); choose one with --name")], source
         )
-    for c in compiled:
-        if c.pipeline.name == name:
-            return c
+    matches = [c for c in compiled if c.pipeline.name == name]
+    if len(matches) > 1:
+        spaces = ", ".join(repr(c.pipeline.metadata.namespace or "") for c in matches)
+        raise SpecError(
+            [Problem("metadata.name", f"several TritonPipelines are named {name!r} (namespaces {spaces})")],
+            source,
+        )
+    if matches:
+        return matches[0]
     names = ", ".join(c.pipeline.name for c in compiled)
     raise SpecError([Problem("metadata.name", f"no TritonPipeline named {name!r} (found: {names})")], source)
 
@@ -83,12 +93,22 @@ def _summary(c: Compiled) -> str:
     return f"{c.source}: TritonPipeline {c.pipeline.name!r} is valid ({', '.join(parts)})"
 
 
+def _warnings(compiled: list[Compiled]) -> list[Problem]:
+    """kube/checks.py's warnings of every document, paths prefixed like errors when there are several."""
+    return [
+        Problem((f"document {i + 1}: " if len(compiled) > 1 else "") + w.path, w.message)
+        for i, c in enumerate(compiled)
+        for w in checks.warnings(c.pipeline)
+    ]
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     results = []
     failed = False
     for path in args.files:
         try:
             compiled = compile_file(path, models=args.models)
+            warned = _warnings(compiled)
             results.append(
                 {
                     "file": path,
@@ -102,11 +122,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
                         for c in compiled
                     ],
                     "errors": [],
+                    "warnings": SpecError(warned, path).as_dicts(),
                 }
             )
             if args.output == "text":
                 for c in compiled:
                     print(_summary(c))
+                for w in warned:
+                    print(f"warning: {path}: {w}", file=sys.stderr)
         except SpecError as exc:
             failed = True
             results.append({"file": path, "valid": False, "pipelines": [], "errors": exc.as_dicts()})
@@ -192,6 +215,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         repo = write_repository(c.artifacts, workdir / "repository", c.model_root)
         print(f"compiled {c.pipeline.name!r}: {len(c.artifacts.files)} generated files in {repo}")
+        server_args, left_out = tritonserver_options.for_serve(c.pipeline.spec.server.args)
+        for flag, why in left_out:
+            print(f"note: spec.server.args[{flag.index}] {flag.text} is not used locally ({why})")
         for r in c.artifacts.plan.routers:
             print(f"  router {r.name}: {r.source} -> {', '.join(cons.label for _, cons in r.outputs)}")
         server = LocalTriton(
@@ -201,7 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             host=args.host,
             log_file=workdir / "tritonserver.log",
-            extra_args=[f"--exit-timeout-secs={args.exit_timeout}"],
+            extra_args=[f"--exit-timeout-secs={args.exit_timeout}", *server_args],
         )
         print(f"starting tritonserver (log: {server.log_file}) ...", flush=True)
         server.start()

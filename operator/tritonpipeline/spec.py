@@ -22,24 +22,36 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from . import tritonserver_options
 from .errors import Problem, SpecError
 
 API_VERSION = "serving.tritonpipeline.io/v1alpha1"
 KIND = "TritonPipeline"
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.08-py3"
 
+# Every pattern is applied with fullmatch (a `$` alone lets a trailing newline through in Python) and is
+# written in the syntax Python's re and Go's RE2 share: the CRD carries the same strings.
 MAX_NAME = 64
+MAX_TENSOR_NAME = 256
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-TENSOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+# tensor names come from exported models (input.1, onnx::Gemm_0, /model/embed/input, 1234, input:0) and
+# Triton takes any text; only control characters (C0, DEL, C1: Unicode category Cc) are refused
+TENSOR_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]{1,256}$")
 IO_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:-]{0,63}$")
 K8S_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 BACKEND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+LABEL_NAME_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
-RESOURCE_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+RESOURCE_RE = re.compile(
+    r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 DataType = Literal[
     "BOOL",
@@ -59,12 +71,20 @@ DataType = Literal[
     "STRING",
 ]
 URI_SCHEMES = ("pvc", "s3", "gs")
-RESERVED_FLAGS = ("--model-repository", "--model-store", "--http-port", "--grpc-port", "--metrics-port")
+
+
+class FieldProblems(ValueError):
+    """Problems a validator found below its own field: (sub-path such as `[2]` or `.gpus[0]`, message).
+    Reported at the full field path instead of the validator's."""
+
+    def __init__(self, items: list[tuple[str, str]]) -> None:
+        self.items = items
+        super().__init__("; ".join(message for _, message in items))
 
 
 def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
     def check(value: str) -> str:
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             raise ValueError(f"invalid {what} {value!r}: {_RULE_TEXT[what]}")
         return value
 
@@ -74,17 +94,21 @@ def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
 
 _RULE_TEXT = {
     "name": "use letters, digits, '_' or '-', start with a letter or '_', at most 64 characters",
-    "tensor name": "use letters, digits, '_', '.', ':' or '-', start with a letter or '_', "
-    "at most 64 characters",
+    "tensor name": f"any text of 1 to {MAX_TENSOR_NAME} characters without control characters "
+    "(such as input.1, onnx::Gemm_0 or /model/embed/input)",
     "pipeline tensor name": "use letters, digits, '_', ':' or '-' (no '.'), start with a letter or '_', "
     "at most 64 characters",
     "backend": "lowercase letters, digits and '_', such as python or onnxruntime",
     "header": "an HTTP header name: letters, digits and '-'",
-    "resource name": "a Kubernetes extended resource name such as nvidia.com/gpu",
+    "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
     "host": "a DNS host name such as triton.example.com (lowercase; a leading '*.' is allowed)",
     "url": "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090",
+    "label key": "a Kubernetes label key such as kubernetes.io/hostname (an optional DNS prefix and '/', "
+    "then at most 63 letters, digits, '-', '_' or '.')",
+    "label value": "a Kubernetes label value: at most 63 letters, digits, '-', '_' or '.', starting and "
+    "ending with a letter or digit",
     "metadata.name": "a DNS-1035 label: lowercase letters, digits and '-', starting with a letter, "
     "at most 63 characters",
 }
@@ -264,7 +288,7 @@ class Pipeline(_Base):
 
 
 class SecretRef(_Base):
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
 
 
 class ModelRepository(_Base):
@@ -284,6 +308,8 @@ class ModelRepository(_Base):
             if not head:
                 what = "claim" if scheme == "pvc" else "bucket"
                 raise ValueError(f"{uri!r} has no {what} name: expected {scheme}://{what.upper()}/PATH")
+            if scheme == "pvc" and not DNS_SUBDOMAIN_RE.fullmatch(head):
+                raise ValueError(f"invalid claim name {head!r} in {uri!r}: {_RULE_TEXT['object name']}")
         if any(c in uri for c in "\n\r\0"):
             raise ValueError("the uri contains control characters")
         return uri
@@ -307,13 +333,26 @@ class Server(_Base):
     @field_validator("args")
     @classmethod
     def _flags(cls, args: list[str]) -> list[str]:
-        for arg in args:
-            if not arg.startswith("--"):
-                raise ValueError(f"extra tritonserver flags start with '--' (got {arg!r})")
-            flag = arg.split("=", 1)[0]
-            if flag in RESERVED_FLAGS:
-                raise ValueError(f"{flag} is set by tritonpipeline and cannot be overridden")
+        found = tritonserver_options.problems(args)
+        if found:
+            raise FieldProblems([(f"[{p.index}]", p.message) for p in found])
         return args
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
+        found = [
+            (f".{key}", f"invalid {what} {text!r}: {_RULE_TEXT[what]}")
+            for key, value in selector.items()
+            for what, text, pattern in (
+                ("label key", key, LABEL_NAME_RE),
+                ("label value", value, LABEL_VALUE_RE),
+            )
+            if not pattern.fullmatch(text)
+        ]
+        if found:
+            raise FieldProblems(found)
+        return selector
 
 
 class GatewayRef(_Base):
@@ -365,13 +404,41 @@ class PipelineSpec(_Base):
     routing: Routing = Routing()
     autoscaling: Autoscaling | None = None
 
+    @model_validator(mode="after")
+    def _instance_gpus(self) -> PipelineSpec:
+        found = [
+            (f".models[{i}].instances[{j}].gpus", message)
+            for i, model in enumerate(self.models)
+            for j, inst in enumerate(model.instances)
+            if (message := _gpus_problem(inst, self.server.gpus))
+        ]
+        if found:
+            raise FieldProblems(found)
+        return self
+
+
+def _gpus_problem(inst: Instance, server_gpus: int) -> str | None:
+    """Why an instance group's GPU indices cannot work in a pod with `server_gpus` GPUs, or None.
+    With server.gpus 0 every GPU group runs on the CPU and its indices are dropped (a warning)."""
+    if not inst.gpus:
+        return None
+    if inst.kind != "GPU":
+        return f"gpus pins GPU devices, so it needs kind GPU (this group has kind {inst.kind})"
+    wrong = [g for g in inst.gpus if g >= server_gpus]
+    if server_gpus and wrong:
+        return (
+            f"GPU index {', '.join(map(str, wrong))} does not exist in the pod: spec.server.gpus is "
+            f"{server_gpus}, so the valid indices are 0..{server_gpus - 1}"
+        )
+    return None
+
 
 class Metadata(BaseModel):
     """Kubernetes ObjectMeta: only name/namespace matter; the apiserver's other fields are kept."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     name: Annotated[str, _name_rule(K8S_NAME_RE, "metadata.name")]
-    namespace: str | None = None
+    namespace: Annotated[str, _name_rule(DNS_LABEL_RE, "namespace")] | None = None
     generation: int | None = None
 
 
@@ -596,7 +663,10 @@ def _problems(exc: ValidationError) -> list[Problem]:
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
-        # pydantic appends '[key]' segments for dict keys validated as such; keep them readable.
+        error = (err.get("ctx") or {}).get("error")
+        if isinstance(error, FieldProblems):
+            problems += [Problem(format_path(loc) + sub, message) for sub, message in error.items]
+            continue
         problems.append(Problem(format_path(loc), _message(err)))
     return problems
 
@@ -623,9 +693,29 @@ def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
                 Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
                 for p in exc.problems
             ]
+    problems += _same_names(out) if not problems else []
     if problems:
         raise SpecError(problems, source)
     return out
+
+
+def _same_names(pipelines: list[TritonPipeline]) -> list[Problem]:
+    """Two documents for one object (same name and namespace): a cluster would keep only the last."""
+    first: dict[tuple[str | None, str], int] = {}
+    found = []
+    for i, tp in enumerate(pipelines):
+        key = (tp.metadata.namespace, tp.name)
+        if key in first:
+            where = f" in namespace {key[0]!r}" if key[0] else ""
+            found.append(
+                Problem(
+                    f"document {i + 1}: metadata.name",
+                    f"a second TritonPipeline named {tp.name!r}{where} (also document {first[key] + 1}); "
+                    "applying the file would keep only the last one",
+                )
+            )
+        first.setdefault(key, i)
+    return found
 
 
 def load_file(path: str | Path) -> list[TritonPipeline]:

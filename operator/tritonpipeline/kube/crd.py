@@ -16,6 +16,8 @@ from pydantic.fields import FieldInfo
 
 from ..settings import GROUP, KIND, PLURAL, VERSION
 from ..spec import K8S_NAME_RE, PipelineSpec
+from .checks import DNS_1035_LABEL
+from .routing import HEADLESS_SUFFIX
 
 # lists whose items are keyed by a required `name`: the apiserver then refuses duplicate names itself
 # (and server-side apply merges them by name)
@@ -161,6 +163,17 @@ def _object(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def _headless_rule() -> dict[str, str]:
+    """kube/checks.py's limit on the headless Service name (Header routing), at admission."""
+    most = DNS_1035_LABEL.most - len(HEADLESS_SUFFIX)
+    return {
+        "rule": "!has(self.spec.routing) || !has(self.spec.routing.sessionAffinity) || "
+        f"self.spec.routing.sessionAffinity != 'Header' || size(self.metadata.name) <= {most}",
+        "message": f"with routing.sessionAffinity Header the Service NAME{HEADLESS_SUFFIX} is created: "
+        f"metadata.name has at most {most} characters",
+    }
+
+
 def crd() -> dict[str, Any]:
     """The CustomResourceDefinition for TritonPipeline."""
     spec_schema = _schema(PipelineSpec)
@@ -214,6 +227,7 @@ def crd() -> dict[str, Any]:
                                     "message": "metadata.name must be a DNS-1035 label (lowercase letters, "
                                     "digits and '-', starting with a letter, at most 63 characters)",
                                 },
+                                _headless_rule(),
                             ],
                         }
                     },

@@ -12,12 +12,13 @@ from ..compiler import Artifacts
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline
-from . import autoscaling
+from . import autoscaling, checks
 from .meta import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
     PIPELINE_LABEL,
+    configmap_name,
     labels,
     owner_reference,
     selector_labels,
@@ -71,7 +72,7 @@ class Children:
 
 
 def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
-    return [f"{tp.name}-repo-{i}" for i in range(count)]
+    return [configmap_name(tp, i) for i in range(count)]
 
 
 def configmaps(
@@ -82,19 +83,12 @@ def configmaps(
     chunks: list[dict[str, str]] = []
     paths: list[dict[str, str]] = []
     size = 0
+    too_large = checks.file_size_problems(artifacts, settings)
+    if too_large:
+        raise SpecError(too_large)
     for index, (path, data) in enumerate(sorted(artifacts.files.items())):
         text = data.decode("utf-8")
-        if len(data) + 1024 > settings.configmap_max_bytes:
-            raise SpecError(
-                [
-                    Problem(
-                        "spec",
-                        f"generated file {path!r} is {len(data)} bytes, over the ConfigMap limit of "
-                        f"{settings.configmap_max_bytes} bytes",
-                    )
-                ]
-            )
-        if not chunks or size + len(data) + 1024 > settings.configmap_max_bytes:
+        if not chunks or size + len(data) + checks.CONFIGMAP_OVERHEAD > settings.configmap_max_bytes:
             chunks.append({})
             paths.append({})
             size = 0
@@ -306,6 +300,9 @@ def render_children(
     tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
 ) -> Children:
     """All children of one pipeline. Raises SpecError for what only a cluster cannot serve."""
+    found = checks.problems(tp, artifacts, settings)
+    if found:
+        raise SpecError(found)
     cms = configmaps(tp, artifacts, settings, owner)
     names = [c["metadata"]["name"] for c in cms]
     return Children(

@@ -12,6 +12,11 @@ PIPELINE_LABEL = f"{GROUP}/pipeline"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "tritonpipeline-operator"}
 
 
+def configmap_name(tp: TritonPipeline, index: int) -> str:
+    """The ConfigMap holding part `index` of the generated repository."""
+    return f"{tp.name}-repo-{index}"
+
+
 def selector_labels(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "triton-pipeline", "app.kubernetes.io/instance": name}
 

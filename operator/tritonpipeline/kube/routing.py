@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Problem, SpecError
 from ..settings import Settings
 from ..spec import TritonPipeline
 from .meta import GRPC_PORT, HTTP_PORT, metadata, selector_labels
@@ -22,6 +21,7 @@ HTTP_PATH = "/v2"  # every KServe v2 HTTP endpoint
 GRPC_SERVICE = "inference.GRPCInferenceService"
 GRPC_PATH = f"/{GRPC_SERVICE}"  # gRPC requests are HTTP/2 POSTs to /package.Service/Method
 HEADLESS_SUFFIX = "-headless"
+INGRESS_KINDS = ("http", "grpc")  # one Ingress each: ingress-nginx sets the backend protocol per Ingress
 # Kubernetes' upper bound for Service sessionAffinityConfig.clientIP.timeoutSeconds, and its default
 CLIENT_IP_MAX_TIMEOUT, CLIENT_IP_DEFAULT_TIMEOUT = 86400, 10800
 
@@ -102,23 +102,16 @@ def headless_name(tp: TritonPipeline) -> str:
     return f"{tp.name}{HEADLESS_SUFFIX}"
 
 
+def ingress_name(tp: TritonPipeline, kind: str) -> str:
+    return f"{tp.name}-{kind}"
+
+
 def headless_service(
     tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """One DNS A record per ready pod, and endpoints that ingress-nginx hashes over directly. No metrics
     port: the ServiceMonitor must scrape each pod once, through the main Service."""
-    name = headless_name(tp)
-    if len(name) > 63:
-        raise SpecError(
-            [
-                Problem(
-                    "metadata.name",
-                    f"with routing.sessionAffinity Header the Service {name!r} is created, and a Service "
-                    f"name has at most 63 characters: shorten the pipeline name to "
-                    f"{63 - len(HEADLESS_SUFFIX)}",
-                )
-            ]
-        )
+    name = headless_name(tp)  # its length is one of kube/checks.py's name rules
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -169,7 +162,7 @@ def _ingress(
     return {
         "apiVersion": INGRESS_API[0],
         "kind": INGRESS_API[1],
-        "metadata": metadata(f"{tp.name}-{suffix}", tp, settings, owner, "routing", annotations),
+        "metadata": metadata(ingress_name(tp, suffix), tp, settings, owner, "routing", annotations),
         "spec": spec,
     }
 
@@ -181,9 +174,15 @@ def ingresses(
     and one for gRPC (ingress-nginx sets the backend protocol per Ingress)."""
     hash_by = {HASH_BY_ANNOTATION: nginx_variable(tp.spec.routing.header)}
     return [
-        _ingress(tp, settings, owner, "http", HTTP_PATH, "http", hash_by),
+        _ingress(tp, settings, owner, INGRESS_KINDS[0], HTTP_PATH, "http", hash_by),
         _ingress(
-            tp, settings, owner, "grpc", GRPC_PATH, "grpc", {**hash_by, BACKEND_PROTOCOL_ANNOTATION: "GRPC"}
+            tp,
+            settings,
+            owner,
+            INGRESS_KINDS[1],
+            GRPC_PATH,
+            "grpc",
+            {**hash_by, BACKEND_PROTOCOL_ANNOTATION: "GRPC"},
         ),
     ]
 
@@ -280,8 +279,7 @@ def possible_names(tp: TritonPipeline) -> list[tuple[str, str, str]]:
     """(apiVersion, kind, name) of every routing object any spec of this pipeline could render."""
     return [
         ("v1", "Service", headless_name(tp)),
-        (*INGRESS_API, f"{tp.name}-http"),
-        (*INGRESS_API, f"{tp.name}-grpc"),
+        *((*INGRESS_API, ingress_name(tp, kind)) for kind in INGRESS_KINDS),
         (*DESTINATION_RULE_API, tp.name),
         (*HTTP_ROUTE_API, tp.name),
         (*GRPC_ROUTE_API, tp.name),

@@ -1,0 +1,143 @@
+"""What a cluster would refuse, or quietly get wrong, about a TritonPipeline (pure).
+
+One home for these rules: `problems` are what the generated Kubernetes objects must satisfy (every name
+derived from metadata.name or from pipeline names, the ConfigMap size limit); `warnings` are what is
+allowed but probably a mistake. The operator refuses a spec with `problems` (render_children), and
+`tritonpipeline validate` reports both, so the two cannot disagree; an admission webhook can return
+them as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..compiler import Artifacts
+from ..errors import Problem
+from ..settings import Settings
+from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
+from . import routing
+from .meta import configmap_name
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """One of Kubernetes' name rules: what the API server checks, in words for the error."""
+
+    pattern: re.Pattern[str]
+    most: int
+    words: str
+    chars: str
+
+
+DNS_1035_LABEL = NameRule(
+    K8S_NAME_RE, 63, "a DNS-1035 label", "lowercase letters, digits and '-', starting with a letter"
+)
+DNS_1123_SUBDOMAIN = NameRule(
+    DNS_SUBDOMAIN_RE, 253, "a DNS-1123 subdomain", "lowercase letters, digits, '-' and '.'"
+)
+LABEL_VALUE = NameRule(
+    LABEL_VALUE_RE,
+    63,
+    "a label value",
+    "letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+)
+# bytes of a ConfigMap beside its data (keys, the manifest, metadata): a file needs this much room
+CONFIGMAP_OVERHEAD = 1024
+SECRET_SCHEMES = ("s3", "gs")  # the sources that read modelRepository.secretRef
+
+
+@dataclass(frozen=True)
+class DerivedName:
+    """A name the renderers build from a spec field: `what` it names, the `base` taken from `path`."""
+
+    what: str
+    name: str
+    base: str
+    path: str
+    rule: NameRule
+
+    def problem(self) -> Problem | None:
+        rule = self.rule
+        if rule.pattern.fullmatch(self.name):
+            return None
+        made = f"{self.what} {self.name!r} is made from it and must be {rule.words}"
+        if len(self.name) > rule.most:
+            room = rule.most - (len(self.name) - len(self.base))
+            shorten = f"shorten the pipeline name to {room}"
+            return Problem(self.path, f"{made} of at most {rule.most} characters: {shorten}")
+        return Problem(self.path, f"{made}: {rule.chars}")
+
+
+def derived_names(tp: TritonPipeline) -> list[DerivedName]:
+    """Every name of a Kubernetes object or label value the renderers derive from this spec."""
+    base, meta = tp.name, "metadata.name"
+    names = [
+        DerivedName("the Service", base, base, meta, DNS_1035_LABEL),
+        DerivedName("the Deployment", base, base, meta, DNS_1123_SUBDOMAIN),
+        DerivedName("the ConfigMap", configmap_name(tp, 0), base, meta, DNS_1123_SUBDOMAIN),
+        DerivedName("the label app.kubernetes.io/instance", base, base, meta, LABEL_VALUE),
+    ]
+    route = tp.spec.routing
+    if route.session_affinity == "Header":
+        headless = routing.headless_name(tp)
+        names.append(DerivedName("the headless Service", headless, base, meta, DNS_1035_LABEL))
+        if route.provider == "ingress-nginx":
+            names += [
+                DerivedName("the Ingress", routing.ingress_name(tp, kind), base, meta, DNS_1123_SUBDOMAIN)
+                for kind in routing.INGRESS_KINDS
+            ]
+    return names
+
+
+def name_problems(tp: TritonPipeline) -> list[Problem]:
+    """Derived names the API server would refuse, at the field they come from."""
+    return [p for n in derived_names(tp) if (p := n.problem()) is not None]
+
+
+def file_size_problems(artifacts: Artifacts, settings: Settings) -> list[Problem]:
+    """Generated files too large for one ConfigMap (the repository is split by file, never inside one)."""
+    return [
+        Problem(
+            "spec",
+            f"generated file {path!r} is {len(data)} bytes, over the ConfigMap limit of "
+            f"{settings.configmap_max_bytes} bytes",
+        )
+        for path, data in sorted(artifacts.files.items())
+        if len(data) + CONFIGMAP_OVERHEAD > settings.configmap_max_bytes
+    ]
+
+
+def problems(tp: TritonPipeline, artifacts: Artifacts, settings: Settings | None = None) -> list[Problem]:
+    """Everything the cluster would refuse about the objects rendered for this spec."""
+    return [*name_problems(tp), *file_size_problems(artifacts, settings or Settings())]
+
+
+def warnings(tp: TritonPipeline) -> list[Problem]:
+    """Allowed, but probably not what the user wants: each at its field path."""
+    found = []
+    broken = routing.affinity_problem(tp)
+    if broken:
+        found.append(Problem("spec.routing.sessionAffinity", broken))
+    if tp.spec.server.gpus == 0:
+        found += [
+            Problem(
+                f"spec.models[{i}].instances[{j}].gpus",
+                f"ignored: spec.server.gpus is 0 (CPU only), so this GPU group runs on the CPU and its GPU "
+                f"indices {inst.gpus} are dropped",
+            )
+            for i, model in enumerate(tp.spec.models)
+            for j, inst in enumerate(model.instances)
+            if inst.gpus
+        ]
+    repo = tp.spec.model_repository
+    if repo.secret_ref is not None and repo.scheme not in SECRET_SCHEMES:
+        where = "a local path" if repo.scheme == "local" else f"a {repo.scheme}:// uri"
+        found.append(
+            Problem(
+                "spec.modelRepository.secretRef",
+                f"secretRef {repo.secret_ref.name!r} is ignored: only s3:// and gs:// sources read "
+                f"credentials, and the uri is {where}",
+            )
+        )
+    return found

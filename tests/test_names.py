@@ -1,0 +1,226 @@
+"""Names: every validated name is a full match (no trailing newline slips through a `$`), tensor names
+accept what exported models really use, and such names still give Triton-safe router names and a
+pipeline that the real tritonserver serves with the right numbers."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+import yaml
+
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube.crd import crd
+from tritonpipeline.spec import parse_pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+EXPORTED = ["input.1", "onnx::Gemm_0", "/model/embed/input", "1234", "input:0"]
+
+
+def example(name: str) -> dict[str, Any]:
+    return copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
+
+
+def problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    with pytest.raises(SpecError) as info:
+        compile_pipeline(parse_pipeline(doc))
+    return [(p.path, p.message) for p in info.value.problems]
+
+
+def _at(path: str) -> Callable[[dict[str, Any], Any], None]:
+    """Setter for a dotted path with [i] indices, creating mappings on the way."""
+    parts = [int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", path)]
+
+    def put(doc: dict[str, Any], value: Any) -> None:
+        node: Any = doc
+        for part in parts[:-1]:
+            node = node[part] if isinstance(part, int) else node.setdefault(part, {})
+        node[parts[-1]] = value
+
+    return put
+
+
+# every validated name or identifier of the spec, in a document where it is otherwise valid:
+# (example, field path, a valid value)
+NAME_FIELDS = [
+    ("diamond", "metadata.name", "diamond"),
+    ("diamond", "metadata.namespace", "ml"),
+    ("diamond", "spec.models[0].name", "extractor"),
+    ("diamond", "spec.models[0].backend", "python"),
+    ("diamond", "spec.models[0].inputs[0].name", "INPUT_A"),
+    ("diamond", "spec.models[0].outputs[0].name", "FEATS_A"),
+    ("diamond", "spec.pipelines[0].name", "diamond"),
+    ("diamond", "spec.pipelines[0].inputs[0].name", "IMAGE"),
+    ("diamond", "spec.pipelines[0].outputs[0].name", "RESULT"),
+    ("diamond", "spec.pipelines[0].steps[1].name", "left"),
+    ("diamond", "spec.pipelines[0].steps[1].model", "head_b"),
+    ("diamond", "spec.server.gpuResource", "nvidia.com/gpu"),
+    ("streaming", "spec.routing.header", "x-triton-sequence-id"),
+    ("streaming", "spec.routing.host", "triton.example.com"),
+    ("streaming", "spec.routing.ingressClassName", "nginx"),
+    ("streaming", "spec.routing.tlsSecretName", "triton-tls"),
+    ("streaming", "spec.models[1].sequenceBatching.controls.start", "START"),
+    ("fanout", "spec.modelRepository.secretRef.name", "s3-creds"),
+    ("fanout", "spec.server.nodeSelector.pool", "gpu"),
+]
+
+
+@pytest.mark.parametrize(("base", "path", "good"), NAME_FIELDS, ids=[f[1] for f in NAME_FIELDS])
+def test_a_trailing_newline_is_refused_in_every_name(base: str, path: str, good: str) -> None:
+    doc = example(base)
+    if path.endswith("secretRef.name"):
+        doc["spec"]["modelRepository"]["uri"] = "s3://bucket/models"
+    put = _at(path)
+    put(doc, good)
+    compile_pipeline(parse_pipeline(doc))  # the value itself is fine
+    put(doc, good + "\n")
+    found = problems(doc)
+    assert [p for p, _ in found] == [path], found
+    assert repr(good + "\n") in found[0][1]
+
+
+@pytest.mark.parametrize("suffix", ["\n", "\r", "\x00", "\x1b[31m", "\x85"], ids=repr)
+def test_tensor_names_refuse_control_characters(suffix: str) -> None:
+    doc = example("diamond")
+    doc["spec"]["models"][0]["outputs"][0]["name"] = "FEATS" + suffix + "A"
+    ((path, message),) = problems(doc)
+    assert path == "spec.models[0].outputs[0].name"
+    assert "control characters" in message
+
+
+def test_every_crd_pattern_is_anchored_at_both_ends() -> None:
+    """The apiserver (Go) and the spec (Python fullmatch) read the same strings: `^...$` everywhere."""
+    patterns: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                patterns.append(node["pattern"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(crd())
+    assert patterns
+    assert all(p.startswith("^") and p.endswith("$") for p in patterns), patterns
+
+
+# --------------------------------------------------------------------------- exported tensor names
+
+
+def _exported(tmp_path: Path | None = None) -> dict[str, Any]:
+    """embed (input.1 -> /model/embed/input) fans out to two heads with ONNX/TF-style tensor names.
+    Each model adds its ADD parameter: A = x + 1 + 10, B = x + 1 + 100."""
+
+    def model(name: str, inp: str, out: str, add: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "backend": "python",
+            "maxBatchSize": 8,
+            "inputs": [{"name": inp, "dataType": "FP32", "dims": [4]}],
+            "outputs": [{"name": out, "dataType": "FP32", "dims": [4]}],
+            "instances": [{"kind": "CPU", "count": 1}],
+            "parameters": {"ADD": add},
+        }
+
+    return {
+        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+        "kind": "TritonPipeline",
+        "metadata": {"name": "exported"},
+        "spec": {
+            "server": {"gpus": 0},
+            "modelRepository": {"uri": str(tmp_path) if tmp_path else "pvc://models/triton"},
+            "models": [
+                model("embed", "input.1", "/model/embed/input", 1),
+                model("head_a", "onnx::Gemm_0", "1234", 10),
+                model("head_b", "input:0", "input.1", 100),
+            ],
+            "pipelines": [
+                {
+                    "name": "exported",
+                    "inputs": [{"name": "IMAGE", "dataType": "FP32", "dims": [4]}],
+                    "steps": [
+                        {"model": "embed", "inputs": {"input.1": "inputs.IMAGE"}},
+                        {"model": "head_a", "inputs": {"onnx::Gemm_0": "embed./model/embed/input"}},
+                        {"model": "head_b", "inputs": {"input:0": "embed./model/embed/input"}},
+                    ],
+                    "outputs": [
+                        {"name": "A", "from": "head_a.1234"},
+                        {"name": "B", "from": "head_b.input.1"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_exported_tensor_names_are_accepted(name: str) -> None:
+    doc = example("diamond")
+    doc["spec"]["models"][1]["outputs"][0]["name"] = name  # head_b's output, read by `merge`
+    doc["spec"]["pipelines"][0]["steps"][3]["inputs"]["LEFT"] = f"left.{name}"
+    compile_pipeline(parse_pipeline(doc))
+
+
+def test_routers_for_exported_names_are_triton_safe_and_distinct() -> None:
+    doc = _exported()
+    # a second fan-out whose sanitized name would collide with the first: `input.1` and `input_1`
+    spec = doc["spec"]
+    spec["models"][0]["outputs"].append({"name": "/model_embed/input", "dataType": "FP32", "dims": [4]})
+    spec["models"][1]["inputs"].append({"name": "x", "dataType": "FP32", "dims": [4]})
+    spec["models"][2]["inputs"].append({"name": "x", "dataType": "FP32", "dims": [4]})
+    steps = spec["pipelines"][0]["steps"]
+    steps[1]["inputs"]["x"] = steps[2]["inputs"]["x"] = "embed./model_embed/input"
+    plan = compile_pipeline(parse_pipeline(doc)).plan
+    names = [r.name for r in plan.routers]
+    assert len(names) == 2 and len(set(names)) == 2, names
+    # model names become directories and object names: the strict rule, up to the router name limit
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,99}", n) for n in names), names
+
+
+ECHO_ADD = """
+import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.inp = config["input"][0]["name"]
+        self.out = config["output"][0]["name"]
+        self.add = float(config["parameters"]["ADD"]["string_value"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, self.inp).as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(self.out, x + self.add)]))
+        return responses
+"""
+
+
+@pytest.mark.integration
+def test_real_triton_serves_exported_tensor_names(tmp_path: Path, serve_pipeline: Any) -> None:
+    models = tmp_path / "models"
+    for name in ("embed", "head_a", "head_b"):
+        (models / name / "1").mkdir(parents=True)
+        (models / name / "1" / "model.py").write_text(ECHO_ADD)
+    server = serve_pipeline(_exported(models))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("IMAGE", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    result = client.infer("exported", [tensor])
+    np.testing.assert_allclose(result.as_numpy("A"), x + 11)
+    np.testing.assert_allclose(result.as_numpy("B"), x + 101)
