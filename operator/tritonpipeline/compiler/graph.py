@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..errors import Problem, SpecError
@@ -171,6 +173,65 @@ def check_models(spec: PipelineSpec, ctx: _Ctx) -> None:
                     )
 
 
+# Triton core refuses an ensemble whose step (or whose set of outputs) "receives inputs originated from
+# different decoupled models" (ensemble_utils.cc, ValidateEnsembleConfig).
+DECOUPLED_ORIGINS = (
+    "{what} receives tensors that originate from different decoupled steps ({detail}); Triton refuses "
+    "this ensemble ('receives inputs originated from different decoupled models'): all inputs of a step, "
+    "and all outputs of a pipeline, must descend from the same nearest decoupled step, or all from none"
+)
+
+
+def decoupled_conflicts(
+    order: Sequence[str],
+    inputs_of: Mapping[str, Sequence[tuple[str, str]]],
+    decoupled: AbstractSet[str],
+    outputs: Sequence[tuple[str, str]],
+) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Triton's decoupled-origin rule, exactly: every tensor carries the origin of its responses, the
+    nearest decoupled step upstream (None for pipeline inputs and for tensors with no decoupled step
+    upstream). A decoupled step's outputs originate from that step; any other step's outputs inherit
+    the one origin its inputs share. The inputs of every step, and the pipeline outputs as a whole
+    (Triton checks them as one more "step"), must share one origin.
+
+    order: steps in topological order; inputs_of: step -> (key, reference) pairs; outputs: (where,
+    reference) pairs. References are `inputs.NAME` or `STEP.TENSOR`; unresolved ones are skipped.
+    Returns (step name, or the `where` of the first output that differs; [(reference, origin)]) per
+    violation. A step in conflict taints its outputs, so one conflict is reported once."""
+    origin: dict[str, str | None] = {}  # step -> origin of its outputs
+    tainted: set[str] = set()
+    conflicts: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def sources(refs: Sequence[str]) -> list[tuple[str, str | None]] | None:
+        found = []
+        for ref in refs:
+            head = ref.split(".", 1)[0]
+            if head in tainted:
+                return None
+            if head == INPUTS:
+                found.append((ref, None))
+            elif head in origin:
+                found.append((ref, origin[head]))
+        return found
+
+    for name in order:
+        found = sources([ref for _, ref in inputs_of.get(name, ())])
+        if found is None:
+            tainted.add(name)
+            continue
+        if len({o for _, o in found}) > 1:
+            conflicts.append((name, found))
+            tainted.add(name)
+            continue
+        origin[name] = name if name in decoupled else (found[0][1] if found else None)
+    found = sources([ref for _, ref in outputs])
+    if found and len({o for _, o in found}) > 1:
+        first = next(i for i, (_, o) in enumerate(found) if o != found[0][1])
+        where = next(w for w, ref in outputs if ref == found[first][0])
+        conflicts.append((where, found))
+    return conflicts
+
+
 def _parse_ref(ref: str) -> tuple[str, str] | None:
     head, dot, tail = ref.partition(".")
     if not dot or not head or not tail:
@@ -190,6 +251,8 @@ class _PipelineCompiler:
         self.cpu_only = cpu_only
         self.models = {m.name: m for m in spec.models}
         self.unresolved = False  # a reference failed: follow-on "unused" findings would be noise
+        self.step_names = list(dict.fromkeys(s.step_name for s in self.p.steps))  # declared, unique
+        self.step_name_set = set(self.step_names)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -220,7 +283,7 @@ class _PipelineCompiler:
         order = self._check_cycles(steps, deps)
         if order is not None:
             self._check_reachability(steps, inputs, consumers, deps, dead_steps=not self.unresolved)
-            self._check_decoupled(steps, order, consumers)
+            self._check_decoupled(steps, order)
         if len(ctx.problems) > before:
             return None
         return self._plan(steps, order or [], mbs, catalogue, consumers, outputs)
@@ -315,9 +378,8 @@ class _PipelineCompiler:
                 self.unresolved = True
                 return None
             return ref
-        all_steps = [s.step_name for s in self.p.steps]
-        if head not in all_steps:
-            self.ctx.add(path, f"unknown step {head!r} (steps: {', '.join(dict.fromkeys(all_steps))})")
+        if head not in self.step_name_set:
+            self.ctx.add(path, f"unknown step {head!r} (steps: {', '.join(self.step_names)})")
             self.unresolved = True
             return None
         if head not in steps:
@@ -450,32 +512,40 @@ class _PipelineCompiler:
     def _check_cycles(
         self, steps: dict[str, tuple[int, Model]], deps: dict[str, set[str]]
     ) -> list[str] | None:
-        """Topological order of steps (declaration order among ready steps), or None on a cycle."""
+        """Topological order of steps, or None on a cycle (reported with its members).
+
+        Iterative depth-first post-order: dependencies in declaration order, roots in declaration
+        order. No recursion, so a chain of any length (declared in any order) cannot hit Python's
+        recursion limit."""
         order: list[str] = []
-        state: dict[str, int] = {}
-        stack: list[str] = []
-
-        def visit(node: str) -> bool:
-            state[node] = 1
-            stack.append(node)
-            for dep in sorted(deps[node], key=lambda s: steps[s][0]):
-                if state.get(dep) == 1:
-                    cycle = [*stack[stack.index(dep) :], dep]
-                    self.ctx.add(
-                        f"{self._steps_path(steps[dep][0])}.inputs",
-                        f"cycle in pipeline {self.p.name!r}: {' -> '.join(cycle)}",
-                    )
-                    return False
-                if state.get(dep) is None and not visit(dep):
-                    return False
-            stack.pop()
-            state[node] = 2
-            order.append(node)
-            return True
-
-        for name in sorted(steps, key=lambda s: steps[s][0]):
-            if state.get(name) is None and not visit(name):
-                return None
+        done: set[str] = set()
+        rank = {s: steps[s][0] for s in steps}
+        for root in sorted(steps, key=rank.__getitem__):
+            if root in done:
+                continue
+            path: list[str] = [root]  # the current chain of steps being expanded
+            on_path: dict[str, int] = {root: 0}  # step -> its position in path
+            pending = [iter(sorted(deps[root], key=rank.__getitem__))]
+            while pending:
+                for dep in pending[-1]:
+                    if dep in on_path:
+                        cycle = [*path[on_path[dep] :], dep]
+                        self.ctx.add(
+                            f"{self._steps_path(steps[dep][0])}.inputs",
+                            f"cycle in pipeline {self.p.name!r}: {' -> '.join(cycle)}",
+                        )
+                        return None
+                    if dep not in done:
+                        on_path[dep] = len(path)
+                        path.append(dep)
+                        pending.append(iter(sorted(deps[dep], key=rank.__getitem__)))
+                        break
+                else:  # every dependency of path[-1] is placed: place it
+                    node = path.pop()
+                    del on_path[node]
+                    pending.pop()
+                    done.add(node)
+                    order.append(node)
         return order
 
     def _check_reachability(
@@ -521,30 +591,25 @@ class _PipelineCompiler:
                     f"step {name!r} does not contribute to any pipeline output (unreachable from outputs)",
                 )
 
-    def _check_decoupled(
-        self, steps: dict[str, tuple[int, Model]], order: list[str], consumers: dict[str, list[Consumer]]
-    ) -> None:
-        """No step may join tensors that descend from different decoupled steps."""
-        lineage: dict[str, frozenset[str]] = {}
-        for name in order:
-            j, model = steps[name]
-            sources = []
-            for ref in self.p.steps[j].inputs.values():
-                head = ref.split(".", 1)[0] if isinstance(ref, str) else ""
-                if head in lineage:
-                    sources.append((ref, lineage[head]))
-            distinct = {s for _, s in sources if s}
-            if len(distinct) > 1:
-                detail = "; ".join(
-                    f"{r} comes from decoupled {', '.join(sorted(s))}" for r, s in sources if s
-                )
-                self.ctx.add(
-                    f"{self._steps_path(j)}.inputs",
-                    f"step {name!r} re-joins tensors from different decoupled steps ({detail}); their "
-                    "responses do not pair up",
-                )
-            own = frozenset({name}) if model.decoupled else frozenset()
-            lineage[name] = own.union(*distinct) if distinct else own
+    def _check_decoupled(self, steps: dict[str, tuple[int, Model]], order: list[str]) -> None:
+        """Triton's decoupled-origin rule (see `decoupled_conflicts`), reported per step and for the
+        pipeline outputs."""
+        inputs_of = {
+            name: [(key, ref) for key, ref in sorted(self.p.steps[steps[name][0]].inputs.items())]
+            for name in order
+        }
+        outputs = [(f"{self.path}.outputs[{j}].from", o.source) for j, o in enumerate(self.p.outputs)]
+        decoupled = {name for name, (_, model) in steps.items() if model.decoupled}
+        for where, sources in decoupled_conflicts(order, inputs_of, decoupled, outputs):
+            detail = "; ".join(
+                f"{ref} comes from decoupled step {origin!r}" if origin else f"{ref} from no decoupled step"
+                for ref, origin in sources
+            )
+            if where in steps:
+                what, path = f"step {where!r}", f"{self._steps_path(steps[where][0])}.inputs"
+            else:
+                what, path = f"pipeline {self.p.name!r} (its outputs)", where
+            self.ctx.add(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))
 
     # -- planning ----------------------------------------------------------------------------
 
