@@ -271,10 +271,10 @@ def test_platform_models_and_decoupled_policy() -> None:
     m = doc["spec"]["models"][1]
     del m["backend"]
     m["platform"] = "onnxruntime_onnx"
-    doc["spec"]["models"][2]["decoupled"] = True
+    doc["spec"]["models"][0]["decoupled"] = True  # upstream of the fan-out: one decoupled origin
     parsed = configs(compile_doc(doc))
     assert parsed["head_b"].platform == "onnxruntime_onnx" and parsed["head_b"].backend == ""
-    assert parsed["head_c"].model_transaction_policy.decoupled is True
+    assert parsed["extractor"].model_transaction_policy.decoupled is True
     assert parsed["head_b"].model_transaction_policy.decoupled is False
 
 
