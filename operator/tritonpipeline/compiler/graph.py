@@ -26,6 +26,23 @@ class Tensor:
 
     data_type: str
     full_dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None = None  # ensemble outputs only: Triton's `reshape { shape: [...] }`
+
+
+def ensemble_output(t: Tensor, batching: bool) -> Tensor:
+    """How an ensemble declares an output whose producer has full shape `t.full_dims`.
+
+    A non-batching ensemble declares the full shape. A batching one declares it without the batch
+    dimension; a step that does not batch counts its first dimension as the batch, which Triton
+    accepts (it compares full shapes, `[-1, *dims]` against the step's dims). For a rank-1 output of
+    such a step that leaves no dims, and Triton refuses an output without dims ("must specify
+    'dims'"). The loadable form is Triton's idiom for one value per batch item: dims [1] with
+    reshape [] (full shape [-1], which matches the step's [N]); clients receive [batch, 1]."""
+    if not batching:
+        return t
+    if len(t.full_dims) > 1:
+        return Tensor(t.data_type, t.full_dims[1:])
+    return Tensor(t.data_type, (1,), reshape=())
 
 
 @dataclass(frozen=True)
@@ -641,14 +658,15 @@ class _PipelineCompiler:
                     router_outputs.append((out, c))
                     read[c] = c.name if c.step is None else f"{rname}.{out}"
                 write[src] = src.split(".", 1)[1] if src.startswith(INPUTS + ".") else src
+                batched = batching and self._batched(src, steps)
                 routers.append(
                     RouterPlan(
                         name=rname,
                         pipeline=p.name,
                         source=src,
                         data_type=tensor.data_type,
-                        dims=tensor.full_dims[1:] if batching else tensor.full_dims,
-                        max_batch_size=mbs,
+                        dims=tensor.full_dims[1:] if batched else tensor.full_dims,
+                        max_batch_size=mbs if batched else 0,
                         gpu=self._router_on_gpu(src, cs, steps),
                         outputs=tuple(router_outputs),
                     )
@@ -681,8 +699,7 @@ class _PipelineCompiler:
         ens_inputs = tuple((i.name, Tensor(i.data_type, tuple(i.dims))) for i in p.inputs)
         ens_outputs = []
         for o in p.outputs:
-            t = catalogue[outputs[o.name]]
-            ens_outputs.append((o.name, Tensor(t.data_type, t.full_dims[1:] if batching else t.full_dims)))
+            ens_outputs.append((o.name, ensemble_output(catalogue[outputs[o.name]], batching)))
         return EnsemblePlan(
             name=p.name,
             max_batch_size=mbs,
@@ -692,6 +709,17 @@ class _PipelineCompiler:
             routers=tuple(routers),
             fan_out=p.fan_out,
         )
+
+    @staticmethod
+    def _batched(src: str, steps: dict[str, tuple[int, Model]]) -> bool:
+        """Whether a tensor carries the ensemble's batch dimension: pipeline inputs and outputs of
+        batching steps do. A router copies an unbatched tensor (from a step with maxBatchSize 0) with
+        maxBatchSize 0 and the tensor's full shape: Triton exempts such steps from the ensemble's batch
+        size, whereas a batching router would need the full shape minus its first dimension (nothing
+        at all for a rank-1 tensor: "must specify 'dims'") and would cap that dimension at the
+        ensemble's maxBatchSize at run time."""
+        head = src.split(".", 1)[0]
+        return head == INPUTS or steps[head][1].max_batch_size > 0
 
     def _source_order(self, src: str, steps: dict[str, tuple[int, Model]]) -> tuple[int, str]:
         head = src.split(".", 1)[0]
