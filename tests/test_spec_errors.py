@@ -6,6 +6,7 @@ Each bad spec is a small mutation of a valid example, so a failure points at exa
 from __future__ import annotations
 
 import copy
+import random
 import re
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+import pipeline_gen
 from tritonpipeline.cli import compile_file
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import Problem, SpecError
@@ -1160,3 +1162,18 @@ def test_cycle_in_a_long_chain_is_reported_with_its_field_path() -> None:
     assert p.message.startswith("cycle in pipeline 'diamond': ")
     cycle = p.message.split(": ", 1)[1].split(" -> ")
     assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == sorted(members)
+
+
+# --------------------------------------------------------------------------- generated near misses
+
+
+@pytest.mark.parametrize("kind", pipeline_gen.NEAR_MISS_KINDS)
+@pytest.mark.parametrize("seed", range(12))
+def test_generated_near_miss_is_refused_at_its_field_path(kind: str, seed: int) -> None:
+    """Random shapes one rule away from loadable (Triton would refuse or mis-serve them): the one problem
+    is reported at the field that breaks the rule (see tests/pipeline_gen.py)."""
+    miss = pipeline_gen.near_miss(random.Random(f"{kind}-{seed}"), kind, "near")
+    doc = pipeline_gen.document("near", "pvc://models/repo", [miss.generated])
+    (p,) = problems_of(doc)
+    assert p.path == miss.path
+    assert miss.reason in p.message

@@ -3,7 +3,8 @@
 This file is emitted verbatim for every router; no user string is interpolated into it. Tensor names
 come from the model configuration that Triton passes to `initialize`. GPU tensors stay on the GPU:
 the config sets FORCE_CPU_ONLY_INPUT_TENSORS=no and GPU inputs are passed on through DLPack, never
-through as_numpy(). CPU tensors (and BYTES tensors, which are always on the CPU) pass through numpy.
+through as_numpy(). CPU tensors (and BYTES tensors, which are always on the CPU) pass through numpy,
+except BF16, which numpy cannot hold: it travels through DLPack on either device.
 """
 
 import json
@@ -15,13 +16,14 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.input_name = config["input"][0]["name"]
+        self.numpy_ok = config["input"][0]["data_type"] != "TYPE_BF16"
         self.output_names = [output["name"] for output in config["output"]]
 
     def execute(self, requests):
         responses = []
         for request in requests:
             tensor = pb_utils.get_input_tensor_by_name(request, self.input_name)
-            if tensor.is_cpu():
+            if tensor.is_cpu() and self.numpy_ok:
                 array = tensor.as_numpy()
                 outputs = [pb_utils.Tensor(name, array) for name in self.output_names]
             else:
