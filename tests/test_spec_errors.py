@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import pipeline_gen
-from tritonpipeline.cli import compile_file
+from tritonpipeline.cli import compile_file, main
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import Problem, SpecError
 from tritonpipeline.spec import parse_pipeline, parse_text
@@ -1112,6 +1112,37 @@ def test_model_dir_and_graph_problems_come_together(tmp_path: Path) -> None:
     paths = [p.path for p in info.value.problems]
     assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B" in paths
     assert {"spec.models[1].name", "spec.models[2].name", "spec.models[3].name"} <= set(paths)
+
+
+def test_model_directory_without_a_version_directory_is_reported(tmp_path: Path) -> None:
+    """Triton loads <model>/<number>/; a directory without one passes nothing to load."""
+    models_dir = tmp_path / "models"
+    (models_dir / "extractor" / "7").mkdir(parents=True)  # any canonical number is a version
+    (models_dir / "head_b").mkdir(parents=True)
+    (models_dir / "head_b" / "model.py").write_text("")  # files straight in the model directory
+    (models_dir / "head_c" / "01").mkdir(parents=True)  # Triton ignores leading zeros
+    (models_dir / "join" / "v1").mkdir(parents=True)
+    (models_dir / "join" / "warmup").mkdir()
+    with pytest.raises(SpecError) as info:
+        compile_file(str(_write_cr(tmp_path, models_dir)))
+    problems = {p.path: p.message for p in info.value.problems}
+    assert sorted(problems) == ["spec.models[1].name", "spec.models[2].name", "spec.models[3].name"]
+    for message in problems.values():
+        assert "no version directory" in message and "such as" in message and "/1/" in message
+    assert "(found: model.py)" in problems["spec.models[1].name"]
+    assert "(found: v1/, warmup/)" in problems["spec.models[3].name"]
+
+
+def test_validate_reports_a_missing_version_directory_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models_dir = tmp_path / "models"
+    for name in ("extractor", "head_b", "head_c"):
+        (models_dir / name / "1").mkdir(parents=True)
+    (models_dir / "join").mkdir()
+    assert main(["validate", str(_write_cr(tmp_path, models_dir))]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "spec.models[3].name: model directory" in line and "no version directory" in line
 
 
 def test_misspelt_input_reference_is_not_followed_by_unused_input_noise() -> None:

@@ -26,7 +26,7 @@ import tritonclient.grpc as grpcclient
 import pipeline_gen as gen
 from tritonpipeline.compiler import Artifacts, compile_pipeline, graph
 from tritonpipeline.errors import SpecError
-from tritonpipeline.repository import write_repository
+from tritonpipeline.repository import check_model_dirs, write_repository
 from tritonpipeline.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
@@ -321,6 +321,30 @@ def test_router_passes_bf16_on(tmp_path: Path) -> None:
     with triton(tmp_path, Repository.merge([artifacts]), generic_model_root(tmp_path / "m", [doc])) as server:
         result = infer(server, "bf16", {"X": ("BF16", (2, 3))})
     check_response(result, {"A": ("FP32", (2, 3)), "B": ("FP32", (2, 3))}, "bf16")
+
+
+def test_version_directories_as_triton_reads_them(tmp_path: Path) -> None:
+    """check_model_dirs accepts exactly the model directories Triton finds a version in."""
+    layout = {"seven": "7", "zero": "0", "leading_zero": "01", "named": "v1", "flat": None}
+    models = [py_model(name, 0, {"X": [-1]}, {"Y": ([-1], ["B"])}) for name in layout]
+    pipeline = {
+        "name": "versions",
+        "inputs": [{"name": "X", "dataType": "FP32", "dims": [-1]}],
+        "steps": [{"model": "seven", "inputs": {"X": "inputs.X"}}],
+        "outputs": [{"name": "Y", "from": "seven.Y"}],
+    }
+    doc = doc_of("versions", models, [pipeline])
+    root = tmp_path / "models"
+    for name, version in layout.items():
+        where = root / name / (version or "")
+        where.mkdir(parents=True)
+        shutil.copy(GENERIC, where / "model.py")
+    tp = parse_pipeline(doc)
+    reported = {p.path for p in check_model_dirs(tp, root)}
+    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+        states = model_states(server)
+    refused = {f"spec.models[{i}].name" for i, name in enumerate(layout) if states.get(name, ("",))[0] != "READY"}
+    assert reported == refused == {f"spec.models[{i}].name" for i in (2, 3, 4)}, states
 
 
 # --------------------------------------------------------------------------- the property
