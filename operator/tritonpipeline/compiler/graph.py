@@ -201,7 +201,7 @@ DECOUPLED_ORIGINS = (
 
 def decoupled_conflicts(
     order: Sequence[str],
-    inputs_of: Mapping[str, Sequence[tuple[str, str]]],
+    inputs_of: Mapping[str, Sequence[str]],
     decoupled: AbstractSet[str],
     outputs: Sequence[tuple[str, str]],
 ) -> list[tuple[str, list[tuple[str, str | None]]]]:
@@ -211,7 +211,7 @@ def decoupled_conflicts(
     the one origin its inputs share. The inputs of every step, and the pipeline outputs as a whole
     (Triton checks them as one more "step"), must share one origin.
 
-    order: steps in topological order; inputs_of: step -> (key, reference) pairs; outputs: (where,
+    order: steps in topological order; inputs_of: step -> the references it reads; outputs: (where,
     reference) pairs. References are `inputs.NAME` or `STEP.TENSOR`; unresolved ones are skipped.
     Returns (step name, or the `where` of the first output that differs; [(reference, origin)]) per
     violation. A step in conflict taints its outputs, so one conflict is reported once."""
@@ -232,7 +232,7 @@ def decoupled_conflicts(
         return found
 
     for name in order:
-        found = sources([ref for _, ref in inputs_of.get(name, ())])
+        found = sources(inputs_of.get(name, ()))
         if found is None:
             tainted.add(name)
             continue
@@ -612,8 +612,7 @@ class _PipelineCompiler:
         """Triton's decoupled-origin rule (see `decoupled_conflicts`), reported per step and for the
         pipeline outputs."""
         inputs_of = {
-            name: [(key, ref) for key, ref in sorted(self.p.steps[steps[name][0]].inputs.items())]
-            for name in order
+            name: [ref for _, ref in sorted(self.p.steps[steps[name][0]].inputs.items())] for name in order
         }
         outputs = [(f"{self.path}.outputs[{j}].from", o.source) for j, o in enumerate(self.p.outputs)]
         decoupled = {name for name, (_, model) in steps.items() if model.decoupled}
