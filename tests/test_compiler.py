@@ -271,10 +271,10 @@ def test_platform_models_and_decoupled_policy() -> None:
     m = doc["spec"]["models"][1]
     del m["backend"]
     m["platform"] = "onnxruntime_onnx"
-    doc["spec"]["models"][2]["decoupled"] = True
+    doc["spec"]["models"][0]["decoupled"] = True  # upstream of the fan-out: one decoupled origin
     parsed = configs(compile_doc(doc))
     assert parsed["head_b"].platform == "onnxruntime_onnx" and parsed["head_b"].backend == ""
-    assert parsed["head_c"].model_transaction_policy.decoupled is True
+    assert parsed["extractor"].model_transaction_policy.decoupled is True
     assert parsed["head_b"].model_transaction_policy.decoupled is False
 
 
@@ -655,3 +655,50 @@ def test_non_batching_step_is_exempt_from_the_ensemble_batch_size() -> None:
     assert ensembles(compile_doc(doc))["diamond"].max_batch_size == 8
     doc["spec"]["pipelines"][0]["maxBatchSize"] = 8
     assert ensembles(compile_doc(doc))["diamond"].max_batch_size == 8
+
+
+def _non_batching_extractor(doc: dict[str, Any], output_dims: list[int]) -> None:
+    """fanout example with `extractor` not batching: full dims [-1, 4] in, `output_dims` out."""
+    m = doc["spec"]["models"][0]
+    m["maxBatchSize"] = 0
+    m.pop("dynamicBatching", None)
+    m["inputs"][0]["dims"] = [-1, 4]
+    m["outputs"][0]["dims"] = output_dims
+
+
+def test_rank1_output_of_a_non_batching_step_is_one_value_per_batch_item() -> None:
+    """Batching ensemble, non-batching step with output [-1]: without the batch dimension nothing is
+    left, and Triton refuses an output without dims. Triton's form is dims [1] with reshape []."""
+    doc = example("fanout")
+    _non_batching_extractor(doc, [-1])
+    p = doc["spec"]["pipelines"][0]
+    p["steps"] = p["steps"][:1]
+    p["outputs"] = [{"name": "FEATURES", "from": "extract.FEATS_A"}]
+    p["maxBatchSize"] = 8  # no batching step left to derive it from
+    (out,) = ensembles(compile_doc(doc))["vision"].output
+    assert list(out.dims) == [1]
+    assert out.HasField("reshape") and list(out.reshape.shape) == []
+
+
+def test_batched_outputs_have_no_reshape() -> None:
+    for cfg in ensembles(compile_doc(example("fanout"))).values():
+        assert not any(o.HasField("reshape") for o in cfg.output)
+
+
+def test_router_over_an_unbatched_tensor_does_not_batch() -> None:
+    """The router copies a non-batching step's tensor as it is: full dims and maxBatchSize 0 (a batching
+    router would cap the tensor's first dimension at the ensemble's maxBatchSize)."""
+    doc = example("fanout")
+    doc["spec"]["pipelines"][0]["maxBatchSize"] = 8
+    _non_batching_extractor(doc, [-1, 4])
+    artifacts = compile_doc(doc)
+    (rcfg,) = routers(artifacts).values()
+    assert rcfg.max_batch_size == 0
+    assert list(rcfg.input[0].dims) == [-1, 4]
+    assert all(list(o.dims) == [-1, 4] for o in rcfg.output)
+    assert ensembles(artifacts)["vision"].max_batch_size == 8
+
+
+def test_router_over_a_pipeline_input_batches_with_the_ensemble() -> None:
+    (rcfg,) = routers(compile_doc(input_fanout_doc())).values()
+    assert rcfg.max_batch_size == 8 and list(rcfg.input[0].dims) == [4]

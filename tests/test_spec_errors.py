@@ -6,7 +6,9 @@ Each bad spec is a small mutation of a valid example, so a failure points at exa
 from __future__ import annotations
 
 import copy
+import random
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tritonpipeline.cli import compile_file
+import pipeline_gen
+from tritonpipeline.cli import compile_file, main
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import Problem, SpecError
 from tritonpipeline.spec import parse_pipeline, parse_text
@@ -451,6 +454,13 @@ CASES = [
         only=False,  # head_c's required input is unmapped as well
     ),
     Case(
+        "rejoin-of-decoupled-and-plain-branch",
+        "diamond",
+        lambda d: model(d, 2).update(decoupled=True),
+        "spec.pipelines[0].steps[3].inputs",
+        "right.OUTPUT_C comes from decoupled step 'right'",
+    ),
+    Case(
         "rejoin-of-two-decoupled-steps",
         "diamond",
         _two_decoupled_heads,
@@ -798,9 +808,59 @@ def test_decoupled_rejoin_names_both_decoupled_steps() -> None:
     assert "left.OUTPUT_B" in p.message and "right.OUTPUT_C" in p.message
 
 
-def test_one_decoupled_branch_may_rejoin() -> None:
+def test_decoupled_branch_rejoined_with_a_plain_branch_is_refused() -> None:
+    """Triton's rule: a step's inputs must all originate from the same decoupled step, and "no decoupled
+    step" is an origin too; only `left` is decoupled, so `merge` pairs streamed with plain responses."""
     doc = example("diamond")
-    model(doc, 1)["decoupled"] = True  # only `left` is decoupled: nothing to pair up across branches
+    model(doc, 1)["decoupled"] = True  # head_b -> step left
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[3].inputs"
+    assert "step 'merge'" in p.message
+    assert "left.OUTPUT_B comes from decoupled step 'left'" in p.message
+    assert "right.OUTPUT_C from no decoupled step" in p.message
+    assert "different decoupled models" in p.message  # Triton's own words, to search its log for
+
+
+def test_decoupled_step_joined_with_a_pipeline_input_is_refused() -> None:
+    doc = example("diamond")
+    model(doc, 0)["decoupled"] = True  # extractor -> extract -> left
+    pipe(doc)["inputs"].append({"name": "SCALE", "dataType": "FP32", "dims": [1]})
+    del pipe(doc)["steps"][2]  # merge's RIGHT comes straight from the pipeline input instead
+    step(doc, 2)["inputs"]["RIGHT"] = "inputs.SCALE"
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[2].inputs"
+    assert "left.OUTPUT_B comes from decoupled step 'extract'" in p.message
+    assert "inputs.SCALE from no decoupled step" in p.message
+
+
+def test_rejoin_after_a_nested_decoupled_step_is_refused() -> None:
+    doc = example("diamond")
+    model(doc, 0)["decoupled"] = True  # extract
+    model(doc, 1)["decoupled"] = True  # left, downstream of extract: its responses are its own
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].steps[3].inputs"
+    assert "decoupled step 'left'" in p.message and "decoupled step 'extract'" in p.message
+
+
+def test_decoupled_step_before_the_fan_out_may_rejoin() -> None:
+    doc = example("diamond")
+    model(doc, 0)["decoupled"] = True  # both branches descend from `extract`: one origin
+    compiles(doc)
+
+
+def test_pipeline_outputs_from_different_decoupled_origins_are_refused() -> None:
+    doc = example("fanout")
+    model(doc, 1)["decoupled"] = True  # head_b: SCORE_B streams, FEATURES and SCORE_C do not
+    (p,) = problems_of(doc)
+    assert p.path == "spec.pipelines[0].outputs[1].from"
+    assert (
+        "pipeline 'vision'" in p.message and "head_b.OUTPUT_B comes from decoupled step 'head_b'" in p.message
+    )
+
+
+def test_pipeline_outputs_of_one_decoupled_origin_are_fine() -> None:
+    doc = example("fanout")
+    model(doc, 0)["decoupled"] = True  # extractor: every output descends from it
     compiles(doc)
 
 
@@ -1054,9 +1114,97 @@ def test_model_dir_and_graph_problems_come_together(tmp_path: Path) -> None:
     assert {"spec.models[1].name", "spec.models[2].name", "spec.models[3].name"} <= set(paths)
 
 
+def test_model_directory_without_a_version_directory_is_reported(tmp_path: Path) -> None:
+    """Triton loads <model>/<number>/; a directory without one passes nothing to load."""
+    models_dir = tmp_path / "models"
+    (models_dir / "extractor" / "7").mkdir(parents=True)  # any canonical number is a version
+    (models_dir / "head_b").mkdir(parents=True)
+    (models_dir / "head_b" / "model.py").write_text("")  # files straight in the model directory
+    (models_dir / "head_c" / "01").mkdir(parents=True)  # Triton ignores leading zeros
+    (models_dir / "join" / "v1").mkdir(parents=True)
+    (models_dir / "join" / "warmup").mkdir()
+    with pytest.raises(SpecError) as info:
+        compile_file(str(_write_cr(tmp_path, models_dir)))
+    problems = {p.path: p.message for p in info.value.problems}
+    assert sorted(problems) == ["spec.models[1].name", "spec.models[2].name", "spec.models[3].name"]
+    for message in problems.values():
+        assert "no version directory" in message and "such as" in message and "/1/" in message
+    assert "(found: model.py)" in problems["spec.models[1].name"]
+    assert "(found: v1/, warmup/)" in problems["spec.models[3].name"]
+
+
+def test_validate_reports_a_missing_version_directory_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models_dir = tmp_path / "models"
+    for name in ("extractor", "head_b", "head_c"):
+        (models_dir / name / "1").mkdir(parents=True)
+    (models_dir / "join").mkdir()
+    assert main(["validate", str(_write_cr(tmp_path, models_dir))]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "spec.models[3].name: model directory" in line and "no version directory" in line
+
+
 def test_misspelt_input_reference_is_not_followed_by_unused_input_noise() -> None:
     doc = example("diamond")
     step(doc, 0)["inputs"]["INPUT_A"] = "inputs.IMG"
     problems = problems_of(doc)
     assert [p.path for p in problems] == ["spec.pipelines[0].steps[0].inputs.INPUT_A"]
     assert "unknown pipeline input 'IMG' (inputs: IMAGE)" in problems[0].message
+
+
+# --------------------------------------------------------------------------- long graphs
+
+
+def chain_doc(length: int, *, loop_at: int | None = None) -> dict[str, Any]:
+    """`length` steps s0 -> s1 -> ... of one FP32 [4] model, declared in reverse order (the last step
+    first). loop_at=k: step s{k} reads s{k+2} instead of s{k-1}, closing the loop s{k} -> s{k+1} -> s{k+2}."""
+    doc = example("diamond")
+    spec(doc)["models"] = [model(doc, 1)]  # head_b: FEATS_IN_B [4] -> OUTPUT_B [4]
+    steps = []
+    for k in range(length):
+        src = "inputs.IMAGE" if k == 0 else f"s{k - 1}.OUTPUT_B"
+        if k == loop_at:
+            src = f"s{k + 2}.OUTPUT_B"
+        steps.append({"name": f"s{k}", "model": "head_b", "inputs": {"FEATS_IN_B": src}})
+    pipe(doc)["steps"] = steps[::-1]
+    pipe(doc)["outputs"] = [{"name": "RESULT", "from": f"s{length - 1}.OUTPUT_B"}]
+    return doc
+
+
+@pytest.mark.parametrize("length", [1000, 5000])
+def test_long_chain_in_reverse_order_compiles_quickly(length: int) -> None:
+    doc = chain_doc(length)
+    start = time.perf_counter()
+    artifacts = compile_pipeline(parse_pipeline(doc))
+    elapsed = time.perf_counter() - start
+    (ensemble,) = artifacts.plan.ensembles
+    assert [s.name for s in ensemble.steps] == [f"s{k}" for k in range(length)]  # dataflow order
+    assert elapsed < length / 250, f"{length} steps took {elapsed:.1f}s"
+
+
+def test_cycle_in_a_long_chain_is_reported_with_its_field_path() -> None:
+    length, k = 3000, 1500
+    problems = problems_of(chain_doc(length, loop_at=k))
+    (p,) = problems
+    members = (f"s{k}", f"s{k + 1}", f"s{k + 2}")
+    # declared in reverse: step s{i} sits at steps[length - 1 - i]
+    assert p.path in {f"spec.pipelines[0].steps[{length - 1 - int(m[1:])}].inputs" for m in members}
+    assert p.message.startswith("cycle in pipeline 'diamond': ")
+    cycle = p.message.split(": ", 1)[1].split(" -> ")
+    assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == sorted(members)
+
+
+# --------------------------------------------------------------------------- generated near misses
+
+
+@pytest.mark.parametrize("kind", pipeline_gen.NEAR_MISS_KINDS)
+@pytest.mark.parametrize("seed", range(12))
+def test_generated_near_miss_is_refused_at_its_field_path(kind: str, seed: int) -> None:
+    """Random shapes one rule away from loadable (Triton would refuse or mis-serve them): the one problem
+    is reported at the field that breaks the rule (see tests/pipeline_gen.py)."""
+    miss = pipeline_gen.near_miss(random.Random(f"{kind}-{seed}"), kind, "near")
+    doc = pipeline_gen.document("near", "pvc://models/repo", [miss.generated])
+    (p,) = problems_of(doc)
+    assert p.path == miss.path
+    assert miss.reason in p.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -27,8 +28,23 @@ def local_model_root(
     return (uri if uri.is_absolute() else base / uri).resolve()
 
 
+# Triton serves <model>/<version>/ for each subdirectory it reads as a version number and loads the
+# files from <model>/<that number>/, so only canonical decimal names work (`01` is ignored with a warning,
+# `v1` and `latest` are ignored); `warmup`, `initial_state` and `configs` are reserved, not versions.
+VERSION_DIR_RE = re.compile(r"^(0|[1-9][0-9]*)$")
+NO_VERSION_DIR = (
+    "model directory {dir!r} has no version directory: Triton loads a model from a numeric version "
+    "subdirectory such as {dir}/1/ (found: {found})"
+)
+
+
+def has_version_dir(model_dir: Path) -> bool:
+    """Whether Triton finds a version to load under a model directory."""
+    return any(VERSION_DIR_RE.match(e.name) and e.is_dir() for e in model_dir.iterdir())
+
+
 def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
-    """Every declared model must have a directory under the model root."""
+    """Every declared model must have a directory under the model root, holding a version directory."""
     if not root.is_dir():
         return [
             Problem("spec.modelRepository.uri", f"model repository directory {str(root)!r} does not exist")
@@ -42,7 +58,22 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
                     f"spec.models[{i}].name", f"model directory {model.name!r} not found under {str(root)!r}"
                 )
             )
+        else:
+            problem = _version_problem(d)
+            if problem:
+                problems.append(Problem(f"spec.models[{i}].name", problem))
     return problems
+
+
+def _version_problem(model_dir: Path) -> str | None:
+    try:
+        if has_version_dir(model_dir):
+            return None
+        entries = sorted(e.name + ("/" if e.is_dir() else "") for e in model_dir.iterdir())
+    except OSError as err:
+        return f"model directory {str(model_dir)!r} cannot be read: {err.strerror or err}"
+    found = ", ".join(entries[:8]) + (", ..." if len(entries) > 8 else "") if entries else "nothing"
+    return NO_VERSION_DIR.format(dir=str(model_dir), found=found)
 
 
 class RepositoryFiles(Protocol):

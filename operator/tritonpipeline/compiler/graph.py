@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..errors import Problem, SpecError
@@ -24,6 +26,23 @@ class Tensor:
 
     data_type: str
     full_dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None = None  # ensemble outputs only: Triton's `reshape { shape: [...] }`
+
+
+def ensemble_output(t: Tensor, batching: bool) -> Tensor:
+    """How an ensemble declares an output whose producer has full shape `t.full_dims`.
+
+    A non-batching ensemble declares the full shape. A batching one declares it without the batch
+    dimension; a step that does not batch counts its first dimension as the batch, which Triton
+    accepts (it compares full shapes, `[-1, *dims]` against the step's dims). For a rank-1 output of
+    such a step that leaves no dims, and Triton refuses an output without dims ("must specify
+    'dims'"). The loadable form is Triton's idiom for one value per batch item: dims [1] with
+    reshape [] (full shape [-1], which matches the step's [N]); clients receive [batch, 1]."""
+    if not batching:
+        return t
+    if len(t.full_dims) > 1:
+        return Tensor(t.data_type, t.full_dims[1:])
+    return Tensor(t.data_type, (1,), reshape=())
 
 
 @dataclass(frozen=True)
@@ -171,6 +190,65 @@ def check_models(spec: PipelineSpec, ctx: _Ctx) -> None:
                     )
 
 
+# Triton core refuses an ensemble whose step (or whose set of outputs) "receives inputs originated from
+# different decoupled models" (ensemble_utils.cc, ValidateEnsembleConfig).
+DECOUPLED_ORIGINS = (
+    "{what} receives tensors that originate from different decoupled steps ({detail}); Triton refuses "
+    "this ensemble ('receives inputs originated from different decoupled models'): all inputs of a step, "
+    "and all outputs of a pipeline, must descend from the same nearest decoupled step, or all from none"
+)
+
+
+def decoupled_conflicts(
+    order: Sequence[str],
+    inputs_of: Mapping[str, Sequence[str]],
+    decoupled: AbstractSet[str],
+    outputs: Sequence[tuple[str, str]],
+) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Triton's decoupled-origin rule, exactly: every tensor carries the origin of its responses, the
+    nearest decoupled step upstream (None for pipeline inputs and for tensors with no decoupled step
+    upstream). A decoupled step's outputs originate from that step; any other step's outputs inherit
+    the one origin its inputs share. The inputs of every step, and the pipeline outputs as a whole
+    (Triton checks them as one more "step"), must share one origin.
+
+    order: steps in topological order; inputs_of: step -> the references it reads; outputs: (where,
+    reference) pairs. References are `inputs.NAME` or `STEP.TENSOR`; unresolved ones are skipped.
+    Returns (step name, or the `where` of the first output that differs; [(reference, origin)]) per
+    violation. A step in conflict taints its outputs, so one conflict is reported once."""
+    origin: dict[str, str | None] = {}  # step -> origin of its outputs
+    tainted: set[str] = set()
+    conflicts: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def sources(refs: Sequence[str]) -> list[tuple[str, str | None]] | None:
+        found = []
+        for ref in refs:
+            head = ref.split(".", 1)[0]
+            if head in tainted:
+                return None
+            if head == INPUTS:
+                found.append((ref, None))
+            elif head in origin:
+                found.append((ref, origin[head]))
+        return found
+
+    for name in order:
+        found = sources(inputs_of.get(name, ()))
+        if found is None:
+            tainted.add(name)
+            continue
+        if len({o for _, o in found}) > 1:
+            conflicts.append((name, found))
+            tainted.add(name)
+            continue
+        origin[name] = name if name in decoupled else (found[0][1] if found else None)
+    found = sources([ref for _, ref in outputs])
+    if found and len({o for _, o in found}) > 1:
+        first = next(i for i, (_, o) in enumerate(found) if o != found[0][1])
+        where = next(w for w, ref in outputs if ref == found[first][0])
+        conflicts.append((where, found))
+    return conflicts
+
+
 def _parse_ref(ref: str) -> tuple[str, str] | None:
     head, dot, tail = ref.partition(".")
     if not dot or not head or not tail:
@@ -190,6 +268,8 @@ class _PipelineCompiler:
         self.cpu_only = cpu_only
         self.models = {m.name: m for m in spec.models}
         self.unresolved = False  # a reference failed: follow-on "unused" findings would be noise
+        self.step_names = list(dict.fromkeys(s.step_name for s in self.p.steps))  # declared, unique
+        self.step_name_set = set(self.step_names)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -220,7 +300,7 @@ class _PipelineCompiler:
         order = self._check_cycles(steps, deps)
         if order is not None:
             self._check_reachability(steps, inputs, consumers, deps, dead_steps=not self.unresolved)
-            self._check_decoupled(steps, order, consumers)
+            self._check_decoupled(steps, order)
         if len(ctx.problems) > before:
             return None
         return self._plan(steps, order or [], mbs, catalogue, consumers, outputs)
@@ -315,9 +395,8 @@ class _PipelineCompiler:
                 self.unresolved = True
                 return None
             return ref
-        all_steps = [s.step_name for s in self.p.steps]
-        if head not in all_steps:
-            self.ctx.add(path, f"unknown step {head!r} (steps: {', '.join(dict.fromkeys(all_steps))})")
+        if head not in self.step_name_set:
+            self.ctx.add(path, f"unknown step {head!r} (steps: {', '.join(self.step_names)})")
             self.unresolved = True
             return None
         if head not in steps:
@@ -450,32 +529,40 @@ class _PipelineCompiler:
     def _check_cycles(
         self, steps: dict[str, tuple[int, Model]], deps: dict[str, set[str]]
     ) -> list[str] | None:
-        """Topological order of steps (declaration order among ready steps), or None on a cycle."""
+        """Topological order of steps, or None on a cycle (reported with its members).
+
+        Iterative depth-first post-order: dependencies in declaration order, roots in declaration
+        order. No recursion, so a chain of any length (declared in any order) cannot hit Python's
+        recursion limit."""
         order: list[str] = []
-        state: dict[str, int] = {}
-        stack: list[str] = []
-
-        def visit(node: str) -> bool:
-            state[node] = 1
-            stack.append(node)
-            for dep in sorted(deps[node], key=lambda s: steps[s][0]):
-                if state.get(dep) == 1:
-                    cycle = [*stack[stack.index(dep) :], dep]
-                    self.ctx.add(
-                        f"{self._steps_path(steps[dep][0])}.inputs",
-                        f"cycle in pipeline {self.p.name!r}: {' -> '.join(cycle)}",
-                    )
-                    return False
-                if state.get(dep) is None and not visit(dep):
-                    return False
-            stack.pop()
-            state[node] = 2
-            order.append(node)
-            return True
-
-        for name in sorted(steps, key=lambda s: steps[s][0]):
-            if state.get(name) is None and not visit(name):
-                return None
+        done: set[str] = set()
+        rank = {s: steps[s][0] for s in steps}
+        for root in sorted(steps, key=rank.__getitem__):
+            if root in done:
+                continue
+            path: list[str] = [root]  # the current chain of steps being expanded
+            on_path: dict[str, int] = {root: 0}  # step -> its position in path
+            pending = [iter(sorted(deps[root], key=rank.__getitem__))]
+            while pending:
+                for dep in pending[-1]:
+                    if dep in on_path:
+                        cycle = [*path[on_path[dep] :], dep]
+                        self.ctx.add(
+                            f"{self._steps_path(steps[dep][0])}.inputs",
+                            f"cycle in pipeline {self.p.name!r}: {' -> '.join(cycle)}",
+                        )
+                        return None
+                    if dep not in done:
+                        on_path[dep] = len(path)
+                        path.append(dep)
+                        pending.append(iter(sorted(deps[dep], key=rank.__getitem__)))
+                        break
+                else:  # every dependency of path[-1] is placed: place it
+                    node = path.pop()
+                    del on_path[node]
+                    pending.pop()
+                    done.add(node)
+                    order.append(node)
         return order
 
     def _check_reachability(
@@ -521,30 +608,24 @@ class _PipelineCompiler:
                     f"step {name!r} does not contribute to any pipeline output (unreachable from outputs)",
                 )
 
-    def _check_decoupled(
-        self, steps: dict[str, tuple[int, Model]], order: list[str], consumers: dict[str, list[Consumer]]
-    ) -> None:
-        """No step may join tensors that descend from different decoupled steps."""
-        lineage: dict[str, frozenset[str]] = {}
-        for name in order:
-            j, model = steps[name]
-            sources = []
-            for ref in self.p.steps[j].inputs.values():
-                head = ref.split(".", 1)[0] if isinstance(ref, str) else ""
-                if head in lineage:
-                    sources.append((ref, lineage[head]))
-            distinct = {s for _, s in sources if s}
-            if len(distinct) > 1:
-                detail = "; ".join(
-                    f"{r} comes from decoupled {', '.join(sorted(s))}" for r, s in sources if s
-                )
-                self.ctx.add(
-                    f"{self._steps_path(j)}.inputs",
-                    f"step {name!r} re-joins tensors from different decoupled steps ({detail}); their "
-                    "responses do not pair up",
-                )
-            own = frozenset({name}) if model.decoupled else frozenset()
-            lineage[name] = own.union(*distinct) if distinct else own
+    def _check_decoupled(self, steps: dict[str, tuple[int, Model]], order: list[str]) -> None:
+        """Triton's decoupled-origin rule (see `decoupled_conflicts`), reported per step and for the
+        pipeline outputs."""
+        inputs_of = {
+            name: [ref for _, ref in sorted(self.p.steps[steps[name][0]].inputs.items())] for name in order
+        }
+        outputs = [(f"{self.path}.outputs[{j}].from", o.source) for j, o in enumerate(self.p.outputs)]
+        decoupled = {name for name, (_, model) in steps.items() if model.decoupled}
+        for where, sources in decoupled_conflicts(order, inputs_of, decoupled, outputs):
+            detail = "; ".join(
+                f"{ref} comes from decoupled step {origin!r}" if origin else f"{ref} from no decoupled step"
+                for ref, origin in sources
+            )
+            if where in steps:
+                what, path = f"step {where!r}", f"{self._steps_path(steps[where][0])}.inputs"
+            else:
+                what, path = f"pipeline {self.p.name!r} (its outputs)", where
+            self.ctx.add(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -576,14 +657,15 @@ class _PipelineCompiler:
                     router_outputs.append((out, c))
                     read[c] = c.name if c.step is None else f"{rname}.{out}"
                 write[src] = src.split(".", 1)[1] if src.startswith(INPUTS + ".") else src
+                batched = batching and self._batched(src, steps)
                 routers.append(
                     RouterPlan(
                         name=rname,
                         pipeline=p.name,
                         source=src,
                         data_type=tensor.data_type,
-                        dims=tensor.full_dims[1:] if batching else tensor.full_dims,
-                        max_batch_size=mbs,
+                        dims=tensor.full_dims[1:] if batched else tensor.full_dims,
+                        max_batch_size=mbs if batched else 0,
                         gpu=self._router_on_gpu(src, cs, steps),
                         outputs=tuple(router_outputs),
                     )
@@ -616,8 +698,7 @@ class _PipelineCompiler:
         ens_inputs = tuple((i.name, Tensor(i.data_type, tuple(i.dims))) for i in p.inputs)
         ens_outputs = []
         for o in p.outputs:
-            t = catalogue[outputs[o.name]]
-            ens_outputs.append((o.name, Tensor(t.data_type, t.full_dims[1:] if batching else t.full_dims)))
+            ens_outputs.append((o.name, ensemble_output(catalogue[outputs[o.name]], batching)))
         return EnsemblePlan(
             name=p.name,
             max_batch_size=mbs,
@@ -627,6 +708,17 @@ class _PipelineCompiler:
             routers=tuple(routers),
             fan_out=p.fan_out,
         )
+
+    @staticmethod
+    def _batched(src: str, steps: dict[str, tuple[int, Model]]) -> bool:
+        """Whether a tensor carries the ensemble's batch dimension: pipeline inputs and outputs of
+        batching steps do. A router copies an unbatched tensor (from a step with maxBatchSize 0) with
+        maxBatchSize 0 and the tensor's full shape: Triton exempts such steps from the ensemble's batch
+        size, whereas a batching router would need the full shape minus its first dimension (nothing
+        at all for a rank-1 tensor: "must specify 'dims'") and would cap that dimension at the
+        ensemble's maxBatchSize at run time."""
+        head = src.split(".", 1)[0]
+        return head == INPUTS or steps[head][1].max_batch_size > 0
 
     def _source_order(self, src: str, steps: dict[str, tuple[int, Model]]) -> tuple[int, str]:
         head = src.split(".", 1)[0]

@@ -1,0 +1,426 @@
+""" "Valid" means Triton loads it: what the compiler accepts loads READY in the real tritonserver and
+answers a request; what it refuses for Triton's own reasons, Triton refuses too.
+
+Models are tests/triton_models/generic_model.py (test scaffolding): it emits every declared output in its
+declared data type and in the shape its config's `shapes` parameter records, so any generated model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+import pipeline_gen as gen
+from tritonpipeline.compiler import Artifacts, compile_pipeline, graph
+from tritonpipeline.errors import SpecError
+from tritonpipeline.repository import check_model_dirs, write_repository
+from tritonpipeline.server import LocalTriton
+from tritonpipeline.spec import parse_pipeline
+
+pytestmark = pytest.mark.integration
+
+GENERIC = Path(__file__).resolve().parent / "triton_models" / "generic_model.py"
+TRITON_DECOUPLED_MIX = "receives inputs originated from different decoupled models"  # Triton's words
+NUMPY = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BF16": ml_dtypes.bfloat16,
+}
+
+
+# --------------------------------------------------------------------------- scaffolding
+
+
+@dataclass(frozen=True)
+class Repository:
+    """Generated files of several compiled documents, as one repository (RepositoryFiles)."""
+
+    files: dict[str, bytes]
+    models: tuple[str, ...]
+
+    @classmethod
+    def merge(cls, artifacts: Iterable[Artifacts]) -> Repository:
+        files: dict[str, bytes] = {}
+        models: dict[str, None] = {}
+        for a in artifacts:
+            for path, data in a.files.items():
+                assert files.setdefault(path, data) == data, f"two documents disagree on {path}"
+            models.update(dict.fromkeys(a.models))
+        return cls(files, tuple(models))
+
+
+def generic_model_root(root: Path, docs: Iterable[dict[str, Any]]) -> Path:
+    """<root>/<model>/1/model.py = the generic model, for every model the documents declare."""
+    for doc in docs:
+        for m in doc["spec"]["models"]:
+            version = root / m["name"] / "1"
+            if not version.exists():
+                version.mkdir(parents=True)
+                shutil.copy(GENERIC, version / "model.py")
+    return root
+
+
+def compile_doc(doc: dict[str, Any]) -> Artifacts:
+    return compile_pipeline(parse_pipeline(doc), cpu_only=True)
+
+
+def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Artifacts:
+    """What the compiler rendered before it knew Triton's decoupled-origin rule: the rule switched off."""
+    with monkeypatch.context() as m:
+        m.setattr(graph, "decoupled_conflicts", lambda *args, **kwargs: [])
+        return compile_doc(doc)
+
+
+@contextmanager
+def triton(tmp_path: Path, repo: Repository, model_root: Path) -> Iterator[LocalTriton]:
+    """tritonserver on the repository; a model that fails to load leaves the others serving."""
+    path = write_repository(repo, tmp_path / "repo", model_root)
+    server = LocalTriton(
+        path,
+        log_file=tmp_path / "triton.log",
+        extra_args=[
+            "--exit-on-error=false",
+            "--strict-readiness=false",
+            "--exit-timeout-secs=5",
+        ],
+    )
+    server.start()
+    try:
+        server.wait_ready(timeout=240)
+        yield server
+    except BaseException:
+        print(f"\n===== tritonserver log =====\n{server.log_tail(80)}")
+        raise
+    finally:
+        server.stop(timeout=15)
+
+
+def model_states(server: LocalTriton) -> dict[str, tuple[str, str]]:
+    """name -> (state, reason) from the repository index. An ensemble that fails Triton's ensemble
+    validation has no state there: its reason is the server log's line about it."""
+    states = {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in server.models()}
+    log = server.logs().splitlines()
+    for name, (state, reason) in states.items():
+        if state != "READY" and not reason:
+            about = [line for line in log if f"in ensemble {name}," in line or f"ensemble '{name}'" in line]
+            states[name] = ("UNAVAILABLE", about[0] if about else "no reason in the log")
+    return states
+
+
+def request_array(data_type: str, shape: tuple[int, ...]) -> np.ndarray:
+    if data_type in ("BYTES", "STRING"):
+        return np.full(shape, b"x", dtype=np.object_)
+    return np.ones(shape, dtype=NUMPY[data_type])
+
+
+def infer(server: LocalTriton, model: str, request: dict[str, tuple[str, tuple[int, ...]]]) -> Any:
+    """One request through a gRPC stream (the only way into a decoupled ensemble; fine for the rest)."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    try:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        inputs = []
+        for name, (data_type, shape) in request.items():
+            t = grpcclient.InferInput(name, list(shape), gen.triton_type(data_type))
+            t.set_data_from_numpy(request_array(data_type, shape))
+            inputs.append(t)
+        client.async_stream_infer(model, inputs)
+        result, error = answers.get(timeout=60)
+        if error is not None:
+            raise AssertionError(f"inference through {model!r} failed: {error}")
+        return result
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+def check_response(result: Any, expected: dict[str, tuple[str, tuple[int, ...]]], model: str) -> None:
+    got = {o.name: (o.datatype, tuple(o.shape)) for o in result.get_response().outputs}
+    assert got == expected, f"{model}: response {got} != expected {expected}"
+
+
+def doc_of(name: str, models: list[dict[str, Any]], pipelines: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+        "kind": "TritonPipeline",
+        "metadata": {"name": name},
+        "spec": {
+            "server": {"gpus": 0},
+            "modelRepository": {"uri": "pvc://models/repo"},
+            "models": models,
+            "pipelines": pipelines,
+        },
+    }
+
+
+def py_model(
+    name: str,
+    mbs: int,
+    inputs: dict[str, list[int]],
+    outputs: dict[str, tuple[list[int], list[int | str]]],
+    *,
+    decoupled: bool = False,
+) -> dict[str, Any]:
+    """A generic FP32 model. outputs: NAME -> (declared dims, run-time shape without the batch
+    dimension of a batching model; "B" is the request's first dimension)."""
+    return {
+        "name": name,
+        "backend": "python",
+        "maxBatchSize": mbs,
+        "inputs": [{"name": n, "dataType": "FP32", "dims": d} for n, d in inputs.items()],
+        "outputs": [{"name": n, "dataType": "FP32", "dims": d} for n, (d, _) in outputs.items()],
+        "instances": [{"kind": "CPU", "count": 1}],
+        "decoupled": decoupled,
+        "parameters": {"shapes": json.dumps({n: shape for n, (_, shape) in outputs.items()})},
+    }
+
+
+# --------------------------------------------------------------------------- class (a): batch dims
+
+
+def rank1_doc(fan_out: str) -> dict[str, Any]:
+    """A batching pipeline whose non-batching step `summer` has a rank-1 output [-1] (one value per
+    batch item), exposed as a pipeline output and also read by another non-batching step."""
+    models = [
+        py_model("ext", 8, {"X": [4]}, {"F": ([4], [4])}),
+        py_model("summer", 0, {"F": [-1, 4]}, {"SUM": ([-1], ["B"])}),
+        py_model("scale", 0, {"S": [-1]}, {"T": ([-1], ["B"])}),
+    ]
+    pipeline = {
+        "name": "rank1",
+        "inputs": [{"name": "X", "dataType": "FP32", "dims": [4]}],
+        "steps": [
+            {"model": "ext", "inputs": {"X": "inputs.X"}},
+            {"model": "summer", "inputs": {"F": "ext.F"}},
+            {"model": "scale", "inputs": {"S": "summer.SUM"}},
+        ],
+        "outputs": [
+            {"name": "F", "from": "ext.F"},
+            {"name": "SUM", "from": "summer.SUM"},
+            {"name": "T", "from": "scale.T"},
+        ],
+        "fanOut": fan_out,
+    }
+    return doc_of("rank1", models, [pipeline])
+
+
+@pytest.mark.parametrize("fan_out", ["router", "shared"])
+def test_rank1_output_of_a_non_batching_step_loads_and_answers(tmp_path: Path, fan_out: str) -> None:
+    doc = rank1_doc(fan_out)
+    repo = Repository.merge([compile_doc(doc)])
+    with triton(tmp_path, repo, generic_model_root(tmp_path / "models", [doc])) as server:
+        states = model_states(server)
+        assert all(state == "READY" for state, _ in states.values()), states
+        result = infer(server, "rank1", {"X": ("FP32", (3, 4))})
+    # one value per batch item comes back as [batch, 1], Triton's shape for a per-item scalar
+    check_response(result, {"F": ("FP32", (3, 4)), "SUM": ("FP32", (3, 1)), "T": ("FP32", (3, 1))}, "rank1")
+
+
+# --------------------------------------------------------------------------- class (b): decoupled origins
+
+
+def decoupled_docs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(valid, refused): a rejoin below one decoupled step; a step joining a decoupled step's output
+    with a pipeline input; pipeline outputs from a decoupled and from a plain step."""
+    models = [
+        py_model("dec", 8, {"X": [4]}, {"Y": ([4], [4])}, decoupled=True),
+        py_model("plain", 8, {"X": [4]}, {"Y": ([4], [4])}),
+        py_model("join", 8, {"A": [4], "B": [4]}, {"Y": ([4], [4])}),
+    ]
+    x = [{"name": "X", "dataType": "FP32", "dims": [4]}]
+    rejoin = {
+        "name": "rejoin",
+        "inputs": x,
+        "steps": [
+            {"model": "dec", "inputs": {"X": "inputs.X"}},
+            {"model": "plain", "inputs": {"X": "dec.Y"}},
+            {"model": "join", "inputs": {"A": "dec.Y", "B": "plain.Y"}},
+        ],
+        "outputs": [{"name": "OUT", "from": "join.Y"}, {"name": "P", "from": "plain.Y"}],
+    }
+    step_mix = {
+        "name": "step_mix",
+        "inputs": x,
+        "steps": [
+            {"model": "dec", "inputs": {"X": "inputs.X"}},
+            {"model": "join", "inputs": {"A": "dec.Y", "B": "inputs.X"}},
+        ],
+        "outputs": [{"name": "OUT", "from": "join.Y"}],
+    }
+    output_mix = {
+        "name": "output_mix",
+        "inputs": x,
+        "steps": [
+            {"model": "dec", "inputs": {"X": "inputs.X"}},
+            {"model": "plain", "inputs": {"X": "inputs.X"}},
+        ],
+        "outputs": [{"name": "D", "from": "dec.Y"}, {"name": "P", "from": "plain.Y"}],
+    }
+    return doc_of("valid", models, [rejoin]), doc_of("refused", models, [step_mix, output_mix])
+
+
+def test_decoupled_origins_mirror_triton(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    valid, refused = decoupled_docs()
+    with pytest.raises(SpecError) as info:
+        compile_doc(refused)
+    assert sorted(p.path for p in info.value.problems) == [
+        "spec.pipelines[0].steps[1].inputs",
+        "spec.pipelines[1].outputs[1].from",
+    ]
+    repo = Repository.merge([compile_doc(valid), compile_without_decoupled_rule(refused, monkeypatch)])
+    root = generic_model_root(tmp_path / "models", [valid])
+    with triton(tmp_path, repo, root) as server:
+        states = model_states(server)
+        result = infer(server, "rejoin", {"X": ("FP32", (2, 4))})
+    assert states["rejoin"][0] == "READY", states
+    check_response(result, {"OUT": ("FP32", (2, 4)), "P": ("FP32", (2, 4))}, "rejoin")
+    for name in ("step_mix", "output_mix"):  # what the compiler refuses, Triton refuses for that reason
+        state, reason = states[name]
+        assert state == "UNAVAILABLE" and TRITON_DECOUPLED_MIX in reason, (name, states[name])
+
+
+def test_router_passes_bf16_on(tmp_path: Path) -> None:
+    """numpy has no bfloat16: the router copies a BF16 tensor through DLPack (found by the property)."""
+    head = py_model("head", 8, {"X": [3]}, {"Y": ([3], [3])})
+    head["inputs"][0]["dataType"] = "BF16"
+    pipeline = {
+        "name": "bf16",
+        "inputs": [{"name": "X", "dataType": "BF16", "dims": [3]}],
+        "steps": [
+            {"name": "a", "model": "head", "inputs": {"X": "inputs.X"}},
+            {"name": "b", "model": "head", "inputs": {"X": "inputs.X"}},
+        ],
+        "outputs": [{"name": "A", "from": "a.Y"}, {"name": "B", "from": "b.Y"}],
+    }
+    doc = doc_of("bf16", [head], [pipeline])
+    artifacts = compile_doc(doc)
+    assert len(artifacts.plan.routers) == 1
+    with triton(tmp_path, Repository.merge([artifacts]), generic_model_root(tmp_path / "m", [doc])) as server:
+        result = infer(server, "bf16", {"X": ("BF16", (2, 3))})
+    check_response(result, {"A": ("FP32", (2, 3)), "B": ("FP32", (2, 3))}, "bf16")
+
+
+def test_version_directories_as_triton_reads_them(tmp_path: Path) -> None:
+    """check_model_dirs accepts exactly the model directories Triton finds a version in."""
+    layout = {"seven": "7", "zero": "0", "leading_zero": "01", "named": "v1", "flat": None}
+    models = [py_model(name, 0, {"X": [-1]}, {"Y": ([-1], ["B"])}) for name in layout]
+    pipeline = {
+        "name": "versions",
+        "inputs": [{"name": "X", "dataType": "FP32", "dims": [-1]}],
+        "steps": [{"model": "seven", "inputs": {"X": "inputs.X"}}],
+        "outputs": [{"name": "Y", "from": "seven.Y"}],
+    }
+    doc = doc_of("versions", models, [pipeline])
+    root = tmp_path / "models"
+    for name, version in layout.items():
+        where = root / name / (version or "")
+        where.mkdir(parents=True)
+        shutil.copy(GENERIC, where / "model.py")
+    tp = parse_pipeline(doc)
+    reported = {p.path for p in check_model_dirs(tp, root)}
+    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+        states = model_states(server)
+    loaded = {name for name, (state, _) in states.items() if state == "READY"}  # the others: not listed
+    refused = {f"spec.models[{i}].name" for i, name in enumerate(layout) if name not in loaded}
+    assert reported == refused == {f"spec.models[{i}].name" for i in (2, 3, 4)}, states
+
+
+# --------------------------------------------------------------------------- the property
+
+FAMILY_SEED = 1
+FAMILY_SIZE = 40  # generated pipelines, served together by one tritonserver
+REFUSED_LOADED = 3  # how many refused pipelines, and generated class-(b) near misses, Triton checks too
+MODELS_URI = "pvc://models/repo"  # model files come from generic_model_root
+
+
+def generated_family() -> list[gen.Generated]:
+    rng = random.Random(FAMILY_SEED)
+    return [
+        gen.PipelineGenerator(random.Random(rng.random()), f"p{i}").generate() for i in range(FAMILY_SIZE)
+    ]
+
+
+def test_everything_the_compiler_accepts_loads_and_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random DAGs (fan-out, fan-in, batching mixes, -1 dims, every data type, decoupled steps): each
+    one the compiler accepts loads READY and answers one request with the declared types and shapes.
+    The generator builds every rule in except the decoupled-origin one; the pipelines it breaks are
+    refused by the compiler and, compiled without that rule, by Triton for that very reason."""
+    start = time.monotonic()
+    accepted: list[gen.Generated] = []
+    refused: list[gen.Generated] = []
+    for g in generated_family():
+        try:
+            compile_doc(gen.document("one", MODELS_URI, [g]))
+            accepted.append(g)
+        except SpecError as err:
+            assert all(TRITON_DECOUPLED_MIX in p.message for p in err.problems), err.render()
+            refused.append(g)
+    covered = set().union(*(g.features for g in accepted))
+    wanted = {f"type:{t}" for t in gen.INPUT_TYPES} | {
+        "fan-in",
+        "fan-out",
+        "wildcard",
+        "decoupled",
+        "fanOut:router",
+        "fanOut:shared",
+        "non-batching ensemble",
+        "non-batching step, batching ensemble",
+        "batching step, non-batching ensemble",
+        "rank-1 tensor of a non-batching step, batching ensemble",
+    }
+    assert wanted <= covered, f"the family misses {sorted(wanted - covered)}"
+    assert len(accepted) >= FAMILY_SIZE // 2 and refused
+    rng = random.Random(FAMILY_SEED)
+    misses = [
+        gen.near_miss(rng, gen.DECOUPLED_KINDS[k % 2], f"near{k}").generated for k in range(REFUSED_LOADED)
+    ]
+    bypassed = [*refused[:REFUSED_LOADED], *misses]
+    repo = Repository.merge(
+        [
+            compile_doc(gen.document("family", MODELS_URI, accepted)),
+            compile_without_decoupled_rule(gen.document("refused", MODELS_URI, bypassed), monkeypatch),
+        ]
+    )
+    root = generic_model_root(
+        tmp_path / "models",
+        [gen.document("all", MODELS_URI, accepted), gen.document("all", MODELS_URI, bypassed)],
+    )
+    with triton(tmp_path, repo, root) as server:
+        states = model_states(server)
+        wrong = {n: s for n, s in states.items() if s[0] != "READY" and n not in {g.name for g in bypassed}}
+        assert not wrong, f"accepted but not loaded: {wrong}"
+        for g in accepted:
+            check_response(infer(server, g.name, g.request), g.response, g.name)
+    for g in bypassed:
+        state, reason = states[g.name]
+        assert state == "UNAVAILABLE" and TRITON_DECOUPLED_MIX in reason, (g.name, reason)
+    models = sum(1 for path in repo.files if path.endswith("/config.pbtxt"))
+    print(
+        f"\n{len(accepted)} accepted + {len(bypassed)} refused pipelines, {models} models: "
+        f"{time.monotonic() - start:.1f}s"
+    )
