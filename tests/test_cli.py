@@ -20,6 +20,7 @@ from tritonpipeline.compiler import compile_pipeline, router_source
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.repository import MARKER, write_repository
+from tritonpipeline.server import free_port
 from tritonpipeline.spec import parse_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -564,7 +565,8 @@ def test_serve_never_writes_into_the_model_source(project: Path) -> None:
     """serve renders into a temporary directory: not one inside the model source (TMPDIR there)."""
     before = snapshot(project)
     env = {**os.environ, "TMPDIR": str(project / "models")}
-    cmd = [str(CLI), "serve", "p.yaml", "--cpu", "--timeout", "5"]
+    ports = [f"--{kind}-port={free_port()}" for kind in ("http", "grpc", "metrics")]
+    cmd = [str(CLI), "serve", "p.yaml", "--cpu", "--timeout", "5", *ports]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=project, env=env)
     assert_one_line_error(result, "lies inside the model source")
     assert snapshot(project) == before
@@ -701,3 +703,37 @@ def test_huge_scalar_is_quoted_short(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "metadata.name" in result.stderr and "spec.models[0].maxBatchSize" in result.stderr
     assert len(result.stderr) < 1000, result.stderr[:3000]
+
+
+# --------------------------------------------------------------------------- serve's arguments
+
+
+@pytest.mark.parametrize("value", ["70000", "0", "-1", "65536", "http"])
+@pytest.mark.parametrize("flag", ["--http-port", "--grpc-port", "--metrics-port"])
+def test_serve_refuses_a_port_out_of_range(flag: str, value: str) -> None:
+    result = run_cli("serve", EXAMPLES / "fanout.yaml", "--cpu", f"{flag}={value}", "--timeout", "5")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"argument {flag}: expected a port number 1-65535, got" in result.stderr
+    assert "Traceback" not in result.stderr and "starting tritonserver" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("ports", "clash"),
+    [
+        ((8000, 8000, 8002), "--http-port and --grpc-port are both 8000"),
+        ((8000, 8001, 8000), "--http-port and --metrics-port are both 8000"),
+        ((9000, 8001, 8001), "--grpc-port and --metrics-port are both 8001"),
+    ],
+)
+def test_serve_refuses_a_port_used_twice(ports: tuple[int, int, int], clash: str) -> None:
+    http, grpc, metrics = map(str, ports)
+    args = ["--http-port", http, "--grpc-port", grpc, "--metrics-port", metrics, "--timeout", "5"]
+    result = run_cli("serve", EXAMPLES / "fanout.yaml", "--cpu", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert clash in result.stderr
+    assert "starting tritonserver" not in result.stdout
+
+
+def test_serve_accepts_the_port_range_ends() -> None:
+    args = cli.build_parser().parse_args(["serve", "x.yaml", "--http-port", "1", "--grpc-port", "65535"])
+    assert (args.http_port, args.grpc_port, args.metrics_port) == (1, 65535, 8002)
