@@ -524,6 +524,8 @@ def test_render_refuses_a_model_directory_linked_from_elsewhere(project: Path, t
     before = snapshot(tmp_path)
     result = run_in(project, "render", "p.yaml", "-o", elsewhere, "--force")
     assert_one_line_error(result, "contains the model source", str(elsewhere / "join"))
+    result = run_in(project, "graph", "p.yaml", "-o", elsewhere / "join" / "1" / "model.py")
+    assert_one_line_error(result, "lies inside the model source", str(elsewhere / "join"))
     assert snapshot(tmp_path) == before
 
 
@@ -737,3 +739,14 @@ def test_serve_refuses_a_port_used_twice(ports: tuple[int, int, int], clash: str
 def test_serve_accepts_the_port_range_ends() -> None:
     args = cli.build_parser().parse_args(["serve", "x.yaml", "--http-port", "1", "--grpc-port", "65535"])
     assert (args.http_port, args.grpc_port, args.metrics_port) == (1, 65535, 8002)
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_every_message_is_capped(tmp_path: Path, output: str) -> None:
+    """Messages built without quote() (here the compiler's unknown-step error) are capped too."""
+    doc = example("fanout")
+    doc["spec"]["pipelines"][0]["steps"][1]["inputs"]["FEATS_IN_B"] = "a" * 300_000 + ".T"
+    result = run_cli("validate", "--output", output, write_cr(tmp_path / "cr.yaml", doc))
+    assert result.returncode == 1
+    assert "unknown step 'aaaa" in result.stderr + result.stdout
+    assert len(result.stderr + result.stdout) < 5000

@@ -17,7 +17,7 @@ from pathlib import Path
 from .compiler import Artifacts, compile_pipeline
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
-from .repository import check_model_dirs, local_model_root, overlap_problem, write_repository
+from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
 from .spec import TritonPipeline, load_file
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
@@ -135,7 +135,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     c = _select(compile_file(args.file, models=args.models), args.name, args.file)
     if args.output:
-        sources = [c.model_root] if c.model_root else []
+        sources = model_sources(c.artifacts.models, c.model_root)
         overlap = overlap_problem(Path(args.output), sources, [args.file], what="output file")
         if overlap:
             raise SpecError.one(overlap)

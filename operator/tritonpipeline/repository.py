@@ -73,10 +73,8 @@ def write_repository(
     that overlaps them is refused. `force` replaces only a tree an earlier render wrote, unchanged."""
     dest = Path(dest).resolve()
     links = _model_links(artifacts.models, model_root)
-    sources = [model_root, *(model_root / m for m in artifacts.models)] if model_root else []
-    overlap = overlap_problem(
-        dest, [*sources, *(target for _, target in links)], protect, what="output directory"
-    )
+    sources = [*model_sources(artifacts.models, model_root), *(target for _, target in links)]
+    overlap = overlap_problem(dest, sources, protect, what="output directory")
     if overlap:
         raise SpecError.one(overlap)
     try:
@@ -145,6 +143,11 @@ def _model_links(models: Sequence[str], model_root: Path | None) -> list[tuple[s
                 ]
             ) from None
     return links
+
+
+def model_sources(models: Iterable[str], model_root: Path | None) -> list[Path]:
+    """The model root and each declared model's directory (which may be a symlink to elsewhere)."""
+    return [model_root, *(model_root / m for m in models)] if model_root else []
 
 
 def _inside(path: Path, root: Path) -> bool:
