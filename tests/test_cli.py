@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ import yaml
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline, router_source
 from tritonpipeline.compiler.triton_config import parse_text
-from tritonpipeline.repository import write_repository
+from tritonpipeline.errors import SpecError
+from tritonpipeline.repository import MARKER, write_repository
+from tritonpipeline.server import free_port
 from tritonpipeline.spec import parse_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,7 +203,7 @@ def test_render_writes_a_linked_repository(tmp_path: Path, capsys: pytest.Captur
     artifacts = compile_pipeline(parse_pipeline(example("fanout")))
     (router,) = artifacts.plan.routers
     assert router.name in stdout
-    assert names_in(out) == {"extractor", "head_b", "head_c", "vision", router.name}
+    assert names_in(out) == {"extractor", "head_b", "head_c", "vision", router.name, MARKER}
     for model in ("extractor", "head_b", "head_c"):
         version = out / model / "1"
         assert os.path.islink(version), f"{version} should link to the model files"
@@ -239,9 +242,14 @@ def test_render_into_non_empty_dir_needs_force(tmp_path: Path) -> None:
     assert names_in(out) == {"keep-me.txt"}
     assert names_in(tmp_path) == {"repo"}
     result = run_cli("render", EXAMPLES / "diamond.yaml", "-o", out, "--force")
+    assert result.returncode == 1  # --force replaces only an earlier render
+    assert names_in(out) == {"keep-me.txt"}
+    (out / "keep-me.txt").unlink()
+    assert run_cli("render", EXAMPLES / "fanout.yaml", "-o", out).returncode == 0
+    result = run_cli("render", EXAMPLES / "diamond.yaml", "-o", out, "--force")
     assert result.returncode == 0, result.stderr
-    assert "keep-me.txt" not in names_in(out)
     assert {"extractor", "head_b", "head_c", "join", "diamond"} <= names_in(out)
+    assert "vision" not in names_in(out)
     assert names_in(tmp_path) == {"repo"}  # the replaced tree and temp dirs are gone
 
 
@@ -249,7 +257,7 @@ def test_render_into_empty_existing_dir_is_fine(tmp_path: Path) -> None:
     out = tmp_path / "repo"
     out.mkdir()
     assert cli.main(["render", str(EXAMPLES / "streaming.yaml"), "-o", str(out)]) == 0
-    assert {"dequantize", "accumulator", "streaming"} == names_in(out)
+    assert {"dequantize", "accumulator", "streaming", MARKER} == names_in(out)
 
 
 def test_render_onto_a_file_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -286,13 +294,32 @@ def test_render_missing_model_dir_leaves_nothing_behind(tmp_path: Path) -> None:
     assert names_in(tmp_path) == {"models", "cr.yaml"}
 
 
-def test_failed_write_cleans_up_its_temp_dir(tmp_path: Path) -> None:
+def test_unreadable_model_source_leaves_nothing_behind(tmp_path: Path) -> None:
     artifacts = compile_pipeline(parse_pipeline(example("diamond")))
     models = tmp_path / "models"
     (models / "extractor" / "1").mkdir(parents=True)  # the other model dirs are missing
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(SpecError, match=r"cannot read model directory '.*/head_b'"):
         write_repository(artifacts, tmp_path / "repo", models)
     assert names_in(tmp_path) == {"models"}
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What the assemble command gets from ConfigMaps: any paths, not only the compiler's."""
+
+    files: dict[str, bytes]
+    models: tuple[str, ...]
+
+
+@pytest.mark.parametrize("rel", ["extractor/1/model.py", "extractor/1"])
+def test_failed_write_never_writes_through_a_model_link(tmp_path: Path, rel: str) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(MODELS / "extractor", models / "extractor", ignore=shutil.ignore_patterns("__pycache__"))
+    before = snapshot(models)
+    with pytest.raises(SpecError, match="would overwrite the model file"):
+        write_repository(Generated({rel: b"evil"}, ("extractor",)), tmp_path / "repo", models)
+    assert snapshot(models) == before
+    assert names_in(tmp_path) == {"models"}  # the temporary directory is gone
 
 
 def test_render_several_pipelines_needs_name(tmp_path: Path) -> None:
@@ -410,3 +437,316 @@ def test_graph_of_invalid_spec(invalid_cr: Path) -> None:
     assert result.returncode == 1
     assert "unknown step 'rigth'" in result.stderr
     assert result.stdout == ""
+
+
+# --------------------------------------------------------------------------- no command destroys user files
+
+
+def snapshot(root: Path) -> dict[str, str | bytes]:
+    """Every entry under root, symlinks not followed: file bytes, link targets, and directories."""
+    out: dict[str, str | bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = f"link -> {os.readlink(path)}"
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = path.read_bytes()
+    return out
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A user's project: proj/p.yaml whose modelRepository.uri is the local, relative `models`."""
+    proj = tmp_path / "proj"
+    shutil.copytree(MODELS, proj / "models", ignore=shutil.ignore_patterns("__pycache__"))
+    doc = example("diamond")
+    doc["spec"]["modelRepository"]["uri"] = "models"
+    write_cr(proj / "p.yaml", doc)
+    return proj
+
+
+def run_in(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    cmd = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tritonpipeline.cli"]
+    return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stderr.strip() and "\n" not in result.stderr.strip(), result.stderr
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
+
+
+@pytest.mark.parametrize("force", [True, False], ids=["force", "no-force"])
+@pytest.mark.parametrize(
+    ("output", "needle"),
+    [
+        ("models", "is the model source"),  # the issue's example: links to themselves
+        (".", "contains the model source"),  # next to the CR: deleted the CR and the models
+        ("models/extractor", "lies inside the model source"),
+        ("models/new", "lies inside the model source"),
+        ("..", "contains the model source"),
+    ],
+    ids=["source", "cr-dir", "model-dir", "new-dir-inside", "parent"],
+)
+def test_render_refuses_outputs_overlapping_the_model_source(
+    project: Path, output: str, needle: str, force: bool
+) -> None:
+    before = snapshot(project.parent)
+    result = run_in(project, "render", "p.yaml", "-o", output, *(["--force"] if force else []))
+    assert_one_line_error(result, needle)
+    assert snapshot(project.parent) == before
+    assert (project / "models" / "extractor" / "1" / "model.py").read_bytes() == (
+        MODELS / "extractor" / "1" / "model.py"
+    ).read_bytes()
+
+
+def test_render_compares_resolved_paths(project: Path, tmp_path: Path) -> None:
+    """A symlink to the model source (or into it) is the model source."""
+    (tmp_path / "to-models").symlink_to(project / "models")
+    (tmp_path / "to-extractor").symlink_to(project / "models" / "extractor")
+    before = snapshot(project)
+    for output in ("to-models", "to-extractor"):
+        result = run_in(tmp_path, "render", project / "p.yaml", "-o", output, "--force")
+        assert_one_line_error(result, "model source")
+    assert snapshot(project) == before
+
+
+def test_render_refuses_a_model_directory_linked_from_elsewhere(project: Path, tmp_path: Path) -> None:
+    """A model directory that is a symlink: its real place is model source too."""
+    elsewhere = tmp_path / "shared"
+    elsewhere.mkdir()
+    shutil.move(project / "models" / "join", elsewhere / "join")
+    (project / "models" / "join").symlink_to(elsewhere / "join")
+    before = snapshot(tmp_path)
+    result = run_in(project, "render", "p.yaml", "-o", elsewhere, "--force")
+    assert_one_line_error(result, "contains the model source", str(elsewhere / "join"))
+    result = run_in(project, "graph", "p.yaml", "-o", elsewhere / "join" / "1" / "model.py")
+    assert_one_line_error(result, "lies inside the model source", str(elsewhere / "join"))
+    assert snapshot(tmp_path) == before
+
+
+def test_render_refuses_the_models_override_directory(tmp_path: Path) -> None:
+    """--models DIR is the model source as well."""
+    models = tmp_path / "mine"
+    shutil.copytree(MODELS, models, ignore=shutil.ignore_patterns("__pycache__"))
+    doc = example("diamond")
+    doc["spec"]["modelRepository"]["uri"] = "s3://bucket/models"
+    cr = write_cr(tmp_path / "cr.yaml", doc)
+    before = snapshot(tmp_path)
+    result = run_in(tmp_path, "render", cr, "-o", models, "--models", models, "--force")
+    assert_one_line_error(result, "is the model source")
+    result = run_in(tmp_path, "graph", cr, "-o", models / "g.mmd", "--models", models)
+    assert_one_line_error(result, "lies inside the model source")
+    assert snapshot(tmp_path) == before
+
+
+def test_render_refuses_a_directory_holding_the_cr(tmp_path: Path) -> None:
+    """Even an earlier render's directory: once the CR lives there, --force leaves it alone."""
+    out = tmp_path / "out"
+    assert run_in(tmp_path, "render", EXAMPLES / "diamond.yaml", "-o", out).returncode == 0
+    cr = write_cr(out / "cr.yaml", example("diamond"))
+    before = snapshot(tmp_path)
+    result = run_in(tmp_path, "render", cr, "-o", out, "--force")
+    assert_one_line_error(result, "contains the TritonPipeline file", str(cr))
+    assert snapshot(tmp_path) == before
+
+
+def test_graph_never_overwrites_the_cr(project: Path) -> None:
+    before = snapshot(project)
+    for fmt in ("mermaid", "svg"):
+        result = run_in(project, "graph", "p.yaml", "--format", fmt, "-o", "p.yaml")
+        assert_one_line_error(result, "is the TritonPipeline file")
+    assert snapshot(project) == before
+
+
+def test_serve_never_writes_into_the_model_source(project: Path) -> None:
+    """serve renders into a temporary directory: not one inside the model source (TMPDIR there)."""
+    before = snapshot(project)
+    env = {**os.environ, "TMPDIR": str(project / "models")}
+    ports = [f"--{kind}-port={free_port()}" for kind in ("http", "grpc", "metrics")]
+    cmd = [str(CLI), "serve", "p.yaml", "--cpu", "--timeout", "5", *ports]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=project, env=env)
+    assert_one_line_error(result, "lies inside the model source")
+    assert snapshot(project) == before
+
+
+def test_force_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
+    out = tmp_path / "data"
+    (out / "sub").mkdir(parents=True)
+    (out / "sub" / "thesis.tex").write_text("years of work")
+    before = snapshot(tmp_path)
+    result = run_cli("render", EXAMPLES / "diamond.yaml", "-o", out, "--force")
+    assert_one_line_error(result, "was not written by tritonpipeline", "--force")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["new-file", "new-dir", "file-in-model-dir", "link-replaced-by-dir", "marker-is-a-link"],
+)
+def test_force_refuses_a_render_someone_added_to(tmp_path: Path, change: str) -> None:
+    out = tmp_path / "repo"
+    assert run_cli("render", EXAMPLES / "diamond.yaml", "-o", out).returncode == 0
+    if change == "new-file":
+        (out / "notes.txt").write_text("mine")
+    elif change == "new-dir":
+        (out / "mine" / "1").mkdir(parents=True)
+    elif change == "file-in-model-dir":
+        (out / "join" / "labels.txt").write_text("mine")
+    elif change == "link-replaced-by-dir":
+        (out / "join" / "1").unlink()
+        (out / "join" / "1").mkdir()
+        (out / "join" / "1" / "model.py").write_text("# my own copy")
+    else:
+        real = tmp_path / "marker-copy"
+        real.write_bytes((out / MARKER).read_bytes())
+        (out / MARKER).unlink()
+        (out / MARKER).symlink_to(real)
+    before = snapshot(tmp_path)
+    result = run_cli("render", EXAMPLES / "diamond.yaml", "-o", out, "--force")
+    assert_one_line_error(result, "--force")
+    assert snapshot(tmp_path) == before
+
+
+def test_force_replaces_an_earlier_render(tmp_path: Path) -> None:
+    out = tmp_path / "repo"
+    assert run_cli("render", EXAMPLES / "diamond.yaml", "-o", out).returncode == 0
+    # what Triton's Python backend leaves next to a generated model.py is not user data
+    (router,) = compile_pipeline(parse_pipeline(example("diamond"))).plan.routers
+    cache = out / router.name / "1" / "__pycache__"
+    cache.mkdir()
+    (cache / "model.cpython-311.pyc").write_bytes(b"\0")
+    result = run_cli("render", EXAMPLES / "fanout.yaml", "-o", out, "--force")
+    assert result.returncode == 0, result.stderr
+    assert "vision" in names_in(out) and "diamond" not in names_in(out)
+    assert names_in(tmp_path) == {"repo"}
+    assert (MODELS / "join" / "1" / "model.py").is_file()  # the linked model files were not touched
+    result = run_cli("render", EXAMPLES / "streaming.yaml", "-o", out, "--force")
+    assert result.returncode == 0, result.stderr
+    assert names_in(out) == {"dequantize", "accumulator", "streaming", MARKER}
+
+
+# --------------------------------------------------------------------------- one line, never a traceback
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["render", "-o", "/dev/null/x"], ["'/dev/null/x'", "Not a directory"]),
+        (["render", "-o", "/proc/x"], ["'/proc/x'", "No such file or directory"]),
+        (["graph", "-o", "/no/such/dir/g.mmd"], ["'/no/such/dir/g.mmd'", "No such file or directory"]),
+        (["graph", "-o", "/proc/x/g.mmd"], ["'/proc/x/g.mmd'", "No such file or directory"]),
+        (["graph", "-o", "/dev"], ["'/dev'", "Is a directory"]),
+        (["graph", "--format", "dot", "-o", "/dev/null/g.dot"], ["'/dev/null/g.dot'", "Not a directory"]),
+    ],
+    ids=["render-dev-null", "render-proc", "graph-no-dir", "graph-proc", "graph-dir", "graph-dot-dev-null"],
+)
+def test_unwritable_outputs_are_one_line(tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    command, *rest = args
+    result = run_in(tmp_path, command, EXAMPLES / "fanout.yaml", *rest)
+    assert_one_line_error(result, *needles)
+
+
+def test_graph_image_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` is not installed")
+    result = run_in(
+        tmp_path, "graph", EXAMPLES / "fanout.yaml", "--format", "svg", "-o", "/no/such/dir/g.svg"
+    )
+    assert_one_line_error(result, "'/no/such/dir/g.svg'")
+
+
+def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> None:
+    """The last-resort guard in cli.main: an unexpected error is still one line and exit 1."""
+    result = run_in(
+        tmp_path, "assemble", "--generated", tmp_path / "absent", "--source", MODELS, "--out", "o"
+    )
+    assert_one_line_error(result, str(tmp_path / "absent"))
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    (generated / "manifest-0.json").write_text("{not json")
+    result = run_in(tmp_path, "assemble", "--generated", generated, "--source", MODELS, "--out", "o")
+    assert_one_line_error(result, "JSONDecodeError")
+    assert not (tmp_path / "o").exists()
+
+
+def alias_bomb(levels: int = 8) -> list[str]:
+    """YAML lines defining &b0..&b{levels}: b{levels} expands to 9**levels strings."""
+    lines = ['b0: &b0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"b{i}: &b{i} [" + ", ".join([f"*b{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return lines
+
+
+@pytest.mark.parametrize("field", ["maxBatchSize", "dataType", "preferredBatchSizes"])
+def test_alias_bomb_gets_a_short_message(tmp_path: Path, field: str) -> None:
+    text = (EXAMPLES / "fanout.yaml").read_text()
+    header = "x-anchors:\n" + "\n".join("  " + line for line in alias_bomb(7)) + "\n"
+    text = header + text
+    old = {"maxBatchSize": "8", "dataType": "FP32", "preferredBatchSizes": "[4, 8]"}[field]
+    cr = tmp_path / "bomb.yaml"
+    cr.write_text(text.replace(f"{field}: {old}", f"{field}: *b7", 1))
+    result = run_cli("validate", cr)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "spec.models[0]." in result.stderr
+    assert len(result.stderr) < 10_000, result.stderr[:3000]  # the value expands to 9**7 strings
+    assert max(len(line) for line in result.stderr.splitlines()) < 500, result.stderr[:3000]
+
+
+def test_huge_scalar_is_quoted_short(tmp_path: Path) -> None:
+    doc = example("fanout")
+    doc["metadata"]["name"] = "Bad name " * 200_000
+    doc["spec"]["models"][0]["maxBatchSize"] = "x" * 1_000_000
+    result = run_cli("validate", write_cr(tmp_path / "cr.yaml", doc))
+    assert result.returncode == 1
+    assert "metadata.name" in result.stderr and "spec.models[0].maxBatchSize" in result.stderr
+    assert len(result.stderr) < 1000, result.stderr[:3000]
+
+
+# --------------------------------------------------------------------------- serve's arguments
+
+
+@pytest.mark.parametrize("value", ["70000", "0", "-1", "65536", "http"])
+@pytest.mark.parametrize("flag", ["--http-port", "--grpc-port", "--metrics-port"])
+def test_serve_refuses_a_port_out_of_range(flag: str, value: str) -> None:
+    result = run_cli("serve", EXAMPLES / "fanout.yaml", "--cpu", f"{flag}={value}", "--timeout", "5")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"argument {flag}: expected a port number 1-65535, got" in result.stderr
+    assert "Traceback" not in result.stderr and "starting tritonserver" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("ports", "clash"),
+    [
+        ((8000, 8000, 8002), "--http-port and --grpc-port are both 8000"),
+        ((8000, 8001, 8000), "--http-port and --metrics-port are both 8000"),
+        ((9000, 8001, 8001), "--grpc-port and --metrics-port are both 8001"),
+    ],
+)
+def test_serve_refuses_a_port_used_twice(ports: tuple[int, int, int], clash: str) -> None:
+    http, grpc, metrics = map(str, ports)
+    args = ["--http-port", http, "--grpc-port", grpc, "--metrics-port", metrics, "--timeout", "5"]
+    result = run_cli("serve", EXAMPLES / "fanout.yaml", "--cpu", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert clash in result.stderr
+    assert "starting tritonserver" not in result.stdout
+
+
+def test_serve_accepts_the_port_range_ends() -> None:
+    args = cli.build_parser().parse_args(["serve", "x.yaml", "--http-port", "1", "--grpc-port", "65535"])
+    assert (args.http_port, args.grpc_port, args.metrics_port) == (1, 65535, 8002)
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_every_message_is_capped(tmp_path: Path, output: str) -> None:
+    """Messages built without quote() (here the compiler's unknown-step error) are capped too."""
+    doc = example("fanout")
+    doc["spec"]["pipelines"][0]["steps"][1]["inputs"]["FEATS_IN_B"] = "a" * 300_000 + ".T"
+    result = run_cli("validate", "--output", output, write_cr(tmp_path / "cr.yaml", doc))
+    assert result.returncode == 1
+    assert "unknown step 'aaaa" in result.stderr + result.stdout
+    assert len(result.stderr + result.stdout) < 5000

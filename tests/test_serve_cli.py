@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,3 +100,54 @@ def test_serve_port_in_use_fails_with_log():
         proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "tritonserver exited" in proc.stderr
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of pid (Linux /proc), children first."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            found += [child, *_descendants(child)]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper that is not ours counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_serve_killed_by_sigkill_takes_tritonserver_with_it():
+    """SIGKILL gives serve no chance to stop its server: the kernel must (parent-death signal)."""
+    proc, _, lines = _serve([])
+    tree = _descendants(proc.pid)
+    servers = [pid for pid in tree if "bin/tritonserver" in _cmdline(pid)]
+    workdir = Path(re.search(r"generated files in (\S+)", "".join(lines)).group(1)).parent
+    try:
+        assert len(servers) == 1, [(pid, _cmdline(pid)) for pid in tree]
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [(pid, _cmdline(pid)) for pid in tree if _alive(pid)]
+        assert not left, f"still running after serve was killed: {left}"
+    finally:
+        for pid in tree:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(workdir, ignore_errors=True)

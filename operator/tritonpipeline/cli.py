@@ -17,12 +17,13 @@ from pathlib import Path
 from . import tritonserver_options
 from .compiler import Artifacts, compile_pipeline
 from .compiler.visualize import to_dot, to_mermaid
-from .errors import Problem, SpecError
+from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
-from .repository import check_model_dirs, local_model_root, write_repository
+from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
 from .spec import TritonPipeline, load_file
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
+DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     c = _select(compile_file(args.file, cpu_only=args.cpu, models=args.models), args.name, args.file)
-    dest = write_repository(c.artifacts, args.output_dir, c.model_root, force=args.force)
+    dest = write_repository(c.artifacts, args.output_dir, c.model_root, force=args.force, protect=[args.file])
     print(f"rendered {c.pipeline.name!r} into {dest} ({len(c.artifacts.files)} generated files)")
     if c.model_root is None:
         print(
@@ -156,6 +157,11 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     c = _select(compile_file(args.file, models=args.models), args.name, args.file)
+    if args.output:
+        sources = model_sources(c.artifacts.models, c.model_root)
+        overlap = overlap_problem(Path(args.output), sources, [args.file], what="output file")
+        if overlap:
+            raise SpecError.one(overlap)
     plan = c.artifacts.plan
     fmt = args.format
     text = to_mermaid(plan) if fmt == "mermaid" else to_dot(plan)
@@ -171,11 +177,21 @@ def cmd_graph(args: argparse.Namespace) -> int:
         if not args.output:
             print(f"error: --format {fmt} writes a binary file: pass -o FILE", file=sys.stderr)
             return EXIT_USAGE
-        subprocess.run([dot, f"-T{fmt}", "-o", args.output], input=text.encode(), check=True)
+        done = subprocess.run([dot, f"-T{fmt}", "-o", args.output], input=text.encode(), capture_output=True)
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines() or [
+                f"exit code {done.returncode}"
+            ]
+            raise SpecError.one(f"cannot write output file {quote(args.output)}: dot: {why[-1]}")
         print(f"wrote {args.output}")
         return EXIT_OK
     if args.output:
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).write_text(text)
+        except OSError as exc:
+            raise SpecError.one(
+                f"cannot write output file {quote(args.output)}: {reason(exc, args.output)}"
+            ) from None
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -207,13 +223,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     warning = numpy_warning(installed_numpy())
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-serve-"))
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-serve-"))
+    except OSError as exc:
+        where = quote(tempfile.gettempdir())
+        raise SpecError.one(f"cannot create a work directory in {where}: {reason(exc)}") from None
     stop = threading.Event()
     handler = lambda *_: stop.set()  # noqa: E731
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     server = None
     try:
-        repo = write_repository(c.artifacts, workdir / "repository", c.model_root)
+        repo = write_repository(c.artifacts, workdir / "repository", c.model_root, protect=[args.file])
         print(f"compiled {c.pipeline.name!r}: {len(c.artifacts.files)} generated files in {repo}")
         server_args, left_out = tritonserver_options.for_serve(c.pipeline.spec.server.args)
         for flag, why in left_out:
@@ -249,6 +269,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_OK
     except TritonError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SERVER
+    except OSError as exc:
+        print(f"error: cannot serve from {quote(workdir)}: {reason(exc)}", file=sys.stderr)
         return EXIT_SERVER
     finally:
         if server is not None:
@@ -296,6 +319,31 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def port(text: str) -> int:
+    """argparse type of a TCP port: an integer 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {quote(text)}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {value}")
+    return value
+
+
+def _check_serve_ports(args: argparse.Namespace) -> None:
+    """Each of serve's servers needs a port of its own (a usage error otherwise)."""
+    ports = {
+        "--http-port": args.http_port,
+        "--grpc-port": args.grpc_port,
+        "--metrics-port": args.metrics_port,
+    }
+    seen: dict[int, str] = {}
+    for flag, number in ports.items():
+        if number in seen:
+            args.usage_error(f"{seen[number]} and {flag} are both {number}: each server needs its own port")
+        seen[number] = flag
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tritonpipeline", description="Compile TritonPipeline resources into Triton model repositories."
@@ -339,14 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--gpu", dest="cpu", action="store_false", help="keep GPU instance groups")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--http-port", type=port, default=8000, help="1-65535 (default 8000)")
+    p.add_argument("--grpc-port", type=port, default=8001, help="1-65535 (default 8001)")
+    p.add_argument("--metrics-port", type=port, default=8002, help="1-65535 (default 8002)")
     p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
     p.add_argument("--exit-timeout", type=int, default=10, help="seconds Triton waits for in-flight requests")
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
     common(p)
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=cmd_serve, usage_error=p.error)
     p = sub.add_parser("run", help="run the Kubernetes operator")
     p.add_argument("-n", "--namespace", action="append", help="watch this namespace (repeat); default: all")
     p.add_argument(
@@ -368,6 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        _check_serve_ports(args)
     try:
         return int(args.func(args))
     except SpecError as exc:
@@ -376,6 +426,20 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # last resort: the commands name their paths themselves
+        print(f"error: {reason(exc)}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # last resort: one line, never a traceback (unless asked for)
+        if os.environ.get(DEBUG_ENV):
+            raise
+        detail = clip(" ".join(str(exc).split()), 300)
+        print(
+            f"error: unexpected {type(exc).__name__}: {detail} (set {DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
 
 
 if __name__ == "__main__":

@@ -2,8 +2,41 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import PurePath
+
+QUOTE_LIMIT = 120  # the most characters of one user value quoted in a message
+TEXT_LIMIT = 2000  # the most characters of one problem's path or message
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxstring = _REPR.maxother = QUOTE_LIMIT
+
+
+def clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    """`text` cut to about `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """repr() of a user value (a path, a name, a YAML value) for a message: bounded in length and in the
+    time it takes, so a huge or deeply nested value (a YAML alias bomb) still gives a one-line message."""
+    text = _REPR.repr(str(value) if isinstance(value, PurePath) else value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def reason(exc: OSError, about: object = None) -> str:
+    """An OSError for a one-line message: the OS reason, and the file it concerns when that is not
+    `about` (the path the message already names)."""
+    what = exc.strerror or str(exc)
+    if exc.filename is None or str(exc.filename) == str(about):
+        return what
+    return f"{what} ({quote(exc.filename)})"
 
 
 @dataclass(frozen=True, order=True)
@@ -12,6 +45,11 @@ class Problem:
 
     path: str
     message: str
+
+    def __post_init__(self) -> None:
+        # the last line of defence for messages built without quote(): never echo megabytes back
+        object.__setattr__(self, "path", clip(self.path))
+        object.__setattr__(self, "message", clip(self.message))
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -24,6 +62,11 @@ class SpecError(Exception):
         self.problems: list[Problem] = list(dict.fromkeys(problems))
         self.source = source
         super().__init__(self.render())
+
+    @classmethod
+    def one(cls, message: str, path: str = "", source: str | None = None) -> SpecError:
+        """A SpecError of a single problem."""
+        return cls([Problem(path, message)], source)
 
     def render(self) -> str:
         prefix = f"{self.source}: " if self.source else ""

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from .errors import Problem, SpecError
+from .errors import Problem, SpecError, quote, reason
 from .spec import TritonPipeline
+
+MARKER = ".tritonpipeline-rendered"  # in every rendered repository: the entries it wrote (JSON)
 
 
 def local_model_root(
@@ -87,33 +91,31 @@ class RepositoryFiles(Protocol):
 
 
 def write_repository(
-    artifacts: RepositoryFiles, dest: str | Path, model_root: Path | None, *, force: bool = False
+    artifacts: RepositoryFiles,
+    dest: str | Path,
+    model_root: Path | None,
+    *,
+    force: bool = False,
+    protect: Iterable[str | Path] = (),
 ) -> Path:
     """Write a complete repository at `dest`: generated files, plus each declared model's files from
-    `model_root` linked (symlinks), not copied. Atomic: on error nothing is left behind."""
+    `model_root` linked (symlinks), not copied, and a MARKER listing what was written. Atomic: on error
+    nothing is left behind. Never touches the model source or the `protect`ed files (the CR): an output
+    that overlaps them is refused. `force` replaces only a tree an earlier render wrote, unchanged."""
     dest = Path(dest).resolve()
-    if dest.exists() and not dest.is_dir():
-        raise SpecError([Problem("", f"output path {str(dest)!r} exists and is not a directory")])
-    if dest.is_dir() and any(dest.iterdir()) and not force:
-        raise SpecError(
-            [Problem("", f"output directory {str(dest)!r} is not empty (pass --force to replace it)")]
-        )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    links = _model_links(artifacts.models, model_root)
+    sources = [*model_sources(artifacts.models, model_root), *(target for _, target in links)]
+    overlap = overlap_problem(dest, sources, protect, what="output directory")
+    if overlap:
+        raise SpecError.one(overlap)
     try:
-        tmp.chmod(0o755)
-        if model_root is not None:
-            for name in artifacts.models:
-                src_dir = model_root / name
-                (tmp / name).mkdir()
-                for entry in sorted(src_dir.iterdir()):
-                    if entry.name == "config.pbtxt":
-                        continue  # the generated config replaces any shipped one
-                    os.symlink(entry.resolve(), tmp / name / entry.name)
-        for rel, data in artifacts.files.items():
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        _check_replaceable(dest, force)
+        _make_parent(dest)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    except OSError as exc:
+        raise _write_error(dest, exc) from None
+    try:
+        _fill(tmp, artifacts.files, links)
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
             os.rename(dest, old / "repo")
@@ -121,7 +123,151 @@ def write_repository(
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _write_error(dest, exc) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+def _fill(tmp: Path, files: Mapping[str, bytes], links: list[tuple[str, Path]]) -> None:
+    """Lay the links and generated files out in `tmp`, then the MARKER listing all of them."""
+    tmp.chmod(0o755)
+    linked = {rel: target for rel, target in links}
+    for rel in files:
+        through = [p for p in (rel, *(str(q) for q in PurePosixPath(rel).parents)) if p in linked]
+        if through:  # writing it would follow the link and overwrite the user's model file
+            raise SpecError.one(
+                f"generated file {quote(rel)} would overwrite the model file {quote(linked[through[0]])}"
+            )
+    for rel, target in links:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, tmp / rel)
+    for rel, data in files.items():
+        out = tmp / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+    marker = {"writtenBy": "tritonpipeline", "entries": tree(tmp)}
+    (tmp / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n")
+
+
+def _model_links(models: Sequence[str], model_root: Path | None) -> list[tuple[str, Path]]:
+    """(path in the repository, resolved target) of every model file to link; a shipped config.pbtxt is
+    left out (the generated one replaces it)."""
+    if model_root is None:
+        return []
+    links = []
+    for name in models:
+        src_dir = model_root / name
+        try:
+            entries = sorted(src_dir.iterdir())
+            links += [(f"{name}/{e.name}", e.resolve()) for e in entries if e.name != "config.pbtxt"]
+        except OSError as exc:
+            raise SpecError(
+                [
+                    Problem(
+                        "spec.modelRepository.uri",
+                        f"cannot read model directory {quote(src_dir)}: {reason(exc, src_dir)}",
+                    )
+                ]
+            ) from None
+    return links
+
+
+def model_sources(models: Iterable[str], model_root: Path | None) -> list[Path]:
+    """The model root and each declared model's directory (which may be a symlink to elsewhere)."""
+    return [model_root, *(model_root / m for m in models)] if model_root else []
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def overlap_problem(
+    dest: Path, sources: Iterable[Path], protect: Iterable[str | Path], *, what: str
+) -> str | None:
+    """Why writing (or replacing) `dest` could destroy user files, or None: it is, lies inside or contains
+    a model source, or it is or contains a protected file. All paths are compared resolved."""
+    dest = dest.resolve()
+    for src in sources:
+        src = src.resolve()
+        if _inside(dest, src):
+            where = "is" if dest == src else "lies inside"
+            return f"{what} {quote(dest)} {where} the model source {quote(src)}; choose a path outside it"
+        if _inside(src, dest):
+            return f"{what} {quote(dest)} contains the model source {quote(src)}; choose a path outside it"
+    for kept in protect:
+        kept = Path(kept).resolve()
+        if _inside(kept, dest):
+            where = "is" if dest == kept else "contains"
+            return f"{what} {quote(dest)} {where} the TritonPipeline file {quote(kept)}; choose another path"
+    return None
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry under `root`, symlinks not followed: relative path -> 'dir', 'link' or 'file'."""
+    out: dict[str, str] = {}
+    for entry in os.scandir(root):
+        rel = entry.name
+        if entry.is_symlink():
+            out[rel] = "link"
+        elif entry.is_dir():
+            out[rel] = "dir"
+            out.update({f"{rel}/{k}": v for k, v in tree(Path(entry.path)).items()})
+        else:
+            out[rel] = "file"
+    return out
+
+
+def _is_cache(rel: str, kind: str) -> bool:
+    """Python's bytecode caches (Triton's Python backend writes them next to a generated model.py)."""
+    parts = PurePosixPath(rel).parts
+    return "__pycache__" in parts and (kind == "dir" or rel.endswith(".pyc"))
+
+
+def _check_replaceable(dest: Path, force: bool) -> None:
+    """An existing `dest` must be empty, or (with force) a tree an earlier render wrote and nobody
+    added to since: its MARKER lists every entry."""
+    if dest.exists() and not dest.is_dir():
+        raise SpecError.one(f"output path {quote(dest)} exists and is not a directory")
+    if not dest.is_dir() or not any(dest.iterdir()):
+        return
+    if not force:
+        raise SpecError.one(f"output directory {quote(dest)} is not empty (pass --force to replace it)")
+    marker = dest / MARKER
+    try:
+        written = json.loads(marker.read_text())["entries"] if not marker.is_symlink() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        written = None
+    if not isinstance(written, dict):
+        raise SpecError.one(
+            f"output directory {quote(dest)} was not written by tritonpipeline (it has no {MARKER} "
+            "file); --force only replaces an earlier render: remove it yourself or choose another"
+        )
+    extra = sorted(
+        rel
+        for rel, kind in tree(dest).items()
+        if rel != MARKER and written.get(rel) != kind and not _is_cache(rel, kind)
+    )
+    if extra:
+        raise SpecError.one(
+            f"output directory {quote(dest)} holds {len(extra)} file(s) an earlier render did not "
+            f"write ({', '.join(quote(e) for e in extra[:3])}{', ...' if len(extra) > 3 else ''}); "
+            "--force does not remove them: move them away or choose another directory"
+        )
+
+
+def _make_parent(dest: Path) -> None:
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a path component is a file
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), exc.filename) from None
+
+
+def _write_error(dest: Path, exc: OSError) -> SpecError:
+    temp = f".{dest.name}."  # our temporary directories are no news to the user
+    named = exc.filename and not any(part.startswith(temp) for part in Path(str(exc.filename)).parts)
+    why = reason(exc, dest) if named else (exc.strerror or str(exc))
+    return SpecError.one(f"cannot write output directory {quote(dest)}: {why}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -129,9 +131,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal a process gets when its parent dies
+
+
+def _die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get `sig` when the starting thread's process dies, even by
+    SIGKILL (Linux prctl), so no tritonserver outlives `serve`. None where prctl is unavailable."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(sig))
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
 @dataclass
 class LocalTriton:
-    """One tritonserver process. Use as a context manager, or start()/wait_ready()/stop()."""
+    """One tritonserver process. Use as a context manager, or start()/wait_ready()/stop().
+    With die_with_parent the server gets SIGTERM when the thread that started it exits (Linux)."""
 
     repository: Path
     http_port: int = field(default_factory=free_port)
@@ -142,6 +165,7 @@ class LocalTriton:
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     home: Path = field(default_factory=server_home)
+    die_with_parent: bool = True
 
     @property
     def http_url(self) -> str:
@@ -184,6 +208,7 @@ class LocalTriton:
                 stderr=subprocess.STDOUT,
                 env=server_env(self.home),
                 start_new_session=True,
+                preexec_fn=_die_with_parent() if self.die_with_parent else None,
             )
         finally:
             log.close()

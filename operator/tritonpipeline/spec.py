@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from . import tritonserver_options
-from .errors import Problem, SpecError
+from .errors import Problem, SpecError, quote
 
 API_VERSION = "serving.tritonpipeline.io/v1alpha1"
 KIND = "TritonPipeline"
@@ -85,7 +85,7 @@ class FieldProblems(ValueError):
 def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
-            raise ValueError(f"invalid {what} {value!r}: {_RULE_TEXT[what]}")
+            raise ValueError(f"invalid {what} {quote(value)}: {_RULE_TEXT[what]}")
         return value
 
     check.pattern = pattern.pattern  # type: ignore[attr-defined]  # read by the CRD generator
@@ -453,14 +453,14 @@ class TritonPipeline(_Base):
     @classmethod
     def _api_version(cls, value: str) -> str:
         if value != API_VERSION:
-            raise ValueError(f"expected {API_VERSION!r}, got {value!r}")
+            raise ValueError(f"expected {API_VERSION!r}, got {quote(value)}")
         return value
 
     @field_validator("kind")
     @classmethod
     def _kind(cls, value: str) -> str:
         if value != KIND:
-            raise ValueError(f"expected {KIND!r}, got {value!r}")
+            raise ValueError(f"expected {KIND!r}, got {quote(value)}")
         return value
 
     @property
@@ -629,27 +629,27 @@ def _message(err: dict[str, Any]) -> str:
         allowed = f" (allowed: {', '.join(_allowed_fields(owner))})" if owner else ""
         return f"unknown field{allowed}"
     if kind == "literal_error":
-        return f"expected one of {ctx.get('expected', '')}, got {value!r}"
+        return f"expected one of {ctx.get('expected', '')}, got {quote(value)}"
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"expected an integer, got {_kind(value)} {value!r}"
+        return f"expected an integer, got {_kind(value)} {quote(value)}"
     if kind in ("float_type", "float_parsing"):
-        return f"expected a number, got {_kind(value)} {value!r}"
+        return f"expected a number, got {_kind(value)} {quote(value)}"
     if kind in ("string_type",):
         return f"expected a string, got {_kind(value)}"
     if kind in ("bool_type", "bool_parsing"):
-        return f"expected true or false, got {_kind(value)} {value!r}"
+        return f"expected true or false, got {_kind(value)} {quote(value)}"
     if kind in ("list_type",):
         return f"expected a list, got {_kind(value)}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a mapping, got {_kind(value)}"
     if kind == "greater_than_equal":
-        return f"must be >= {ctx.get('ge')}, got {value!r}"
+        return f"must be >= {ctx.get('ge')}, got {quote(value)}"
     if kind == "greater_than":
-        return f"must be > {ctx.get('gt')}, got {value!r}"
+        return f"must be > {ctx.get('gt')}, got {quote(value)}"
     if kind == "less_than_equal":
-        return f"must be <= {ctx.get('le')}, got {value!r}"
+        return f"must be <= {ctx.get('le')}, got {quote(value)}"
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s)"
     if kind == "too_long":
