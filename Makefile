@@ -117,3 +117,20 @@ e2e: ## kind + GPU end-to-end (needs Docker, an NVIDIA GPU, the NVIDIA container
 	@bash e2e/kind-gpu.sh --check
 	@$(MAKE) --no-print-directory venv
 	@bash e2e/kind-gpu.sh
+
+# --- GPU check ------------------------------------------------------------------------------------------
+.PHONY: gpu-pack gpu-check gpu-run
+# the Python that runs the check: python3 where it has PyTorch (a GPU host), else the venv's (checks up to the GPU)
+GPU_CHECK_PY := $(shell python3 -c "import torch" >/dev/null 2>&1 && echo python3 || echo $(PY))
+# the GPU host's Python version, for the wheels and the Python-backend stub in the bundle
+GPU_PYTHON ?= $(shell python3 -c "import torch, sys; print(*sys.version_info[:2], sep='.')" 2>/dev/null || echo 3.12)
+
+gpu-pack: $(STAMP) ## pack .gpu/: the wheel's tritonserver (NVIDIA's layout), wheels for the GPU host's Python, CUPTI counter
+	$(PY) bench/gpu/pack.py --python-version $(GPU_PYTHON)
+
+gpu-check: gpu-pack ## pack, then run the GPU check here (needs an NVIDIA GPU; says so and exits 2 without one)
+	$(GPU_CHECK_PY) bench/gpu/check.py
+
+# on the GPU host itself (no network, no venv): the Python with PyTorch runs the check over the copied .gpu/
+gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bundle (writes bench/results/gpu.json)
+	python3 bench/gpu/check.py

@@ -126,6 +126,7 @@ def prepare(work: Path) -> dict[str, Any]:
 
 
 STUB_ENV = "TP_GPU_CHECK_NUMPY1"
+TEMP_ENV = "TP_GPU_CHECK_TEMP"
 
 
 def numpy_1(work: Path) -> None:
@@ -524,6 +525,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
     from tritonpipeline.kube import autoscaling
     from tritonpipeline.spec import load_file
 
+    keep = ["--keep"] if args.work else []  # the rendered repositories and tritonserver logs, to debug
     results: dict[str, Any] = {"checks": {}, "errors": {}}
     checks = results["checks"]
 
@@ -579,7 +581,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
     # 3 + 4: latency and metrics, on a server without the counter
     log("serving bench/gpu/pipeline.yaml again without the counter: router vs shared, then /metrics")
-    server = Serve(PIPELINE, work / "serve-bench.log", flags=["--keep"])
+    server = Serve(PIPELINE, work / "serve-bench.log", flags=keep)
     try:
         server.wait()
         results["latency"] = await bench(server, args.rounds, {1: args.requests_c1, 16: args.requests_c16})
@@ -597,7 +599,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
     # 5: the product's default on a GPU host, with the plain example
     log("serving examples/fanout.yaml with no flag: GPU instance groups must be kept")
-    server = Serve(FANOUT, work / "serve-fanout.log", flags=["--keep"])
+    server = Serve(FANOUT, work / "serve-fanout.log", flags=keep)
     try:
         server.wait()
         x = np.array([[0.0, 1.0, 2.0, 3.0]], dtype=np.float32)
@@ -697,7 +699,9 @@ def main() -> int:
     parser.add_argument("--sequences", type=int, default=24)
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--metrics-seconds", type=float, default=15)
-    parser.add_argument("--work", type=Path, help="working directory (default: a temporary one)")
+    parser.add_argument(
+        "--work", type=Path, help="working directory, kept with serve's logs (default: temporary)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "gpu.json")
     args = parser.parse_args()
     if not (BUNDLE / "manifest.json").exists():
@@ -706,8 +710,19 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
-    work = args.work or Path(tempfile.mkdtemp(prefix="tp-gpu-check-"))
+    # a temporary directory survives numpy_1's re-run: the re-run process removes it
+    work = args.work or Path(os.environ.get(TEMP_ENV) or tempfile.mkdtemp(prefix="tp-gpu-check-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.work is None:
+        os.environ[TEMP_ENV] = str(work)
+    try:
+        return run(args, work)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, work: Path) -> int:
     began = time.monotonic()
     numpy_1(work)
     env = prepare(work)
