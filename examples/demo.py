@@ -18,7 +18,7 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 
 from tritonpipeline.loadgen import WrongAnswer, closed_loop, format_table
-from tritonpipeline.server import free_port
+from tritonpipeline.server import free_ports
 
 HERE = Path(__file__).resolve().parent
 CLI = Path(sys.executable).parent / "tritonpipeline"
@@ -114,7 +114,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300, help="requests per concurrency level")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     args = parser.parse_args()
-    ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+    ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
     proc = start_server(args.pipeline, ports)
     try:
         ok = asyncio.run(query(f"127.0.0.1:{ports['grpc']}", "vision", args.concurrency, args.requests))

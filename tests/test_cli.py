@@ -20,7 +20,7 @@ from tritonpipeline.compiler import compile_pipeline, router_source
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.repository import MARKER, write_repository
-from tritonpipeline.server import free_port
+from tritonpipeline.server import free_ports
 from tritonpipeline.spec import parse_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -567,7 +567,9 @@ def test_serve_never_writes_into_the_model_source(project: Path) -> None:
     """serve renders into a temporary directory: not one inside the model source (TMPDIR there)."""
     before = snapshot(project)
     env = {**os.environ, "TMPDIR": str(project / "models")}
-    ports = [f"--{kind}-port={free_port()}" for kind in ("http", "grpc", "metrics")]
+    ports = [
+        f"--{kind}-port={port}" for kind, port in zip(("http", "grpc", "metrics"), free_ports(3), strict=True)
+    ]
     cmd = [str(CLI), "serve", "p.yaml", "--cpu", "--timeout", "5", *ports]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=project, env=env)
     assert_one_line_error(result, "lies inside the model source")

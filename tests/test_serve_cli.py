@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tritonpipeline.server import free_port
+from tritonpipeline.server import free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ CLI = Path(sys.executable).parent / "tritonpipeline"
 
 
 def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:
-    http = free_port()
+    http, grpc, metrics = free_ports(3)
     args = [
         str(CLI),
         "serve",
@@ -33,9 +33,9 @@ def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:
         "--http-port",
         str(http),
         "--grpc-port",
-        str(free_port()),
+        str(grpc),
         "--metrics-port",
-        str(free_port()),
+        str(metrics),
         *extra,
     ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -83,6 +83,7 @@ def test_serve_port_in_use_fails_with_log():
         s.bind(("127.0.0.1", 0))
         s.listen()
         busy = s.getsockname()[1]
+        grpc, metrics = [p for p in free_ports(3) if p != busy][:2]
         args = [
             str(CLI),
             "serve",
@@ -91,9 +92,9 @@ def test_serve_port_in_use_fails_with_log():
             "--http-port",
             str(busy),
             "--grpc-port",
-            str(free_port()),
+            str(grpc),
             "--metrics-port",
-            str(free_port()),
+            str(metrics),
             "--timeout",
             "60",
         ]

@@ -21,7 +21,7 @@ import yaml
 from tritonpipeline import tritonserver_options as opts
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import triton_args
-from tritonpipeline.server import free_port, server_env, server_home
+from tritonpipeline.server import free_ports, server_env, server_home
 from tritonpipeline.spec import parse_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,8 +182,8 @@ def test_serve_passes_server_args_to_the_local_tritonserver(tmp_path: Path) -> N
     doc["spec"]["modelRepository"]["uri"] = str(ROOT / "model_repository")
     cr = tmp_path / "cr.yaml"
     cr.write_text(yaml.safe_dump(doc))
-    http = free_port()
-    ports = ["--http-port", str(http), "--grpc-port", str(free_port()), "--metrics-port", str(free_port())]
+    http, grpc, metrics = free_ports(3)
+    ports = ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
     proc = subprocess.Popen(
         [str(CLI), "serve", str(cr), "--cpu", *ports],
         stdout=subprocess.PIPE,

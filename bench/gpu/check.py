@@ -196,9 +196,9 @@ class Serve:
     """`tritonpipeline serve FILE` in a subprocess; ready once it prints `serving;`."""
 
     def __init__(self, file: Path, log_path: Path, *, flags: list[str], env: dict[str, str] | None = None):
-        from tritonpipeline.server import free_port
+        from tritonpipeline.server import free_ports
 
-        self.ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+        self.ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
         self.lines: list[str] = []
         cmd = [sys.executable, "-m", "tritonpipeline.cli", "serve", str(file), *flags, "--timeout", "600"]
         cmd += [f"--{k}-port={v}" for k, v in self.ports.items()]

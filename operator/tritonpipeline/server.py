@@ -125,10 +125,20 @@ def installed_numpy() -> str | None:
         return None
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on loopback (all bound at once, so none is handed out twice)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal a process gets when its parent dies
@@ -157,15 +167,22 @@ class LocalTriton:
     With die_with_parent the server gets SIGTERM when the thread that started it exits (Linux)."""
 
     repository: Path
-    http_port: int = field(default_factory=free_port)
-    grpc_port: int = field(default_factory=free_port)
-    metrics_port: int = field(default_factory=free_port)
+    http_port: int = 0  # 0: a free port, distinct from the other two
+    grpc_port: int = 0
+    metrics_port: int = 0
     host: str = "127.0.0.1"
     log_file: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     home: Path = field(default_factory=server_home)
     die_with_parent: bool = True
+
+    def __post_init__(self) -> None:
+        taken = {self.http_port, self.grpc_port, self.metrics_port} - {0}
+        picked = iter(p for p in free_ports(6) if p not in taken)
+        self.http_port = self.http_port or next(picked)
+        self.grpc_port = self.grpc_port or next(picked)
+        self.metrics_port = self.metrics_port or next(picked)
 
     @property
     def http_url(self) -> str:
