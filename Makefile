@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane \
+.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane bench-router \
 	bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
@@ -79,6 +79,9 @@ bench: bench-dataplane bench-controlplane ## all benchmarks
 
 bench-dataplane: $(STAMP) ## router vs shared vs BLS vs per-step round trips on a real tritonserver
 	$(PY) bench/dataplane.py
+
+bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic batching) vs shared, side by side
+	$(PY) bench/router_cost.py
 
 bench-controlplane: $(STAMP) controlplane ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
 	$(PY) bench/controlplane.py
