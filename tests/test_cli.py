@@ -752,3 +752,25 @@ def test_every_message_is_capped(tmp_path: Path, output: str) -> None:
     assert result.returncode == 1
     assert "unknown step 'aaaa" in result.stderr + result.stdout
     assert len(result.stderr + result.stdout) < 5000
+
+
+def test_graph_mermaid_escapes_quotes_and_hashes_in_tensor_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tensor names may hold `"` and `#` (exported models do); in Mermaid they must not end a label."""
+    doc = example("fanout")
+    renames = {"FEATS_A": 'feats"a#1', "FEATS_IN_B": "in#b"}
+    text = yaml.safe_dump(doc)
+    for old, new in renames.items():
+        text = text.replace(old, new)
+    cr = tmp_path / "cr.yaml"
+    cr.write_text(text)
+    models = tmp_path / "models"
+    models.mkdir()
+    for m in ("extractor", "head_b", "head_c"):
+        (models / m / "1").mkdir(parents=True)
+    assert cli.main(["graph", str(cr), "--models", str(models)]) == 0
+    out = capsys.readouterr().out
+    assert "feats#quot;a#35;1" in out and "in#35;b" in out
+    for line in out.splitlines():
+        assert line.count('"') % 2 == 0, line  # every quoted label is closed

@@ -58,6 +58,11 @@ def _graph(e: EnsemblePlan, prefix: str) -> tuple[list[_Node], list[_Edge]]:
     return nodes, edges
 
 
+def _mermaid_text(text: str) -> str:
+    """Text for a quoted Mermaid label: `#` and `"` as Mermaid's entity codes (tensor names may hold both)."""
+    return text.replace("#", "#35;").replace('"', "#quot;")
+
+
 def to_mermaid(plan: RepositoryPlan) -> str:
     lines = ["flowchart LR"]
     for i, e in enumerate(plan.ensembles):
@@ -69,11 +74,11 @@ def to_mermaid(plan: RepositoryPlan) -> str:
             shape = {"input": '(["{}"])', "output": '(["{}"])', "router": '{{"{}"}}', "step": '["{}"]'}[
                 n.kind
             ]
-            lines.append(f"    {n.id}{shape.format(n.label)}")
+            lines.append(f"    {n.id}{shape.format(_mermaid_text(n.label))}")
             if n.kind == "router":
                 lines.append(f"    class {n.id} router")
         for ed in edges:
-            lines.append(f'    {ed.src} -->|"{ed.label}"| {ed.dst}')
+            lines.append(f'    {ed.src} -->|"{_mermaid_text(ed.label)}"| {ed.dst}')
         lines.append("  end")
     lines.append("  classDef router fill:#ffd27f,stroke:#c77800,stroke-width:2px")
     return "\n".join(lines) + "\n"
