@@ -654,6 +654,7 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
         out["shared path: no FEATS device-to-host copy"] = (
             copies["gpu_shared"]["bytes_per_request"].get("DtoH", 0) < feats / 100
         )
+    out["every section ran to the end"] = not results.get("errors")
     metrics = results.get("metrics", {})
     if metrics:
         out["nv_gpu_utilization and GPU memory metrics exported"] = {
