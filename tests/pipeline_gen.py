@@ -17,25 +17,12 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
+
+from tritonpipeline.spec import DataType
 
 # BF16 only on pipeline inputs: the Python backend cannot create BF16 tensors from numpy
-STEP_TYPES = [
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BYTES",
-    "STRING",
-]
+STEP_TYPES = [t for t in get_args(DataType) if t != "BF16"]
 INPUT_TYPES = [*STEP_TYPES, "BF16"]
 ITEMS: list[tuple[int, ...]] = [(1,), (2,), (3,), (2, 3)]
 BATCH = 2  # run-time batch size of every request (<= every generated maxBatchSize)

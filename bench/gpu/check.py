@@ -66,6 +66,12 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- set-up from the bundle
 
 
+def pip_install(target: Path, wheels: list[str]) -> None:
+    """Install wheels into `target` with no index and no dependency resolution (no network there)."""
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile"]
+    subprocess.run([*cmd, "--disable-pip-version-check", "--target", str(target), *wheels], check=True)
+
+
 def prepare(work: Path) -> dict[str, Any]:
     """Unpack the tritonserver tree, choose the stub for this Python, put the wheels and the package on
     the path (this process and its children: serve, tritonserver's stubs)."""
@@ -85,23 +91,7 @@ def prepare(work: Path) -> dict[str, Any]:
     if manifest["python_version"] == py:
         site = work / "site"
         wheels = sorted(str(p) for p in (BUNDLE / "wheels").glob("*.whl"))
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-index",
-                "--no-deps",
-                "--no-compile",
-                "--disable-pip-version-check",
-                "--target",
-                str(site),
-                *wheels,
-            ],
-            check=True,
-        )
+        pip_install(site, wheels)
         paths.append(str(site))
     sys.path[:0] = paths
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -145,21 +135,7 @@ def numpy_1(work: Path) -> None:
     log(f"numpy {importlib.metadata.version('numpy')} here: re-running in {venv} with {wheel.name}")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     (site,) = (venv / "lib").glob("python3*/site-packages")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-index",
-            "--no-deps",
-            "--target",
-            str(site),
-            str(wheel),
-        ],
-        check=True,
-    )
+    pip_install(site, [str(wheel)])
     here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (site / "host-packages.pth").write_text("\n".join(here) + "\n")
     python = venv / "bin" / "python3"
