@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from chart import OperatorProcess, wait_for
 from conftest import example
@@ -471,3 +472,52 @@ def test_apiserver_outage_is_survived(control_plane, tmp_path):
         if op is not None:
             op.stop()
         cp.stop()
+
+
+def contained(want: Any, live: Any, path: str = "") -> list[str]:
+    """Where `want` differs from `live`, every field of `want` compared (the apiserver adds defaults)."""
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return [f"{path}: {live!r} is not a mapping"]
+        return [d for k, v in want.items() for d in contained(v, live.get(k), f"{path}.{k}")]
+    if isinstance(want, list):
+        if not isinstance(live, list) or len(live) != len(want):
+            return [f"{path}: {live!r} != {want!r}"]
+        return [
+            d
+            for i, (w, v) in enumerate(zip(want, live, strict=True))
+            for d in contained(w, v, f"{path}[{i}]")
+        ]
+    return [] if want == live else [f"{path}: {live!r} != {want!r}"]
+
+
+@pytest.mark.parametrize("source", ["fanout", "streaming"])
+def test_manifests_print_what_the_operator_applies(kube, namespace, run_operator, tmp_path, source):
+    """`tritonpipeline manifests` prints the objects the operator applied on the real apiserver, field
+    for field (the apiserver's own defaults aside), and no object the operator did not apply."""
+    run_operator()
+    doc = cluster_doc(source, namespace, source)
+    if source == "fanout":
+        doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3, "metric": "queueTime", "target": 50}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, source)
+    cr = tmp_path / "cr.yaml"
+    cr.write_text(yaml.safe_dump(doc))
+    result = subprocess.run([str(CLI), "manifests", str(cr)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    printed = list(yaml.safe_load_all(result.stdout))
+    again = subprocess.run([str(CLI), "manifests", str(cr)], capture_output=True, text=True, timeout=60)
+    assert again.stdout == result.stdout  # deterministic
+    assert {o["kind"] for o in printed} >= {"ConfigMap", "Deployment", "Service"}
+    for obj in printed:
+        meta = obj["metadata"]
+        live = kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        assert live is not None, f"{obj['kind']} {meta['name']} printed but not applied"
+        assert contained(obj, live) == [], (obj["kind"], meta["name"])
+    names = {(o["kind"], o["metadata"]["name"]) for o in printed}
+    kids = children(kube, namespace, source)
+    applied = [("ConfigMap", c) for c in kids["configmaps"]]
+    applied += [(k, kids[key]) for k, key in (("Deployment", "deployment"), ("Service", "service"))]
+    applied += [("HorizontalPodAutoscaler", kids["hpa"])] if kids["hpa"] else []
+    for kind, obj in applied:
+        assert (kind, obj["metadata"]["name"]) in names

@@ -312,6 +312,36 @@ def cmd_assemble(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_manifests(args: argparse.Namespace) -> int:
+    """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
+    import yaml
+
+    from .compiler import compile_pipeline
+    from .kube.manifests import render_children
+    from .settings import Settings
+    from .spec import parse_pipeline
+
+    compiled = compile_file(args.file, models=args.models)
+    chosen = compiled if args.name is None else [_select(compiled, args.name, args.file)]
+    settings = Settings.from_env()  # the operator's settings come from the same variables
+    objects: list[dict[str, object]] = []
+    for c in chosen:
+        tp, artifacts = c.pipeline, c.artifacts
+        if args.namespace:
+            doc = tp.model_dump(mode="json", by_alias=True, exclude_none=True)
+            doc["metadata"] = {"name": tp.name, "namespace": args.namespace}
+            tp = parse_pipeline(doc, args.file)
+            artifacts = compile_pipeline(tp)
+        try:
+            children = render_children(tp, artifacts, settings)
+        except SpecError as exc:
+            raise SpecError(exc.problems, args.file) from None
+        objects += [*children.all(), *children.routing.provider_objects]
+        objects += [children.scaled_object] if children.scaled_object else []
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return EXIT_OK
+
+
 def cmd_crd(args: argparse.Namespace) -> int:
     from .kube.crd import crd_yaml
 
@@ -402,6 +432,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "manifests",
+        help="print the Kubernetes objects the operator applies for FILE (YAML; review, diff, GitOps)",
+        description="Print, as a YAML stream, exactly the objects the operator applies for each pipeline "
+        "of FILE: ConfigMaps, Deployment, Service, routing objects and the autoscaler. Objects of a "
+        "routing provider or of KEDA are included: the operator applies them where the cluster serves "
+        "their API. Owner references are left out (they need the stored CR's uid). The operator's "
+        "settings come from the same environment variables (TRITONPIPELINE_ASSEMBLER_IMAGE, ...).",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--name", help="only this TritonPipeline, when the file holds several")
+    p.add_argument("-n", "--namespace", help="the namespace to render for (default: the CR's, else default)")
+    common(p)
+    p.set_defaults(func=cmd_manifests)
 
     p = sub.add_parser("crd", help="print the TritonPipeline CustomResourceDefinition")
     p.set_defaults(func=cmd_crd)
