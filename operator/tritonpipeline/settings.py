@@ -31,6 +31,8 @@ class Settings:
     # Prometheus that KEDA ScaledObjects query, unless a pipeline sets autoscaling.prometheusAddress
     prometheus_address: str = DEFAULT_PROMETHEUS_ADDRESS
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # pull secrets of the assembler image (the chart's imagePullSecrets), added to every Triton pod
+    assembler_pull_secrets: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = ()) -> Settings:
@@ -42,4 +44,7 @@ class Settings:
             resync_seconds=float(env.get("TRITONPIPELINE_RESYNC_SECONDS", "60")),
             configmap_max_bytes=int(env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(900 * 1024))),
             prometheus_address=env.get("TRITONPIPELINE_PROMETHEUS_ADDRESS", DEFAULT_PROMETHEUS_ADDRESS),
+            assembler_pull_secrets=tuple(
+                n for n in env.get("TRITONPIPELINE_ASSEMBLER_PULL_SECRETS", "").split(",") if n
+            ),
         )

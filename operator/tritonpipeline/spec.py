@@ -329,6 +329,13 @@ class Server(_Base):
     tolerations: list[dict[str, Any]] = []
     affinity: dict[str, Any] = {}
     args: list[str] = []
+    # None: the operator's restricted-compliant defaults (kube/manifests.py); a mapping replaces them
+    security_context: dict[str, Any] | None = None
+    pod_security_context: dict[str, Any] | None = None
+    service_account_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
+    image_pull_secrets: list[SecretRef] = []
+    init_resources: dict[str, Any] = {}
+    startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = 600
 
     @field_validator("args")
     @classmethod

@@ -160,3 +160,12 @@ No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by
   resources: ["scaledobjects"]
   verbs: ["create", "patch", "delete"]
 {{- end }}
+
+{{/*
+The names of a list of {name: ...} pull secrets, comma-separated (TRITONPIPELINE_ASSEMBLER_PULL_SECRETS).
+*/}}
+{{- define "triton-pipeline.pullSecretNames" -}}
+{{- $names := list -}}
+{{- range . }}{{ $names = append $names .name }}{{ end -}}
+{{- join "," $names -}}
+{{- end }}

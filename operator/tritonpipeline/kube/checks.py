@@ -108,9 +108,34 @@ def file_size_problems(artifacts: Artifacts, settings: Settings) -> list[Problem
     ]
 
 
+MIG_PREFIX = "nvidia.com/mig-"  # the device plugin's MIG resources, e.g. nvidia.com/mig-1g.10gb
+MIG_ONE_DEVICE = (
+    "a MIG resource ({resource}) gives a pod one MIG device that one process can use: set gpus to 1, "
+    "or request a whole GPU (nvidia.com/gpu)"
+)
+MIG_NO_METRICS = (
+    "gpuUtilization cannot scale on a MIG resource ({resource}): Triton reads no GPU metrics from MIG "
+    "devices, so the value never moves; use queueTime or pendingRequests"
+)
+
+
+def mig_problems(tp: TritonPipeline) -> list[Problem]:
+    """MIG: one device per process, and no GPU metrics from Triton."""
+    server = tp.spec.server
+    if not server.gpu_resource.startswith(MIG_PREFIX):
+        return []
+    found = []
+    if server.gpus > 1:
+        found.append(Problem("spec.server.gpus", MIG_ONE_DEVICE.format(resource=server.gpu_resource)))
+    auto = tp.spec.autoscaling
+    if auto is not None and auto.metric == "gpuUtilization":
+        found.append(Problem("spec.autoscaling.metric", MIG_NO_METRICS.format(resource=server.gpu_resource)))
+    return found
+
+
 def problems(tp: TritonPipeline, artifacts: Artifacts, settings: Settings | None = None) -> list[Problem]:
-    """Everything the cluster would refuse about the objects rendered for this spec."""
-    return [*name_problems(tp), *file_size_problems(artifacts, settings or Settings())]
+    """Everything the cluster would refuse, or quietly get wrong, about the objects rendered for this spec."""
+    return [*name_problems(tp), *mig_problems(tp), *file_size_problems(artifacts, settings or Settings())]
 
 
 def warnings(tp: TritonPipeline) -> list[Problem]:

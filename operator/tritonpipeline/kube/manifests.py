@@ -155,13 +155,56 @@ def _gpu_tolerations(tp: TritonPipeline) -> list[dict[str, Any]]:
     return tolerations
 
 
+# Restricted-compliant defaults (Pod Security "restricted"); spec.server.podSecurityContext and
+# securityContext replace them. 1000 is the uid of the triton-server user in NVIDIA's image, as in
+# NVIDIA's and KServe's manifests; the init container runs with the same ids, so Triton reads its files.
+POD_SECURITY_CONTEXT: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "fsGroup": 1000,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+# requests where the spec sets neither a request nor a limit, so pods are not BestEffort (evicted first)
+TRITON_REQUESTS = {"cpu": "1", "memory": "2Gi"}
+INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+PROBE_PERIOD_SECONDS = 5
+
+
+def _copy(data: Any) -> Any:
+    return json.loads(json.dumps(data))  # deep copy of plain data
+
+
+def _with_default_requests(resources: dict[str, Any], defaults: dict[str, str]) -> dict[str, Any]:
+    """`resources` with a request for each of `defaults` the spec sets neither a request nor a limit for
+    (a default request above a user's limit would be refused)."""
+    out = _copy(resources)
+    for name, value in defaults.items():
+        if name not in out.get("requests", {}) and name not in out.get("limits", {}):
+            out.setdefault("requests", {})[name] = value
+    return out
+
+
 def _resources(tp: TritonPipeline) -> dict[str, Any]:
     server = tp.spec.server
-    resources = json.loads(json.dumps(server.resources))  # deep copy of plain data
+    resources = _with_default_requests(server.resources, TRITON_REQUESTS)
     if server.gpus > 0:
         for part in ("limits", "requests"):
             resources.setdefault(part, {})[server.gpu_resource] = str(server.gpus)
     return resources
+
+
+def _init_resources(tp: TritonPipeline) -> dict[str, Any]:
+    return _copy(tp.spec.server.init_resources) if tp.spec.server.init_resources else _copy(INIT_RESOURCES)
+
+
+def _container_security(tp: TritonPipeline) -> dict[str, Any]:
+    context = tp.spec.server.security_context
+    return _copy(CONTAINER_SECURITY_CONTEXT if context is None else context)
 
 
 def triton_args(tp: TritonPipeline) -> list[str]:
@@ -205,11 +248,12 @@ def deployment(
             models_mount,
             *src_mounts,
         ],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": _container_security(tp),
+        "resources": _init_resources(tp),
     }
     if env_from:
         init["envFrom"] = env_from
-    probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": 5}
+    probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS}
     drain = autoscaling.drain(tp)
     readiness: dict[str, Any] = {**probe, "failureThreshold": 3}
     if drain is not None:
@@ -230,7 +274,11 @@ def deployment(
             {"name": "grpc", "containerPort": GRPC_PORT},
             {"name": "metrics", "containerPort": METRICS_PORT},
         ],
-        "startupProbe": {**probe, "failureThreshold": 120},
+        # the model load budget: failures allowed at one probe a period (large models load for minutes)
+        "startupProbe": {
+            **probe,
+            "failureThreshold": -(-server.startup_timeout_seconds // PROBE_PERIOD_SECONDS),
+        },
         "readinessProbe": readiness,
         "livenessProbe": {
             "httpGet": {"path": "/v2/health/live", "port": "http"},
@@ -238,6 +286,7 @@ def deployment(
             "failureThreshold": 6,
         },
         "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *src_mounts],
+        "securityContext": _container_security(tp),
     }
     if drain is not None:
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
@@ -246,7 +295,18 @@ def deployment(
     resources = _resources(tp)
     if resources:
         container["resources"] = resources
-    pod_spec: dict[str, Any] = {"initContainers": [init], "containers": [container], "volumes": volumes}
+    pod_security = server.pod_security_context
+    pod_spec: dict[str, Any] = {
+        "securityContext": _copy(POD_SECURITY_CONTEXT if pod_security is None else pod_security),
+        "initContainers": [init],
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if server.service_account_name:
+        pod_spec["serviceAccountName"] = server.service_account_name
+    pull_secrets = [*(r.name for r in server.image_pull_secrets), *settings.assembler_pull_secrets]
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in dict.fromkeys(pull_secrets)]
     if drain is not None:
         pod_spec["terminationGracePeriodSeconds"] = drain.grace_seconds
     if server.node_selector:

@@ -1,0 +1,133 @@
+"""The Triton pods as real clusters want them: Pod Security "restricted", requests, pull secrets, a
+service account, the startup budget, and MIG limits (renderers pure; admission on the real apiserver)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+import pytest
+
+from conftest import example
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube.client import Kube, KubeError
+from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.settings import Settings
+from tritonpipeline.spec import parse_pipeline
+
+
+def cluster_doc(**server: Any) -> dict[str, Any]:
+    doc = example("fanout")
+    doc["metadata"] = {"name": "vision", "namespace": "ml"}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    doc["spec"]["server"] = {**doc["spec"].get("server", {}), **server}
+    return doc
+
+
+def pod_spec(doc: dict[str, Any], settings: Settings | None = None) -> dict[str, Any]:
+    tp = parse_pipeline(doc)
+    children = render_children(tp, compile_pipeline(tp), settings or Settings())
+    return children.deployment["spec"]["template"]["spec"]
+
+
+def test_pods_are_restricted_by_default() -> None:
+    pod = pod_spec(cluster_doc())
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_security_contexts_can_be_replaced() -> None:
+    mine = {"runAsUser": 0}
+    pod = pod_spec(cluster_doc(podSecurityContext={"fsGroup": 7}, securityContext=mine))
+    assert pod["securityContext"] == {"fsGroup": 7}
+    assert all(c["securityContext"] == mine for c in [*pod["initContainers"], *pod["containers"]])
+
+
+def test_default_requests_only_where_the_spec_sets_nothing() -> None:
+    triton = pod_spec(cluster_doc())["containers"][0]["resources"]
+    assert triton["requests"]["cpu"] == "1" and triton["requests"]["memory"] == "2Gi"
+    # a limit alone: Kubernetes takes the request from it; a default request could exceed it
+    mine = {"limits": {"cpu": "500m"}, "requests": {"memory": "8Gi"}}
+    triton = pod_spec(cluster_doc(resources=mine))["containers"][0]["resources"]
+    assert "cpu" not in triton["requests"] and triton["requests"]["memory"] == "8Gi"
+    assert triton["limits"]["cpu"] == "500m" and triton["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_init_container_resources_default_and_override() -> None:
+    init = pod_spec(cluster_doc())["initContainers"][0]["resources"]
+    assert init["requests"] == {"cpu": "100m", "memory": "128Mi"} and init["limits"] == {"memory": "1Gi"}
+    mine = {"requests": {"cpu": "2"}}
+    assert pod_spec(cluster_doc(initResources=mine))["initContainers"][0]["resources"] == mine
+
+
+@pytest.mark.parametrize(("seconds", "threshold"), [(600, 120), (601, 121), (3600, 720), (10, 2)])
+def test_startup_probe_budget(seconds: int, threshold: int) -> None:
+    probe = pod_spec(cluster_doc(startupTimeoutSeconds=seconds))["containers"][0]["startupProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= seconds
+    assert probe["failureThreshold"] == threshold
+
+
+def test_service_account_and_pull_secrets_reach_the_pod() -> None:
+    doc = cluster_doc(
+        serviceAccountName="triton-irsa", imagePullSecrets=[{"name": "ngc"}, {"name": "mirror"}]
+    )
+    pod = pod_spec(doc, Settings(assembler_pull_secrets=("mirror", "operator-registry")))
+    assert pod["serviceAccountName"] == "triton-irsa"
+    assert pod["imagePullSecrets"] == [{"name": "ngc"}, {"name": "mirror"}, {"name": "operator-registry"}]
+    assert "imagePullSecrets" not in pod_spec(cluster_doc())
+
+
+@pytest.mark.parametrize(
+    ("server", "autoscaling", "path"),
+    [
+        ({"gpuResource": "nvidia.com/mig-1g.10gb", "gpus": 2}, None, "spec.server.gpus"),
+        (
+            {"gpuResource": "nvidia.com/mig-3g.40gb"},
+            {"minReplicas": 1, "maxReplicas": 2, "metric": "gpuUtilization", "target": 60},
+            "spec.autoscaling.metric",
+        ),
+    ],
+)
+def test_mig_combinations_that_cannot_work_are_refused(server, autoscaling, path) -> None:
+    doc = cluster_doc(**server)
+    if autoscaling:
+        doc["spec"]["autoscaling"] = autoscaling
+    with pytest.raises(SpecError) as err:
+        pod_spec(doc)
+    assert [p.path for p in err.value.problems] == [path]
+    assert "MIG" in err.value.problems[0].message
+
+
+def test_one_mig_device_with_queue_time_is_fine() -> None:
+    doc = cluster_doc(gpuResource="nvidia.com/mig-1g.10gb")
+    doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 2, "metric": "queueTime", "target": 50}
+    assert pod_spec(doc)["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
+
+
+def test_pods_are_admitted_by_pod_security_restricted(kube: Kube) -> None:
+    """On the real apiserver: a namespace enforcing Pod Security "restricted" admits a Pod made from the
+    Deployment's template, and refuses the same Pod without the security contexts (what the operator
+    rendered before), so the check is real."""
+    ns = f"restricted-{uuid.uuid4().hex[:6]}"
+    label = {"pod-security.kubernetes.io/enforce": "restricted"}
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": label}})
+    doc = cluster_doc()
+    doc["metadata"]["namespace"] = ns
+    spec = pod_spec(doc)
+
+    def pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+    created = kube.apply(pod("triton", spec))
+    assert created["metadata"]["name"] == "triton"
+    bare = copy.deepcopy(spec)
+    bare.pop("securityContext")
+    for c in [*bare["initContainers"], *bare["containers"]]:
+        c.pop("securityContext")
+    with pytest.raises(KubeError, match="violates PodSecurity"):
+        kube.apply(pod("bare", bare))
