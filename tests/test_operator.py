@@ -521,3 +521,43 @@ def test_manifests_print_what_the_operator_applies(kube, namespace, run_operator
     applied += [("HorizontalPodAutoscaler", kids["hpa"])] if kids["hpa"] else []
     for kind, obj in applied:
         assert (kind, obj["metadata"]["name"]) in names
+
+
+@pytest.mark.parametrize(("fixed", "minimum", "expected"), [(3, 2, 3), (1, 2, 2)])
+def test_turning_autoscaling_on_keeps_the_replica_count(
+    kube, namespace, run_operator, fixed, minimum, expected
+):
+    """Server-side apply drops a field its manager stops setting: without a handover a fixed pipeline fell
+    to 1 pod when autoscaling was turned on. The count stays, and is at least minReplicas."""
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["server"]["replicas"] = fixed
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    assert children(kube, namespace, "vision")["deployment"]["spec"]["replicas"] == fixed
+    doc["spec"]["autoscaling"] = {
+        "minReplicas": minimum,
+        "maxReplicas": 5,
+        "metric": "queueTime",
+        "target": 50,
+    }
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    kids = children(kube, namespace, "vision")
+    assert kids["hpa"] is not None
+    assert kids["deployment"]["spec"]["replicas"] == expected
+    # and back to fixed replicas: the operator owns the count again
+    del doc["spec"]["autoscaling"]
+    doc["spec"]["server"]["replicas"] = 4
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 3)
+    assert children(kube, namespace, "vision")["deployment"]["spec"]["replicas"] == 4
+
+
+def test_a_new_autoscaled_pipeline_starts_at_min_replicas(kube, namespace, run_operator):
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["autoscaling"] = {"minReplicas": 3, "maxReplicas": 5, "metric": "queueTime", "target": 50}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    assert children(kube, namespace, "vision")["deployment"]["spec"]["replicas"] == 3

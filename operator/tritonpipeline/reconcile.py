@@ -117,7 +117,14 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
         await _warn(kube, body, "InvalidSpec", message)
         raise kopf.PermanentError(message) from None
     try:
-        applied = [await asyncio.to_thread(kube.apply, obj) for obj in children.all()]
+        applied = [
+            await (
+                _apply_deployment(kube, tp, obj)
+                if obj is children.deployment
+                else asyncio.to_thread(kube.apply, obj)
+            )
+            for obj in children.all()
+        ]
         optional, conditions = await _apply_optional(kube, tp, children, generation)
         applied += optional
         # a new pipeline has nothing to prune
@@ -235,6 +242,23 @@ async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
     """The APIs (of `apis`) this cluster does not serve, as `Kind (group/version)`."""
     served = await asyncio.gather(*(asyncio.to_thread(kube.resource_exists, a, k) for a, k in apis))
     return [f"{k} ({a})" for (a, k), ok in zip(apis, served, strict=True) if not ok]
+
+
+async def _apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str, Any]) -> dict[str, Any]:
+    """Apply the Deployment; when it gets an autoscaler, hand spec.replicas over first so the count stays
+    (autoscaling.replicas_handover)."""
+    if tp.spec.autoscaling is None:
+        return await asyncio.to_thread(kube.apply, deployment)
+    meta = deployment["metadata"]
+    live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", meta["namespace"], meta["name"])
+    handover = autoscaling.replicas_handover(tp, deployment, live, kube.field_manager)
+    manager = autoscaling.REPLICAS_HANDOVER_MANAGER
+    if handover is not None and live is not None:
+        await asyncio.to_thread(kube.apply, handover, None, manager)
+    applied = await asyncio.to_thread(kube.apply, deployment)
+    if handover is not None and live is None:
+        applied = await asyncio.to_thread(kube.apply, handover, None, manager)
+    return applied
 
 
 async def _apply_optional(

@@ -268,6 +268,42 @@ def scaled_object(
     }
 
 
+REPLICAS_HANDOVER_MANAGER = "tritonpipeline-replicas-handover"
+
+
+def _manages_replicas(live: dict[str, Any], manager: str) -> bool:
+    """Whether `manager` set the live Deployment's spec.replicas by server-side apply."""
+    return any(
+        entry.get("manager") == manager
+        and entry.get("operation") == "Apply"
+        and "f:replicas" in (entry.get("fieldsV1") or {}).get("f:spec", {})
+        for entry in live.get("metadata", {}).get("managedFields") or []
+    )
+
+
+def replicas_handover(
+    tp: TritonPipeline, deployment: dict[str, Any], live: dict[str, Any] | None, manager: str
+) -> dict[str, Any] | None:
+    """What keeps the replica count when a pipeline gets an autoscaler, or None when nothing must.
+
+    With autoscaling the operator stops applying spec.replicas (the HPA owns it), and server-side apply
+    removes a field its last manager stops setting: the Deployment would drop to 1 pod. Kubernetes' way
+    out is to hand the field over first: a second field manager applies the current count (at least
+    minReplicas), so it stays when the operator's apply omits it. For a Deployment still to be created
+    it starts at minReplicas (applied just after the creation)."""
+    auto = tp.spec.autoscaling
+    if auto is None or (live is not None and not _manages_replicas(live, manager)):
+        return None
+    current = live["spec"].get("replicas", 0) if live is not None else 0
+    meta = deployment["metadata"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": {"replicas": max(int(current), auto.min_replicas)},
+    }
+
+
 def describe(tp: TritonPipeline) -> str:
     """One line for status and logs: what scales the pipeline, and the exact query behind it."""
     auto = tp.spec.autoscaling

@@ -98,11 +98,13 @@ class Kube:
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
-    def apply(self, obj: dict[str, Any], retries: int | None = None) -> dict[str, Any]:
-        """Server-side apply under our field manager (idempotent; conflicts forced to us)."""
+    def apply(
+        self, obj: dict[str, Any], retries: int | None = None, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        """Server-side apply under our field manager, or `field_manager` (idempotent; conflicts forced)."""
         meta = obj["metadata"]
         url = path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-        query = [("fieldManager", self.field_manager), ("force", "true")]
+        query = [("fieldManager", field_manager or self.field_manager), ("force", "true")]
         return self._retry(
             lambda: self._call(
                 "PATCH", url, query=query, body=obj, content_type="application/apply-patch+yaml"
