@@ -362,6 +362,8 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             # needs the `default` ServiceAccount that only kube-controller-manager creates
             "--disable-admission-plugins=ServiceAccount",
+            # on by default in OpenShift: setting blockOwnerDeletion needs update on the owner's finalizers
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             # the loopback advertise address is not a valid Endpoints IP; nothing in-cluster needs it
             "--endpoint-reconciler-type=none",

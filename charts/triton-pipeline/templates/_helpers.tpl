@@ -123,6 +123,11 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     HTTPRoute/GRPCRoute) when session affinity or its provider changes. Nothing else is;
   - routing and KEDA objects are not watched (the resync loop repairs them), so they need no list/watch;
     whether their API exists is read from discovery, which every authenticated user may read.
+  - children carry owner references with blockOwnerDeletion: true, which the
+    OwnerReferencesPermissionEnforcement admission plugin (on by default in OpenShift) allows only to
+    whoever may update the owner's finalizers: `update` on tritonpipelines/finalizers (no finalizer is
+    ever written);
+  - a Deployment is read (GET) when a pipeline gets an autoscaler, to hand its replica count over.
 No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by the operator.
 */}}
 {{- define "triton-pipeline.rules" -}}
@@ -132,6 +137,9 @@ No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by
 - apiGroups: ["serving.tritonpipeline.io"]
   resources: ["tritonpipelines/status"]
   verbs: ["patch"]
+- apiGroups: ["serving.tritonpipeline.io"]
+  resources: ["tritonpipelines/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -143,7 +151,7 @@ No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by
   verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["list", "watch", "create", "patch", "delete"]
