@@ -131,3 +131,25 @@ def test_pods_are_admitted_by_pod_security_restricted(kube: Kube) -> None:
         c.pop("securityContext")
     with pytest.raises(KubeError, match="violates PodSecurity"):
         kube.apply(pod("bare", bare))
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_timeout"), [([], 30), (["--exit-timeout-secs=90"], 90), (["--exit-t", "5"], 5)]
+)
+def test_stateless_pods_keep_serving_until_endpoints_drop_them(args, exit_timeout) -> None:
+    """preStop waits before tritonserver's SIGTERM (it refuses new requests from then on), and the grace
+    period covers that wait and Triton's exit timeout, the user's if set (in any spelling)."""
+    pod = pod_spec(cluster_doc(args=args))
+    triton = pod["containers"][0]
+    assert triton["lifecycle"]["preStop"] == {"sleep": {"seconds": 10}}
+    assert pod["terminationGracePeriodSeconds"] >= 10 + exit_timeout
+
+
+def test_stateful_grace_period_covers_the_users_exit_timeout() -> None:
+    doc = example("streaming")
+    doc["metadata"]["namespace"] = "ml"
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    doc["spec"]["server"]["args"] = ["--exit-timeout-secs=120"]
+    pod = pod_spec(doc)
+    assert "exec" in pod["containers"][0]["lifecycle"]["preStop"]
+    assert pod["terminationGracePeriodSeconds"] >= 5 + 5 + 120  # idle 5 s + margin, then Triton's 120 s

@@ -304,12 +304,14 @@ def test_short_idle_keeps_the_default_five_minutes():
     assert kids.deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 5 + 5 + 30 + 10
 
 
-def test_stateless_pipeline_keeps_the_plain_probe_and_grace_period():
+def test_stateless_pipeline_keeps_the_plain_probe_and_waits_before_sigterm():
     _, kids = children(doc("fanout"))
     pod = kids.deployment["spec"]["template"]["spec"]
-    assert "terminationGracePeriodSeconds" not in pod
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert "lifecycle" not in pod["containers"][0]
+    # no drain file: a plain delay (tests/test_pod_spec.py checks the grace period against it)
+    assert pod["containers"][0]["lifecycle"]["preStop"] == {
+        "sleep": {"seconds": autoscaling.PRE_STOP_SECONDS}
+    }
 
 
 @pytest.mark.parametrize("metric", autoscaling.METRICS)

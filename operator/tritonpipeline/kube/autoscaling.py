@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from .. import tritonserver_options
 from ..settings import Settings
 from ..spec import TritonPipeline
 from .meta import HTTP_PORT, metadata, namespace_of
@@ -166,12 +167,31 @@ class Drain:
         ]
 
 
+# How long a terminating stateless pod keeps serving before tritonserver gets SIGTERM: endpoints
+# controllers, kube-proxy and proxies take a few seconds to stop sending it requests, and Triton refuses
+# new requests from SIGTERM on (the usual preStop delay of serving stacks).
+PRE_STOP_SECONDS = 10
+
+
+def exit_timeout_seconds(tp: TritonPipeline) -> int:
+    """How long tritonserver waits for in-flight requests after SIGTERM: the user's --exit-timeout-secs
+    (in any spelling tritonserver accepts), else its default."""
+    flags, _ = tritonserver_options.parse(tp.spec.server.args)
+    given = [f.value for f in flags if f.option == "exit-timeout-secs" and f.value is not None]
+    return int(given[-1]) if given else TRITON_EXIT_TIMEOUT_SECONDS
+
+
+def grace_seconds(tp: TritonPipeline, pre_stop: int) -> int:
+    """terminationGracePeriodSeconds: the preStop delay, then Triton's exit timeout, plus a margin."""
+    return pre_stop + exit_timeout_seconds(tp) + 10
+
+
 def drain(tp: TritonPipeline) -> Drain | None:
     """None for a stateless pipeline (nothing to drain: the plain HTTP readiness probe is kept)."""
     if not sequence_models(tp):
         return None
     seconds = longest_idle_seconds(tp) + DRAIN_MARGIN_SECONDS
-    return Drain(seconds, seconds + TRITON_EXIT_TIMEOUT_SECONDS + 10)
+    return Drain(seconds, grace_seconds(tp, seconds))
 
 
 def behavior(tp: TritonPipeline) -> dict[str, Any] | None:

@@ -288,7 +288,9 @@ def deployment(
         "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *src_mounts],
         "securityContext": _container_security(tp),
     }
-    if drain is not None:
+    if drain is None:
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": autoscaling.PRE_STOP_SECONDS}}}
+    else:
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
         container["volumeMounts"].append({"name": "run", "mountPath": autoscaling.DRAIN_DIR})
         volumes.append({"name": "run", "emptyDir": {}})
@@ -307,8 +309,9 @@ def deployment(
     pull_secrets = [*(r.name for r in server.image_pull_secrets), *settings.assembler_pull_secrets]
     if pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in dict.fromkeys(pull_secrets)]
-    if drain is not None:
-        pod_spec["terminationGracePeriodSeconds"] = drain.grace_seconds
+    pod_spec["terminationGracePeriodSeconds"] = (
+        drain.grace_seconds if drain else autoscaling.grace_seconds(tp, autoscaling.PRE_STOP_SECONDS)
+    )
     if server.node_selector:
         pod_spec["nodeSelector"] = dict(server.node_selector)
     tolerations = _gpu_tolerations(tp)
