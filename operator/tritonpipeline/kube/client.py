@@ -115,6 +115,22 @@ class Kube:
         url = path(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"))
         return self._retry(lambda: self._call("POST", url, body=obj))
 
+    def create_if_absent(self, obj: dict[str, Any]) -> bool:
+        """POST an object unless one of its name exists (409: False at once, no retry, nothing read).
+        For objects created once and never changed by us, such as a generated Secret."""
+        url = path(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"))
+
+        def attempt() -> bool:
+            try:
+                self._call("POST", url, body=obj)
+            except ApiException as exc:
+                if exc.status == 409:
+                    return False
+                raise
+            return True
+
+        return self._retry(attempt)
+
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
             return self._retry(lambda: self._call("GET", path(api_version, kind, namespace, name)))
