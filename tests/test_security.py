@@ -159,7 +159,8 @@ def triton_container(children: Any) -> dict[str, Any]:
 
 def test_deployment_restricts_the_admin_apis_with_the_key_from_the_secret():
     c = triton_container(render(cluster()))
-    restricted = [a for a in c["args"] if a.startswith(("--http-restricted-api", "--grpc-restricted-protocol"))]
+    options = ("--http-restricted-api", "--grpc-restricted-protocol")
+    restricted = [a for a in c["args"] if a.startswith(options)]
     groups = "logging,trace,shared-memory,model-repository,model-config,statistics"
     assert restricted == [
         f"--http-restricted-api={groups}:admin-key=$(TRITON_ADMIN_KEY)",
@@ -266,10 +267,11 @@ def test_network_policy_defaults_to_the_namespace_and_an_empty_list_closes_a_por
     policy = render(cluster(networkPolicy={})).network_policy
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "vision"
     assert policy["spec"]["policyTypes"] == ["Ingress"]
+    tcp = [{"protocol": "TCP", "port": p} for p in (8000, 8001, 8002)]
     assert policy["spec"]["ingress"] == [
-        {"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 8000}, {"protocol": "TCP", "port": 8001}]},
-        {"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 8002}]},
-    ]  # fmt: skip
+        {"from": [{"podSelector": {}}], "ports": tcp[:2]},
+        {"from": [{"podSelector": {}}], "ports": tcp[2:]},
+    ]
     prom = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     policy = render(cluster(networkPolicy={"inference": [], "metrics": [prom]})).network_policy
     assert policy["spec"]["ingress"] == [{"from": [prom], "ports": [{"protocol": "TCP", "port": 8002}]}]

@@ -249,7 +249,8 @@ class LocalTriton:
         self, path: str, method: str = "GET", body: bytes | None = None, admin: bool = False
     ) -> tuple[int, bytes]:
         headers = self.admin_headers() if admin else {}
-        req = urllib.request.Request(f"http://{self.http_url}{path}", data=body, method=method, headers=headers)
+        url = f"http://{self.http_url}{path}"
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=2) as resp:
                 return resp.status, resp.read()
