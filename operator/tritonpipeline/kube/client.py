@@ -24,6 +24,8 @@ _PLURALS = {
     "HTTPRoute": "httproutes",
     "GRPCRoute": "grpcroutes",
     "ScaledObject": "scaledobjects",
+    "Secret": "secrets",
+    "NetworkPolicy": "networkpolicies",
     "Event": "events",
     "Namespace": "namespaces",
     "Pod": "pods",
