@@ -227,6 +227,7 @@ def test_restricted_args_are_valid_tritonserver_options():
         ("nvcr.io/nvidia/tritonserver:24.03-py3", ["CVE-2024-0087", "CVE-2024-0088", "CVE-2025-23319"]),
         ("registry.local/mirror/tritonserver:25.07-py3-sdk", ["CVE-2026-24206"]),
         ("tritonserver:26.05", ["CVE-2026-24209"]),
+        ("nvcr.io/nvidia/tritonserver:24.10-py3@sha256:" + "b" * 64, ["CVE-2025-23334"]),
     ],
 )
 def test_validate_warns_for_a_release_older_than_the_fixes(image, cves):

@@ -62,7 +62,7 @@ ADVISORIES: tuple[Advisory, ...] = (
 
 def release(image: str) -> Release | None:
     """(YY, MM) of a Triton image tag, or None for another image, a digest or an unusual tag."""
-    match = IMAGE_RE.match(image)
+    match = IMAGE_RE.match(image.partition("@")[0])  # a tag pinned by digest still names its release
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
