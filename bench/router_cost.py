@@ -139,7 +139,9 @@ def step_times(server: LocalTriton, models: list[str]) -> dict[str, dict[str, fl
     each compute phase (for a Python-backend model, compute_infer is the round trip to its stub)."""
     out = {}
     for model in models:
-        with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats", timeout=10) as r:
+        url = f"http://{server.http_url}/v2/models/{model}/stats"  # statistics: an admin API, needs the key
+        req = urllib.request.Request(url, headers=server.admin_headers())
+        with urllib.request.urlopen(req, timeout=10) as r:
             stats = json.loads(r.read())["model_stats"][0]["inference_stats"]
         n = max(1, int(stats["success"]["count"]))
         out[model] = {

@@ -56,6 +56,9 @@ OPERATOR_RULES = [
     {"apiGroups": ["serving.tritonpipeline.io"], "resources": ["tritonpipelines/finalizers"],
      "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+     "verbs": ["create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["apps"], "resources": ["deployments"],
@@ -274,12 +277,15 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
 
 
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
-def test_no_secrets_and_no_wildcards_anywhere(helm, scenario):
+def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
+    """The operator may create a Secret (a pipeline's admin key) but never read, change or delete one."""
     docs = helm.template("rel", "ops", [SCENARIOS[scenario]] if scenario != "default" else [])
     for doc in docs:
         assert doc["kind"] != "Secret"
         for rule in doc.get("rules", []):
-            assert "secrets" not in rule["resources"] and "*" not in rule["resources"] + rule["verbs"]
+            assert "*" not in rule["resources"] + rule["verbs"]
+            if "secrets" in rule["resources"]:
+                assert rule == {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
 
 
 def test_servicemonitor_only_when_enabled(helm):
@@ -392,6 +398,8 @@ def check_refused_outside_grant(sa: Kube, watched: str, outside: str | None) -> 
     calls = {
         "list secrets": ("GET", f"/api/v1/namespaces/{watched}/secrets", None),
         "read a secret": ("GET", f"/api/v1/namespaces/{watched}/secrets/anything", None),
+        "read the admin key": ("GET", f"/api/v1/namespaces/{watched}/secrets/vision-admin-key", None),
+        "delete a secret": ("DELETE", f"/api/v1/namespaces/{watched}/secrets/anything", None),
         "create a ClusterRole": ("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", clusterrole),
         "delete a Deployment": ("DELETE", f"/apis/apps/v1/namespaces/{watched}/deployments/vision", None),
         "delete a TritonPipeline": (
@@ -434,6 +442,8 @@ def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
     init = dep["spec"]["template"]["spec"]["initContainers"][0]
     assert init["image"] == op.container_env["TRITONPIPELINE_ASSEMBLER_IMAGE"]
     assert admin.get("v1", "Service", ns, "vision") is not None
+    secret = admin.get("v1", "Secret", ns, "vision-admin-key")  # created under create-only RBAC
+    assert secret is not None and secret["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
     wait_for(
         "a Created event posted by the operator",
         lambda: [
@@ -443,13 +453,16 @@ def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
         ],
     )
     doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3}
+    doc["spec"]["networkPolicy"] = {}
     admin.apply(doc)
     wait_for("generation 2", lambda: reconciled(2), 60)
     assert admin.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "vision") is not None
-    del doc["spec"]["autoscaling"]
+    assert admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision") is not None
+    del doc["spec"]["autoscaling"], doc["spec"]["networkPolicy"]
     admin.apply(doc)
     wait_for("generation 3", lambda: reconciled(3), 60)
     assert admin.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "vision") is None
+    assert admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision") is None
     admin.delete("v1", "Service", ns, "vision")
     wait_for("the deleted Service to be restored", lambda: admin.get("v1", "Service", ns, "vision"), 60)
     assert op.healthz() == 200

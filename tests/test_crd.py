@@ -129,7 +129,7 @@ def test_examples_are_admitted_and_defaulted_by_the_server(kube: Kube, ns: str, 
     assert stored is not None
     spec = stored["spec"]
     assert spec["server"]["gpuResource"] == "nvidia.com/gpu"
-    assert spec["server"]["image"] == "nvcr.io/nvidia/tritonserver:24.08-py3"
+    assert spec["server"]["image"] == "nvcr.io/nvidia/tritonserver:26.08-py3"
     assert spec["server"]["replicas"] == doc["spec"]["server"].get("replicas", 1)
     assert all(p["fanOut"] == "router" for p in spec["pipelines"])
     assert all(m["maxBatchSize"] == 8 and m["decoupled"] is False for m in spec["models"])

@@ -561,3 +561,95 @@ def test_a_new_autoscaled_pipeline_starts_at_min_replicas(kube, namespace, run_o
     kube.apply(doc)
     wait_reconciled(kube, namespace, "vision")
     assert children(kube, namespace, "vision")["deployment"]["spec"]["replicas"] == 3
+
+
+# --- issue 16: the admin key ------------------------------------------------------------------------------
+
+
+def _admin_key(kube: Kube, ns: str, name: str) -> tuple[str, dict[str, Any]]:
+    import base64
+
+    secret = kube.get("v1", "Secret", ns, name)
+    assert secret is not None, f"Secret {name} was not created"
+    return base64.b64decode(secret["data"]["admin-key"]).decode(), secret
+
+
+def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, run_operator):
+    from tritonpipeline.kube.access import NETWORK_POLICY_API
+
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    doc["spec"]["networkPolicy"] = {"metrics": [monitoring]}
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "vision", 1)
+    key, secret = _admin_key(kube, namespace, "vision-admin-key")
+    assert len(key) == 64 and int(key, 16) >= 0  # 256 random bits, hex
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
+    container = children(kube, namespace, "vision")["deployment"]["spec"]["template"]["spec"]["containers"][0]
+    ref = {"secretKeyRef": {"name": "vision-admin-key", "key": "admin-key"}}
+    assert {"name": "TRITON_ADMIN_KEY", "valueFrom": ref} in container["env"]
+    assert sum("admin-key=$(TRITON_ADMIN_KEY)" in a for a in container["args"]) == 2
+    # the real apiserver accepts the NetworkPolicy (no network plugin runs here to enforce it)
+    policy = kube.get(*NETWORK_POLICY_API[:1], NETWORK_POLICY_API[1], namespace, "vision")
+    assert policy is not None and [r["from"] for r in policy["spec"]["ingress"]] == [
+        [{"podSelector": {}}],
+        [monitoring],
+    ]
+    # later reconciles keep the key: the Secret is created once, never rewritten
+    doc["spec"]["server"]["replicas"] = 2
+    del doc["spec"]["networkPolicy"]
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    again, later = _admin_key(kube, namespace, "vision-admin-key")
+    assert again == key and later["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
+    assert kube.get(*NETWORK_POLICY_API[:1], NETWORK_POLICY_API[1], namespace, "vision") is None
+
+
+def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace, run_operator):
+    run_operator()
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["server"]["adminKeySecretRef"] = {"name": "platform-keys", "key": "triton"}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 1)
+    container = children(kube, namespace, "vision")["deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "platform-keys", "key": "triton"}
+    assert kube.get("v1", "Secret", namespace, "vision-admin-key") is None
+
+
+def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(kube, namespace, run_operator):
+    import base64
+
+    from tritonpipeline.kube.manifests import owner_reference, render_children
+    from tritonpipeline.settings import Settings
+
+    op = run_operator()
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["networkPolicy"] = {}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 1)
+    doc["spec"]["server"]["args"] = ["--no-such-flag"]  # an invalid spec: a Warning event and a status
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    key, _ = _admin_key(kube, namespace, "vision-admin-key")
+    forms = (key, base64.b64encode(key.encode()).decode())
+    cr = get_cr(kube, namespace, "vision")
+    stored = [
+        *kube.list("v1", "ConfigMap", namespace, ""),
+        *kube.list("v1", "Event", namespace, ""),
+        cr,
+        *(kube.get(api, kind, namespace, "vision") for api, kind in
+          [("apps/v1", "Deployment"), ("v1", "Service"), ("networking.k8s.io/v1", "NetworkPolicy")]),
+    ]  # fmt: skip
+    assert any(e["type"] == "Warning" for e in events(kube, namespace, "vision"))
+    tp = parse_pipeline({**cluster_doc("vision", namespace), "spec": {**doc["spec"], "server": {}}})
+    rendered = render_children(tp, compile_pipeline(tp), Settings(), owner_reference(cr))
+    texts = {
+        "stored objects": json.dumps(stored),
+        "rendered objects": json.dumps([*rendered.all(), rendered.scaled_object]),
+        "operator log": op.text(),
+    }
+    assert "created Secret vision-admin-key" in texts["operator log"]
+    for where, text in texts.items():
+        for form in forms:
+            assert form not in text, f"the admin key is in the {where}"

@@ -210,8 +210,18 @@ class Serve:
     def grpc(self) -> str:
         return f"127.0.0.1:{self.ports['grpc']}"
 
+    def admin_headers(self) -> dict[str, str]:
+        """The administrative APIs' key, from the file whose path `serve` printed."""
+        from tritonpipeline import security
+
+        line = next(line for line in self.lines if "need the key in " in line)
+        path = line.split("need the key in ", 1)[1].split(" (mode", 1)[0]
+        return security.headers(security.read_key(path))
+
     def http_json(self, path: str) -> Any:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['http']}{path}", timeout=10) as r:
+        url = f"http://127.0.0.1:{self.ports['http']}{path}"
+        request = urllib.request.Request(url, headers=self.admin_headers())
+        with urllib.request.urlopen(request, timeout=10) as r:
             return json.loads(r.read())
 
     def metrics(self) -> str:

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import tritonserver_options
+from . import security, tritonserver_options
 from .compiler import Artifacts, compile_pipeline
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
@@ -253,6 +253,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.start()
         server.wait_ready(timeout=args.timeout)
         print(f"ready: HTTP http://{server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}")
+        key_file = security.write_key(workdir, server.admin_key or "")
+        print(
+            f"admin APIs ({', '.join(security.ADMIN_APIS)}) need the key in {key_file} (mode 0600) as "
+            f"header {security.ADMIN_HEADER!r} (gRPC metadata {security.header_name('grpc')!r}); "
+            f"{', '.join(security.OPEN_APIS)} are open"
+        )
         for m in server.models():
             print(f"  model {m['name']:<40} version {m.get('version', '-'):<3} {m.get('state', '')}")
         print("serving; Ctrl-C or SIGTERM stops", flush=True)
@@ -439,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print, as a YAML stream, exactly the objects the operator applies for each pipeline "
         "of FILE: ConfigMaps, Deployment, Service, routing objects and the autoscaler. Objects of a "
         "routing provider or of KEDA are included: the operator applies them where the cluster serves "
-        "their API. Owner references are left out (they need the stored CR's uid). The operator's "
+        "their API. Owner references are left out (they need the stored CR's uid), and so is the admin-key "
+        "Secret the operator creates (a key is never printed): without the operator, create it yourself or "
+        "name your own with spec.server.adminKeySecretRef. The operator's "
         "settings come from the same environment variables (TRITONPIPELINE_ASSEMBLER_IMAGE, ...).",
     )
     p.add_argument("file", metavar="FILE")

@@ -15,6 +15,13 @@ proxy rule covers both).
 
 Everything else is tritonclient's own API: `infer` takes its keyword arguments and returns its
 InferResult, and `.raw` is the underlying InferenceServerClient.
+
+The pipeline's administrative APIs (logging, trace, shared memory, model repository and config,
+statistics) answer only requests that carry its admin key (README "Security"). Give it as `admin_key`
+and call them through `.admin`, which adds the header (HTTP) or metadata (gRPC) to every call:
+
+    client = TritonClient(url, protocol="http", admin_key=read_key("/path/to/admin-key"))
+    client.admin.update_log_settings({"log_verbose_level": 1})
 """
 
 from __future__ import annotations
@@ -23,6 +30,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
+
+from .security import headers as key_headers
+from .security import read_key
+
+__all__ = ["DEFAULT_HEADER", "AsyncTritonClient", "TritonClient", "affinity_headers", "read_key"]
 
 DEFAULT_HEADER = "x-triton-sequence-id"
 Protocol = Literal["http", "grpc"]
@@ -60,6 +72,27 @@ def _modules(protocol: str, asynchronous: bool) -> tuple[Any, Any]:
     raise ValueError(f"protocol must be 'http' or 'grpc', got {protocol!r}")
 
 
+class _Admin:
+    """The raw client's methods with the admin key added to their `headers` (never shown in a repr)."""
+
+    def __init__(self, raw: Any, key_headers: dict[str, str]) -> None:
+        self._raw = raw
+        self._headers = key_headers
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._raw, name)
+        if not callable(method):
+            return method
+
+        def call(*args: Any, headers: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+            return method(*args, headers={**(headers or {}), **self._headers}, **kwargs)
+
+        return call
+
+    def __repr__(self) -> str:
+        return f"<admin calls of {type(self._raw).__module__}.{type(self._raw).__name__}>"
+
+
 class _Client:
     _asynchronous = False
 
@@ -69,12 +102,21 @@ class _Client:
         *,
         protocol: Protocol = "grpc",
         header: str | None = DEFAULT_HEADER,
+        admin_key: str | None = None,
         **client_args: Any,
     ) -> None:
         module, self._types = _modules(protocol, self._asynchronous)
         self.protocol = protocol
         self.header = header
         self.raw = module.InferenceServerClient(url, **client_args)
+        self._admin_key = admin_key
+
+    @property
+    def admin(self) -> Any:
+        """The raw client's calls carrying the admin key. Raises ValueError when no key was given."""
+        if not self._admin_key:
+            raise ValueError("no admin_key given: the administrative APIs need the pipeline's admin key")
+        return _Admin(self.raw, key_headers(self._admin_key, self.protocol))
 
     def input(self, name: str, array: np.ndarray, datatype: str | None = None) -> Any:
         """An InferInput of the right protocol holding `array` (datatype from its numpy dtype)."""

@@ -15,9 +15,10 @@ import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from . import security
 from .compiler import compile_pipeline
 from .errors import SpecError
-from .kube import autoscaling
+from .kube import access, autoscaling
 from .kube import routing as rt
 from .kube import status as st
 from .kube.client import Kube, KubeError
@@ -117,6 +118,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
         await _warn(kube, body, "InvalidSpec", message)
         raise kopf.PermanentError(message) from None
     try:
+        await _ensure_admin_secret(kube, tp, config, dict(body), logger)
         applied = [
             await (
                 _apply_deployment(kube, tp, obj)
@@ -181,6 +183,18 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
             message=f"applied repository {artifacts.digest()[:12]}, "
             f"{len(routers)} router(s), {len(applied)} objects",
         )
+
+
+async def _ensure_admin_secret(
+    kube: Kube, tp: TritonPipeline, config: Settings, body: dict[str, Any], logger: logging.Logger
+) -> None:
+    """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one).
+    Create only: the operator never reads a Secret, so the key is in no status, event or log line."""
+    if not access.generates_secret(tp):
+        return
+    secret = access.admin_secret(tp, security.new_key(), config, owner_reference(body))
+    if await asyncio.to_thread(kube.create_if_absent, secret):
+        logger.info(f"created Secret {access.admin_secret_name(tp)} holding the admin key")
 
 
 async def _warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
@@ -366,6 +380,7 @@ def _optional_candidates(tp: TritonPipeline) -> list[tuple[str, str, str]]:
         *rt.possible_names(tp),
         ("autoscaling/v2", "HorizontalPodAutoscaler", tp.name),
         (*autoscaling.SCALED_OBJECT_API, tp.name),
+        (*access.NETWORK_POLICY_API, tp.name),
     ]
 
 
@@ -375,6 +390,7 @@ def _rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str,
         *children.routing.provider_objects,
         *([children.hpa] if children.hpa else []),
         *([children.scaled_object] if children.scaled_object else []),
+        *([children.network_policy] if children.network_policy else []),
     ]
     names = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in rendered}
     return names & set(_optional_candidates(tp))

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from . import security
+
 
 class TritonError(RuntimeError):
     """tritonserver could not be found, started, or did not become ready."""
@@ -176,6 +178,8 @@ class LocalTriton:
     process: subprocess.Popen[bytes] | None = None
     home: Path = field(default_factory=server_home)
     die_with_parent: bool = True
+    # the administrative APIs (security.ADMIN_APIS) answer only requests carrying this key; None: open
+    admin_key: str | None = field(default_factory=security.new_key, repr=False)
 
     def __post_init__(self) -> None:
         taken = {self.http_port, self.grpc_port, self.metrics_port} - {0}
@@ -211,8 +215,13 @@ class LocalTriton:
             "--allow-metrics=true",
             "--strict-readiness=true",
             f"--backend-config=python,shm-region-prefix-name=tp{os.getpid()}_{secrets.token_hex(3)}_",
+            *(security.restricted_args(self.admin_key) if self.admin_key else []),
             *self.extra_args,
         ]
+
+    def admin_headers(self, protocol: str = "http") -> dict[str, str]:
+        """Headers (HTTP) or metadata (gRPC) that open this server's administrative APIs."""
+        return security.headers(self.admin_key, protocol) if self.admin_key else {}
 
     def start(self) -> LocalTriton:
         if self.log_file is None:
@@ -236,8 +245,12 @@ class LocalTriton:
             return self.log_file.read_text(errors="replace")
         return ""
 
-    def _get(self, path: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
-        req = urllib.request.Request(f"http://{self.http_url}{path}", data=body, method=method)
+    def _get(
+        self, path: str, method: str = "GET", body: bytes | None = None, admin: bool = False
+    ) -> tuple[int, bytes]:
+        headers = self.admin_headers() if admin else {}
+        url = f"http://{self.http_url}{path}"
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=2) as resp:
                 return resp.status, resp.read()
@@ -267,7 +280,7 @@ class LocalTriton:
 
     def models(self) -> list[dict[str, str]]:
         """The repository index: name, version, state (READY, UNAVAILABLE...) and reason."""
-        status, body = self._get("/v2/repository/index", method="POST", body=b"{}")
+        status, body = self._get("/v2/repository/index", method="POST", body=b"{}", admin=True)
         if status != 200:
             raise TritonError(f"repository index failed with HTTP {status}: {body[:200]!r}")
         return json.loads(body)

@@ -27,7 +27,7 @@ from .errors import Problem, SpecError, quote
 
 API_VERSION = "serving.tritonpipeline.io/v1alpha1"
 KIND = "TritonPipeline"
-DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:24.08-py3"
+DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-py3"  # README "Security": why this release
 
 # Every pattern is applied with fullmatch (a `$` alone lets a trailing newline through in Python) and is
 # written in the syntax Python's re and Go's RE2 share: the CRD carries the same strings.
@@ -49,6 +49,7 @@ DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
+SECRET_KEY_RE = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
 RESOURCE_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
@@ -102,6 +103,7 @@ _RULE_TEXT = {
     "header": "an HTTP header name: letters, digits and '-'",
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
+    "secret key": "a Secret data key: letters, digits, '-', '_' or '.'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
     "host": "a DNS host name such as triton.example.com (lowercase; a leading '*.' is allowed)",
     "url": "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090",
@@ -291,6 +293,13 @@ class SecretRef(_Base):
     name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
 
 
+class AdminKeyRef(_Base):
+    """A Secret (in the pipeline's namespace) holding the key of Triton's administrative APIs."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = "admin-key"
+
+
 class ModelRepository(_Base):
     uri: Annotated[str, Field(min_length=1, max_length=1024)]
     secret_ref: SecretRef | None = None
@@ -336,6 +345,7 @@ class Server(_Base):
     image_pull_secrets: list[SecretRef] = []
     init_resources: dict[str, Any] = {}
     startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = 600
+    admin_key_secret_ref: AdminKeyRef | None = None
 
     @field_validator("args")
     @classmethod
@@ -403,6 +413,14 @@ class Autoscaling(_Base):
         return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+class NetworkPolicy(_Base):
+    """Who may reach the pipeline's pods: NetworkPolicy peers (podSelector, namespaceSelector, ipBlock).
+    Unset: the pods of the pipeline's namespace; an empty list: nobody."""
+
+    inference: list[dict[str, Any]] | None = None
+    metrics: list[dict[str, Any]] | None = None
+
+
 class PipelineSpec(_Base):
     server: Server = Server()
     model_repository: ModelRepository
@@ -410,6 +428,7 @@ class PipelineSpec(_Base):
     pipelines: Annotated[list[Pipeline], Field(min_length=1)]
     routing: Routing = Routing()
     autoscaling: Autoscaling | None = None
+    network_policy: NetworkPolicy | None = None
 
     @model_validator(mode="after")
     def _instance_gpus(self) -> PipelineSpec:

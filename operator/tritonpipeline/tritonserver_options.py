@@ -120,6 +120,10 @@ RESERVED: dict[str, str] = {
     "allow-http": "the probes and the HTTP routes need the HTTP endpoint",
     "allow-grpc": "the pipeline's endpoint is the gRPC port",
     "help": "tritonserver would print its usage and exit instead of serving",
+    "http-restricted-api": "tritonpipeline restricts the administrative APIs to the pipeline's admin key "
+    "(spec.server.adminKeySecretRef names its Secret)",
+    "grpc-restricted-protocol": "tritonpipeline restricts the administrative APIs to the pipeline's admin "
+    "key (spec.server.adminKeySecretRef names its Secret)",
 }
 # options `tritonpipeline serve` sets itself: given in spec.server.args, serve leaves them out (and says so)
 SET_BY_SERVE: dict[str, str] = {

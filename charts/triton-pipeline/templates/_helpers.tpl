@@ -128,7 +128,13 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     whoever may update the owner's finalizers: `update` on tritonpipelines/finalizers (no finalizer is
     ever written);
   - a Deployment is read (GET) when a pipeline gets an autoscaler, to hand its replica count over.
-No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by the operator.
+  - Secrets: create only. The operator POSTs each pipeline's admin-key Secret (a random key) once and
+    takes "already exists" as done; it never gets, lists, watches, patches or deletes a Secret, so it
+    cannot read any key, the generated ones included (the pipeline's ownerReference lets the garbage
+    collector delete it). RBAC cannot narrow create by name (the name is not known at authorisation
+    time), so this is the narrowest grant. A pipeline's secretRef and adminKeySecretRef are read by
+    the kubelet for its pods, never by the operator;
+  - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects.
 */}}
 {{- define "triton-pipeline.rules" -}}
 - apiGroups: ["serving.tritonpipeline.io"]
@@ -143,6 +149,12 @@ No Secrets: a pipeline's secretRef is read by the kubelet for its pods, never by
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["list", "watch", "create", "patch", "delete"]

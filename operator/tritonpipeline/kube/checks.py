@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import advisories
 from ..compiler import Artifacts
 from ..errors import Problem
 from ..settings import Settings
@@ -141,6 +142,9 @@ def problems(tp: TritonPipeline, artifacts: Artifacts, settings: Settings | None
 def warnings(tp: TritonPipeline) -> list[Problem]:
     """Allowed, but probably not what the user wants: each at its field path."""
     found = []
+    outdated = advisories.warning(tp.spec.server.image)
+    if outdated:
+        found.append(Problem("spec.server.image", outdated))
     broken = routing.affinity_problem(tp)
     if broken:
         found.append(Problem("spec.routing.sessionAffinity", broken))

@@ -24,6 +24,8 @@ _PLURALS = {
     "HTTPRoute": "httproutes",
     "GRPCRoute": "grpcroutes",
     "ScaledObject": "scaledobjects",
+    "Secret": "secrets",
+    "NetworkPolicy": "networkpolicies",
     "Event": "events",
     "Namespace": "namespaces",
     "Pod": "pods",
@@ -116,6 +118,22 @@ class Kube:
         """POST a new object (e.g. an Event, which has a generateName)."""
         url = path(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"))
         return self._retry(lambda: self._call("POST", url, body=obj))
+
+    def create_if_absent(self, obj: dict[str, Any]) -> bool:
+        """POST an object unless one of its name exists (409: False at once, no retry, nothing read).
+        For objects created once and never changed by us, such as a generated Secret."""
+        url = path(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"))
+
+        def attempt() -> bool:
+            try:
+                self._call("POST", url, body=obj)
+            except ApiException as exc:
+                if exc.status == 409:
+                    return False
+                raise
+            return True
+
+        return self._retry(attempt)
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:

@@ -12,7 +12,7 @@ from ..compiler import Artifacts
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline
-from . import autoscaling, checks
+from . import access, autoscaling, checks
 from .meta import (
     GRPC_PORT,
     HTTP_PORT,
@@ -59,15 +59,17 @@ class Children:
     hpa: dict[str, Any] | None
     routing: RoutingChildren = field(default_factory=RoutingChildren)
     scaled_object: dict[str, Any] | None = None
+    network_policy: dict[str, Any] | None = None
 
     def all(self) -> list[dict[str, Any]]:
-        """The objects every cluster can take."""
+        """The objects every cluster can take (the admin-key Secret is not one: see kube/access.py)."""
         return [
             *self.configmaps,
             self.deployment,
             self.service,
             *self.routing.objects,
             *([self.hpa] if self.hpa else []),
+            *([self.network_policy] if self.network_policy else []),
         ]
 
 
@@ -208,6 +210,8 @@ def _container_security(tp: TritonPipeline) -> dict[str, Any]:
 
 
 def triton_args(tp: TritonPipeline) -> list[str]:
+    """tritonserver's args: the operator's own (ports, repository, the admin APIs restricted to the key
+    in the container's env, expanded by the kubelet), then spec.server.args."""
     return [
         f"--model-repository={REPOSITORY_DIR}",
         f"--http-port={HTTP_PORT}",
@@ -216,6 +220,7 @@ def triton_args(tp: TritonPipeline) -> list[str]:
         "--allow-metrics=true",
         f"--allow-gpu-metrics={'true' if tp.spec.server.gpus > 0 else 'false'}",
         "--strict-readiness=true",
+        *access.admin_args(),
         *tp.spec.server.args,
     ]
 
@@ -269,6 +274,7 @@ def deployment(
         "image": server.image,
         "command": ["tritonserver"],
         "args": triton_args(tp),
+        "env": access.admin_env(tp),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT},
             {"name": "grpc", "containerPort": GRPC_PORT},
@@ -375,6 +381,7 @@ def render_children(
         hpa=autoscaling.hpa(tp, settings, owner),
         routing=routing_children(tp, settings, owner),
         scaled_object=autoscaling.scaled_object(tp, settings, owner),
+        network_policy=access.network_policy(tp, settings, owner),
     )
 
 

@@ -1,0 +1,87 @@
+"""Who may use a pipeline's Triton: the admin-key Secret and the optional NetworkPolicy (pure).
+
+The key itself never passes through these renderers' output except in `admin_secret`, which the
+operator creates once (POST, never apply) and nothing prints: the Deployment reads it from the Secret
+into an env var that the kubelet expands in tritonserver's args.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import security
+from ..settings import Settings
+from ..spec import TritonPipeline
+from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, selector_labels
+from .meta import metadata as _meta
+
+NETWORK_POLICY_API = ("networking.k8s.io/v1", "NetworkPolicy")
+
+
+def admin_secret_name(tp: TritonPipeline) -> str:
+    return f"{tp.name}-admin-key"
+
+
+def admin_key_ref(tp: TritonPipeline) -> tuple[str, str]:
+    """(Secret name, data key) holding this pipeline's admin key: the user's, or the generated one."""
+    ref = tp.spec.server.admin_key_secret_ref
+    if ref is not None:
+        return ref.name, ref.key
+    return admin_secret_name(tp), security.SECRET_KEY
+
+
+def generates_secret(tp: TritonPipeline) -> bool:
+    return tp.spec.server.admin_key_secret_ref is None
+
+
+def admin_args() -> list[str]:
+    """tritonserver flags restricting the admin APIs to the key in the container's env var."""
+    return security.restricted_args(f"$({security.KEY_ENV})")
+
+
+def admin_env(tp: TritonPipeline) -> list[dict[str, Any]]:
+    name, key = admin_key_ref(tp)
+    return [{"name": security.KEY_ENV, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}]
+
+
+def admin_secret(
+    tp: TritonPipeline, key: str, settings: Settings, owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The generated Secret holding `key` (owned by the pipeline, so deleted with it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(admin_secret_name(tp), tp, settings, owner),
+        "type": "Opaque",
+        "stringData": {security.SECRET_KEY: key},
+    }
+
+
+def _rule(peers: list[dict[str, Any]] | None, ports: tuple[int, ...]) -> list[dict[str, Any]]:
+    """One ingress rule for `ports`: from `peers`, from the namespace's pods when unset, none when []."""
+    if peers is not None and not peers:
+        return []
+    sources = [{"podSelector": {}}] if peers is None else [dict(p) for p in peers]
+    return [{"from": sources, "ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+
+
+def network_policy(
+    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """spec.networkPolicy as a NetworkPolicy on the pipeline's pods (ingress only), or None."""
+    policy = tp.spec.network_policy
+    if policy is None:
+        return None
+    return {
+        "apiVersion": NETWORK_POLICY_API[0],
+        "kind": NETWORK_POLICY_API[1],
+        "metadata": _meta(tp.name, tp, settings, owner),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(tp.name)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                *_rule(policy.inference, (HTTP_PORT, GRPC_PORT)),
+                *_rule(policy.metrics, (METRICS_PORT,)),
+            ],
+        },
+    }

@@ -1,0 +1,278 @@
+"""Issue 16: administrative APIs behind a key (real tritonserver), image currency, the NetworkPolicy and
+the admin-key wiring of the rendered objects."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import stat
+import urllib.error
+import urllib.request
+from multiprocessing import shared_memory
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from conftest import example
+from test_serve_cli import _serve
+from tritonpipeline import advisories, security
+from tritonpipeline.client import TritonClient, read_key
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import checks
+from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.settings import Settings
+from tritonpipeline.spec import DEFAULT_IMAGE, parse_pipeline
+
+OWNER = {"apiVersion": "serving.tritonpipeline.io/v1alpha1", "kind": "TritonPipeline", "name": "x",
+         "uid": "u-1", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
+    doc = example(source)
+    doc["metadata"] = {"name": "vision", "namespace": "team-a"}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    doc["spec"].update(spec)
+    return doc
+
+
+def render(doc: dict[str, Any]) -> Any:
+    tp = parse_pipeline(doc)
+    return render_children(tp, compile_pipeline(tp), Settings(), OWNER)
+
+
+def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+# --- the real tritonserver ----------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_admin_apis_need_the_key_inference_does_not(serve_pipeline):
+    server = serve_pipeline(example("diamond"))
+    base = f"http://{server.http_url}"
+    key = server.admin_key
+    assert key and key not in repr(server)
+    with_key, wrong = server.admin_headers(), security.headers("0" * 64)
+
+    # logging (CVE-2024-0087 went through it): refused without the key or with a wrong one
+    assert post(f"{base}/v2/logging", {"log_verbose_level": 1})[0] == 403
+    assert post(f"{base}/v2/logging", {"log_verbose_level": 1}, wrong)[0] == 403
+    code, body = post(f"{base}/v2/logging", {"log_verbose_level": 0}, with_key)
+    assert code == 200 and json.loads(body)["log_verbose_level"] == 0
+
+    # shared-memory registration of a real region (CVE-2024-0088, CVE-2025-23319 went through it)
+    region = shared_memory.SharedMemory(create=True, size=64)
+    try:
+        reg = {"key": f"/{region.name}", "offset": 0, "byte_size": 64}
+        url = f"{base}/v2/systemsharedmemory/region/tp_region/register"
+        assert post(url, reg)[0] == 403
+        assert post(url, reg, with_key)[0] == 200
+        status = urllib.request.Request(f"{base}/v2/systemsharedmemory/status", headers=with_key)
+        with urllib.request.urlopen(status, timeout=10) as resp:
+            assert [r["name"] for r in json.loads(resp.read())] == ["tp_region"]
+        assert post(f"{base}/v2/systemsharedmemory/region/tp_region/unregister", {}, with_key)[0] == 200
+    finally:
+        region.close()
+        region.unlink()
+
+    # the other restricted groups, each refused without the key
+    for path, body in [
+        ("/v2/repository/index", {}),
+        ("/v2/repository/models/diamond/load", {}),
+        ("/v2/trace/setting", {"trace_level": ["TIMESTAMPS"]}),
+    ]:
+        assert post(f"{base}{path}", body)[0] == 403, path
+    for path in ("/v2/models/diamond/config", "/v2/models/stats"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{base}{path}", timeout=10)
+        assert err.value.code == 403, path
+
+    # inference, health and metadata stay open, on both protocols
+    image = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for protocol, url in (("http", server.http_url), ("grpc", server.grpc_url)):
+        with TritonClient(url, protocol=protocol) as client:
+            result = client.infer("diamond", [client.input("IMAGE", image)])
+            assert result.as_numpy("RESULT").shape == (2, 4)
+            assert client.raw.is_server_ready() and client.raw.get_model_metadata("diamond")
+    assert key not in server.logs()
+
+
+@pytest.mark.integration
+def test_grpc_admin_calls_need_the_key_and_the_client_helper_sends_it(serve_pipeline):
+    server = serve_pipeline(example("diamond"))
+    raw = grpcclient.InferenceServerClient(server.grpc_url)
+    with pytest.raises(InferenceServerException, match="restricted"):
+        raw.update_log_settings({"log_verbose_level": 0})
+    with pytest.raises(InferenceServerException, match="restricted"):
+        raw.get_system_shared_memory_status()
+    with pytest.raises(ValueError, match="admin_key"):
+        _ = TritonClient(server.grpc_url).admin
+    for protocol, url in (("grpc", server.grpc_url), ("http", server.http_url)):
+        with TritonClient(url, protocol=protocol, admin_key=server.admin_key) as client:
+            settings = client.admin.update_log_settings({"log_verbose_level": 0})
+            assert settings is not None
+            assert client.admin.get_model_repository_index()
+            assert server.admin_key not in repr(client.admin)
+
+
+@pytest.mark.integration
+def test_serve_restricts_and_writes_the_key_to_a_private_file():
+    proc, http, lines = _serve(["--keep"])
+    try:
+        text = "".join(lines)
+        match = re.search(r"need the key in (\S+) \(mode 0600\)", text)
+        assert match, text
+        path = Path(match.group(1))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        key = read_key(path)
+        assert len(key) == 64 and key not in text
+        url = f"http://127.0.0.1:{http}/v2/logging"
+        assert post(url, {"log_verbose_level": 0})[0] == 403
+        assert post(url, {"log_verbose_level": 0}, security.headers(key))[0] == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+    assert key not in rest
+    assert key not in (path.parent / "tritonserver.log").read_text()
+    shutil.rmtree(path.parent)  # serve's own temporary work directory (kept by --keep)
+
+
+# --- rendered objects (pure) ---------------------------------------------------------------------------
+
+
+def triton_container(children: Any) -> dict[str, Any]:
+    return children.deployment["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_deployment_restricts_the_admin_apis_with_the_key_from_the_secret():
+    c = triton_container(render(cluster()))
+    options = ("--http-restricted-api", "--grpc-restricted-protocol")
+    restricted = [a for a in c["args"] if a.startswith(options)]
+    groups = "logging,trace,shared-memory,model-repository,model-config,statistics"
+    assert restricted == [
+        f"--http-restricted-api={groups}:admin-key=$(TRITON_ADMIN_KEY)",
+        f"--grpc-restricted-protocol={groups}:admin-key=$(TRITON_ADMIN_KEY)",
+    ]
+    assert not {"inference", "health", "metadata"} & set(groups.split(","))
+    assert c["env"] == [
+        {"name": "TRITON_ADMIN_KEY",
+         "valueFrom": {"secretKeyRef": {"name": "vision-admin-key", "key": "admin-key"}}},
+    ]  # fmt: skip
+
+
+def test_a_named_secret_replaces_the_generated_one():
+    doc = cluster()
+    doc["spec"]["server"] = {"adminKeySecretRef": {"name": "platform-keys", "key": "triton"}}
+    ref = triton_container(render(doc))["env"][0]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "platform-keys", "key": "triton"}
+    doc["spec"]["server"] = {"adminKeySecretRef": {"name": "Bad_Name"}}
+    with pytest.raises(SpecError) as err:
+        parse_pipeline(doc)
+    assert "spec.server.adminKeySecretRef.name" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "arg",
+    ["--http-restricted-api=logging:k=v", "--grpc-restricted-protocol=trace:k=v", "--http-restr=logging:k=v"],
+)
+def test_server_args_cannot_lift_the_restriction(arg):
+    doc = cluster()
+    doc["spec"]["server"] = {"args": [arg]}
+    with pytest.raises(SpecError) as err:
+        parse_pipeline(doc)
+    text = str(err.value)
+    assert "spec.server.args[0]" in text and "cannot be given in server.args" in text
+
+
+def test_the_secret_is_no_applied_child_and_carries_its_key_only_in_the_secret():
+    from tritonpipeline.kube.access import admin_secret
+
+    doc = cluster()
+    children = render(doc)
+    assert not [o for o in children.all() if o["kind"] == "Secret"]
+    key = security.new_key()
+    secret = admin_secret(parse_pipeline(doc), key, Settings(), OWNER)
+    assert secret["metadata"]["ownerReferences"] == [OWNER]
+    assert secret["stringData"] == {"admin-key": key}
+    assert key not in json.dumps([*children.all(), children.scaled_object])
+
+
+def test_restricted_args_are_valid_tritonserver_options():
+    from tritonpipeline import tritonserver_options as opts
+
+    flags, problems = opts.parse(security.restricted_args(security.new_key()))
+    assert not problems and [f.option for f in flags] == ["http-restricted-api", "grpc-restricted-protocol"]
+
+
+# --- image currency ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("image", "cves"),
+    [
+        ("nvcr.io/nvidia/tritonserver:24.08-py3", ["CVE-2025-23310", "CVE-2026-24207"]),
+        ("nvcr.io/nvidia/tritonserver:24.03-py3", ["CVE-2024-0087", "CVE-2024-0088", "CVE-2025-23319"]),
+        ("registry.local/mirror/tritonserver:25.07-py3-sdk", ["CVE-2026-24206"]),
+        ("tritonserver:26.05", ["CVE-2026-24209"]),
+        ("nvcr.io/nvidia/tritonserver:24.10-py3@sha256:" + "b" * 64, ["CVE-2025-23334"]),
+    ],
+)
+def test_validate_warns_for_a_release_older_than_the_fixes(image, cves):
+    doc = cluster()
+    doc["spec"]["server"] = {"image": image}
+    found = [w for w in checks.warnings(parse_pipeline(doc)) if w.path == "spec.server.image"]
+    assert len(found) == 1
+    for cve in cves:
+        assert cve in found[0].message
+    assert "26.06" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "image",
+    [DEFAULT_IMAGE, "nvcr.io/nvidia/tritonserver:26.06-py3", "my.registry/triton-custom:1.0",
+     "nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64],
+)  # fmt: skip
+def test_no_warning_for_a_current_or_undatable_image(image):
+    doc = cluster()
+    doc["spec"]["server"] = {"image": image}
+    assert not [w for w in checks.warnings(parse_pipeline(doc)) if w.path == "spec.server.image"]
+
+
+def test_the_default_image_is_newer_than_every_known_bulletin():
+    found = advisories.release(DEFAULT_IMAGE)
+    assert found is not None and found >= advisories.oldest_safe()
+    assert all(found > a.published for a in advisories.ADVISORIES)
+
+
+# --- NetworkPolicy --------------------------------------------------------------------------------------
+
+
+def test_no_network_policy_unless_asked():
+    assert render(cluster()).network_policy is None
+
+
+def test_network_policy_defaults_to_the_namespace_and_an_empty_list_closes_a_port():
+    policy = render(cluster(networkPolicy={})).network_policy
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "vision"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    tcp = [{"protocol": "TCP", "port": p} for p in (8000, 8001, 8002)]
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"podSelector": {}}], "ports": tcp[:2]},
+        {"from": [{"podSelector": {}}], "ports": tcp[2:]},
+    ]
+    prom = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policy = render(cluster(networkPolicy={"inference": [], "metrics": [prom]})).network_policy
+    assert policy["spec"]["ingress"] == [{"from": [prom], "ports": [{"protocol": "TCP", "port": 8002}]}]
