@@ -351,7 +351,9 @@ def test_keda_scaled_object_with_the_generated_query(metric):
 def test_affinity_header_from_the_sequence_id():
     assert affinity_headers(None, DEFAULT_HEADER, 42) == {"x-triton-sequence-id": "42"}
     assert affinity_headers({"a": "b"}, "X-Stream", "abc") == {"a": "b", "x-stream": "abc"}
-    assert affinity_headers(None, DEFAULT_HEADER, 0) is None  # no sequence
+    # no sequence: a random key each time, never one empty key that pins every request to one replica
+    keys = {affinity_headers(None, DEFAULT_HEADER, none)[DEFAULT_HEADER] for none in (0, "", None) * 20}
+    assert len(keys) == 60 and all(len(k) == 16 for k in keys)
     assert affinity_headers({"a": "b"}, None, 7) == {"a": "b"}  # header disabled
 
 

@@ -26,6 +26,7 @@ and call them through `.admin`, which adds the header (HTTP) or metadata (gRPC) 
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -43,12 +44,15 @@ Protocol = Literal["http", "grpc"]
 def affinity_headers(
     headers: Mapping[str, str] | None, header: str | None, sequence_id: int | str | None
 ) -> dict[str, str] | None:
-    """`headers` plus the affinity header carrying `sequence_id` (0, "" and None mean no sequence, as in
-    Triton; header None sends none). gRPC metadata keys must be lowercase; HTTP header names are
-    case-insensitive."""
-    if header is None or sequence_id is None or sequence_id == 0 or sequence_id == "":
+    """`headers` plus the affinity header carrying `sequence_id` (header None sends none). A request with
+    no sequence (0, "" or None, as in Triton) gets a random key instead: ingress-nginx hashes a missing
+    header as the empty string, which would send every such request to one replica. gRPC metadata keys
+    must be lowercase; HTTP header names are case-insensitive."""
+    if header is None:
         return dict(headers) if headers else None
-    return {**(headers or {}), header.lower(): str(sequence_id)}
+    no_sequence = sequence_id is None or sequence_id == 0 or sequence_id == ""
+    key = secrets.token_hex(8) if no_sequence else str(sequence_id)
+    return {**(headers or {}), header.lower(): key}
 
 
 def _modules(protocol: str, asynchronous: bool) -> tuple[Any, Any]:
