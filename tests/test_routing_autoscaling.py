@@ -165,6 +165,24 @@ def test_header_gateway_api_routes_with_session_persistence():
     assert grpc["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8001}]
 
 
+def test_gateway_api_does_not_claim_routing_by_the_clients_key():
+    """sessionPersistence pins sessions by a gateway-issued value, not by the client's sequence ID: status
+    and validate say so instead of claiming the header routes."""
+    from tritonpipeline.kube import checks
+
+    routing = {"sessionAffinity": "Header", "provider": "gateway-api", "gateway": {"name": "public"}}
+    tp, kids = children(doc(routing=routing))
+    assert (
+        "gateway issues" in kids.routing.description and "ingress-nginx or istio" in kids.routing.description
+    )
+    (warning,) = [w for w in checks.warnings(tp) if w.path == "spec.routing.provider"]
+    assert "client-chosen sequence ID" in warning.message
+    istio = {"sessionAffinity": "Header", "provider": "istio"}
+    assert not [
+        w for w in checks.warnings(children(doc(routing=istio))[0]) if w.path == "spec.routing.provider"
+    ]
+
+
 def test_gateway_api_needs_a_gateway():
     with pytest.raises(SpecError) as err:
         parse_pipeline(doc(routing={"sessionAffinity": "Header", "provider": "gateway-api"}))

@@ -159,6 +159,9 @@ def warnings(tp: TritonPipeline) -> list[Problem]:
             for j, inst in enumerate(model.instances)
             if inst.gpus
         ]
+    route = tp.spec.routing
+    if route.session_affinity == "Header" and route.provider == "gateway-api":
+        found.append(Problem("spec.routing.provider", routing.GATEWAY_SESSION_CAVEAT))
     repo = tp.spec.model_repository
     if repo.secret_ref is not None and repo.scheme not in SECRET_SCHEMES:
         where = "a local path" if repo.scheme == "local" else f"a {repo.scheme}:// uri"

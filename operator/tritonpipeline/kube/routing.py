@@ -206,6 +206,16 @@ def destination_rule(
     }
 
 
+# Gateway API sessionPersistence (type Header) keeps a session on the backend the gateway picked for its
+# first request, keyed by a value the gateway issues in that header; a client-chosen sequence ID is not
+# such a value. What it routes by is said wherever the product describes it (status, validate).
+GATEWAY_SESSION_CAVEAT = (
+    "the gateway pins a session by a value it issues in that header on the first response, which the "
+    "client must send back; a client-chosen sequence ID such as the client helper sends does not pin "
+    "it: for routing by the client's own key use provider ingress-nginx or istio"
+)
+
+
 def _route_spec(tp: TritonPipeline, rule: dict[str, Any]) -> dict[str, Any]:
     routing = tp.spec.routing
     assert routing.gateway is not None  # the spec requires it with gateway-api
@@ -267,11 +277,14 @@ def routing_children(
     else:
         provider = [http_route(tp, settings, owner), grpc_route(tp, settings, owner)]
     names = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in [headless, *provider])
+    how = f"header {routing.header} routed by {routing.provider}"
+    if routing.provider == "gateway-api":
+        how = f"{routing.provider} session persistence on header {routing.header} ({GATEWAY_SESSION_CAVEAT})"
     return RoutingChildren(
         objects=(headless,),
         provider_objects=tuple(provider),
         provider_apis=PROVIDER_APIS[routing.provider],
-        description=f"header {routing.header} routed by {routing.provider}: {names}",
+        description=f"{how}: {names}",
     )
 
 
