@@ -173,7 +173,7 @@ def test_gateway_api_does_not_claim_routing_by_the_clients_key():
     routing = {"sessionAffinity": "Header", "provider": "gateway-api", "gateway": {"name": "public"}}
     tp, kids = children(doc(routing=routing))
     assert (
-        "gateway issues" in kids.routing.description and "ingress-nginx or istio" in kids.routing.description
+        "value it issues" in kids.routing.description and "ingress-nginx or istio" in kids.routing.description
     )
     (warning,) = [w for w in checks.warnings(tp) if w.path == "spec.routing.provider"]
     assert "client-chosen sequence ID" in warning.message
