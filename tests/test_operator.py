@@ -653,3 +653,37 @@ def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(ku
     for where, text in texts.items():
         for form in forms:
             assert form not in text, f"the admin key is in the {where}"
+
+
+def test_a_stalled_rollout_shows_in_the_pipeline_status(kube, namespace, run_operator):
+    """The Deployment's ProgressDeadlineExceeded (what kube-controller-manager writes when a surge pod
+    stays Pending, e.g. no free GPU) becomes Progressing=False, RolloutStalled on the pipeline."""
+    run_operator()
+    kube.apply(cluster_doc("vision", namespace))
+    wait_reconciled(kube, namespace, "vision")
+    dep = kube.get("apps/v1", "Deployment", namespace, "vision")
+    stalled = {
+        "type": "Progressing",
+        "status": "False",
+        "reason": "ProgressDeadlineExceeded",
+        "message": 'ReplicaSet "vision-5d8f" has timed out progressing.',
+        "lastUpdateTime": "2026-11-22T10:00:00Z",
+        "lastTransitionTime": "2026-11-22T10:00:00Z",
+    }
+    status = {"observedGeneration": dep["metadata"]["generation"], "replicas": 2, "updatedReplicas": 1,
+              "readyReplicas": 1, "conditions": [stalled]}  # fmt: skip
+    kube._retry(
+        lambda: kube._call(
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{namespace}/deployments/vision/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+    )
+
+    def reported() -> dict[str, Any] | None:
+        c = condition(get_cr(kube, namespace, "vision"), "Progressing")
+        return c if c and c["reason"] == "RolloutStalled" else None
+
+    c = wait_for("Progressing=False RolloutStalled", reported)
+    assert c["status"] == "False" and "timed out progressing" in c["message"]

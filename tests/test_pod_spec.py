@@ -153,3 +153,54 @@ def test_stateful_grace_period_covers_the_users_exit_timeout() -> None:
     pod = pod_spec(doc)
     assert "exec" in pod["containers"][0]["lifecycle"]["preStop"]
     assert pod["terminationGracePeriodSeconds"] >= 5 + 5 + 120  # idle 5 s + margin, then Triton's 120 s
+
+
+def deployment_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    tp = parse_pipeline(doc)
+    return render_children(tp, compile_pipeline(tp), Settings()).deployment["spec"]
+
+
+@pytest.mark.parametrize(
+    ("server", "autoscaled", "surge", "unavailable"),
+    [
+        ({"gpus": 1, "replicas": 3}, False, 0, 1),  # several GPU pods: replace in place, no extra GPU
+        ({"gpus": 1, "replicas": 1}, True, 0, 1),  # an autoscaler: several pods
+        ({"gpus": 1, "replicas": 1}, False, 1, 0),  # one GPU pod: surge, never zero ready pods
+        ({"gpus": 0, "replicas": 3}, False, 1, 0),  # CPU pods: surge
+    ],
+)
+def test_default_rollout_strategy_fits_gpu_pods(server, autoscaled, surge, unavailable) -> None:
+    doc = cluster_doc(**server)
+    if autoscaled:
+        doc["spec"]["autoscaling"] = {"minReplicas": 2, "maxReplicas": 4, "metric": "queueTime", "target": 50}
+    rolling = deployment_spec(doc)["strategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (surge, unavailable)
+
+
+def test_rollout_strategy_is_the_users_when_set() -> None:
+    mine = {"type": "Recreate"}
+    assert deployment_spec(cluster_doc(strategy=mine))["strategy"] == mine
+
+
+def test_a_stalled_rollout_is_reported() -> None:
+    from tritonpipeline.kube import status
+
+    deployment_status = {
+        "conditions": [
+            {
+                "type": "Progressing",
+                "status": "False",
+                "reason": "ProgressDeadlineExceeded",
+                "message": 'ReplicaSet "vision-7c9" has timed out progressing.',
+            }
+        ]
+    }
+    stalled = status.stalled_message(deployment_status)
+    progressing, ready = status.ready_condition(2, 1, 1, 2, 3, stalled)
+    assert (progressing["status"], progressing["reason"]) == ("False", "RolloutStalled")
+    assert "timed out progressing" in progressing["message"] and "free GPU" in progressing["message"]
+    assert ready["status"] == "False"
+    assert (
+        status.stalled_message({"conditions": [{"type": "Progressing", "reason": "NewReplicaSetAvailable"}]})
+        is None
+    )

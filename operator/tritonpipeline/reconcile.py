@@ -369,7 +369,14 @@ def _replica_status(
         "readyReplicas": ready,
         "conditions": [
             *extra,
-            *st.ready_condition(int(dstatus.get("replicas", 0)), ready, updated, desired, generation),
+            *st.ready_condition(
+                int(dstatus.get("replicas", 0)),
+                ready,
+                updated,
+                desired,
+                generation,
+                st.stalled_message(dstatus),
+            ),
         ],
     }
 

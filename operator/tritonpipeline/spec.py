@@ -345,6 +345,8 @@ class Server(_Base):
     image_pull_secrets: list[SecretRef] = []
     init_resources: dict[str, Any] = {}
     startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = 600
+    # the Deployment's strategy, passed through; None: the operator's default (kube/manifests.py)
+    strategy: dict[str, Any] | None = None
     admin_key_secret_ref: AdminKeyRef | None = None
 
     @field_validator("args")

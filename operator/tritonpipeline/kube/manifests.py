@@ -177,6 +177,22 @@ INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}
 PROBE_PERIOD_SECONDS = 5
 
 
+def strategy(tp: TritonPipeline) -> dict[str, Any]:
+    """The rollout strategy: spec.server.strategy, else one that fits where pods run.
+
+    A surge pod needs its own GPU, and in a full GPU pool it stays Pending and the rollout stalls. So
+    GPU pipelines with more than one replica replace pods in place (maxSurge 0, maxUnavailable 1: one
+    pod fewer for a moment, no extra GPU). A single GPU replica, and CPU pods, surge (maxSurge 1,
+    maxUnavailable 0): no moment without a ready pod; a stalled rollout is reported in status
+    (Progressing=False, RolloutStalled)."""
+    server = tp.spec.server
+    if server.strategy is not None:
+        return _copy(server.strategy)
+    several = tp.spec.autoscaling is not None or server.replicas > 1
+    surge, unavailable = (0, 1) if server.gpus > 0 and several else (1, 0)
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}
+
+
 def _copy(data: Any) -> Any:
     return json.loads(json.dumps(data))  # deep copy of plain data
 
@@ -326,6 +342,7 @@ def deployment(
     if server.affinity:
         pod_spec["affinity"] = server.affinity
     spec: dict[str, Any] = {
+        "strategy": strategy(tp),
         "selector": {"matchLabels": selector_labels(tp.name)},
         "template": {
             "metadata": {

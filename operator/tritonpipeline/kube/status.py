@@ -44,10 +44,22 @@ def merge_conditions(
     return sorted(by_type.values(), key=lambda c: (order.get(c.get("type"), 99), str(c.get("type"))))
 
 
+STALLED_HINT = (
+    "for GPU pods this usually means no node has a free GPU for the new pod: free one, or let the rollout "
+    "replace pods in place (spec.server.strategy rollingUpdate maxSurge 0, maxUnavailable 1)"
+)
+
+
 def ready_condition(
-    replicas: int, ready: int, updated: int, desired: int, generation: int | None
+    replicas: int,
+    ready: int,
+    updated: int,
+    desired: int,
+    generation: int | None,
+    stalled: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Progressing and Ready from the Deployment's numbers."""
+    """Progressing and Ready from the Deployment's numbers; `stalled` is the Deployment's message when
+    its rollout passed progressDeadlineSeconds (Progressing=False, ProgressDeadlineExceeded)."""
     rolling = updated < desired or replicas > desired
     progressing = condition(
         "Progressing",
@@ -56,6 +68,9 @@ def ready_condition(
         f"{updated}/{desired} replicas updated, {ready} ready",
         generation,
     )
+    if stalled is not None:
+        message = f"rollout stalled ({updated}/{desired} updated, {ready} ready): {stalled}; {STALLED_HINT}"
+        progressing = condition("Progressing", False, "RolloutStalled", message, generation)
     ok = desired > 0 and ready >= desired and not rolling
     ready_c = condition(
         "Ready",
@@ -78,3 +93,11 @@ def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
         elif old.get(key) != value:
             return True
     return False
+
+
+def stalled_message(deployment_status: dict[str, Any]) -> str | None:
+    """The Deployment's own message when its rollout exceeded progressDeadlineSeconds, else None."""
+    for c in deployment_status.get("conditions") or []:
+        if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
+            return str(c.get("message") or "progress deadline exceeded")
+    return None
