@@ -19,6 +19,7 @@ from .compiler import Artifacts, compile_pipeline
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
+from .logs import FORMATS
 from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
 from .spec import TritonPipeline, load_file
 
@@ -287,10 +288,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     import kopf
 
     from . import handlers  # noqa: F401 - registers the handlers
+    from .logs import configure
 
     if args.namespace:
         os.environ["TRITONPIPELINE_NAMESPACES"] = ",".join(args.namespace)
-    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
+    if args.metrics:
+        os.environ["TRITONPIPELINE_METRICS_URL"] = args.metrics
+    configure(args.log_format, args.verbose)
     kopf.run(
         standalone=True,
         clusterwide=not args.namespace,
@@ -398,9 +402,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the Kubernetes operator")
     p.add_argument("-n", "--namespace", action="append", help="watch this namespace (repeat); default: all")
     p.add_argument(
-        "--liveness", metavar="URL", help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz"
+        "--liveness",
+        metavar="URL",
+        help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz: fails when a watch stream is stuck",
     )
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument(
+        "--metrics",
+        metavar="URL",
+        help="serve Prometheus /metrics and /readyz here, e.g. http://0.0.0.0:8081",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="full",
+        help="full (default): UTC time, level, logger, [namespace/name], message; json: one object a line; "
+        "plain: level, [namespace/name], message",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="DEBUG lines: what each reconcile did")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("crd", help="print the TritonPipeline CustomResourceDefinition")

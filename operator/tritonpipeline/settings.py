@@ -31,10 +31,17 @@ class Settings:
     # Prometheus that KEDA ScaledObjects query, unless a pipeline sets autoscaling.prometheusAddress
     prometheus_address: str = DEFAULT_PROMETHEUS_ADDRESS
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # longest watch request; the apiserver ends it then and kopf reopens it
+    watch_timeout_seconds: int = 270
+    # liveness fails when a watch stream has not (re)connected for this long (default: timeout + 60)
+    watch_stale_seconds: float = 330.0
+    # serve /metrics and /readyz here (http://HOST:PORT); empty: not served
+    metrics_url: str = ""
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = ()) -> Settings:
         env = os.environ
+        watch = int(env.get("TRITONPIPELINE_WATCH_TIMEOUT_SECONDS", "270"))
         ns = namespaces or tuple(n for n in env.get("TRITONPIPELINE_NAMESPACES", "").split(",") if n)
         return cls(
             assembler_image=env.get("TRITONPIPELINE_ASSEMBLER_IMAGE", DEFAULT_ASSEMBLER_IMAGE),
@@ -42,4 +49,7 @@ class Settings:
             resync_seconds=float(env.get("TRITONPIPELINE_RESYNC_SECONDS", "60")),
             configmap_max_bytes=int(env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(900 * 1024))),
             prometheus_address=env.get("TRITONPIPELINE_PROMETHEUS_ADDRESS", DEFAULT_PROMETHEUS_ADDRESS),
+            watch_timeout_seconds=watch,
+            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", ""),
+            watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
         )
