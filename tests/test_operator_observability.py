@@ -25,6 +25,7 @@ from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.reconcile import changes
 
+README = Path(__file__).resolve().parent.parent / "README.md"
 FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")
 PLAIN_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) +")
 
@@ -232,6 +233,16 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_
         assert prom.value('tritonpipeline_operator_pipelines{ready="False"}') == 1.0
         restarts = prom.value("sum(tritonpipeline_operator_watch_restarts_total)")
         assert restarts is not None and restarts > 0
+        # the README's alert expressions are valid PromQL over these series
+        section = README.read_text().split("## Operating the operator", 1)[1].split("\n## ", 1)[0]
+        exprs = re.findall(r"^  expr: (.+)$", section, re.M)
+        assert len(exprs) == 3
+        for expr in exprs:
+            prom.query(expr)
+        assert not prom.query(exprs[1])  # the invalid reconcile happened before the first scrape
+        bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "lfet.FEATS_A"}
+        kube.apply(bad)  # another invalid reconcile, now under Prometheus' eyes: the alert fires
+        wait_for("the invalid-spec alert", lambda: prom.query(exprs[1]), timeout=60)
 
 
 # -------------------------------------------------------------------------------------- health probes
