@@ -127,6 +127,13 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
     waiting = next(x for x in outcome_lines(op, namespace, "vision") if "reconcile waiting" in x)
     assert "reconcile waiting (generation 2): 3 objects unchanged; waiting for pods (0/2 ready)" in waiting
 
+    # a deleted child: the line names the pipeline it belongs to, and the reconcile re-creates it
+    kube.delete("v1", "ConfigMap", namespace, "vision-repo-0")
+    restored = f"[{namespace}/vision] ConfigMap/vision-repo-0 was deleted; restoring it"
+    wait_for("the restore line", lambda: restored in op.text())
+    recreated = f"[{namespace}/vision] reconcile updated (generation 2): created ConfigMap/vision-repo-0;"
+    wait_for("the re-create line", lambda: recreated in op.text())
+
     # an invalid spec: the first error, once per reconcile
     bad = copy.deepcopy(doc)
     bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "rigth.FEATS_A"}

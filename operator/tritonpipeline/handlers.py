@@ -20,6 +20,8 @@ from .reconcile import (
     forget,
     mirror_deployment,
     owner_of,
+    pipeline_logger,
+    pipeline_ref,
     reconcile,
     reconcile_owner,
     resync_loop,
@@ -146,7 +148,8 @@ async def child_changed(
     """A deleted child is recreated at once from its pipeline's spec."""
     owner = owner_of(body)
     if type == "DELETED" and owner is not None:
-        logger.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
+        log = pipeline_logger(memo, pipeline_ref(body.metadata.namespace, owner["name"], owner.get("uid")))
+        log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
         await reconcile_owner(memo, logger, body.metadata.namespace, owner["name"])
 
 
@@ -161,7 +164,8 @@ async def deployment_changed(
         return
     namespace = body.metadata.namespace
     if type == "DELETED":
-        logger.info(f"Deployment/{body.metadata.name} was deleted; restoring it")
+        log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], owner.get("uid")))
+        log.info(f"Deployment/{body.metadata.name} was deleted; restoring it")
         await reconcile_owner(memo, logger, namespace, owner["name"])
         return
     await mirror_deployment(body, memo, logger, owner)
