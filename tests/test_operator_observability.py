@@ -8,6 +8,8 @@ import copy
 import json
 import os
 import re
+import socket
+import subprocess
 import urllib.error
 import urllib.request
 import uuid
@@ -252,6 +254,22 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_
         wait_for("the invalid-spec alert", lambda: prom.query(exprs[1]), timeout=60)
 
 
+def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        op = Op(control_plane.kubeconfig, namespace, tmp_path / "operator.log", [], {})
+        op.metrics_port = taken.getsockname()[1]
+        op.args[op.args.index("--metrics") + 1] = f"http://127.0.0.1:{op.metrics_port}"
+        with op:
+            assert op.proc is not None
+            assert op.proc.wait(60) == 1
+    text = op.text()
+    assert f"cannot serve /metrics at http://127.0.0.1:{op.metrics_port}:" in text
+    assert "Traceback" not in text and "unexpected" not in text
+    assert text.splitlines()[-1].startswith("error: the operator cannot start: cannot serve /metrics at")
+
+
 # -------------------------------------------------------------------------------------- health probes
 
 
@@ -332,3 +350,17 @@ def test_changes_reads_the_apply_stamp_of_our_own_field_manager():
     assert changes([_applied("u", t5, t5)], "op", since, seen)[:2] == ([], [])
     assert changes([_applied("u", t5, t5, data="b")], "op", since, seen)[:2] == ([], ["ConfigMap/x"])
     assert changes([_applied("v", t5, t5)], "op", since, seen)[:2] == (["ConfigMap/x"], [])  # re-created
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--metrics", "localhost:8081"),
+        ("--liveness", "http://0.0.0.0:99999/healthz"),
+        ("--log-format", "text"),
+    ],
+)
+def test_bad_run_flags_are_usage_errors(flag, value):
+    proc = subprocess.run([str(CLI), "run", flag, value], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"argument {flag}:" in proc.stderr and value in proc.stderr

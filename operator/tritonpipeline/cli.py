@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,12 +296,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.metrics:
         os.environ["TRITONPIPELINE_METRICS_URL"] = args.metrics
     configure(args.log_format, args.verbose)
-    kopf.run(
-        standalone=True,
-        clusterwide=not args.namespace,
-        namespaces=args.namespace or (),
-        liveness_endpoint=args.liveness,
-    )
+    try:
+        kopf.run(
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or (),
+            liveness_endpoint=args.liveness,
+        )
+    except Exception as exc:  # kopf's ActivityError (not exported): a start-up handler failed
+        outcomes = getattr(exc, "outcomes", None)
+        if not isinstance(outcomes, dict):
+            raise
+        failed = [str(o.exception) for o in outcomes.values() if getattr(o, "exception", None) is not None]
+        print(f"error: the operator cannot start: {'; '.join(failed) or exc}", file=sys.stderr)
+        return EXIT_INVALID
     return EXIT_OK
 
 
@@ -332,6 +341,18 @@ def port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {value}")
     return value
+
+
+def endpoint_url(text: str) -> str:
+    """argparse type of an endpoint to serve on: http://HOST:PORT (a path is kept)."""
+    parts = urllib.parse.urlsplit(text)
+    try:
+        number = parts.port
+    except ValueError:
+        number = None
+    if parts.scheme != "http" or not parts.hostname or number is None or not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT (port 1-65535), got {quote(text)}")
+    return text
 
 
 def _check_serve_ports(args: argparse.Namespace) -> None:
@@ -404,11 +425,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--liveness",
         metavar="URL",
+        type=endpoint_url,
         help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz: fails when a watch stream is stuck",
     )
     p.add_argument(
         "--metrics",
         metavar="URL",
+        type=endpoint_url,
         help="serve Prometheus /metrics and /readyz here, e.g. http://0.0.0.0:8081",
     )
     p.add_argument(

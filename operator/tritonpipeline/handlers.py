@@ -55,7 +55,10 @@ async def configure(
     memo.applied = {}  # (namespace, name) -> what its last reconcile saw of each child (reconcile.changes)
     metrics.watch_pipelines(lambda: list(memo.statuses.values()))
     if config.metrics_url:
-        memo.metrics_server = await health.serve(config.metrics_url, _health(memo))
+        try:
+            memo.metrics_server = await health.serve(config.metrics_url, _health(memo))
+        except OSError as exc:
+            raise kopf.PermanentError(f"cannot serve /metrics at {config.metrics_url}: {exc}") from None
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
     served = f"; /metrics and /readyz at {config.metrics_url}" if config.metrics_url else ""
     logger.info(f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}{served}")
