@@ -252,6 +252,10 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_
         bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "lfet.FEATS_A"}
         kube.apply(bad)  # another invalid reconcile, now under Prometheus' eyes: the alert fires
         wait_for("the invalid-spec alert", lambda: prom.query(exprs[1]), timeout=60)
+    # a deleted pipeline leaves the gauge
+    kube.delete(API, "TritonPipeline", namespace, "vision")
+    gone = 'tritonpipeline_operator_pipelines{ready="False"} 0.0'
+    wait_for("the gauge to drop the deleted pipeline", lambda: gone in op.get("/metrics")[1])
 
 
 def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_path):
@@ -295,6 +299,12 @@ def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, 
         status, reason = op.get("/readyz")
         assert status == 503 and "has not reconnected" in reason
         assert op.alive()
+        errors = re.search(
+            r'^tritonpipeline_operator_api_errors_total\{code="connection"\} (\S+)$',
+            op.get("/metrics")[1],
+            re.M,
+        )
+        assert errors and float(errors.group(1)) > 0  # the failed reconnections, counted
         cp.start()
         wait_for("liveness back", lambda: op.healthz() == 200, timeout=90, interval=1)
         wait_for("readiness back", lambda: op.get("/readyz")[0] == 200, timeout=30)
