@@ -20,10 +20,8 @@ from .reconcile import (
     forget,
     mirror_deployment,
     owner_of,
-    pipeline_logger,
-    pipeline_ref,
     reconcile,
-    reconcile_owner,
+    restore_child,
     resync_loop,
 )
 from .settings import GROUP, PLURAL, VERSION, Settings
@@ -145,30 +143,21 @@ async def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event("", "v1", "configmaps", labels=MANAGED, when=_deleted)
 @kopf.on.event("", "v1", "services", labels=MANAGED, when=_deleted)
 @kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers", labels=MANAGED, when=_deleted)
-async def child_changed(
-    body: kopf.Body, type: str, memo: kopf.Memo, logger: logging.Logger, **_: Any
-) -> None:
+async def child_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """A deleted child is recreated at once from its pipeline's spec."""
     owner = owner_of(body)
     if type == "DELETED" and owner is not None:
-        log = pipeline_logger(memo, pipeline_ref(body.metadata.namespace, owner["name"], owner.get("uid")))
-        log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
-        await reconcile_owner(memo, logger, body.metadata.namespace, owner["name"])
+        await restore_child(memo, body, owner)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
-async def deployment_changed(
-    body: kopf.Body, type: str, memo: kopf.Memo, logger: logging.Logger, **_: Any
-) -> None:
+async def deployment_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """Mirror the Deployment's replica counts into its TritonPipeline's status and Ready condition;
     recreate it if it was deleted."""
     owner = owner_of(body)
     if owner is None:
         return
-    namespace = body.metadata.namespace
     if type == "DELETED":
-        log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], owner.get("uid")))
-        log.info(f"Deployment/{body.metadata.name} was deleted; restoring it")
-        await reconcile_owner(memo, logger, namespace, owner["name"])
+        await restore_child(memo, body, owner)
         return
-    await mirror_deployment(body, memo, logger, owner)
+    await mirror_deployment(body, memo, owner)

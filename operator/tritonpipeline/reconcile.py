@@ -495,13 +495,21 @@ def owner_of(body: kopf.Body) -> dict[str, Any] | None:
     return next((o for o in refs if o.get("kind") == "TritonPipeline" and o.get("controller")), None)
 
 
-async def reconcile_owner(memo: kopf.Memo, logger: logging.Logger, namespace: str, name: str) -> None:
+async def reconcile_owner(memo: kopf.Memo, namespace: str, name: str) -> None:
     """Re-apply one pipeline's children from its current spec (drift repair)."""
     cr = await asyncio.to_thread(memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
     if cr is None or cr["metadata"].get("deletionTimestamp"):
         return
     with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
         await reconcile(kopf.Body(cr), memo, pipeline_logger(memo, cr), None)
+
+
+async def restore_child(memo: kopf.Memo, body: kopf.Body, owner: dict[str, Any]) -> None:
+    """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children."""
+    namespace = body.metadata.namespace
+    log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], owner.get("uid")))
+    log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
+    await reconcile_owner(memo, namespace, owner["name"])
 
 
 async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
@@ -517,12 +525,10 @@ async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
                 logger.warning(f"resync: cannot list pipelines: {exc}")
                 continue
             for cr in crs:
-                await reconcile_owner(memo, logger, cr["metadata"]["namespace"], cr["metadata"]["name"])
+                await reconcile_owner(memo, cr["metadata"]["namespace"], cr["metadata"]["name"])
 
 
-async def mirror_deployment(
-    body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, owner: dict[str, Any]
-) -> None:
+async def mirror_deployment(body: kopf.Body, memo: kopf.Memo, owner: dict[str, Any]) -> None:
     """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
     namespace = body.metadata.namespace
     key = (namespace, owner["name"])
