@@ -386,8 +386,8 @@ class OperatorProcess:
 class ChartOperator(OperatorProcess):
     """The operator container of the rendered Deployment, run here as a subprocess: its command (the
     `tritonpipeline` entry point of this venv), its flags (`-n` per watched namespace), its env, and the
-    chart's ServiceAccount token as its only credential. The liveness endpoint moves to a free
-    loopback port (0.0.0.0:8080 is a pod's address)."""
+    chart's ServiceAccount token as its only credential. The liveness and metrics endpoints move to
+    free loopback ports (0.0.0.0:8080 and :8081 are a pod's addresses)."""
 
     def __init__(self, deployment: dict[str, Any], kubeconfig: Path, log: Path) -> None:
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -398,6 +398,10 @@ class ChartOperator(OperatorProcess):
         url = command[liveness]
         assert url.startswith("http://0.0.0.0:") and url.endswith("/healthz"), url
         command[liveness] = f"http://127.0.0.1:{self.port}/healthz"
+        self.metrics_port = free_port()
+        metrics = command.index("--metrics") + 1
+        assert command[metrics].startswith("http://0.0.0.0:"), command[metrics]
+        command[metrics] = f"http://127.0.0.1:{self.metrics_port}"
         command[0] = str(Path(sys.executable).parent / "tritonpipeline")
         env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
         base = {k: v for k, v in os.environ.items() if not k.startswith(("TRITONPIPELINE_", "KUBE"))}
@@ -405,11 +409,15 @@ class ChartOperator(OperatorProcess):
         super().__init__(command, {**base, **env, "KUBECONFIG": str(kubeconfig), "TMPDIR": tmp}, log)
         self.container_env = env
 
-    def healthz(self) -> int:
+    def healthz(self, url: str | None = None) -> int:
+        """The status of GET `url` (default: the liveness endpoint); 0 when nothing answers."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as resp:
+            with urllib.request.urlopen(url or f"http://127.0.0.1:{self.port}/healthz", timeout=2) as resp:
                 return int(resp.status)
         except urllib.error.HTTPError as exc:
             return int(exc.code)
         except OSError:
             return 0
+
+    def readyz(self) -> int:
+        return self.healthz(f"http://127.0.0.1:{self.metrics_port}/readyz")

@@ -197,6 +197,12 @@ def test_helm_lint_strict(helm, scenario):
         (["operator.port=http"], "at '/operator/port': got string, want integer"),
         (["rbac.clusterwide=true"], "additional properties 'clusterwide' not allowed"),
         (["watchNamespaces={a,a}", "rbac.clusterWide=false"], "items at 0 and 1 are equal"),
+        (["operator.metricsPort=8080"], "operator.port and operator.metricsPort are both 8080"),
+        (["operator.logFormat=text"], "at '/operator/logFormat'"),
+        (
+            ["metrics.operatorServiceMonitor.enabled=true", "metrics.service.enabled=false"],
+            "metrics.operatorServiceMonitor.enabled needs metrics.service.enabled",
+        ),
     ],
 )
 def test_impossible_values_fail_with_a_clear_message(helm, set_values, message):
@@ -219,11 +225,18 @@ def test_default_render(helm):
     pod = spec["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"] == DEFAULT_ASSEMBLER_IMAGE
-    assert c["command"] == ["tritonpipeline", "run", "--liveness", "http://0.0.0.0:8080/healthz"]
+    assert c["command"] == [
+        "tritonpipeline", "run", "--liveness", "http://0.0.0.0:8080/healthz",
+        "--metrics", "http://0.0.0.0:8081", "--log-format", "full",
+    ]  # fmt: skip
     env = {e["name"]: e["value"] for e in c["env"]}
     assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == c["image"]  # the operator image runs `assemble` too
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 8081, "protocol": "TCP"},
+    ]
     sc = c["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001
     assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
@@ -242,7 +255,9 @@ def test_default_render(helm):
     assert selector["app.kubernetes.io/name"] == "triton-pipeline-operator"
     (svc,) = by_kind(docs, "Service")
     assert svc["spec"]["selector"] == selector
-    assert svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert svc["spec"]["ports"] == [
+        {"name": "metrics", "port": 8081, "targetPort": "metrics", "protocol": "TCP"}
+    ]
     assert not by_kind(docs, "ServiceMonitor")
 
 
@@ -290,7 +305,7 @@ def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
 
 def test_servicemonitor_only_when_enabled(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]])
-    (sm,) = by_kind(docs, "ServiceMonitor")
+    (sm,) = [d for d in by_kind(docs, "ServiceMonitor") if d["metadata"]["name"].endswith("-tritonserver")]
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert sm["spec"]["namespaceSelector"] == {"any": True}
     assert sm["spec"]["endpoints"][0]["port"] == "metrics"  # the Triton Services' port (8002)
@@ -300,6 +315,26 @@ def test_servicemonitor_only_when_enabled(helm):
     assert by_kind(ns, "ServiceMonitor")[0]["spec"]["namespaceSelector"] == {
         "matchNames": ["team-a", "team-b"]
     }
+
+
+def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
+    """The operator's own ServiceMonitor selects the metrics Service by its labels and scrapes its
+    `metrics` port, which is the container port the operator serves /metrics on."""
+    values = ["metrics.operatorServiceMonitor.enabled=true", "operator.logFormat=json"]
+    docs = helm.template("rel", "ops", set_values=values)
+    (sm,) = by_kind(docs, "ServiceMonitor")  # the Triton pods' one stays off
+    assert sm["metadata"]["name"] == "rel-triton-pipeline-operator"
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
+    (svc,) = by_kind(docs, "Service")
+    assert all(svc["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
+    assert sm["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"] == "metrics"
+    (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in c["ports"]
+    assert c["command"][c["command"].index("--log-format") + 1] == "json"
+    both = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]], set_values=values[:1])
+    assert sorted(d["metadata"]["name"] for d in by_kind(both, "ServiceMonitor")) == [
+        "rel-triton-pipeline-operator", "rel-triton-pipeline-tritonserver",
+    ]  # fmt: skip
 
 
 def test_custom_values_render(helm):
@@ -466,6 +501,7 @@ def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
     admin.delete("v1", "Service", ns, "vision")
     wait_for("the deleted Service to be restored", lambda: admin.get("v1", "Service", ns, "vision"), 60)
     assert op.healthz() == 200
+    assert op.readyz() == 200
     assert op.proc is not None and op.proc.poll() is None
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from .compiler import Artifacts, compile_pipeline
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
+from .logs import FORMATS
 from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
 from .spec import TritonPipeline, load_file
 
@@ -293,16 +295,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     import kopf
 
     from . import handlers  # noqa: F401 - registers the handlers
+    from .logs import configure
 
     if args.namespace:
         os.environ["TRITONPIPELINE_NAMESPACES"] = ",".join(args.namespace)
-    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
-    kopf.run(
-        standalone=True,
-        clusterwide=not args.namespace,
-        namespaces=args.namespace or (),
-        liveness_endpoint=args.liveness,
-    )
+    if args.metrics:
+        os.environ["TRITONPIPELINE_METRICS_URL"] = args.metrics
+    configure(args.log_format, args.verbose)
+    try:
+        kopf.run(
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or (),
+            liveness_endpoint=args.liveness,
+        )
+    except Exception as exc:  # kopf's ActivityError (not exported): a start-up handler failed
+        outcomes = getattr(exc, "outcomes", None)
+        if not isinstance(outcomes, dict):
+            raise
+        failed = [str(o.exception) for o in outcomes.values() if getattr(o, "exception", None) is not None]
+        print(f"error: the operator cannot start: {'; '.join(failed) or exc}", file=sys.stderr)
+        return EXIT_INVALID
     return EXIT_OK
 
 
@@ -364,6 +377,18 @@ def port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {value}")
     return value
+
+
+def endpoint_url(text: str) -> str:
+    """argparse type of an endpoint to serve on: http://HOST:PORT (a path is kept)."""
+    parts = urllib.parse.urlsplit(text)
+    try:
+        number = parts.port
+    except ValueError:
+        number = None
+    if parts.scheme != "http" or not parts.hostname or number is None or not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT (port 1-65535), got {quote(text)}")
+    return text
 
 
 def _check_serve_ports(args: argparse.Namespace) -> None:
@@ -434,9 +459,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the Kubernetes operator")
     p.add_argument("-n", "--namespace", action="append", help="watch this namespace (repeat); default: all")
     p.add_argument(
-        "--liveness", metavar="URL", help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz"
+        "--liveness",
+        metavar="URL",
+        type=endpoint_url,
+        help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz: fails when a watch stream is stuck",
     )
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument(
+        "--metrics",
+        metavar="URL",
+        type=endpoint_url,
+        help="serve Prometheus /metrics and /readyz here, e.g. http://0.0.0.0:8081",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default="full",
+        help="full (default): UTC time, level, logger, [namespace/name], message; json: one object a line; "
+        "plain: level, [namespace/name], message",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="DEBUG lines: what each reconcile did")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -7,15 +7,19 @@ Kube client and the pure renderers in compiler/ and kube/.
 from __future__ import annotations
 
 import asyncio
+import calendar
 import contextlib
+import json
 import logging
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from . import security
+from . import metrics, security
 from .compiler import compile_pipeline
 from .errors import SpecError
 from .kube import access, autoscaling
@@ -41,6 +45,74 @@ def api_client() -> k8s.ApiClient:
 
 def one_line(exc: SpecError) -> str:
     return "; ".join(str(p) for p in exc.problems)
+
+
+def first_error(exc: SpecError) -> str:
+    more = len(exc.problems) - 1
+    return f"{exc.problems[0]}" + (f" (and {more} more; see status.conditions SpecValid)" if more else "")
+
+
+def pipeline_logger(memo: kopf.Memo, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
+    """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done
+    outside the pipeline's own handlers (resync, child and Deployment events)."""
+    settings = memo.get("kopf_settings") or kopf.OperatorSettings()
+    return kopf.LocalObjectLogger(body=cr, settings=settings)  # type: ignore[arg-type]
+
+
+def pipeline_ref(namespace: str, name: str, uid: str | None = None) -> dict[str, Any]:
+    meta = {"namespace": namespace, "name": name, "uid": uid}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TritonPipeline", "metadata": meta}
+
+
+def forget(memo: kopf.Memo, namespace: str, name: str) -> None:
+    """Drop what the operator remembers of a deleted pipeline."""
+    for store in (memo.statuses, memo.owners, memo.optional, memo.applied):
+        store.pop((namespace, name), None)
+
+
+def _epoch(stamp: str | None) -> float:
+    """An API timestamp (RFC 3339, UTC, whole seconds) as seconds since the epoch; 0 when absent."""
+    if not stamp:
+        return 0.0
+    return float(calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
+
+
+Seen = dict[str, tuple[str, float, int]]  # Kind/name -> (uid, our Apply time, hash of spec/data)
+
+
+def _seen(obj: dict[str, Any], manager: str) -> tuple[str, float, int]:
+    meta = obj.get("metadata") or {}
+    times = [
+        _epoch(f.get("time"))
+        for f in meta.get("managedFields") or []
+        if f.get("manager") == manager and f.get("operation") == "Apply"
+    ]
+    body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    labels = {k: meta.get(k) for k in ("labels", "annotations", "ownerReferences")}
+    return str(meta.get("uid")), max(times, default=0.0), hash(json.dumps([body, labels], sort_keys=True))
+
+
+def changes(
+    applied: list[dict[str, Any]], manager: str, since: float, before: Seen | None
+) -> tuple[list[str], list[str], Seen]:
+    """(created, updated, seen): the `Kind/name` of the objects a server-side apply started at `since`
+    created or changed, given what the previous reconcile in this process saw (`before`, None after a
+    start). The apiserver stamps our field manager's Apply entry, to the second, only when our fields
+    changed, so a change by this apply is stamped at or after `since`, and (within the same second as
+    the previous apply) also changes the object's uid, stamp or content. Others' writes (a controller,
+    an HPA) do not touch our stamp."""
+    start = float(int(since))
+    created, updated, seen = [], [], {}
+    for obj in applied:
+        meta = obj.get("metadata") or {}
+        ref = f"{obj.get('kind')}/{meta.get('name')}"
+        seen[ref] = now = _seen(obj, manager)
+        old = (before or {}).get(ref)
+        if (old[0] != now[0]) if old else _epoch(meta.get("creationTimestamp")) >= start:
+            created.append(ref)
+        elif now[1] >= start and (old is None or old[1:] != now[1:]):
+            updated.append(ref)
+    return created, updated, seen
 
 
 async def _write_status(
@@ -80,14 +152,24 @@ async def _write_status(
         return True
 
 
-async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
+async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str | None) -> None:
     """Compile the CR and server-side apply its children; invalid specs change nothing. One reconcile
-    per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written)."""
+    per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written).
+    Counted and timed by outcome (metrics.py)."""
+    outcome = "error"
     async with memo.reconciling[(body.metadata.namespace, body.metadata.name)]:
-        await _reconcile(body, memo, logger, event)
+        started = time.monotonic()
+        try:
+            outcome = await _reconcile(body, memo, logger, event)
+        except kopf.PermanentError:
+            outcome = "invalid"
+            raise
+        finally:
+            metrics.RECONCILES.labels(outcome).inc()
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
 
-async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, event: str | None) -> None:
+async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str | None) -> str:
     kube: Kube = memo.kube
     config: Settings = memo.settings
     generation = body.metadata.get("generation")
@@ -99,7 +181,10 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
         children = render_children(tp, artifacts, config, owner_reference(dict(body)))
     except SpecError as exc:
         message = one_line(exc)
-        logger.warning(f"invalid spec (generation {generation}); last good deployment kept: {message}")
+        logger.warning(
+            f"reconcile invalid (generation {generation}): {first_error(exc)}; last good deployment kept"
+        )
+        logger.debug(f"every problem of generation {generation}: {message}")
         await _write_status(
             memo,
             namespace,
@@ -117,6 +202,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
         )
         await _warn(kube, body, "InvalidSpec", message)
         raise kopf.PermanentError(message) from None
+    since = time.time()
     try:
         await _ensure_admin_secret(kube, tp, config, dict(body), logger)
         applied = [
@@ -133,12 +219,12 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
         stale = [] if event == "Created" else await _prune(memo, kube, tp, children)
         memo.optional[(namespace, name)] = _rendered_optional(tp, children)
     except KubeError as exc:
-        logger.error(f"apply failed, will retry: {exc}")
+        logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
     deployment = next(o for o in applied if o.get("kind") == "Deployment")
     summary = artifacts.graph_summary()
     routers = [r["name"] for r in summary["routers"]]
-    logger.info(
+    logger.debug(
         f"applied {len(applied)} objects ({len(children.configmaps)} ConfigMaps, repository "
         f"{artifacts.digest()[:12]}, routers: {', '.join(routers) or 'none'}); pruned {stale or 'nothing'}; "
         f"autoscaling: {autoscaling.describe(tp)}"
@@ -161,18 +247,19 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
         if event
         or (_previous_condition(memo, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
     ]
+    replicas = _replica_status(deployment, generation, [valid, configured, *conditions, affinity])
     await _write_status(
         memo,
         namespace,
         name,
-        {
-            "observedGeneration": generation,
-            "endpoint": endpoint(tp),
-            "graph": summary,
-            **_replica_status(deployment, generation, [valid, configured, *conditions, affinity]),
-        },
+        {"observedGeneration": generation, "endpoint": endpoint(tp), "graph": summary, **replicas},
         body.get("status") or {},
     )
+    created, updated, memo.applied[(namespace, name)] = changes(
+        applied, config.field_manager, since, memo.applied.get((namespace, name))
+    )
+    outcome, line = _outcome(len(applied), created, updated, stale, deployment)
+    logger.info(f"reconcile {outcome} (generation {generation}): {line}")
     for c in warnings:
         logger.warning(f"{c['type']}={c['status']} ({c['reason']}): {c['message']}")
         await _warn(kube, body, c["reason"], c["message"])
@@ -183,6 +270,28 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, e
             message=f"applied repository {artifacts.digest()[:12]}, "
             f"{len(routers)} router(s), {len(applied)} objects",
         )
+    return outcome
+
+
+def _outcome(
+    applied: int, created: list[str], updated: list[str], pruned: list[str], deployment: dict[str, Any]
+) -> tuple[str, str]:
+    """The reconcile's outcome (created, updated, unchanged or waiting) and what it changed, one line."""
+    desired = int((deployment.get("spec") or {}).get("replicas", 1))
+    ready = int((deployment.get("status") or {}).get("readyReplicas", 0))
+    waiting = f"waiting for pods ({ready}/{desired} ready)" if ready < desired else ""
+    if created and len(created) == applied:
+        outcome, what = "created", f"{len(created)} objects ({', '.join(created)})"
+    elif created or updated or pruned:
+        parts = [
+            f"created {', '.join(created)}" if created else "",
+            f"updated {', '.join(updated)}" if updated else "",
+        ]
+        parts.append(f"pruned {', '.join(pruned)}" if pruned else "")
+        outcome, what = "updated", "; ".join(p for p in parts if p)
+    else:
+        outcome, what = ("waiting" if waiting else "unchanged"), f"{applied} objects unchanged"
+    return outcome, "; ".join(p for p in (what, waiting) if p)
 
 
 async def _ensure_admin_secret(
@@ -432,13 +541,21 @@ def owner_of(body: kopf.Body) -> dict[str, Any] | None:
     return next((o for o in refs if o.get("kind") == "TritonPipeline" and o.get("controller")), None)
 
 
-async def reconcile_owner(memo: kopf.Memo, logger: logging.Logger, namespace: str, name: str) -> None:
+async def reconcile_owner(memo: kopf.Memo, namespace: str, name: str) -> None:
     """Re-apply one pipeline's children from its current spec (drift repair)."""
     cr = await asyncio.to_thread(memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
     if cr is None or cr["metadata"].get("deletionTimestamp"):
         return
     with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
-        await reconcile(kopf.Body(cr), memo, logger, None)
+        await reconcile(kopf.Body(cr), memo, pipeline_logger(memo, cr), None)
+
+
+async def restore_child(memo: kopf.Memo, body: kopf.Body, owner: dict[str, Any]) -> None:
+    """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children."""
+    namespace = body.metadata.namespace
+    log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], owner.get("uid")))
+    log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
+    await reconcile_owner(memo, namespace, owner["name"])
 
 
 async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
@@ -454,12 +571,10 @@ async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
                 logger.warning(f"resync: cannot list pipelines: {exc}")
                 continue
             for cr in crs:
-                await reconcile_owner(memo, logger, cr["metadata"]["namespace"], cr["metadata"]["name"])
+                await reconcile_owner(memo, cr["metadata"]["namespace"], cr["metadata"]["name"])
 
 
-async def mirror_deployment(
-    body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, owner: dict[str, Any]
-) -> None:
+async def mirror_deployment(body: kopf.Body, memo: kopf.Memo, owner: dict[str, Any]) -> None:
     """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
     namespace = body.metadata.namespace
     key = (namespace, owner["name"])
@@ -481,4 +596,5 @@ async def mirror_deployment(
         # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
     if await _write_status(memo, namespace, owner["name"], new):
-        logger.info(f"status of {owner['name']}: {new['readyReplicas']}/{new['replicas']} replicas ready")
+        log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], uid))
+        log.info(f"pods: {new['readyReplicas']}/{new['replicas']} ready (Deployment/{body.metadata.name})")

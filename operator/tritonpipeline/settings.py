@@ -33,10 +33,17 @@ class Settings:
     extra_labels: dict[str, str] = field(default_factory=dict)
     # pull secrets of the assembler image (the chart's imagePullSecrets), added to every Triton pod
     assembler_pull_secrets: tuple[str, ...] = ()
+    # longest watch request; the apiserver ends it then and kopf reopens it
+    watch_timeout_seconds: int = 270
+    # liveness fails when a watch stream has not (re)connected for this long (default: timeout + 60)
+    watch_stale_seconds: float = 330.0
+    # serve /metrics and /readyz here (http://HOST:PORT); empty: not served
+    metrics_url: str = ""
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = ()) -> Settings:
         env = os.environ
+        watch = int(env.get("TRITONPIPELINE_WATCH_TIMEOUT_SECONDS", "270"))
         ns = namespaces or tuple(n for n in env.get("TRITONPIPELINE_NAMESPACES", "").split(",") if n)
         return cls(
             assembler_image=env.get("TRITONPIPELINE_ASSEMBLER_IMAGE", DEFAULT_ASSEMBLER_IMAGE),
@@ -47,4 +54,7 @@ class Settings:
             assembler_pull_secrets=tuple(
                 n for n in env.get("TRITONPIPELINE_ASSEMBLER_PULL_SECRETS", "").split(",") if n
             ),
+            watch_timeout_seconds=watch,
+            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", ""),
+            watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
         )

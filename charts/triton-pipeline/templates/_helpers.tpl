@@ -105,6 +105,12 @@ that depends on them, so `helm template`, `helm lint` and `helm install` all sto
 {{- if and (not .Values.rbac.clusterWide) (not .Values.watchNamespaces) }}
 {{- fail "rbac.clusterWide=false needs watchNamespaces (the namespaces to grant and watch); with an empty list the operator would watch all namespaces without permission to" }}
 {{- end }}
+{{- if eq (int .Values.operator.port) (int .Values.operator.metricsPort) }}
+{{- fail (printf "operator.port and operator.metricsPort are both %v: the liveness and the metrics endpoints need a port each" .Values.operator.port) }}
+{{- end }}
+{{- if and .Values.metrics.operatorServiceMonitor.enabled (not .Values.metrics.service.enabled) }}
+{{- fail "metrics.operatorServiceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor scrapes the operator through that Service" }}
+{{- end }}
 {{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) }}
 {{- fail (printf "watchNamespaces has duplicates: %v" .Values.watchNamespaces) }}
 {{- end }}

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from .. import metrics
 from ..settings import GROUP, PLURAL, VERSION
 
 T = TypeVar("T")
@@ -91,9 +92,11 @@ class Kube:
             try:
                 return fn()
             except ApiException as exc:
+                metrics.api_error(exc.status or 0)
                 if exc.status not in RETRYABLE or attempt == retries:
                     raise KubeError(exc.status or 0, _message(exc)) from None
             except OSError as exc:  # connection reset, refused: transient
+                metrics.api_error(0)
                 if attempt == retries:
                     raise KubeError(0, str(exc)) from None
             time.sleep(delay)

@@ -1,0 +1,82 @@
+"""The operator's own Prometheus metrics (official client library): every definition is here.
+
+Served with /readyz by `serve` (an aiohttp app on the operator's event loop, started by
+`tritonpipeline run --metrics URL`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+PREFIX = "tritonpipeline_operator"
+OUTCOMES = ("created", "updated", "unchanged", "waiting", "invalid", "error")
+
+RECONCILES = Counter(
+    f"{PREFIX}_reconciles",
+    "Reconciles of TritonPipelines by outcome: created, updated, unchanged, waiting (nothing changed, "
+    "pods not all ready), invalid (spec refused), error (the apply failed; retried)",
+    ["outcome"],
+)
+RECONCILE_SECONDS = Histogram(
+    f"{PREFIX}_reconcile_duration_seconds",
+    "Seconds one reconcile of a TritonPipeline took (parse, compile, apply, status)",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+API_ERRORS = Counter(
+    f"{PREFIX}_api_errors",
+    "Failed Kubernetes API calls by HTTP status code (`connection` when no answer came back); "
+    "404 includes the normal lookups of objects that do not exist",
+    ["code"],
+)
+WATCH_RESTARTS = Counter(
+    f"{PREFIX}_watch_restarts",
+    "Watch streams re-opened after the first, by resource (every server timeout, disconnect or error)",
+    ["resource"],
+)
+for _outcome in OUTCOMES:  # every outcome is a series from the start (rate() sees the first one)
+    RECONCILES.labels(_outcome)
+
+
+def api_error(code: int | str) -> None:
+    API_ERRORS.labels(str(code) if code else "connection").inc()
+
+
+class PipelinesCollector(Collector):
+    """`tritonpipeline_operator_pipelines{ready}`: the watched pipelines by their Ready condition, read
+    at scrape time from the statuses the operator last wrote."""
+
+    def __init__(self, statuses: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+        self.statuses = statuses
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        counts = {"True": 0, "False": 0, "Unknown": 0}
+        for status in self.statuses():
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            state = ready.get("status", "Unknown")
+            counts[state if state in counts else "Unknown"] += 1
+        family = GaugeMetricFamily(
+            f"{PREFIX}_pipelines", "TritonPipelines by the status of their Ready condition", labels=["ready"]
+        )
+        for state, n in counts.items():
+            family.add_metric([state], n)
+        yield family
+
+
+_pipelines: list[PipelinesCollector] = []
+
+
+def watch_pipelines(statuses: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
+    """Register the pipelines gauge (a second call replaces the first)."""
+    while _pipelines:
+        REGISTRY.unregister(_pipelines.pop())
+    _pipelines.append(PipelinesCollector(statuses))
+    REGISTRY.register(_pipelines[0])
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text exposition of every metric of this process, and its content type."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

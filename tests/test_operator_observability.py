@@ -1,0 +1,376 @@
+"""What a platform team runs on: the operator's log lines, its /metrics (scraped by the real Prometheus),
+its liveness and readiness. The operator runs as a real subprocess against the real kube-apiserver."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import re
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chart import OperatorProcess, free_port, wait_for
+from local_prometheus import Prometheus, missing_prometheus
+from test_operator import API, CLI, cluster_doc, wait_reconciled
+from tritonpipeline.health import WatchHealth
+from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.crd import crd
+from tritonpipeline.reconcile import changes
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")
+PLAIN_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) +")
+
+
+class Op(OperatorProcess):
+    """`tritonpipeline run -n NAMESPACE ARGS...` with its log; `get(path)` on its metrics port."""
+
+    def __init__(self, kubeconfig: Path, ns: str, log: Path, args: list[str], env: dict[str, str]) -> None:
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        command = [
+            str(CLI), "run", "-n", ns,
+            "--metrics", f"http://127.0.0.1:{self.metrics_port}",
+            "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
+            *args,
+        ]  # fmt: skip
+        super().__init__(command, {**os.environ, "KUBECONFIG": str(kubeconfig), **env}, log)
+
+    def get(self, path: str, port: int | None = None) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{port or self.metrics_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode(errors="replace")
+        except OSError:
+            return 0, ""
+
+    def healthz(self) -> int:
+        return self.get("/healthz", self.liveness_port)[0]
+
+    def lines(self) -> list[str]:
+        return [line for line in self.text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> str:
+    ns = f"obs-{uuid.uuid4().hex[:8]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    return ns
+
+
+@pytest.fixture
+def operator(
+    control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Op]]:
+    started: list[Op] = []
+
+    def start(*args: str, **env: str) -> Op:
+        op = Op(
+            control_plane.kubeconfig, namespace, tmp_path / f"operator{len(started)}.log", list(args), env
+        )
+        started.append(op.start())  # type: ignore[arg-type]
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if started and rep is not None and rep.failed:
+        print(f"\n===== operator log =====\n{started[-1].text()[-8000:]}")
+
+
+def outcome_lines(op: Op, ns: str, name: str) -> list[str]:
+    return [line for line in op.lines() if f"[{ns}/{name}] reconcile " in line]
+
+
+# ------------------------------------------------------------------------------------------ log lines
+
+
+def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(kube, namespace, operator):
+    op = operator(TRITONPIPELINE_RESYNC_SECONDS="1")  # default format: full
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    created = wait_for("the created line", lambda: outcome_lines(op, namespace, "vision"))[0]
+    assert " INFO " in created
+    assert "reconcile created (generation 1): 3 objects (" in created
+    assert "Deployment/vision" in created and "waiting for pods (0/1 ready)" in created  # no kubelet here
+
+    # a replica change updates exactly the Deployment
+    doc["spec"]["server"]["replicas"] = 2
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    updated = wait_for(
+        "the updated line",
+        lambda: [x for x in outcome_lines(op, namespace, "vision") if "(generation 2)" in x],
+    )
+    assert (
+        "reconcile updated (generation 2): updated Deployment/vision; waiting for pods (0/2 ready)"
+        in updated[0]
+    )
+
+    # the resync re-applies an unchanged spec: nothing changed, the pods are still missing
+    wait_for(
+        "a resync line",
+        lambda: [x for x in outcome_lines(op, namespace, "vision") if "reconcile waiting" in x],
+    )
+    waiting = next(x for x in outcome_lines(op, namespace, "vision") if "reconcile waiting" in x)
+    assert "reconcile waiting (generation 2): 3 objects unchanged; waiting for pods (0/2 ready)" in waiting
+
+    # a deleted child: the line names the pipeline it belongs to, and the reconcile re-creates it
+    kube.delete("v1", "ConfigMap", namespace, "vision-repo-0")
+    restored = f"[{namespace}/vision] ConfigMap/vision-repo-0 was deleted; restoring it"
+    wait_for("the restore line", lambda: restored in op.text())
+    recreated = f"[{namespace}/vision] reconcile updated (generation 2): created ConfigMap/vision-repo-0;"
+    wait_for("the re-create line", lambda: recreated in op.text())
+
+    # an invalid spec: the first error, once per reconcile
+    bad = copy.deepcopy(doc)
+    bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "rigth.FEATS_A"}
+    kube.apply(bad)
+    invalid = wait_for(
+        "the invalid line", lambda: [x for x in outcome_lines(op, namespace, "vision") if "invalid" in x]
+    )
+    assert " WARNING " in invalid[0]
+    assert (
+        "reconcile invalid (generation 3): spec.pipelines[0].steps[1].inputs.FEATS_IN_B: unknown step 'rigth'"
+        in invalid[0]
+    )
+
+    lines = op.lines()
+    assert [x for x in lines if not FULL_LINE.match(x)] == []  # time and level on every line
+    about = [x for x in lines if "vision" in x]
+    assert about and [x for x in about if f"[{namespace}/vision" not in x] == []  # and the object
+    assert not [x for x in lines if " DEBUG " in x]  # details only with --verbose
+
+
+def test_json_log_lines(kube, namespace, operator):
+    op = operator("--log-format", "json")
+    kube.apply(cluster_doc("vision", namespace))
+    wait_reconciled(kube, namespace, "vision")
+    wait_for("the created line", lambda: "reconcile created" in op.text())
+    records = [json.loads(line) for line in op.lines()]  # every line is one JSON object
+    assert all({"timestamp", "severity", "message"} <= set(r) for r in records)
+    (created,) = [r for r in records if r["message"].startswith("reconcile created")]
+    assert created["severity"] == "info"
+    assert created["object"]["namespace"] == namespace and created["object"]["name"] == "vision"
+    assert created["object"]["kind"] == "TritonPipeline"
+
+
+def test_secret_values_never_appear_in_any_log_line(control_plane, kube, namespace, operator):
+    """A secretRef's Secret exists with recognisable data; the operator runs at DEBUG through create,
+    update and resync; neither the value nor its base64 appears anywhere in its output."""
+    value = f"s3cr3t-{uuid.uuid4().hex}"
+    from kubernetes import client as k8s
+
+    k8s.CoreV1Api(control_plane.api_client()).create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {"name": "bucket-creds"},
+            "stringData": {"AWS_SECRET_ACCESS_KEY": value, "AWS_ACCESS_KEY_ID": f"id-{value}"},
+        },
+    )
+    op = operator("--verbose", "--log-format", "plain", TRITONPIPELINE_RESYNC_SECONDS="1")
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["modelRepository"] = {"uri": "s3://models/triton", "secretRef": {"name": "bucket-creds"}}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    dep = kube.get("apps/v1", "Deployment", namespace, "vision")
+    assert "bucket-creds" in json.dumps(dep)  # the secretRef reached the pods' spec
+    doc["spec"]["server"]["replicas"] = 2
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    wait_for("a resync", lambda: "reconcile waiting (generation 2)" in op.text())
+    text = op.text()
+    assert any(x.startswith("DEBUG ") for x in op.lines())  # DEBUG lines were written
+    assert [x for x in op.lines() if not PLAIN_LINE.match(x)] == []
+    encoded = base64.b64encode(value.encode()).decode()
+    for needle in (value, encoded, encoded[:16], base64.b64encode(f"id-{value}".encode()).decode()):
+        assert needle not in text
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+
+def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_path):
+    reason = missing_prometheus()
+    if reason:
+        pytest.skip(reason)
+    op = operator(TRITONPIPELINE_WATCH_TIMEOUT_SECONDS="2")
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    bad = copy.deepcopy(doc)
+    bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "rigth.FEATS_A"}
+    kube.apply(bad)
+    wait_reconciled(kube, namespace, "vision", 2)
+    assert wait_for("/readyz", lambda: op.get("/readyz")[0] == 200)
+    status, text = op.get("/metrics")
+    assert status == 200
+    for series in (
+        'tritonpipeline_operator_reconciles_total{outcome="created"} 1.0',
+        'tritonpipeline_operator_reconciles_total{outcome="invalid"} 1.0',
+        'tritonpipeline_operator_pipelines{ready="False"} 1.0',
+        "tritonpipeline_operator_reconcile_duration_seconds_count 2.0",
+    ):
+        assert series in text
+    # the watch streams end every 2 s here and are reopened
+    wait_for(
+        "watch restarts",
+        lambda: "tritonpipeline_operator_watch_restarts_total{resource=" in op.get("/metrics")[1],
+    )
+    target = f"127.0.0.1:{op.metrics_port}"
+    with Prometheus(tmp_path / "prometheus", [(target, {"job": "tritonpipeline-operator"})]) as prom:
+        invalid = wait_for(
+            "the scraped series",
+            lambda: prom.value('sum(tritonpipeline_operator_reconciles_total{outcome="invalid"})'),
+            timeout=60,
+        )
+        assert invalid == 1.0
+        assert prom.value('tritonpipeline_operator_pipelines{ready="False"}') == 1.0
+        restarts = prom.value("sum(tritonpipeline_operator_watch_restarts_total)")
+        assert restarts is not None and restarts > 0
+        # the README's alert expressions are valid PromQL over these series
+        section = README.read_text().split("## Operating the operator", 1)[1].split("\n## ", 1)[0]
+        exprs = re.findall(r"^  expr: (.+)$", section, re.M)
+        assert len(exprs) == 3
+        for expr in exprs:
+            prom.query(expr)
+        assert not prom.query(exprs[1])  # the invalid reconcile happened before the first scrape
+        bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "lfet.FEATS_A"}
+        kube.apply(bad)  # another invalid reconcile, now under Prometheus' eyes: the alert fires
+        wait_for("the invalid-spec alert", lambda: prom.query(exprs[1]), timeout=60)
+    # a deleted pipeline leaves the gauge
+    kube.delete(API, "TritonPipeline", namespace, "vision")
+    gone = 'tritonpipeline_operator_pipelines{ready="False"} 0.0'
+    wait_for("the gauge to drop the deleted pipeline", lambda: gone in op.get("/metrics")[1])
+
+
+def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        op = Op(control_plane.kubeconfig, namespace, tmp_path / "operator.log", [], {})
+        op.metrics_port = taken.getsockname()[1]
+        op.args[op.args.index("--metrics") + 1] = f"http://127.0.0.1:{op.metrics_port}"
+        with op:
+            assert op.proc is not None
+            assert op.proc.wait(60) == 1
+    text = op.text()
+    assert f"cannot serve /metrics at http://127.0.0.1:{op.metrics_port}:" in text
+    assert "Traceback" not in text and "unexpected" not in text
+    assert text.splitlines()[-1].startswith("error: the operator cannot start: cannot serve /metrics at")
+
+
+# -------------------------------------------------------------------------------------- health probes
+
+
+def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, tmp_path):
+    """The apiserver goes away: the process lives on, but no watch stream can reconnect, so liveness
+    turns failing (500) and readiness 503; when the apiserver is back, both recover."""
+    from controlplane import ControlPlane
+
+    cp = ControlPlane(tmp_path / "cp", control_plane.binaries).start()
+    op: Op | None = None
+    try:
+        k = Kube(cp.api_client(), "test-admin")
+        k.apply(crd())
+        wait_for("the CRD", lambda: k.resource_exists(API, "TritonPipeline"))
+        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "stuck"}})
+        env = {"TRITONPIPELINE_WATCH_TIMEOUT_SECONDS": "2", "TRITONPIPELINE_WATCH_STALE_SECONDS": "5"}
+        op = Op(cp.kubeconfig, "stuck", tmp_path / "operator.log", [], env)
+        op.start()
+        wait_for("liveness 200", lambda: op.healthz() == 200, timeout=60)
+        wait_for("readiness 200", lambda: op.get("/readyz")[0] == 200, timeout=60)
+        cp.stop()
+        wait_for("liveness failing", lambda: op.healthz() == 500, timeout=60, interval=1)
+        status, reason = op.get("/readyz")
+        assert status == 503 and "has not reconnected" in reason
+        assert op.alive()
+        errors = re.search(
+            r'^tritonpipeline_operator_api_errors_total\{code="connection"\} (\S+)$',
+            op.get("/metrics")[1],
+            re.M,
+        )
+        assert errors and float(errors.group(1)) > 0  # the failed reconnections, counted
+        cp.start()
+        wait_for("liveness back", lambda: op.healthz() == 200, timeout=90, interval=1)
+        wait_for("readiness back", lambda: op.get("/readyz")[0] == 200, timeout=30)
+    except BaseException:
+        if op is not None:
+            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
+        raise
+    finally:
+        if op is not None:
+            op.stop()
+        cp.stop()
+
+
+# --------------------------------------------------------------------------------- pure pieces, no server
+
+
+def test_watch_health_turns_stale_per_stream():
+    now = [100.0]
+    health = WatchHealth(30, clock=lambda: now[0])
+    assert health.problems() == [] and health.not_ready() == "no watch stream has connected yet"
+    now[0] = 131
+    assert health.problems() == ["no watch stream has connected in 31s (limit 30s)"]
+    assert health.opening("/api/v1/configmaps") is False
+    health.connect("/api/v1/configmaps")
+    assert health.opening("/api/v1/configmaps") is True  # a re-open is a restart
+    health.connect("/apis/apps/v1/deployments")
+    now[0] = 150
+    health.connect("/apis/apps/v1/deployments")
+    now[0] = 170
+    assert health.problems() == ["watch /api/v1/configmaps has not reconnected for 39s (limit 30s)"]
+    assert health.not_ready() == health.problems()[0]
+
+
+def _applied(uid: str, created: str, ours: str | None, data: str = "a") -> dict[str, Any]:
+    fields = [{"manager": "kube-controller-manager", "operation": "Update", "time": "2030-01-01T00:00:09Z"}]
+    if ours:
+        fields.append({"manager": "op", "operation": "Apply", "time": ours})
+    meta = {"name": "x", "uid": uid, "creationTimestamp": created, "managedFields": fields}
+    return {"kind": "ConfigMap", "metadata": meta, "data": {"k": data}}
+
+
+def test_changes_reads_the_apply_stamp_of_our_own_field_manager():
+    since = 1893456005.4  # 2030-01-01T00:00:05.4Z
+    t5, t6, old = "2030-01-01T00:00:05Z", "2030-01-01T00:00:06Z", "2029-01-01T00:00:00Z"
+    # after a start (nothing seen before): the stamps decide
+    assert changes([_applied("u", t5, t5)], "op", since, None)[:2] == (["ConfigMap/x"], [])
+    assert changes([_applied("u", old, t6)], "op", since, None)[:2] == ([], ["ConfigMap/x"])
+    # another manager's later write (a controller) is not our change; no stamp of ours, no change
+    assert changes([_applied("u", old, "2030-01-01T00:00:04Z")], "op", since, None)[:2] == ([], [])
+    assert changes([_applied("u", old, None)], "op", since, None)[:2] == ([], [])
+    # within the second of the previous reconcile: the same object, stamp and content are unchanged
+    _, _, seen = changes([_applied("u", t5, t5)], "op", since, None)
+    assert changes([_applied("u", t5, t5)], "op", since, seen)[:2] == ([], [])
+    assert changes([_applied("u", t5, t5, data="b")], "op", since, seen)[:2] == ([], ["ConfigMap/x"])
+    assert changes([_applied("v", t5, t5)], "op", since, seen)[:2] == (["ConfigMap/x"], [])  # re-created
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--metrics", "localhost:8081"),
+        ("--liveness", "http://0.0.0.0:99999/healthz"),
+        ("--log-format", "text"),
+    ],
+)
+def test_bad_run_flags_are_usage_errors(flag, value):
+    proc = subprocess.run([str(CLI), "run", flag, value], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"argument {flag}:" in proc.stderr and value in proc.stderr
