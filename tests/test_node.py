@@ -1,0 +1,118 @@
+"""Real pods on the single-node test bed (e2e/node.py): a Deployment behind a ClusterIP Service.
+
+Everything runs inside a network namespace the harness creates: etcd, kube-apiserver (ServiceAccount
+admission on), kube-controller-manager, kube-scheduler, containerd 2 + runc, kubelet and kube-proxy
+(iptables). The images are OCI archives packed by e2e/node.py from static Go programs (no registry).
+Opt-in: `make e2e-node` (marker `node`); skips with the reason when not root or without `ip netns`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
+
+APP = "hello"
+REPLICAS = 2
+
+
+def _host_state() -> dict[str, Any]:
+    from node import host_snapshot
+
+    return host_snapshot()
+
+
+@pytest.fixture(scope="module")
+def host_before() -> dict[str, Any]:
+    from node import missing_prerequisite
+
+    reason = missing_prerequisite()
+    if reason:
+        pytest.skip(f"no node test bed: {reason}")
+    return _host_state()
+
+
+@pytest.fixture(scope="module")
+def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from node import Node
+
+    n = Node(tmp_path_factory.mktemp("node"))
+    n.start()
+    print(f"node timings: {json.dumps({k: round(v, 1) for k, v in n.timings.items()})}")
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+def _manifests(image: str) -> str:
+    labels = {"app": APP}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": APP, "namespace": "default"},
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": APP,
+                            "image": image,
+                            "imagePullPolicy": "Never",  # imported, never pulled: no registry here
+                            "ports": [{"containerPort": 8080}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/", "port": 8080},
+                                "periodSeconds": 1,
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": APP, "namespace": "default"},
+        "spec": {"type": "ClusterIP", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [deployment, service]})
+
+
+def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
+    from node import HELLO_IMAGE, NODE_NAME
+
+    node.kubectl("apply", "-f", "-", input=_manifests(HELLO_IMAGE))
+    node.kubectl("rollout", "status", f"deployment/{APP}", "--timeout=120s")
+    pods = json.loads(node.kubectl("get", "pods", "-l", f"app={APP}", "-o", "json"))["items"]
+    assert len(pods) == REPLICAS
+    names = set()
+    for pod in pods:
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        assert ready["Ready"] == "True", pod["status"]
+        assert pod["spec"]["nodeName"] == NODE_NAME
+        # ServiceAccount admission on: the pod got the projected API token volume
+        assert any(v["name"].startswith("kube-api-access-") for v in pod["spec"]["volumes"])
+        names.add(pod["metadata"]["name"])
+
+    cluster_ip = node.kubectl("get", "service", APP, "-o", "jsonpath={.spec.clusterIP}").strip()
+    assert cluster_ip.startswith("10.96.")
+    answers = {node.fetch(f"http://{cluster_ip}/").strip() for _ in range(30)}
+    # kube-proxy balances over both endpoints: each pod answers with its own name
+    assert answers == {f"hello from {name}" for name in names}
+
+
+def test_teardown_restores_host(node: Any, host_before: dict[str, Any]) -> None:
+    node.stop()
+    after = _host_state()
+    for key in host_before:
+        assert after[key] == host_before[key], key
