@@ -821,14 +821,17 @@ def teardown(workdir: Path) -> dict[str, Any]:
     if netns and state.get("netns_created"):
         _run("ip", "netns", "del", netns, check=False)
     # 3. the host: sysctls kubelet rewrote, paths the components created
-    host = state.get("host", {})
+    host, restored = state.get("host", {}), []
     for key, value in host.get("sysctls", {}).items():
         if value is not None and _read_sysctl(key) != value:
+            restored.append(f"{key.replace('/', '.')}: {_read_sysctl(key)} -> {value}")
             with contextlib.suppress(OSError):
                 Path("/proc/sys", key).write_text(value)
     for path in host.get("absent_paths", []):
         if os.path.lexists(path):
+            restored.append(f"removed {path}")
             shutil.rmtree(path, ignore_errors=True)
+    state["restored"] = restored
     return state
 
 
@@ -875,6 +878,7 @@ def cmd_down(state_dir: Path) -> int:
         return 0
     shutil.rmtree(state_dir, ignore_errors=True)
     print(f"node stopped (pids {state.get('pids')}); namespace {state.get('netns')} and {state_dir} removed")
+    print(f"host restored: {'; '.join(state['restored']) or 'nothing had changed'}")
     return 0
 
 

@@ -9,6 +9,7 @@ Opt-in: `make e2e-node` (marker `node`); skips with the reason when not root or 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,9 +107,16 @@ def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
 
     cluster_ip = node.kubectl("get", "service", APP, "-o", "jsonpath={.spec.clusterIP}").strip()
     assert cluster_ip.startswith("10.96.")
-    answers = {node.fetch(f"http://{cluster_ip}/").strip() for _ in range(30)}
-    # kube-proxy balances over both endpoints: each pod answers with its own name
-    assert answers == {f"hello from {name}" for name in names}
+    # kube-proxy balances over both endpoints: each pod answers with its own name (kube-proxy may
+    # program the second endpoint a moment after the rollout finished: ask for up to 30 s)
+    expected = {f"hello from {name}" for name in names}
+    answers: set[str] = set()
+    deadline = time.monotonic() + 30
+    while answers != expected and time.monotonic() < deadline:
+        answers.add(node.fetch(f"http://{cluster_ip}/").strip())
+        assert answers <= expected, answers
+        time.sleep(0.05)
+    assert answers == expected
 
 
 def test_teardown_restores_host(node: Any, host_before: dict[str, Any]) -> None:
