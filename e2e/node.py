@@ -58,7 +58,7 @@ NODE_PREFIX = 24
 NODE_LINK = "node0"
 POD_CIDR = "10.244.0.0/24"
 CLUSTER_DNS = "10.96.0.10"
-CGROUP_ROOT = "tritonpipeline-node"
+NETNS_PREFIX = "tpnode-"  # + the starting process's pid: also the node's cgroup root in every hierarchy
 PAUSE_IMAGE = "tritonpipeline.local/pause:1"
 HELLO_IMAGE = "tritonpipeline.local/hello:1"
 CTR_NAMESPACE = "k8s.io"
@@ -316,7 +316,7 @@ def host_snapshot() -> dict[str, Any]:
         "ip6tables": _rules("ip6tables-save"),
         "sysctls": {k: _read_sysctl(k) for k in (*HOST_SYSCTLS, "net/ipv4/ip_forward")},
         "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
-        "cgroups": [str(m / CGROUP_ROOT) for m in _cgroup_mounts() if (m / CGROUP_ROOT).exists()],
+        "cgroups": sorted(str(d) for m in _cgroup_mounts() for d in m.glob(f"{NETNS_PREFIX}*")),
         "paths": {p: os.path.lexists(p) for p in HOST_PATHS},
     }
 
@@ -339,7 +339,7 @@ class Node:
     def __init__(self, workdir: Path | str, *, detach: bool = False) -> None:
         self.workdir = Path(workdir).resolve()
         self.detach = detach
-        self.netns = f"tpnode-{os.getpid()}"
+        self.netns = f"{NETNS_PREFIX}{os.getpid()}"
         self.state: dict[str, Any] = {}
         self.cp: ControlPlane | None = None
         self.bins: NodeBinaries | None = None
@@ -429,7 +429,7 @@ class Node:
     def _make_cgroups(self) -> None:
         """kubelet's cgroupRoot must exist in every hierarchy; cpuset needs its cpus/mems filled in."""
         for mount in _cgroup_mounts():
-            d = mount / CGROUP_ROOT
+            d = mount / self.netns
             if not d.exists():
                 d.mkdir()
                 self.state["cgroups"].append(str(d))
@@ -590,7 +590,7 @@ state = "{c / "state"}"
             },
             "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",
-            "cgroupRoot": f"/{CGROUP_ROOT}",
+            "cgroupRoot": f"/{self.netns}",
             "failCgroupV1": False,
             "failSwapOn": False,
             "oomScoreAdj": 0,

@@ -107,16 +107,21 @@ def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
 
     cluster_ip = node.kubectl("get", "service", APP, "-o", "jsonpath={.spec.clusterIP}").strip()
     assert cluster_ip.startswith("10.96.")
-    # kube-proxy balances over both endpoints: each pod answers with its own name (kube-proxy may
-    # program the second endpoint a moment after the rollout finished: ask for up to 30 s)
+    # kube-proxy balances over both endpoints: each pod answers with its own name. kube-proxy programs
+    # the endpoints a moment after the rollout finished (until then it rejects: "has no endpoints"),
+    # so ask for up to 30 s; only the pods may ever answer.
     expected = {f"hello from {name}" for name in names}
     answers: set[str] = set()
+    errors: list[str] = []
     deadline = time.monotonic() + 30
     while answers != expected and time.monotonic() < deadline:
-        answers.add(node.fetch(f"http://{cluster_ip}/").strip())
+        try:
+            answers.add(node.fetch(f"http://{cluster_ip}/").strip())
+        except OSError as err:
+            errors.append(str(err))
         assert answers <= expected, answers
         time.sleep(0.05)
-    assert answers == expected
+    assert answers == expected, f"answers {answers}; errors {errors[-3:]}"
 
 
 def test_teardown_restores_host(node: Any, host_before: dict[str, Any]) -> None:
