@@ -39,8 +39,13 @@ case "${1:-}" in
   *) echo "usage: $0 [--if-go|--print-dir]" >&2; exit 2 ;;
 esac
 
+# the image programs are ours: rebuilt when their source changes (the sum of their .go files)
+src_sum() { cat "$SRC/images/$1"/*.go | sha256sum | cut -c1-16; }
+fresh() { [ -x "$BIN/$1" ] && [ "$(cat "$BIN/$1.src-sum" 2>/dev/null)" = "$(src_sum "$1")" ]; }
+
 missing=()
-for b in "${K8S_BINS[@]}" "${CTR_BINS[@]}" pause hello; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+for b in "${K8S_BINS[@]}" "${CTR_BINS[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+for b in pause hello; do fresh "$b" || missing+=("$b"); done
 for p in "${CNI_PLUGINS[@]}"; do [ -x "$CNI/${p##*/}" ] || missing+=("${p##*/}"); done
 
 write_env() {
@@ -116,7 +121,7 @@ kx="$kx -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
 gobuild() {  # gobuild <name> [<dir>]: the main in e2e/node/<dir, default name> -> $BIN/<name>
   local name="$1" dir="${2:-$1}"
-  (cd "$SRC" && GOFLAGS=-mod=readonly "$GO" build -p "$JOBS" -trimpath -ldflags="-s -w $kx" -o "$BIN/$name.tmp" "./$dir")
+  (cd "$SRC" && GOFLAGS="-mod=readonly -buildvcs=false" "$GO" build -p "$JOBS" -trimpath -ldflags="-s -w $kx" -o "$BIN/$name.tmp" "./$dir")
   mv "$BIN/$name.tmp" "$BIN/$name"
 }
 goinstall() {  # goinstall <dir> <tags> <package@version>...: go install into <dir> (sums checked by the proxy)
@@ -126,7 +131,7 @@ goinstall() {  # goinstall <dir> <tags> <package@version>...: go install into <d
 
 # smallest first, so a failure shows early
 for b in pause hello; do
-  [ -x "$BIN/$b" ] || timed "$b (image program)" "e2e/node/images/$b" gobuild "$b" "images/$b"
+  fresh "$b" || { timed "$b (image program)" "e2e/node/images/$b" gobuild "$b" "images/$b" && src_sum "$b" > "$BIN/$b.src-sum"; }
 done
 cni_missing=0; for p in "${CNI_PLUGINS[@]}"; do [ -x "$CNI/${p##*/}" ] || cni_missing=1; done
 if [ "$cni_missing" = 1 ]; then

@@ -124,6 +124,21 @@ def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
     assert answers == expected, f"answers {answers}; errors {errors[-3:]}"
 
 
+def test_pod_reaches_the_apiserver_with_its_service_account_token(node: Any) -> None:
+    """In-cluster client path: the `kubernetes` Service (kube-proxy to the advertised node address), the
+    token kube-apiserver signed for the pod, the CA kube-controller-manager published. Also `kubectl exec`
+    (kube-apiserver to the kubelet with its client certificate)."""
+    node.kubectl("rollout", "status", f"deployment/{APP}", "--timeout=120s")
+    exec_ = ("exec", f"deployment/{APP}", "--", "/bin/hello", "apiserver")
+    status, _, body = node.kubectl(*exec_, "/api").partition("\n")
+    assert status == "200", body
+    assert json.loads(body)["kind"] == "APIVersions"
+    # the default ServiceAccount has no rights: the apiserver names the identity it authenticated
+    status, _, body = node.kubectl(*exec_, "/api/v1/namespaces/kube-system/secrets").partition("\n")
+    assert status == "403", body
+    assert 'User "system:serviceaccount:default:default" cannot list' in json.loads(body)["message"]
+
+
 def test_teardown_restores_host(node: Any, host_before: dict[str, Any]) -> None:
     node.stop()
     after = _host_state()
