@@ -62,6 +62,8 @@ NETNS_PREFIX = "tpnode-"  # + the starting process's pid: also the node's cgroup
 PAUSE_IMAGE = "tritonpipeline.local/pause:1"
 HELLO_IMAGE = "tritonpipeline.local/hello:1"
 CTR_NAMESPACE = "k8s.io"
+# one symlink per running node (namespace name -> state directory): finds nodes left by a killed run
+REGISTRY = Path("/run/tritonpipeline-node")
 CLONE_NEWNET = 0x40000000
 # host-wide sysctls kubelet rewrites (protectKernelDefaults=false): restored at teardown
 HOST_SYSCTLS = (
@@ -361,6 +363,15 @@ class Node:
         cp_bins = ensure_binaries()
         self.bins = ensure_node_binaries()
         self.timings["build-check"] = time.monotonic() - t0
+        for name in reap_stale():
+            log(f"cleaned up after an earlier node that did not stop ({name})")
+        running = registered()
+        if running:
+            name, where = next(iter(running.items()))
+            raise NodeError(
+                f"another node test bed is running ({name}, state in {where}); one at a time on a host "
+                f"(they share kubelet's host sysctls): stop it with `python e2e/node.py down --dir {where}`"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.state = {
             "netns": self.netns,
@@ -371,8 +382,12 @@ class Node:
             "cgroups": [],
             "kubeconfig": str(self.kubeconfig),
             "bin_dir": str(self.bins.bin_dir),
+            # the process the node lives and dies with (None: `up`, the node outlives its starter)
+            "owner": None if self.detach else [os.getpid(), _start_time(os.getpid())],
         }
         self._save()
+        REGISTRY.mkdir(exist_ok=True)
+        (REGISTRY / self.netns).symlink_to(self.workdir)
         try:
             self._make_netns()
             self._make_cgroups()
@@ -740,6 +755,60 @@ state = "{c / "state"}"
 # teardown: from the state file only, so `down` works in another process
 
 
+def registered() -> dict[str, Path]:
+    """Nodes started on this host and not torn down: namespace name -> state directory."""
+    if not REGISTRY.is_dir():
+        return {}
+    return {link.name: Path(os.readlink(link)) for link in REGISTRY.iterdir() if link.is_symlink()}
+
+
+def _alive(state: dict[str, Any]) -> dict[str, int]:
+    bins = state.get("binaries", {})
+    return {n: p for n, p in state.get("pids", {}).items() if _pid_alive(p, bins.get(n, n))}
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (tells a pid from a later reuse of it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _stale(state: dict[str, Any]) -> bool:
+    """A node whose owner died without tearing it down, or a detached node none of whose processes run."""
+    owner = state.get("owner")
+    if owner:
+        return _start_time(owner[0]) != owner[1]
+    return not _alive(state)
+
+
+def reap_stale() -> list[str]:
+    """Tear down registered nodes that nobody will stop any more (their owner was killed before it
+    could clean up): the processes, namespace, mounts, cgroups and sysctls they left behind."""
+    reaped = []
+    for name, where in registered().items():
+        try:
+            state = json.loads((where / "node-state.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state and not _stale(state):
+            continue
+        if state:
+            teardown(where)
+        else:  # no state left to restore from: only the registration
+            _unregister(name)
+        reaped.append(name)
+    return reaped
+
+
+def _unregister(name: str) -> None:
+    with contextlib.suppress(OSError):
+        (REGISTRY / name).unlink()
+    with contextlib.suppress(OSError):
+        REGISTRY.rmdir()  # only when empty
+
+
 def _end(pid: int, binary: str, grace: float = 15) -> None:
     if not _pid_alive(pid, binary):
         return
@@ -832,6 +901,8 @@ def teardown(workdir: Path) -> dict[str, Any]:
             restored.append(f"removed {path}")
             shutil.rmtree(path, ignore_errors=True)
     state["restored"] = restored
+    if netns:
+        _unregister(netns)
     return state
 
 
@@ -854,7 +925,7 @@ def cmd_up(state_dir: Path) -> int:
     state_file = state_dir / "node-state.json"
     if state_file.exists():
         state = json.loads(state_file.read_text())
-        alive = {n: p for n, p in state.get("pids", {}).items() if _pid_alive(p, state["binaries"][n])}
+        alive = _alive(state)
         if alive:
             print(f"node already running in {state_dir} (namespace {state.get('netns')}, pids {alive})")
             return 0

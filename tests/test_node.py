@@ -29,11 +29,12 @@ def _host_state() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def host_before() -> dict[str, Any]:
-    from node import missing_prerequisite
+    from node import missing_prerequisite, reap_stale
 
     reason = missing_prerequisite()
     if reason:
         pytest.skip(f"no node test bed: {reason}")
+    reap_stale()  # what a killed earlier run left is not the host's state
     return _host_state()
 
 
