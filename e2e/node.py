@@ -356,6 +356,8 @@ class Node:
     # -- start -------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 180) -> Node:
+        """Build what is missing (progress on stdout), then start the node; `timeout`: seconds from the
+        first process to the node being Ready."""
         reason = missing_prerequisite()
         if reason:
             raise NodeError(reason)
@@ -363,6 +365,7 @@ class Node:
         cp_bins = ensure_binaries()
         self.bins = ensure_node_binaries()
         self.timings["build-check"] = time.monotonic() - t0
+        deadline = time.monotonic() + timeout
         for name in reap_stale():
             log(f"cleaned up after an earlier node that did not stop ({name})")
         running = registered()
@@ -407,7 +410,7 @@ class Node:
                 self.timings["containerd+images"] = time.monotonic() - t
                 t = time.monotonic()
                 self._start_components()
-                self._wait_node_ready(t0 + timeout)
+                self._wait_node_ready(deadline)
                 self.timings["components+node-ready"] = time.monotonic() - t
         except BaseException:
             if not self.detach:
