@@ -913,15 +913,14 @@ def teardown(workdir: Path) -> dict[str, Any]:
 # command line
 
 
-def _print_usage(node: Node) -> None:
-    assert node.bins is not None
-    kubectl = node.bins["kubectl"]
-    print(f"node {NODE_NAME} Ready in {node.timings.get('total', 0):.1f}s (network namespace {node.netns})")
-    print(f"logs: {node.workdir}/*.log; state: {node.workdir}/node-state.json")
+def _print_usage(state: dict[str, Any]) -> None:
+    workdir, netns = state["workdir"], state["netns"]
+    kubectl = Path(state["bin_dir"]) / "kubectl"
+    print(f"logs: {workdir}/*.log; state: {workdir}/node-state.json")
     print("kubectl (the apiserver listens only inside the namespace):")
-    print(f"  ip netns exec {node.netns} {kubectl} --kubeconfig {node.kubeconfig} get pods -A")
-    print(f"  or: {sys.executable} {Path(__file__)} kubectl --dir {node.workdir} get pods -A")
-    print(f"stop: make node-down  (or {sys.executable} {Path(__file__)} down --dir {node.workdir})")
+    print(f"  ip netns exec {netns} {kubectl} --kubeconfig {state['kubeconfig']} get pods -A")
+    print(f"  or: {sys.executable} {Path(__file__)} kubectl --dir {workdir} get pods -A")
+    print(f"stop: make node-down  (or {sys.executable} {Path(__file__)} down --dir {workdir})")
 
 
 def cmd_up(state_dir: Path) -> int:
@@ -931,6 +930,7 @@ def cmd_up(state_dir: Path) -> int:
         alive = _alive(state)
         if alive:
             print(f"node already running in {state_dir} (namespace {state.get('netns')}, pids {alive})")
+            _print_usage(state)
             return 0
         teardown(state_dir)
     shutil.rmtree(state_dir, ignore_errors=True)
@@ -941,7 +941,8 @@ def cmd_up(state_dir: Path) -> int:
         print(f"cannot start the node: {err}", file=sys.stderr)
         teardown(state_dir)
         return 1
-    _print_usage(node)
+    print(f"node {NODE_NAME} Ready in {node.timings['total']:.1f}s (network namespace {node.netns})")
+    _print_usage(node.state)
     return 0
 
 
