@@ -888,7 +888,8 @@ def teardown(workdir: Path) -> dict[str, Any]:
     if netns and state.get("netns_created"):
         _kill_pids(_netns_pids(netns))
     # 2. mounts under the node's directories (kubelet volumes, container rootfs, pod netns, shm)
-    _unmount_under([str(workdir), "/run/containerd", "/var/lib/kubelet"])
+    # (fixed host paths only when the node created them: a real kubelet's mounts are not ours)
+    _unmount_under([str(workdir), *state.get("host", {}).get("absent_paths", [])])
     _remove_cgroups(state.get("cgroups", []))
     if netns and state.get("netns_created"):
         _run("ip", "netns", "del", netns, check=False)
