@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -248,7 +249,7 @@ def _setns(path: str) -> None:
 @contextlib.contextmanager
 def in_netns(name: str) -> Iterator[None]:
     """Run the calling thread (and every process it starts) inside network namespace `name`."""
-    own = f"/proc/{os.getpid()}/task/{_gettid()}/ns/net"
+    own = f"/proc/{os.getpid()}/task/{threading.get_native_id()}/ns/net"
     back = os.open(own, os.O_RDONLY)
     try:
         _setns(f"/run/netns/{name}")
@@ -259,10 +260,6 @@ def in_netns(name: str) -> Iterator[None]:
                 raise OSError(ctypes.get_errno(), "setns back to the original network namespace failed")
         finally:
             os.close(back)
-
-
-def _gettid() -> int:
-    return int(_libc().syscall(186 if platform.machine() == "x86_64" else 178))  # SYS_gettid
 
 
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
