@@ -1,4 +1,4 @@
-// Command pause is the node test bed's pod sandbox process (what registry.k8s.io/pause does): it holds
+// Command pause is the node test bed's pod sandbox process (what upstream's pause image does): it holds
 // the pod's namespaces, sleeps until SIGTERM or SIGINT, and reaps the zombies it inherits as PID 1.
 package main
 
