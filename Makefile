@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
+# where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
+NODE_DIR ?= /tmp/tritonpipeline-node
 
 .PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane bench-router \
 	bench-controlplane clean \
@@ -46,15 +48,16 @@ system-deps: ## install graphviz, nginx, prometheus and curl from Debian if miss
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 	$(PY) examples/demo.py
 
+# the `node` tests (real pods) are opt-in for now: `make e2e-node`
 test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
 	$(VENV)/bin/ruff check operator tests bench examples e2e
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -m "not node"
 
 test-unit: $(STAMP) ## tests that need no server
-	$(VENV)/bin/pytest -m "not integration"
+	$(VENV)/bin/pytest -m "not integration and not node"
 
 test-integration: $(STAMP) system-deps ## tests that start the real tritonserver
-	$(VENV)/bin/pytest -m integration
+	$(VENV)/bin/pytest -m "integration and not node"
 
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check operator tests bench examples e2e
@@ -137,3 +140,21 @@ gpu-check: gpu-pack ## pack, then run the GPU check here (needs an NVIDIA GPU; s
 # on the GPU host itself (no network, no venv): the Python with PyTorch runs the check over the copied .gpu/
 gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bundle (writes bench/results/gpu.json)
 	python3 bench/gpu/check.py
+
+# --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
+.PHONY: node node-up node-down e2e-node
+
+# kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
+# CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
+# and sharing the control plane's Go caches; Debian's runc and iptables (as root).
+node: controlplane ## build the node components (cached per version outside the repo)
+	@bash e2e/build-node.sh
+
+node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy in a netns
+	@$(PY) e2e/node.py up --dir $(NODE_DIR)
+
+node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
+	@$(PY) e2e/node.py down --dir $(NODE_DIR)
+
+e2e-node: $(STAMP) node ## real pods: a Deployment + ClusterIP Service on the node test bed (needs root, ip netns)
+	$(VENV)/bin/pytest -m node tests/test_node.py -s

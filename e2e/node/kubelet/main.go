@@ -1,0 +1,19 @@
+// Command kubelet is the upstream Kubernetes kubelet, built from the k8s.io/kubernetes module at the version
+// pinned in ../go.mod: the same code as kubernetes/cmd/kubelet (its command executed with os.Args).
+// Used by the node test bed (e2e/node.py).
+package main
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as upstream
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as upstream
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric, as upstream
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+}

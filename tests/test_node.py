@@ -1,0 +1,147 @@
+"""Real pods on the single-node test bed (e2e/node.py): a Deployment behind a ClusterIP Service.
+
+Everything runs inside a network namespace the harness creates: etcd, kube-apiserver (ServiceAccount
+admission on), kube-controller-manager, kube-scheduler, containerd 2 + runc, kubelet and kube-proxy
+(iptables). The images are OCI archives packed by e2e/node.py from static Go programs (no registry).
+Opt-in: `make e2e-node` (marker `node`); skips with the reason when not root or without `ip netns`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
+
+APP = "hello"
+REPLICAS = 2
+
+
+def _host_state() -> dict[str, Any]:
+    from node import host_snapshot
+
+    return host_snapshot()
+
+
+@pytest.fixture(scope="module")
+def host_before() -> dict[str, Any]:
+    from node import missing_prerequisite, reap_stale
+
+    reason = missing_prerequisite()
+    if reason:
+        pytest.skip(f"no node test bed: {reason}")
+    reap_stale()  # what a killed earlier run left is not the host's state
+    return _host_state()
+
+
+@pytest.fixture(scope="module")
+def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from node import Node
+
+    n = Node(tmp_path_factory.mktemp("node"))
+    n.start()
+    print(f"node timings: {json.dumps({k: round(v, 1) for k, v in n.timings.items()})}")
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+def _manifests(image: str) -> str:
+    labels = {"app": APP}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": APP, "namespace": "default"},
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": APP,
+                            "image": image,
+                            "imagePullPolicy": "Never",  # imported, never pulled: no registry here
+                            "ports": [{"containerPort": 8080}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/", "port": 8080},
+                                "periodSeconds": 1,
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": APP, "namespace": "default"},
+        "spec": {"type": "ClusterIP", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [deployment, service]})
+
+
+def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
+    from node import HELLO_IMAGE, NODE_NAME
+
+    node.kubectl("apply", "-f", "-", input=_manifests(HELLO_IMAGE))
+    node.kubectl("rollout", "status", f"deployment/{APP}", "--timeout=120s")
+    pods = json.loads(node.kubectl("get", "pods", "-l", f"app={APP}", "-o", "json"))["items"]
+    assert len(pods) == REPLICAS
+    names = set()
+    for pod in pods:
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert pod["status"]["phase"] == "Running", pod["status"]
+        assert ready["Ready"] == "True", pod["status"]
+        assert pod["spec"]["nodeName"] == NODE_NAME
+        # ServiceAccount admission on: the pod got the projected API token volume
+        assert any(v["name"].startswith("kube-api-access-") for v in pod["spec"]["volumes"])
+        names.add(pod["metadata"]["name"])
+
+    cluster_ip = node.kubectl("get", "service", APP, "-o", "jsonpath={.spec.clusterIP}").strip()
+    assert cluster_ip.startswith("10.96.")
+    # kube-proxy balances over both endpoints: each pod answers with its own name. kube-proxy programs
+    # the endpoints a moment after the rollout finished (until then it rejects: "has no endpoints"),
+    # so ask for up to 30 s; only the pods may ever answer.
+    expected = {f"hello from {name}" for name in names}
+    answers: set[str] = set()
+    errors: list[str] = []
+    deadline = time.monotonic() + 30
+    while answers != expected and time.monotonic() < deadline:
+        try:
+            answers.add(node.fetch(f"http://{cluster_ip}/").strip())
+        except OSError as err:
+            errors.append(str(err))
+        assert answers <= expected, answers
+        time.sleep(0.05)
+    assert answers == expected, f"answers {answers}; errors {errors[-3:]}"
+
+
+def test_pod_reaches_the_apiserver_with_its_service_account_token(node: Any) -> None:
+    """In-cluster client path: the `kubernetes` Service (kube-proxy to the advertised node address), the
+    token kube-apiserver signed for the pod, the CA kube-controller-manager published. Also `kubectl exec`
+    (kube-apiserver to the kubelet with its client certificate)."""
+    node.kubectl("rollout", "status", f"deployment/{APP}", "--timeout=120s")
+    exec_ = ("exec", f"deployment/{APP}", "--", "/bin/hello", "apiserver")
+    status, _, body = node.kubectl(*exec_, "/api").partition("\n")
+    assert status == "200", body
+    assert json.loads(body)["kind"] == "APIVersions"
+    # the default ServiceAccount has no rights: the apiserver names the identity it authenticated
+    status, _, body = node.kubectl(*exec_, "/api/v1/namespaces/kube-system/secrets").partition("\n")
+    assert status == "403", body
+    assert 'User "system:serviceaccount:default:default" cannot list' in json.loads(body)["message"]
+
+
+def test_teardown_restores_host(node: Any, host_before: dict[str, Any]) -> None:
+    node.stop()
+    after = _host_state()
+    for key in host_before:
+        assert after[key] == host_before[key], key
