@@ -392,13 +392,21 @@ async def _apply_optional(
     applied: list[dict[str, Any]] = []
     r = children.routing
     provider = tp.spec.routing.provider
+    provider_objects = r.provider_objects
+    for api in r.provider_apis:  # an older release of a provider may serve the kind at an older version
+        older = rt.older_api(provider_objects, api)
+        older_api = (rt.OLDER_API_VERSIONS.get(api, ""), api[1])
+        if older is not None and await _served(kube, (api,)) and not await _served(kube, (older_api,)):
+            provider_objects = older
     if not r.provider_objects:
         how = tp.spec.routing.session_affinity
         if how == "ClientIP":
             routing = st.condition("RoutingConfigured", True, "ServiceAffinity", r.description, generation)
         else:
             routing = st.condition("RoutingConfigured", True, "NoAffinity", r.description, generation)
-    elif missing := await _served(kube, r.provider_apis):
+    elif missing := await _served(
+        kube, tuple(dict.fromkeys((o["apiVersion"], o["kind"]) for o in provider_objects))
+    ):
         routing = st.condition(
             "RoutingConfigured",
             False,
@@ -410,7 +418,7 @@ async def _apply_optional(
         )
     else:
         try:
-            applied += [await asyncio.to_thread(kube.apply, obj, 1) for obj in r.provider_objects]
+            applied += [await asyncio.to_thread(kube.apply, obj, 1) for obj in provider_objects]
             routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
         except KubeError as exc:
             _raise_if_transient(exc)

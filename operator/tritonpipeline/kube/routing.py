@@ -27,6 +27,8 @@ CLIENT_IP_MAX_TIMEOUT, CLIENT_IP_DEFAULT_TIMEOUT = 86400, 10800
 
 INGRESS_API = ("networking.k8s.io/v1", "Ingress")
 DESTINATION_RULE_API = ("networking.istio.io/v1", "DestinationRule")
+# Istio before 1.22 serves DestinationRule as v1beta1 only, with the same spec
+OLDER_API_VERSIONS = {DESTINATION_RULE_API: "networking.istio.io/v1beta1"}
 HTTP_ROUTE_API = ("gateway.networking.k8s.io/v1", "HTTPRoute")
 GRPC_ROUTE_API = ("gateway.networking.k8s.io/v1", "GRPCRoute")
 PROVIDER_APIS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -286,6 +288,15 @@ def routing_children(
         provider_apis=PROVIDER_APIS[routing.provider],
         description=f"{how}: {names}",
     )
+
+
+def older_api(objects: tuple[dict[str, Any], ...], api: tuple[str, str]) -> tuple[dict[str, Any], ...] | None:
+    """The objects of `api` at the older version a provider served before it (OLDER_API_VERSIONS), or
+    None when there is none."""
+    older = OLDER_API_VERSIONS.get(api)
+    if older is None:
+        return None
+    return tuple({**o, "apiVersion": older} if (o["apiVersion"], o["kind"]) == api else o for o in objects)
 
 
 def possible_names(tp: TritonPipeline) -> list[tuple[str, str, str]]:
