@@ -56,6 +56,7 @@ OPERATOR_RULES = [
     {"apiGroups": ["serving.tritonpipeline.io"], "resources": ["tritonpipelines/finalizers"],
      "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
      "verbs": ["create", "patch", "delete"]},

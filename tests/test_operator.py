@@ -687,3 +687,26 @@ def test_a_stalled_rollout_shows_in_the_pipeline_status(kube, namespace, run_ope
 
     c = wait_for("Progressing=False RolloutStalled", reported)
     assert c["status"] == "False" and "timed out progressing" in c["message"]
+
+
+def test_a_read_write_once_claim_with_several_replicas_is_reported(kube, namespace, run_operator):
+    run_operator()
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "models", "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    kube.apply(claim)
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["server"]["replicas"] = 3
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "vision")
+    c = condition(cr, "ModelSource")
+    assert (c["status"], c["reason"]) == ("False", "ReadWriteOnceClaim") and "up to 3 replicas" in c[
+        "message"
+    ]
+    doc["spec"]["server"]["replicas"] = 1
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "vision", 2)
+    assert condition(cr, "ModelSource")["reason"] == "ClaimMountable"

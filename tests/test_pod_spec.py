@@ -204,3 +204,31 @@ def test_a_stalled_rollout_is_reported() -> None:
         status.stalled_message({"conditions": [{"type": "Progressing", "reason": "NewReplicaSetAvailable"}]})
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("modes", "replicas", "ok", "reason"),
+    [
+        (["ReadWriteOnce"], 2, False, "ReadWriteOnceClaim"),
+        (["ReadWriteOncePod"], 3, False, "ReadWriteOnceClaim"),
+        (["ReadWriteOnce"], 1, True, "ClaimMountable"),
+        (["ReadOnlyMany"], 4, True, "ClaimMountable"),
+        (["ReadWriteOnce", "ReadWriteMany"], 4, True, "ClaimMountable"),
+    ],
+)
+def test_model_claim_mountable_by_every_replica(modes, replicas, ok, reason) -> None:
+    from tritonpipeline.kube import storage
+
+    tp = parse_pipeline(cluster_doc(replicas=replicas))
+    c = storage.model_source_condition(tp, {"spec": {"accessModes": modes}}, 1)
+    assert (c["status"], c["reason"]) == ("True" if ok else "False", reason)
+
+
+def test_model_source_condition_for_a_missing_claim_and_other_sources() -> None:
+    from tritonpipeline.kube import storage
+
+    tp = parse_pipeline(cluster_doc())
+    assert storage.model_source_condition(tp, None, 1)["reason"] == "ClaimNotFound"
+    doc = cluster_doc()
+    doc["spec"]["modelRepository"]["uri"] = "s3://bucket/models"
+    assert storage.model_source_condition(parse_pipeline(doc), None, 1) is None

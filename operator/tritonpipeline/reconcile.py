@@ -22,7 +22,7 @@ from kubernetes import config as k8s_config
 from . import metrics, security
 from .compiler import compile_pipeline
 from .errors import SpecError
-from .kube import access, autoscaling
+from .kube import access, autoscaling, storage
 from .kube import routing as rt
 from .kube import status as st
 from .kube.client import Kube, KubeError
@@ -239,6 +239,11 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str |
     )
     valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
     affinity = _affinity_condition(tp, generation)
+    claim = storage.claim_name(tp)
+    if claim is not None:
+        live_claim = await asyncio.to_thread(kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
+        source = storage.model_source_condition(tp, live_claim, generation)
+        conditions = [*conditions, *([source] if source else [])]
     warnings = [c for c in [*conditions, affinity] if c["status"] == "False"]
     # warn on a user's change, or when a problem is new (not on every resync)
     warnings = [

@@ -133,7 +133,8 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     OwnerReferencesPermissionEnforcement admission plugin (on by default in OpenShift) allows only to
     whoever may update the owner's finalizers: `update` on tritonpipelines/finalizers (no finalizer is
     ever written);
-  - a Deployment is read (GET) when a pipeline gets an autoscaler, to hand its replica count over.
+  - a Deployment is read (GET) when a pipeline gets an autoscaler, to hand its replica count over;
+  - the model claim of a pvc:// repository is read (GET) for its access modes (ModelSource condition).
   - Secrets: create only. The operator POSTs each pipeline's admin-key Secret (a random key) once and
     takes "already exists" as done; it never gets, lists, watches, patches or deletes a Secret, so it
     cannot read any key, the generated ones included (the pipeline's ownerReference lets the garbage
@@ -155,6 +156,9 @@ The operator's permissions inside a namespace (or in all of them), derived from 
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create"]

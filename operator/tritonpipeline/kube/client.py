@@ -26,6 +26,7 @@ _PLURALS = {
     "GRPCRoute": "grpcroutes",
     "ScaledObject": "scaledobjects",
     "Secret": "secrets",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
     "NetworkPolicy": "networkpolicies",
     "Event": "events",
     "Namespace": "namespaces",

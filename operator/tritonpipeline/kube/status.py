@@ -8,6 +8,7 @@ from typing import Any
 CONDITION_TYPES = (
     "SpecValid",
     "ModelsConfigured",
+    "ModelSource",
     "RoutingConfigured",
     "AutoscalingConfigured",
     "SessionAffinity",
