@@ -114,6 +114,18 @@ def configmap_files(cms: list[dict[str, Any]]) -> dict[str, bytes]:
     return read_generated(data).files
 
 
+def patch_deployment_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
+    """Write a Deployment's status as kube-controller-manager would (no controller runs here)."""
+    kube._retry(
+        lambda: kube._call(
+            "PATCH",
+            f"/apis/apps/v1/namespaces/{ns}/deployments/{name}/status",
+            body={"status": status},
+            content_type="application/merge-patch+json",
+        )
+    )
+
+
 def events(kube: Kube, ns: str, name: str) -> list[dict[str, Any]]:
     return [e for e in kube.list("v1", "Event", ns, "") if e["involvedObject"].get("name") == name]
 
@@ -295,14 +307,7 @@ def test_deployment_ready_turns_the_pipeline_ready(kube, namespace, run_operator
         "readyReplicas": 1,
         "availableReplicas": 1,
     }
-    kube._retry(
-        lambda: kube._call(
-            "PATCH",
-            f"/apis/apps/v1/namespaces/{namespace}/deployments/vision/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
-    )
+    patch_deployment_status(kube, namespace, "vision", status)
 
     def ready() -> dict[str, Any] | None:
         cr = get_cr(kube, namespace, "vision")
@@ -672,14 +677,7 @@ def test_a_stalled_rollout_shows_in_the_pipeline_status(kube, namespace, run_ope
     }
     status = {"observedGeneration": dep["metadata"]["generation"], "replicas": 2, "updatedReplicas": 1,
               "readyReplicas": 1, "conditions": [stalled]}  # fmt: skip
-    kube._retry(
-        lambda: kube._call(
-            "PATCH",
-            f"/apis/apps/v1/namespaces/{namespace}/deployments/vision/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
-    )
+    patch_deployment_status(kube, namespace, "vision", status)
 
     def reported() -> dict[str, Any] | None:
         c = condition(get_cr(kube, namespace, "vision"), "Progressing")
