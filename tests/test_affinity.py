@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import example
+from helpers import example
 from local_nginx import Nginx, missing_nginx
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
 from tritonpipeline.kube.routing import nginx_variable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.tritonserver, pytest.mark.nginx]
 
 REPLICAS = 3
 SEQUENCES = 240

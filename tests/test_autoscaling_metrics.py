@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from chart import wait_for
-from conftest import example
+from helpers import example
 from local_prometheus import Prometheus, missing_prometheus
 from tritonpipeline.client import AsyncTritonClient
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.loadgen import LoadResult, closed_loop
 from tritonpipeline.spec import parse_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.tritonserver, pytest.mark.prometheus]
 
 NAMESPACE = "ml"
 POD = "vision-6f7c9d8b5d-k2x4q"  # a Deployment pod name: NAME-<pod-template-hash>-<suffix>

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ROOT
 from local_prometheus import Prometheus, missing_prometheus
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.spec import load_file
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parent.parent
 SCRAPES = ROOT / "bench" / "results" / "gpu-metrics.prom"
 PIPELINE = ROOT / "bench" / "gpu" / "pipeline.yaml"
 NAMESPACE = "ml"
@@ -75,6 +73,7 @@ def prometheus_with_gpu_scrapes(tmp_path: Path):
         yield prom, [(at + shift, phase, values) for at, phase, values, _ in scrapes]
 
 
+@pytest.mark.prometheus
 def test_gpu_utilization_query_on_h100_scrapes(prometheus_with_gpu_scrapes):
     prom, scrapes = prometheus_with_gpu_scrapes
     tp = load_file(str(PIPELINE))[0]
