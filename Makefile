@@ -63,9 +63,10 @@ test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, 
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff
+lint: $(STAMP) ## ruff, and mypy on operator/ (settings in pyproject.toml)
 	$(VENV)/bin/ruff check operator tests bench examples e2e
 	$(VENV)/bin/ruff format --check operator tests bench examples e2e
+	$(VENV)/bin/mypy
 
 # Real etcd + kube-apiserver built from Go modules (e2e/controlplane/), cached outside the repo under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from . import tritonserver_options
 from .errors import Problem, SpecError, quote
@@ -646,7 +647,7 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     value = err.get("input")
     ctx = err.get("ctx") or {}
