@@ -112,6 +112,29 @@ def _stop_all(servers: dict[str, Any]) -> None:
         servers.popitem()[1].stop(timeout=15)
 
 
+@pytest.fixture
+def nginx_workdir(tmp_path: Path) -> Path:
+    """A working directory for a real nginx (e2e/local_nginx.py); skips with the reason without one."""
+    from local_nginx import missing_nginx
+
+    reason = missing_nginx()
+    if reason:
+        pytest.skip(reason)
+    return tmp_path / "nginx"
+
+
+@pytest.fixture
+def prometheus_dir(tmp_path: Path) -> Path:
+    """A working directory for a real Prometheus (e2e/local_prometheus.py); skips with the reason without
+    one."""
+    from local_prometheus import missing_prometheus
+
+    reason = missing_prometheus()
+    if reason:
+        pytest.skip(reason)
+    return tmp_path / "prometheus"
+
+
 # --- real Kubernetes control plane (etcd + kube-apiserver built from Go modules; see e2e/) -----------
 
 _CONTROL_PLANE_PROBLEM: dict[str, str] = {}

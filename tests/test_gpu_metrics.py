@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from local_prometheus import Prometheus, missing_prometheus
+from local_prometheus import Prometheus
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.spec import load_file
 
@@ -55,21 +55,18 @@ def openmetrics(scrapes, shift: float) -> str:
 
 
 @pytest.fixture
-def prometheus_with_gpu_scrapes(tmp_path: Path):
-    reason = missing_prometheus()
-    if reason:
-        pytest.skip(reason)
+def prometheus_with_gpu_scrapes(prometheus_dir: Path, tmp_path: Path):
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     scrapes = read_scrapes()
     shift = (time.time() - 600) - scrapes[-1][0]  # recorded on the GPU host; moved into the last 10 minutes
     source = tmp_path / "gpu.om"
     source.write_text(openmetrics(scrapes, shift))
-    data = tmp_path / "prometheus" / "data"
+    data = prometheus_dir / "data"
     data.mkdir(parents=True)
     subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)], check=True
     )
-    with Prometheus(tmp_path / "prometheus", []) as prom:
+    with Prometheus(prometheus_dir, []) as prom:
         yield prom, [(at + shift, phase, values) for at, phase, values, _ in scrapes]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from chart import OperatorProcess, free_port, wait_for
-from local_prometheus import Prometheus, missing_prometheus
+from local_prometheus import Prometheus
 from test_operator import API, CLI, cluster_doc, wait_reconciled
 from tritonpipeline.health import WatchHealth
 from tritonpipeline.kube.client import Kube
@@ -209,10 +209,7 @@ def test_secret_values_never_appear_in_any_log_line(control_plane, kube, namespa
 
 @pytest.mark.apiserver
 @pytest.mark.prometheus
-def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_path):
-    reason = missing_prometheus()
-    if reason:
-        pytest.skip(reason)
+def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, prometheus_dir):
     op = operator(TRITONPIPELINE_WATCH_TIMEOUT_SECONDS="2")
     doc = cluster_doc("vision", namespace)
     kube.apply(doc)
@@ -237,7 +234,7 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_
         lambda: "tritonpipeline_operator_watch_restarts_total{resource=" in op.get("/metrics")[1],
     )
     target = f"127.0.0.1:{op.metrics_port}"
-    with Prometheus(tmp_path / "prometheus", [(target, {"job": "tritonpipeline-operator"})]) as prom:
+    with Prometheus(prometheus_dir, [(target, {"job": "tritonpipeline-operator"})]) as prom:
         invalid = wait_for(
             "the scraped series",
             lambda: prom.value('sum(tritonpipeline_operator_reconciles_total{outcome="invalid"})'),
