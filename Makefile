@@ -53,15 +53,20 @@ test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integ
 	$(VENV)/bin/ruff check operator tests bench examples e2e
 	$(VENV)/bin/pytest -m "not node"
 
-test-unit: $(STAMP) ## tests that need no server
-	$(VENV)/bin/pytest -m "not integration and not node"
+# one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
+NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
+	and not cli and not node
 
-test-integration: $(STAMP) system-deps ## tests that start the real tritonserver
-	$(VENV)/bin/pytest -m "integration and not node"
+test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
+	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
 
-lint: $(STAMP) ## ruff
+test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
+	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
+
+lint: $(STAMP) ## ruff, and mypy on operator/ (settings in pyproject.toml)
 	$(VENV)/bin/ruff check operator tests bench examples e2e
 	$(VENV)/bin/ruff format --check operator tests bench examples e2e
+	$(VENV)/bin/mypy
 
 # Real etcd + kube-apiserver built from Go modules (e2e/controlplane/), cached outside the repo under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).

@@ -1,25 +1,26 @@
-"""Shared fixtures: example specs, and a real tritonserver serving a compiled pipeline."""
+"""Shared fixtures: a real tritonserver serving a compiled pipeline (fresh per test, or shared by a
+module), and a real kube-apiserver + etcd. Helpers shared by test modules live in helpers.py."""
 
 from __future__ import annotations
 
-import copy
+import contextlib
+import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-MODELS = ROOT / "model_repository"
-
-
-def example(name: str) -> dict[str, Any]:
-    """A fresh, mutable copy of examples/<name>.yaml with an absolute model repository path."""
-    doc = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
-    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
-    return copy.deepcopy(doc)
+# the marker of the real component a fixture starts: a test that uses the fixture must carry it
+FIXTURE_MARKERS = {
+    "serve_pipeline": "tritonserver",
+    "shared_pipeline": "tritonserver",
+    "control_plane": "apiserver",
+    "helm_binary": "helm",
+    "nginx_workdir": "nginx",
+    "prometheus_dir": "prometheus",
+}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -27,32 +28,47 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+    if report.failed and "shared_pipeline" in getattr(item, "fixturenames", ()):
+        for server in _SHARED_SERVERS.get(_module_id(item), {}).values():
+            report.sections.append((f"tritonserver log ({server.log_file})", server.log_tail(200)))
 
 
-@pytest.fixture
-def serve_pipeline(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """serve_pipeline(doc) -> a ready LocalTriton serving the compiled doc (CPU). The server log is
-    printed when the test fails."""
+def _module_id(item: pytest.Item) -> str:
+    module = item.getparent(pytest.Module)
+    return module.nodeid if module is not None else ""
+
+
+def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int) -> Any:
+    """A ready LocalTriton serving the compiled doc (CPU) from workdir/repo<index>."""
     from tritonpipeline.compiler import compile_pipeline
     from tritonpipeline.repository import check_model_dirs, write_repository
     from tritonpipeline.server import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
-    servers: list[LocalTriton] = []
-
-    def start(doc: dict[str, Any]) -> LocalTriton:
-        tp = parse_pipeline(doc)
-        artifacts = compile_pipeline(tp, cpu_only=True)
-        root = Path(tp.spec.model_repository.uri)
-        assert not check_model_dirs(tp, root)
-        repo = write_repository(artifacts, tmp_path / f"repo{len(servers)}", root)
-        server = LocalTriton(
-            repo, log_file=tmp_path / f"triton{len(servers)}.log", extra_args=["--exit-timeout-secs=5"]
-        )
-        servers.append(server)
+    tp = parse_pipeline(doc)
+    artifacts = compile_pipeline(tp, cpu_only=True)
+    root = Path(tp.spec.model_repository.uri)
+    assert not check_model_dirs(tp, root)
+    repo = write_repository(artifacts, workdir / f"repo{index}", root)
+    server = LocalTriton(repo, log_file=workdir / f"triton{index}.log", extra_args=["--exit-timeout-secs=5"])
+    try:
         server.start()
         server.wait_ready(timeout=120)
-        return server
+    except BaseException:
+        server.stop(timeout=15)
+        raise
+    return server
+
+
+@pytest.fixture
+def serve_pipeline(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """serve_pipeline(doc) -> a ready LocalTriton of its own serving the compiled doc (CPU), for tests that
+    change the server's state or need a fresh one. The server log is printed when the test fails."""
+    servers: list[Any] = []
+
+    def start(doc: dict[str, Any]) -> Any:
+        servers.append(_start_pipeline(doc, tmp_path, len(servers)))
+        return servers[-1]
 
     yield start
     failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
@@ -62,19 +78,86 @@ def serve_pipeline(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[C
         server.stop(timeout=15)
 
 
+_SHARED_SERVERS: dict[str, dict[str, Any]] = {}  # module node id -> {doc as JSON: its LocalTriton}
+
+
+@pytest.fixture(scope="module")
+def shared_pipeline(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Any]]:
+    """shared_pipeline(doc) -> a ready LocalTriton serving the compiled doc (CPU), shared by consecutive
+    tests of a module that serve an equal doc and only query it; a different doc replaces the server (one
+    at a time). A failed test's report carries the server's log."""
+    servers = _SHARED_SERVERS.setdefault(request.node.nodeid, {})
+    workdir = tmp_path_factory.mktemp("shared-triton")
+    started = 0
+
+    def serve(doc: dict[str, Any]) -> Any:
+        nonlocal started
+        key = json.dumps(doc, sort_keys=True)
+        if key not in servers:
+            _stop_all(servers)
+            servers[key] = _start_pipeline(doc, workdir, started)
+            started += 1
+        return servers[key]
+
+    try:
+        yield serve
+    finally:
+        _stop_all(_SHARED_SERVERS.pop(request.node.nodeid))
+
+
+def _stop_all(servers: dict[str, Any]) -> None:
+    while servers:
+        servers.popitem()[1].stop(timeout=15)
+
+
+@pytest.fixture
+def nginx_workdir(tmp_path: Path) -> Path:
+    """A working directory for a real nginx (e2e/local_nginx.py); skips with the reason without one."""
+    from local_nginx import missing_nginx
+
+    reason = missing_nginx()
+    if reason:
+        pytest.skip(reason)
+    return tmp_path / "nginx"
+
+
+@pytest.fixture
+def prometheus_dir(tmp_path: Path) -> Path:
+    """A working directory for a real Prometheus (e2e/local_prometheus.py); skips with the reason without
+    one."""
+    from local_prometheus import missing_prometheus
+
+    reason = missing_prometheus()
+    if reason:
+        pytest.skip(reason)
+    return tmp_path / "prometheus"
+
+
 # --- real Kubernetes control plane (etcd + kube-apiserver built from Go modules; see e2e/) -----------
-
-import contextlib  # noqa: E402
-import sys  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "e2e"))
 
 _CONTROL_PLANE_PROBLEM: dict[str, str] = {}
 
 
+def _check_component_markers(items: list[pytest.Item]) -> None:
+    """`make test-unit` deselects by marker: a test starting a component without its marker is an error."""
+    missing = [
+        f"{item.nodeid}: uses {fixture}, needs @pytest.mark.{marker}"
+        for item in items
+        for fixture, marker in FIXTURE_MARKERS.items()
+        if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
+    ]
+    if missing:
+        message = "tests without the marker of the component they start:"
+        raise pytest.UsageError("\n".join([message, *missing]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
-    outside any per-test timeout. `make test` has normally built them already; then this is a no-op."""
+    outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
+    First: every test carries the marker of each real component its fixtures start."""
+    _check_component_markers(items)
     if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
         return
     from controlplane import ControlPlaneError, ControlPlaneUnavailable, cached_binaries, ensure_binaries

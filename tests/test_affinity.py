@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import example
-from local_nginx import Nginx, missing_nginx
+from helpers import example
+from local_nginx import Nginx
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
 from tritonpipeline.kube.routing import nginx_variable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.tritonserver, pytest.mark.nginx]
 
 REPLICAS = 3
 SEQUENCES = 240
@@ -70,14 +70,6 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:
     finally:
         for server in servers:
             server.stop(timeout=15)
-
-
-@pytest.fixture
-def nginx_workdir(tmp_path: Path) -> Path:
-    reason = missing_nginx()
-    if reason:
-        pytest.skip(reason)
-    return tmp_path / "nginx"
 
 
 def accumulator_requests(server) -> int:

@@ -11,21 +11,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from chart import wait_for
-from conftest import example
-from local_prometheus import Prometheus, missing_prometheus
+from helpers import example
+from local_prometheus import Prometheus
 from tritonpipeline.client import AsyncTritonClient
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.loadgen import LoadResult, closed_loop
 from tritonpipeline.spec import parse_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.tritonserver, pytest.mark.prometheus]
 
 NAMESPACE = "ml"
 POD = "vision-6f7c9d8b5d-k2x4q"  # a Deployment pod name: NAME-<pod-template-hash>-<suffix>
@@ -70,14 +69,6 @@ def adapter_query(metric: str, tp: Any) -> str:
     if metric in autoscaling.PER_MODEL:
         matchers += "," + autoscaling.exclude_models(autoscaling.ensembles(tp))
     return rule["metricsQuery"].replace("<<.LabelMatchers>>", matchers).replace("<<.GroupBy>>", "pod")
-
-
-@pytest.fixture
-def prometheus_dir(tmp_path: Path) -> Path:
-    reason = missing_prometheus()
-    if reason:
-        pytest.skip(reason)
-    return tmp_path / "prometheus"
 
 
 def test_generated_queries_on_real_prometheus_and_triton(serve_pipeline, prometheus_dir):

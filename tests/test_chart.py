@@ -38,10 +38,10 @@ from chart import (
     wait_established,
     wait_for,
 )
+from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
 
-ROOT = Path(__file__).resolve().parent.parent
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
@@ -119,10 +119,6 @@ def pipeline_doc(name: str, namespace: str, source: str = "fanout") -> dict[str,
     return doc
 
 
-def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
-
-
 # --- the chart's files (no helm needed) ----------------------------------------------------------------
 
 
@@ -177,12 +173,14 @@ def test_values_schema_covers_every_default_key():
 # --- helm lint and template -----------------------------------------------------------------------------
 
 
+@pytest.mark.helm
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
 def test_helm_lint_strict(helm, scenario):
     out = helm.lint([SCENARIOS[scenario]] if scenario != "default" else [])
     assert "1 chart(s) linted, 0 chart(s) failed" in out
 
 
+@pytest.mark.helm
 @pytest.mark.parametrize(
     ("set_values", "message"),
     [
@@ -212,6 +210,7 @@ def test_impossible_values_fail_with_a_clear_message(helm, set_values, message):
     assert message in str(err.value)
 
 
+@pytest.mark.helm
 def test_default_render(helm):
     docs = helm.template("rel", "ops")
     kinds = sorted(d["kind"] for d in docs)
@@ -266,6 +265,7 @@ def rules_of(docs: list[dict[str, Any]], kind: str, name: str) -> list[dict[str,
     return [r for d in by_kind(docs, kind) if d["metadata"]["name"] == name for r in d["rules"]]
 
 
+@pytest.mark.helm
 def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["cluster-wide"]])
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline") == OPERATOR_RULES
@@ -278,6 +278,7 @@ def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
     assert "-n" not in deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["command"]
 
 
+@pytest.mark.helm
 def test_rbac_namespaced_is_a_role_per_namespace(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["namespaced"]])
     roles = by_kind(docs, "Role")
@@ -292,6 +293,7 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
     assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
 
 
+@pytest.mark.helm
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
 def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
     """The operator may create a Secret (a pipeline's admin key) but never read, change or delete one."""
@@ -304,6 +306,7 @@ def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
                 assert rule == {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
 
 
+@pytest.mark.helm
 def test_servicemonitor_only_when_enabled(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]])
     (sm,) = [d for d in by_kind(docs, "ServiceMonitor") if d["metadata"]["name"].endswith("-tritonserver")]
@@ -318,6 +321,7 @@ def test_servicemonitor_only_when_enabled(helm):
     }
 
 
+@pytest.mark.helm
 def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
     """The operator's own ServiceMonitor selects the metrics Service by its labels and scrapes its
     `metrics` port, which is the container port the operator serves /metrics on."""
@@ -338,6 +342,7 @@ def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
     ]  # fmt: skip
 
 
+@pytest.mark.helm
 def test_custom_values_render(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["custom-resources"]])
     dep = deployment_of(docs)
@@ -375,6 +380,8 @@ def servicemonitor_crd(admin: Kube) -> str | None:
 _SM_PROBLEM: list[str] = []
 
 
+@pytest.mark.helm
+@pytest.mark.apiserver
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
 def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemonitor_crd, scenario):
     """Each object through the real apiserver's validation and admission (dryRun=All,
@@ -399,6 +406,8 @@ def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemo
         pytest.skip(f"validated {len(checked)} objects; ServiceMonitor not validated: {_SM_PROBLEM[0]}")
 
 
+@pytest.mark.helm
+@pytest.mark.apiserver
 @pytest.mark.parametrize(
     ("set_values", "field"),
     [
@@ -527,6 +536,8 @@ def operator_log(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Pat
         print(f"\n===== operator log =====\n{log.read_text(errors='replace')[-8000:]}")
 
 
+@pytest.mark.helm
+@pytest.mark.apiserver
 def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     cluster_helm, admin, control_plane, tmp_path, operator_log
 ):
@@ -574,6 +585,8 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
         assert get_object(admin, obj) is None, f"{obj['kind']}/{obj['metadata']['name']} left behind"
 
 
+@pytest.mark.helm
+@pytest.mark.apiserver
 def test_cluster_wide_install_on_a_fresh_cluster_and_uninstall_keeps_the_crd(
     helm_binary, control_plane, tmp_path, operator_log
 ):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers import CLI, EXAMPLES, MODELS, example
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline, router_source
 from tritonpipeline.compiler.triton_config import parse_text
@@ -23,11 +23,7 @@ from tritonpipeline.repository import MARKER, write_repository
 from tritonpipeline.server import free_ports
 from tritonpipeline.spec import parse_pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-MODELS = ROOT / "model_repository"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-CLI = Path(sys.executable).parent / "tritonpipeline"
 
 
 def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,12 +31,6 @@ def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.
     return subprocess.run(
         [*cmd, *map(str, args)], capture_output=True, text=True, timeout=120, env=env, check=False
     )
-
-
-def example(name: str) -> dict[str, Any]:
-    doc = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
-    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
-    return copy.deepcopy(doc)
 
 
 def write_cr(path: Path, doc: dict[str, Any]) -> Path:
@@ -71,6 +61,7 @@ def test_validate_examples_in_process(path: Path, capsys: pytest.CaptureFixture[
     assert err == ""
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
 def test_validate_examples_subprocess(path: Path) -> None:
     result = run_cli("validate", path)
@@ -78,6 +69,7 @@ def test_validate_examples_subprocess(path: Path) -> None:
     assert "is valid" in result.stdout
 
 
+@pytest.mark.cli
 def test_validate_several_files_at_once() -> None:
     result = run_cli("validate", *EXAMPLE_FILES)
     assert result.returncode == 0, result.stderr
@@ -91,6 +83,7 @@ def test_validate_invalid_in_process(invalid_cr: Path, capsys: pytest.CaptureFix
     assert f"{invalid_cr}: spec.pipelines[0].steps[1].inputs.FEATS_IN_B: unknown step 'rigth'" in err
 
 
+@pytest.mark.cli
 def test_validate_invalid_subprocess_has_no_traceback(invalid_cr: Path) -> None:
     result = run_cli("validate", invalid_cr)
     assert result.returncode == 1
@@ -100,6 +93,7 @@ def test_validate_invalid_subprocess_has_no_traceback(invalid_cr: Path) -> None:
     assert result.stdout == ""
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
@@ -124,6 +118,7 @@ def test_validate_unreadable_inputs_exit_1_cleanly(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.cli
 def test_validate_missing_file(tmp_path: Path) -> None:
     result = run_cli("validate", tmp_path / "absent.yaml")
     assert result.returncode == 1
@@ -163,6 +158,7 @@ def test_validate_json_output(invalid_cr: Path, capsys: pytest.CaptureFixture[st
     assert "unknown step 'rigth'" in bad["errors"][0]["message"]
 
 
+@pytest.mark.cli
 def test_validate_json_subprocess_is_pure_json(invalid_cr: Path) -> None:
     result = run_cli("validate", "--output", "json", invalid_cr)
     assert result.returncode == 1
@@ -171,6 +167,7 @@ def test_validate_json_subprocess_is_pure_json(invalid_cr: Path) -> None:
     assert all(set(e) == {"source", "path", "message"} for e in entry["errors"])
 
 
+@pytest.mark.cli
 def test_validate_json_all_valid_exit_0() -> None:
     result = run_cli("validate", "--output", "json", *EXAMPLE_FILES)
     assert result.returncode == 0, result.stderr
@@ -178,6 +175,7 @@ def test_validate_json_all_valid_exit_0() -> None:
     assert [r["valid"] for r in report] == [True] * len(EXAMPLE_FILES)
 
 
+@pytest.mark.cli
 def test_validate_usage_error_is_exit_2() -> None:
     result = run_cli("validate")
     assert result.returncode == 2
@@ -222,6 +220,7 @@ def test_render_writes_a_linked_repository(tmp_path: Path, capsys: pytest.Captur
     assert names_in(tmp_path) == {"repo"}
 
 
+@pytest.mark.cli
 def test_render_subprocess_and_cpu_flag(tmp_path: Path) -> None:
     out = tmp_path / "repo"
     result = run_cli("render", EXAMPLES / "fanout.yaml", "-o", out, "--cpu")
@@ -231,6 +230,7 @@ def test_render_subprocess_and_cpu_flag(tmp_path: Path) -> None:
         assert [g.kind for g in cfg.instance_group] == [cfg.instance_group[0].KIND_CPU]
 
 
+@pytest.mark.cli
 def test_render_into_non_empty_dir_needs_force(tmp_path: Path) -> None:
     out = tmp_path / "repo"
     out.mkdir()
@@ -268,6 +268,7 @@ def test_render_onto_a_file_fails(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert target.read_text() == "x"
 
 
+@pytest.mark.cli
 def test_render_invalid_leaves_nothing_behind(
     tmp_path: Path, invalid_cr: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -281,6 +282,7 @@ def test_render_invalid_leaves_nothing_behind(
     assert list(parent.iterdir()) == []
 
 
+@pytest.mark.cli
 def test_render_missing_model_dir_leaves_nothing_behind(tmp_path: Path) -> None:
     models = tmp_path / "models"
     for name in ("extractor", "head_b", "head_c"):  # join is missing
@@ -322,6 +324,7 @@ def test_failed_write_never_writes_through_a_model_link(tmp_path: Path, rel: str
     assert names_in(tmp_path) == {"models"}  # the temporary directory is gone
 
 
+@pytest.mark.cli
 def test_render_several_pipelines_needs_name(tmp_path: Path) -> None:
     first, second = example("fanout"), example("streaming")
     cr = tmp_path / "both.yaml"
@@ -378,6 +381,7 @@ def test_graph_mermaid_without_routers(capsys: pytest.CaptureFixture[str]) -> No
     assert "accumulator" in text and "dequantize" in text
 
 
+@pytest.mark.cli
 def test_graph_writes_to_file(tmp_path: Path) -> None:
     target = tmp_path / "g.mmd"
     result = run_cli("graph", EXAMPLES / "diamond.yaml", "-o", target)
@@ -386,6 +390,7 @@ def test_graph_writes_to_file(tmp_path: Path) -> None:
     assert _router_name("diamond") in target.read_text()
 
 
+@pytest.mark.cli
 def test_graph_dot_is_accepted_by_graphviz(tmp_path: Path) -> None:
     result = run_cli("graph", EXAMPLES / "fanout.yaml", "--format", "dot")
     assert result.returncode == 0, result.stderr
@@ -401,6 +406,7 @@ def test_graph_dot_is_accepted_by_graphviz(tmp_path: Path) -> None:
     assert "<svg" in rendered.stdout
 
 
+@pytest.mark.cli
 def test_graph_png_with_graphviz(tmp_path: Path) -> None:
     if shutil.which("dot") is None:
         pytest.skip("Graphviz `dot` is not installed")
@@ -421,6 +427,7 @@ def test_graph_png_without_graphviz_is_a_clear_error(
     assert not target.exists()
 
 
+@pytest.mark.cli
 def test_graph_svg_without_graphviz_subprocess(tmp_path: Path) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()  # a PATH on which no `dot` can be found
@@ -432,6 +439,7 @@ def test_graph_svg_without_graphviz_subprocess(tmp_path: Path) -> None:
     assert not (tmp_path / "g.svg").exists()
 
 
+@pytest.mark.cli
 def test_graph_of_invalid_spec(invalid_cr: Path) -> None:
     result = run_cli("graph", invalid_cr)
     assert result.returncode == 1
@@ -480,6 +488,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: st
         assert needle in result.stderr, (needle, result.stderr)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("force", [True, False], ids=["force", "no-force"])
 @pytest.mark.parametrize(
     ("output", "needle"),
@@ -504,6 +513,7 @@ def test_render_refuses_outputs_overlapping_the_model_source(
     ).read_bytes()
 
 
+@pytest.mark.cli
 def test_render_compares_resolved_paths(project: Path, tmp_path: Path) -> None:
     """A symlink to the model source (or into it) is the model source."""
     (tmp_path / "to-models").symlink_to(project / "models")
@@ -515,6 +525,7 @@ def test_render_compares_resolved_paths(project: Path, tmp_path: Path) -> None:
     assert snapshot(project) == before
 
 
+@pytest.mark.cli
 def test_render_refuses_a_model_directory_linked_from_elsewhere(project: Path, tmp_path: Path) -> None:
     """A model directory that is a symlink: its real place is model source too."""
     elsewhere = tmp_path / "shared"
@@ -529,6 +540,7 @@ def test_render_refuses_a_model_directory_linked_from_elsewhere(project: Path, t
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.cli
 def test_render_refuses_the_models_override_directory(tmp_path: Path) -> None:
     """--models DIR is the model source as well."""
     models = tmp_path / "mine"
@@ -544,6 +556,7 @@ def test_render_refuses_the_models_override_directory(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.cli
 def test_render_refuses_a_directory_holding_the_cr(tmp_path: Path) -> None:
     """Even an earlier render's directory: once the CR lives there, --force leaves it alone."""
     out = tmp_path / "out"
@@ -555,6 +568,7 @@ def test_render_refuses_a_directory_holding_the_cr(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.cli
 def test_graph_never_overwrites_the_cr(project: Path) -> None:
     before = snapshot(project)
     for fmt in ("mermaid", "svg"):
@@ -563,6 +577,7 @@ def test_graph_never_overwrites_the_cr(project: Path) -> None:
     assert snapshot(project) == before
 
 
+@pytest.mark.cli
 def test_serve_never_writes_into_the_model_source(project: Path) -> None:
     """serve renders into a temporary directory: not one inside the model source (TMPDIR there)."""
     before = snapshot(project)
@@ -576,6 +591,7 @@ def test_serve_never_writes_into_the_model_source(project: Path) -> None:
     assert snapshot(project) == before
 
 
+@pytest.mark.cli
 def test_force_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
     out = tmp_path / "data"
     (out / "sub").mkdir(parents=True)
@@ -586,6 +602,7 @@ def test_force_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     "change",
     ["new-file", "new-dir", "file-in-model-dir", "link-replaced-by-dir", "marker-is-a-link"],
@@ -614,6 +631,7 @@ def test_force_refuses_a_render_someone_added_to(tmp_path: Path, change: str) ->
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.cli
 def test_force_replaces_an_earlier_render(tmp_path: Path) -> None:
     out = tmp_path / "repo"
     assert run_cli("render", EXAMPLES / "diamond.yaml", "-o", out).returncode == 0
@@ -635,6 +653,7 @@ def test_force_replaces_an_earlier_render(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- one line, never a traceback
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
@@ -653,6 +672,7 @@ def test_unwritable_outputs_are_one_line(tmp_path: Path, args: list[str], needle
     assert_one_line_error(result, *needles)
 
 
+@pytest.mark.cli
 def test_graph_image_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
     if shutil.which("dot") is None:
         pytest.skip("Graphviz `dot` is not installed")
@@ -662,6 +682,7 @@ def test_graph_image_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(result, "'/no/such/dir/g.svg'")
 
 
+@pytest.mark.cli
 def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> None:
     """The last-resort guard in cli.main: an unexpected error is still one line and exit 1."""
     result = run_in(
@@ -683,6 +704,7 @@ def alias_bomb(levels: int = 8) -> list[str]:
     return lines
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("field", ["maxBatchSize", "dataType", "preferredBatchSizes"])
 def test_alias_bomb_gets_a_short_message(tmp_path: Path, field: str) -> None:
     text = (EXAMPLES / "fanout.yaml").read_text()
@@ -699,6 +721,7 @@ def test_alias_bomb_gets_a_short_message(tmp_path: Path, field: str) -> None:
     assert max(len(line) for line in result.stderr.splitlines()) < 500, result.stderr[:3000]
 
 
+@pytest.mark.cli
 def test_huge_scalar_is_quoted_short(tmp_path: Path) -> None:
     doc = example("fanout")
     doc["metadata"]["name"] = "Bad name " * 200_000
@@ -712,6 +735,7 @@ def test_huge_scalar_is_quoted_short(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- serve's arguments
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("value", ["70000", "0", "-1", "65536", "http"])
 @pytest.mark.parametrize("flag", ["--http-port", "--grpc-port", "--metrics-port"])
 def test_serve_refuses_a_port_out_of_range(flag: str, value: str) -> None:
@@ -721,6 +745,7 @@ def test_serve_refuses_a_port_out_of_range(flag: str, value: str) -> None:
     assert "Traceback" not in result.stderr and "starting tritonserver" not in result.stdout
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     ("ports", "clash"),
     [
@@ -743,6 +768,7 @@ def test_serve_accepts_the_port_range_ends() -> None:
     assert (args.http_port, args.grpc_port, args.metrics_port) == (1, 65535, 8002)
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize("output", ["text", "json"])
 def test_every_message_is_capped(tmp_path: Path, output: str) -> None:
     """Messages built without quote() (here the compiler's unknown-step error) are capped too."""

@@ -5,7 +5,6 @@ data without failing validation."""
 
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers import example
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
@@ -23,15 +23,7 @@ from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-MODELS = ROOT / "model_repository"
-
-
-def example(name: str, uri: str = "pvc://models/triton") -> dict[str, Any]:
-    doc = copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
-    doc["spec"]["modelRepository"]["uri"] = uri
-    return doc
+PVC = "pvc://models/triton"  # a cluster model repository: nothing is read from the local disk
 
 
 def write(tmp_path: Path, *docs: dict[str, Any]) -> Path:
@@ -79,7 +71,7 @@ OPERATOR_REFUSES = [
 def test_validate_refuses_what_the_operator_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], base: str, mutate: Any, path: str, words: str
 ) -> None:
-    doc = example(base)
+    doc = example(base, PVC)
     mutate(doc)
     expected = operator_problems(doc)
     assert any(p == path and words in m for p, m in expected), expected
@@ -89,7 +81,7 @@ def test_validate_refuses_what_the_operator_refuses(
 
 
 def test_names_at_the_limit_pass_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = example("streaming")
+    doc = example("streaming", PVC)
     _header(doc, "s" * 54)
     tp = parse_pipeline(doc)
     render_children(tp, compile_pipeline(tp), Settings())
@@ -113,7 +105,7 @@ SPECS = {
 
 @pytest.mark.parametrize("mutate", SPECS.values(), ids=SPECS.keys())
 def test_every_rendered_object_name_is_a_checked_name(mutate: Any) -> None:
-    doc = example("streaming")
+    doc = example("streaming", PVC)
     mutate(doc)
     tp = parse_pipeline(doc)
     children = render_children(tp, compile_pipeline(tp), Settings())
@@ -147,9 +139,10 @@ def _applies(kube: Kube, obj: dict[str, Any]) -> bool:
     return True
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize("length", [54, 55])
 def test_headless_service_limit_is_the_api_servers(kube: Kube, namespace: str, length: int) -> None:
-    doc = example("streaming")
+    doc = example("streaming", PVC)
     _header(doc, "s" * length)
     doc["metadata"]["namespace"] = namespace
     tp = parse_pipeline(doc)
@@ -162,13 +155,14 @@ def test_headless_service_limit_is_the_api_servers(kube: Kube, namespace: str, l
     assert all(_applies(kube, i) == ours for i in ingresses)
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize("pipeline", ["vision", "_vision", "vision-", "v" * 64])
 def test_hpa_selector_values_are_not_limited_by_the_api_server(
     kube: Kube, namespace: str, pipeline: str
 ) -> None:
     """The HPA's metric selector lists the ensembles (`model NotIn [...]`); the API server takes any
     value there, so pipeline names that are no label values must not be refused either."""
-    doc = example("fanout")
+    doc = example("fanout", PVC)
     _hpa(doc, pipeline)
     doc["metadata"]["namespace"] = namespace
     tp = parse_pipeline(doc)
@@ -182,7 +176,7 @@ def test_hpa_selector_values_are_not_limited_by_the_api_server(
 
 
 def test_two_documents_with_one_name_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    first, second = example("fanout", str(MODELS)), example("diamond", str(MODELS))
+    first, second = example("fanout"), example("diamond")
     second["metadata"]["name"] = first["metadata"]["name"]
     code, result = validate_json(write(tmp_path, first, second), capsys)
     assert code == 1
@@ -194,7 +188,7 @@ def test_two_documents_with_one_name_are_an_error(tmp_path: Path, capsys: pytest
 def test_one_name_in_two_namespaces_is_fine_but_render_asks_which(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first, second = example("fanout", str(MODELS)), example("diamond", str(MODELS))
+    first, second = example("fanout"), example("diamond")
     second["metadata"]["name"] = first["metadata"]["name"]
     first["metadata"]["namespace"], second["metadata"]["namespace"] = "a", "b"
     path = write(tmp_path, first, second)
@@ -219,7 +213,7 @@ def test_one_name_in_two_namespaces_is_fine_but_render_asks_which(
     ids=["index-equal-to-gpus", "index-far-above", "cpu-group", "auto-group"],
 )
 def test_instance_gpu_indices_exist_in_the_pod(mutate: Any, path: str, words: str) -> None:
-    doc = example("fanout")
+    doc = example("fanout", PVC)
     doc["spec"]["server"]["gpus"] = 2
     mutate(doc["spec"])
     with pytest.raises(SpecError) as info:
@@ -230,7 +224,7 @@ def test_instance_gpu_indices_exist_in_the_pod(mutate: Any, path: str, words: st
 
 
 def test_instance_gpu_indices_below_server_gpus_are_fine() -> None:
-    doc = example("fanout")
+    doc = example("fanout", PVC)
     doc["spec"]["server"]["gpus"] = 2
     doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "gpus": [0, 1]}]
     tp = parse_pipeline(doc)
@@ -270,7 +264,7 @@ def _s3_secret(spec: dict[str, Any], name: str) -> None:
     ids=["namespace", "pvc-claim", "secret-name", "node-selector-value", "node-selector-key", "gpu-resource"],
 )
 def test_names_the_api_server_checks_are_checked(mutate: Any, path: str, words: str) -> None:
-    doc = example("fanout")
+    doc = example("fanout", PVC)
     mutate(doc)
     with pytest.raises(SpecError) as info:
         parse_pipeline(doc)
@@ -289,7 +283,7 @@ def _stateful_autoscaled(doc: dict[str, Any]) -> None:
 def test_warnings_are_printed_with_their_path_and_do_not_fail(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = example("streaming", str(MODELS))
+    doc = example("streaming")
     _stateful_autoscaled(doc)
     doc["spec"]["modelRepository"]["secretRef"] = {"name": "s3-creds"}
     path = write(tmp_path, doc)
@@ -305,7 +299,7 @@ def test_warnings_are_printed_with_their_path_and_do_not_fail(
 def test_warnings_are_data_in_json_and_from_one_function(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = example("streaming", str(MODELS))
+    doc = example("streaming")
     _stateful_autoscaled(doc)
     code, result = validate_json(write(tmp_path, doc), capsys)
     assert code == 0 and result["valid"]
@@ -318,7 +312,7 @@ def test_warnings_are_data_in_json_and_from_one_function(
 
 
 def test_gpu_indices_with_a_cpu_only_server_are_a_warning() -> None:
-    doc = example("fanout")
+    doc = example("fanout", PVC)
     doc["spec"]["server"]["gpus"] = 0
     doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "gpus": [0]}]
     (w,) = checks.warnings(parse_pipeline(doc))
@@ -326,7 +320,7 @@ def test_gpu_indices_with_a_cpu_only_server_are_a_warning() -> None:
 
 
 def test_secret_ref_with_pvc_is_a_warning_and_with_s3_is_not() -> None:
-    doc = example("fanout")
+    doc = example("fanout", PVC)
     doc["spec"]["modelRepository"]["secretRef"] = {"name": "creds"}
     (w,) = checks.warnings(parse_pipeline(doc))
     assert w.path == "spec.modelRepository.secretRef" and "pvc://" in w.message

@@ -4,28 +4,22 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from tritonclient.grpc import model_config_pb2 as mc
 
+from helpers import EXAMPLES, example
 from tritonpipeline.compiler import Artifacts, compile_pipeline, router_source
 from tritonpipeline.compiler.triton_config import parse_text, to_text
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.spec import parse_text as parse_spec_text
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
 EXAMPLE_NAMES = ("diamond", "fanout", "streaming")
 
 GPU, CPU = mc.ModelInstanceGroup.KIND_GPU, mc.ModelInstanceGroup.KIND_CPU
 CONTROL = mc.ModelSequenceBatching.Control
-
-
-def example(name: str) -> dict[str, Any]:
-    return copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
 
 
 def compile_doc(doc: dict[str, Any], *, cpu_only: bool = False) -> Artifacts:

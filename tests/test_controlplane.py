@@ -16,6 +16,8 @@ from kubernetes.dynamic import DynamicClient
 
 import controlplane
 
+pytestmark = pytest.mark.apiserver
+
 
 def _ns(cp: Any) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"

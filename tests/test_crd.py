@@ -17,11 +17,11 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from helpers import ROOT
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd, crd_yaml
 from tritonpipeline.spec import parse_pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 EXAMPLE_FILES = sorted((ROOT / "examples").glob("*.yaml"))
 GROUP = "serving.tritonpipeline.io"
@@ -91,6 +91,7 @@ def test_committed_crd_is_the_generated_one() -> None:
     assert yaml.safe_load(CRD_FILE.read_text()) == crd()
 
 
+@pytest.mark.apiserver
 def test_crd_is_structural_and_kept_as_sent(kube: Kube) -> None:
     name = crd()["metadata"]["name"]
     conds = _crd_conditions(kube, name)
@@ -105,6 +106,7 @@ def test_crd_is_structural_and_kept_as_sent(kube: Kube) -> None:
     assert stored["spec"]["names"] == crd()["spec"]["names"]
 
 
+@pytest.mark.apiserver
 def test_a_non_structural_schema_is_refused(kube: Kube) -> None:
     """The check above means something: apiextensions/v1 refuses a schema that is not structural."""
     broken = crd()
@@ -120,6 +122,7 @@ def test_a_non_structural_schema_is_refused(kube: Kube) -> None:
     assert "properties[spec].properties[server].type: Required value" in str(info.value)
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])
 def test_examples_are_admitted_and_defaulted_by_the_server(kube: Kube, ns: str, path: Path) -> None:
     doc = load_example(path, ns)
@@ -141,6 +144,7 @@ def test_examples_are_admitted_and_defaulted_by_the_server(kube: Kube, ns: str, 
     assert again["metadata"]["generation"] == stored["metadata"]["generation"] == 1
 
 
+@pytest.mark.apiserver
 def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> None:
     doc = example("streaming", ns)
     doc["spec"]["routing"] = {}
@@ -396,6 +400,7 @@ REFUSALS: list[tuple[str, str, Callable[[dict[str, Any]], None], list[str]]] = [
 ]
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize(
     ("source", "mutate", "expected"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
 )
@@ -415,6 +420,7 @@ def test_bad_objects_are_refused_at_admission(
         assert text in message, f"{text!r} not in {message!r}"
 
 
+@pytest.mark.apiserver
 def test_wrong_types_are_refused(kube: Kube, ns: str) -> None:
     doc = example("fanout", ns)
     doc["spec"]["models"][0]["maxBatchSize"] = "8"
@@ -438,6 +444,7 @@ def test_wrong_types_are_refused(kube: Kube, ns: str) -> None:
     assert kube.get(API, KIND, ns, "subject") is None
 
 
+@pytest.mark.apiserver
 def test_exported_tensor_names_and_names_at_the_limit_are_admitted(kube: Kube, ns: str) -> None:
     doc = example("streaming", ns, "s" * 54)
     doc["spec"]["routing"]["sessionAffinity"] = "Header"
@@ -448,6 +455,7 @@ def test_exported_tensor_names_and_names_at_the_limit_are_admitted(kube: Kube, n
     assert names == ("onnx::Gemm_0", "/model/embed/input")
 
 
+@pytest.mark.apiserver
 def test_dims_of_zero_are_left_to_the_compiler(kube: Kube, ns: str) -> None:
     """A 0 dimension is a compiler error with a field path, not an admission rule: the CRD admits it."""
     doc = example("fanout", ns)
@@ -455,6 +463,7 @@ def test_dims_of_zero_are_left_to_the_compiler(kube: Kube, ns: str) -> None:
     assert kube.apply(doc)["spec"]["models"][0]["inputs"][0]["dims"] == [0]
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -474,6 +483,7 @@ def test_bad_metadata_names_are_refused(kube: Kube, ns: str, name: str, expected
         assert text in message, f"{text!r} not in {message!r}"
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize(
     ("what", "duplicate", "expected_create", "expected_apply"),
     [
@@ -537,6 +547,7 @@ def test_duplicate_names_in_keyed_lists_are_refused(
     assert kube.get(API, KIND, ns, "subject") is None
 
 
+@pytest.mark.apiserver
 def test_unknown_fields_are_refused_when_strict_and_dropped_otherwise(kube: Kube, ns: str) -> None:
     doc = example("fanout", ns)
     doc["spec"]["server"]["colour"] = "red"
@@ -585,6 +596,7 @@ def _table(kube: Kube, url: str) -> dict[str, Any]:
     return json.loads(data)
 
 
+@pytest.mark.apiserver
 def test_printer_columns_show_status(kube: Kube, ns: str) -> None:
     kube.apply(example("fanout", ns, "served"))
     kube.apply(example("diamond", ns, "pending"))
@@ -631,6 +643,7 @@ def test_printer_columns_show_status(kube: Kube, ns: str) -> None:
     assert single["rows"][0]["cells"][:4] == ["served", "True", 2, endpoint]
 
 
+@pytest.mark.apiserver
 def test_discovery_lists_short_name_categories_and_status_subresource(kube: Kube) -> None:
     doc = kube._call("GET", f"/apis/{API}")
     assert doc["groupVersion"] == API
@@ -647,6 +660,7 @@ def test_discovery_lists_short_name_categories_and_status_subresource(kube: Kube
     assert "tritonpipelines/scale" not in resources  # autoscaling targets the Deployment, not the CR
 
 
+@pytest.mark.apiserver
 def test_spec_written_through_the_status_subresource_is_ignored(kube: Kube, ns: str) -> None:
     kube.apply(example("fanout", ns))
     url = f"{collection_url(ns)}/subject/status"

@@ -10,11 +10,11 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 DOCKERFILE = ROOT / "Dockerfile"
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 
@@ -66,6 +66,7 @@ def test_dockerfile_shape():
     assert (ROOT / ".dockerignore").exists()
 
 
+@pytest.mark.image
 def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
     """Stage 1 (COPY sources, pip wheel) and stage 2 (venv + pip install of the wheel) exactly as the
     Dockerfile's RUN lines say, with only the paths moved under tmp_path and the pip cache allowed

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from local_prometheus import Prometheus, missing_prometheus
+from helpers import ROOT
+from local_prometheus import Prometheus
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.spec import load_file
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parent.parent
 SCRAPES = ROOT / "bench" / "results" / "gpu-metrics.prom"
 PIPELINE = ROOT / "bench" / "gpu" / "pipeline.yaml"
 NAMESPACE = "ml"
@@ -57,24 +55,22 @@ def openmetrics(scrapes, shift: float) -> str:
 
 
 @pytest.fixture
-def prometheus_with_gpu_scrapes(tmp_path: Path):
-    reason = missing_prometheus()
-    if reason:
-        pytest.skip(reason)
+def prometheus_with_gpu_scrapes(prometheus_dir: Path, tmp_path: Path):
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     scrapes = read_scrapes()
     shift = (time.time() - 600) - scrapes[-1][0]  # recorded on the GPU host; moved into the last 10 minutes
     source = tmp_path / "gpu.om"
     source.write_text(openmetrics(scrapes, shift))
-    data = tmp_path / "prometheus" / "data"
+    data = prometheus_dir / "data"
     data.mkdir(parents=True)
     subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)], check=True
     )
-    with Prometheus(tmp_path / "prometheus", []) as prom:
+    with Prometheus(prometheus_dir, []) as prom:
         yield prom, [(at + shift, phase, values) for at, phase, values, _ in scrapes]
 
 
+@pytest.mark.prometheus
 def test_gpu_utilization_query_on_h100_scrapes(prometheus_with_gpu_scrapes):
     prom, scrapes = prometheus_with_gpu_scrapes
     tp = load_file(str(PIPELINE))[0]

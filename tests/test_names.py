@@ -4,7 +4,6 @@ pipeline that the real tritonserver serves with the right numbers."""
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -13,20 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-import yaml
 
+from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.spec import parse_pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
 EXPORTED = ["input.1", "onnx::Gemm_0", "/model/embed/input", "1234", "input:0"]
-
-
-def example(name: str) -> dict[str, Any]:
-    return copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
 
 
 def problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -210,7 +203,7 @@ class TritonPythonModel:
 """
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 def test_real_triton_serves_exported_tensor_names(tmp_path: Path, serve_pipeline: Any) -> None:
     models = tmp_path / "models"
     for name in ("embed", "head_a", "head_b"):

@@ -6,7 +6,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from chart import OperatorProcess, wait_for
-from conftest import example
+from helpers import CLI, condition, example
 from tritonpipeline.assemble import read_generated
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.client import Kube
@@ -25,9 +24,10 @@ from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
 from tritonpipeline.spec import parse_pipeline
 
-CLI = Path(sys.executable).parent / "tritonpipeline"
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
+
+pytestmark = pytest.mark.apiserver
 
 
 @pytest.fixture
@@ -80,10 +80,6 @@ def get_cr(kube: Kube, ns: str, name: str) -> dict[str, Any]:
     cr = kube.get(API, "TritonPipeline", ns, name)
     assert cr is not None
     return cr
-
-
-def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
 
 
 def children(kube: Kube, ns: str, name: str) -> dict[str, Any]:
@@ -363,7 +359,7 @@ def test_kill_9_mid_reconcile_then_restart_converges(kube, namespace, run_operat
     assert sorted(c["metadata"]["name"] for c in configmaps) == [f"{n}-repo-0" for n in names]
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 @pytest.mark.parametrize("source", ["fanout", "streaming"])
 def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator, tmp_path, source):
     """What a pod does, minus kubelet: the init container's assembly over the ConfigMaps the operator

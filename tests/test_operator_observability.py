@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from chart import OperatorProcess, free_port, wait_for
-from local_prometheus import Prometheus, missing_prometheus
+from local_prometheus import Prometheus
 from test_operator import API, CLI, cluster_doc, wait_reconciled
 from tritonpipeline.health import WatchHealth
 from tritonpipeline.kube.client import Kube
@@ -98,6 +98,7 @@ def outcome_lines(op: Op, ns: str, name: str) -> list[str]:
 # ------------------------------------------------------------------------------------------ log lines
 
 
+@pytest.mark.apiserver
 def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(kube, namespace, operator):
     op = operator(TRITONPIPELINE_RESYNC_SECONDS="1")  # default format: full
     doc = cluster_doc("vision", namespace)
@@ -156,6 +157,7 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
     assert not [x for x in lines if " DEBUG " in x]  # details only with --verbose
 
 
+@pytest.mark.apiserver
 def test_json_log_lines(kube, namespace, operator):
     op = operator("--log-format", "json")
     kube.apply(cluster_doc("vision", namespace))
@@ -169,6 +171,7 @@ def test_json_log_lines(kube, namespace, operator):
     assert created["object"]["kind"] == "TritonPipeline"
 
 
+@pytest.mark.apiserver
 def test_secret_values_never_appear_in_any_log_line(control_plane, kube, namespace, operator):
     """A secretRef's Secret exists with recognisable data; the operator runs at DEBUG through create,
     update and resync; neither the value nor its base64 appears anywhere in its output."""
@@ -204,10 +207,9 @@ def test_secret_values_never_appear_in_any_log_line(control_plane, kube, namespa
 # ---------------------------------------------------------------------------------------------- metrics
 
 
-def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_path):
-    reason = missing_prometheus()
-    if reason:
-        pytest.skip(reason)
+@pytest.mark.apiserver
+@pytest.mark.prometheus
+def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, prometheus_dir):
     op = operator(TRITONPIPELINE_WATCH_TIMEOUT_SECONDS="2")
     doc = cluster_doc("vision", namespace)
     kube.apply(doc)
@@ -232,7 +234,7 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_
         lambda: "tritonpipeline_operator_watch_restarts_total{resource=" in op.get("/metrics")[1],
     )
     target = f"127.0.0.1:{op.metrics_port}"
-    with Prometheus(tmp_path / "prometheus", [(target, {"job": "tritonpipeline-operator"})]) as prom:
+    with Prometheus(prometheus_dir, [(target, {"job": "tritonpipeline-operator"})]) as prom:
         invalid = wait_for(
             "the scraped series",
             lambda: prom.value('sum(tritonpipeline_operator_reconciles_total{outcome="invalid"})'),
@@ -258,6 +260,7 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, tmp_
     wait_for("the gauge to drop the deleted pipeline", lambda: gone in op.get("/metrics")[1])
 
 
+@pytest.mark.apiserver
 def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -277,6 +280,7 @@ def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_p
 # -------------------------------------------------------------------------------------- health probes
 
 
+@pytest.mark.apiserver
 def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, tmp_path):
     """The apiserver goes away: the process lives on, but no watch stream can reconnect, so liveness
     turns failing (500) and readiness 503; when the apiserver is back, both recover."""
@@ -362,6 +366,7 @@ def test_changes_reads_the_apply_stamp_of_our_own_field_manager():
     assert changes([_applied("v", t5, t5)], "op", since, seen)[:2] == (["ConfigMap/x"], [])  # re-created
 
 
+@pytest.mark.cli
 @pytest.mark.parametrize(
     ("flag", "value"),
     [

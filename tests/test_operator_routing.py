@@ -20,12 +20,12 @@ from kubernetes.client.exceptions import ApiException
 
 import test_operator
 from chart import ToolError, ToolUnavailable, ensure_tool
+from helpers import condition
 from test_operator import (
     API,
     Operator,
     children,
     cluster_doc,
-    condition,
     events,
     get_cr,
     wait_for,
@@ -38,6 +38,8 @@ from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
+
+pytestmark = pytest.mark.apiserver
 
 GATEWAY = {"name": "public", "namespace": "gateways"}
 # the shared control plane with our CRD, a fresh namespace per test, the operator as a subprocess

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import example
+from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.client import Kube, KubeError
@@ -109,6 +109,7 @@ def test_one_mig_device_with_queue_time_is_fine() -> None:
     assert pod_spec(doc)["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
 
 
+@pytest.mark.apiserver
 def test_pods_are_admitted_by_pod_security_restricted(kube: Kube) -> None:
     """On the real apiserver: a namespace enforcing Pod Security "restricted" admits a Pod made from the
     Deployment's template, and refuses the same Pod without the security contexts (what the operator

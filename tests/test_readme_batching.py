@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import example
+from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
 from tritonpipeline.spec import parse_pipeline

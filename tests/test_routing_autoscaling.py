@@ -4,14 +4,13 @@ client helper's header, and the chart's generated prometheus-adapter rules."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
-from conftest import example
+from helpers import ROOT, example
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient, TritonClient, affinity_headers
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
@@ -20,7 +19,6 @@ from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
-ROOT = Path(__file__).resolve().parent.parent
 ADAPTER_RULES = ROOT / "charts" / "triton-pipeline" / "files" / "prometheus-adapter-rules.yaml"
 
 
@@ -386,7 +384,7 @@ def test_client_inputs_and_protocols(protocol):
         AsyncTritonClient("127.0.0.1:1", protocol="websocket")  # type: ignore[arg-type]
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 def test_drain_hooks_fail_readiness_on_a_real_tritonserver(serve_pipeline, tmp_path):
     """The exact preStop and readiness commands of a stateful pod, run with sh and curl against a real
     tritonserver (its port and a temporary drain directory substituted): ready until preStop ran."""

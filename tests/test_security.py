@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import example
+from helpers import example
 from test_serve_cli import _serve
 from tritonpipeline import advisories, security
 from tritonpipeline.client import TritonClient, read_key
@@ -59,9 +59,9 @@ def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) 
 # --- the real tritonserver ----------------------------------------------------------------------------
 
 
-@pytest.mark.integration
-def test_admin_apis_need_the_key_inference_does_not(serve_pipeline):
-    server = serve_pipeline(example("diamond"))
+@pytest.mark.tritonserver
+def test_admin_apis_need_the_key_inference_does_not(shared_pipeline):
+    server = shared_pipeline(example("diamond"))
     base = f"http://{server.http_url}"
     key = server.admin_key
     assert key and key not in repr(server)
@@ -110,9 +110,9 @@ def test_admin_apis_need_the_key_inference_does_not(serve_pipeline):
     assert key not in server.logs()
 
 
-@pytest.mark.integration
-def test_grpc_admin_calls_need_the_key_and_the_client_helper_sends_it(serve_pipeline):
-    server = serve_pipeline(example("diamond"))
+@pytest.mark.tritonserver
+def test_grpc_admin_calls_need_the_key_and_the_client_helper_sends_it(shared_pipeline):
+    server = shared_pipeline(example("diamond"))
     raw = grpcclient.InferenceServerClient(server.grpc_url)
     with pytest.raises(InferenceServerException, match="restricted"):
         raw.update_log_settings({"log_verbose_level": 0})
@@ -128,7 +128,7 @@ def test_grpc_admin_calls_need_the_key_and_the_client_helper_sends_it(serve_pipe
             assert server.admin_key not in repr(client.admin)
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 def test_serve_restricts_and_writes_the_key_to_a_private_file():
     proc, http, lines = _serve(["--keep"])
     try:

@@ -7,7 +7,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,12 +14,10 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from helpers import CLI, ROOT
 from tritonpipeline.server import free_ports
 
-pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parent.parent
-CLI = Path(sys.executable).parent / "tritonpipeline"
+pytestmark = pytest.mark.tritonserver
 
 
 def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:

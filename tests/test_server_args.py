@@ -9,7 +9,6 @@ import copy
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -18,14 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers import CLI, ROOT
 from tritonpipeline import tritonserver_options as opts
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import triton_args
 from tritonpipeline.server import free_ports, server_env, server_home
 from tritonpipeline.spec import parse_pipeline
-
-ROOT = Path(__file__).resolve().parent.parent
-CLI = Path(sys.executable).parent / "tritonpipeline"
 
 
 def doc_with(args: list[str]) -> dict[str, Any]:
@@ -131,7 +128,7 @@ def _tritonserver(*args: str) -> str:
     return result.stdout + result.stderr
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 def test_option_table_is_the_binarys_help() -> None:
     listed = {
         m[1]: m[2] or ""
@@ -164,7 +161,7 @@ BINARY_CASES = [
 ]
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 @pytest.mark.parametrize("args", BINARY_CASES, ids=lambda v: " ".join(v))
 def test_parser_agrees_with_tritonserver(args: list[str]) -> None:
     usage = _tritonserver("--help")
@@ -176,7 +173,7 @@ def test_parser_agrees_with_tritonserver(args: list[str]) -> None:
 # --------------------------------------------------------------------------- serve applies them
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 def test_serve_passes_server_args_to_the_local_tritonserver(tmp_path: Path) -> None:
     doc = doc_with(["--id", "tp-args-check", "--http-address=0.0.0.0", "--log-verbose=1"])
     doc["spec"]["modelRepository"]["uri"] = str(ROOT / "model_repository")

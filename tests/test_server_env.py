@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import example
+from helpers import example
 from tritonpipeline.server import HOME_ENV, LocalTriton, TritonError, numpy_warning, server_home
 
 
@@ -26,7 +26,7 @@ def test_server_home_refuses_a_tree_without_tritonserver(tmp_path: Path, monkeyp
         server_home()
 
 
-@pytest.mark.integration
+@pytest.mark.tritonserver
 def test_a_tree_laid_out_like_nvidias_image_serves(tmp_path: Path, monkeypatch) -> None:
     """A copy of the wheel's tree in NVIDIA's layout (bin/, lib/, backends/, no link back into the
     wheel) named by TRITONPIPELINE_SERVER_HOME serves a compiled pipeline."""

@@ -18,18 +18,11 @@ import pytest
 import yaml
 
 import pipeline_gen
+from helpers import EXAMPLES, example
 from tritonpipeline.cli import compile_file, main
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import Problem, SpecError
 from tritonpipeline.spec import parse_pipeline, parse_text
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-MODELS = ROOT / "model_repository"
-
-
-def example(name: str) -> dict[str, Any]:
-    return copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
 
 
 def problems_of(doc: dict[str, Any]) -> list[Problem]:

@@ -12,9 +12,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 
-from conftest import example
+from helpers import example
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tritonserver
 
 RNG = np.random.default_rng(7)
 
@@ -55,10 +55,10 @@ def model_states(server) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fan_out", ["router", "shared"])
-def test_fanout_outputs_are_correct(serve_pipeline, fan_out):
+def test_fanout_outputs_are_correct(shared_pipeline, fan_out):
     doc = example("fanout")
     doc["spec"]["pipelines"][0]["fanOut"] = fan_out
-    server = serve_pipeline(doc)
+    server = shared_pipeline(doc)
     states = model_states(server)
     routers = [n for n in states if n.endswith("__router")]
     assert len(routers) == (1 if fan_out == "router" else 0)
@@ -72,15 +72,15 @@ def test_fanout_outputs_are_correct(serve_pipeline, fan_out):
     assert out["SCORE_C"].shape == (3, 1)
 
 
-def test_diamond_fan_in(serve_pipeline):
-    server = serve_pipeline(example("diamond"))
+def test_diamond_fan_in(shared_pipeline):
+    server = shared_pipeline(example("diamond"))
     x = RNG.normal(size=(5, 4)).astype(np.float32)
     out = infer(server, "diamond", {"IMAGE": x})
     feats = extractor(x)
     np.testing.assert_allclose(out["RESULT"], head_b(feats) - head_c(feats), rtol=1e-5, atol=1e-5)
 
 
-def test_pipeline_input_fan_out_gets_a_router(serve_pipeline):
+def test_pipeline_input_fan_out_gets_a_router(shared_pipeline):
     """One pipeline input read by two steps: a router copies it to both."""
     doc = example("fanout")
     pipe = doc["spec"]["pipelines"][0]
@@ -89,7 +89,7 @@ def test_pipeline_input_fan_out_gets_a_router(serve_pipeline):
         {"name": "SCORE_B", "from": "head_b.OUTPUT_B"},
         {"name": "SCORE_C", "from": "head_c.OUTPUT_C"},
     ]
-    server = serve_pipeline(doc)
+    server = shared_pipeline(doc)
     assert "vision__inputs__IMAGE__router" in model_states(server)
     x = RNG.normal(size=(2, 4)).astype(np.float32)
     out = infer(server, "vision", {"IMAGE": x})
@@ -97,7 +97,7 @@ def test_pipeline_input_fan_out_gets_a_router(serve_pipeline):
     np.testing.assert_allclose(out["SCORE_C"], head_c(extractor(x)), rtol=1e-5)
 
 
-def test_non_batching_pipeline_dims_include_batch(serve_pipeline):
+def test_non_batching_pipeline_dims_include_batch(shared_pipeline):
     """maxBatchSize 0 everywhere: dims are full shapes, and -1 matches any size."""
     doc = example("diamond")
     for m in doc["spec"]["models"]:
@@ -105,15 +105,15 @@ def test_non_batching_pipeline_dims_include_batch(serve_pipeline):
         for t in m["inputs"] + m["outputs"]:
             t["dims"] = [-1, *t["dims"]]
     doc["spec"]["pipelines"][0]["inputs"][0]["dims"] = [-1, 4]
-    server = serve_pipeline(doc)
+    server = shared_pipeline(doc)
     x = RNG.normal(size=(3, 4)).astype(np.float32)
     out = infer(server, "diamond", {"IMAGE": x})
     feats = extractor(x)
     np.testing.assert_allclose(out["RESULT"], head_b(feats) - head_c(feats), rtol=1e-5, atol=1e-5)
 
 
-def test_interleaved_sequences_keep_their_own_state(serve_pipeline):
-    server = serve_pipeline(example("streaming"))
+def test_interleaved_sequences_keep_their_own_state(shared_pipeline):
+    server = shared_pipeline(example("streaming"))
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         chunks = {seq: RNG.integers(-50, 50, size=6).astype(np.int32) for seq in (101, 202, 303, 404)}
@@ -131,8 +131,8 @@ def test_interleaved_sequences_keep_their_own_state(serve_pipeline):
         client.close()
 
 
-def test_concurrent_async_sequences(serve_pipeline):
-    server = serve_pipeline(example("streaming"))
+def test_concurrent_async_sequences(shared_pipeline):
+    server = shared_pipeline(example("streaming"))
 
     async def run() -> dict[int, list[float]]:
         client = grpcaio.InferenceServerClient(server.grpc_url)
@@ -164,14 +164,14 @@ def test_concurrent_async_sequences(serve_pipeline):
         np.testing.assert_allclose(seen[seq], np.cumsum(values * 0.5), err_msg=f"sequence {seq}")
 
 
-def test_non_batching_step_inside_a_batching_ensemble(serve_pipeline):
+def test_non_batching_step_inside_a_batching_ensemble(shared_pipeline):
     """Triton exempts maxBatchSize-0 steps from the ensemble's batch size; their full dims must match."""
     doc = example("diamond")
     join = next(m for m in doc["spec"]["models"] if m["name"] == "join")
     join["maxBatchSize"] = 0
     for t in join["inputs"] + join["outputs"]:
         t["dims"] = [-1, *t["dims"]]
-    server = serve_pipeline(doc)
+    server = shared_pipeline(doc)
     x = RNG.normal(size=(3, 4)).astype(np.float32)
     out = infer(server, "diamond", {"IMAGE": x})
     feats = extractor(x)
@@ -196,7 +196,7 @@ ROUTED_VALUES = {
 }
 
 
-def test_router_passes_every_data_type_unchanged(serve_pipeline, tmp_path):
+def test_router_passes_every_data_type_unchanged(shared_pipeline, tmp_path):
     """The router hands each consumer the exact input, for every data type (DLPack on the CPU, numpy
     for BYTES), checked value by value on the real tritonserver."""
     from tritonpipeline.compiler import compile_pipeline
@@ -236,7 +236,7 @@ def test_router_passes_every_data_type_unchanged(serve_pipeline, tmp_path):
         )
     plan = compile_pipeline(parse_pipeline(doc)).plan
     assert len(plan.routers) == len(ROUTED_VALUES)  # one router per pipeline input read twice
-    server = serve_pipeline(doc)
+    server = shared_pipeline(doc)
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         for dtype, value in ROUTED_VALUES.items():

@@ -30,7 +30,7 @@ from tritonpipeline.repository import check_model_dirs, write_repository
 from tritonpipeline.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tritonserver
 
 GENERIC = Path(__file__).resolve().parent / "triton_models" / "generic_model.py"
 TRITON_DECOUPLED_MIX = "receives inputs originated from different decoupled models"  # Triton's words

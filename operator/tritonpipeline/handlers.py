@@ -19,6 +19,7 @@ from .reconcile import (
     api_client,
     forget,
     mirror_deployment,
+    namespace_of,
     owner_of,
     reconcile,
     restore_child,
@@ -28,9 +29,7 @@ from .settings import GROUP, PLURAL, VERSION, Settings
 
 
 @kopf.on.startup()
-async def configure(
-    settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any
-) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     """All operator settings in one place."""
     config = Settings.from_env()
     # API calls run in threads (the official client is synchronous); more than 8 buys nothing on the
@@ -104,22 +103,22 @@ async def login(memo: kopf.Memo, **kwargs: Any) -> kopf.AiohttpSession:
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
-async def on_create(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def on_create(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     await reconcile(body, memo, logger, "Created")
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL)
-async def on_update(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def on_update(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     await reconcile(body, memo, logger, "Updated")
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
-async def on_resume(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def on_resume(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     await reconcile(body, memo, logger, None)
 
 
 @kopf.on.startup()
-async def start_resync(memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def start_resync(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     memo.resync = asyncio.create_task(resync_loop(memo, logger))
 
 
@@ -137,7 +136,7 @@ def _deleted(type: str, **_: Any) -> bool:
 @kopf.on.event(GROUP, VERSION, PLURAL, when=_deleted)
 async def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A deleted pipeline leaves the operator's memory (and the pipelines gauge)."""
-    forget(memo, body.metadata.namespace, body.metadata.name)
+    forget(memo, namespace_of(body), body.metadata.name)
 
 
 @kopf.on.event("", "v1", "configmaps", labels=MANAGED, when=_deleted)

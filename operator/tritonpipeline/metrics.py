@@ -55,7 +55,9 @@ class PipelinesCollector(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         counts = {"True": 0, "False": 0, "Unknown": 0}
         for status in self.statuses():
-            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+            ready: Mapping[str, Any] = next(
+                (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+            )
             state = ready.get("status", "Unknown")
             counts[state if state in counts else "Unknown"] += 1
         family = GaugeMetricFamily(

@@ -64,6 +64,14 @@ def pipeline_ref(namespace: str, name: str, uid: str | None = None) -> dict[str,
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TritonPipeline", "metadata": meta}
 
 
+def namespace_of(body: kopf.Body) -> str:
+    """The namespace of a TritonPipeline or one of its children (all namespaced)."""
+    namespace = body.metadata.namespace
+    if namespace is None:
+        raise kopf.PermanentError(f"{body.get('kind')} {body.metadata.name} has no namespace")
+    return namespace
+
+
 def forget(memo: kopf.Memo, namespace: str, name: str) -> None:
     """Drop what the operator remembers of a deleted pipeline."""
     for store in (memo.statuses, memo.owners, memo.optional, memo.applied):
@@ -152,7 +160,7 @@ async def _write_status(
         return True
 
 
-async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str | None) -> None:
+async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, event: str | None) -> None:
     """Compile the CR and server-side apply its children; invalid specs change nothing. One reconcile
     per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written).
     Counted and timed by outcome (metrics.py)."""
@@ -169,11 +177,11 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str | 
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
 
-async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str | None) -> str:
+async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, event: str | None) -> str:
     kube: Kube = memo.kube
     config: Settings = memo.settings
     generation = body.metadata.get("generation")
-    name, namespace = body.metadata.name, body.metadata.namespace
+    name, namespace = body.metadata.name, namespace_of(body)
     memo.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
         tp = parse_pipeline(dict(body))
@@ -270,7 +278,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: Any, event: str |
         await _warn(kube, body, c["reason"], c["message"])
     if event:
         kopf.info(
-            dict(body),
+            body,
             reason=event,
             message=f"applied repository {artifacts.digest()[:12]}, "
             f"{len(routers)} router(s), {len(applied)} objects",
@@ -300,7 +308,7 @@ def _outcome(
 
 
 async def _ensure_admin_secret(
-    kube: Kube, tp: TritonPipeline, config: Settings, body: dict[str, Any], logger: logging.Logger
+    kube: Kube, tp: TritonPipeline, config: Settings, body: dict[str, Any], logger: kopf.Logger
 ) -> None:
     """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one).
     Create only: the operator never reads a Secret, so the key is in no status, event or log line."""
@@ -315,7 +323,7 @@ async def _warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
     """A Warning event on the pipeline: through kopf inside its handlers; from the resync loop, which
     runs outside them (kopf has no event queue there), straight through the API."""
     try:
-        kopf.warn(dict(body), reason=reason, message=message)
+        kopf.warn(body, reason=reason, message=message)
         return
     except LookupError:
         pass
@@ -565,13 +573,13 @@ async def reconcile_owner(memo: kopf.Memo, namespace: str, name: str) -> None:
 
 async def restore_child(memo: kopf.Memo, body: kopf.Body, owner: dict[str, Any]) -> None:
     """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children."""
-    namespace = body.metadata.namespace
+    namespace = namespace_of(body)
     log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], owner.get("uid")))
     log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
     await reconcile_owner(memo, namespace, owner["name"])
 
 
-async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
+async def resync_loop(memo: kopf.Memo, logger: kopf.Logger) -> None:
     """Every resync period, re-apply every pipeline (catches drift no event told us about). An
     operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
     config: Settings = memo.settings
@@ -589,7 +597,7 @@ async def resync_loop(memo: kopf.Memo, logger: logging.Logger) -> None:
 
 async def mirror_deployment(body: kopf.Body, memo: kopf.Memo, owner: dict[str, Any]) -> None:
     """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
-    namespace = body.metadata.namespace
+    namespace = namespace_of(body)
     key = (namespace, owner["name"])
     async with memo.reconciling[key]:  # a reconcile in flight writes these numbers itself
         pass

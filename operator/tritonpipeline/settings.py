@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 GROUP = "serving.tritonpipeline.io"
 VERSION = "v1alpha1"
@@ -30,7 +30,6 @@ class Settings:
     field_manager: str = FIELD_MANAGER
     # Prometheus that KEDA ScaledObjects query, unless a pipeline sets autoscaling.prometheusAddress
     prometheus_address: str = DEFAULT_PROMETHEUS_ADDRESS
-    extra_labels: dict[str, str] = field(default_factory=dict)
     # pull secrets of the assembler image (the chart's imagePullSecrets), added to every Triton pod
     assembler_pull_secrets: tuple[str, ...] = ()
     # longest watch request; the apiserver ends it then and kopf reopens it

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from . import tritonserver_options
 from .errors import Problem, SpecError, quote
@@ -31,7 +32,6 @@ DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-py3"  # README "Security": wh
 
 # Every pattern is applied with fullmatch (a `$` alone lets a trailing newline through in Python) and is
 # written in the syntax Python's re and Go's RE2 share: the CRD carries the same strings.
-MAX_NAME = 64
 MAX_TENSOR_NAME = 256
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 # tensor names come from exported models (input.1, onnx::Gemm_0, /model/embed/input, 1234, input:0) and
@@ -213,9 +213,6 @@ class SequenceBatching(_Base):
             if extra:
                 raise ValueError(f"{', '.join(extra)} only apply to strategy 'oldest'")
         return self
-
-
-ParamValue = str | int | float | bool
 
 
 class Model(_Base):
@@ -646,7 +643,7 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     value = err.get("input")
     ctx = err.get("ctx") or {}

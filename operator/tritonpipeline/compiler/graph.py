@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..errors import Problem, SpecError
-from ..spec import Model, Pipeline, PipelineSpec, TritonPipeline
+from ..spec import InputTensor, Model, OutputTensor, Pipeline, PipelineSpec, TritonPipeline
 
 INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
 ROUTER_INPUT = "INPUT"
@@ -145,7 +145,11 @@ def check_models(spec: PipelineSpec, ctx: _Ctx) -> None:
                 f"{path}.name", f"duplicate model name {model.name!r} (also spec.models[{seen[model.name]}])"
             )
         seen.setdefault(model.name, i)
-        for kind, tensors in (("inputs", model.inputs), ("outputs", model.outputs)):
+        tensor_lists: tuple[tuple[str, Sequence[InputTensor | OutputTensor]], ...] = (
+            ("inputs", model.inputs),
+            ("outputs", model.outputs),
+        )
+        for kind, tensors in tensor_lists:
             names: dict[str, int] = {}
             for j, t in enumerate(tensors):
                 if t.name in names:
@@ -220,7 +224,7 @@ def decoupled_conflicts(
     conflicts: list[tuple[str, list[tuple[str, str | None]]]] = []
 
     def sources(refs: Sequence[str]) -> list[tuple[str, str | None]] | None:
-        found = []
+        found: list[tuple[str, str | None]] = []
         for ref in refs:
             head = ref.split(".", 1)[0]
             if head in tainted:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
@@ -32,7 +33,10 @@ def _model_config_pb2() -> ModuleType:
     return module
 
 
-mc = _model_config_pb2()
+if TYPE_CHECKING:  # the same module, imported the ordinary way for the type checker
+    from tritonclient.grpc import model_config_pb2 as mc
+else:
+    mc = _model_config_pb2()
 
 _KIND = {
     "GPU": mc.ModelInstanceGroup.KIND_GPU,
@@ -75,8 +79,8 @@ def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
         cfg.platform = model.platform or ""
     for t in model.inputs:
         cfg.input.add(name=t.name, data_type=data_type(t.data_type), dims=t.dims, optional=t.optional)
-    for t in model.outputs:
-        cfg.output.add(name=t.name, data_type=data_type(t.data_type), dims=t.dims)
+    for o in model.outputs:
+        cfg.output.add(name=o.name, data_type=data_type(o.data_type), dims=o.dims)
     for inst in model.instances:
         kind = "CPU" if cpu_only and inst.kind == "GPU" else inst.kind
         group = cfg.instance_group.add(kind=_KIND[kind], count=inst.count)

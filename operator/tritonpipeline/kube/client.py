@@ -162,22 +162,13 @@ class Kube:
                 return False
             raise
 
-    def patch_status(
-        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None = None
-    ) -> dict[str, Any]:
-        """Merge-patch a TritonPipeline's status. With resource_version the write is conditional: a
-        concurrent change gives KubeError(409) at once, for the caller to re-read and retry."""
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch a TritonPipeline's status (retried on transient errors)."""
         url = path(f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name) + "/status"
-        body: dict[str, Any] = {"status": status}
-        if resource_version:
-            body["metadata"] = {"resourceVersion": resource_version}
-        call = lambda: self._call("PATCH", url, body=body, content_type="application/merge-patch+json")  # noqa: E731
-        if resource_version is None:
-            return self._retry(call)
-        try:
-            return call()
-        except ApiException as exc:
-            raise KubeError(exc.status or 0, _message(exc)) from None
+        body = {"status": status}
+        return self._retry(
+            lambda: self._call("PATCH", url, body=body, content_type="application/merge-patch+json")
+        )
 
     def resource_exists(self, api_version: str, kind: str) -> bool:
         """Whether the API serves this kind (e.g. a provider's CRD is installed)."""

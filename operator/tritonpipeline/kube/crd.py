@@ -88,8 +88,8 @@ def _constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
             schema["minItems" if schema.get("type") == "array" else "minLength"] = m.min_length
         elif isinstance(m, at.MaxLen):
             schema["maxItems" if schema.get("type") == "array" else "maxLength"] = m.max_length
-        elif isinstance(m, AfterValidator) and getattr(m.func, "pattern", None):
-            schema["pattern"] = m.func.pattern
+        elif isinstance(m, AfterValidator) and (pattern := getattr(m.func, "pattern", None)):
+            schema["pattern"] = pattern
 
 
 def _schema(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:

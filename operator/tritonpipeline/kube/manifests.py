@@ -102,7 +102,7 @@ def configmaps(
         chunks, paths = [{}], [{}]
     names = configmap_names(tp, len(chunks))
     out = []
-    for i, (data, keys) in enumerate(zip(chunks, paths, strict=True)):
+    for i, (files, keys) in enumerate(zip(chunks, paths, strict=True)):
         manifest = {
             "part": i,
             "parts": len(chunks),
@@ -110,13 +110,13 @@ def configmaps(
             "models": list(artifacts.models),
             "files": keys,
         }
-        data = {**data, f"{MANIFEST_PREFIX}{i:03d}.json": json.dumps(manifest, sort_keys=True)}
+        files = {**files, f"{MANIFEST_PREFIX}{i:03d}.json": json.dumps(manifest, sort_keys=True)}
         out.append(
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": _meta(names[i], tp, settings, owner),
-                "data": dict(sorted(data.items())),
+                "data": dict(sorted(files.items())),
             }
         )
     return out
@@ -285,7 +285,7 @@ def deployment(
             "timeoutSeconds": 3,
             "failureThreshold": 2,
         }
-    container = {
+    container: dict[str, Any] = {
         "name": "tritonserver",
         "image": server.image,
         "command": ["tritonserver"],

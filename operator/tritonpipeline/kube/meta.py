@@ -23,7 +23,6 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def labels(name: str, settings: Settings, component: str = "tritonserver") -> dict[str, str]:
     return {
-        **settings.extra_labels,
         **selector_labels(name),
         "app.kubernetes.io/component": component,
         **MANAGED_BY,

@@ -39,10 +39,12 @@ def merge_conditions(
     ts = timestamp or now()
     for c in new:
         prev = by_type.get(c["type"])
-        keep = prev is not None and prev.get("status") == c["status"] and prev.get("lastTransitionTime")
-        by_type[c["type"]] = {**c, "lastTransitionTime": prev["lastTransitionTime"] if keep else ts}
+        since = ts
+        if prev is not None and prev.get("status") == c["status"] and prev.get("lastTransitionTime"):
+            since = prev["lastTransitionTime"]
+        by_type[c["type"]] = {**c, "lastTransitionTime": since}
     order = {t: i for i, t in enumerate(CONDITION_TYPES)}
-    return sorted(by_type.values(), key=lambda c: (order.get(c.get("type"), 99), str(c.get("type"))))
+    return sorted(by_type.values(), key=lambda c: (order.get(str(c.get("type")), 99), str(c.get("type"))))
 
 
 STALLED_HINT = (

@@ -1,0 +1,28 @@
+"""Helpers shared by the test modules: repository paths, example specs, status conditions."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+MODELS = ROOT / "model_repository"
+CLI = Path(sys.executable).parent / "tritonpipeline"
+
+
+def example(name: str, uri: str = str(MODELS)) -> dict[str, Any]:
+    """A fresh, mutable copy of examples/<name>.yaml whose model repository is `uri` (by default the
+    local model_repository/, as an absolute path)."""
+    doc = copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
+    doc["spec"]["modelRepository"]["uri"] = uri
+    return doc
+
+
+def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    """The status condition of type `ctype` of a custom resource, or None."""
+    return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
