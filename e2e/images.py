@@ -414,7 +414,7 @@ def _stream(cmd: list[str], env: dict[str, str], what: str) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if line.startswith("STEP "):
+            if "STEP " in line[:16]:  # "STEP 1/9: ..." or, multi-stage, "[1/2] STEP 1/4: ..."
                 log(f"  {line.rstrip()[:150]}")
     if proc.returncode != 0:
         raise ImageError(f"{what} failed ({proc.returncode}):\n{''.join(lines)[-4000:]}")

@@ -27,6 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RELEASE, RELEASE_NS = "tp", "triton-system"
 NAMESPACE = "pipelines"
 CLAIM = "models"
+# both namespaces enforce Pod Security "restricted": the chart's and the operator's pods must pass it
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}}
 
 
 class NodeCluster:
@@ -102,6 +108,7 @@ def operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     from chart import Helm, ensure_tool
     from node import in_netns
 
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(_namespace(RELEASE_NS)))
     helm = Helm(ensure_tool("helm"), home=tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
     with in_netns(cluster.node.netns):
         helm.run(
@@ -168,28 +175,40 @@ def _models_claim(cluster: NodeCluster) -> str:
             "resources": {"requests": {"storage": "1Gi"}},
         },
     }
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    ns = _namespace(NAMESPACE)
     cluster.kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [ns, pv, pvc]})
     )
     return f"pvc://{CLAIM}/triton"
 
 
+# small enough that several pipelines fit on a 2-core node (the default request is a whole CPU)
+SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}}
+
+
+def _fanout(cluster: NodeCluster, uri: str, name: str = "vision") -> dict[str, Any]:
+    """examples/fanout.yaml in NAMESPACE, its models from `uri`, served by the CPU Triton image."""
+    doc = yaml.safe_load((ROOT / "examples" / "fanout.yaml").read_text())
+    doc["metadata"] = {"name": name, "namespace": NAMESPACE}
+    doc["spec"]["modelRepository"]["uri"] = uri
+    doc["spec"]["server"].update(gpus=0, image=cluster.images["triton"].name, resources=SMALL)
+    return doc
+
+
+def _condition(cluster: NodeCluster, name: str, ctype: str) -> dict[str, Any]:
+    cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
+    return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
 def test_fanout_from_a_pvc_is_served_through_the_cluster_ip(
     cluster: NodeCluster, operator: dict[str, Any]
 ) -> None:
-    uri = _models_claim(cluster)
-    doc = yaml.safe_load((ROOT / "examples" / "fanout.yaml").read_text())
-    doc["metadata"] = {"name": doc["metadata"]["name"], "namespace": NAMESPACE}
-    doc["spec"]["modelRepository"]["uri"] = uri
-    doc["spec"]["server"].update(gpus=0, image=cluster.images["triton"].name)
+    doc = _fanout(cluster, _models_claim(cluster))
     name = doc["metadata"]["name"]
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
 
     def ready() -> bool:
-        cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
-        conditions = {c["type"]: c for c in (cr.get("status") or {}).get("conditions") or []}
-        return conditions.get("Ready", {}).get("status") == "True"
+        return _condition(cluster, name, "Ready").get("status") == "True"
 
     _wait("TritonPipeline Ready", ready, 240, lambda: _diagnostics(cluster, NAMESPACE))
     pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
@@ -209,3 +228,29 @@ def test_fanout_from_a_pvc_is_served_through_the_cluster_ip(
     proc = _wait("inference through the ClusterIP", answered, 60, lambda: _diagnostics(cluster, NAMESPACE))
     print(proc.stdout)
     assert "PASS vision: FEATURES=2x+1, SCORE_B=3(2x+1)-2" in proc.stdout
+
+
+def test_missing_model_directory_is_reported_in_the_status(
+    cluster: NodeCluster, operator: dict[str, Any]
+) -> None:
+    """The init container assembles the repository inside the pod; a model the PVC lacks fails it, and
+    the pipeline's Ready condition says which (not only the pod log)."""
+    doc = _fanout(cluster, _models_claim(cluster), name="broken")
+    doc["spec"]["models"][1]["name"] = "head_missing"
+    doc["spec"]["pipelines"][0]["steps"][1] = {
+        "name": "head_b",
+        "model": "head_missing",
+        "inputs": {"FEATS_IN_B": "extract.FEATS_A"},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+    def reported() -> dict[str, Any] | None:
+        ready = _condition(cluster, "broken", "Ready")
+        return ready if ready.get("reason") == "InitContainerFailed" else None
+
+    ready = _wait("Ready=False InitContainerFailed", reported, 120, lambda: _diagnostics(cluster, NAMESPACE))
+    assert ready["status"] == "False"
+    assert "init container assemble-repository failed" in ready["message"]
+    assert "model directory 'head_missing' not found" in ready["message"], ready
+    # the pipeline next to it is not disturbed
+    assert _condition(cluster, "vision", "Ready").get("status") == "True"

@@ -204,3 +204,11 @@ def test_a_stalled_rollout_is_reported() -> None:
         status.stalled_message({"conditions": [{"type": "Progressing", "reason": "NewReplicaSetAvailable"}]})
         is None
     )
+
+
+def test_container_errors_reach_the_pod_status() -> None:
+    """The kubelet puts a failed container's log tail in its termination message only with
+    FallbackToLogsOnError: the operator reads a missing model directory from there (no pods/log right)."""
+    pod = pod_spec(cluster_doc())
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        assert c["terminationMessagePolicy"] == "FallbackToLogsOnError", c["name"]
