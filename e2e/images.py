@@ -61,6 +61,9 @@ CHART = ROOT / "charts" / "triton-pipeline"
 # host files the Dockerfile's pip steps need to reach the package index through this host's
 # TLS-intercepting proxy: bind-mounted into RUN steps, never copied into the image
 HOST_PIP_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
+# buildah (containers/image) keeps its blob-info cache there as root whatever --root says: removed after
+# a build when the build created it
+BUILDAH_HOST_DIRS = ("/var/lib/containers",)
 
 
 class ImageError(RuntimeError):
@@ -220,27 +223,22 @@ class Image:
 # the Debian rootfs
 
 
-def apt_mirror(suite: str = SUITE) -> str:
+def apt_mirror(suite: str = SUITE, apt_dir: Path = Path("/etc/apt")) -> str:
     """The Debian mirror apt on this host uses for `suite` (deb822 .sources or one-line lists), read at
     run time so no mirror is written anywhere."""
-    sources = Path("/etc/apt/sources.list.d")
-    for path in sorted(sources.glob("*.sources")) if sources.is_dir() else []:
+    parts = apt_dir / "sources.list.d"
+    for path in sorted(parts.glob("*.sources")):
         for stanza in path.read_text().split("\n\n"):
-            fields = dict(
-                (k.strip(), v.strip())
-                for k, _, v in (
-                    ln.partition(":") for ln in stanza.splitlines() if ln and not ln.startswith("#")
-                )
-            )
+            lines = [ln for ln in stanza.splitlines() if ln.strip() and not ln.startswith("#")]
+            fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
             if suite in fields.get("Suites", "").split() and "deb" in fields.get("Types", "").split():
                 return fields["URIs"].split()[0]
-    lists = [Path("/etc/apt/sources.list"), *sorted(sources.glob("*.list"))] if sources.is_dir() else []
-    for path in lists:
+    for path in [apt_dir / "sources.list", *sorted(parts.glob("*.list"))]:
         for line in path.read_text().splitlines() if path.exists() else []:
-            words = [w for w in line.split() if not w.startswith("[")]
+            words = [w for w in line.split() if not w.startswith("[")]  # options: [arch=amd64 ...]
             if len(words) >= 3 and words[0] == "deb" and words[2] == suite:
                 return words[1]
-    raise ImageError(f"no Debian mirror for {suite} in apt's sources (/etc/apt/sources.list[.d])")
+    raise ImageError(f"no Debian mirror for {suite} in apt's sources ({apt_dir}/sources.list[.d])")
 
 
 def rootfs_layer() -> Path:
@@ -433,6 +431,17 @@ def operator_image(base: Image | None = None) -> Image:
     archive = images_dir() / f"operator-{_key(name, base.archive.name, digest.hexdigest())}.oci.tar"
     if archive.exists():
         return Image(name, archive)
+    absent = [d for d in BUILDAH_HOST_DIRS if not os.path.lexists(d)]
+    try:
+        _buildah_build(name, base, archive)
+    finally:
+        for d in absent:
+            shutil.rmtree(d, ignore_errors=True)
+    return Image(name, archive)
+
+
+def _buildah_build(name: str, base: Image, archive: Path) -> None:
+    """buildah bud of the Dockerfile with a storage of its own under the cache, then `push` to `archive`."""
     work = images_dir() / "buildah"
     work.mkdir(parents=True, exist_ok=True)
     store = ["--root", str(work / "storage"), "--runroot", str(work / "run")]
@@ -462,7 +471,6 @@ def operator_image(base: Image | None = None) -> Image:
     _run(["buildah", *store, "push", "--quiet", name, f"oci-archive:{tmp}:{name}"], env=env)
     _run(["buildah", *store, "rmi", "--all", "--force"], env=env)
     tmp.rename(archive)
-    return Image(name, archive)
 
 
 def all_images() -> dict[str, Image]:

@@ -35,6 +35,16 @@ def _namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}}
 
 
+HOST_BEFORE: dict[str, Any] = {}
+
+
+def _host_state() -> dict[str, Any]:
+    from images import BUILDAH_HOST_DIRS
+    from node import host_snapshot
+
+    return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
+
+
 class NodeCluster:
     """The node test bed as a `Cluster`: everything runs inside its network namespace."""
 
@@ -64,6 +74,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
     if reason:
         pytest.skip(f"no node test bed: {reason}")
     reap_stale()
+    global HOST_BEFORE
+    HOST_BEFORE = _host_state()  # before the image build as well: buildah must leave nothing either
     try:
         images = all_images()
     except ImageError as err:
@@ -254,3 +266,11 @@ def test_missing_model_directory_is_reported_in_the_status(
     assert "model directory 'head_missing' not found" in ready["message"], ready
     # the pipeline next to it is not disturbed
     assert _condition(cluster, "vision", "Ready").get("status") == "True"
+
+
+def test_teardown_restores_host(cluster: NodeCluster) -> None:
+    """Last: the node stopped, the host is as it was before the images were built and the node started."""
+    cluster.node.stop()
+    after = _host_state()
+    for key in HOST_BEFORE:
+        assert after[key] == HOST_BEFORE[key], key
