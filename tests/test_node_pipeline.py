@@ -84,7 +84,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
     node.start()
     try:
         for image in images.values():
+            t = time.monotonic()
             node.ctr("images", "import", str(image.archive))
+            print(f">> imported {image.name} ({image.size_mb:.0f} MB archive) in {time.monotonic() - t:.1f}s")
         yield NodeCluster(node, images)
     finally:
         node.stop()
@@ -120,6 +122,7 @@ def operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     from chart import Helm, ensure_tool
     from node import in_netns
 
+    t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(_namespace(RELEASE_NS)))
     helm = Helm(ensure_tool("helm"), home=tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
     with in_netns(cluster.node.netns):
@@ -135,6 +138,7 @@ def operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     cluster.kubectl("get", deployment, "-n", RELEASE_NS)
     proc = cluster.kubectl("rollout", "status", deployment, "-n", RELEASE_NS, "--timeout=180s", check=False)
     assert "successfully rolled out" in proc, _diagnostics(cluster, RELEASE_NS)
+    print(f">> helm install -> operator pod Ready: {time.monotonic() - t:.1f}s")
     (pod,) = json.loads(cluster.kubectl("get", "pods", "-n", RELEASE_NS, "-o", "json"))["items"]
     return pod
 
@@ -217,12 +221,14 @@ def test_fanout_from_a_pvc_is_served_through_the_cluster_ip(
 ) -> None:
     doc = _fanout(cluster, _models_claim(cluster))
     name = doc["metadata"]["name"]
+    t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
 
     def ready() -> bool:
         return _condition(cluster, name, "Ready").get("status") == "True"
 
     _wait("TritonPipeline Ready", ready, 240, lambda: _diagnostics(cluster, NAMESPACE))
+    print(f">> kubectl apply -> TritonPipeline Ready: {time.monotonic() - t:.1f}s")
     pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
     assert pods and all(
         {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"] == "True" for p in pods
@@ -238,6 +244,7 @@ def test_fanout_from_a_pvc_is_served_through_the_cluster_ip(
         return proc if proc.returncode == 0 else None
 
     proc = _wait("inference through the ClusterIP", answered, 60, lambda: _diagnostics(cluster, NAMESPACE))
+    print(f">> first correct answer via ClusterIP {ip}:{port}: {time.monotonic() - t:.1f}s after apply")
     print(proc.stdout)
     assert "PASS vision: FEATURES=2x+1, SCORE_B=3(2x+1)-2" in proc.stdout
 
