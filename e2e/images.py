@@ -64,6 +64,7 @@ HOST_PIP_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
 # buildah (containers/image) keeps its blob-info cache there as root whatever --root says: removed after
 # a build when the build created it
 BUILDAH_HOST_DIRS = ("/var/lib/containers",)
+KEEP_OPERATOR_ARCHIVES = 3
 
 
 class ImageError(RuntimeError):
@@ -437,7 +438,17 @@ def operator_image(base: Image | None = None) -> Image:
     finally:
         for d in absent:
             shutil.rmtree(d, ignore_errors=True)
+    _keep_newest("operator-*.oci.tar", KEEP_OPERATOR_ARCHIVES)
     return Image(name, archive)
+
+
+def _keep_newest(pattern: str, keep: int) -> None:
+    """Remove all but the `keep` newest cached archives matching `pattern` (each source change of the
+    operator makes a new one; several worktrees may use different ones)."""
+    found = sorted(images_dir().glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in found[keep:]:
+        log(f"removing the old cached {old.name}")
+        old.unlink(missing_ok=True)
 
 
 def _buildah_build(name: str, base: Image, archive: Path) -> None:

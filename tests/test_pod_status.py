@@ -88,3 +88,16 @@ def test_ready_condition_carries_the_problem_only_when_not_ready() -> None:
     # a ready pipeline (another pod fails during a rollout surge: Progressing tells) stays Ready
     _, ready = ready_condition(1, 1, 1, 1, 3, problem=problem)
     assert (ready["status"], ready["reason"]) == ("True", "AllReplicasReady")
+
+
+def test_every_pod_problem_reason_is_documented() -> None:
+    """The reasons pod_problem can give are not literals in a condition() call (tests/test_docs.py reads
+    those): each needs its row in README 'Reading status' too."""
+    from pathlib import Path
+
+    from tritonpipeline.kube.status import INIT_FAILED, STUCK_WAITING
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Reading status", 1)[1].split("\n## ", 1)[0]
+    missing = [r for r in (INIT_FAILED, "Unschedulable", *STUCK_WAITING) if f"`{r}`" not in section]
+    assert not missing, missing

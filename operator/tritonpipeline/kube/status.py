@@ -134,11 +134,16 @@ def ready_condition(
         message = f"rollout stalled ({updated}/{desired} updated, {ready} ready): {stalled}; {STALLED_HINT}"
         progressing = condition("Progressing", False, "RolloutStalled", message, generation)
     ok = desired > 0 and ready >= desired and not rolling
-    reason = "AllReplicasReady" if ok else ("ScaledToZero" if desired == 0 else "ReplicasNotReady")
     message = f"{ready}/{desired} Triton replicas ready"
     if problem is not None and not ok and desired > 0:
-        reason, message = problem[0], f"{message}; {problem[1]}"
-    ready_c = condition("Ready", ok, reason, message, generation)
+        return [progressing, condition("Ready", False, problem[0], f"{message}; {problem[1]}", generation)]
+    ready_c = condition(
+        "Ready",
+        ok,
+        "AllReplicasReady" if ok else ("ScaledToZero" if desired == 0 else "ReplicasNotReady"),
+        message,
+        generation,
+    )
     return [progressing, ready_c]
 
 
