@@ -161,5 +161,5 @@ node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, 
 node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
 	@$(PY) e2e/node.py down --dir $(NODE_DIR)
 
-e2e-node: $(STAMP) node ## real pods: a Deployment + ClusterIP Service on the node test bed (needs root, ip netns)
-	$(VENV)/bin/pytest -m node tests/test_node.py -s
+e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod + a pipeline from a PVC (needs root, ip netns)
+	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py -s

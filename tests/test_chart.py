@@ -64,6 +64,7 @@ OPERATOR_RULES = [
     {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["apps"], "resources": ["deployments"],
      "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
      "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create", "patch", "delete"]},
@@ -452,7 +453,9 @@ def check_refused_outside_grant(sa: Kube, watched: str, outside: str | None) -> 
             f"/apis/{API}/namespaces/{watched}/tritonpipelines/vision",
             None,
         ),
-        "list pods": ("GET", f"/api/v1/namespaces/{watched}/pods", None),
+        # pods are listed and watched (their status), never read from inside: no logs, no exec
+        "read a pod's log": ("GET", f"/api/v1/namespaces/{watched}/pods/vision-0/log", None),
+        "delete a pod": ("DELETE", f"/api/v1/namespaces/{watched}/pods/vision-0", None),
     }
     if outside:
         calls["read pipelines outside the watched namespaces"] = (

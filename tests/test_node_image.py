@@ -66,3 +66,57 @@ def test_packing_is_reproducible(tmp_path: Path) -> None:
         assert json.loads(ta.extractfile("index.json").read()) == json.loads(
             tb.extractfile("index.json").read()
         )  # type: ignore[union-attr]
+
+
+def test_images_layers_stack_in_order_and_every_digest_matches(tmp_path: Path) -> None:
+    """e2e/images.py write_oci_archive: several layers (the Triton image is the rootfs plus its tree)."""
+    from images import write_oci_archive
+
+    layers = []
+    for i, content in enumerate((b"bottom", b"top layer")):
+        layer = tmp_path / f"l{i}.tar"
+        with tarfile.open(layer, "w") as tar:
+            info = tarfile.TarInfo(f"f{i}")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        layers.append(layer)
+    config = {"User": "1000:1000", "Entrypoint": ["tritonserver"]}
+    archive = write_oci_archive("example.local/t:2", layers, config, tmp_path / "t.oci.tar", "test")
+    with tarfile.open(archive) as tar:
+        (desc,) = json.loads(tar.extractfile("index.json").read())["manifests"]  # type: ignore[union-attr]
+        assert desc["annotations"]["io.containerd.image.name"] == "example.local/t:2"
+        manifest_bytes = _blob(tar, desc["digest"])
+        assert len(manifest_bytes) == desc["size"]
+        manifest = json.loads(manifest_bytes)
+        image_config = json.loads(_blob(tar, manifest["config"]["digest"]))
+        unpacked = []
+        for entry in manifest["layers"]:
+            data = _blob(tar, entry["digest"])
+            assert len(data) == entry["size"]
+            unpacked.append(gzip.decompress(data))
+    assert unpacked == [layer.read_bytes() for layer in layers]
+    assert image_config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(u).hexdigest() for u in unpacked]
+    assert image_config["config"] == config
+
+
+def test_apt_mirror_is_read_from_apts_own_sources(tmp_path: Path) -> None:
+    from images import ImageError, apt_mirror
+
+    apt = tmp_path / "apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    (apt / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/security\nSuites: bookworm-security\nComponents: main\n\n"
+        "# comment\nTypes: deb deb-src\nURIs: http://mirror.example/debian\n"
+        "Suites: bookworm bookworm-updates\n"
+    )
+    assert apt_mirror("bookworm", apt) == "http://mirror.example/debian"
+    one_line = tmp_path / "one"
+    (one_line / "sources.list.d").mkdir(parents=True)
+    (one_line / "sources.list").write_text("deb [arch=amd64] http://other.example/debian bookworm main\n")
+    assert apt_mirror("bookworm", one_line) == "http://other.example/debian"
+    try:
+        apt_mirror("trixie", one_line)
+    except ImageError as err:
+        assert "no Debian mirror for trixie" in str(err)
+    else:
+        raise AssertionError("no error for a suite apt does not know")

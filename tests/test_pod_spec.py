@@ -233,3 +233,11 @@ def test_model_source_condition_for_a_missing_claim_and_other_sources() -> None:
     doc = cluster_doc()
     doc["spec"]["modelRepository"]["uri"] = "s3://bucket/models"
     assert storage.model_source_condition(parse_pipeline(doc), None, 1) is None
+
+
+def test_container_errors_reach_the_pod_status() -> None:
+    """The kubelet puts a failed container's log tail in its termination message only with
+    FallbackToLogsOnError: the operator reads a missing model directory from there (no pods/log right)."""
+    pod = pod_spec(cluster_doc())
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        assert c["terminationMessagePolicy"] == "FallbackToLogsOnError", c["name"]

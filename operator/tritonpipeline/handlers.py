@@ -14,11 +14,13 @@ import kopf
 
 from . import health, metrics
 from .kube.client import Kube
+from .kube.meta import PIPELINE_LABEL
 from .reconcile import (
     MANAGED,
     api_client,
     forget,
     mirror_deployment,
+    mirror_pods,
     namespace_of,
     owner_of,
     reconcile,
@@ -147,6 +149,14 @@ async def child_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -
     owner = owner_of(body)
     if type == "DELETED" and owner is not None:
         await restore_child(memo, body, owner)
+
+
+@kopf.on.event("", "v1", "pods", labels=MANAGED)
+async def pod_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
+    """A Triton pod changed (an init container failed, an image pull is stuck...): Ready says why."""
+    name = (body.metadata.labels or {}).get(PIPELINE_LABEL)
+    if name and type != "DELETED":
+        await mirror_pods(memo, body.metadata.namespace, name)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)

@@ -260,7 +260,8 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, even
         if event
         or (_previous_condition(memo, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
     ]
-    replicas = _replica_status(deployment, generation, [valid, configured, *conditions, affinity])
+    pods = await _pods(memo, namespace, name)
+    replicas = _replica_status(deployment, generation, [valid, configured, *conditions, affinity], pods)
     await _write_status(
         memo,
         namespace,
@@ -487,8 +488,12 @@ def _raise_if_transient(exc: KubeError) -> None:
 
 
 def _replica_status(
-    deployment: dict[str, Any], generation: int | None, extra: list[dict[str, Any]]
+    deployment: dict[str, Any],
+    generation: int | None,
+    extra: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """replicas, readyReplicas and the conditions; Ready says why when `pods` show a problem."""
     spec, dstatus = deployment.get("spec", {}), deployment.get("status", {})
     desired = int(spec.get("replicas", 1))
     fresh = dstatus.get("observedGeneration", 0) >= deployment.get("metadata", {}).get("generation", 0)
@@ -506,6 +511,7 @@ def _replica_status(
                 desired,
                 generation,
                 st.stalled_message(dstatus),
+                st.pod_problem(pods or []),
             ),
         ],
     }
@@ -555,6 +561,26 @@ async def _prune(memo: kopf.Memo, kube: Kube, tp: TritonPipeline, children: Chil
     )
     removed += [f"{kind}/{obj}" for (_, kind, obj), gone in zip(candidates, deleted, strict=True) if gone]
     return removed
+
+
+async def _pods(memo: kopf.Memo, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pipeline's Triton pods (their status says why they are not ready); [] when they cannot be read."""
+    try:
+        return await asyncio.to_thread(memo.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
+    except KubeError as exc:
+        _raise_if_transient(exc)
+        return []
+
+
+async def mirror_pods(memo: kopf.Memo, namespace: str, name: str) -> None:
+    """A pipeline pod changed: mirror its Deployment (with what the pods say) into the status."""
+    deployment = await asyncio.to_thread(memo.kube.get, "apps/v1", "Deployment", namespace, name)
+    if deployment is None:
+        return
+    body = kopf.Body(deployment)
+    owner = owner_of(body)
+    if owner is not None:
+        await mirror_deployment(body, memo, owner)
 
 
 def owner_of(body: kopf.Body) -> dict[str, Any] | None:
@@ -611,7 +637,7 @@ async def mirror_deployment(body: kopf.Body, memo: kopf.Memo, owner: dict[str, A
     uid, generation = memo.owners[key]
     if uid != owner.get("uid"):
         return
-    new = _replica_status(dict(body), generation, [])
+    new = _replica_status(dict(body), generation, [], await _pods(memo, namespace, owner["name"]))
     conditions = (memo.statuses.get(key) or {}).get("conditions") or []
     if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
         # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing

@@ -142,6 +142,9 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     time), so this is the narrowest grant. A pipeline's secretRef and adminKeySecretRef are read by
     the kubelet for its pods, never by the operator;
   - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects.
+  - Pods: list + watch (kopf watches the Triton pods by label): their status (a failed init container's
+    message, a stuck image pull, an unschedulable pod) goes into the pipeline's Ready condition. Never
+    written, never exec'd, no logs.
 */}}
 {{- define "triton-pipeline.rules" -}}
 - apiGroups: ["serving.tritonpipeline.io"]
@@ -174,6 +177,9 @@ The operator's permissions inside a namespace (or in all of them), derived from 
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["list", "watch", "create", "patch", "delete"]

@@ -271,6 +271,9 @@ def deployment(
         ],
         "securityContext": _container_security(tp),
         "resources": _init_resources(tp),
+        # its error (a missing model directory, an unreachable bucket) becomes the pod status's
+        # termination message, which the operator copies into the pipeline's Ready condition
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if env_from:
         init["envFrom"] = env_from
@@ -309,6 +312,7 @@ def deployment(
         },
         "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *src_mounts],
         "securityContext": _container_security(tp),
+        "terminationMessagePolicy": "FallbackToLogsOnError",  # why Triton exited, in the pod status
     }
     if drain is None:
         container["lifecycle"] = {"preStop": {"sleep": {"seconds": autoscaling.PRE_STOP_SECONDS}}}

@@ -53,6 +53,66 @@ STALLED_HINT = (
 )
 
 
+# a container waiting for one of these will not start by itself: its reason and message go to Ready
+STUCK_WAITING = (
+    "CrashLoopBackOff",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
+INIT_FAILED = "InitContainerFailed"
+
+
+def _terminated_failure(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The container's current or last termination when it failed (non-zero exit), else None."""
+    for key in ("state", "lastState"):
+        term = (status.get(key) or {}).get("terminated")
+        if term and term.get("exitCode", 0) != 0:
+            return term
+    return None
+
+
+def _termination_text(term: dict[str, Any]) -> str:
+    """The container's own last words (its termination message: the log tail on error) or its exit."""
+    lines = [ln for ln in str(term.get("message") or "").splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else f"exit code {term.get('exitCode')} ({term.get('reason', 'Error')})"
+
+
+def pod_problem(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """Why a pipeline's pods do not become ready, from the pods' own status, as (reason, message): a
+    failed init container (the repository assembly: a missing model directory, an unreachable bucket),
+    a container stuck waiting (image pull, crash loop, bad config) or a pod that cannot be scheduled.
+    None when no pod shows such a problem (they are starting)."""
+    for pod in pods:
+        name = pod.get("metadata", {}).get("name", "?")
+        status = pod.get("status") or {}
+        for c in status.get("initContainerStatuses") or []:
+            term = _terminated_failure(c)
+            if term is not None:  # also while it retries: the last failure is the news
+                return (
+                    INIT_FAILED,
+                    f"pod {name}: init container {c.get('name')} failed: {_termination_text(term)}",
+                )
+        for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in STUCK_WAITING:
+                detail = waiting.get("message") or ""
+                term = _terminated_failure(c)
+                if term is not None:
+                    detail = f"{detail}; last exit: {_termination_text(term)}".lstrip("; ")
+                return waiting[
+                    "reason"
+                ], f"pod {name}: container {c.get('name')}: {detail or waiting['reason']}"
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                return "Unschedulable", f"pod {name} cannot be scheduled: {cond.get('message', '')}"
+    return None
+
+
 def ready_condition(
     replicas: int,
     ready: int,
@@ -60,9 +120,11 @@ def ready_condition(
     desired: int,
     generation: int | None,
     stalled: str | None = None,
+    problem: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Progressing and Ready from the Deployment's numbers; `stalled` is the Deployment's message when
-    its rollout passed progressDeadlineSeconds (Progressing=False, ProgressDeadlineExceeded)."""
+    its rollout passed progressDeadlineSeconds (Progressing=False, ProgressDeadlineExceeded); `problem`
+    (pod_problem) names why pods are not ready in Ready's reason and message."""
     rolling = updated < desired or replicas > desired
     progressing = condition(
         "Progressing",
@@ -75,11 +137,14 @@ def ready_condition(
         message = f"rollout stalled ({updated}/{desired} updated, {ready} ready): {stalled}; {STALLED_HINT}"
         progressing = condition("Progressing", False, "RolloutStalled", message, generation)
     ok = desired > 0 and ready >= desired and not rolling
+    message = f"{ready}/{desired} Triton replicas ready"
+    if problem is not None and not ok and desired > 0:
+        return [progressing, condition("Ready", False, problem[0], f"{message}; {problem[1]}", generation)]
     ready_c = condition(
         "Ready",
         ok,
         "AllReplicasReady" if ok else ("ScaledToZero" if desired == 0 else "ReplicasNotReady"),
-        f"{ready}/{desired} Triton replicas ready",
+        message,
         generation,
     )
     return [progressing, ready_c]
