@@ -156,7 +156,7 @@ async def pod_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> 
     """A Triton pod changed (an init container failed, an image pull is stuck...): Ready says why."""
     name = (body.metadata.labels or {}).get(PIPELINE_LABEL)
     if name and type != "DELETED":
-        await mirror_pods(memo, body.metadata.namespace, name)
+        await mirror_pods(memo, namespace_of(body), name)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
