@@ -252,10 +252,14 @@ def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator)
     assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B: unknown step 'rigth'" in valid["message"]
     assert condition(cr, "Ready")["status"] == "False"
     warning = wait_for(
-        "a Warning event",
-        lambda: [e for e in events(kube, namespace, "vision") if e["type"] == "Warning"],
+        "an InvalidSpec Warning event",
+        lambda: [
+            e
+            for e in events(kube, namespace, "vision")
+            if e["type"] == "Warning" and e["reason"] == "InvalidSpec"
+        ],
     )
-    assert warning[0]["reason"] == "InvalidSpec" and "rigth" in warning[0]["message"]
+    assert "rigth" in warning[0]["message"]
     time.sleep(1)  # give a wrong operator time to touch something
     after = children(kube, namespace, "vision")
     assert json.dumps(after, sort_keys=True) == json.dumps(
