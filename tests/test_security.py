@@ -129,6 +129,7 @@ def test_grpc_admin_calls_need_the_key_and_the_client_helper_sends_it(shared_pip
 
 
 @pytest.mark.tritonserver
+@pytest.mark.cli
 def test_serve_restricts_and_writes_the_key_to_a_private_file():
     proc, http, lines = _serve(["--keep"])
     try:

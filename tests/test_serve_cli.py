@@ -17,7 +17,7 @@ import tritonclient.http as httpclient
 from helpers import CLI, ROOT
 from tritonpipeline.server import free_ports
 
-pytestmark = pytest.mark.tritonserver
+pytestmark = [pytest.mark.tritonserver, pytest.mark.cli]
 
 
 def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:

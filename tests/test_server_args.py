@@ -174,6 +174,7 @@ def test_parser_agrees_with_tritonserver(args: list[str]) -> None:
 
 
 @pytest.mark.tritonserver
+@pytest.mark.cli
 def test_serve_passes_server_args_to_the_local_tritonserver(tmp_path: Path) -> None:
     doc = doc_with(["--id", "tp-args-check", "--http-address=0.0.0.0", "--log-verbose=1"])
     doc["spec"]["modelRepository"]["uri"] = str(ROOT / "model_repository")
