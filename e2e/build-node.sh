@@ -59,11 +59,15 @@ ENV
   mv "$OUT/node.env.tmp" "$OUT/node.env"
 }
 
-ensure_runc() {  # Debian's runc (crun 1.8 refuses this host's mixed cgroup layout); iptables for kube-proxy
+ensure_runc() {  # Debian's runc (crun 1.8 refuses this host's mixed cgroup layout); iptables for kube-proxy;
+  # debootstrap and buildah for the images
   local need=()
   command -v runc >/dev/null 2>&1 || need+=(runc)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
   command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+  # the images (e2e/images.py): the Debian rootfs and the operator image built from the Dockerfile
+  command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+  command -v buildah >/dev/null 2>&1 || need+=(buildah)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo ">> installing ${need[*]} (Debian)"

@@ -19,12 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import gzip
 import hashlib
 import io
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -135,10 +133,6 @@ def ensure_node_binaries() -> NodeBinaries:
 # OCI image archives (no registry): one layer with a static binary
 
 
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
     """A reproducible tar of `files` (path -> (content, mode)) plus the directories a container wants."""
     buf = io.BytesIO()
@@ -157,75 +151,18 @@ def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
 def pack_image(name: str, binary: Path, out: Path, *, port: int | None = None) -> Path:
     """Write an OCI image archive (oci-layout, index.json, blobs/sha256/...) named `name` whose
     entrypoint is `binary` at /bin/<its name>; `ctr images import` reads it."""
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    from images import write_oci_archive
+
     entry = f"bin/{binary.name}"
-    layer = _layer({entry: (binary.read_bytes(), 0o755)})
-    layer_gz = gzip.compress(layer, mtime=0)
     cfg: dict[str, Any] = {"Entrypoint": [f"/{entry}"], "Env": ["PATH=/bin"], "WorkingDir": "/"}
     if port:
         cfg["ExposedPorts"] = {f"{port}/tcp": {}}
-    config = json.dumps(
-        {
-            "architecture": arch,
-            "os": "linux",
-            "config": cfg,
-            "rootfs": {"type": "layers", "diff_ids": [_sha(layer)]},
-            "history": [{"created_by": f"e2e/node.py pack_image {binary.name}"}],
-        },
-        sort_keys=True,
-    ).encode()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": _sha(config),
-                "size": len(config),
-            },
-            "layers": [
-                {
-                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                    "digest": _sha(layer_gz),
-                    "size": len(layer_gz),
-                }
-            ],
-        },
-        sort_keys=True,
-    ).encode()
-    index = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.index.v1+json",
-            "manifests": [
-                {
-                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "digest": _sha(manifest),
-                    "size": len(manifest),
-                    "platform": {"architecture": arch, "os": "linux"},
-                    "annotations": {
-                        "io.containerd.image.name": name,
-                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1],
-                    },
-                }
-            ],
-        }
-    ).encode()
-    members = {"oci-layout": b'{"imageLayoutVersion":"1.0.0"}', "index.json": index}
-    for blob in (layer_gz, config, manifest):
-        members["blobs/sha256/" + hashlib.sha256(blob).hexdigest()] = blob
-    tmp = out.with_suffix(".tmp")
-    with tarfile.open(tmp, "w") as tar:
-        for d in ("blobs", "blobs/sha256"):
-            info = tarfile.TarInfo(d)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        for path, data in members.items():
-            info = tarfile.TarInfo(path)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    tmp.rename(out)
-    return out
+    layer = out.with_suffix(".layer")
+    layer.write_bytes(_layer({entry: (binary.read_bytes(), 0o755)}))
+    try:
+        return write_oci_archive(name, [layer], cfg, out, f"e2e/node.py pack_image {binary.name}")
+    finally:
+        layer.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tritonpipeline.kube.meta import PIPELINE_LABEL
+
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,6 +275,57 @@ def test_missing_model_directory_is_reported_in_the_status(
     assert "model directory 'head_missing' not found" in ready["message"], ready
     # the pipeline next to it is not disturbed
     assert _condition(cluster, "vision", "Ready").get("status") == "True"
+
+
+def _infer(cluster: NodeCluster, name: str) -> subprocess.CompletedProcess[str]:
+    service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
+    url = f"{service['spec']['clusterIP']}:{port}"
+    return cluster.run([sys.executable, str(ROOT / "e2e" / "infer.py"), "--url", url, name])
+
+
+def test_killed_triton_pod_is_replaced_and_the_service_recovers(
+    cluster: NodeCluster, operator: dict[str, Any]
+) -> None:
+    selector = f"{PIPELINE_LABEL}=vision"
+    (old,) = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))[
+        "items"
+    ]
+    cluster.kubectl("delete", "pod", "-n", NAMESPACE, old["metadata"]["name"], "--grace-period=0", "--force")
+
+    def replaced() -> bool:
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))[
+            "items"
+        ]
+        fresh = [p for p in pods if p["metadata"]["uid"] != old["metadata"]["uid"]]
+        return bool(fresh) and _condition(cluster, "vision", "Ready").get("status") == "True"
+
+    _wait("a new Ready pod for vision", replaced, 120, lambda: _diagnostics(cluster, NAMESPACE))
+    proc = _wait(
+        "inference after the replacement", lambda: (p := _infer(cluster, "vision")).returncode == 0 and p, 60
+    )
+    assert "PASS vision" in proc.stdout
+    # recovered: every following request answers
+    for _ in range(5):
+        assert _infer(cluster, "vision").returncode == 0
+
+
+def test_deleting_the_pipeline_lets_the_garbage_collector_remove_every_child(
+    cluster: NodeCluster, operator: dict[str, Any]
+) -> None:
+    selector = f"{PIPELINE_LABEL}=broken"
+    kinds = "deployments,replicasets,pods,services,configmaps"
+    assert cluster.kubectl("get", kinds, "-n", NAMESPACE, "-l", selector, "-o", "name").split()
+    cluster.kubectl("get", "secret", "broken-admin-key", "-n", NAMESPACE)
+    cluster.kubectl("delete", "tritonpipeline", "broken", "-n", NAMESPACE, "--wait=false")
+
+    def gone() -> bool:
+        left = cluster.kubectl("get", kinds, "-n", NAMESPACE, "-l", selector, "-o", "name").split()
+        secret = cluster.kubectl("get", "secret", "broken-admin-key", "-n", NAMESPACE, check=False)
+        return not left and not secret
+
+    _wait("every child of the deleted pipeline removed", gone, 90, lambda: _diagnostics(cluster, NAMESPACE))
+    assert _condition(cluster, "vision", "Ready").get("status") == "True"  # the other pipeline untouched
 
 
 def test_teardown_restores_host(cluster: NodeCluster) -> None:
