@@ -44,8 +44,8 @@ if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ]; then
   exit 0
 fi
 
-GO="$(command -v go || true)"
-[ -n "$GO" ] || { [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go; }
+# shellcheck source=find-go.sh
+. "$(dirname "$0")/find-go.sh"
 if [ -z "$GO" ]; then
   msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build kube-apiserver $K8S / etcd $ETCD"
   if [ "$if_go" = 1 ]; then echo ">> $msg; control-plane tests will skip"; exit 0; fi

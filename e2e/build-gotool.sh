@@ -60,8 +60,8 @@ if [ -f "$BIN" ]; then
   exit 0
 fi
 
-GO="$(command -v go || true)"
-[ -n "$GO" ] || { [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go; }
+# shellcheck source=find-go.sh
+. "$(dirname "$0")/find-go.sh"
 if [ -z "$GO" ]; then
   msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build $tool $version"
   if [ "$if_go" = 1 ]; then echo ">> $msg; tests that need $tool will skip"; exit 0; fi

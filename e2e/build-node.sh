@@ -85,8 +85,8 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-GO="$(command -v go || true)"
-[ -n "$GO" ] || { [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go; }
+# shellcheck source=find-go.sh
+. "$(dirname "$0")/find-go.sh"
 if [ -z "$GO" ]; then
   msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build the node components (${missing[*]})"
   if [ "$if_go" = 1 ]; then echo ">> $msg; node tests will skip"; exit 0; fi

@@ -9,6 +9,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,35 @@ def run_operator(
     rep = getattr(request.node, "rep_call", None)
     if started and rep is not None and rep.failed:
         print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")
+
+
+@contextmanager
+def private_cluster(binaries: Any, workdir: Path, namespace: str) -> Iterator[tuple[Any, Kube]]:
+    """A private kube-apiserver + etcd for a test that stops it or installs CRDs the shared one must not
+    have: the TritonPipeline CRD established and `namespace` created; stopped afterwards."""
+    from controlplane import ControlPlane
+
+    cp = ControlPlane(workdir / "cp", binaries).start()
+    try:
+        k = Kube(cp.api_client(), "test-admin")
+        k.apply(crd())
+        wait_for("the CRD", lambda: k.resource_exists(API, "TritonPipeline"))
+        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        yield cp, k
+    finally:
+        cp.stop()
+
+
+@contextmanager
+def operator_log_on_failure(op: Any) -> Iterator[None]:
+    """Stop `op` afterwards; print the tail of its log when the block failed."""
+    try:
+        yield
+    except BaseException:
+        print(f"\n===== operator log =====\n{op.text()[-6000:]}")
+        raise
+    finally:
+        op.stop()
 
 
 def cluster_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, Any]:
@@ -447,36 +477,21 @@ def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operato
 
 def test_apiserver_outage_is_survived(control_plane, tmp_path):
     """Transient errors: the apiserver goes away and comes back; the running operator carries on."""
-    from controlplane import ControlPlane
-
-    cp = ControlPlane(tmp_path / "cp", control_plane.binaries).start()
-    op = None
-    try:
-        k = Kube(cp.api_client(), "test-admin")
-        k.apply(crd())
-        wait_for("the CRD", lambda: k.resource_exists(API, "TritonPipeline"))
-        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "outage"}})
+    with private_cluster(control_plane.binaries, tmp_path, "outage") as (cp, k):
         op = Operator(cp.kubeconfig, "outage", tmp_path / "operator.log").start()
-        doc = cluster_doc("vision", "outage")
-        k.apply(doc)
-        wait_reconciled(k, "outage", "vision")
-        cp.stop()
-        time.sleep(3)  # the operator's watches and calls fail meanwhile
-        cp.start()
-        k = Kube(cp.api_client(), "test-admin")
-        doc["spec"]["server"]["replicas"] = 2
-        k.apply(doc)
-        wait_reconciled(k, "outage", "vision", 2)
-        assert k.get("apps/v1", "Deployment", "outage", "vision")["spec"]["replicas"] == 2
-        assert op.proc is not None and op.proc.poll() is None, op.text()[-3000:]
-    except BaseException:
-        if op is not None:
-            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
-        raise
-    finally:
-        if op is not None:
-            op.stop()
-        cp.stop()
+        with operator_log_on_failure(op):
+            doc = cluster_doc("vision", "outage")
+            k.apply(doc)
+            wait_reconciled(k, "outage", "vision")
+            cp.stop()
+            time.sleep(3)  # the operator's watches and calls fail meanwhile
+            cp.start()
+            k = Kube(cp.api_client(), "test-admin")
+            doc["spec"]["server"]["replicas"] = 2
+            k.apply(doc)
+            wait_reconciled(k, "outage", "vision", 2)
+            assert k.get("apps/v1", "Deployment", "outage", "vision")["spec"]["replicas"] == 2
+            assert op.proc is not None and op.proc.poll() is None, op.text()[-3000:]
 
 
 def contained(want: Any, live: Any, path: str = "") -> list[str]:

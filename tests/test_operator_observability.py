@@ -21,10 +21,9 @@ import pytest
 
 from chart import OperatorProcess, free_port, wait_for
 from local_prometheus import Prometheus
-from test_operator import API, CLI, cluster_doc, wait_reconciled
+from test_operator import API, CLI, cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
 from tritonpipeline.health import WatchHealth
 from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.crd import crd
 from tritonpipeline.reconcile import changes
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -284,42 +283,27 @@ def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_p
 def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, tmp_path):
     """The apiserver goes away: the process lives on, but no watch stream can reconnect, so liveness
     turns failing (500) and readiness 503; when the apiserver is back, both recover."""
-    from controlplane import ControlPlane
-
-    cp = ControlPlane(tmp_path / "cp", control_plane.binaries).start()
-    op: Op | None = None
-    try:
-        k = Kube(cp.api_client(), "test-admin")
-        k.apply(crd())
-        wait_for("the CRD", lambda: k.resource_exists(API, "TritonPipeline"))
-        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "stuck"}})
+    with private_cluster(control_plane.binaries, tmp_path, "stuck") as (cp, _):
         env = {"TRITONPIPELINE_WATCH_TIMEOUT_SECONDS": "2", "TRITONPIPELINE_WATCH_STALE_SECONDS": "5"}
         op = Op(cp.kubeconfig, "stuck", tmp_path / "operator.log", [], env)
         op.start()
-        wait_for("liveness 200", lambda: op.healthz() == 200, timeout=60)
-        wait_for("readiness 200", lambda: op.get("/readyz")[0] == 200, timeout=60)
-        cp.stop()
-        wait_for("liveness failing", lambda: op.healthz() == 500, timeout=60, interval=1)
-        status, reason = op.get("/readyz")
-        assert status == 503 and "has not reconnected" in reason
-        assert op.alive()
-        errors = re.search(
-            r'^tritonpipeline_operator_api_errors_total\{code="connection"\} (\S+)$',
-            op.get("/metrics")[1],
-            re.M,
-        )
-        assert errors and float(errors.group(1)) > 0  # the failed reconnections, counted
-        cp.start()
-        wait_for("liveness back", lambda: op.healthz() == 200, timeout=90, interval=1)
-        wait_for("readiness back", lambda: op.get("/readyz")[0] == 200, timeout=30)
-    except BaseException:
-        if op is not None:
-            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
-        raise
-    finally:
-        if op is not None:
-            op.stop()
-        cp.stop()
+        with operator_log_on_failure(op):
+            wait_for("liveness 200", lambda: op.healthz() == 200, timeout=60)
+            wait_for("readiness 200", lambda: op.get("/readyz")[0] == 200, timeout=60)
+            cp.stop()
+            wait_for("liveness failing", lambda: op.healthz() == 500, timeout=60, interval=1)
+            status, reason = op.get("/readyz")
+            assert status == 503 and "has not reconnected" in reason
+            assert op.alive()
+            errors = re.search(
+                r'^tritonpipeline_operator_api_errors_total\{code="connection"\} (\S+)$',
+                op.get("/metrics")[1],
+                re.M,
+            )
+            assert errors and float(errors.group(1)) > 0  # the failed reconnections, counted
+            cp.start()
+            wait_for("liveness back", lambda: op.healthz() == 200, timeout=90, interval=1)
+            wait_for("readiness back", lambda: op.get("/readyz")[0] == 200, timeout=30)
 
 
 # --------------------------------------------------------------------------------- pure pieces, no server

@@ -28,6 +28,8 @@ from test_operator import (
     cluster_doc,
     events,
     get_cr,
+    operator_log_on_failure,
+    private_cluster,
     wait_for,
     wait_reconciled,
 )
@@ -478,36 +480,21 @@ OLD_ISTIO_CRD = {
 def test_older_istio_gets_a_v1beta1_destination_rule(control_plane, tmp_path):
     """A cluster whose Istio serves DestinationRule as v1beta1 only (before 1.22) gets the rule at that
     version instead of ProviderNotInstalled. A private apiserver: the shared one has today's Istio CRDs."""
-    from controlplane import ControlPlane
-
-    cp = ControlPlane(tmp_path / "cp", control_plane.binaries).start()
-    op = None
-    try:
-        k = Kube(cp.api_client(), "test-admin")
-        k.apply(crd())
+    with private_cluster(control_plane.binaries, tmp_path, "mesh") as (cp, k):
         k.apply(OLD_ISTIO_CRD)
-        wait_for("the CRDs", lambda: k.resource_exists(API, "TritonPipeline"))
         wait_for(
             "the v1beta1 DestinationRule",
             lambda: k.resource_exists("networking.istio.io/v1beta1", "DestinationRule"),
         )
         assert not k.resource_exists("networking.istio.io/v1", "DestinationRule")
-        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mesh"}})
         op = Operator(cp.kubeconfig, "mesh", tmp_path / "operator.log").start()
-        k.apply(routed("mesh", "mesh", "istio"))
-        cr = wait_reconciled(k, "mesh", "mesh")
-        routing = condition(cr, "RoutingConfigured")
-        assert (routing["status"], routing["reason"]) == ("True", "Configured"), routing
-        rule = k.get("networking.istio.io/v1beta1", "DestinationRule", "mesh", "mesh")
-        assert rule is not None
-        assert rule["spec"]["trafficPolicy"]["loadBalancer"]["consistentHash"] == {
-            "httpHeaderName": "x-triton-sequence-id"
-        }
-    except BaseException:
-        if op is not None:
-            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
-        raise
-    finally:
-        if op is not None:
-            op.stop()
-        cp.stop()
+        with operator_log_on_failure(op):
+            k.apply(routed("mesh", "mesh", "istio"))
+            cr = wait_reconciled(k, "mesh", "mesh")
+            routing = condition(cr, "RoutingConfigured")
+            assert (routing["status"], routing["reason"]) == ("True", "Configured"), routing
+            rule = k.get("networking.istio.io/v1beta1", "DestinationRule", "mesh", "mesh")
+            assert rule is not None
+            assert rule["spec"]["trafficPolicy"]["loadBalancer"]["consistentHash"] == {
+                "httpHeaderName": "x-triton-sequence-id"
+            }
