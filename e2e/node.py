@@ -183,13 +183,19 @@ def _setns(path: str) -> None:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def in_netns(name: str) -> Iterator[None]:
+def in_netns(name: str) -> contextlib.AbstractContextManager[None]:
     """Run the calling thread (and every process it starts) inside network namespace `name`."""
+    return in_netns_path(f"/run/netns/{name}")
+
+
+@contextlib.contextmanager
+def in_netns_path(path: str) -> Iterator[None]:
+    """Run the calling thread (and every process it starts) inside the network namespace file `path`
+    (/run/netns/NAME, /proc/PID/ns/net)."""
     own = f"/proc/{os.getpid()}/task/{threading.get_native_id()}/ns/net"
     back = os.open(own, os.O_RDONLY)
     try:
-        _setns(f"/run/netns/{name}")
+        _setns(path)
         yield
     finally:
         try:

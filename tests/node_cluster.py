@@ -1,25 +1,33 @@
-"""The node test bed as a `Cluster` for the pod-level scenarios, shared by every `node` test module.
+"""The `Cluster` the pod-level scenarios run against, shared by every `node` test module.
 
 One node (e2e/node.py) and one `helm install` of the chart per session: starting them is the slow part.
 A `Cluster` is kubectl and helm with a kubeconfig, a client inside the cluster network, images made
-available, and a host directory for the models PV; the kind + GPU path can provide another and run the
-same scenarios. At the end of the session the node is stopped and the host must be as it was before the
-images were built and the node started (checked in the fixture's teardown).
+available, and a directory on the node for the models PV. Two kinds:
+
+- `NodeCluster` (default): the node test bed. At the end of the session the node is stopped and the host
+  must be as it was before the images were built and the node started (checked in the fixture's teardown).
+- `KubeconfigCluster`: any running cluster, e.g. the kind + GPU one of `make e2e`, selected by
+  TRITONPIPELINE_E2E_KUBECONFIG (the other TRITONPIPELINE_E2E_* variables: `KubeconfigCluster.from_env`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tritonpipeline.kube.meta import PIPELINE_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,8 +49,39 @@ def _host_state() -> dict[str, Any]:
     return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
 
 
-class NodeCluster:
+KUBECONFIG_ENV = "TRITONPIPELINE_E2E_KUBECONFIG"
+
+
+class Cluster:
+    """kubectl with a kubeconfig, a client inside the cluster network, images, the models PV's directory."""
+
+    kubeconfig: Path
+    images: dict[str, Any]  # "operator", "triton" -> an object with `.name` (the image reference)
+    models_dir: Path  # the hostPath PV's directory as the node sees it
+    stage_models: bool  # copy model_repository/ to models_dir/triton (False: it is there already)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        raise NotImplementedError
+
+    def network(self) -> contextlib.AbstractContextManager[None]:
+        """The calling thread, and what it starts, inside the cluster network (ClusterIPs reachable)."""
+        raise NotImplementedError
+
+    def run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """A command inside the cluster network (a client on the node)."""
+        with self.network():
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def start(self, cmd: list[str]) -> subprocess.Popen[str]:
+        """A background command inside the cluster network; its stdout is a pipe (end it by its PID)."""
+        with self.network():
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+class NodeCluster(Cluster):
     """The node test bed as a `Cluster`: everything runs inside its network namespace."""
+
+    stage_models = True
 
     def __init__(self, node: Any, images: dict[str, Any]) -> None:
         self.node = node
@@ -53,12 +92,69 @@ class NodeCluster:
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         return self.node.kubectl(*args, input=input, check=check)
 
-    def run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """A command inside the cluster network (a client on the node)."""
+    def network(self) -> contextlib.AbstractContextManager[None]:
         from node import in_netns
 
-        with in_netns(self.node.netns):
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        return in_netns(self.node.netns)
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    name: str
+
+
+class KubeconfigCluster(Cluster):
+    """A running cluster given by a kubeconfig (e.g. kind + GPU): its images are already on its nodes,
+    its models already in the node directory of the PV. The client joins the network namespace at
+    `netns` (a path, e.g. /proc/<kind node container's pid>/ns/net) where ClusterIPs are routed;
+    without one it runs here, which then has to reach ClusterIPs itself."""
+
+    stage_models = False
+
+    def __init__(
+        self, kubeconfig: Path, images: dict[str, Any], models_dir: Path, netns: str | None = None
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.images = images
+        self.models_dir = models_dir
+        self.netns = netns
+        self.kubectl_bin = shutil.which("kubectl") or "kubectl"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> KubeconfigCluster:
+        """TRITONPIPELINE_E2E_KUBECONFIG (the cluster), _NETNS (the client's network namespace file),
+        _TRITON_IMAGE (default NVIDIA's tritonserver), _OPERATOR_IMAGE (default the chart's image),
+        _MODELS_DIR (the node directory holding triton/, default /models as e2e/kind-gpu.sh mounts it)."""
+        from images import chart_image
+
+        env = dict(os.environ if env is None else env)
+        images = {
+            "operator": ImageRef(env.get("TRITONPIPELINE_E2E_OPERATOR_IMAGE") or chart_image()),
+            "triton": ImageRef(
+                env.get("TRITONPIPELINE_E2E_TRITON_IMAGE") or "nvcr.io/nvidia/tritonserver:26.08-py3"
+            ),
+        }
+        models = Path(env.get("TRITONPIPELINE_E2E_MODELS_DIR") or "/models")
+        return cls(Path(env[KUBECONFIG_ENV]), images, models, env.get("TRITONPIPELINE_E2E_NETNS") or None)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(
+            [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def network(self) -> contextlib.AbstractContextManager[None]:
+        if self.netns is None:
+            return contextlib.nullcontext()
+        from node import in_netns_path
+
+        return in_netns_path(self.netns)
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +162,8 @@ def host_before() -> dict[str, Any]:
     """The host's state before anything of the bed exists; skips when this machine cannot run a node."""
     from node import missing_prerequisite, reap_stale
 
+    if os.environ.get(KUBECONFIG_ENV):
+        pytest.skip(f"{KUBECONFIG_ENV} is set: the scenarios run on that cluster, no node test bed")
     reason = missing_prerequisite()
     if reason:
         pytest.skip(f"no node test bed: {reason}")
@@ -91,10 +189,14 @@ def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="session")
-def cluster(node: Any) -> NodeCluster:
-    """The node with the operator and CPU Triton images imported (built from the repository's recipes)."""
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    """The node with the operator and CPU Triton images imported (built from the repository's recipes),
+    or the cluster TRITONPIPELINE_E2E_KUBECONFIG names."""
     from images import ImageError, all_images
 
+    if os.environ.get(KUBECONFIG_ENV):
+        return KubeconfigCluster.from_env()
+    node = request.getfixturevalue("node")
     try:
         images = all_images()
     except ImageError as err:
@@ -117,7 +219,7 @@ def wait(what: str, check: Any, timeout: float, on_fail: Any = None) -> Any:
     raise AssertionError(f"{what}: not within {timeout:.0f}s\n{detail}")
 
 
-def diagnostics(cluster: NodeCluster, namespace: str) -> str:
+def diagnostics(cluster: Cluster, namespace: str) -> str:
     parts = [cluster.kubectl("get", "pods,events", "-n", namespace, "-o", "wide", check=False)]
     for pod in json.loads(
         cluster.kubectl("get", "pods", "-n", namespace, "-o", "json", check=False) or "{}"
@@ -131,22 +233,27 @@ def diagnostics(cluster: NodeCluster, namespace: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def chart_operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`helm install` of the chart as a user does: defaults, the locally built image under its name."""
+def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`helm install` of the chart as a user does: defaults, the locally built image under its name
+    (on another cluster `helm upgrade --install`, with its operator image when that is not the chart's)."""
     from chart import Helm, ensure_tool
-    from node import in_netns
+    from images import chart_image
 
     t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace(RELEASE_NS)))
     helm = Helm(ensure_tool("helm"), home=tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
-    with in_netns(cluster.node.netns):
+    image = cluster.images["operator"].name
+    repository, _, tag = image.rpartition(":")
+    chosen = [] if image == chart_image() else ["--set", f"image.repository={repository},image.tag={tag}"]
+    with cluster.network():
         helm.run(
-            "install",
+            *(("install",) if isinstance(cluster, NodeCluster) else ("upgrade", "--install")),
             RELEASE,
             str(ROOT / "charts" / "triton-pipeline"),
             "-n",
             RELEASE_NS,
             "--create-namespace",
+            *chosen,
         )
     deployment = f"deployment/{RELEASE}-triton-pipeline"
     cluster.kubectl("get", deployment, "-n", RELEASE_NS)
@@ -157,12 +264,12 @@ def chart_operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactor
     return pod
 
 
-def models_claim(cluster: NodeCluster) -> str:
+def models_claim(cluster: Cluster) -> str:
     """A hostPath PersistentVolume holding model_repository/ under triton/, bound to the claim `models`."""
     target = cluster.models_dir / "triton"
-    if not target.exists():
+    if cluster.stage_models and not target.exists():
         shutil.copytree(ROOT / "model_repository", target)
-    cluster.models_dir.chmod(0o755)
+        cluster.models_dir.chmod(0o755)
     pv_name = f"{NAMESPACE}-{CLAIM}"
     pv = {
         "apiVersion": "v1",
@@ -198,22 +305,62 @@ def models_claim(cluster: NodeCluster) -> str:
 SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 
 
-def fanout(cluster: NodeCluster, uri: str, name: str = "vision") -> dict[str, Any]:
-    """examples/fanout.yaml in NAMESPACE, its models from `uri`, served by the CPU Triton image."""
-    doc = yaml.safe_load((ROOT / "examples" / "fanout.yaml").read_text())
-    doc["metadata"] = {"name": name, "namespace": NAMESPACE}
+def pipeline_doc(
+    cluster: Cluster, source: Path | dict[str, Any], uri: str, name: str | None = None
+) -> dict[str, Any]:
+    """A TritonPipeline (a file of examples/ or a dict) in NAMESPACE, named `name` (default its own), its
+    models from `uri`, served on CPU by the cluster's Triton image with small requests."""
+    doc = yaml.safe_load(source.read_text()) if isinstance(source, Path) else json.loads(json.dumps(source))
+    doc["metadata"] = {"name": name or doc["metadata"]["name"], "namespace": NAMESPACE}
     doc["spec"]["modelRepository"]["uri"] = uri
-    doc["spec"]["server"].update(gpus=0, image=cluster.images["triton"].name, resources=SMALL)
+    doc["spec"].setdefault("server", {}).update(gpus=0, image=cluster.images["triton"].name, resources=SMALL)
     return doc
 
 
-def condition(cluster: NodeCluster, name: str, ctype: str) -> dict[str, Any]:
+def fanout(cluster: Cluster, uri: str, name: str = "vision") -> dict[str, Any]:
+    """examples/fanout.yaml in NAMESPACE, its models from `uri`, served by the CPU Triton image."""
+    return pipeline_doc(cluster, ROOT / "examples" / "fanout.yaml", uri, name)
+
+
+def condition(cluster: Cluster, name: str, ctype: str) -> dict[str, Any]:
     cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
     return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
 
 
-def infer(cluster: NodeCluster, name: str) -> subprocess.CompletedProcess[str]:
+def endpoint(cluster: Cluster, name: str) -> str:
+    """CLUSTER-IP:PORT of the pipeline's Service (HTTP), reachable inside `cluster.network()`."""
     service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
-    url = f"{service['spec']['clusterIP']}:{port}"
-    return cluster.run([sys.executable, str(ROOT / "e2e" / "infer.py"), "--url", url, name])
+    return f"{service['spec']['clusterIP']}:{port}"
+
+
+def infer(cluster: Cluster, name: str) -> subprocess.CompletedProcess[str]:
+    """The fixed check of the pipeline `name` (e2e/local.py CHECKS) through its Service's ClusterIP."""
+    return cluster.run(
+        [sys.executable, str(ROOT / "e2e" / "infer.py"), "--url", endpoint(cluster, name), name]
+    )
+
+
+def spec_file(doc: dict[str, Any], directory: Path) -> Path:
+    path = directory / f"{doc['metadata']['name']}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def check_pipeline(
+    cluster: Cluster, doc: dict[str, Any], directory: Path
+) -> subprocess.CompletedProcess[str]:
+    """Every pipeline of the CR `doc` checked through its Service's ClusterIP against the reference
+    evaluation of its graph (e2e/infer.py --spec); stateful ones with interleaved sequences."""
+    url = endpoint(cluster, doc["metadata"]["name"])
+    infer_py = str(ROOT / "e2e" / "infer.py")
+    return cluster.run([sys.executable, infer_py, "--url", url, "--spec", str(spec_file(doc, directory))])
+
+
+def children(cluster: Cluster, name: str) -> dict[str, str]:
+    """The pipeline's children by its label: KIND/NAME -> uid (pods and ReplicaSets included)."""
+    kinds = "deployments,replicasets,pods,services,configmaps,secrets,serviceaccounts,roles,rolebindings"
+    items = json.loads(
+        cluster.kubectl("get", kinds, "-n", NAMESPACE, "-l", f"{PIPELINE_LABEL}={name}", "-o", "json")
+    )["items"]
+    return {f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["uid"] for o in items}

@@ -1,0 +1,383 @@
+"""Pod-level scenarios on real pods: every example and pipelines that are not examples served from a PVC,
+a spec change rolled under load with no failed request, an invalid update that leaves the pods serving,
+and the operator pod killed and restarted with no duplicate or lost child.
+
+Written against a `Cluster` (tests/node_cluster.py): the node test bed here, or any kubeconfig
+(TRITONPIPELINE_E2E_KUBECONFIG, e.g. the kind + GPU cluster of `make e2e`). Every answer is checked by
+e2e/infer.py --spec inside the cluster network, through the Service's ClusterIP, against a reference
+evaluation of the CR's graph. Marker `node`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node_cluster import (
+    NAMESPACE,
+    RELEASE,
+    RELEASE_NS,
+    ROOT,
+    Cluster,
+    check_pipeline,
+    children,
+    condition,
+    diagnostics,
+    models_claim,
+    pipeline_doc,
+    spec_file,
+    wait,
+)
+from tritonpipeline.kube.meta import PIPELINE_LABEL
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1500)]
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def _model(name: str, inputs: list[tuple[str, int]], outputs: list[tuple[str, int]]) -> dict[str, Any]:
+    def tensors(pairs: list[tuple[str, int]]) -> list[dict[str, Any]]:
+        return [{"name": n, "dataType": "FP32", "dims": [d]} for n, d in pairs]
+
+    return {
+        "name": name,
+        "backend": "python",
+        "maxBatchSize": 8,
+        "inputs": tensors(inputs),
+        "outputs": tensors(outputs),
+    }
+
+
+# the stateless models of model_repository/, combined into graphs no example has
+MODELS = [
+    _model("extractor", [("INPUT_A", 4)], [("FEATS_A", 4)]),
+    _model("head_b", [("FEATS_IN_B", 4)], [("OUTPUT_B", 4)]),
+    _model("head_c", [("FEATS_IN_C", 4)], [("OUTPUT_C", 1)]),
+    _model("join", [("LEFT", 4), ("RIGHT", 1)], [("JOINED", 4)]),
+]
+IMAGE = [{"name": "IMAGE", "dataType": "FP32", "dims": [4]}]
+NOT_EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    # four steps in a row, one model at two steps
+    "chain": [
+        {
+            "name": "chain",
+            "inputs": IMAGE,
+            "steps": [
+                {"name": "a", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"name": "b", "model": "head_b", "inputs": {"FEATS_IN_B": "a.FEATS_A"}},
+                {"name": "c", "model": "head_b", "inputs": {"FEATS_IN_B": "b.OUTPUT_B"}},
+                {"name": "d", "model": "head_c", "inputs": {"FEATS_IN_C": "c.OUTPUT_B"}},
+            ],
+            "outputs": [{"name": "Y", "from": "d.OUTPUT_C"}, {"name": "MID", "from": "b.OUTPUT_B"}],
+        }
+    ],
+    # one tensor read by three steps and returned (router), plus a join of two branches
+    "fanout3": [
+        {
+            "name": "fanout3",
+            "inputs": IMAGE,
+            "steps": [
+                {"name": "x", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"name": "b", "model": "head_b", "inputs": {"FEATS_IN_B": "x.FEATS_A"}},
+                {"name": "c", "model": "head_c", "inputs": {"FEATS_IN_C": "x.FEATS_A"}},
+                {"name": "j", "model": "join", "inputs": {"LEFT": "x.FEATS_A", "RIGHT": "c.OUTPUT_C"}},
+            ],
+            "outputs": [
+                {"name": "FEATS", "from": "x.FEATS_A"},
+                {"name": "B", "from": "b.OUTPUT_B"},
+                {"name": "J", "from": "j.JOINED"},
+            ],
+            "fanOut": "router",
+        }
+    ],
+    # two pipelines in one CR (one Triton, one Service); the second fans out without a router
+    "multi": [
+        {
+            "name": "first",
+            "inputs": IMAGE,
+            "steps": [
+                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
+            ],
+            "outputs": [{"name": "S", "from": "head_c.OUTPUT_C"}],
+        },
+        {
+            "name": "second",
+            "inputs": IMAGE,
+            "steps": [
+                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"model": "head_b", "inputs": {"FEATS_IN_B": "extractor.FEATS_A"}},
+                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
+            ],
+            "outputs": [{"name": "B", "from": "head_b.OUTPUT_B"}, {"name": "C", "from": "head_c.OUTPUT_C"}],
+            "fanOut": "shared",
+        },
+    ],
+}
+
+
+def fleet_docs(cluster: Cluster, uri: str) -> list[dict[str, Any]]:
+    """Every example (CR named after its file) and every NOT_EXAMPLES pipeline, ready to apply.
+
+    The streaming example keeps its 2 replicas; its header affinity needs an ingress controller, which a
+    bare cluster lacks, so here its sequences stay on one pod through the Service's ClientIP affinity."""
+    docs = []
+    for path in EXAMPLES:
+        doc = pipeline_doc(cluster, path, uri, name=path.stem)
+        if doc["spec"].get("routing", {}).get("sessionAffinity") == "Header":
+            doc["spec"]["routing"] = {"sessionAffinity": "ClientIP"}
+        docs.append(doc)
+    for name, pipelines in NOT_EXAMPLES.items():
+        cr = {
+            "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+            "kind": "TritonPipeline",
+            "metadata": {"name": name},
+            "spec": {"modelRepository": {"uri": uri}, "models": MODELS, "pipelines": pipelines},
+        }
+        docs.append(pipeline_doc(cluster, cr, uri))
+    return docs
+
+
+def apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)})
+    )
+
+
+def ready(cluster: Cluster, name: str) -> bool:
+    return condition(cluster, name, "Ready").get("status") == "True"
+
+
+def pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    selector = f"{PIPELINE_LABEL}={name}"
+    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
+
+
+def replica_sets(cluster: Cluster, name: str) -> dict[str, int]:
+    """The pipeline's ReplicaSets: name -> desired replicas."""
+    selector = f"{PIPELINE_LABEL}={name}"
+    items = json.loads(cluster.kubectl("get", "rs", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
+    return {rs["metadata"]["name"]: rs["spec"]["replicas"] for rs in items}
+
+
+def answered(cluster: Cluster, doc: dict[str, Any], workdir: Path) -> subprocess.CompletedProcess[str] | None:
+    proc = check_pipeline(cluster, doc, workdir)
+    return proc if proc.returncode == 0 else None
+
+
+@pytest.fixture(scope="module")
+def fleet(
+    cluster: Cluster, chart_operator: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """Every example and NOT_EXAMPLES applied at once; waits until all are Ready and answer correctly.
+    Yields {"docs": name -> CR, "dir": a directory for spec files, "ready_s"/"answer_s": name -> seconds}."""
+    workdir = tmp_path_factory.mktemp("fleet")
+    docs = {d["metadata"]["name"]: d for d in fleet_docs(cluster, models_claim(cluster))}
+    t0 = time.monotonic()
+    apply(cluster, *docs.values())
+    ready_s: dict[str, float] = {}
+    answer_s: dict[str, float] = {}
+
+    def all_answered() -> bool:
+        for name, doc in docs.items():
+            if name not in ready_s and ready(cluster, name):
+                ready_s[name] = time.monotonic() - t0
+            if name in ready_s and name not in answer_s and answered(cluster, doc, workdir):
+                answer_s[name] = time.monotonic() - t0
+        return len(answer_s) == len(docs)
+
+    wait("every pipeline Ready and answering", all_answered, 420, lambda: diagnostics(cluster, NAMESPACE))
+    print(f">> {len(docs)} pipelines applied at once: Ready {ready_s}; first correct answer {answer_s}")
+    yield {"docs": docs, "dir": workdir, "ready_s": ready_s, "answer_s": answer_s}
+    cluster.kubectl("delete", "tritonpipeline", *docs, "-n", NAMESPACE, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("name", [p.stem for p in EXAMPLES] + list(NOT_EXAMPLES))
+def test_pipeline_pods_are_ready_and_answer_correctly_through_the_cluster_ip(
+    cluster: Cluster, fleet: dict[str, Any], name: str
+) -> None:
+    doc = fleet["docs"][name]
+    running = pods(cluster, name)
+    assert len(running) == doc["spec"]["server"].get("replicas", 1), diagnostics(cluster, NAMESPACE)
+    for pod in running:
+        conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert conditions["Ready"] == "True", pod["status"]
+    proc = check_pipeline(cluster, doc, fleet["dir"])
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for pipeline in doc["spec"]["pipelines"]:
+        assert f"PASS {pipeline['name']}" in proc.stdout
+    if any("sequenceBatching" in m for m in doc["spec"]["models"]):
+        assert "interleaved sequences" in proc.stdout
+
+
+class LoadClient:
+    """e2e/infer.py --loop inside the cluster network: checked requests until stopped, then its counts."""
+
+    def __init__(self, cluster: Cluster, doc: dict[str, Any], workdir: Path) -> None:
+        from node_cluster import endpoint
+
+        cmd = [
+            sys.executable,
+            str(ROOT / "e2e" / "infer.py"),
+            "--url",
+            endpoint(cluster, doc["metadata"]["name"]),
+        ]
+        self.proc = cluster.start([*cmd, "--spec", str(spec_file(doc, workdir)), "--loop"])
+
+    def stop(self) -> dict[str, Any]:
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=60)
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def rolled(cluster: Cluster, name: str, old_pods: set[str], old_rs: set[str]) -> bool:
+    """A new ReplicaSet owns every pod, the old pods are gone and the pipeline is Ready again."""
+    now = {p["metadata"]["uid"] for p in pods(cluster, name)}
+    scaled = {rs for rs, replicas in replica_sets(cluster, name).items() if replicas > 0}
+    return bool(now) and not now & old_pods and not scaled & old_rs and ready(cluster, name)
+
+
+def test_spec_change_rolls_the_pods_with_no_failed_request(cluster: Cluster, fleet: dict[str, Any]) -> None:
+    """A stateless pipeline under constant load while a model's config changes: new pods replace the
+    old ones (maxSurge 1, maxUnavailable 0; preStop keeps the old pod serving while kube-proxy drops its
+    endpoint) and not one request fails or answers wrong numbers."""
+    name = "chain"
+    doc = json.loads(json.dumps(fleet["docs"][name]))
+    old_pods = {p["metadata"]["uid"] for p in pods(cluster, name)}
+    old_rs = set(replica_sets(cluster, name))
+    client = LoadClient(cluster, doc, fleet["dir"])
+    try:
+        time.sleep(3)  # load first
+        doc["spec"]["models"][1]["dynamicBatching"] = {"maxQueueDelayMicroseconds": 200}
+        t = time.monotonic()
+        apply(cluster, doc)
+        wait("the spec change rolled out", lambda: rolled(cluster, name, old_pods, old_rs), 240,
+             lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
+        rollout_s = time.monotonic() - t
+        time.sleep(3)  # and after
+    finally:
+        counts = client.stop()
+    print(f">> rollout {rollout_s:.1f}s under load: {counts}")
+    assert counts["failed"] == 0, counts
+    assert counts["ok"] > 50, counts
+    fleet["docs"][name] = doc
+
+
+INVALID = {
+    # a step reading its own successor: a cycle
+    "cycle": lambda spec: spec["pipelines"][0]["steps"][1]["inputs"].update(FEATS_IN_B="merge.JOINED"),
+    # a step naming a model the CR does not declare
+    "unknown model": lambda spec: spec["pipelines"][0]["steps"][1].update(model="nowhere"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(INVALID))
+def test_invalid_update_leaves_the_pods_serving(
+    cluster: Cluster, fleet: dict[str, Any], mistake: str
+) -> None:
+    name = "diamond"
+    doc = fleet["docs"][name]
+    before_pods = {p["metadata"]["uid"] for p in pods(cluster, name)}
+    before_rs = replica_sets(cluster, name)
+    bad = json.loads(json.dumps(doc))
+    INVALID[mistake](bad["spec"])
+    apply(cluster, bad)
+    try:
+
+        def rejected() -> dict[str, Any] | None:
+            valid = condition(cluster, name, "SpecValid")
+            return valid if valid.get("status") == "False" else None
+
+        valid = wait("SpecValid=False", rejected, 60, lambda: diagnostics(cluster, NAMESPACE))
+        print(f">> {mistake}: SpecValid {valid['reason']}: {valid['message']}")
+        time.sleep(5)  # room for a wrong rollout to start
+        assert {p["metadata"]["uid"] for p in pods(cluster, name)} == before_pods
+        assert replica_sets(cluster, name) == before_rs
+        proc = check_pipeline(cluster, doc, fleet["dir"])  # still the valid pipeline's answers
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        apply(cluster, doc)
+    wait("SpecValid=True again", lambda: condition(cluster, name, "SpecValid").get("status") == "True", 60)
+    wait("Ready again", lambda: ready(cluster, name), 60, lambda: diagnostics(cluster, NAMESPACE))
+    assert {p["metadata"]["uid"] for p in pods(cluster, name)} == before_pods
+
+
+def operator_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    deployment = json.loads(
+        cluster.kubectl("get", "deployment", f"{RELEASE}-triton-pipeline", "-n", RELEASE_NS, "-o", "json")
+    )
+    selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+    return json.loads(cluster.kubectl("get", "pods", "-n", RELEASE_NS, "-l", selector, "-o", "json"))["items"]
+
+
+def test_killed_operator_pod_is_restarted_and_converges_with_no_duplicate_or_lost_child(
+    cluster: Cluster, fleet: dict[str, Any]
+) -> None:
+    names = list(fleet["docs"])
+    before = {n: children(cluster, n) for n in names}
+    (old,) = operator_pods(cluster)
+    cluster.kubectl("delete", "pod", "-n", RELEASE_NS, old["metadata"]["name"], "--wait=true")
+    # a spec change while no operator runs: applied once the new one is up
+    changed = "fanout3"
+    doc = json.loads(json.dumps(fleet["docs"][changed]))
+    doc["spec"]["models"][0]["dynamicBatching"] = {"maxQueueDelayMicroseconds": 300}
+    apply(cluster, doc)
+    was_down = not any(
+        c.get("ready")
+        for p in operator_pods(cluster)
+        for c in p.get("status", {}).get("containerStatuses", [])
+    )
+    proc = cluster.kubectl(
+        "rollout", "status", f"deployment/{RELEASE}-triton-pipeline", "-n", RELEASE_NS, "--timeout=180s"
+    )
+    assert "successfully rolled out" in proc
+    (new,) = operator_pods(cluster)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+
+    def generation_seen() -> bool:
+        cr = json.loads(cluster.kubectl("get", "tritonpipeline", changed, "-n", NAMESPACE, "-o", "json"))
+        return cr.get("status", {}).get("observedGeneration") == cr["metadata"]["generation"] and ready(
+            cluster, changed
+        )
+
+    wait(
+        "the change made while the operator was down applied",
+        generation_seen,
+        180,
+        lambda: diagnostics(cluster, NAMESPACE),
+    )
+    old_pods = {uid for key, uid in before[changed].items() if key.startswith("Pod/")}
+    old_rs = {key.split("/", 1)[1] for key in before[changed] if key.startswith("ReplicaSet/")}
+    wait(
+        "the changed pipeline rolled",
+        lambda: rolled(cluster, changed, old_pods, old_rs),
+        240,
+        lambda: diagnostics(cluster, NAMESPACE),
+    )
+    time.sleep(5)  # room for a duplicate or a deletion to show
+    for name in names:
+        after = children(cluster, name)
+        assert ready(cluster, name), condition(cluster, name, "Ready")
+        if name == changed:  # same objects, new pods and ReplicaSet; nothing else added or lost
+            kept = {k: v for k, v in before[name].items() if not k.startswith(("Pod/", "ReplicaSet/"))}
+            assert {k: v for k, v in after.items() if not k.startswith(("Pod/", "ReplicaSet/"))} == kept
+            assert sum(k.startswith("Pod/") for k in after) == sum(k.startswith("Pod/") for k in before[name])
+        else:  # nothing changed: the very same objects, pods included
+            assert after == before[name], name
+    print(
+        f">> operator pod replaced (change applied while {'down' if was_down else 'starting'}); children kept"
+    )
+    proc2 = check_pipeline(cluster, doc, fleet["dir"])
+    assert proc2.returncode == 0, proc2.stdout
+    fleet["docs"][changed] = doc
+    logs = cluster.kubectl("logs", "-n", RELEASE_NS, new["metadata"]["name"])
+    assert "Traceback" not in logs, logs[-3000:]
