@@ -48,10 +48,10 @@ system-deps: ## install graphviz, nginx, prometheus and curl from Debian if miss
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 	$(PY) examples/demo.py
 
-# the `node` tests (real pods) are opt-in for now: `make e2e-node`
-test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
+# everything, the `node` tests (real pods) included: node-if-possible builds their bed first
+test: $(STAMP) system-deps controlplane-if-go helm-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
 	$(VENV)/bin/ruff check operator tests bench examples e2e
-	$(VENV)/bin/pytest -m "not node"
+	$(VENV)/bin/pytest
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
@@ -147,7 +147,7 @@ gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bun
 	python3 bench/gpu/check.py
 
 # --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
-.PHONY: node node-up node-down e2e-node
+.PHONY: node node-if-possible node-up node-down e2e-node bench-e2e-node
 
 # kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
 # CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
@@ -155,11 +155,22 @@ gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bun
 node: controlplane ## build the node components (cached per version outside the repo)
 	@bash e2e/build-node.sh
 
+# for `make test`: the node components, then the images (each step prints its progress); where this
+# machine cannot run a node (not root, no `ip netns`, no Go) only say so: the `node` tests skip with the reason
+node-if-possible: $(STAMP) controlplane-if-go
+	@if [ "$$(id -u)" != 0 ]; then echo ">> not root: no node test bed, the node tests will skip"; \
+	elif ! ip netns list >/dev/null 2>&1; then echo ">> no \`ip netns\`: no node test bed, the node tests will skip"; \
+	else bash e2e/build-node.sh --if-go && { $(PY) e2e/images.py \
+	  || echo ">> the images could not be built: the node scenarios will skip"; }; fi
+
 node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy in a netns
 	@$(PY) e2e/node.py up --dir $(NODE_DIR)
 
 node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
 	@$(PY) e2e/node.py down --dir $(NODE_DIR)
 
-e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod + a pipeline from a PVC (needs root, ip netns)
-	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py -s
+e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod; every scenario (needs root, ip netns)
+	$(VENV)/bin/pytest -m node -s
+
+bench-e2e-node: $(STAMP) node ## apply -> first correct inference through the Service (p50, max), rollout time, on the node
+	$(PY) bench/e2e_node.py

@@ -236,12 +236,17 @@ def diagnostics(cluster: Cluster, namespace: str) -> str:
 def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`helm install` of the chart as a user does: defaults, the locally built image under its name
     (on another cluster `helm upgrade --install`, with its operator image when that is not the chart's)."""
+    return install_chart(cluster, tmp_path_factory.mktemp("helm"))
+
+
+def install_chart(cluster: Cluster, helm_home: Path) -> dict[str, Any]:
+    """The chart installed as RELEASE in RELEASE_NS; returns the operator pod once its rollout is done."""
     from chart import Helm, ensure_tool
     from images import chart_image
 
     t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace(RELEASE_NS)))
-    helm = Helm(ensure_tool("helm"), home=tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
+    helm = Helm(ensure_tool("helm"), home=helm_home, kubeconfig=cluster.kubeconfig)
     image = cluster.images["operator"].name
     repository, _, tag = image.rpartition(":")
     chosen = [] if image == chart_image() else ["--set", f"image.repository={repository},image.tag={tag}"]
@@ -364,3 +369,109 @@ def children(cluster: Cluster, name: str) -> dict[str, str]:
         cluster.kubectl("get", kinds, "-n", NAMESPACE, "-l", f"{PIPELINE_LABEL}={name}", "-o", "json")
     )["items"]
     return {f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["uid"] for o in items}
+
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def _model(name: str, inputs: list[tuple[str, int]], outputs: list[tuple[str, int]]) -> dict[str, Any]:
+    def tensors(pairs: list[tuple[str, int]]) -> list[dict[str, Any]]:
+        return [{"name": n, "dataType": "FP32", "dims": [d]} for n, d in pairs]
+
+    return {
+        "name": name,
+        "backend": "python",
+        "maxBatchSize": 8,
+        "inputs": tensors(inputs),
+        "outputs": tensors(outputs),
+    }
+
+
+# the stateless models of model_repository/, combined into graphs no example has
+MODELS = [
+    _model("extractor", [("INPUT_A", 4)], [("FEATS_A", 4)]),
+    _model("head_b", [("FEATS_IN_B", 4)], [("OUTPUT_B", 4)]),
+    _model("head_c", [("FEATS_IN_C", 4)], [("OUTPUT_C", 1)]),
+    _model("join", [("LEFT", 4), ("RIGHT", 1)], [("JOINED", 4)]),
+]
+IMAGE = [{"name": "IMAGE", "dataType": "FP32", "dims": [4]}]
+NOT_EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    # four steps in a row, one model at two steps
+    "chain": [
+        {
+            "name": "chain",
+            "inputs": IMAGE,
+            "steps": [
+                {"name": "a", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"name": "b", "model": "head_b", "inputs": {"FEATS_IN_B": "a.FEATS_A"}},
+                {"name": "c", "model": "head_b", "inputs": {"FEATS_IN_B": "b.OUTPUT_B"}},
+                {"name": "d", "model": "head_c", "inputs": {"FEATS_IN_C": "c.OUTPUT_B"}},
+            ],
+            "outputs": [{"name": "Y", "from": "d.OUTPUT_C"}, {"name": "MID", "from": "b.OUTPUT_B"}],
+        }
+    ],
+    # one tensor read by three steps and returned (router), plus a join of two branches
+    "fanout3": [
+        {
+            "name": "fanout3",
+            "inputs": IMAGE,
+            "steps": [
+                {"name": "x", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"name": "b", "model": "head_b", "inputs": {"FEATS_IN_B": "x.FEATS_A"}},
+                {"name": "c", "model": "head_c", "inputs": {"FEATS_IN_C": "x.FEATS_A"}},
+                {"name": "j", "model": "join", "inputs": {"LEFT": "x.FEATS_A", "RIGHT": "c.OUTPUT_C"}},
+            ],
+            "outputs": [
+                {"name": "FEATS", "from": "x.FEATS_A"},
+                {"name": "B", "from": "b.OUTPUT_B"},
+                {"name": "J", "from": "j.JOINED"},
+            ],
+            "fanOut": "router",
+        }
+    ],
+    # two pipelines in one CR (one Triton, one Service); the second fans out without a router
+    "multi": [
+        {
+            "name": "first",
+            "inputs": IMAGE,
+            "steps": [
+                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
+            ],
+            "outputs": [{"name": "S", "from": "head_c.OUTPUT_C"}],
+        },
+        {
+            "name": "second",
+            "inputs": IMAGE,
+            "steps": [
+                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+                {"model": "head_b", "inputs": {"FEATS_IN_B": "extractor.FEATS_A"}},
+                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
+            ],
+            "outputs": [{"name": "B", "from": "head_b.OUTPUT_B"}, {"name": "C", "from": "head_c.OUTPUT_C"}],
+            "fanOut": "shared",
+        },
+    ],
+}
+
+
+def fleet_docs(cluster: Cluster, uri: str) -> list[dict[str, Any]]:
+    """Every example (CR named after its file) and every NOT_EXAMPLES pipeline, ready to apply.
+
+    The streaming example keeps its 2 replicas; its header affinity needs an ingress controller, which a
+    bare cluster lacks, so here its sequences stay on one pod through the Service's ClientIP affinity."""
+    docs = []
+    for path in EXAMPLES:
+        doc = pipeline_doc(cluster, path, uri, name=path.stem)
+        if doc["spec"].get("routing", {}).get("sessionAffinity") == "Header":
+            doc["spec"]["routing"] = {"sessionAffinity": "ClientIP"}
+        docs.append(doc)
+    for name, pipelines in NOT_EXAMPLES.items():
+        cr = {
+            "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+            "kind": "TritonPipeline",
+            "metadata": {"name": name},
+            "spec": {"modelRepository": {"uri": uri}, "models": MODELS, "pipelines": pipelines},
+        }
+        docs.append(pipeline_doc(cluster, cr, uri))
+    return docs

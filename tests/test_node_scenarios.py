@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 
 from node_cluster import (
+    EXAMPLES,
     NAMESPACE,
+    NOT_EXAMPLES,
     RELEASE,
     RELEASE_NS,
     ROOT,
@@ -31,119 +33,14 @@ from node_cluster import (
     children,
     condition,
     diagnostics,
+    fleet_docs,
     models_claim,
-    pipeline_doc,
     spec_file,
     wait,
 )
 from tritonpipeline.kube.meta import PIPELINE_LABEL
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1500)]
-
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-
-
-def _model(name: str, inputs: list[tuple[str, int]], outputs: list[tuple[str, int]]) -> dict[str, Any]:
-    def tensors(pairs: list[tuple[str, int]]) -> list[dict[str, Any]]:
-        return [{"name": n, "dataType": "FP32", "dims": [d]} for n, d in pairs]
-
-    return {
-        "name": name,
-        "backend": "python",
-        "maxBatchSize": 8,
-        "inputs": tensors(inputs),
-        "outputs": tensors(outputs),
-    }
-
-
-# the stateless models of model_repository/, combined into graphs no example has
-MODELS = [
-    _model("extractor", [("INPUT_A", 4)], [("FEATS_A", 4)]),
-    _model("head_b", [("FEATS_IN_B", 4)], [("OUTPUT_B", 4)]),
-    _model("head_c", [("FEATS_IN_C", 4)], [("OUTPUT_C", 1)]),
-    _model("join", [("LEFT", 4), ("RIGHT", 1)], [("JOINED", 4)]),
-]
-IMAGE = [{"name": "IMAGE", "dataType": "FP32", "dims": [4]}]
-NOT_EXAMPLES: dict[str, list[dict[str, Any]]] = {
-    # four steps in a row, one model at two steps
-    "chain": [
-        {
-            "name": "chain",
-            "inputs": IMAGE,
-            "steps": [
-                {"name": "a", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
-                {"name": "b", "model": "head_b", "inputs": {"FEATS_IN_B": "a.FEATS_A"}},
-                {"name": "c", "model": "head_b", "inputs": {"FEATS_IN_B": "b.OUTPUT_B"}},
-                {"name": "d", "model": "head_c", "inputs": {"FEATS_IN_C": "c.OUTPUT_B"}},
-            ],
-            "outputs": [{"name": "Y", "from": "d.OUTPUT_C"}, {"name": "MID", "from": "b.OUTPUT_B"}],
-        }
-    ],
-    # one tensor read by three steps and returned (router), plus a join of two branches
-    "fanout3": [
-        {
-            "name": "fanout3",
-            "inputs": IMAGE,
-            "steps": [
-                {"name": "x", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
-                {"name": "b", "model": "head_b", "inputs": {"FEATS_IN_B": "x.FEATS_A"}},
-                {"name": "c", "model": "head_c", "inputs": {"FEATS_IN_C": "x.FEATS_A"}},
-                {"name": "j", "model": "join", "inputs": {"LEFT": "x.FEATS_A", "RIGHT": "c.OUTPUT_C"}},
-            ],
-            "outputs": [
-                {"name": "FEATS", "from": "x.FEATS_A"},
-                {"name": "B", "from": "b.OUTPUT_B"},
-                {"name": "J", "from": "j.JOINED"},
-            ],
-            "fanOut": "router",
-        }
-    ],
-    # two pipelines in one CR (one Triton, one Service); the second fans out without a router
-    "multi": [
-        {
-            "name": "first",
-            "inputs": IMAGE,
-            "steps": [
-                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
-                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
-            ],
-            "outputs": [{"name": "S", "from": "head_c.OUTPUT_C"}],
-        },
-        {
-            "name": "second",
-            "inputs": IMAGE,
-            "steps": [
-                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
-                {"model": "head_b", "inputs": {"FEATS_IN_B": "extractor.FEATS_A"}},
-                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
-            ],
-            "outputs": [{"name": "B", "from": "head_b.OUTPUT_B"}, {"name": "C", "from": "head_c.OUTPUT_C"}],
-            "fanOut": "shared",
-        },
-    ],
-}
-
-
-def fleet_docs(cluster: Cluster, uri: str) -> list[dict[str, Any]]:
-    """Every example (CR named after its file) and every NOT_EXAMPLES pipeline, ready to apply.
-
-    The streaming example keeps its 2 replicas; its header affinity needs an ingress controller, which a
-    bare cluster lacks, so here its sequences stay on one pod through the Service's ClientIP affinity."""
-    docs = []
-    for path in EXAMPLES:
-        doc = pipeline_doc(cluster, path, uri, name=path.stem)
-        if doc["spec"].get("routing", {}).get("sessionAffinity") == "Header":
-            doc["spec"]["routing"] = {"sessionAffinity": "ClientIP"}
-        docs.append(doc)
-    for name, pipelines in NOT_EXAMPLES.items():
-        cr = {
-            "apiVersion": "serving.tritonpipeline.io/v1alpha1",
-            "kind": "TritonPipeline",
-            "metadata": {"name": name},
-            "spec": {"modelRepository": {"uri": uri}, "models": MODELS, "pipelines": pipelines},
-        }
-        docs.append(pipeline_doc(cluster, cr, uri))
-    return docs
 
 
 def apply(cluster: Cluster, *docs: dict[str, Any]) -> None:

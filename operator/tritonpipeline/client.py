@@ -13,6 +13,11 @@ proxy rule covers both).
         result = await client.infer("streaming", [chunk], sequence_id=42, sequence_start=True)
         total = result.as_numpy("TOTAL")
 
+A request with no sequence (stateless) that finds its pooled HTTP connection closed by the server before
+an answer came is sent once more, on a new connection: a pod leaving (a rollout, a scale-down) closes the
+keep-alive connections clients still hold to it, after its endpoint is already gone; the new connection
+reaches a pod that stays. Requests of a sequence are never resent (a model's state would see it twice).
+
 Everything else is tritonclient's own API: `infer` takes its keyword arguments and returns its
 InferResult, and `.raw` is the underlying InferenceServerClient.
 
@@ -41,6 +46,12 @@ DEFAULT_HEADER = "x-triton-sequence-id"
 Protocol = Literal["http", "grpc"]
 
 
+def no_sequence(sequence_id: int | str | None) -> bool:
+    """A request outside any sequence (0, "" or None, as in Triton): stateless, so serving it twice
+    changes nothing (it may be resent after a lost connection)."""
+    return sequence_id is None or sequence_id == 0 or sequence_id == ""
+
+
 def affinity_headers(
     headers: Mapping[str, str] | None, header: str | None, sequence_id: int | str | None
 ) -> dict[str, str] | None:
@@ -50,8 +61,7 @@ def affinity_headers(
     must be lowercase; HTTP header names are case-insensitive."""
     if header is None:
         return dict(headers) if headers else None
-    no_sequence = sequence_id is None or sequence_id == 0 or sequence_id == ""
-    key = secrets.token_hex(8) if no_sequence else str(sequence_id)
+    key = secrets.token_hex(8) if no_sequence(sequence_id) else str(sequence_id)
     return {**(headers or {}), header.lower(): key}
 
 
@@ -74,6 +84,19 @@ def _modules(protocol: str, asynchronous: bool) -> tuple[Any, Any]:
             return aio, base
         return base, base
     raise ValueError(f"protocol must be 'http' or 'grpc', got {protocol!r}")
+
+
+def _lost_connection_errors(protocol: str, asynchronous: bool) -> tuple[type[BaseException], ...]:
+    """What the HTTP client raises when the server closed the connection without answering."""
+    if protocol != "http":
+        return ()  # gRPC: the channel reconnects itself when a server goes away (GOAWAY)
+    if asynchronous:
+        import aiohttp
+
+        return (aiohttp.ServerDisconnectedError, ConnectionResetError, BrokenPipeError)
+    from geventhttpclient.response import HTTPConnectionClosed
+
+    return (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError)
 
 
 class _Admin:
@@ -110,6 +133,7 @@ class _Client:
         **client_args: Any,
     ) -> None:
         module, self._types = _modules(protocol, self._asynchronous)
+        self._lost = _lost_connection_errors(protocol, self._asynchronous)
         self.protocol = protocol
         self.header = header
         self.raw = module.InferenceServerClient(url, **client_args)
@@ -151,14 +175,13 @@ class TritonClient(_Client):
         headers: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> Any:
-        return self.raw.infer(
-            model_name,
-            inputs,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
-            **self._arguments(sequence_id, headers),
-            **kwargs,
-        )
+        args = {"sequence_start": sequence_start, "sequence_end": sequence_end, **kwargs}
+        try:
+            return self.raw.infer(model_name, inputs, **args, **self._arguments(sequence_id, headers))
+        except self._lost:
+            if not no_sequence(sequence_id):
+                raise
+        return self.raw.infer(model_name, inputs, **args, **self._arguments(sequence_id, headers))
 
     def close(self) -> None:
         self.raw.close()
@@ -186,14 +209,13 @@ class AsyncTritonClient(_Client):
         headers: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> Any:
-        return await self.raw.infer(
-            model_name,
-            inputs,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
-            **self._arguments(sequence_id, headers),
-            **kwargs,
-        )
+        args = {"sequence_start": sequence_start, "sequence_end": sequence_end, **kwargs}
+        try:
+            return await self.raw.infer(model_name, inputs, **args, **self._arguments(sequence_id, headers))
+        except self._lost:
+            if not no_sequence(sequence_id):
+                raise
+        return await self.raw.infer(model_name, inputs, **args, **self._arguments(sequence_id, headers))
 
     async def close(self) -> None:
         await self.raw.close()

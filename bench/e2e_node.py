@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""User-facing figures on real pods: `kubectl apply` to the first correct inference through the Service,
+and the rollout time of a spec change, on the node test bed (e2e/node.py).
+
+One node, the chart installed as a user does (the operator as a pod, its image built from the
+Dockerfile), the models on a hostPath PV. Then:
+
+    apply       each pipeline of the scenarios (every example, plus chain, fanout3, multi: see
+                tests/node_cluster.py) applied one at a time; from the `kubectl apply` until the
+                pipeline's Ready condition is True, and until the first answer through the Service's
+                ClusterIP whose numbers are right (e2e/infer.py's reference evaluation; polled every
+                0.2 s from inside the node's network namespace). p50 and max over the pipelines.
+    rollout     a model's config of the stateless `chain` pipeline changed ROLLOUTS times, while a
+                client checks answers through the ClusterIP the whole time: from the apply until every
+                old pod is gone and the pipeline is Ready again; the client's failed requests are
+                counted (0 expected).
+
+    .venv/bin/python bench/e2e_node.py [--rollouts 3] [--out bench/results/e2e-node.json]
+
+Needs root and `ip netns` (exit 2 otherwise). Writes the figures as JSON and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "e2e")]
+
+from infer import Checker  # noqa: E402
+from node_cluster import (  # noqa: E402
+    NAMESPACE,
+    NodeCluster,
+    condition,
+    endpoint,
+    fleet_docs,
+    install_chart,
+    models_claim,
+)
+
+POLL = 0.2
+
+
+def apply(cluster: NodeCluster, doc: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+
+def first_answer(cluster: NodeCluster, doc: dict[str, Any], timeout: float = 300) -> dict[str, float]:
+    """Seconds from now (the apply) to Ready and to the first correct answer of every pipeline in `doc`."""
+    name, t0 = doc["metadata"]["name"], time.monotonic()
+    seen: dict[str, float] = {}
+    checker = None
+    try:
+        while time.monotonic() - t0 < timeout:
+            if "ready" not in seen and condition(cluster, name, "Ready").get("status") == "True":
+                seen["ready"] = time.monotonic() - t0
+            if "answer" not in seen:
+                with contextlib.suppress(Exception), cluster.network():  # no Service/endpoint/model yet
+                    checker = checker or Checker(endpoint(cluster, name), doc["spec"])
+                    for pipeline in checker.pipelines:
+                        checker.check(pipeline)
+                    seen["answer"] = time.monotonic() - t0
+            if len(seen) == 2:
+                return seen
+            time.sleep(POLL)
+    finally:
+        if checker:
+            checker.close()
+    raise TimeoutError(f"{name}: {seen} within {timeout:.0f}s")
+
+
+def pods(cluster: NodeCluster, name: str) -> set[str]:
+    from tritonpipeline.kube.meta import PIPELINE_LABEL
+
+    out = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"{PIPELINE_LABEL}={name}", "-o", "json")
+    return {p["metadata"]["uid"] for p in json.loads(out)["items"]}
+
+
+def rollout(cluster: NodeCluster, doc: dict[str, Any], delay_us: int, workdir: Path) -> dict[str, Any]:
+    """Change a model's config under load; seconds until the old pods are gone and Ready again."""
+    from node_cluster import spec_file
+
+    name = doc["metadata"]["name"]
+    old = pods(cluster, name)
+    cmd = [sys.executable, str(ROOT / "e2e" / "infer.py"), "--url", endpoint(cluster, name)]
+    client = cluster.start([*cmd, "--spec", str(spec_file(doc, workdir)), "--loop"])
+    try:
+        time.sleep(2)
+        doc["spec"]["models"][1]["dynamicBatching"] = {"maxQueueDelayMicroseconds": delay_us}
+        t0 = time.monotonic()
+        apply(cluster, doc)
+        while True:
+            now = pods(cluster, name)
+            if now and not now & old and condition(cluster, name, "Ready").get("status") == "True":
+                break
+            if time.monotonic() - t0 > 300:
+                raise TimeoutError(f"{name}: rollout not done in 300s")
+            time.sleep(POLL)
+        seconds = time.monotonic() - t0
+        time.sleep(2)
+    finally:
+        client.send_signal(2)
+        out, _ = client.communicate(timeout=60)
+    counts = json.loads(out.strip().splitlines()[-1])
+    return {"seconds": round(seconds, 2), "requests_ok": counts["ok"], "requests_failed": counts["failed"]}
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 2), "max": round(max(values), 2), "n": len(values)}
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from images import all_images
+    from node import Node
+
+    node = Node(workdir / "node")
+    node.start()
+    try:
+        images = all_images()
+        for image in images.values():
+            node.ctr("images", "import", str(image.archive))
+        cluster = NodeCluster(node, images)
+        t = time.monotonic()
+        install_chart(cluster, workdir / "helm")
+        operator_s = time.monotonic() - t
+        uri = models_claim(cluster)
+        docs = fleet_docs(cluster, uri)
+        per_pipeline = {}
+        for doc in docs:
+            apply(cluster, doc)
+            per_pipeline[doc["metadata"]["name"]] = {
+                k: round(v, 2) for k, v in first_answer(cluster, doc).items()
+            }
+            print(f">> {doc['metadata']['name']}: {per_pipeline[doc['metadata']['name']]}", flush=True)
+        chain = next(d for d in docs if d["metadata"]["name"] == "chain")
+        rollouts = []
+        for k in range(args.rollouts):
+            rollouts.append(rollout(cluster, chain, 100 + 100 * k, workdir))
+            print(f">> rollout {k + 1}: {rollouts[-1]}", flush=True)
+        return {
+            "node_start_s": round(node.timings["total"], 2),
+            "helm_install_to_operator_ready_s": round(operator_s, 2),
+            "apply_to_ready_s": summary([p["ready"] for p in per_pipeline.values()]),
+            "apply_to_first_correct_inference_s": summary([p["answer"] for p in per_pipeline.values()]),
+            "per_pipeline": per_pipeline,
+            "rollout_s": summary([r["seconds"] for r in rollouts]),
+            "rollouts": rollouts,
+            "rollout_failed_requests": sum(r["requests_failed"] for r in rollouts),
+        }
+    finally:
+        node.stop()
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = [("pipeline", "apply->Ready s", "apply->first correct answer s")]
+    rows += [(n, f"{p['ready']:.1f}", f"{p['answer']:.1f}") for n, p in result["per_pipeline"].items()]
+    a, r = result["apply_to_first_correct_inference_s"], result["rollout_s"]
+    rows += [("p50 / max", "", f"{a['p50']:.1f} / {a['max']:.1f}")]
+    lines = [f"{x:12} {y:>16} {z:>30}" for x, y, z in rows]
+    lines.append(
+        f"rollout of a spec change (chain, under load): p50 {r['p50']:.1f}s, max {r['max']:.1f}s "
+        f"over {r['n']}; "
+        f"failed requests {result['rollout_failed_requests']} of "
+        f"{sum(x['requests_ok'] + x['requests_failed'] for x in result['rollouts'])}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rollouts", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "e2e-node.json")
+    args = parser.parse_args(argv)
+    from node import missing_prerequisite
+
+    reason = missing_prerequisite()
+    if reason:
+        print(f"cannot run the node bench: {reason}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-node-") as tmp:
+        result = run(args, Path(tmp))
+    result = {
+        "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release()},
+        **result,
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(result))
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
