@@ -5,17 +5,18 @@ and the rollout time of a spec change, on the node test bed (e2e/node.py).
 One node, the chart installed as a user does (the operator as a pod, its image built from the
 Dockerfile), the models on a hostPath PV. Then:
 
-    apply       each pipeline of the scenarios (every example, plus chain, fanout3, multi: see
-                tests/node_cluster.py) applied one at a time; from the `kubectl apply` until the
+    apply       each CR of the scenarios (every example, plus `graphs`: a chain, a 3-way fan-out
+                with a join, a fan-out with no router; tests/node_cluster.py), ROUNDS times under
+                fresh names, applied one at a time; from the `kubectl apply` until the
                 pipeline's Ready condition is True, and until the first answer through the Service's
                 ClusterIP whose numbers are right (e2e/infer.py's reference evaluation; polled every
                 0.2 s from inside the node's network namespace). p50 and max over the pipelines.
-    rollout     a model's config of the stateless `chain` pipeline changed ROLLOUTS times, while a
+    rollout     a model's config of the stateless `graphs` CR changed ROLLOUTS times, while a
                 client checks answers through the ClusterIP the whole time: from the apply until every
                 old pod is gone and the pipeline is Ready again; the client's failed requests are
                 counted (0 expected).
 
-    .venv/bin/python bench/e2e_node.py [--rollouts 3] [--out bench/results/e2e-node.json]
+    .venv/bin/python bench/e2e_node.py [--rounds 2] [--rollouts 3] [--out bench/results/e2e-node.json]
 
 Needs root and `ip netns` (exit 2 otherwise). Writes the figures as JSON and prints a table.
 """
@@ -80,6 +81,21 @@ def first_answer(cluster: NodeCluster, doc: dict[str, Any], timeout: float = 300
     raise TimeoutError(f"{name}: {seen} within {timeout:.0f}s")
 
 
+def measure_applies(cluster: NodeCluster, uri: str, rounds: int) -> dict[str, dict[str, float]]:
+    """Each CR of the scenarios applied alone, `rounds` times under fresh names: CR name -> seconds to
+    Ready ("ready") and to the first correct answer ("answer")."""
+    measured = {}
+    for round_ in range(rounds):
+        for doc in fleet_docs(cluster, uri):
+            if round_:
+                doc["metadata"]["name"] += f"-{round_ + 1}"
+            apply(cluster, doc)
+            seconds = {k: round(v, 2) for k, v in first_answer(cluster, doc).items()}
+            measured[doc["metadata"]["name"]] = seconds
+            print(f">> {doc['metadata']['name']}: {seconds}", flush=True)
+    return measured
+
+
 def pods(cluster: NodeCluster, name: str) -> set[str]:
     from tritonpipeline.kube.meta import PIPELINE_LABEL
 
@@ -135,18 +151,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         install_chart(cluster, workdir / "helm")
         operator_s = time.monotonic() - t
         uri = models_claim(cluster)
-        docs = fleet_docs(cluster, uri)
-        per_pipeline = {}
-        for doc in docs:
-            apply(cluster, doc)
-            per_pipeline[doc["metadata"]["name"]] = {
-                k: round(v, 2) for k, v in first_answer(cluster, doc).items()
-            }
-            print(f">> {doc['metadata']['name']}: {per_pipeline[doc['metadata']['name']]}", flush=True)
-        chain = next(d for d in docs if d["metadata"]["name"] == "chain")
+        per_pipeline = measure_applies(cluster, uri, args.rounds)
+        graphs = next(d for d in fleet_docs(cluster, uri) if d["metadata"]["name"] == "graphs")
         rollouts = []
         for k in range(args.rollouts):
-            rollouts.append(rollout(cluster, chain, 100 + 100 * k, workdir))
+            rollouts.append(rollout(cluster, graphs, 100 + 100 * k, workdir))
             print(f">> rollout {k + 1}: {rollouts[-1]}", flush=True)
         return {
             "node_start_s": round(node.timings["total"], 2),
@@ -169,7 +178,7 @@ def table(result: dict[str, Any]) -> str:
     rows += [("p50 / max", "", f"{a['p50']:.1f} / {a['max']:.1f}")]
     lines = [f"{x:12} {y:>16} {z:>30}" for x, y, z in rows]
     lines.append(
-        f"rollout of a spec change (chain, under load): p50 {r['p50']:.1f}s, max {r['max']:.1f}s "
+        f"rollout of a spec change (graphs, under load): p50 {r['p50']:.1f}s, max {r['max']:.1f}s "
         f"over {r['n']}; "
         f"failed requests {result['rollout_failed_requests']} of "
         f"{sum(x['requests_ok'] + x['requests_failed'] for x in result['rollouts'])}"
@@ -179,7 +188,10 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rollouts", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="applies of every CR, fresh names (%(default)s)"
+    )
+    parser.add_argument("--rollouts", type=int, default=3, help="spec changes under load (%(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "e2e-node.json")
     args = parser.parse_args(argv)
     from node import missing_prerequisite

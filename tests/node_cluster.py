@@ -387,7 +387,7 @@ def _model(name: str, inputs: list[tuple[str, int]], outputs: list[tuple[str, in
     }
 
 
-# the stateless models of model_repository/, combined into graphs no example has
+# the stateless models of model_repository/
 MODELS = [
     _model("extractor", [("INPUT_A", 4)], [("FEATS_A", 4)]),
     _model("head_b", [("FEATS_IN_B", 4)], [("OUTPUT_B", 4)]),
@@ -395,10 +395,11 @@ MODELS = [
     _model("join", [("LEFT", 4), ("RIGHT", 1)], [("JOINED", 4)]),
 ]
 IMAGE = [{"name": "IMAGE", "dataType": "FP32", "dims": [4]}]
+# graphs no example has, over the stateless models of model_repository/: one CR, three pipelines served
+# by one Triton (one pod: each model loads once, which keeps the node's 2 cores free)
 NOT_EXAMPLES: dict[str, list[dict[str, Any]]] = {
-    # four steps in a row, one model at two steps
-    "chain": [
-        {
+    "graphs": [
+        {  # four steps in a row, one model at two steps
             "name": "chain",
             "inputs": IMAGE,
             "steps": [
@@ -408,11 +409,8 @@ NOT_EXAMPLES: dict[str, list[dict[str, Any]]] = {
                 {"name": "d", "model": "head_c", "inputs": {"FEATS_IN_C": "c.OUTPUT_B"}},
             ],
             "outputs": [{"name": "Y", "from": "d.OUTPUT_C"}, {"name": "MID", "from": "b.OUTPUT_B"}],
-        }
-    ],
-    # one tensor read by three steps and returned (router), plus a join of two branches
-    "fanout3": [
-        {
+        },
+        {  # one tensor read by three steps and returned (a router), and a join of two branches
             "name": "fanout3",
             "inputs": IMAGE,
             "steps": [
@@ -427,21 +425,9 @@ NOT_EXAMPLES: dict[str, list[dict[str, Any]]] = {
                 {"name": "J", "from": "j.JOINED"},
             ],
             "fanOut": "router",
-        }
-    ],
-    # two pipelines in one CR (one Triton, one Service); the second fans out without a router
-    "multi": [
-        {
-            "name": "first",
-            "inputs": IMAGE,
-            "steps": [
-                {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
-                {"model": "head_c", "inputs": {"FEATS_IN_C": "extractor.FEATS_A"}},
-            ],
-            "outputs": [{"name": "S", "from": "head_c.OUTPUT_C"}],
         },
-        {
-            "name": "second",
+        {  # a fan-out with no router: both heads read the extractor's output directly
+            "name": "shared",
             "inputs": IMAGE,
             "steps": [
                 {"model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},

@@ -147,7 +147,7 @@ def test_spec_change_rolls_the_pods_with_no_failed_request(cluster: Cluster, fle
     """A stateless pipeline under constant load while a model's config changes: new pods replace the
     old ones (maxSurge 1, maxUnavailable 0; preStop keeps the old pod serving while kube-proxy drops its
     endpoint) and not one request fails or answers wrong numbers."""
-    name = "chain"
+    name = "graphs"
     doc = json.loads(json.dumps(fleet["docs"][name]))
     old_pods = {p["metadata"]["uid"] for p in pods(cluster, name)}
     old_rs = set(replica_sets(cluster, name))
@@ -224,7 +224,7 @@ def test_killed_operator_pod_is_restarted_and_converges_with_no_duplicate_or_los
     (old,) = operator_pods(cluster)
     cluster.kubectl("delete", "pod", "-n", RELEASE_NS, old["metadata"]["name"], "--wait=true")
     # a spec change while no operator runs: applied once the new one is up
-    changed = "fanout3"
+    changed = "graphs"
     doc = json.loads(json.dumps(fleet["docs"][changed]))
     doc["spec"]["models"][0]["dynamicBatching"] = {"maxQueueDelayMicroseconds": 300}
     apply(cluster, doc)
