@@ -161,8 +161,10 @@ def _check_component_markers(items: list[pytest.Item]) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
     outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
-    First: every test carries the marker of each real component its fixtures start."""
+    First: every test carries the marker of each real component its fixtures start, and the `node` tests
+    run last (one node for all of them, started when everything else is done)."""
     _check_component_markers(items)
+    items.sort(key=lambda item: item.get_closest_marker("node") is not None)  # stable: order kept otherwise
     if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
         return
     from controlplane import ControlPlaneError, ControlPlaneUnavailable, cached_binaries, ensure_binaries
