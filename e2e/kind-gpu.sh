@@ -12,7 +12,8 @@
 #      waits for Ready, port-forwards its Service and checks inference numbers with tritonclient
 #   on failure: operator, Triton (init + server) logs, `describe` and events go to $E2E_LOGS
 #
-# Environment: KEEP_CLUSTER=1 keeps the cluster afterwards; CLUSTER_NAME, TRITON_IMAGE,
+# Environment: KEEP_CLUSTER=1 keeps the cluster afterwards; E2E_SCENARIOS=1 then runs the pod-level
+# scenarios (tests/test_node_pipeline.py, tests/test_node_scenarios.py) on the cluster; CLUSTER_NAME, TRITON_IMAGE,
 # NVIDIA_DEVICE_PLUGIN_VERSION, NVIDIA_TOOLKIT_VERSION, READY_TIMEOUT (default 20m: the Triton image
 # is ~15 GB) and PYTHON (a python with tritonclient; default .venv/bin/python) override the defaults.
 set -euo pipefail
@@ -216,3 +217,13 @@ PF_PID=$!
 for i in $(seq 1 30); do curl -fsS "http://127.0.0.1:$HOST_PORT/v2/health/ready" >/dev/null 2>&1 && break; sleep 1; done
 "$PYTHON" "$HERE/infer.py" --url "127.0.0.1:$HOST_PORT" vision
 say "PASS: the fan-out pipeline served on a GPU by the operator installed from the chart"
+
+# --- 6. optionally, the pod-level scenarios of the node test bed on this cluster (e2e/README.md) ----------
+if [ "${E2E_SCENARIOS:-0}" = 1 ]; then
+  say "the pod-level scenarios on $CLUSTER_NAME (the client joins the node container's network namespace: root)"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -E"
+  TRITONPIPELINE_E2E_KUBECONFIG="$KUBECONFIG" TRITONPIPELINE_E2E_OPERATOR_IMAGE="$IMAGE_REPO:$IMAGE_TAG" \
+  TRITONPIPELINE_E2E_TRITON_IMAGE="$TRITON_IMAGE" TRITONPIPELINE_E2E_MODELS_DIR=/models \
+  TRITONPIPELINE_E2E_NETNS="/proc/$(docker inspect -f '{{.State.Pid}}' "$NODE")/ns/net" \
+    $SUDO "$ROOT/.venv/bin/pytest" -m node "$ROOT/tests/test_node_pipeline.py" "$ROOT/tests/test_node_scenarios.py"
+fi
