@@ -110,7 +110,8 @@ class Checker:
     def __init__(self, url: str, spec: dict[str, Any], seed: int = 0) -> None:
         from tritonpipeline.client import TritonClient
 
-        self.client = TritonClient(url, protocol="http")
+        # a ClusterIP kube-proxy has not programmed yet does not answer: give up soon, the caller polls
+        self.client = TritonClient(url, protocol="http", connection_timeout=5.0, network_timeout=30.0)
         self.rng = np.random.default_rng(seed)
         self.pipelines = {p["name"]: Pipeline(spec, p) for p in spec["pipelines"]}
         self.sequence_ids = itertools.count(int(self.rng.integers(1, 1 << 30)) * 16)
