@@ -80,6 +80,29 @@ def answered(cluster: Cluster, doc: dict[str, Any], workdir: Path) -> subprocess
     return proc if proc.returncode == 0 else None
 
 
+def ready_lag(cluster: Cluster, names: list[str]) -> str:
+    """When each pipeline's pods became Ready and when its CR's Ready condition followed (the operator's
+    status lines too): a report, to see a lagging status."""
+    lines = []
+    for name in names:
+        pod_ready = [
+            c["lastTransitionTime"]
+            for p in pods(cluster, name)
+            for c in p["status"].get("conditions", [])
+            if c["type"] == "Ready"
+        ]
+        cr_ready = condition(cluster, name, "Ready").get("lastTransitionTime")
+        lines.append(f">> {name}: pods Ready at {pod_ready}, CR Ready at {cr_ready}")
+    (operator,) = operator_pods(cluster)
+    log = cluster.kubectl("logs", "-n", RELEASE_NS, operator["metadata"]["name"], "--timestamps", check=False)
+    lines += [
+        f"   {line[:220]}"
+        for line in log.splitlines()
+        if any(f"/{n}" in line or f" {n}" in line for n in names)
+    ][-40:]
+    return "\n".join(lines)
+
+
 @pytest.fixture(scope="module")
 def fleet(
     cluster: Cluster, chart_operator: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
@@ -106,6 +129,7 @@ def fleet(
 
     wait("every pipeline Ready and answering", all_answered, 420, lambda: diagnostics(cluster, NAMESPACE))
     print(f">> {len(docs)} pipelines applied at once: Ready {ready_s}; first correct answer {answer_s}")
+    print(ready_lag(cluster, list(docs)))
     yield {"docs": docs, "dir": workdir, "ready_s": ready_s, "answer_s": answer_s}
     cluster.kubectl("delete", "tritonpipeline", *docs, "-n", NAMESPACE, "--wait=false", check=False)
 
