@@ -19,7 +19,6 @@ from .reconcile import (
     MANAGED,
     api_client,
     forget,
-    mirror_deployment,
     mirror_pods,
     namespace_of,
     owner_of,
@@ -169,4 +168,4 @@ async def deployment_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: A
     if type == "DELETED":
         await restore_child(memo, body, owner)
         return
-    await mirror_deployment(body, memo, owner)
+    await mirror_pods(memo, namespace_of(body), owner["name"])  # as it is now, not as the event said

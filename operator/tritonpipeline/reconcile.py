@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import collections
 import contextlib
 import json
 import logging
@@ -573,14 +574,18 @@ async def _pods(memo: kopf.Memo, namespace: str, name: str) -> list[dict[str, An
 
 
 async def mirror_pods(memo: kopf.Memo, namespace: str, name: str) -> None:
-    """A pipeline pod changed: mirror its Deployment (with what the pods say) into the status."""
-    deployment = await asyncio.to_thread(memo.kube.get, "apps/v1", "Deployment", namespace, name)
-    if deployment is None:
-        return
-    body = kopf.Body(deployment)
-    owner = owner_of(body)
-    if owner is not None:
-        await mirror_deployment(body, memo, owner)
+    """A pipeline's pod or Deployment changed: mirror its Deployment, read now, with what the pods say,
+    into the status. One mirror per pipeline at a time, each reading after the previous one wrote: an
+    earlier read (or an event's older copy) is never written over a later one."""
+    mirroring = memo.setdefault("mirroring", collections.defaultdict(asyncio.Lock))
+    async with mirroring[(namespace, name)]:
+        deployment = await asyncio.to_thread(memo.kube.get, "apps/v1", "Deployment", namespace, name)
+        if deployment is None:
+            return
+        body = kopf.Body(deployment)
+        owner = owner_of(body)
+        if owner is not None:
+            await mirror_deployment(body, memo, owner)
 
 
 def owner_of(body: kopf.Body) -> dict[str, Any] | None:
