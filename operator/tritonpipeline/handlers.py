@@ -1,4 +1,4 @@
-"""kopf handlers: thin entry points. Parsing, rendering, applying and reporting live in reconcile.py
+"""kopf handlers: thin entry points. Parsing, rendering, applying and reporting live in reconcile/
 (and the pure spec/compiler/kube modules it calls)."""
 
 from __future__ import annotations
@@ -13,20 +13,12 @@ import aiohttp
 import kopf
 
 from . import health, metrics
-from .kube.client import Kube
-from .kube.meta import PIPELINE_LABEL
-from .reconcile import (
-    MANAGED,
-    api_client,
-    forget,
-    mirror_deployment,
-    mirror_pods,
-    namespace_of,
-    owner_of,
-    reconcile,
-    restore_child,
-    resync_loop,
-)
+from .kube.client import Kube, api_client
+from .kube.meta import MANAGED_BY, PIPELINE_LABEL
+from .reconcile.pipeline import reconcile
+from .reconcile.refs import forget, namespace_of, owner_of
+from .reconcile.resync import restore_child, resync_loop
+from .reconcile.status import mirror_deployment, mirror_pods
 from .settings import GROUP, PLURAL, VERSION, Settings
 
 
@@ -141,9 +133,9 @@ async def on_delete(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     forget(memo, namespace_of(body), body.metadata.name)
 
 
-@kopf.on.event("", "v1", "configmaps", labels=MANAGED, when=_deleted)
-@kopf.on.event("", "v1", "services", labels=MANAGED, when=_deleted)
-@kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers", labels=MANAGED, when=_deleted)
+@kopf.on.event("", "v1", "configmaps", labels=MANAGED_BY, when=_deleted)
+@kopf.on.event("", "v1", "services", labels=MANAGED_BY, when=_deleted)
+@kopf.on.event("autoscaling", "v2", "horizontalpodautoscalers", labels=MANAGED_BY, when=_deleted)
 async def child_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """A deleted child is recreated at once from its pipeline's spec."""
     owner = owner_of(body)
@@ -151,7 +143,7 @@ async def child_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -
         await restore_child(memo, body, owner)
 
 
-@kopf.on.event("", "v1", "pods", labels=MANAGED)
+@kopf.on.event("", "v1", "pods", labels=MANAGED_BY)
 async def pod_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """A Triton pod changed (an init container failed, an image pull is stuck...): Ready says why."""
     name = (body.metadata.labels or {}).get(PIPELINE_LABEL)
@@ -159,7 +151,7 @@ async def pod_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> 
         await mirror_pods(memo, namespace_of(body), name)
 
 
-@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED_BY)
 async def deployment_changed(body: kopf.Body, type: str, memo: kopf.Memo, **_: Any) -> None:
     """Mirror the Deployment's replica counts into its TritonPipeline's status and Ready condition;
     recreate it if it was deleted."""
