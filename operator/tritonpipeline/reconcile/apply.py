@@ -17,8 +17,10 @@ from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError
 from ..kube.manifests import PIPELINE_LABEL, Children, owner_reference
+from ..kube.meta import namespace_of as pipeline_namespace
 from ..settings import Settings
 from ..spec import TritonPipeline
+from ..state import OperatorState
 
 
 def _epoch(stamp: str | None) -> float:
@@ -213,11 +215,11 @@ def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, 
     return names & set(_optional_candidates(tp))
 
 
-async def prune(memo: kopf.Memo, kube: Kube, tp: TritonPipeline, children: Children) -> list[str]:
+async def prune(state: OperatorState, kube: Kube, tp: TritonPipeline, children: Children) -> list[str]:
     """Delete children a valid spec no longer renders: surplus ConfigMap parts, and a dropped HPA,
     ScaledObject or routing object. After a restart every candidate is tried once (404s are cheap);
     later only what this process rendered before."""
-    namespace, name = tp.metadata.namespace, tp.name
+    namespace, name = pipeline_namespace(tp), tp.name
     selector = f"{PIPELINE_LABEL}={name}"
     keep = {c["metadata"]["name"] for c in children.configmaps}
     removed = []
@@ -226,7 +228,7 @@ async def prune(memo: kopf.Memo, kube: Kube, tp: TritonPipeline, children: Child
             await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, cm["metadata"]["name"])
             removed.append(f"ConfigMap/{cm['metadata']['name']}")
     rendered = rendered_optional(tp, children)
-    before = memo.optional.get((namespace, name))
+    before = state.optional.get((namespace, name))
     candidates = [
         c for c in _optional_candidates(tp) if c not in rendered and (before is None or c in before)
     ]

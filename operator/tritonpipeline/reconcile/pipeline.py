@@ -19,6 +19,7 @@ from ..kube.client import Kube, KubeError
 from ..kube.manifests import endpoint, owner_reference, render_children
 from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
+from ..state import OperatorState
 from .apply import apply_deployment, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .refs import namespace_of
 from .status import list_pods, previous_condition, replica_status, warn, write_status
@@ -33,15 +34,15 @@ def first_error(exc: SpecError) -> str:
     return f"{exc.problems[0]}" + (f" (and {more} more; see status.conditions SpecValid)" if more else "")
 
 
-async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, event: str | None) -> None:
+async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> None:
     """Compile the CR and server-side apply its children; invalid specs change nothing. One reconcile
     per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written).
     Counted and timed by outcome (metrics.py)."""
     outcome = "error"
-    async with memo.reconciling[(body.metadata.namespace, body.metadata.name)]:
+    async with state.reconciling[(namespace_of(body), body.metadata.name)]:
         started = time.monotonic()
         try:
-            outcome = await _reconcile(body, memo, logger, event)
+            outcome = await _reconcile(body, state, logger, event)
         except kopf.PermanentError:
             outcome = "invalid"
             raise
@@ -50,12 +51,12 @@ async def reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, event
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
 
-async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, event: str | None) -> str:
-    kube: Kube = memo.kube
-    config: Settings = memo.settings
+async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> str:
+    kube: Kube = state.kube
+    config: Settings = state.settings
     generation = body.metadata.get("generation")
     name, namespace = body.metadata.name, namespace_of(body)
-    memo.owners[(namespace, name)] = (body.metadata.uid, generation)
+    state.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
         tp = parse_pipeline(dict(body))
         artifacts = compile_pipeline(tp)
@@ -67,7 +68,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, even
         )
         logger.debug(f"every problem of generation {generation}: {message}")
         await write_status(
-            memo,
+            state,
             namespace,
             name,
             {
@@ -97,8 +98,8 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, even
         optional, conditions = await apply_optional(kube, tp, children, generation)
         applied += optional
         # a new pipeline has nothing to prune
-        stale = [] if event == "Created" else await prune(memo, kube, tp, children)
-        memo.optional[(namespace, name)] = rendered_optional(tp, children)
+        stale = [] if event == "Created" else await prune(state, kube, tp, children)
+        state.optional[(namespace, name)] = rendered_optional(tp, children)
     except KubeError as exc:
         logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
@@ -131,19 +132,19 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, even
         c
         for c in warnings
         if event
-        or (previous_condition(memo, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
+        or (previous_condition(state, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
     ]
-    pods = await list_pods(memo, namespace, name)
+    pods = await list_pods(state, namespace, name)
     replicas = replica_status(deployment, generation, [valid, configured, *conditions, affinity], pods)
     await write_status(
-        memo,
+        state,
         namespace,
         name,
         {"observedGeneration": generation, "endpoint": endpoint(tp), "graph": summary, **replicas},
         body.get("status") or {},
     )
-    created, updated, memo.applied[(namespace, name)] = changes(
-        applied, config.field_manager, since, memo.applied.get((namespace, name))
+    created, updated, state.applied[(namespace, name)] = changes(
+        applied, config.field_manager, since, state.applied.get((namespace, name))
     )
     outcome, line = _outcome(len(applied), created, updated, stale, deployment)
     logger.info(f"reconcile {outcome} (generation {generation}): {line}")

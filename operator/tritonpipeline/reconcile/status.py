@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -13,12 +13,17 @@ from ..kube import status as st
 from ..kube.client import Kube, KubeError
 from ..kube.manifests import PIPELINE_LABEL
 from ..settings import GROUP, VERSION
+from ..state import OperatorState
 from .apply import raise_if_transient
-from .refs import namespace_of, owner_of, pipeline_logger, pipeline_ref
+from .refs import namespace_of, owner_of, pipeline_ref
 
 
 async def write_status(
-    memo: kopf.Memo, namespace: str, name: str, new: dict[str, Any], current: dict[str, Any] | None = None
+    state: OperatorState,
+    namespace: str,
+    name: str,
+    new: dict[str, Any],
+    current: dict[str, Any] | None = None,
 ) -> bool:
     """Merge `new` into the pipeline's status (conditions by type) and write it only when it changed.
 
@@ -26,12 +31,12 @@ async def write_status(
     the last written status is kept in memory, so no read is needed before a write. `current` is the
     status as last seen (from the event), used when nothing is cached yet."""
     key = (namespace, name)
-    async with memo.locks[key]:
-        old = memo.statuses.get(key)
+    async with state.locks[key]:
+        old = state.statuses.get(key)
         if old is None:
             if current is None:
                 cr = await asyncio.to_thread(
-                    memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name
+                    state.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name
                 )
                 if cr is None:
                     return False
@@ -41,24 +46,24 @@ async def write_status(
         if "conditions" in new:
             merged["conditions"] = st.merge_conditions(old.get("conditions"), new["conditions"])
         if not st.status_changed(old, merged):
-            memo.statuses[key] = old
+            state.statuses[key] = old
             return False
         try:
-            await asyncio.to_thread(memo.kube.patch_status, namespace, name, merged)
+            await asyncio.to_thread(state.kube.patch_status, namespace, name, merged)
         except KubeError as exc:
-            memo.statuses.pop(key, None)
+            state.statuses.pop(key, None)
             if exc.status == 404:
                 return False
             raise
-        memo.statuses[key] = {**old, **merged}
+        state.statuses[key] = {**old, **merged}
         return True
 
 
 def previous_condition(
-    memo: kopf.Memo, namespace: str, name: str, body: kopf.Body, ctype: str
+    state: OperatorState, namespace: str, name: str, body: kopf.Body, ctype: str
 ) -> dict[str, Any] | None:
     """The condition of type `ctype` as last written (or as the event showed it)."""
-    status = memo.statuses.get((namespace, name)) or body.get("status") or {}
+    status = state.statuses.get((namespace, name)) or body.get("status") or {}
     return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
 
 
@@ -127,47 +132,47 @@ def replica_status(
     }
 
 
-async def list_pods(memo: kopf.Memo, namespace: str, name: str) -> list[dict[str, Any]]:
+async def list_pods(state: OperatorState, namespace: str, name: str) -> list[dict[str, Any]]:
     """The pipeline's Triton pods (their status says why they are not ready); [] when they cannot be read."""
     try:
-        return await asyncio.to_thread(memo.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
+        return await asyncio.to_thread(state.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
     except KubeError as exc:
         raise_if_transient(exc)
         return []
 
 
-async def mirror_pods(memo: kopf.Memo, namespace: str, name: str) -> None:
+async def mirror_pods(state: OperatorState, namespace: str, name: str) -> None:
     """A pipeline pod changed: mirror its Deployment (with what the pods say) into the status."""
-    deployment = await asyncio.to_thread(memo.kube.get, "apps/v1", "Deployment", namespace, name)
+    deployment = await asyncio.to_thread(state.kube.get, "apps/v1", "Deployment", namespace, name)
     if deployment is None:
         return
-    body = kopf.Body(deployment)
+    body = kopf.Body(cast(kopf.RawBody, deployment))
     owner = owner_of(body)
     if owner is not None:
-        await mirror_deployment(body, memo, owner)
+        await mirror_deployment(body, state, owner)
 
 
-async def mirror_deployment(body: kopf.Body, memo: kopf.Memo, owner: dict[str, Any]) -> None:
+async def mirror_deployment(body: kopf.Body, state: OperatorState, owner: dict[str, Any]) -> None:
     """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
     namespace = namespace_of(body)
     key = (namespace, owner["name"])
-    async with memo.reconciling[key]:  # a reconcile in flight writes these numbers itself
+    async with state.reconciling[key]:  # a reconcile in flight writes these numbers itself
         pass
-    if key not in memo.owners:
+    if key not in state.owners:
         cr = await asyncio.to_thread(
-            memo.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"]
+            state.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"]
         )
         if cr is None:
             return
-        memo.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
-    uid, generation = memo.owners[key]
+        state.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
+    uid, generation = state.owners[key]
     if uid != owner.get("uid"):
         return
-    new = replica_status(dict(body), generation, [], await list_pods(memo, namespace, owner["name"]))
-    conditions = (memo.statuses.get(key) or {}).get("conditions") or []
+    new = replica_status(dict(body), generation, [], await list_pods(state, namespace, owner["name"]))
+    conditions = (state.statuses.get(key) or {}).get("conditions") or []
     if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
         # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
-    if await write_status(memo, namespace, owner["name"], new):
-        log = pipeline_logger(memo, pipeline_ref(namespace, owner["name"], uid))
+    if await write_status(state, namespace, owner["name"], new):
+        log = state.logger_for(pipeline_ref(namespace, owner["name"], uid))
         log.info(f"pods: {new['readyReplicas']}/{new['replicas']} ready (Deployment/{body.metadata.name})")
