@@ -1,5 +1,5 @@
-"""Server-side apply of a pipeline's children, the pruning of those a spec no longer renders, and what
-an apply created or changed."""
+"""Server-side apply of a pipeline's children (their owner reference is added here: the renderers
+leave it out), the pruning of those a spec no longer renders, and what an apply created or changed."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from ..kube import access, autoscaling
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError
-from ..kube.manifests import PIPELINE_LABEL, Children, owner_reference
+from ..kube.manifests import PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
+from ..kube.meta import owned
 from ..settings import Settings
 from ..spec import TritonPipeline
 from ..state import OperatorState
@@ -69,13 +70,13 @@ def changes(
 
 
 async def ensure_admin_secret(
-    kube: Kube, tp: TritonPipeline, config: Settings, body: dict[str, Any], logger: kopf.Logger
+    kube: Kube, tp: TritonPipeline, config: Settings, owner: dict[str, Any], logger: kopf.Logger
 ) -> None:
     """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one).
     Create only: the operator never reads a Secret, so the key is in no status, event or log line."""
     if not access.generates_secret(tp):
         return
-    secret = access.admin_secret(tp, security.new_key(), config, owner_reference(body))
+    secret = owned(access.admin_secret(tp, security.new_key(), config), owner)
     if await asyncio.to_thread(kube.create_if_absent, secret):
         logger.info(f"created Secret {access.admin_secret_name(tp)} holding the admin key")
 
@@ -86,7 +87,22 @@ async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
     return [f"{k} ({a})" for (a, k), ok in zip(apis, served, strict=True) if not ok]
 
 
-async def apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str, Any]) -> dict[str, Any]:
+async def apply_children(
+    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Apply the children every cluster serves (children.all()), owned by the pipeline; the live
+    objects as applied."""
+    applied = []
+    for child in children.all():
+        obj = owned(child, owner)
+        if child is children.deployment:
+            applied.append(await _apply_deployment(kube, tp, obj))
+        else:
+            applied.append(await asyncio.to_thread(kube.apply, obj))
+    return applied
+
+
+async def _apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str, Any]) -> dict[str, Any]:
     """Apply the Deployment; when it gets an autoscaler, hand spec.replicas over first so the count stays
     (autoscaling.replicas_handover)."""
     if tp.spec.autoscaling is None:
@@ -104,10 +120,11 @@ async def apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str,
 
 
 async def apply_optional(
-    kube: Kube, tp: TritonPipeline, children: Children, generation: int | None
+    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any], generation: int | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Apply the children that need a provider's API when the cluster serves it. Returns what was
-    applied and the RoutingConfigured / AutoscalingConfigured conditions saying what happened."""
+    """Apply the children that need a provider's API when the cluster serves it, owned by the pipeline
+    like the others. Returns what was applied and the RoutingConfigured / AutoscalingConfigured
+    conditions saying what happened."""
     applied: list[dict[str, Any]] = []
     r = children.routing
     provider = tp.spec.routing.provider
@@ -137,7 +154,7 @@ async def apply_optional(
         )
     else:
         try:
-            applied += [await asyncio.to_thread(kube.apply, obj, 1) for obj in provider_objects]
+            applied += [await asyncio.to_thread(kube.apply, owned(obj, owner), 1) for obj in provider_objects]
             routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
         except KubeError as exc:
             raise_if_transient(exc)
@@ -174,7 +191,7 @@ async def apply_optional(
         )
     else:
         try:
-            applied.append(await asyncio.to_thread(kube.apply, children.scaled_object, 1))
+            applied.append(await asyncio.to_thread(kube.apply, owned(children.scaled_object, owner), 1))
             message = autoscaling.describe(tp)
             scaling = st.condition("AutoscalingConfigured", True, "ScaledObject", message, generation)
         except KubeError as exc:

@@ -20,7 +20,7 @@ from ..kube.manifests import endpoint, owner_reference, render_children
 from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
 from ..state import OperatorState
-from .apply import apply_deployment, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
+from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .refs import namespace_of
 from .status import list_pods, previous_condition, replica_status, warn, write_status
 
@@ -60,7 +60,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     try:
         tp = parse_pipeline(dict(body))
         artifacts = compile_pipeline(tp)
-        children = render_children(tp, artifacts, config, owner_reference(dict(body)))
+        children = render_children(tp, artifacts, config)
     except SpecError as exc:
         message = one_line(exc)
         logger.warning(
@@ -86,16 +86,10 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         raise kopf.PermanentError(message) from None
     since = time.time()
     try:
-        await ensure_admin_secret(kube, tp, config, dict(body), logger)
-        applied = [
-            await (
-                apply_deployment(kube, tp, obj)
-                if obj is children.deployment
-                else asyncio.to_thread(kube.apply, obj)
-            )
-            for obj in children.all()
-        ]
-        optional, conditions = await apply_optional(kube, tp, children, generation)
+        owner = owner_reference(dict(body))
+        await ensure_admin_secret(kube, tp, config, owner, logger)
+        applied = await apply_children(kube, tp, children, owner)
+        optional, conditions = await apply_optional(kube, tp, children, owner, generation)
         applied += optional
         # a new pipeline has nothing to prune
         stale = [] if event == "Created" else await prune(state, kube, tp, children)
