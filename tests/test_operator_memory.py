@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 
 from chart import OperatorProcess, wait_for
@@ -22,9 +23,12 @@ from test_operator import (
     private_cluster,
     wait_reconciled,
 )
+from tritonpipeline import handlers
+from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.client import Kube
-
-pytestmark = pytest.mark.apiserver
+from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.settings import GROUP, Settings
+from tritonpipeline.spec import parse_pipeline
 
 PEAK_RSS_LIMIT_MB = 150.0  # the chart's operator memory limit leaves room above this (MB = 10^6 bytes)
 UNRELATED_CONFIGMAPS = 300
@@ -58,6 +62,30 @@ def create_unrelated_configmaps(kube: Kube, namespace: str) -> None:
         list(pool.map(create, range(UNRELATED_CONFIGMAPS)))
 
 
+def test_every_child_kind_a_handler_watches_is_selected_by_the_apiserver() -> None:
+    """Each kind besides TritonPipeline that a handler watches gets the managed-by label selector on
+    kopf's list and watch, and that selector matches every rendered child and its pods (else a child
+    would be invisible to its handlers)."""
+    settings = kopf.OperatorSettings()
+    handlers.select_children(settings)
+    watched = [h.selector for h in kopf.get_default_registry()._watching.get_all_handlers()]
+    children = [s for s in watched if s.group != GROUP]
+    assert {s.any_name for s in children} >= {"configmaps", "services", "deployments", "pods"}
+    wanted = ["app.kubernetes.io/managed-by=tritonpipeline-operator"]
+    for s in children:
+        resource = kopf.Resource(str(s.group), str(s.version), str(s.any_name))
+        assert settings.watching.label_selectors.collect(resource) == wanted, s
+    doc = cluster_doc("vision", "team-a")
+    doc["spec"]["autoscaling"] = {"maxReplicas": 2}
+    tp = parse_pipeline(doc)
+    rendered = render_children(tp, compile_pipeline(tp), Settings())
+    pod = rendered.deployment["spec"]["template"]
+    for obj in [*rendered.all(), pod]:
+        labels = obj["metadata"]["labels"]
+        assert labels.get("app.kubernetes.io/managed-by") == "tritonpipeline-operator", obj["metadata"]
+
+
+@pytest.mark.apiserver
 def test_unrelated_configmaps_do_not_reach_the_operator(control_plane: Any, tmp_path: Path) -> None:
     """300 unrelated 500 KB ConfigMaps in another namespace: the cluster-wide operator reconciles a
     pipeline, restores a deleted child and mirrors its Deployment through its watches, and its peak RSS

@@ -34,6 +34,12 @@ CHILDREN = (CONFIGMAPS, SERVICES, AUTOSCALERS, PODS, DEPLOYMENTS)
 CHILD_SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 
 
+def select_children(settings: kopf.OperatorSettings) -> None:
+    """kopf's list and watch of each child kind ask the apiserver for the operator's children only."""
+    for resource in CHILDREN:
+        settings.watching.label_selectors[resource] = CHILD_SELECTOR
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logger, **_: Any) -> None:
     """All operator settings in one place; the /metrics server and the resync loop start here."""
@@ -48,8 +54,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.execution.max_workers = 32
     settings.watching.server_timeout = config.watch_timeout_seconds
     settings.networking.request_timeout = 60
-    for resource in CHILDREN:
-        settings.watching.label_selectors[resource] = CHILD_SELECTOR
+    select_children(settings)
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
     metrics.watch_pipelines(lambda: list(state.statuses.values()))
     if config.metrics_url:
