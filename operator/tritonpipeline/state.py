@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .reconcile.apply import Seen
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
-Optional = set[tuple[str, str, str]]  # (apiVersion, kind, name) of optional children
+OptionalChildren = set[tuple[str, str, str]]  # (apiVersion, kind, name) of optional children
 
 
 @dataclass
@@ -51,7 +51,7 @@ class OperatorState:
     # (uid, generation) of each pipeline as last reconciled
     owners: dict[Key, tuple[str | None, int | None]] = field(default_factory=dict)
     # the optional children this process rendered for each pipeline (what a later prune may delete)
-    optional: dict[Key, Optional] = field(default_factory=dict)
+    optional: dict[Key, OptionalChildren] = field(default_factory=dict)
     # what each pipeline's last reconcile saw of its children (reconcile.apply.changes)
     applied: dict[Key, Seen] = field(default_factory=dict)
     # the drift-repair loop (reconcile.resync)
