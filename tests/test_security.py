@@ -30,9 +30,6 @@ from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import DEFAULT_IMAGE, parse_pipeline
 
-OWNER = {"apiVersion": "serving.tritonpipeline.io/v1alpha1", "kind": "TritonPipeline", "name": "x",
-         "uid": "u-1", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
-
 
 def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
     doc = example(source)
@@ -44,7 +41,7 @@ def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
 
 def render(doc: dict[str, Any]) -> Any:
     tp = parse_pipeline(doc)
-    return render_children(tp, compile_pipeline(tp), Settings(), OWNER)
+    return render_children(tp, compile_pipeline(tp), Settings())
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
@@ -205,8 +202,7 @@ def test_the_secret_is_no_applied_child_and_carries_its_key_only_in_the_secret()
     children = render(doc)
     assert not [o for o in children.all() if o["kind"] == "Secret"]
     key = security.new_key()
-    secret = admin_secret(parse_pipeline(doc), key, Settings(), OWNER)
-    assert secret["metadata"]["ownerReferences"] == [OWNER]
+    secret = admin_secret(parse_pipeline(doc), key, Settings())
     assert secret["stringData"] == {"admin-key": key}
     assert key not in json.dumps([*children.all(), children.scaled_object])
 
