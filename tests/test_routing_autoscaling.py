@@ -320,6 +320,34 @@ def test_short_idle_keeps_the_default_five_minutes():
     assert kids.deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 5 + 5 + 30 + 10
 
 
+@pytest.mark.parametrize("engine", ["hpa", "keda"])
+def test_scale_down_window_of_a_stateless_pipeline_is_the_users(engine):
+    auto = {"maxReplicas": 3, "engine": engine, "scaleDownStabilizationSeconds": 20}
+    _, kids = children(doc("fanout", autoscaling=auto))
+    if engine == "hpa":
+        spec_behavior = kids.hpa["spec"]["behavior"]
+    else:
+        spec_behavior = kids.scaled_object["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert spec_behavior == {"scaleDown": {"stabilizationWindowSeconds": 20}}
+
+
+@pytest.mark.parametrize(
+    ("chosen", "idle_s", "window"), [(20, 5, 20), (0, 5, 5), (900, 600, 900), (20, 600, 600)]
+)
+def test_scale_down_window_of_a_stateful_pipeline_never_undercuts_the_idle_timeout(chosen, idle_s, window):
+    d = doc(autoscaling={"maxReplicas": 4, "scaleDownStabilizationSeconds": chosen})
+    d["spec"]["models"][1]["sequenceBatching"]["maxSequenceIdleMicroseconds"] = idle_s * 1_000_000
+    _, kids = children(d)
+    assert kids.hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == window
+
+
+@pytest.mark.parametrize("bad", [-1, 3601, 1.5, "20"])
+def test_scale_down_window_out_of_range_is_refused_with_its_field_path(bad):
+    with pytest.raises(SpecError) as err:
+        children(doc("fanout", autoscaling={"maxReplicas": 3, "scaleDownStabilizationSeconds": bad}))
+    assert "spec.autoscaling.scaleDownStabilizationSeconds" in str(err.value)
+
+
 def test_stateless_pipeline_keeps_the_plain_probe_and_waits_before_sigterm():
     _, kids = children(doc("fanout"))
     pod = kids.deployment["spec"]["template"]["spec"]

@@ -405,6 +405,8 @@ class Autoscaling(_Base):
     target: Annotated[float, Field(gt=0)] = 50
     engine: Literal["hpa", "keda"] = "hpa"
     prometheus_address: Annotated[str, _name_rule(URL_RE, "url")] | None = None
+    # HPA behavior.scaleDown.stabilizationWindowSeconds (the HPA API's range); absent: the HPA's 300
+    scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] | None = None
 
     @field_validator("target", mode="before")
     @classmethod

@@ -195,12 +195,16 @@ def drain(tp: TritonPipeline) -> Drain | None:
 
 
 def behavior(tp: TritonPipeline) -> dict[str, Any] | None:
-    """HPA behavior for stateful pipelines: scale down only after load stayed low for at least the
-    sequence idle timeout (never less than the HPA's default 5 minutes), one pod per idle period."""
+    """HPA behavior. Stateless: only the user's scale-down stabilization window, if set (else None: the
+    HPA's defaults). Stateful: scale down only after load stayed low for the window (the user's, else
+    the HPA's default 5 minutes) and never less than the sequence idle timeout, one pod per idle period."""
+    auto = tp.spec.autoscaling
+    chosen = auto.scale_down_stabilization_seconds if auto else None
     if not sequence_models(tp):
-        return None
+        return None if chosen is None else {"scaleDown": {"stabilizationWindowSeconds": chosen}}
     idle = longest_idle_seconds(tp)
-    window = min(MAX_STABILIZATION_SECONDS, max(DEFAULT_STABILIZATION_SECONDS, idle))
+    floor = DEFAULT_STABILIZATION_SECONDS if chosen is None else chosen
+    window = min(MAX_STABILIZATION_SECONDS, max(floor, idle))
     period = min(MAX_POLICY_PERIOD_SECONDS, max(60, idle))
     return {
         "scaleDown": {
