@@ -147,7 +147,7 @@ gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bun
 	python3 bench/gpu/check.py
 
 # --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
-.PHONY: node node-up node-down e2e-node
+.PHONY: node node-up node-down e2e-node e2e-autoscaling
 
 # kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
 # CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
@@ -163,3 +163,10 @@ node-down: ## stop the node started by node-up and restore the host (by PID; net
 
 e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod + a pipeline from a PVC (needs root, ip netns)
 	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py -s
+
+# not in `make test` (yet): two scale-up/scale-down cycles take minutes (the rate window, then the
+# stabilization window); the timeline goes to bench/results/autoscaling.json
+e2e-autoscaling: $(STAMP) node ## real pods: Prometheus + prometheus-adapter + the HPA controller scale a pipeline up and down
+	@bash e2e/build-gotool.sh prometheus-adapter
+	@bash e2e/build-gotool.sh prometheus
+	$(VENV)/bin/pytest -m node tests/test_node_autoscaling.py -s

@@ -48,6 +48,9 @@ SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 NODE_MODE_PORTS = (2379, 2380, 6443)
 # the identity kube-apiserver uses towards kubelets (logs, exec, port-forward)
 KUBELET_CLIENT = ("kube-apiserver-kubelet-client", ("system:masters",))
+# the identity kube-apiserver proxies aggregated APIs with (custom.metrics.k8s.io: prometheus-adapter);
+# the extension servers accept request headers only from a certificate with this name
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 class ControlPlaneError(RuntimeError):
@@ -393,6 +396,7 @@ class ControlPlane:
 
     def _node_mode_args(self) -> list[str]:
         crt, key = self.client_cert(*KUBELET_CLIENT)
+        proxy_crt, proxy_key = self.client_cert(FRONT_PROXY_CLIENT)
         return [
             "--bind-address=0.0.0.0",  # every address of the node's own network namespace
             f"--advertise-address={self.node_address}",
@@ -400,6 +404,15 @@ class ControlPlane:
             f"--kubelet-client-certificate={crt}",
             f"--kubelet-client-key={key}",
             "--kubelet-preferred-address-types=InternalIP",
+            # the aggregation layer (APIService objects served by extension servers such as
+            # prometheus-adapter): requests proxied with the front-proxy client certificate
+            f"--requestheader-client-ca-file={self.pki / 'ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={proxy_crt}",
+            f"--proxy-client-key-file={proxy_key}",
         ]
 
     def _write_pki(self) -> None:

@@ -61,6 +61,9 @@ NETNS_PREFIX = "tpnode-"  # + the starting process's pid: also the node's cgroup
 PAUSE_IMAGE = "tritonpipeline.local/pause:1"
 HELLO_IMAGE = "tritonpipeline.local/hello:1"
 CTR_NAMESPACE = "k8s.io"
+# how often the HPA controller re-evaluates every HorizontalPodAutoscaler (upstream default 15s): short
+# so the autoscaling scenario (tests/test_node_autoscaling.py) sees decisions within seconds
+HPA_SYNC_PERIOD = "5s"
 # one symlink per running node (namespace name -> state directory): finds nodes left by a killed run
 REGISTRY = Path("/run/tritonpipeline-node")
 CLONE_NEWNET = 0x40000000
@@ -390,6 +393,19 @@ class Node:
                     (d / f).write_text((mount / f).read_text())
         self._save()
 
+    def spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start an optional component (Prometheus, prometheus-adapter) inside the node's namespace, its
+        output in <workdir>/<name>.log; recorded in the state file, so teardown ends it by PID."""
+        with in_netns(self.netns):
+            return self._spawn(name, cmd, env)
+
+    def end(self, name: str) -> None:
+        """End a component started by `spawn` (SIGTERM, then SIGKILL) by its PID and forget it."""
+        pid, binary = self.state["pids"].pop(name, None), self.state["binaries"].pop(name, name)
+        if pid:
+            _end(pid, binary)
+        self._save()
+
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         with open(self.workdir / f"{name}.log", "ab") as out:
             proc = subprocess.Popen(
@@ -582,6 +598,7 @@ state = "{c / "state"}"
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--leader-elect=false",
+                f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
             ],
         )
         sched = self._kubeconfig_for("kube-scheduler", "system:kube-scheduler")
@@ -799,6 +816,9 @@ def _unmount_under(roots: list[str]) -> None:
             _run("umount", "-l", target, check=False)
 
 
+CORE_COMPONENTS = ("kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager")
+
+
 def teardown(workdir: Path) -> dict[str, Any]:
     """Undo everything node-state.json records: processes (by PID), pod processes (by the node's
     cgroups), mounts, cgroups, the namespace, host sysctls and host paths. Returns the state."""
@@ -807,8 +827,9 @@ def teardown(workdir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     pids, bins = state.get("pids", {}), state.get("binaries", {})
-    # 1. the node agents first (no restarts of pods), then the pods, then containerd and the shims
-    for name in ("kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager"):
+    # 1. optional components (spawn), the node agents (no restarts of pods), the pods, containerd, shims
+    optional = [n for n in pids if n not in (*CORE_COMPONENTS, "containerd", "kube-apiserver", "etcd")]
+    for name in (*optional, *CORE_COMPONENTS):
         if name in pids:
             _end(pids[name], bins[name])
     _kill_pids(_cgroup_pids(state.get("cgroups", [])))

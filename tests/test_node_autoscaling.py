@@ -1,0 +1,275 @@
+"""The HPA loop closed on real pods: a stateless pipeline with `autoscaling` (engine hpa) scales up
+under load and back down after it, through real parts only: Triton pods on the node test bed,
+Prometheus discovering them through the apiserver, prometheus-adapter serving the chart's rules as
+custom.metrics.k8s.io, and the HPA controller of kube-controller-manager (e2e/node_metrics.py; both
+Prometheus and prometheus-adapter built from their Go modules by e2e/build-gotool.sh).
+
+One scenario per metric (queueTime, pendingRequests). Each records its timeline in seconds from the
+load start (metric visible above target, scale decision, new pod Ready, new pod answering, metric back
+under target, load stop, scale-down) into bench/results/autoscaling.json and prints it as a table.
+Marker `node`: `make e2e-autoscaling`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from node_cluster import (
+    NAMESPACE,
+    ROOT,
+    NodeCluster,
+    condition,
+    diagnostics,
+    fanout,
+    models_claim,
+    wait,
+)
+from tritonpipeline.kube.autoscaling import METRIC_NAMES
+from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.loadgen import format_table
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
+
+RESULTS = ROOT / "bench" / "results" / "autoscaling.json"
+SCALE_DOWN_WINDOW = 20  # spec.autoscaling.scaleDownStabilizationSeconds (the HPA's default is 300)
+MAX_REPLICAS = 2
+ENSEMBLE = "vision"  # the pipeline (ensemble) name inside examples/fanout.yaml
+CONCURRENCY = 16  # closed-loop requests in flight from the asyncio client
+# per-pod targets well under what one pod shows under CONCURRENCY requests, well over what it shows idle
+TARGETS = {"queueTime": 2000.0, "pendingRequests": 2.0}
+EVENTS = (
+    ("metric_above_target", "custom metrics API shows a pod above the target"),
+    ("scale_decision", "HPA raised the Deployment's replicas"),
+    ("new_pod_ready", "the new pod Ready"),
+    ("new_pod_answering", "the new pod counts successful requests"),
+    ("under_target", "custom metric average back under the target"),
+    ("load_stop", "load stopped"),
+    ("scale_down", "Deployment back to minReplicas, one pod"),
+)
+
+
+@pytest.fixture(scope="module")
+def metrics(cluster: NodeCluster, chart_operator: dict[str, Any]) -> Iterator[Any]:
+    from chart import ToolUnavailable, ensure_tool
+    from node_metrics import NodeMetrics
+
+    try:
+        binaries = {tool: ensure_tool(tool) for tool in ("prometheus", "prometheus-adapter")}
+    except ToolUnavailable as err:
+        pytest.skip(f"the metrics path cannot be built here: {err}")
+    models_claim(cluster)  # also creates NAMESPACE, the namespace Prometheus watches
+    m = NodeMetrics(cluster.node, binaries, [NAMESPACE]).start()
+    print(f">> metrics path up: {json.dumps({k: round(v, 1) for k, v in m.timings.items()})}")
+    try:
+        yield m
+    finally:
+        m.stop()
+
+
+def pipeline(cluster: NodeCluster, name: str, metric: str) -> dict[str, Any]:
+    """examples/fanout.yaml (its ensemble is ENSEMBLE) on the CPU image with small requests, autoscaled."""
+    doc = fanout(cluster, models_claim(cluster), name=name)
+    doc["spec"]["autoscaling"] = {
+        "minReplicas": 1,
+        "maxReplicas": MAX_REPLICAS,
+        "metric": metric,
+        "target": TARGETS[metric],
+        "scaleDownStabilizationSeconds": SCALE_DOWN_WINDOW,
+    }
+    return doc
+
+
+@dataclass
+class Timeline:
+    metric: str
+    target: float
+    t0: float = 0.0
+    events: dict[str, float] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    def mark(self, event: str, at: float | None = None) -> None:
+        if event not in self.events:
+            self.events[event] = round((at if at is not None else time.time()) - self.t0, 1)
+            print(f">> {self.metric}: {event} at +{self.events[event]}s", flush=True)
+
+
+def observe(cluster: NodeCluster, name: str) -> dict[str, Any]:
+    """One look at the HPA, the Deployment and the pipeline's pods."""
+    out = cluster.kubectl(
+        "get", "hpa,deployment,pods", "-n", NAMESPACE, "-l", f"{PIPELINE_LABEL}={name}", "-o", "json"
+    )
+    items = json.loads(out)["items"]
+    hpa = next((i for i in items if i["kind"] == "HorizontalPodAutoscaler"), {})
+    deployment = next(i for i in items if i["kind"] == "Deployment")
+    pods = [i for i in items if i["kind"] == "Pod" and not i["metadata"].get("deletionTimestamp")]
+    ready = [
+        p["metadata"]["name"]
+        for p in pods
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    ]
+    return {
+        "replicas": deployment["spec"].get("replicas"),
+        "pods": sorted(p["metadata"]["name"] for p in pods),
+        "ready": sorted(ready),
+        "hpa_desired": hpa.get("status", {}).get("desiredReplicas"),
+    }
+
+
+def answered_per_pod(metrics: Any, name: str) -> dict[str, float]:
+    """Successful ensemble requests per pod of pipeline `name`, from Triton's own counters as
+    Prometheus scraped them."""
+    pods = f'pod=~"{name}-[a-z0-9]+-[a-z0-9]+"'
+    q = f'sum by (pod) (nv_inference_request_success{{namespace="{NAMESPACE}",{pods},model="{ENSEMBLE}"}})'
+    return {r["metric"]["pod"]: float(r["value"][1]) for r in metrics.query(q)}
+
+
+def start_load(cluster: NodeCluster, name: str, log: Path) -> subprocess.Popen[str]:
+    from node import in_netns
+
+    service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
+    url = f"{service['spec']['clusterIP']}:{port}"
+    cmd = [sys.executable, str(ROOT / "e2e" / "autoscale_load.py"), "--url", url, "--pipeline", ENSEMBLE]
+    with in_netns(cluster.node.netns), open(log, "w") as out:
+        return subprocess.Popen(
+            [*cmd, "--concurrency", str(CONCURRENCY)], stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+
+
+def last_load_report(log: Path) -> dict[str, Any]:
+    lines = [line for line in log.read_text().splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """Seconds from the load start, one column per metric."""
+
+    def cell(run: dict[str, Any], event: str) -> str:
+        return f"+{run['events'][event]}s" if event in run["events"] else "never"
+
+    rows = [[f"{event} ({what})", *(cell(r, event) for r in runs)] for event, what in EVENTS]
+    return format_table(["event", *(r["metric"] for r in runs)], rows)
+
+
+def record(result: dict[str, Any]) -> None:
+    data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    data.setdefault("runs", {})[result["metric"]] = result
+    data["events"] = dict(EVENTS)
+    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    print("\n" + table(list(data["runs"].values())), flush=True)
+
+
+@pytest.mark.parametrize("metric", ["queueTime", "pendingRequests"])
+def test_hpa_scales_the_pipeline_up_under_load_and_down_after_it(
+    cluster: NodeCluster, metrics: Any, metric: str, tmp_path: Path
+) -> None:
+    name = f"scale-{metric.lower()}"
+    target = TARGETS[metric]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pipeline(cluster, name, metric)))
+    wait(
+        "TritonPipeline Ready",
+        lambda: condition(cluster, name, "Ready").get("status") == "True",
+        240,
+        lambda: diagnostics(cluster, NAMESPACE),
+    )
+    before = observe(cluster, name)
+    assert before["replicas"] == 1 and len(before["ready"]) == 1, before
+    (first_pod,) = before["ready"]
+    selector = f"model notin ({ENSEMBLE})"  # what the operator's HPA asks for (ensembles excluded)
+    metric_name = METRIC_NAMES[metric]
+    # idle: the adapter serves the pod's metric, under the target (the HPA holds at minReplicas)
+    idle = wait(
+        f"{metric_name} served for the idle pod",
+        lambda: (
+            metrics.custom_metric(NAMESPACE, metric_name, selector).get(first_pod) is not None
+            and metrics.custom_metric(NAMESPACE, metric_name, selector)
+        ),
+        120,
+        lambda: cluster.node.log_tail("prometheus-adapter"),
+    )
+    assert idle[first_pod] < target, idle
+
+    timeline = Timeline(metric, target)
+    log = tmp_path / "load.jsonl"
+    timeline.t0 = time.time()
+    load = start_load(cluster, name, log)
+    new_pod = ""
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert load.poll() is None, log.read_text()[-2000:]
+            now = time.time()
+            seen = observe(cluster, name)
+            values = metrics.custom_metric(NAMESPACE, metric_name, selector)
+            timeline.samples.append({"t": round(now - timeline.t0, 1), **seen, "metric": values})
+            if any(v > target for v in values.values()):
+                timeline.mark("metric_above_target", now)
+            if (seen["replicas"] or 0) > 1:
+                timeline.mark("scale_decision", now)
+            fresh = [p for p in seen["ready"] if p != first_pod]
+            if fresh and not new_pod:
+                new_pod = fresh[0]
+                timeline.mark("new_pod_ready", now)
+            if new_pod and answered_per_pod(metrics, name).get(new_pod, 0) > 0:
+                timeline.mark("new_pod_answering", now)
+            if new_pod and values and sum(values.values()) / len(values) < target:
+                timeline.mark("under_target", now)
+            done = "new_pod_answering" in timeline.events
+            if done and (
+                "under_target" in timeline.events
+                or now - timeline.t0 > timeline.events["new_pod_answering"] + 45
+            ):
+                break
+            time.sleep(1)
+    finally:
+        load.send_signal(signal.SIGTERM)
+        load.wait(60)
+    timeline.mark("load_stop")
+    answered = answered_per_pod(metrics, name)
+    load_report = last_load_report(log)
+    print(f">> load: {load_report}; answered per pod: {answered}")
+    assert "scale_decision" in timeline.events, (timeline.samples[-5:], diagnostics(cluster, NAMESPACE))
+    assert new_pod and answered.get(new_pod, 0) > 0, (answered, timeline.samples[-5:])
+    assert answered.get(first_pod, 0) > 0, answered
+    assert load_report.get("ok", 0) > 0 and load_report.get("wrong") == 0, load_report
+
+    def scaled_down() -> dict[str, Any] | None:
+        seen = observe(cluster, name)
+        now = time.time()
+        values = metrics.custom_metric(NAMESPACE, metric_name, selector)
+        timeline.samples.append({"t": round(now - timeline.t0, 1), **seen, "metric": values})
+        if values and sum(values.values()) / len(values) < target:
+            timeline.mark("under_target", now)
+        return seen if seen["replicas"] == 1 and len(seen["pods"]) == 1 else None
+
+    # the rules' rate window (1m) empties, then the stabilization window, then the HPA's next sync
+    wait("scale-down to one pod", scaled_down, 240, lambda: json.dumps(timeline.samples[-3:]))
+    timeline.mark("scale_down")
+    result = {
+        "metric": metric,
+        "metric_name": metric_name,
+        "target_per_pod": target,
+        "min_replicas": 1,
+        "max_replicas": MAX_REPLICAS,
+        "scale_down_stabilization_seconds": SCALE_DOWN_WINDOW,
+        "concurrency": CONCURRENCY,
+        "events": timeline.events,
+        "under_target_while_loaded": timeline.events.get("under_target", 1e9) < timeline.events["load_stop"],
+        "answered_per_pod": answered,
+        "load": load_report,
+        "samples": timeline.samples,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timeline.t0)),
+    }
+    record(result)
+    cluster.kubectl("delete", "tritonpipeline", name, "-n", NAMESPACE, "--wait=false")
+    assert timeline.events["scale_down"] > timeline.events["load_stop"] + SCALE_DOWN_WINDOW
