@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import security, tritonserver_options
-from .compiler import Artifacts, compile_pipeline
+from .compiler import Artifacts
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
@@ -44,14 +44,8 @@ def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None
     problems: list[Problem] = []
     for i, tp in enumerate(pipelines):
         prefix = f"document {i + 1}: " if len(pipelines) > 1 else ""
-        found: list[Problem] = []
-        artifacts = None
-        try:
-            artifacts = compile_pipeline(tp, cpu_only=cpu_only)
-        except SpecError as exc:
-            found += exc.problems
-        if artifacts is not None:
-            found += checks.problems(tp, artifacts)  # what the cluster would refuse, as the operator does
+        # the compiler's problems, then what the cluster would refuse, as the operator and webhook do
+        artifacts, found = checks.check(tp, cpu_only=cpu_only)
         root = local_model_root(tp, path, models)
         if root is not None:
             found += check_model_dirs(tp, root)

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import kopf
 
-from . import health, metrics
+from . import health, metrics, webhook
 from .kube.client import Kube
 from .kube.meta import PIPELINE_LABEL
 from .reconcile import (
@@ -46,6 +46,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     memo.settings = config
     memo.kopf_settings = settings  # for the pipeline loggers of the resync loop
     memo.kube = Kube(api_client(), config.field_manager)
+    try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
+        settings.admission.server = webhook.server(config, memo.kube)
+    except webhook.WebhookConfigError as exc:
+        raise kopf.PermanentError(str(exc)) from None
     memo.statuses = {}  # (namespace, name) -> the status we last wrote: we are its only writer
     memo.locks = collections.defaultdict(asyncio.Lock)  # status writes, per pipeline
     memo.reconciling = collections.defaultdict(asyncio.Lock)  # reconciles, per pipeline
@@ -102,6 +106,12 @@ async def login(memo: kopf.Memo, **kwargs: Any) -> kopf.AiohttpSession:
     return kopf.AiohttpSession(
         server=info.server, aiohttp_session=session, default_namespace=info.default_namespace
     )
+
+
+@kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook.HANDLER_ID)
+async def validate(warnings: list[str], memo: kopf.Memo, **kwargs: Any) -> None:
+    """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
+    await webhook.admit(kwargs["operation"], kwargs["new"], kwargs["old"], warnings, memo.get("settings"))
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)

@@ -33,6 +33,7 @@ _PLURALS = {
     "Pod": "pods",
     "TritonPipeline": PLURAL,
     "CustomResourceDefinition": "customresourcedefinitions",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
 }
 RETRYABLE = {409, 429, 500, 502, 503, 504}
 
