@@ -213,6 +213,7 @@ _PLURAL = {
     "ServiceMonitor": "servicemonitors",
     "CustomResourceDefinition": "customresourcedefinitions",
     "TritonPipeline": "tritonpipelines",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
 }
 
 
@@ -386,8 +387,9 @@ class OperatorProcess:
 class ChartOperator(OperatorProcess):
     """The operator container of the rendered Deployment, run here as a subprocess: its command (the
     `tritonpipeline` entry point of this venv), its flags (`-n` per watched namespace), its env, and the
-    chart's ServiceAccount token as its only credential. The liveness and metrics endpoints move to
-    free loopback ports (0.0.0.0:8080 and :8081 are a pod's addresses)."""
+    chart's ServiceAccount token as its only credential. The liveness, metrics and admission webhook
+    endpoints move to free loopback ports (0.0.0.0:8080, :8081 and :9443 are a pod's addresses); the
+    apiserver calls the webhook at its loopback URL instead of through the Service (no kube-proxy here)."""
 
     def __init__(self, deployment: dict[str, Any], kubeconfig: Path, log: Path) -> None:
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -404,6 +406,12 @@ class ChartOperator(OperatorProcess):
         command[metrics] = f"http://127.0.0.1:{self.metrics_port}"
         command[0] = str(Path(sys.executable).parent / "tritonpipeline")
         env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+        self.webhook_port: int | None = None
+        if "TRITONPIPELINE_WEBHOOK_LISTEN" in env:
+            assert env["TRITONPIPELINE_WEBHOOK_LISTEN"].startswith("0.0.0.0:"), env
+            self.webhook_port = free_port()
+            env["TRITONPIPELINE_WEBHOOK_LISTEN"] = f"127.0.0.1:{self.webhook_port}"
+            env.pop("TRITONPIPELINE_WEBHOOK_SERVICE")
         base = {k: v for k, v in os.environ.items() if not k.startswith(("TRITONPIPELINE_", "KUBE"))}
         tmp = os.environ.get("TMPDIR", "/tmp")
         super().__init__(command, {**base, **env, "KUBECONFIG": str(kubeconfig), "TMPDIR": tmp}, log)
