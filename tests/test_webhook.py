@@ -166,7 +166,12 @@ def test_self_signed_certificate_serves_tls_for_its_names(tmp_path: Path) -> Non
 
 
 def call(
-    kube: Kube, method: str, path: str, body: Any = None, query: tuple[tuple[str, str], ...] = ()
+    kube: Kube,
+    method: str,
+    path: str,
+    body: Any = None,
+    query: tuple[tuple[str, str], ...] = (),
+    content_type: str = "application/json",
 ) -> Any:
     """One API call (no retries): (HTTP status, decoded body, the Warning headers' texts)."""
     api = kube.api
@@ -174,7 +179,7 @@ def call(
         method=method,
         resource_path=path,
         query_params=list(query),
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        header_params={"Accept": "application/json", "Content-Type": content_type},
         body=body,
         auth_settings=["BearerToken"],
     )
@@ -369,17 +374,7 @@ def test_object_stored_before_the_webhook_keeps_status_reporting(
 
 
 def merge_patch(kube: Kube, url: str, patch: dict[str, Any]) -> Any:
-    api = kube.api
-    params = api.param_serialize(
-        method="PATCH",
-        resource_path=url,
-        header_params={"Accept": "application/json", "Content-Type": "application/merge-patch+json"},
-        body=patch,
-        auth_settings=["BearerToken"],
-    )
-    resp = api.call_api(*params, _request_timeout=60)
-    data = resp.read()
-    return resp.status, (json.loads(data) if data else {}), []
+    return call(kube, "PATCH", url, patch, content_type="application/merge-patch+json")
 
 
 @pytest.mark.apiserver
