@@ -41,6 +41,7 @@ from chart import (
 from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
+from tritonpipeline.webhook import WebhookSettings
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -404,6 +405,8 @@ def test_webhook_render_fits_together(helm):
         "Fail", "5",
     )  # fmt: skip
     assert "TRITONPIPELINE_WEBHOOK_CERT_DIR" not in env
+    settings = WebhookSettings.from_env(env)  # the operator takes what the chart gives it
+    assert "rel-triton-pipeline-webhook.ops.svc" in settings.server_names()  # the self-signed SANs
     (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
     assert vwc["metadata"]["name"] == env["TRITONPIPELINE_WEBHOOK_CONFIGURATION"] == "rel-triton-pipeline"
     assert "webhooks" not in vwc and "annotations" not in vwc["metadata"]

@@ -135,6 +135,14 @@ def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
             "TRITONPIPELINE_WEBHOOK_SERVICE='ops/Web:443'",
         ),
         (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_SERVICE": "ops/-web:443"},
+            "TRITONPIPELINE_WEBHOOK_SERVICE='ops/-web:443'",
+        ),
+        (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_CONFIGURATION": "Tp_Hook"},
+            "TRITONPIPELINE_WEBHOOK_CONFIGURATION='Tp_Hook'",
+        ),
+        (
             {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_CERT_DIR": "/nonexistent"},
             "tls.crt and tls.key missing",
         ),

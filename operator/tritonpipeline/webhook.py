@@ -32,7 +32,7 @@ from .errors import Problem, SpecError
 from .kube import checks
 from .kube.client import Kube, KubeError
 from .settings import FIELD_MANAGER, GROUP, PLURAL, VERSION, Settings
-from .spec import parse_pipeline
+from .spec import DNS_SUBDOMAIN_RE, parse_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ MAX_TIMEOUT_SECONDS = 30  # the API's limit for timeoutSeconds
 CERT_DAYS = 365  # validity of the self-signed CA and serving certificate (renewed at every start)
 REGISTER_RETRY_SECONDS = 10.0
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\s/]*):(?P<port>\d{1,5})$")
-_SERVICE_RE = re.compile(r"^(?P<namespace>[a-z0-9-]{1,63})/(?P<name>[a-z0-9-]{1,63}):(?P<port>\d{1,5})$")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a DNS-1123 label: a namespace or a Service name
+_SERVICE_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>{_LABEL}):(?P<port>\d{{1,5}})$")
 
 
 class WebhookConfigError(ValueError):
@@ -101,6 +102,11 @@ class WebhookSettings:
             )
         if not self.enabled:
             return
+        if len(self.configuration) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(self.configuration):
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_CONFIGURATION={self.configuration!r}: expected a DNS-1123 subdomain "
+                "(lowercase letters, digits, '-' and '.')"
+            )
         if not _LISTEN_RE.match(self.listen) or not 0 < self.port < 65536:
             raise WebhookConfigError(
                 f"TRITONPIPELINE_WEBHOOK_LISTEN={self.listen!r}: expected HOST:PORT, e.g. 0.0.0.0:9443"
