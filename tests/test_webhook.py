@@ -3,6 +3,7 @@ operator's webhook on the real kube-apiserver, reached over loopback TLS with th
 
 from __future__ import annotations
 
+import base64
 import copy
 import ipaddress
 import json
@@ -228,8 +229,9 @@ def webhook_operator(
     started: list[OperatorProcess] = []
     name = f"tp-webhook-{namespace}"
 
-    def start(policy: str = "Fail") -> OperatorProcess:
+    def start(policy: str = "Fail", extra: dict[str, str] | None = None) -> OperatorProcess:
         env = {
+            **(extra or {}),
             **os.environ,
             "KUBECONFIG": str(control_plane.kubeconfig),
             "TRITONPIPELINE_WEBHOOK_LISTEN": f"127.0.0.1:{free_port()}",
@@ -383,6 +385,30 @@ def test_object_stored_before_the_webhook_keeps_status_reporting(
 
 def merge_patch(kube: Kube, url: str, patch: dict[str, Any]) -> Any:
     return call(kube, "PATCH", url, patch, content_type="application/merge-patch+json")
+
+
+@pytest.mark.apiserver
+def test_self_signed_certificate_is_renewed_before_it_expires(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
+) -> None:
+    """A 30 s certificate: after 20 s a new CA is registered and the server switches to its certificate,
+    so past the first one's expiry the API server still reaches the webhook over verified TLS."""
+    started = time.monotonic()
+    op = webhook_operator("Fail", {"TRITONPIPELINE_WEBHOOK_CERT_SECONDS": "30"})
+    name = f"tp-webhook-{namespace}"
+
+    def trusted() -> bytes:
+        vwc = kube.get(VWC_API, "ValidatingWebhookConfiguration", None, name)
+        assert vwc is not None
+        return base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"])
+
+    first = trusted()
+    assert first.count(b"BEGIN CERTIFICATE") == 1
+    wait_for("the certificate renewed", lambda: "new self-signed certificate" in op.text(), 40)
+    wait_for("only the new CA trusted", lambda: first not in trusted() and trusted().count(b"BEGIN") == 1, 30)
+    time.sleep(max(0.0, started + 35 - time.monotonic()))  # past the first certificate's expiry
+    status, body, _ = create(kube, namespace, cyclic(), dry_run=True)
+    assert status == 422 and DENIED in body["message"], body
 
 
 @pytest.mark.apiserver

@@ -41,7 +41,9 @@ PATH = f"/{HANDLER_ID}"
 WEBHOOK_NAME = f"pipelines.{GROUP}"  # the webhook's name in its configuration (kubectl prints it)
 FAILURE_POLICIES = ("Ignore", "Fail")
 MAX_TIMEOUT_SECONDS = 30  # the API's limit for timeoutSeconds
-CERT_DAYS = 365  # validity of the self-signed CA and serving certificate (renewed at every start)
+CERT_SECONDS = 365 * 24 * 3600  # validity of the self-signed CA and serving certificate
+RENEW_AT = 2 / 3  # a new CA and certificate replace them after this part of their validity
+FILE_CHECK_SECONDS = 10.0  # how often kopf's server looks for renewed certificate files
 REGISTER_RETRY_SECONDS = 10.0
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\s/]*):(?P<port>\d{1,5})$")
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a DNS-1123 label: a namespace or a Service name
@@ -68,6 +70,8 @@ class WebhookSettings:
     cert_dir: str = ""
     failure_policy: str = "Ignore"
     timeout_seconds: int = 10
+    # validity of the self-signed certificate in seconds (renewed after RENEW_AT of it, and at start)
+    cert_seconds: int = CERT_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
@@ -78,6 +82,12 @@ class WebhookSettings:
                 f"TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS={timeout!r}: expected whole seconds from 1 to "
                 f"{MAX_TIMEOUT_SECONDS}"
             )
+        cert_seconds = env.get("TRITONPIPELINE_WEBHOOK_CERT_SECONDS", str(CERT_SECONDS))
+        if not cert_seconds.isdigit() or int(cert_seconds) < 3 * FILE_CHECK_SECONDS:
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_CERT_SECONDS={cert_seconds!r}: expected whole seconds, at least "
+                f"{3 * FILE_CHECK_SECONDS:.0f}"
+            )
         ws = cls(
             listen=env.get("TRITONPIPELINE_WEBHOOK_LISTEN", ""),
             configuration=env.get("TRITONPIPELINE_WEBHOOK_CONFIGURATION", FIELD_MANAGER),
@@ -86,6 +96,7 @@ class WebhookSettings:
             cert_dir=env.get("TRITONPIPELINE_WEBHOOK_CERT_DIR", ""),
             failure_policy=env.get("TRITONPIPELINE_WEBHOOK_FAILURE_POLICY", "Ignore"),
             timeout_seconds=int(timeout),
+            cert_seconds=int(cert_seconds),
         )
         ws.check()
         return ws
@@ -274,11 +285,11 @@ def _san(name: str) -> x509.GeneralName:
         return x509.DNSName(name)
 
 
-def self_signed(names: Sequence[str], days: int = CERT_DAYS) -> tuple[bytes, bytes, bytes]:
+def self_signed(names: Sequence[str], seconds: int = CERT_SECONDS) -> tuple[bytes, bytes, bytes]:
     """A new CA and a serving certificate it signs for `names` (DNS names or IP addresses):
     (CA certificate, serving certificate, serving key), PEM. Nothing is written anywhere."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
+    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(seconds=seconds)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tritonpipeline webhook CA")])
     ca = (
@@ -336,38 +347,55 @@ def _key_usage(cert_sign: bool) -> x509.KeyUsage:
 
 class Server:
     """kopf's webhook server with this operator's certificate; registers the configuration (server-side
-    apply, retried until it works) each time kopf (re)starts listening, e.g. after the mounted
-    certificate files were renewed."""
+    apply, retried until it works) each time kopf (re)starts listening: at start, and after the
+    certificate files changed (cert-manager renewed its Secret, or `renew` replaced the self-signed one).
+    """
 
     def __init__(self, ws: WebhookSettings, namespaces: Sequence[str], kube: Kube) -> None:
         self.ws = ws
         self.namespaces = tuple(namespaces)
         self.kube = kube
+        self.ca_bundle: bytes | None = None  # the self-signed CA the API server is told to trust
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         ws = self.ws
-        own_ca: bytes | None = None
-        workdir: str | None = None
+        workdir: Path | None = None
+        renewal: asyncio.Task[None] | None = None
         if ws.cert_dir:
             certfile, pkeyfile = Path(ws.cert_dir) / "tls.crt", Path(ws.cert_dir) / "tls.key"
         else:
-            workdir = tempfile.mkdtemp(prefix="tritonpipeline-webhook-")  # mode 0700
-            own_ca, cert, key = self_signed(ws.server_names())
-            certfile, pkeyfile = Path(workdir) / "tls.crt", Path(workdir) / "tls.key"
-            certfile.write_bytes(cert)
-            pkeyfile.touch(0o600)
-            pkeyfile.write_bytes(key)
+            workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-webhook-"))  # mode 0700
+            self.ca_bundle, cert, key = self_signed(ws.server_names(), ws.cert_seconds)
+            certfile = pkeyfile = _write_bundle(workdir, cert, key)
+            renewal = asyncio.create_task(self.renew(workdir))
         server = kopf.WebhookServer(
-            addr=ws.listen_host or None, port=ws.port, certfile=certfile, pkeyfile=pkeyfile
+            addr=ws.listen_host or None,
+            port=ws.port,
+            certfile=certfile,
+            pkeyfile=pkeyfile,
+            file_check_interval=FILE_CHECK_SECONDS,
         )
         try:
             async with server:
                 async for config in server(fn):
-                    await self.register(own_ca)
+                    await self.register(self.ca_bundle)
                     yield config
         finally:
+            if renewal is not None:
+                renewal.cancel()
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+    async def renew(self, workdir: Path) -> None:
+        """Replace the self-signed CA and certificate before they expire: the API server trusts the old
+        and the new CA while kopf's server switches to the new files, then only the new one."""
+        while True:
+            await asyncio.sleep(self.ws.cert_seconds * RENEW_AT)
+            ca, cert, key = await asyncio.to_thread(self_signed, self.ws.server_names(), self.ws.cert_seconds)
+            await self.register((self.ca_bundle or b"") + ca)
+            self.ca_bundle = ca
+            _write_bundle(workdir, cert, key)
+            log.info("admission webhook: new self-signed certificate; the server restarts with it")
 
     async def register(self, ca_bundle: bytes | None) -> None:
         """Apply the configuration; on failure log why and retry (the operator keeps reconciling)."""
@@ -396,6 +424,17 @@ def server(settings: Settings, kube: Kube) -> Server | kopf.WebhookServerProtoco
     (kopf wants a server once a validating handler exists). Raises WebhookConfigError."""
     ws = WebhookSettings.from_env()
     return Server(ws, settings.namespaces, kube) if ws.enabled else disabled
+
+
+def _write_bundle(workdir: Path, cert: bytes, key: bytes) -> Path:
+    """Certificate and key in one file (0600), replaced in one step: a reader never sees a new
+    certificate with the old key."""
+    path, new = workdir / "tls.pem", workdir / "tls.pem.new"
+    new.unlink(missing_ok=True)
+    with os.fdopen(os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(cert + key)
+    new.replace(path)
+    return path
 
 
 async def disabled(fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
