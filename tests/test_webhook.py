@@ -3,6 +3,7 @@ operator's webhook on the real kube-apiserver, reached over loopback TLS with th
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import ipaddress
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 
@@ -104,6 +106,27 @@ def test_only_creates_and_spec_changes_are_reviewed() -> None:
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert not webhook.review("UPDATE", deleting, bad)
     assert not webhook.review("DELETE", None, bad)
+
+
+def test_admit_refuses_with_422_and_adds_warnings() -> None:
+    with pytest.raises(kopf.AdmissionError) as info:
+        asyncio.run(webhook.admit("CREATE", cyclic(), None, [], None))
+    assert info.value.code == 422
+    assert str(info.value).startswith("spec.pipelines[0].steps[1].inputs: cycle in pipeline")
+    warnings: list[str] = []
+    doc = cluster_doc("streaming")
+    doc["spec"]["routing"] = {"sessionAffinity": "None"}
+    asyncio.run(webhook.admit("UPDATE", doc, cluster_doc("streaming"), warnings, None))
+    assert len(warnings) == 1 and warnings[0].startswith("spec.routing.sessionAffinity: ")
+
+
+def test_an_internal_error_allows_with_a_warning() -> None:
+    """A bug in the checks must not block every apply: the request passes, kubectl prints why it was not
+    checked, and the operator still reports in status."""
+    warnings: list[str] = []
+    broken_settings: Any = object()  # no configmap_max_bytes: the cluster checks raise AttributeError
+    asyncio.run(webhook.admit("CREATE", cluster_doc("fanout"), None, warnings, broken_settings))
+    assert warnings == ["not checked at admission (AttributeError); the operator reports in status"]
 
 
 def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
