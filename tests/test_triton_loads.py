@@ -24,7 +24,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 import pipeline_gen as gen
-from tritonpipeline.compiler import Artifacts, compile_pipeline, graph
+from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.errors import SpecError
 from tritonpipeline.repository import check_model_dirs, write_repository
 from tritonpipeline.server import LocalTriton
@@ -90,7 +90,7 @@ def compile_doc(doc: dict[str, Any]) -> Artifacts:
 def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Artifacts:
     """What the compiler rendered before it knew Triton's decoupled-origin rule: the rule switched off."""
     with monkeypatch.context() as m:
-        m.setattr(graph, "decoupled_conflicts", lambda *args, **kwargs: [])
+        m.setattr(rules, "decoupled_conflicts", lambda *args, **kwargs: [])
         return compile_doc(doc)
 
 
