@@ -200,6 +200,7 @@ def pipeline_name_free(spec: PipelineSpec, i: int, first: Mapping[str, int]) -> 
 
 
 def replicas_ordered(spec: PipelineSpec) -> Iterator[Problem]:
+    """Autoscaling's minReplicas is <= its maxReplicas."""
     scaling = spec.autoscaling
     if scaling and scaling.min_replicas > scaling.max_replicas:
         yield Problem(
