@@ -3,7 +3,7 @@
 The walk follows the document: step names and models, then pipeline inputs and outputs, the ensemble's
 batch size, each step's input mapping, the pipeline outputs, and last the rules over the whole graph
 (cycles, unused inputs and steps, decoupled origins). What fails a rule stays out of the graph, so
-later rules see only what resolved, and each problem is reported once, in document order.
+later rules see only what resolved and each problem is reported once, in the order of this walk.
 """
 
 from __future__ import annotations
