@@ -9,7 +9,7 @@ CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 # where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
 NODE_DIR ?= /tmp/tritonpipeline-node
 
-.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane bench-router \
+.PHONY: help venv system-deps demo test test-unit test-integration golden lint bench bench-dataplane bench-router \
 	bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
@@ -59,6 +59,10 @@ NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx an
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
+
+# tests/golden/: reviewed compiler outputs; after an intended change, regenerate and review `git diff`
+golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
+	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
 
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"

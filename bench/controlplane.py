@@ -12,7 +12,7 @@ Everything runs on this machine, in one run, against ONE control plane that this
                 children AND its status written. The operator is a real subprocess
                 (`tritonpipeline run -n NS`), exactly as deployed, only pointed at this apiserver.
     floor       the same N pipelines without the operator: this script parses, compiles and renders
-                each one (render_children(tp, compile_pipeline(tp), Settings(), owner)) and
+                each one (render_children(tp, compile_pipeline(tp), Settings()), owned by the CR) and
                 server-side applies the children itself (Kube.apply), from a thread pool of the same
                 size, into another namespace. No CR, no status: the least work that produces the
                 same objects.
@@ -69,6 +69,7 @@ from tritonpipeline.kube import status as st
 from tritonpipeline.kube.client import Kube, path
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import endpoint, owner_reference, render_children
+from tritonpipeline.kube.meta import owned
 from tritonpipeline.settings import GROUP, KIND, VERSION, Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -136,8 +137,7 @@ def cluster_doc(name: str, namespace: str) -> dict[str, Any]:
 def child_keys(doc: dict[str, Any]) -> set[tuple[str, str]]:
     """(kind, name) of every child the operator renders for this CR."""
     tp = parse_pipeline(copy.deepcopy(doc))
-    owner = {"apiVersion": API, "kind": KIND, "name": doc["metadata"]["name"], "uid": "x"}
-    children = render_children(tp, compile_pipeline(tp), Settings(), owner)
+    children = render_children(tp, compile_pipeline(tp), Settings())
     return {(o["kind"], o["metadata"]["name"]) for o in children.all()}
 
 
@@ -503,8 +503,8 @@ class Bench:
             "controller": True,
             "blockOwnerDeletion": True,
         }
-        for obj in render_children(tp, compile_pipeline(tp), Settings(), owner).all():
-            self.kube.apply(obj)
+        for obj in render_children(tp, compile_pipeline(tp), Settings()).all():
+            self.kube.apply(owned(obj, owner))
 
     def cr_floor_one(self, doc: dict[str, Any]) -> None:
         """The least any operator must cause, without one: the user's CR apply, the children (owned by
@@ -513,9 +513,9 @@ class Bench:
         tp = parse_pipeline(copy.deepcopy(cr))
         artifacts = compile_pipeline(tp)
         generation = cr["metadata"]["generation"]
-        children = render_children(tp, artifacts, Settings(), owner_reference(cr))
+        children = render_children(tp, artifacts, Settings())
         for obj in children.all():
-            self.kube.apply(obj)
+            self.kube.apply(owned(obj, owner_reference(cr)))
         desired = int(children.deployment["spec"].get("replicas", 1))
         status = {
             "observedGeneration": generation,

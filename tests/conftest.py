@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from node_cluster import chart_operator, cluster, host_before, node  # noqa: F401  (the `node` tests' fixtures)
+
 # the marker of the real component a fixture starts: a test that uses the fixture must carry it
 FIXTURE_MARKERS = {
     "serve_pipeline": "tritonserver",
@@ -20,6 +22,9 @@ FIXTURE_MARKERS = {
     "helm_binary": "helm",
     "nginx_workdir": "nginx",
     "prometheus_dir": "prometheus",
+    "node": "node",
+    "cluster": "node",
+    "chart_operator": "node",
 }
 
 

@@ -697,6 +697,15 @@ def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> N
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.cli
+def test_run_without_credentials_is_one_line(tmp_path: Path) -> None:
+    """`tritonpipeline run` makes its API client before kopf starts: no kubeconfig (and no in-cluster
+    service account) is one line naming where credentials are looked for, exit 1, nothing started."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "TRITONPIPELINE_"))}
+    result = run_cli("run", env={**env, "KUBECONFIG": str(tmp_path / "no-kubeconfig"), "HOME": str(tmp_path)})
+    assert_one_line_error(result, "no Kubernetes credentials (in-cluster or KUBECONFIG)")
+
+
 def alias_bomb(levels: int = 8) -> list[str]:
     """YAML lines defining &b0..&b{levels}: b{levels} expands to 9**levels strings."""
     lines = ['b0: &b0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

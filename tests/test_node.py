@@ -3,14 +3,14 @@
 Everything runs inside a network namespace the harness creates: etcd, kube-apiserver (ServiceAccount
 admission on), kube-controller-manager, kube-scheduler, containerd 2 + runc, kubelet and kube-proxy
 (iptables). The images are OCI archives packed by e2e/node.py from static Go programs (no registry).
-Opt-in: `make e2e-node` (marker `node`); skips with the reason when not root or without `ip netns`.
+Marker `node`; the session's node comes from tests/node_cluster.py. Skips with the reason when not root
+or without `ip netns`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,36 +19,6 @@ pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
 
 APP = "hello"
 REPLICAS = 2
-
-
-def _host_state() -> dict[str, Any]:
-    from node import host_snapshot
-
-    return host_snapshot()
-
-
-@pytest.fixture(scope="module")
-def host_before() -> dict[str, Any]:
-    from node import missing_prerequisite, reap_stale
-
-    reason = missing_prerequisite()
-    if reason:
-        pytest.skip(f"no node test bed: {reason}")
-    reap_stale()  # what a killed earlier run left is not the host's state
-    return _host_state()
-
-
-@pytest.fixture(scope="module")
-def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from node import Node
-
-    n = Node(tmp_path_factory.mktemp("node"))
-    n.start()
-    print(f"node timings: {json.dumps({k: round(v, 1) for k, v in n.timings.items()})}")
-    try:
-        yield n
-    finally:
-        n.stop()
 
 
 def _manifests(image: str) -> str:
@@ -138,10 +108,3 @@ def test_pod_reaches_the_apiserver_with_its_service_account_token(node: Any) -> 
     status, _, body = node.kubectl(*exec_, "/api/v1/namespaces/kube-system/secrets").partition("\n")
     assert status == "403", body
     assert 'User "system:serviceaccount:default:default" cannot list' in json.loads(body)["message"]
-
-
-def test_teardown_restores_host(node: Any, host_before: dict[str, Any]) -> None:
-    node.stop()
-    after = _host_state()
-    for key in host_before:
-        assert after[key] == host_before[key], key

@@ -302,15 +302,26 @@ def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator)
 
 
 def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
-    """No kube-controller-manager runs here, so garbage collection is shown by the owner references."""
+    """No kube-controller-manager runs here, so garbage collection is shown by the owner references:
+    every object the operator makes for a pipeline (each kind it applies or creates) is owned by it."""
     run_operator()
     doc = cluster_doc("vision", namespace)
     doc["spec"]["autoscaling"] = {"maxReplicas": 2}
+    doc["spec"]["networkPolicy"] = {}
     kube.apply(doc)
     cr = wait_reconciled(kube, namespace, "vision")
-    kids = children(kube, namespace, "vision")
-    objects = [*kids["configmaps"], kids["deployment"], kids["service"], kids["hpa"]]
-    for obj in objects:
+    kinds = [
+        ("v1", "ConfigMap"),
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("networking.k8s.io/v1", "NetworkPolicy"),
+        ("v1", "Secret"),
+    ]
+    selector = f"{SELECTOR}=vision"
+    objects = [(kind, o) for api, kind in kinds for o in kube.list(api, kind, namespace, selector)]
+    assert {kind for kind, _ in objects} == {kind for _, kind in kinds}
+    for kind, obj in objects:
         refs = obj["metadata"]["ownerReferences"]
         assert refs == [
             {
@@ -321,7 +332,7 @@ def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
                 "controller": True,
                 "blockOwnerDeletion": True,
             }
-        ], obj["metadata"]["name"]
+        ], f"{kind}/{obj['metadata']['name']}"
     assert "finalizers" not in cr["metadata"]  # nothing external to clean up
 
 
@@ -640,7 +651,7 @@ def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace,
 def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(kube, namespace, run_operator):
     import base64
 
-    from tritonpipeline.kube.manifests import owner_reference, render_children
+    from tritonpipeline.kube.manifests import render_children
     from tritonpipeline.settings import Settings
 
     op = run_operator()
@@ -663,7 +674,7 @@ def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(ku
     ]  # fmt: skip
     assert any(e["type"] == "Warning" for e in events(kube, namespace, "vision"))
     tp = parse_pipeline({**cluster_doc("vision", namespace), "spec": {**doc["spec"], "server": {}}})
-    rendered = render_children(tp, compile_pipeline(tp), Settings(), owner_reference(cr))
+    rendered = render_children(tp, compile_pipeline(tp), Settings())
     texts = {
         "stored objects": json.dumps(stored),
         "rendered objects": json.dumps([*rendered.all(), rendered.scaled_object]),

@@ -24,7 +24,7 @@ from local_prometheus import Prometheus
 from test_operator import API, CLI, cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
 from tritonpipeline.health import WatchHealth
 from tritonpipeline.kube.client import Kube
-from tritonpipeline.reconcile import changes
+from tritonpipeline.reconcile.apply import changes
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from string import Formatter
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ import yaml
 import pipeline_gen
 from helpers import EXAMPLES, example
 from tritonpipeline.cli import compile_file, main
-from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler import compile_pipeline, plan_types, rules
 from tritonpipeline.errors import Problem, SpecError
 from tritonpipeline.spec import parse_pipeline, parse_text
 
@@ -92,6 +93,13 @@ def _state_declared_as_input(d: dict[str, Any]) -> None:
         {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [1]}
     ]
     model(d, 1)["inputs"].append({"name": "STATE_IN", "dataType": "FP32", "dims": [1]})
+
+
+def _state_mapped_by_step(d: dict[str, Any]) -> None:
+    model(d, 1)["sequenceBatching"]["states"] = [
+        {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [1]}
+    ]
+    step(d, 1)["inputs"]["STATE_IN"] = "dequantize.VALUE"
 
 
 def _no_batching_anywhere(d: dict[str, Any]) -> None:
@@ -626,6 +634,13 @@ CASES = [
         "'STATE_IN'",
     ),
     Case(
+        "implicit-state-mapped-by-step",
+        "streaming",
+        _state_mapped_by_step,
+        "spec.pipelines[0].steps[1].inputs.STATE_IN",
+        "'STATE_IN' is an implicit state of model 'accumulator'",
+    ),
+    Case(
         "same-name-for-two-controls",
         "streaming",
         lambda d: model(d, 1)["sequenceBatching"]["controls"].update(end="START"),
@@ -753,6 +768,33 @@ def test_invalid_spec_reports_path_and_reason(case: Case) -> None:
     assert any(case.reason in p.message for p in matching), f"{case.reason!r} not in:\n{rendered}"
     if case.only:
         assert len(problems) == 1, f"expected exactly one problem, got:\n{rendered}"
+
+
+def _template(message: str) -> re.Pattern[str]:
+    """A rule's message constant as a pattern: each `{field}` matches any text."""
+    parts = [
+        re.escape(literal) + (".*?" if field is not None else "")
+        for literal, field, _, _ in Formatter().parse(message)
+    ]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def test_every_compiler_rule_has_a_case() -> None:
+    """Each message of compiler/rules.py is produced by some case of the table, so no rule goes
+    untested (a new rule needs a new case)."""
+    produced: list[str] = []
+    for case in CASES:
+        doc = example(case.base)
+        case.mutate(doc)
+        produced += [p.message for p in problems_of(doc)]
+    messages = {
+        name: value
+        for name, value in vars(rules).items()
+        if name.isupper() and isinstance(value, str) and name not in vars(plan_types)  # not INPUTS
+    }
+    assert len(messages) > 30
+    missing = [name for name, m in messages.items() if not any(_template(m).search(p) for p in produced)]
+    assert not missing, f"no case of the table produces rules.{', rules.'.join(missing)}"
 
 
 # --------------------------------------------------------------------------- precise messages

@@ -287,21 +287,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the operator (kopf) against the cluster in KUBECONFIG or the in-cluster service account."""
     import kopf
+    from kubernetes.config import ConfigException
 
     from . import handlers  # noqa: F401 - registers the handlers
+    from .kube.client import Kube, api_client
     from .logs import configure
+    from .settings import Settings
+    from .state import OperatorState
 
-    if args.namespace:
-        os.environ["TRITONPIPELINE_NAMESPACES"] = ",".join(args.namespace)
-    if args.metrics:
-        os.environ["TRITONPIPELINE_METRICS_URL"] = args.metrics
+    settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
     configure(args.log_format, args.verbose)
+    try:
+        kube = Kube(api_client(), settings.field_manager)
+    except ConfigException as exc:
+        print(f"error: no Kubernetes credentials (in-cluster or KUBECONFIG): {exc}", file=sys.stderr)
+        return EXIT_INVALID
     try:
         kopf.run(
             standalone=True,
-            clusterwide=not args.namespace,
-            namespaces=args.namespace or (),
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
             liveness_endpoint=args.liveness,
+            memo=OperatorState(settings, kube),
         )
     except Exception as exc:  # kopf's ActivityError (not exported): a start-up handler failed
         outcomes = getattr(exc, "outcomes", None)

@@ -40,7 +40,8 @@ class Settings:
     metrics_url: str = ""
 
     @classmethod
-    def from_env(cls, namespaces: tuple[str, ...] = ()) -> Settings:
+    def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
+        """The settings in the environment; `namespaces` and `metrics_url` (flags) override theirs."""
         env = os.environ
         watch = int(env.get("TRITONPIPELINE_WATCH_TIMEOUT_SECONDS", "270"))
         ns = namespaces or tuple(n for n in env.get("TRITONPIPELINE_NAMESPACES", "").split(",") if n)
@@ -54,6 +55,6 @@ class Settings:
                 n for n in env.get("TRITONPIPELINE_ASSEMBLER_PULL_SECRETS", "").split(",") if n
             ),
             watch_timeout_seconds=watch,
-            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", ""),
+            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", "") if metrics_url is None else metrics_url,
             watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
         )

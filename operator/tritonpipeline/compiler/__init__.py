@@ -8,7 +8,8 @@ from importlib import resources
 from typing import Any
 
 from ..spec import TritonPipeline
-from .graph import RepositoryPlan, plan_repository
+from .plan import plan_repository
+from .plan_types import RepositoryPlan
 from .triton_config import ensemble_config, model_config, router_config, to_text
 
 __all__ = ["Artifacts", "compile_pipeline", "router_source"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from google.protobuf import text_format
 
 from ..spec import Model
-from .graph import ROUTER_INPUT, EnsemblePlan, RouterPlan
+from .plan_types import ROUTER_INPUT, EnsemblePlan, RouterPlan
 
 
 def _model_config_pb2() -> ModuleType:

@@ -221,7 +221,7 @@ def _target(tp: TritonPipeline) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def hpa(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def hpa(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
     """autoscaling/v2 HPA with one Pods metric served by prometheus-adapter (rules in the chart)."""
     auto = tp.spec.autoscaling
     if auto is None or auto.engine != "hpa":
@@ -248,14 +248,12 @@ def hpa(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = N
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": metadata(tp.name, tp, settings, owner),
+        "metadata": metadata(tp.name, tp, settings),
         "spec": spec,
     }
 
 
-def scaled_object(
-    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
+def scaled_object(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
     """KEDA ScaledObject with a prometheus trigger on `pipeline_query` (KEDA makes the HPA itself)."""
     auto = tp.spec.autoscaling
     if auto is None or auto.engine != "keda":
@@ -283,7 +281,7 @@ def scaled_object(
     return {
         "apiVersion": SCALED_OBJECT_API[0],
         "kind": SCALED_OBJECT_API[1],
-        "metadata": metadata(tp.name, tp, settings, owner),
+        "metadata": metadata(tp.name, tp, settings),
         "spec": spec,
     }
 

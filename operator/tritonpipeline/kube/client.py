@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .. import metrics
@@ -36,6 +37,17 @@ _PLURALS = {
     "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
 }
 RETRYABLE = {409, 429, 500, 502, 503, 504}
+
+
+def api_client() -> k8s.ApiClient:
+    """The official client on the in-cluster service account, else on KUBECONFIG (8 connections)."""
+    try:
+        k8s_config.load_incluster_config()
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()
+    configuration = k8s.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 8
+    return k8s.ApiClient(configuration)
 
 
 class KubeError(RuntimeError):

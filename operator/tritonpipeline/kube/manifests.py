@@ -77,9 +77,7 @@ def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
     return [configmap_name(tp, i) for i in range(count)]
 
 
-def configmaps(
-    tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
+def configmaps(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> list[dict[str, Any]]:
     """The generated repository split over ConfigMaps below the size limit. Keys are `fNNNN` (a file)
     and `manifest-NNN.json` (which key is which path, the declared models and the digest)."""
     chunks: list[dict[str, str]] = []
@@ -115,7 +113,7 @@ def configmaps(
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": _meta(names[i], tp, settings, owner),
+                "metadata": _meta(names[i], tp, settings),
                 "data": dict(sorted(files.items())),
             }
         )
@@ -246,7 +244,6 @@ def deployment(
     artifacts: Artifacts,
     configmap_names: list[str],
     settings: Settings,
-    owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     server = tp.spec.server
     source, src_volumes, src_mounts, env_from = _source(tp)
@@ -361,12 +358,12 @@ def deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(tp.name, tp, settings, owner),
+        "metadata": _meta(tp.name, tp, settings),
         "spec": spec,
     }
 
 
-def service(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "selector": selector_labels(tp.name),
         "ports": [
@@ -381,28 +378,26 @@ def service(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(tp.name, tp, settings, owner),
+        "metadata": _meta(tp.name, tp, settings),
         "spec": spec,
     }
 
 
-def render_children(
-    tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
-) -> Children:
+def render_children(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> Children:
     """All children of one pipeline. Raises SpecError for what only a cluster cannot serve."""
     found = checks.problems(tp, artifacts, settings)
     if found:
         raise SpecError(found)
-    cms = configmaps(tp, artifacts, settings, owner)
+    cms = configmaps(tp, artifacts, settings)
     names = [c["metadata"]["name"] for c in cms]
     return Children(
         configmaps=tuple(cms),
-        deployment=deployment(tp, artifacts, names, settings, owner),
-        service=service(tp, settings, owner),
-        hpa=autoscaling.hpa(tp, settings, owner),
-        routing=routing_children(tp, settings, owner),
-        scaled_object=autoscaling.scaled_object(tp, settings, owner),
-        network_policy=access.network_policy(tp, settings, owner),
+        deployment=deployment(tp, artifacts, names, settings),
+        service=service(tp, settings),
+        hpa=autoscaling.hpa(tp, settings),
+        routing=routing_children(tp, settings),
+        scaled_object=autoscaling.scaled_object(tp, settings),
+        network_policy=access.network_policy(tp, settings),
     )
 
 

@@ -42,11 +42,16 @@ def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def owned(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """A rendered child with `owner` (owner_reference) as its controller: renderers leave owner
+    references out (they need the stored CR's uid); the operator adds them where it applies."""
+    return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
+
+
 def metadata(
     name: str,
     tp: TritonPipeline,
     settings: Settings,
-    owner: dict[str, Any] | None,
     component: str = "tritonserver",
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -55,8 +60,6 @@ def metadata(
         meta["annotations"] = dict(annotations)
     if tp.metadata.namespace:
         meta["namespace"] = tp.metadata.namespace
-    if owner:
-        meta["ownerReferences"] = [owner]
     return meta
 
 
