@@ -2,7 +2,7 @@
 """Control-plane benchmark: the operator against a real kube-apiserver + etcd, next to a floor.
 
 Everything runs on this machine, in one run, against ONE control plane that this script starts
-(e2e/controlplane.py: upstream etcd + kube-apiserver on loopback; no kubelet, so no pod ever runs):
+(harness/controlplane.py: upstream etcd + kube-apiserver on loopback; no kubelet, so no pod ever runs):
 
     single      one CR at a time (examples/fanout.yaml, modelRepository pvc://models/triton, a fresh
                 name per run): time from the client's apply to "all children exist" (ConfigMap(s),
@@ -30,8 +30,8 @@ requests subtracted).
 This is a benchmark, not a test: the targets print PASS/FAIL, and the exit status is non-zero only
 when something did not complete (1) or the control plane could not start (2).
 
-    .venv/bin/python bench/controlplane.py           # full run, writes bench/results/controlplane.json
-    .venv/bin/python bench/controlplane.py --quick   # smoke run, writes results/controlplane-quick.json
+    .venv/bin/python -m bench.controlplane           # full run, writes bench/results/controlplane.json
+    .venv/bin/python -m bench.controlplane --quick   # smoke run, writes results/controlplane-quick.json
 """
 
 from __future__ import annotations
@@ -64,6 +64,14 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from harness.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    ControlPlaneUnavailable,
+    ensure_binaries,
+)
+from harness.operator_process import LocalOperator
+from harness.paths import ROOT
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube import status as st
 from tritonpipeline.kube.client import Kube, path
@@ -71,16 +79,6 @@ from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import endpoint, owner_reference, render_children
 from tritonpipeline.settings import GROUP, KIND, VERSION, Settings
 from tritonpipeline.spec import parse_pipeline
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "e2e"))
-from chart import OperatorProcess  # noqa: E402
-from controlplane import (  # noqa: E402
-    ControlPlane,
-    ControlPlaneError,
-    ControlPlaneUnavailable,
-    ensure_binaries,
-)
 
 EXAMPLE = ROOT / "examples" / "fanout.yaml"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -313,25 +311,18 @@ class Recorder:
 # the operator subprocess
 
 
-class Operator(OperatorProcess):
+class Operator(LocalOperator):
     """`tritonpipeline run -n NS` as a subprocess; samples its VmRSS, open sockets (connections to the
     apiserver) and threads every 100 ms, per phase."""
 
     def __init__(self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str]) -> None:
-        super().__init__(
-            [str(CLI), "run", "-n", namespace], {**os.environ, "KUBECONFIG": str(kubeconfig), **env}, log
-        )
+        super().__init__(kubeconfig, namespace, log, env=env)
         self.rss_max_mb = 0.0
         self.rss_samples = 0
         self._phase_max: dict[str, dict[str, float]] = {}
         self.phase = "startup"
         self._stop = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
 
     def start(self) -> Operator:
         super().start()

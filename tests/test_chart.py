@@ -15,29 +15,21 @@ from typing import Any
 import pytest
 import yaml
 
-from chart import (
-    CHART,
-    CI_VALUES,
+from harness.gotools import ToolError, ToolUnavailable, ensure_tool, missing_tool
+from harness.helm import CHART, CI_VALUES, Helm, by_kind, deployment_of
+from harness.kubeapi import (
     CRD_NAME,
-    ChartOperator,
-    Helm,
-    ToolError,
-    ToolUnavailable,
-    by_kind,
-    deployment_of,
     dry_run_apply,
     ensure_namespace,
-    ensure_tool,
     get_object,
     http_status,
     install_crd_file,
-    kube_for,
-    missing_tool,
     service_account_token,
-    token_kubeconfig,
     wait_established,
-    wait_for,
 )
+from harness.kubeconfig import kube_for, token_kubeconfig
+from harness.operator_process import ChartOperator
+from harness.wait import wait_for
 from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
@@ -595,7 +587,7 @@ def test_cluster_wide_install_on_a_fresh_cluster_and_uninstall_keeps_the_crd(
 ):
     """A fresh control plane, so the CRD is installed by helm from the chart's crds/ (not by another test)
     and only this test's pipelines exist for the cluster-wide operator."""
-    from controlplane import ControlPlane
+    from harness.controlplane import ControlPlane
 
     with ControlPlane(tmp_path / "cp", control_plane.binaries) as cp:
         admin = Kube(cp.api_client(), "test-admin")

@@ -22,14 +22,14 @@ REPLICAS = 2
 
 
 def _host_state() -> dict[str, Any]:
-    from node import host_snapshot
+    from e2e.node import host_snapshot
 
     return host_snapshot()
 
 
 @pytest.fixture(scope="module")
 def host_before() -> dict[str, Any]:
-    from node import missing_prerequisite, reap_stale
+    from e2e.node import missing_prerequisite, reap_stale
 
     reason = missing_prerequisite()
     if reason:
@@ -40,7 +40,7 @@ def host_before() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from node import Node
+    from e2e.node import Node
 
     n = Node(tmp_path_factory.mktemp("node"))
     n.start()
@@ -90,7 +90,7 @@ def _manifests(image: str) -> str:
 
 
 def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
-    from node import HELLO_IMAGE, NODE_NAME
+    from e2e.node import HELLO_IMAGE, NODE_NAME
 
     node.kubectl("apply", "-f", "-", input=_manifests(HELLO_IMAGE))
     node.kubectl("rollout", "status", f"deployment/{APP}", "--timeout=120s")

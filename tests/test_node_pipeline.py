@@ -41,8 +41,8 @@ HOST_BEFORE: dict[str, Any] = {}
 
 
 def _host_state() -> dict[str, Any]:
-    from images import BUILDAH_HOST_DIRS
-    from node import host_snapshot
+    from e2e.images import BUILDAH_HOST_DIRS
+    from e2e.node import host_snapshot
 
     return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
 
@@ -61,7 +61,7 @@ class NodeCluster:
 
     def run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A command inside the cluster network (a client on the node)."""
-        from node import in_netns
+        from e2e.node import in_netns
 
         with in_netns(self.node.netns):
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -69,8 +69,8 @@ class NodeCluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
-    from images import ImageError, all_images
-    from node import Node, missing_prerequisite, reap_stale
+    from e2e.images import ImageError, all_images
+    from e2e.node import Node, missing_prerequisite, reap_stale
 
     reason = missing_prerequisite()
     if reason:
@@ -121,8 +121,9 @@ def _diagnostics(cluster: NodeCluster, namespace: str) -> str:
 @pytest.fixture(scope="module")
 def operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`helm install` of the chart as a user does: defaults, the locally built image under its name."""
-    from chart import Helm, ensure_tool
-    from node import in_netns
+    from e2e.node import in_netns
+    from harness.gotools import ensure_tool
+    from harness.helm import Helm
 
     t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(_namespace(RELEASE_NS)))
@@ -148,7 +149,7 @@ def operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_operator_runs_as_a_pod_under_the_charts_service_account(
     cluster: NodeCluster, operator: dict[str, Any]
 ) -> None:
-    from images import chart_image
+    from e2e.images import chart_image
 
     spec = operator["spec"]
     assert spec["serviceAccountName"] == f"{RELEASE}-triton-pipeline"

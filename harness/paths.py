@@ -1,0 +1,8 @@
+"""Where the repository's parts are, for the harness modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+E2E = ROOT / "e2e"  # the build scripts (build-controlplane.sh, build-gotool.sh, build-node.sh) and Go modules
