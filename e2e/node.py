@@ -1,6 +1,6 @@
 """A single-node Kubernetes test bed with real pods, inside a network namespace of its own.
 
-etcd + kube-apiserver (e2e/controlplane.py in node mode), kube-controller-manager, kube-scheduler,
+etcd + kube-apiserver (harness/controlplane.py in node mode), kube-controller-manager, kube-scheduler,
 containerd 2 (Debian's runc), kubelet and kube-proxy (iptables), all built by e2e/build-node.sh and
 started inside a network namespace this module creates, with the node address on a veth interface
 there. Images come from OCI archives packed here (no registry). Teardown ends every process by its

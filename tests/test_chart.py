@@ -556,7 +556,7 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     token = service_account_token(admin, release_ns, sa_name)
     kubeconfig = token_kubeconfig(control_plane, token, tmp_path / "sa.kubeconfig")
     sa = kube_for(kubeconfig)
-    whoami = sa._call(
+    whoami = sa.request(
         "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},

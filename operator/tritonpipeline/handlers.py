@@ -35,7 +35,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     """All operator settings in one place."""
     config = Settings.from_env()
     # API calls run in threads (the official client is synchronous); more than 8 buys nothing on the
-    # CPU-bound path and costs memory (measured with bench/controlplane.py)
+    # CPU-bound path and costs memory (measured with `make bench-controlplane`)
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(8, thread_name_prefix="kube"))
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
@@ -89,7 +89,7 @@ async def stop_metrics(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.login()
 async def login(memo: kopf.Memo, **kwargs: Any) -> kopf.AiohttpSession:
     """kopf's own client, with at most 16 connections (its default is unlimited: a burst of 200
-    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with bench/controlplane.py),
+    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with `make bench-controlplane`),
     traced for the watch health, API errors and watch restarts (health.py)."""
     info = kopf.login_via_client(memo=memo, **kwargs)
     if info is None:

@@ -42,6 +42,7 @@ class KubeError(RuntimeError):
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
+        self.message = message
         super().__init__(f"HTTP {status}: {message}")
 
 
