@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.controlplane import cache_dir
+from harness.helm import CHART
 from harness.paths import ROOT
 
 SUITE = "bookworm"
@@ -54,7 +55,6 @@ TRITON_HOME = "/opt/tritonserver"
 TRITON_UID = 1000
 # bump when the way an image is made changes (the cache keys include it)
 RECIPE = 1
-CHART = ROOT / "charts" / "triton-pipeline"
 # host files the Dockerfile's pip steps need to reach the package index through this host's
 # TLS-intercepting proxy: bind-mounted into RUN steps, never copied into the image
 HOST_PIP_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")

@@ -4,7 +4,6 @@ CRDs), cached per pinned version outside the repository."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +12,16 @@ from typing import Any
 from .paths import E2E
 
 BUILD_TOOL = E2E / "build-gotool.sh"
+FIND_GO = E2E / "find-go.sh"
 
 
 def find_go() -> str | None:
-    go = shutil.which("go")
-    if go:
-        return go
-    return "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
+    """The Go toolchain the build scripts use (e2e/find-go.sh decides), or None."""
+    script = '. "$1"; printf %s "$GO"'  # the path goes in as an argument, not into the script
+    found = subprocess.run(
+        ["bash", "-c", script, "find-go", str(FIND_GO)], capture_output=True, text=True, check=False
+    ).stdout
+    return found or None
 
 
 def go_env() -> dict[str, str]:

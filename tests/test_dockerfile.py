@@ -139,3 +139,17 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
         timeout=60,
     )
     assert str(prefix) in where.stdout, where.stdout + where.stderr
+    # test scaffolding is not in the product: no harness package, no load generator
+    spec = subprocess.run(
+        [
+            str(prefix / "tritonpipeline" / "bin" / "python"),
+            "-c",
+            "from importlib.util import find_spec as f; print(f('harness'), f('tritonpipeline.loadgen'))",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert spec.stdout.split() == ["None", "None"], spec.stdout + spec.stderr

@@ -19,7 +19,7 @@ import yaml
 
 import test_operator
 from harness.gotools import ToolError, ToolUnavailable, ensure_tool
-from harness.kubeapi import dry_run_apply
+from harness.kubeapi import dry_run_apply, wait_established
 from harness.operator_process import LocalOperator
 from helpers import condition
 from test_operator import (
@@ -231,16 +231,7 @@ def install(kube: Kube, docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         kube.apply(doc)
     for doc in docs:
-        name = doc["metadata"]["name"]
-
-        def established(name: str = name) -> bool:
-            obj = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name) or {}
-            return any(
-                c["type"] == "Established" and c["status"] == "True"
-                for c in (obj.get("status") or {}).get("conditions") or []
-            )
-
-        wait_for(f"CRD {name}", established)
+        wait_established(kube, doc["metadata"]["name"])
 
 
 class Plane:
