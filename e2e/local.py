@@ -36,12 +36,11 @@ from harness.helm import Helm, by_kind, deployment_of
 from harness.kubeapi import CRD_NAME, ensure_namespace, service_account_token, wait_established
 from harness.kubeconfig import token_kubeconfig
 from harness.operator_process import ChartOperator
-from harness.paths import ROOT
+from harness.paths import CLI, ROOT
 from harness.wait import wait_for
 
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
-CLI = Path(sys.executable).parent / "tritonpipeline"
 NAMESPACE = "e2e"
 RELEASE, RELEASE_NS = "tp", "triton-system"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -15,7 +14,8 @@ from typing import Any, TypeVar
 
 from tritonpipeline.server import free_port
 
-CLI = Path(sys.executable).parent / "tritonpipeline"  # this venv's entry point
+from .paths import CLI
+
 P = TypeVar("P", bound="OperatorProcess")
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.controlplane import ControlPlane
-from harness.paths import ROOT
+from harness.paths import CLI, ROOT
 
 from .process import SampledOperator
 from .stats import median_of
-from .workload import CLI, EXAMPLE, MODEL_REPOSITORY, MODES, NAMESPACES, OP_NS, child_keys, cluster_doc
+from .workload import EXAMPLE, MODEL_REPOSITORY, MODES, NAMESPACES, OP_NS, child_keys, cluster_doc
 
 RESULTS = ROOT / "bench" / "results"
 TARGET_RATIO = 1.5  # operator time for N CRs (children + status) / floor time (children)

@@ -4,7 +4,6 @@ the operator renders for it, and one namespace per path."""
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from tritonpipeline.spec import parse_pipeline
 
 EXAMPLE = ROOT / "examples" / "fanout.yaml"
 MODEL_REPOSITORY = "pvc://models/triton"
-CLI = Path(sys.executable).parent / "tritonpipeline"
 API = f"{GROUP}/{VERSION}"
 # one namespace per path; the operator watches only its own
 NAMESPACES = {"operator": "bench-operator", "floor": "bench-floor", "cr_floor": "bench-cr-floor"}
