@@ -15,4 +15,5 @@ Scripts that use it run as modules from the repository root (`python -m bench.co
     prometheus        a real Prometheus scraping loopback targets
     load              closed-loop load with latency percentiles
     wait              wait_for: poll until a value is truthy
+    paths             the repository root, e2e/ (build scripts), this venv's `tritonpipeline`
 """

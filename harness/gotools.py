@@ -41,9 +41,6 @@ class ToolError(RuntimeError):
     """Building or running a tool failed."""
 
 
-# --------------------------------------------------------------------------------------------- tools
-
-
 def tool_path(tool: str) -> Path:
     """Where e2e/build-gotool.sh keeps `tool` (helm, kind, servicemonitor-crd) for its pinned version."""
     out = subprocess.run(
