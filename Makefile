@@ -50,7 +50,7 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 
 # the `node` tests (real pods) are opt-in for now: `make e2e-node`
 test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
-	$(VENV)/bin/ruff check operator tests bench examples e2e
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness
 	$(VENV)/bin/pytest -m "not node"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
@@ -64,8 +64,8 @@ test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the test
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
 lint: $(STAMP) ## ruff, and mypy on operator/ (settings in pyproject.toml)
-	$(VENV)/bin/ruff check operator tests bench examples e2e
-	$(VENV)/bin/ruff format --check operator tests bench examples e2e
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness
+	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness
 	$(VENV)/bin/mypy
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
