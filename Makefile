@@ -63,7 +63,7 @@ test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, 
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff, and mypy on operator/ (settings in pyproject.toml)
+lint: $(STAMP) ## ruff, and mypy on operator/ and harness/ (settings in pyproject.toml)
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness
 	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness
 	$(VENV)/bin/mypy
