@@ -46,11 +46,11 @@ system-deps: ## install graphviz, nginx, prometheus and curl from Debian if miss
 	fi
 
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
-	$(PY) examples/demo.py
+	$(PY) -m examples.demo
 
 # the `node` tests (real pods) are opt-in for now: `make e2e-node`
 test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
-	$(VENV)/bin/ruff check operator tests bench examples e2e
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness
 	$(VENV)/bin/pytest -m "not node"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
@@ -67,12 +67,12 @@ golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff, and mypy on operator/ (settings in pyproject.toml)
-	$(VENV)/bin/ruff check operator tests bench examples e2e
-	$(VENV)/bin/ruff format --check operator tests bench examples e2e
+lint: $(STAMP) ## ruff, and mypy on operator/ and harness/ (settings in pyproject.toml)
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness
+	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness
 	$(VENV)/bin/mypy
 
-# Real etcd + kube-apiserver built from Go modules (e2e/controlplane/), cached outside the repo under
+# Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).
 controlplane: ## build etcd + kube-apiserver from Go modules (cached per version outside the repo)
 	@bash e2e/build-controlplane.sh
@@ -82,21 +82,21 @@ controlplane-if-go:
 	@bash e2e/build-controlplane.sh --if-go
 
 cluster-up: $(STAMP) controlplane ## start etcd + kube-apiserver in the background; prints KUBECONFIG
-	@$(PY) e2e/controlplane.py up --dir $(CLUSTER_DIR)
+	@$(PY) -m harness.controlplane up --dir $(CLUSTER_DIR)
 
 cluster-down: ## stop the control plane started by cluster-up
-	@$(PY) e2e/controlplane.py down --dir $(CLUSTER_DIR)
+	@$(PY) -m harness.controlplane down --dir $(CLUSTER_DIR)
 
 bench: bench-dataplane bench-controlplane ## all benchmarks
 
 bench-dataplane: $(STAMP) ## router vs shared vs BLS vs per-step round trips on a real tritonserver
-	$(PY) bench/dataplane.py
+	$(PY) -m bench.dataplane
 
 bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic batching) vs shared, side by side
-	$(PY) bench/router_cost.py
+	$(PY) -m bench.router_cost
 
 bench-controlplane: $(STAMP) controlplane ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
-	$(PY) bench/controlplane.py
+	$(PY) -m bench.controlplane
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache
@@ -125,7 +125,7 @@ test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the opera
 	$(VENV)/bin/pytest tests/test_chart.py tests/test_dockerfile.py
 
 e2e-local: $(STAMP) controlplane helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
-	$(PY) e2e/local.py
+	$(PY) -m e2e.local
 
 # prerequisites are checked first (seconds), before the venv is built
 e2e: ## kind + GPU end-to-end (needs Docker, an NVIDIA GPU, the NVIDIA container toolkit; see e2e/README.md)
@@ -160,10 +160,10 @@ node: controlplane ## build the node components (cached per version outside the 
 	@bash e2e/build-node.sh
 
 node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy in a netns
-	@$(PY) e2e/node.py up --dir $(NODE_DIR)
+	@$(PY) -m e2e.node up --dir $(NODE_DIR)
 
 node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
-	@$(PY) e2e/node.py down --dir $(NODE_DIR)
+	@$(PY) -m e2e.node down --dir $(NODE_DIR)
 
 e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod + a pipeline from a PVC (needs root, ip netns)
 	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py -s

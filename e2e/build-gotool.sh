@@ -18,7 +18,7 @@
 #   e2e/build-gotool.sh gateway-api-standard-crds  the same two from the standard channel
 set -euo pipefail
 
-# The pinned versions: bump here (tests/test_chart.py and e2e/*.py read them with --print-path).
+# The pinned versions: bump here (harness/gotools.py reads them with --print-path).
 HELM_VERSION=v3.22.0   # latest helm v3 on the module proxy when pinned
 KIND_VERSION=v0.33.0   # latest kind on the module proxy when pinned
 PROMETHEUS_OPERATOR_VERSION=v0.85.0

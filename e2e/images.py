@@ -10,7 +10,7 @@
 Every image is an OCI archive under <cache>/images/ named after the hash of what it is made of; a second
 run only finds it. `ctr -n k8s.io images import` loads an archive into the node's containerd.
 
-    python e2e/images.py            build (or find) all three, print their names, archives and sizes
+    python -m e2e.images           build (or find) all three, print their names, archives and sizes
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-
-from controlplane import cache_dir  # noqa: E402
+from harness.controlplane import cache_dir
+from harness.helm import CHART
+from harness.paths import ROOT
 
 SUITE = "bookworm"
 # python3.11-venv, python3-pip, python-is-python3: the Dockerfile runs `python -m pip` and `python -m venv`;
@@ -57,7 +55,6 @@ TRITON_HOME = "/opt/tritonserver"
 TRITON_UID = 1000
 # bump when the way an image is made changes (the cache keys include it)
 RECIPE = 1
-CHART = ROOT / "charts" / "triton-pipeline"
 # host files the Dockerfile's pip steps need to reach the package index through this host's
 # TLS-intercepting proxy: bind-mounted into RUN steps, never copied into the image
 HOST_PIP_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
@@ -296,10 +293,9 @@ def base_image() -> Image:
 def _stage_triton(stage: Path) -> str:
     """/opt/tritonserver from the wheel (bench/gpu/pack.py's layout), the Python 3.11 stub in
     backends/python, a `tritonserver` wrapper on PATH, and the user TRITON_UID. Returns the version."""
-    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
     from importlib import metadata
 
-    from pack import stage_tritonserver
+    from bench.gpu.pack import stage_tritonserver
 
     opt = stage / "opt"
     opt.mkdir(parents=True)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from helpers import ROOT
 from tritonpipeline.kube.client import Kube, KubeError
@@ -65,10 +64,9 @@ def collection_url(namespace: str) -> str:
 def raw(kube: Kube, method: str, url: str, **kwargs: Any) -> tuple[int, Any]:
     """One request without retries: (200, body) or (HTTP status, the server's message)."""
     try:
-        return 200, kube._call(method, url, **kwargs)
-    except ApiException as exc:
-        body = json.loads(exc.body or "{}")
-        return int(exc.status or 0), body.get("message", "")
+        return 200, kube.request(method, url, retries=0, **kwargs)
+    except KubeError as exc:
+        return exc.status, exc.message
 
 
 def refused(kube: Kube, obj: dict[str, Any]) -> str:
@@ -645,7 +643,7 @@ def test_printer_columns_show_status(kube: Kube, ns: str) -> None:
 
 @pytest.mark.apiserver
 def test_discovery_lists_short_name_categories_and_status_subresource(kube: Kube) -> None:
-    doc = kube._call("GET", f"/apis/{API}")
+    doc = kube.request("GET", f"/apis/{API}")
     assert doc["groupVersion"] == API
     resources = {r["name"]: r for r in doc["resources"]}
     main = resources["tritonpipelines"]

@@ -125,17 +125,20 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
     crd = subprocess.run([str(cli), "crd"], capture_output=True, text=True, env=clean, timeout=60)
     assert crd.returncode == 0, crd.stderr
     assert crd.stdout == CRD_FILE.read_text()
+
+    def installed_python(code: str) -> str:
+        """What `code` printed (stdout, then stderr), run by the image venv's python outside this checkout."""
+        python = prefix / "tritonpipeline" / "bin" / "python"
+        proc = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=60
+        )
+        return proc.stdout + proc.stderr
+
     # the installed package is the wheel, not this checkout
-    where = subprocess.run(
-        [
-            str(prefix / "tritonpipeline" / "bin" / "python"),
-            "-c",
-            "import tritonpipeline; print(tritonpipeline.__file__)",
-        ],
-        capture_output=True,
-        text=True,
-        env=clean,
-        cwd=tmp_path,
-        timeout=60,
+    where = installed_python("import tritonpipeline; print(tritonpipeline.__file__)")
+    assert str(prefix) in where, where
+    # test scaffolding is not in the product: no harness package, no load generator
+    found = installed_python(
+        "from importlib.util import find_spec as f; print(f('harness'), f('tritonpipeline.loadgen'))"
     )
-    assert str(prefix) in where.stdout, where.stdout + where.stderr
+    assert found.split() == ["None", "None"], found

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 import time
 import uuid
@@ -16,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from chart import OperatorProcess, wait_for
+from harness.kubeapi import write_status
+from harness.operator_process import LocalOperator
+from harness.wait import wait_for
 from helpers import CLI, condition, example
 from tritonpipeline.assemble import read_generated
 from tritonpipeline.compiler import compile_pipeline
@@ -38,27 +39,14 @@ def namespace(kube: Kube) -> str:
     return ns
 
 
-class Operator(OperatorProcess):
-    """`tritonpipeline run -n NAMESPACE` in a subprocess, with its log."""
-
-    def __init__(
-        self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(
-            [str(CLI), "run", "-n", namespace],
-            {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
-            log,
-        )
-
-
 @pytest.fixture
 def run_operator(
     control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., Operator]]:
-    started: list[Operator] = []
+) -> Iterator[Callable[..., LocalOperator]]:
+    started: list[LocalOperator] = []
 
-    def start(env: dict[str, str] | None = None) -> Operator:
-        op = Operator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", env).start()
+    def start(env: dict[str, str] | None = None) -> LocalOperator:
+        op = LocalOperator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", env=env).start()
         started.append(op)
         return op
 
@@ -74,7 +62,7 @@ def run_operator(
 def private_cluster(binaries: Any, workdir: Path, namespace: str) -> Iterator[tuple[Any, Kube]]:
     """A private kube-apiserver + etcd for a test that stops it or installs CRDs the shared one must not
     have: the TritonPipeline CRD established and `namespace` created; stopped afterwards."""
-    from controlplane import ControlPlane
+    from harness.controlplane import ControlPlane
 
     cp = ControlPlane(workdir / "cp", binaries).start()
     try:
@@ -142,13 +130,10 @@ def configmap_files(cms: list[dict[str, Any]]) -> dict[str, bytes]:
 
 def patch_deployment_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
     """Write a Deployment's status as kube-controller-manager would (no controller runs here)."""
-    kube._retry(
-        lambda: kube._call(
-            "PATCH",
-            f"/apis/apps/v1/namespaces/{ns}/deployments/{name}/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
+    write_status(
+        kube,
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": ns, "name": name}},
+        status,
     )
 
 
@@ -489,7 +474,7 @@ def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operato
 def test_apiserver_outage_is_survived(control_plane, tmp_path):
     """Transient errors: the apiserver goes away and comes back; the running operator carries on."""
     with private_cluster(control_plane.binaries, tmp_path, "outage") as (cp, k):
-        op = Operator(cp.kubeconfig, "outage", tmp_path / "operator.log").start()
+        op = LocalOperator(cp.kubeconfig, "outage", tmp_path / "operator.log").start()
         with operator_log_on_failure(op):
             doc = cluster_doc("vision", "outage")
             k.apply(doc)

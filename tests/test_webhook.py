@@ -22,13 +22,15 @@ import kopf
 import pytest
 import yaml
 
-from chart import OperatorProcess, free_port, wait_for
+from harness.operator_process import OperatorProcess
+from harness.wait import wait_for
 from helpers import CLI, ROOT, condition, example
 from test_spec_errors import CASES, Case
 from tritonpipeline import webhook
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.client import Kube
+from tritonpipeline.server import free_port
 
 API = "serving.tritonpipeline.io/v1alpha1"
 VWC_API = "admissionregistration.k8s.io/v1"

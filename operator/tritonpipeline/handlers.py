@@ -46,7 +46,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     state = operator_state(memo)
     config = state.settings
     # API calls run in threads (the official client is synchronous); more than 8 buys nothing on the
-    # CPU-bound path and costs memory (measured with bench/controlplane.py)
+    # CPU-bound path and costs memory (measured with `make bench-controlplane`)
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(8, thread_name_prefix="kube"))
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
@@ -93,7 +93,7 @@ async def watch_alive(memo: OperatorState, **_: Any) -> str:
 @kopf.on.login()
 async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
     """kopf's own client, with at most 16 connections (its default is unlimited: a burst of 200
-    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with bench/controlplane.py),
+    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with `make bench-controlplane`),
     traced for the watch health, API errors and watch restarts (health.py)."""
     info = kopf.login_via_client(memo=memo, **kwargs)
     if info is None:

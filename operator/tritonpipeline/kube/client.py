@@ -55,6 +55,7 @@ class KubeError(RuntimeError):
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
+        self.message = message
         super().__init__(f"HTTP {status}: {message}")
 
 
@@ -116,6 +117,22 @@ class Kube:
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        retries: int | None = None,
+    ) -> dict[str, Any]:
+        """One call on any API path (a subresource, a dry run, a TokenRequest), retried like the others
+        (`retries=0`: once); KubeError carries the status of a failure."""
+        return self._retry(
+            lambda: self._call(method, url, query=query, body=body, content_type=content_type), retries
+        )
 
     def apply(
         self, obj: dict[str, Any], retries: int | None = None, field_manager: str | None = None

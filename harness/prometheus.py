@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -25,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tritonpipeline.server import free_port
 
 
 class PrometheusUnavailable(RuntimeError):
@@ -47,12 +48,6 @@ def missing_prometheus() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Prometheus:
     def __init__(
         self,
@@ -65,7 +60,7 @@ class Prometheus:
         self.targets = list(targets)
         self.scrape_interval = scrape_interval
         self.metrics_path = metrics_path
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -4,15 +4,15 @@ The binaries are built from Go modules by e2e/build-controlplane.sh (see e2e/con
 cached outside the repo. Nothing here imitates the API server; this module only generates
 certificates, starts the two processes, waits for /readyz and hands out clients.
 
-    from controlplane import ControlPlane, ensure_binaries
+    from harness.controlplane import ControlPlane, ensure_binaries
     with ControlPlane(tmpdir, ensure_binaries()) as cp:
         v1 = kubernetes.client.CoreV1Api(cp.api_client())
 
 Command line (used by `make cluster-up` / `make cluster-down`):
 
-    python e2e/controlplane.py up [--dir /tmp/tritonpipeline-cluster]
-    python e2e/controlplane.py down [--dir ...]
-    python e2e/controlplane.py status [--dir ...]
+    python -m harness.controlplane up [--dir /tmp/tritonpipeline-cluster]
+    python -m harness.controlplane down [--dir ...]
+    python -m harness.controlplane status [--dir ...]
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -36,10 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-BUILD_SCRIPT = HERE / "build-controlplane.sh"
-GO_MOD = HERE / "controlplane" / "kube-apiserver" / "go.mod"
-ETCD_GO_MOD = HERE / "controlplane" / "etcd" / "go.mod"
+from tritonpipeline.server import free_ports
+
+from .gotools import find_go, go_env
+from .paths import E2E
+
+BUILD_SCRIPT = E2E / "build-controlplane.sh"
+GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
+ETCD_GO_MOD = E2E / "controlplane" / "etcd" / "go.mod"
 DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
@@ -104,22 +107,6 @@ def cached_binaries() -> Binaries | None:
     if os.access(apiserver, os.X_OK) and os.access(etcd, os.X_OK):
         return Binaries(apiserver, etcd, kubernetes_version(), etcd_version())
     return None
-
-
-def find_go() -> str | None:
-    go = shutil.which("go")
-    if go:
-        return go
-    return "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
-
-
-def go_env() -> dict[str, str]:
-    """This process's environment with Go's directory first on PATH (Go may live outside PATH)."""
-    env = dict(os.environ)
-    go = find_go()
-    if go:
-        env["PATH"] = f"{Path(go).parent}:{env.get('PATH', '')}"
-    return env
 
 
 def missing_prerequisite() -> str | None:
@@ -210,19 +197,6 @@ def _client_subject(user: str, groups: tuple[str, ...]) -> str:
     return "".join(f"/O={g}" for g in groups) + f"/CN={user}"
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: SIGTERM the child when the process that started it dies (no orphaned servers)."""
     with contextlib.suppress(Exception):
@@ -289,7 +263,7 @@ class ControlPlane:
         for attempt in range(3):
             if fresh:
                 self.etcd_port, self.etcd_peer_port, self.port = (
-                    NODE_MODE_PORTS if self.node_address else _free_ports(3)
+                    NODE_MODE_PORTS if self.node_address else free_ports(3)
                 )
                 shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
             self.url = f"https://127.0.0.1:{self.port}"

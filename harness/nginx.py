@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tritonpipeline.server import free_port
+
 # what the access log records per request, to see which replica served which sequence
 LOG_FORMAT = "$http_x_triton_sequence_id $upstream_addr $status"
 
@@ -47,12 +49,6 @@ def missing_nginx() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Nginx:
     def __init__(
         self,
@@ -65,8 +61,8 @@ class Nginx:
         self.http_backends = list(http_backends)
         self.grpc_backends = list(grpc_backends)
         self.hash_by = hash_by
-        self.http_port = _free_port()
-        self.grpc_port = _free_port()
+        self.http_port = free_port()
+        self.grpc_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
