@@ -9,8 +9,8 @@ CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 # where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
 NODE_DIR ?= /tmp/tritonpipeline-node
 
-.PHONY: help venv system-deps demo test test-unit test-integration golden lint bench bench-dataplane bench-router \
-	bench-controlplane clean \
+.PHONY: help venv system-deps demo test test-unit test-integration golden lint generate bench bench-dataplane \
+	bench-router bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
@@ -50,7 +50,7 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 
 # the `node` tests (real pods) are opt-in for now: `make e2e-node`
 test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
-	$(VENV)/bin/ruff check operator tests bench examples e2e harness
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	$(VENV)/bin/pytest -m "not node"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
@@ -67,10 +67,15 @@ golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff, and mypy on operator/ and harness/ (settings in pyproject.toml)
-	$(VENV)/bin/ruff check operator tests bench examples e2e harness
-	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness
+lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.toml), generated files current
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
+	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness tools
 	$(VENV)/bin/mypy
+	$(PY) tools/generate.py --check
+
+# the CRD (from the spec), its copy in the chart, the prometheus-adapter rules and the README field table
+generate: $(STAMP) ## regenerate every file derived from the code (tools/generate.py; a test checks they are current)
+	$(PY) tools/generate.py
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).
@@ -118,8 +123,7 @@ helm-if-go:
 	@bash e2e/build-gotool.sh helm --if-go
 	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
 
-chart-crd: ## copy crds/ into charts/triton-pipeline/crds/ (a test checks they are equal)
-	cp crds/*.yaml charts/triton-pipeline/crds/
+chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 
 test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the operator under the chart's RBAC
 	$(VENV)/bin/pytest tests/test_chart.py tests/test_dockerfile.py

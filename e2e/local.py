@@ -38,6 +38,7 @@ from harness.kubeconfig import token_kubeconfig
 from harness.operator_process import ChartOperator
 from harness.paths import CLI, ROOT
 from harness.wait import wait_for
+from tritonpipeline.kube.packing import entries_of
 
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
@@ -118,9 +119,8 @@ def run_init_container(deployment: dict[str, Any], configmaps: list[dict[str, An
             names = [s["configMap"]["name"] for s in vol["projected"]["sources"]]
             by_name = {c["metadata"]["name"]: c for c in configmaps}
             local.mkdir(parents=True)
-            for n in names:
-                for key, text in by_name[n]["data"].items():
-                    (local / key).write_text(text)
+            for key, blob in entries_of(by_name[n] for n in names).items():
+                (local / key).write_bytes(blob)
         elif "persistentVolumeClaim" in vol:
             # the claim's content: model files under the sub-path the uri names (pvc://models/triton)
             local.mkdir(parents=True)

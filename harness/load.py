@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (0..100), interpolated linearly between the closest ranks (numpy's default;
+    the median at 50); nan for no values. The one definition of every benchmark and test report."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 @dataclass(frozen=True)
@@ -27,16 +38,12 @@ class LoadResult:
         return self.requests / self.seconds if self.seconds else 0.0
 
     def percentile(self, q: float) -> float:
-        """Nearest-rank percentile of the successful latencies, in ms (nan when there are none)."""
-        if not self.latencies_ms:
-            return float("nan")
-        ordered = sorted(self.latencies_ms)
-        k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-        return ordered[k]
+        """percentile() of the successful latencies, in ms (nan when there are none)."""
+        return percentile(self.latencies_ms, q)
 
     @property
     def p50(self) -> float:
-        return statistics.median(self.latencies_ms) if self.latencies_ms else float("nan")
+        return self.percentile(50)
 
     @property
     def p99(self) -> float:

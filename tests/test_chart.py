@@ -128,7 +128,7 @@ def test_chart_crd_is_the_one_generated_from_the_spec():
     copies = sorted((CHART / "crds").iterdir())
     assert [p.name for p in copies] == [CRD_FILE.name]
     assert copies[0].read_text() == crd_yaml(), (
-        "charts/triton-pipeline/crds/ is out of date: run `make chart-crd`"
+        "charts/triton-pipeline/crds/ is out of date: run `make generate`"
     )
 
 

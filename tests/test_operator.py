@@ -19,11 +19,11 @@ from harness.kubeapi import write_status
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import CLI, condition, example
-from tritonpipeline.assemble import read_generated
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
+from tritonpipeline.kube.packing import entries_of, unpack
 from tritonpipeline.spec import parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -122,10 +122,7 @@ def wait_reconciled(kube: Kube, ns: str, name: str, generation: int | None = Non
 
 
 def configmap_files(cms: list[dict[str, Any]]) -> dict[str, bytes]:
-    data: dict[str, str] = {}
-    for cm in cms:
-        data.update(cm["data"])
-    return read_generated(data).files
+    return unpack(entries_of(cms)).files
 
 
 def patch_deployment_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
@@ -408,9 +405,8 @@ def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator,
     # a projected volume puts every key of every ConfigMap into one directory
     generated = tmp_path / "generated"
     generated.mkdir()
-    for cm in cms:
-        for key, text in cm["data"].items():
-            (generated / key).write_text(text)
+    for key, blob in entries_of(cms).items():
+        (generated / key).write_bytes(blob)
     models = Path(example(source)["spec"]["modelRepository"]["uri"])
     out = tmp_path / "models" / "repository"
     out.parent.mkdir()
@@ -451,9 +447,8 @@ def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operato
     wait_reconciled(kube, namespace, "vision")
     generated = tmp_path / "generated"
     generated.mkdir()
-    for cm in children(kube, namespace, "vision")["configmaps"]:
-        for key, text in cm["data"].items():
-            (generated / key).write_text(text)
+    for key, blob in entries_of(children(kube, namespace, "vision")["configmaps"]).items():
+        (generated / key).write_bytes(blob)
     source = tmp_path / "source"
     source.mkdir()
     (source / "extractor").mkdir()  # head_b and head_c are missing

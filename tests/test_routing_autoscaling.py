@@ -263,8 +263,7 @@ def test_pipelines_with_several_ensembles_exclude_them_all():
 
 def test_chart_adapter_rules_are_generated():
     assert ADAPTER_RULES.read_text() == autoscaling.adapter_rules_yaml(), (
-        "charts/triton-pipeline/files/prometheus-adapter-rules.yaml is stale: regenerate it with "
-        "tritonpipeline.kube.autoscaling.adapter_rules_yaml()"
+        "charts/triton-pipeline/files/prometheus-adapter-rules.yaml is stale: run `make generate`"
     )
     rules = yaml.safe_load(ADAPTER_RULES.read_text())["rules"]
     assert [r["name"]["as"] for r in rules] == list(autoscaling.METRIC_NAMES.values())

@@ -5,16 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    xs = sorted(values)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * q / 100
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+from harness.load import percentile
 
 
 def summary(xs: list[float]) -> dict[str, float | int | None]:

@@ -7,54 +7,16 @@ are laid over the result.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Problem, SpecError
-from .kube.manifests import MANIFEST_PREFIX
+from .kube.packing import Unpacked, unpack
 from .repository import write_repository
 
 
-@dataclass(frozen=True)
-class GeneratedRepository:
-    files: dict[str, bytes]
-    models: tuple[str, ...]
-    digest: str
-
-
-def digest_of(files: dict[str, bytes]) -> str:
-    """Same digest as compiler.Artifacts.digest(), recomputed from what the ConfigMaps carried."""
-    h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.encode() + b"\0" + files[path] + b"\0")
-    return h.hexdigest()
-
-
-def read_generated(data: dict[str, str]) -> GeneratedRepository:
-    """Rebuild the generated files from ConfigMap data (all parts merged: key -> text)."""
-    manifests = [json.loads(v) for k, v in sorted(data.items()) if k.startswith(MANIFEST_PREFIX)]
-    if not manifests:
-        raise SpecError([Problem("", "no manifest-*.json found in the generated ConfigMaps")])
-    parts = {m["parts"] for m in manifests}
-    digests = {m["digest"] for m in manifests}
-    if len(parts) != 1 or len(manifests) != parts.pop() or len(digests) != 1:
-        raise SpecError([Problem("", "the generated ConfigMaps are incomplete or from different versions")])
-    files: dict[str, bytes] = {}
-    for m in manifests:
-        for key, path in m["files"].items():
-            if Path(path).is_absolute() or ".." in Path(path).parts:
-                raise SpecError([Problem("", f"refusing unsafe path {path!r} in the generated ConfigMaps")])
-            files[path] = data[key].encode("utf-8")
-    digest = digests.pop()
-    if digest_of(files) != digest:
-        raise SpecError([Problem("", "the generated files do not match their digest")])
-    return GeneratedRepository(files, tuple(manifests[0]["models"]), digest)
-
-
-def read_generated_dir(directory: Path) -> GeneratedRepository:
-    return read_generated({p.name: p.read_text() for p in directory.iterdir() if p.is_file()})
+def read_generated_dir(directory: Path) -> Unpacked:
+    """The generated files from the projected volume of the ConfigMaps (one file per key)."""
+    return unpack({p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()})
 
 
 def download(uri: str, models: tuple[str, ...], dest: Path) -> Path:
@@ -96,7 +58,7 @@ def download(uri: str, models: tuple[str, ...], dest: Path) -> Path:
     return dest
 
 
-def assemble(generated_dir: Path, source: str, out: Path) -> GeneratedRepository:
+def assemble(generated_dir: Path, source: str, out: Path) -> Unpacked:
     """Build `out` from the generated ConfigMap files and the model source (a path or a cloud URI)."""
     generated = read_generated_dir(generated_dir)
     root = download(source, generated.models, out.parent / "source") if "://" in source else Path(source)

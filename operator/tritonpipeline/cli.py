@@ -20,6 +20,7 @@ from .compiler import Artifacts
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
+from .kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from .logs import FORMATS
 from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
 from .spec import TritonPipeline, load_file
@@ -449,9 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--gpu", dest="cpu", action="store_false", help="keep GPU instance groups")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--http-port", type=port, default=8000, help="1-65535 (default 8000)")
-    p.add_argument("--grpc-port", type=port, default=8001, help="1-65535 (default 8001)")
-    p.add_argument("--metrics-port", type=port, default=8002, help="1-65535 (default 8002)")
+    p.add_argument("--http-port", type=port, default=HTTP_PORT, help="1-65535 (default %(default)s)")
+    p.add_argument("--grpc-port", type=port, default=GRPC_PORT, help="1-65535 (default %(default)s)")
+    p.add_argument("--metrics-port", type=port, default=METRICS_PORT, help="1-65535 (default %(default)s)")
     p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
     p.add_argument("--exit-timeout", type=int, default=10, help="seconds Triton waits for in-flight requests")
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")

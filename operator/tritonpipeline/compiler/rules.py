@@ -41,7 +41,6 @@ PIPELINE_NAMED_LIKE_MODEL = (
     "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
 )
 DUPLICATE_PIPELINE = "duplicate pipeline name {name!r}"
-REPLICAS_INVERTED = "minReplicas ({min}) must be <= maxReplicas ({max})"
 
 RESERVED_STEP_NAME = "step name {name!r} is reserved for pipeline inputs"
 DUPLICATE_STEP = (
@@ -199,18 +198,9 @@ def pipeline_name_free(spec: PipelineSpec, i: int, first: Mapping[str, int]) -> 
         yield Problem(f"spec.pipelines[{i}].name", DUPLICATE_PIPELINE.format(name=name))
 
 
-def replicas_ordered(spec: PipelineSpec) -> Iterator[Problem]:
-    """Autoscaling's minReplicas is <= its maxReplicas."""
-    scaling = spec.autoscaling
-    if scaling and scaling.min_replicas > scaling.max_replicas:
-        yield Problem(
-            "spec.autoscaling.minReplicas",
-            REPLICAS_INVERTED.format(min=scaling.min_replicas, max=scaling.max_replicas),
-        )
-
-
 def check_spec(spec: PipelineSpec) -> list[Problem]:
-    """The document-wide rules, per model in declaration order, then pipeline names, then scaling."""
+    """The document-wide rules, per model in declaration order, then pipeline names. (minReplicas <=
+    maxReplicas is a spec Rule: spec.py refuses it before this runs, and the CRD at admission.)"""
     problems: list[Problem] = []
     first_model = first_index(m.name for m in spec.models)
     for i in range(len(spec.models)):
@@ -222,7 +212,6 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
     first_pipeline = first_index(p.name for p in spec.pipelines)
     for i in range(len(spec.pipelines)):
         problems += pipeline_name_free(spec, i, first_pipeline)
-    problems += replicas_ordered(spec)
     return problems
 
 

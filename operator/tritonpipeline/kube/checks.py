@@ -17,7 +17,7 @@ from ..compiler import Artifacts, compile_pipeline
 from ..errors import Problem, SpecError
 from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
-from . import routing
+from . import packing, routing
 from .meta import configmap_name
 
 
@@ -44,7 +44,6 @@ LABEL_VALUE = NameRule(
     "letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
 )
 # bytes of a ConfigMap beside its data (keys, the manifest, metadata): a file needs this much room
-CONFIGMAP_OVERHEAD = 1024
 SECRET_SCHEMES = ("s3", "gs")  # the sources that read modelRepository.secretRef
 
 
@@ -98,14 +97,10 @@ def name_problems(tp: TritonPipeline) -> list[Problem]:
 
 def file_size_problems(artifacts: Artifacts, settings: Settings) -> list[Problem]:
     """Generated files too large for one ConfigMap (the repository is split by file, never inside one)."""
+    limit = settings.configmap_max_bytes
     return [
-        Problem(
-            "spec",
-            f"generated file {path!r} is {len(data)} bytes, over the ConfigMap limit of "
-            f"{settings.configmap_max_bytes} bytes",
-        )
-        for path, data in sorted(artifacts.files.items())
-        if len(data) + CONFIGMAP_OVERHEAD > settings.configmap_max_bytes
+        Problem("spec", packing.too_large_message(path, artifacts.files[path], limit))
+        for path in packing.too_large(artifacts.files, artifacts.models, limit)
     ]
 
 

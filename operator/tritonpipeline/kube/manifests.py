@@ -11,8 +11,8 @@ from typing import Any
 from ..compiler import Artifacts
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
-from ..spec import TritonPipeline
-from . import access, autoscaling, checks
+from ..spec import NVIDIA_GPU, TritonPipeline
+from . import access, autoscaling, checks, packing
 from .meta import (
     GRPC_PORT,
     HTTP_PORT,
@@ -31,7 +31,6 @@ SOURCE_DIR = "/tp/source"
 MODELS_DIR = "/tp/models"
 REPOSITORY_DIR = f"{MODELS_DIR}/repository"
 HASH_ANNOTATION = f"{GROUP}/repository-hash"
-MANIFEST_PREFIX = "manifest-"
 METRIC_NAMES = autoscaling.METRIC_NAMES
 
 __all__ = [
@@ -78,46 +77,22 @@ def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
 
 
 def configmaps(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> list[dict[str, Any]]:
-    """The generated repository split over ConfigMaps below the size limit. Keys are `fNNNN` (a file)
-    and `manifest-NNN.json` (which key is which path, the declared models and the digest)."""
-    chunks: list[dict[str, str]] = []
-    paths: list[dict[str, str]] = []
-    size = 0
+    """The generated repository split over ConfigMaps below the size limit (format: kube/packing.py)."""
     too_large = checks.file_size_problems(artifacts, settings)
     if too_large:
         raise SpecError(too_large)
-    for index, (path, data) in enumerate(sorted(artifacts.files.items())):
-        text = data.decode("utf-8")
-        if not chunks or size + len(data) + checks.CONFIGMAP_OVERHEAD > settings.configmap_max_bytes:
-            chunks.append({})
-            paths.append({})
-            size = 0
-        key = f"f{index:04d}"
-        chunks[-1][key] = text
-        paths[-1][key] = path
-        size += len(data) + len(key) + len(path)
-    if not chunks:
-        chunks, paths = [{}], [{}]
-    names = configmap_names(tp, len(chunks))
-    out = []
-    for i, (files, keys) in enumerate(zip(chunks, paths, strict=True)):
-        manifest = {
-            "part": i,
-            "parts": len(chunks),
-            "digest": artifacts.digest(),
-            "models": list(artifacts.models),
-            "files": keys,
+    parts = packing.pack(artifacts.files, artifacts.models, settings.configmap_max_bytes)
+    names = configmap_names(tp, len(parts))
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(name, tp, settings),
+            "data": part.data,
+            **({"binaryData": part.binary_data} if part.binary_data else {}),
         }
-        files = {**files, f"{MANIFEST_PREFIX}{i:03d}.json": json.dumps(manifest, sort_keys=True)}
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": _meta(names[i], tp, settings),
-                "data": dict(sorted(files.items())),
-            }
-        )
-    return out
+        for name, part in zip(names, parts, strict=True)
+    ]
 
 
 def _source(
@@ -150,8 +125,8 @@ def _source(
 def _gpu_tolerations(tp: TritonPipeline) -> list[dict[str, Any]]:
     server = tp.spec.server
     tolerations = [dict(t) for t in server.tolerations]
-    if server.gpus > 0 and not any(t.get("key") == "nvidia.com/gpu" for t in tolerations):
-        tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+    if server.gpus > 0 and not any(t.get("key") == NVIDIA_GPU for t in tolerations):
+        tolerations.append({"key": NVIDIA_GPU, "operator": "Exists", "effect": "NoSchedule"})
     return tolerations
 
 
