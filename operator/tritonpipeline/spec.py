@@ -50,6 +50,7 @@ DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 SECRET_KEY_RE = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
+REGION_RE = re.compile(r"^[a-z0-9][-a-z0-9]{0,62}$")
 RESOURCE_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
@@ -104,6 +105,7 @@ _RULE_TEXT = {
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     "secret key": "a Secret data key: letters, digits, '-', '_' or '.'",
+    "region": "a region name such as us-east-1: lowercase letters, digits and '-'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
     "host": "a DNS host name such as triton.example.com (lowercase; a leading '*.' is allowed)",
     "url": "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090",
@@ -297,9 +299,54 @@ class AdminKeyRef(_Base):
     key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = "admin-key"
 
 
+class KeyRef(_Base):
+    """One key of a Secret or ConfigMap in the pipeline's namespace."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = "ca.crt"
+
+
+class S3Options(_Base):
+    """How the init container reaches an S3 or S3-compatible store (MinIO, Ceph RGW, ...)."""
+
+    endpoint: Annotated[str, _name_rule(URL_RE, "url")] | None = None
+    region: Annotated[str, _name_rule(REGION_RE, "region")] | None = None
+    # None: path-style with a custom endpoint (S3-compatible stores), else boto3's automatic choice
+    addressing_style: Literal["auto", "path", "virtual"] | None = None
+    # the PEM CA bundle that signed the endpoint's certificate (a private CA), from a Secret or a ConfigMap
+    ca_secret_ref: KeyRef | None = None
+    ca_config_map_ref: KeyRef | None = None
+
+    @model_validator(mode="after")
+    def _one_ca(self) -> S3Options:
+        found = []
+        if self.ca_secret_ref is not None and self.ca_config_map_ref is not None:
+            found.append(
+                (".caConfigMapRef", "give the CA bundle once: caSecretRef or caConfigMapRef, not both")
+            )
+        has_ca = self.ca_secret_ref is not None or self.ca_config_map_ref is not None
+        if has_ca and self.endpoint is not None and self.endpoint.startswith("http://"):
+            found.append((".endpoint", f"a CA bundle needs an https:// endpoint, got {quote(self.endpoint)}"))
+        if found:
+            raise FieldProblems(found)
+        return self
+
+
+class GcsOptions(_Base):
+    """gs:// credentials: the key of modelRepository.secretRef holding a service-account JSON key, mounted
+    as a file for GOOGLE_APPLICATION_CREDENTIALS. Without secretRef the pod's identity is used
+    (Workload Identity through spec.server.serviceAccountName)."""
+
+    credentials_key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = "key.json"
+
+
 class ModelRepository(_Base):
     uri: Annotated[str, Field(min_length=1, max_length=1024)]
+    # s3://: a Secret whose keys become the init container's environment (AWS_ACCESS_KEY_ID,
+    # AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); gs://: a Secret holding a service-account key file
     secret_ref: SecretRef | None = None
+    s3: S3Options | None = None
+    gcs: GcsOptions | None = None
 
     @field_validator("uri")
     @classmethod
@@ -319,6 +366,17 @@ class ModelRepository(_Base):
         if any(c in uri for c in "\n\r\0"):
             raise ValueError("the uri contains control characters")
         return uri
+
+    @model_validator(mode="after")
+    def _options_of_the_scheme(self) -> ModelRepository:
+        found = [
+            (f".{name}", f"applies to {scheme}:// sources only, and the uri is {quote(self.uri)}")
+            for name, scheme in (("s3", "s3"), ("gcs", "gs"))
+            if getattr(self, name) is not None and self.scheme != scheme
+        ]
+        if found:
+            raise FieldProblems(found)
+        return self
 
     @property
     def scheme(self) -> str:
