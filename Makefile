@@ -55,7 +55,7 @@ test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go ## lint, un
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio
+	and not cli and not node and not minio and not gcsserver
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -118,10 +118,12 @@ helm-if-go:
 	@bash e2e/build-gotool.sh helm --if-go
 	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
 
-# MinIO, the S3-compatible server of the s3:// tests, from Go modules, cached under
-# ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/minio/<version>/ (first build: about 13 minutes on 2 shared cores)
+# MinIO (the S3-compatible server of the s3:// tests) and fake-gcs-server (Cloud Storage's JSON API, for the
+# gs:// download) from Go modules, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/<tool>/<version>/
+# (first build of MinIO: about 13 minutes on 2 shared cores)
 minio-if-go:
 	@bash e2e/build-gotool.sh minio --if-go
+	@bash e2e/build-gotool.sh fake-gcs-server --if-go
 
 chart-crd: ## copy crds/ into charts/triton-pipeline/crds/ (a test checks they are equal)
 	cp crds/*.yaml charts/triton-pipeline/crds/

@@ -13,22 +13,24 @@ from typing import Any
 
 import pytest
 
-from helpers import ROOT, example
+from storage_helpers import (
+    FANOUT_MODELS,
+    MODELS,
+    NESTED,
+    assert_assembled,
+    fanout_from,
+    rendered_init,
+    source_arg,
+)
 from tritonpipeline.assemble import assemble
-from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.manifests import CA_DIR, render_children
-from tritonpipeline.settings import Settings
-from tritonpipeline.spec import parse_pipeline
+from tritonpipeline.kube.manifests import CA_DIR
 
 s3server = pytest.importorskip("s3server")
 pytestmark = pytest.mark.minio
 
-MODELS = ROOT / "model_repository"
 BUCKET = "models"
 PREFIX = "team/triton"
-# a file deeper than Triton's <model>/<version>/ layout, to prove nested keys
-NESTED = "1/assets/vocab/deep/table.txt"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def uploaded(minio: Any, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """model_repository/ plus a nested file, with a folder marker object for every directory."""
     tree = tmp_path_factory.mktemp("tree")
-    for model in ("extractor", "head_b", "head_c"):
+    for model in FANOUT_MODELS:
         subprocess.run(["cp", "-r", str(MODELS / model), str(tree / model)], check=True)
     (tree / "extractor" / NESTED).parent.mkdir(parents=True)
     (tree / "extractor" / NESTED).write_text("nested\n")
@@ -57,42 +59,22 @@ def uploaded(minio: Any, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def pipeline_doc(minio: Any, **s3: Any) -> dict[str, Any]:
-    doc = example("fanout")
-    doc["metadata"] = {"name": "vision", "namespace": "ml"}
-    doc["spec"]["modelRepository"] = {
-        "uri": f"s3://{BUCKET}/{PREFIX}",
-        "secretRef": {"name": "bucket-creds"},
-        "s3": {"endpoint": minio.endpoint, "region": minio.region, "caSecretRef": {"name": "ca"}, **s3},
-    }
-    return doc
+    s3 = {"endpoint": minio.endpoint, "region": minio.region, "caSecretRef": {"name": "ca"}, **s3}
+    return fanout_from({"uri": f"s3://{BUCKET}/{PREFIX}", "secretRef": {"name": "bucket-creds"}, "s3": s3})
 
 
-def init_environment(doc: dict[str, Any], minio: Any) -> tuple[dict[str, str], str, Any]:
+def init_environment(doc: dict[str, Any], minio: Any, generated: Path) -> tuple[dict[str, str], str, Any]:
     """(the init container's variables as the pod would have them, its --source, the artifacts): the
-    rendered `env`, the CA file where the rendered mount puts it, and the Secret's keys for envFrom."""
-    tp = parse_pipeline(doc)
-    artifacts = compile_pipeline(tp)
-    pod = render_children(tp, artifacts, Settings()).deployment["spec"]["template"]["spec"]
-    init = pod["initContainers"][0]
+    rendered `env`, the CA file where the rendered mount puts it, and the Secret's keys for envFrom; its
+    ConfigMaps written into `generated`."""
+    init, artifacts = rendered_init(doc, generated)
     env = {e["name"]: e["value"] for e in init.get("env", [])}
     if "AWS_CA_BUNDLE" in env:
         assert env["AWS_CA_BUNDLE"].startswith(CA_DIR + "/")
         env["AWS_CA_BUNDLE"] = str(minio.ca_file)
     if init.get("envFrom"):
         env |= {"AWS_ACCESS_KEY_ID": minio.access_key, "AWS_SECRET_ACCESS_KEY": minio.secret_key}
-    source = init["args"][init["args"].index("--source") + 1]
-    return env, source, artifacts
-
-
-def generated_dir(tp_doc: dict[str, Any], target: Path) -> Path:
-    """The projected ConfigMap volume the init container reads, written as files."""
-    tp = parse_pipeline(tp_doc)
-    children = render_children(tp, compile_pipeline(tp), Settings())
-    target.mkdir()
-    for cm in children.configmaps:
-        for key, text in cm["data"].items():
-            (target / key).write_text(text)
-    return target
+    return env, source_arg(init), artifacts
 
 
 @pytest.fixture
@@ -109,28 +91,20 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def test_assemble_downloads_from_minio_with_folder_markers_nested_keys_endpoint_ca_and_region(
     minio: Any, uploaded: list[str], tmp_path: Path, clean_env: pytest.MonkeyPatch
 ) -> None:
-    doc = pipeline_doc(minio)
-    env, source, artifacts = init_environment(doc, minio)
+    env, source, artifacts = init_environment(pipeline_doc(minio), minio, tmp_path / "generated")
     assert set(env) >= {"AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_CA_BUNDLE"}
     for name, value in env.items():
         clean_env.setenv(name, value)
     out = tmp_path / "models" / "repository"
-    assemble(generated_dir(doc, tmp_path / "generated"), source, out)
-    for model in ("extractor", "head_b", "head_c"):
-        for path in (MODELS / model).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts and path.name != "config.pbtxt":
-                assert (out / model / path.relative_to(MODELS / model)).read_bytes() == path.read_bytes()
-    assert (out / "extractor" / NESTED).read_text() == "nested\n"
-    for path, data in artifacts.files.items():
-        assert (out / path).read_bytes() == data  # the generated configs laid over the download
+    assemble(tmp_path / "generated", source, out)
+    assert_assembled(out, artifacts)
 
 
-def assemble_cli(tmp_path: Path, doc: dict[str, Any], env: dict[str, str], source: str) -> Any:
+def assemble_cli(tmp_path: Path, env: dict[str, str], source: str) -> Any:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TRITONPIPELINE_S3"))}
     base |= {"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
     base |= {"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1"}
-    generated = generated_dir(doc, tmp_path / "generated")
-    cmd = [sys.executable, "-m", "tritonpipeline.cli", "assemble", "--generated", str(generated)]
+    cmd = [sys.executable, "-m", "tritonpipeline.cli", "assemble", "--generated", str(tmp_path / "generated")]
     cmd += ["--source", source, "--out", str(tmp_path / "out" / "repository")]
     return subprocess.run(cmd, env=base | env, capture_output=True, text=True, timeout=120)
 
@@ -148,18 +122,18 @@ def one_line_error(result: Any, *words: str) -> str:
 @pytest.mark.cli
 def test_bad_credentials_are_one_clear_line(minio: Any, uploaded: list[str], tmp_path: Path) -> None:
     doc = pipeline_doc(minio)
-    env, source, _ = init_environment(doc, minio)
+    env, source, _ = init_environment(doc, minio, tmp_path / "generated")
     env["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
-    one_line_error(assemble_cli(tmp_path, doc, env, source), "SignatureDoesNotMatch")
+    one_line_error(assemble_cli(tmp_path, env, source), "SignatureDoesNotMatch")
     assert not (tmp_path / "out" / "repository").exists()
 
 
 @pytest.mark.cli
 def test_without_the_ca_bundle_tls_fails_clearly(minio: Any, uploaded: list[str], tmp_path: Path) -> None:
     doc = pipeline_doc(minio)
-    env, source, _ = init_environment(doc, minio)
+    env, source, _ = init_environment(doc, minio, tmp_path / "generated")
     env.pop("AWS_CA_BUNDLE")
-    one_line_error(assemble_cli(tmp_path, doc, env, source), "SSL")
+    one_line_error(assemble_cli(tmp_path, env, source), "SSL")
 
 
 REDIRECT = "but the bucket models is in region"  # botocore's note when it re-signs for the bucket's region
@@ -180,12 +154,12 @@ def test_requests_are_signed_for_the_rendered_region(
     doc = pipeline_doc(minio)
     if region is None:
         del doc["spec"]["modelRepository"]["s3"]["region"]
-    env, source, _ = init_environment(doc, minio)
+    env, source, _ = init_environment(doc, minio, tmp_path / "generated")
     assert env.get("AWS_REGION") == region
     for name, value in env.items():
         clean_env.setenv(name, value)
     with caplog.at_level("DEBUG", logger="botocore.utils"):
-        assemble(generated_dir(doc, tmp_path / "generated"), source, tmp_path / "out" / "repository")
+        assemble(tmp_path / "generated", source, tmp_path / "out" / "repository")
     assert (REDIRECT in caplog.text) is redirected, caplog.text[-2000:]
 
 
@@ -194,8 +168,8 @@ def test_a_model_missing_from_the_bucket_is_named(
 ) -> None:
     doc = pipeline_doc(minio)
     doc["spec"]["modelRepository"]["uri"] = f"s3://{BUCKET}/elsewhere"
-    env, source, _ = init_environment(doc, minio)
+    env, source, _ = init_environment(doc, minio, tmp_path / "generated")
     for name, value in env.items():
         clean_env.setenv(name, value)
     with pytest.raises(SpecError, match=r"model directory 'extractor' not found in the source 's3://models/"):
-        assemble(generated_dir(doc, tmp_path / "generated"), source, tmp_path / "out" / "repository")
+        assemble(tmp_path / "generated", source, tmp_path / "out" / "repository")
