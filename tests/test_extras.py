@@ -108,13 +108,17 @@ def test_the_client_without_its_extra_names_it() -> None:
 
 
 def test_the_core_commands_need_no_extra(tmp_path: Path) -> None:
-    """validate, render, crd and manifests with every extra's modules blocked."""
+    """validate, render, graph, manifests and crd with every extra's modules blocked."""
     blocked = (*(m for _, modules in extras.EXTRAS.values() for m in modules), "tritonclient")
     doc = EXAMPLES / "fanout.yaml"
+    in_cluster = tmp_path / "cluster.yaml"
+    in_cluster.write_text(doc.read_text().replace("uri: ../model_repository", "uri: pvc://models/triton"))
     code = (
         "from tritonpipeline.cli import main\n"
         f"assert main(['validate', {str(doc)!r}]) == 0\n"
         f"assert main(['render', {str(doc)!r}, '-o', {str(tmp_path / 'repo')!r}]) == 0\n"
+        f"assert main(['graph', {str(doc)!r}]) == 0\n"
+        f"assert main(['manifests', {str(in_cluster)!r}]) == 0\n"
         "assert main(['crd']) == 0\n"
         "loaded = [m for m, v in sys.modules.items() if v is not None]\n"
         "extra = ('numpy', 'kopf', 'boto3', 'pytriton')\n"
