@@ -172,5 +172,5 @@ node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, 
 node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
 	@$(PY) -m e2e.node down --dir $(NODE_DIR)
 
-e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod + a pipeline from a PVC (needs root, ip netns)
-	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py -s
+e2e-node: $(STAMP) node minio-if-go ## real pods: hello Deployment; helm install + operator pod + pipelines from a PVC and from S3 (needs root, ip netns)
+	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py tests/test_node_storage.py -s
