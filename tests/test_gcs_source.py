@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from harness.gotools import tool_path
 from storage_helpers import (
     FANOUT_MODELS,
     MODELS,
@@ -28,6 +28,7 @@ from storage_helpers import (
 )
 from tritonpipeline.assemble import assemble
 from tritonpipeline.errors import SpecError
+from tritonpipeline.server import free_port
 
 pytestmark = pytest.mark.gcsserver
 
@@ -35,25 +36,18 @@ BUCKET, PREFIX = "models", "team/triton"
 
 
 def _binary() -> Path:
-    path = subprocess.run(
-        ["bash", str(ROOT / "e2e" / "build-gotool.sh"), "fake-gcs-server", "--print-path"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    if not Path(path).is_file():
+    path = tool_path("fake-gcs-server")
+    if not path.is_file():
         pytest.skip(
             f"fake-gcs-server is not built: run `bash e2e/build-gotool.sh fake-gcs-server` (-> {path})"
         )
-    return Path(path)
+    return path
 
 
 @pytest.fixture(scope="module")
 def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """fake-gcs-server on a free loopback port (in memory), ended by its PID."""
-    from controlplane import _free_ports
-
-    binary, port = _binary(), _free_ports(1)[0]
+    binary, port = _binary(), free_port()
     workdir = tmp_path_factory.mktemp("gcs")
     cmd = [str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "memory"]
     cmd += ["-public-host", f"127.0.0.1:{port}", "-log-level", "warn"]

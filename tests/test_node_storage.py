@@ -34,8 +34,8 @@ MINIO_PORT = 19000
 @pytest.fixture(scope="module")
 def minio_in_node(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """MinIO listening on the node's address inside its network namespace (pods reach it there)."""
-    import s3server
-    from node import NODE_ADDRESS, in_netns
+    from e2e.node import NODE_ADDRESS, in_netns
+    from harness import s3server
 
     try:
         server = s3server.start(

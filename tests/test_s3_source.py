@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness import s3server
 from storage_helpers import (
     FANOUT_MODELS,
     MODELS,
@@ -26,7 +27,6 @@ from tritonpipeline.assemble import assemble
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import CA_DIR
 
-s3server = pytest.importorskip("s3server")
 pytestmark = pytest.mark.minio
 
 BUCKET = "models"

@@ -4,7 +4,7 @@ It serves TLS with a certificate from a CA of its own (the CA a pipeline's caSec
 region of its own (requests signed for another region are refused, so a test sees the region applied),
 on a loopback port or an address inside a network namespace the caller created. Started and ended by PID.
 
-    python e2e/s3server.py     start one on loopback until Ctrl-C (prints the endpoint and the CA file)
+    python -m harness.s3server     start one on loopback until Ctrl-C (prints the endpoint and the CA file)
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from tritonpipeline.server import free_port
 
-from controlplane import _free_ports, _issue, _make_ca  # noqa: E402
+from .controlplane import _issue, _make_ca
+from .gotools import tool_path
 
 REGION = "eu-test-1"
 ACCESS_KEY = "tritonpipeline"
@@ -39,15 +39,10 @@ class S3ServerUnavailable(RuntimeError):
 
 def minio_binary() -> Path:
     """The cached MinIO binary, or S3ServerUnavailable saying how to build it."""
-    path = subprocess.run(
-        ["bash", str(HERE / "build-gotool.sh"), "minio", "--print-path"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    if not Path(path).is_file():
-        raise S3ServerUnavailable(f"MinIO is not built: run `bash e2e/build-gotool.sh minio` (-> {path})")
-    return Path(path)
+    path = tool_path("minio")
+    if not path.is_file():
+        raise S3ServerUnavailable(f"MinIO is not built: run `bash e2e/build-gotool.sh minio` ({path})")
+    return path
 
 
 @dataclass
@@ -139,7 +134,7 @@ def start(
     """Start MinIO serving https://host:port (inside network namespace `netns` when given), with a
     certificate valid for `host` and `addresses`. Waits until it answers its health check."""
     binary = minio_binary()
-    port = port or _free_ports(1)[0]
+    port = port or free_port()
     ca, crt, key = make_certificates(workdir / "pki", (host, *addresses))
     certs = workdir / "certs"
     certs.mkdir(parents=True, exist_ok=True)
@@ -158,7 +153,7 @@ def start(
         "MINIO_UPDATE": "off",
     }
     cmd = [str(binary), "server", str(data), "--address", f"{host}:{port}", "--certs-dir", str(certs)]
-    cmd += ["--console-address", f"{host}:{_free_ports(1)[0] if netns is None else port + 1}", "--quiet"]
+    cmd += ["--console-address", f"{host}:{free_port() if netns is None else port + 1}", "--quiet"]
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns, *cmd]
     log_file = workdir / "minio.log"
