@@ -49,13 +49,13 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 	$(PY) -m examples.demo
 
 # the `node` tests (real pods) are opt-in for now: `make e2e-node`
-test: $(STAMP) system-deps controlplane-if-go helm-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
+test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go ## lint, unit and integration tests (real tritonserver, real kube-apiserver)
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	$(VENV)/bin/pytest -m "not node"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node
+	and not cli and not node and not minio and not gcsserver
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -64,7 +64,7 @@ test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, 
 golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
 
-test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
+test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
 lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.toml), generated files current
@@ -123,6 +123,13 @@ helm-if-go:
 	@bash e2e/build-gotool.sh helm --if-go
 	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
 
+# MinIO (the S3-compatible server of the s3:// tests) and fake-gcs-server (Cloud Storage's JSON API, for the
+# gs:// download) from Go modules, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/<tool>/<version>/
+# (first build of MinIO: about 13 minutes on 2 shared cores)
+minio-if-go:
+	@bash e2e/build-gotool.sh minio --if-go
+	@bash e2e/build-gotool.sh fake-gcs-server --if-go
+
 chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 
 test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the operator under the chart's RBAC
@@ -169,5 +176,5 @@ node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, 
 node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
 	@$(PY) -m e2e.node down --dir $(NODE_DIR)
 
-e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod + a pipeline from a PVC (needs root, ip netns)
-	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py -s
+e2e-node: $(STAMP) node minio-if-go ## real pods: hello Deployment; helm install + operator pod + pipelines from a PVC and from S3 (needs root, ip netns)
+	$(VENV)/bin/pytest -m node tests/test_node.py tests/test_node_pipeline.py tests/test_node_storage.py -s

@@ -15,6 +15,7 @@ run only finds it. `ctr -n k8s.io images import` loads an archive into the node'
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
@@ -428,12 +429,18 @@ def operator_image(base: Image | None = None) -> Image:
     archive = images_dir() / f"operator-{_key(name, base.archive.name, digest.hexdigest())}.oci.tar"
     if archive.exists():
         return Image(name, archive)
-    absent = [d for d in BUILDAH_HOST_DIRS if not os.path.lexists(d)]
-    try:
-        _buildah_build(name, base, archive)
-    finally:
-        for d in absent:
-            shutil.rmtree(d, ignore_errors=True)
+    images_dir().mkdir(parents=True, exist_ok=True)
+    # one build at a time: the buildah storage is shared, and a build ends with `rmi --all`
+    with (images_dir() / "buildah.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.exists():  # built by another process while this one waited
+            return Image(name, archive)
+        absent = [d for d in BUILDAH_HOST_DIRS if not os.path.lexists(d)]
+        try:
+            _buildah_build(name, base, archive)
+        finally:
+            for d in absent:
+                shutil.rmtree(d, ignore_errors=True)
     _keep_newest("operator-*.oci.tar", KEEP_OPERATOR_ARCHIVES)
     return Image(name, archive)
 

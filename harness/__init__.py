@@ -14,6 +14,7 @@ Scripts that use it run as modules from the repository root (`python -m bench.co
     nginx             a real nginx as a consistent-hash load balancer
     prometheus        a real Prometheus scraping loopback targets
     load              closed-loop load with latency percentiles
+    s3server          MinIO (S3-compatible, TLS from a test CA) on loopback or inside a network namespace
     wait              wait_for: poll until a value is truthy
     paths             the repository root, e2e/ (build scripts), this venv's `tritonpipeline`
 """

@@ -409,6 +409,8 @@ SEQ = "spec.models.1.sequenceBatching"
 INSTANCE = {"kind": "CPU", "count": 1}
 STATE = {"inputName": "S_IN", "outputName": "S_OUT", "dataType": "FP32", "dims": [0]}
 OK = ("", "")
+S3_URI = "s3://bucket/models"
+CA = {"name": "store-ca"}  # key: ca.crt by default
 
 # (id, example, mutation, (field path, words) in both refusals; OK where both admit the value).
 # Each CEL rule of the CRD has rows on both of its sides (test_every_cel_rule_has_rows_on_both_sides);
@@ -539,6 +541,49 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
     ),
     ("replicas-1000", "fanout", _set("spec.server.replicas", 1000), OK),
     ("replicas-1001", "fanout", _set("spec.server.replicas", 1001), ("spec.server.replicas", "")),
+    (
+        "s3-options-on-s3",
+        "fanout",
+        _set("spec.modelRepository", {"uri": S3_URI, "s3": {"region": "eu-west-1"}}),
+        OK,
+    ),
+    (
+        "s3-options-on-gs",
+        "fanout",
+        _set("spec.modelRepository", {"uri": "gs://bucket/models", "s3": {"region": "eu-west-1"}}),
+        ("spec.modelRepository.s3", "applies to s3:// sources only"),
+    ),
+    ("gcs-options-on-gs", "fanout", _set("spec.modelRepository", {"uri": "gs://bucket/m", "gcs": {}}), OK),
+    (
+        "gcs-options-on-s3",
+        "fanout",
+        _set("spec.modelRepository", {"uri": S3_URI, "gcs": {}}),
+        ("spec.modelRepository.gcs", "applies to gs:// sources only"),
+    ),
+    (
+        "s3-ca-twice",
+        "fanout",
+        _set("spec.modelRepository", {"uri": S3_URI, "s3": {"caSecretRef": CA, "caConfigMapRef": CA}}),
+        ("spec.modelRepository.s3.caConfigMapRef", "give the CA bundle once"),
+    ),
+    (
+        "s3-ca-over-http",
+        "fanout",
+        _set(
+            "spec.modelRepository",
+            {"uri": S3_URI, "s3": {"endpoint": "http://minio:9000", "caSecretRef": CA}},
+        ),
+        ("spec.modelRepository.s3.endpoint", "needs an https:// endpoint"),
+    ),
+    (
+        "s3-ca-over-https",
+        "fanout",
+        _set(
+            "spec.modelRepository",
+            {"uri": S3_URI, "s3": {"endpoint": "https://minio:9000", "caConfigMapRef": CA}},
+        ),
+        OK,
+    ),
 ]
 
 

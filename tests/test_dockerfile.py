@@ -4,6 +4,7 @@ exercised the way the chart uses it (`tritonpipeline ...` as ENTRYPOINT)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -134,6 +135,29 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
         )
         return proc.stdout + proc.stderr
 
+    # exactly what the image runs: the operator and the init container's cloud SDKs, no serving stack
+    listed = subprocess.run(
+        [str(prefix / "tritonpipeline" / "bin" / "python"), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=120,
+    )
+    installed = {d["name"].lower().replace("_", "-") for d in json.loads(listed.stdout)}
+    assert {"kopf", "kubernetes", "prometheus-client", "boto3", "google-cloud-storage"} <= installed
+    assert not {"numpy", "nvidia-pytriton", "tritonclient", "grpcio"} & installed
+    serve = subprocess.run(
+        [str(cli), "serve", str(ROOT / "examples" / "fanout.yaml")],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=60,
+    )
+    assert (serve.returncode, serve.stderr.strip()) == (
+        2,
+        "error: tritonpipeline serve needs the 'serve' extra (pytriton is not installed): "
+        "pip install 'tritonpipeline[serve]'",
+    )
     # the installed package is the wheel, not this checkout
     where = installed_python("import tritonpipeline; print(tritonpipeline.__file__)")
     assert str(prefix) in where, where

@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import security, tritonserver_options
+from . import extras, security, tritonserver_options
 from .compiler import Artifacts
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
@@ -200,6 +200,7 @@ def _gpu_present() -> bool:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    extras.need("serve", "tritonpipeline serve")
     from .server import LocalTriton, TritonError, installed_numpy, numpy_warning
 
     cpu = args.cpu if args.cpu is not None else not _gpu_present()
@@ -287,6 +288,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the operator (kopf) against the cluster in KUBECONFIG or the in-cluster service account."""
+    extras.need("operator", "tritonpipeline run")
     import kopf
     from kubernetes.config import ConfigException
 
@@ -519,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INVALID
+    except extras.MissingExtra as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

@@ -57,6 +57,7 @@ DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 SECRET_KEY_RE = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
+REGION_RE = re.compile(r"^[a-z0-9][-a-z0-9]{0,62}$")
 RESOURCE_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
@@ -148,6 +149,7 @@ RULE_TEXT = {
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     "secret key": "a Secret data key: letters, digits, '-', '_' or '.'",
+    "region": "a region name such as us-east-1: lowercase letters, digits and '-'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
     "host": "a DNS host name such as triton.example.com (lowercase; a leading '*.' is allowed)",
     "url": "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090",
@@ -418,6 +420,70 @@ class AdminKeyRef(_Base):
     )
 
 
+class KeyRef(_Base):
+    """One key of a Secret or ConfigMap in the pipeline's namespace."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="The Secret's or ConfigMap's name (in the pipeline's namespace)."
+    )
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="ca.crt", description="Its data key holding the PEM CA bundle."
+    )
+
+
+class S3Options(_Base):
+    """How the init container reaches an S3 or S3-compatible store (MinIO, Ceph RGW, ...)."""
+
+    endpoint: Annotated[str, _name_rule(URL_RE, "url")] | None = Field(
+        default=None, description="URL of an S3-compatible store (`https://minio.storage:9000`); absent: AWS."
+    )
+    region: Annotated[str, _name_rule(REGION_RE, "region")] | None = Field(
+        default=None, description="The bucket's region (`us-east-1`)."
+    )
+    addressing_style: Literal["auto", "path", "virtual"] | None = Field(
+        default=None,
+        description="Bucket in the path or in the host name; absent: path-style with an endpoint (in-cluster "
+        "host names take no bucket prefix), else boto3's choice.",
+    )
+    ca_secret_ref: KeyRef | None = Field(
+        default=None,
+        description="A Secret key holding the PEM CA bundle that signed the endpoint's certificate.",
+    )
+    ca_config_map_ref: KeyRef | None = Field(
+        default=None, description="The same CA bundle from a ConfigMap key (give one of the two)."
+    )
+
+    RULES = (
+        Rule(
+            lambda o: o.ca_secret_ref is None or o.ca_config_map_ref is None,
+            "!(has(self.caSecretRef) && has(self.caConfigMapRef))",
+            "give the CA bundle once: caSecretRef or caConfigMapRef, not both",
+            ".caConfigMapRef",
+        ),
+        Rule(
+            lambda o: (
+                (o.ca_secret_ref is None and o.ca_config_map_ref is None)
+                or not (o.endpoint or "").startswith("http://")
+            ),
+            "!((has(self.caSecretRef) || has(self.caConfigMapRef)) && has(self.endpoint)"
+            " && self.endpoint.startsWith('http://'))",
+            "a CA bundle needs an https:// endpoint",
+            ".endpoint",
+        ),
+    )
+
+
+class GcsOptions(_Base):
+    """gs:// credentials: the key of modelRepository.secretRef holding a service-account JSON key, mounted
+    as a file for GOOGLE_APPLICATION_CREDENTIALS. Without secretRef the pod's identity is used
+    (Workload Identity through spec.server.serviceAccountName)."""
+
+    credentials_key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="key.json",
+        description="The key of modelRepository.secretRef holding the service-account key.",
+    )
+
+
 class ModelRepository(_Base):
     uri: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
         description="`pvc://CLAIM/PATH`, `s3://BUCKET/PATH`, `gs://BUCKET/PATH`; a local path (relative to "
@@ -425,7 +491,16 @@ class ModelRepository(_Base):
     )
     secret_ref: SecretRef | None = Field(
         default=None,
-        description="Secret whose keys become the init container's environment (cloud credentials).",
+        description="Cloud credentials for the init container: for s3:// a Secret whose keys become its "
+        "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); for gs:// a Secret "
+        "holding a service-account JSON key, mounted as a file (GOOGLE_APPLICATION_CREDENTIALS). Unset: the "
+        "pod's identity (IRSA, Workload Identity through server.serviceAccountName).",
+    )
+    s3: S3Options | None = Field(
+        default=None, description="s3:// only: endpoint, region, addressing style and CA bundle of the store."
+    )
+    gcs: GcsOptions | None = Field(
+        default=None, description="gs:// only: which key of secretRef holds the key."
     )
 
     @field_validator("uri")
@@ -446,6 +521,21 @@ class ModelRepository(_Base):
         if any(c in uri for c in "\n\r\0"):
             raise ValueError("the uri contains control characters")
         return uri
+
+    RULES = (
+        Rule(
+            lambda r: r.s3 is None or r.uri.startswith("s3://"),
+            "!has(self.s3) || self.uri.startsWith('s3://')",
+            "applies to s3:// sources only",
+            ".s3",
+        ),
+        Rule(
+            lambda r: r.gcs is None or r.uri.startswith("gs://"),
+            "!has(self.gcs) || self.uri.startsWith('gs://')",
+            "applies to gs:// sources only",
+            ".gcs",
+        ),
+    )
 
     @property
     def scheme(self) -> str:
