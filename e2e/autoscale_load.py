@@ -9,7 +9,7 @@ connection-balanced Service must to spread load.
 Prints one JSON line per chunk: {"t": unix time, "ok": n, "errors": n, "wrong": n} (totals),
 and a last line with "done": true. Runs inside the node's network namespace (tests/test_node_autoscaling.py).
 
-    python e2e/autoscale_load.py --url 10.96.12.34:8000 --pipeline vision --concurrency 16
+    python -m e2e.autoscale_load --url 10.96.12.34:8000 --pipeline vision --concurrency 16
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.load import WrongAnswer, closed_loop
 from tritonpipeline.client import AsyncTritonClient
-from tritonpipeline.loadgen import WrongAnswer, closed_loop
 
 BATCH = np.array([[1, 2, 3, 4], [0.5, -1, 2, 8]], dtype=np.float32)
 FEATURES = 2 * BATCH + 1

@@ -9,6 +9,8 @@
 #   e2e/build-gotool.sh helm --if-go      same, but only warn and exit 0 when Go is not installed
 #   e2e/build-gotool.sh helm --print-path print the binary's path and exit
 #   e2e/build-gotool.sh kind ...          the same for kind (make e2e)
+#   e2e/build-gotool.sh minio ...         the same for MinIO (the S3-compatible server of the s3:// tests)
+#   e2e/build-gotool.sh fake-gcs-server ...  the same for fake-gcs-server (Cloud Storage's JSON API)
 #   e2e/build-gotool.sh servicemonitor-crd  the upstream prometheus-operator ServiceMonitor CRD, taken
 #                                         from its Go module (tests validate the chart's ServiceMonitor)
 #   e2e/build-gotool.sh keda-crd          KEDA's ScaledObject CRD (github.com/kedacore/keda/v2)
@@ -21,7 +23,7 @@
 #                                         without it), only that discovery plugin compiled in (same test)
 set -euo pipefail
 
-# The pinned versions: bump here (tests/test_chart.py and e2e/*.py read them with --print-path).
+# The pinned versions: bump here (harness/gotools.py reads them with --print-path).
 HELM_VERSION=v3.22.0   # latest helm v3 on the module proxy when pinned
 KIND_VERSION=v0.33.0   # latest kind on the module proxy when pinned
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
@@ -30,18 +32,25 @@ ISTIO_API_VERSION=v1.31.1     # latest istio.io/api when pinned
 GATEWAY_API_VERSION=v1.6.3    # v1.7.0 needs Go >= 1.27
 PROMETHEUS_ADAPTER_VERSION=v0.12.0  # latest sigs.k8s.io/prometheus-adapter release on the module proxy when pinned
 PROMETHEUS_VERSION=v0.316.0   # Prometheus 3.16.0 (its Go module numbers v3.X.Y as v0.3XX.Y), latest when pinned
+# MinIO tags releases as RELEASE.<date>, which the module proxy does not serve: pin the pseudo-version of
+# the last commit of github.com/minio/minio (the S3-compatible server of tests/test_s3_source.py)
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+# a server of Cloud Storage's JSON API (no authentication): the gs:// download of tests/test_gcs_source.py
+FAKE_GCS_SERVER_VERSION=v1.56.1
 
 tool="${1:-}"
 case "$tool" in
   helm) pkg="helm.sh/helm/v3/cmd/helm"; version="$HELM_VERSION" ;;
   kind) pkg="sigs.k8s.io/kind"; version="$KIND_VERSION" ;;
+  minio) pkg="github.com/minio/minio"; version="$MINIO_VERSION" ;;
+  fake-gcs-server) pkg="github.com/fsouza/fake-gcs-server"; version="$FAKE_GCS_SERVER_VERSION" ;;
   servicemonitor-crd) pkg="github.com/prometheus-operator/prometheus-operator"; version="$PROMETHEUS_OPERATOR_VERSION" ;;
   keda-crd) pkg="github.com/kedacore/keda/v2"; version="$KEDA_VERSION" ;;
   istio-crds) pkg="istio.io/api"; version="$ISTIO_API_VERSION" ;;
   gateway-api-crds|gateway-api-standard-crds) pkg="sigs.k8s.io/gateway-api"; version="$GATEWAY_API_VERSION" ;;
   prometheus-adapter) pkg="sigs.k8s.io/prometheus-adapter/cmd/adapter"; version="$PROMETHEUS_ADAPTER_VERSION" ;;
   prometheus) pkg="github.com/prometheus/prometheus/cmd/prometheus"; version="$PROMETHEUS_VERSION" ;;
-  *) echo "usage: $0 helm|kind|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus [--if-go|--print-path]" >&2; exit 2 ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"

@@ -1,15 +1,15 @@
 """A single-node Kubernetes test bed with real pods, inside a network namespace of its own.
 
-etcd + kube-apiserver (e2e/controlplane.py in node mode), kube-controller-manager, kube-scheduler,
+etcd + kube-apiserver (harness/controlplane.py in node mode), kube-controller-manager, kube-scheduler,
 containerd 2 (Debian's runc), kubelet and kube-proxy (iptables), all built by e2e/build-node.sh and
 started inside a network namespace this module creates, with the node address on a veth interface
 there. Images come from OCI archives packed here (no registry). Teardown ends every process by its
 PID and restores what the components change on the host: the sysctls kubelet rewrites, mounts under
 the node's directories, cgroups, directories the components create, and the namespace itself.
 
-    python e2e/node.py up [--dir /tmp/tritonpipeline-node]    # leaves the node running
-    python e2e/node.py down [--dir ...]
-    python e2e/node.py kubectl get pods -A                    # kubectl inside the namespace
+    python -m e2e.node up [--dir /tmp/tritonpipeline-node]    # leaves the node running
+    python -m e2e.node down [--dir ...]
+    python -m e2e.node kubectl get pods -A                    # kubectl inside the namespace
 
 Needs root, `ip netns`, iptables and runc (e2e/build-node.sh installs the Debian packages).
 """
@@ -36,18 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from controlplane import (  # noqa: E402
+from harness.controlplane import (
     SERVICE_CIDR,
     ControlPlane,
     ControlPlaneError,
     _die_with_parent,
     _pid_alive,
     ensure_binaries,
-    go_env,
 )
+from harness.gotools import go_env
+
+HERE = Path(__file__).resolve().parent
 
 BUILD_SCRIPT = HERE / "build-node.sh"
 DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-node")
@@ -154,7 +153,7 @@ def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
 def pack_image(name: str, binary: Path, out: Path, *, port: int | None = None) -> Path:
     """Write an OCI image archive (oci-layout, index.json, blobs/sha256/...) named `name` whose
     entrypoint is `binary` at /bin/<its name>; `ctr images import` reads it."""
-    from images import write_oci_archive
+    from e2e.images import write_oci_archive
 
     entry = f"bin/{binary.name}"
     cfg: dict[str, Any] = {"Entrypoint": [f"/{entry}"], "Env": ["PATH=/bin"], "WorkingDir": "/"}
@@ -310,7 +309,7 @@ class Node:
             name, where = next(iter(running.items()))
             raise NodeError(
                 f"another node test bed is running ({name}, state in {where}); one at a time on a host "
-                f"(they share kubelet's host sysctls): stop it with `python e2e/node.py down --dir {where}`"
+                f"(they share kubelet's host sysctls): stop it with `python -m e2e.node down --dir {where}`"
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.state = {
@@ -875,8 +874,8 @@ def _print_usage(state: dict[str, Any]) -> None:
     print(f"logs: {workdir}/*.log; state: {workdir}/node-state.json")
     print("kubectl (the apiserver listens only inside the namespace):")
     print(f"  ip netns exec {netns} {kubectl} --kubeconfig {state['kubeconfig']} get pods -A")
-    print(f"  or: {sys.executable} {Path(__file__)} kubectl --dir {workdir} get pods -A")
-    print(f"stop: make node-down  (or {sys.executable} {Path(__file__)} down --dir {workdir})")
+    print(f"  or: {sys.executable} -m e2e.node kubectl --dir {workdir} get pods -A")
+    print(f"stop: make node-down  (or {sys.executable} -m e2e.node down --dir {workdir})")
 
 
 def cmd_up(state_dir: Path) -> int:

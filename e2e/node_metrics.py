@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 
-from controlplane import _issue
-from node import NODE_ADDRESS, Node, NodeError
+from e2e.node import NODE_ADDRESS, Node, NodeError
+from harness.controlplane import _issue
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_RULES = ROOT / "charts" / "triton-pipeline" / "files" / "prometheus-adapter-rules.yaml"

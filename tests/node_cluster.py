@@ -35,8 +35,8 @@ def namespace(name: str) -> dict[str, Any]:
 
 
 def _host_state() -> dict[str, Any]:
-    from images import BUILDAH_HOST_DIRS
-    from node import host_snapshot
+    from e2e.images import BUILDAH_HOST_DIRS
+    from e2e.node import host_snapshot
 
     return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
 
@@ -55,7 +55,7 @@ class NodeCluster:
 
     def run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """A command inside the cluster network (a client on the node)."""
-        from node import in_netns
+        from e2e.node import in_netns
 
         with in_netns(self.node.netns):
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -64,7 +64,7 @@ class NodeCluster:
 @pytest.fixture(scope="session")
 def host_before() -> dict[str, Any]:
     """The host's state before anything of the bed exists; skips when this machine cannot run a node."""
-    from node import missing_prerequisite, reap_stale
+    from e2e.node import missing_prerequisite, reap_stale
 
     reason = missing_prerequisite()
     if reason:
@@ -76,7 +76,7 @@ def host_before() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One running node for the session; at its end, stopped, and the host checked against host_before."""
-    from node import Node
+    from e2e.node import Node
 
     n = Node(tmp_path_factory.mktemp("node"))
     n.start()
@@ -93,7 +93,7 @@ def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="session")
 def cluster(node: Any) -> NodeCluster:
     """The node with the operator and CPU Triton images imported (built from the repository's recipes)."""
-    from images import ImageError, all_images
+    from e2e.images import ImageError, all_images
 
     try:
         images = all_images()
@@ -133,8 +133,9 @@ def diagnostics(cluster: NodeCluster, namespace: str) -> str:
 @pytest.fixture(scope="session")
 def chart_operator(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`helm install` of the chart as a user does: defaults, the locally built image under its name."""
-    from chart import Helm, ensure_tool
-    from node import in_netns
+    from e2e.node import in_netns
+    from harness.gotools import ensure_tool
+    from harness.helm import Helm
 
     t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace(RELEASE_NS)))

@@ -684,7 +684,8 @@ def test_graph_image_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.cli
 def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> None:
-    """The last-resort guard in cli.main: an unexpected error is still one line and exit 1."""
+    """A missing directory (the last-resort guard in cli.main) and broken ConfigMap contents are one line
+    and exit 1, and nothing is written."""
     result = run_in(
         tmp_path, "assemble", "--generated", tmp_path / "absent", "--source", MODELS, "--out", "o"
     )
@@ -693,7 +694,7 @@ def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> N
     generated.mkdir()
     (generated / "manifest-0.json").write_text("{not json")
     result = run_in(tmp_path, "assemble", "--generated", generated, "--source", MODELS, "--out", "o")
-    assert_one_line_error(result, "JSONDecodeError")
+    assert_one_line_error(result, "a manifest-*.json in the generated ConfigMaps is not JSON")
     assert not (tmp_path / "o").exists()
 
 

@@ -62,8 +62,8 @@ EVENTS = (
 
 @pytest.fixture(scope="module")
 def metrics(cluster: NodeCluster, chart_operator: dict[str, Any]) -> Iterator[Any]:
-    from chart import ToolUnavailable, ensure_tool
-    from node_metrics import NodeMetrics
+    from e2e.node_metrics import NodeMetrics
+    from harness.gotools import ToolUnavailable, ensure_tool
 
     try:
         binaries = {tool: ensure_tool(tool) for tool in ("prometheus", "prometheus-adapter")}
@@ -159,15 +159,19 @@ def answered_per_pod(metrics: Any, name: str) -> dict[str, float]:
 
 
 def start_load(cluster: NodeCluster, name: str, log: Path) -> subprocess.Popen[str]:
-    from node import in_netns
+    from e2e.node import in_netns
 
     service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
     url = f"{service['spec']['clusterIP']}:{port}"
-    cmd = [sys.executable, str(ROOT / "e2e" / "autoscale_load.py"), "--url", url, "--pipeline", ENSEMBLE]
+    cmd = [sys.executable, "-m", "e2e.autoscale_load", "--url", url, "--pipeline", ENSEMBLE]
     with in_netns(cluster.node.netns), open(log, "w") as out:
         return subprocess.Popen(
-            [*cmd, "--concurrency", str(CONCURRENCY)], stdout=out, stderr=subprocess.STDOUT, text=True
+            [*cmd, "--concurrency", str(CONCURRENCY)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
         )
 
 

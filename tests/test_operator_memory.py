@@ -13,7 +13,8 @@ from typing import Any
 import kopf
 import pytest
 
-from chart import OperatorProcess, wait_for
+from harness.operator_process import OperatorProcess
+from harness.wait import wait_for
 from helpers import CLI, condition
 from test_operator import (
     cluster_doc,

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import kopf
 
-from . import health, metrics
+from . import health, metrics, webhook
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
@@ -46,7 +46,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     state = operator_state(memo)
     config = state.settings
     # API calls run in threads (the official client is synchronous); more than 8 buys nothing on the
-    # CPU-bound path and costs memory (measured with bench/controlplane.py)
+    # CPU-bound path and costs memory (measured with `make bench-controlplane`)
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(8, thread_name_prefix="kube"))
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
@@ -55,6 +55,10 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.watching.server_timeout = config.watch_timeout_seconds
     settings.networking.request_timeout = 60
     select_children(settings)
+    try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
+        settings.admission.server = webhook.server(config, state.kube)
+    except webhook.WebhookConfigError as exc:
+        raise kopf.PermanentError(str(exc)) from None
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
     metrics.watch_pipelines(lambda: list(state.statuses.values()))
     if config.metrics_url:
@@ -89,7 +93,7 @@ async def watch_alive(memo: OperatorState, **_: Any) -> str:
 @kopf.on.login()
 async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
     """kopf's own client, with at most 16 connections (its default is unlimited: a burst of 200
-    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with bench/controlplane.py),
+    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with `make bench-controlplane`),
     traced for the watch health, API errors and watch restarts (health.py)."""
     info = kopf.login_via_client(memo=memo, **kwargs)
     if info is None:
@@ -102,6 +106,12 @@ async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
     return kopf.AiohttpSession(
         server=info.server, aiohttp_session=session, default_namespace=info.default_namespace
     )
+
+
+@kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook.HANDLER_ID)
+async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> None:
+    """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
+    await webhook.admit(kwargs["operation"], kwargs["new"], kwargs["old"], warnings, memo.settings)
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)

@@ -15,7 +15,7 @@ from .. import security
 from ..kube import access, autoscaling
 from ..kube import routing as rt
 from ..kube import status as st
-from ..kube.client import Kube, KubeError
+from ..kube.client import Kube, KubeError, is_transient
 from ..kube.manifests import PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
@@ -205,7 +205,7 @@ async def apply_optional(
 
 def raise_if_transient(exc: KubeError) -> None:
     """Connection trouble and overload are retried by the reconcile; a refusal becomes a condition."""
-    if exc.status in (0, 429, 502, 503, 504):
+    if is_transient(exc):
         raise exc
 
 

@@ -6,12 +6,12 @@ from typing import Any
 
 import kopf
 
-from ..settings import GROUP, VERSION
+from ..settings import API_VERSION, KIND
 
 
 def pipeline_ref(namespace: str, name: str, uid: str | None = None) -> dict[str, Any]:
     meta = {"namespace": namespace, "name": name, "uid": uid}
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TritonPipeline", "metadata": meta}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta}
 
 
 def namespace_of(body: kopf.Body) -> str:
@@ -25,4 +25,4 @@ def namespace_of(body: kopf.Body) -> str:
 def owner_of(body: kopf.Body) -> dict[str, Any] | None:
     """The owner reference of the TritonPipeline that controls this child, if any."""
     refs = body.metadata.get("ownerReferences") or []
-    return next((o for o in refs if o.get("kind") == "TritonPipeline" and o.get("controller")), None)
+    return next((o for o in refs if o.get("kind") == KIND and o.get("controller")), None)

@@ -9,7 +9,7 @@ from typing import Any, cast
 import kopf
 
 from ..kube.client import KubeError
-from ..settings import GROUP, VERSION, Settings
+from ..settings import API_VERSION, KIND, Settings
 from ..state import OperatorState
 from .pipeline import reconcile
 from .refs import namespace_of, pipeline_ref
@@ -17,7 +17,7 @@ from .refs import namespace_of, pipeline_ref
 
 async def reconcile_owner(state: OperatorState, namespace: str, name: str) -> None:
     """Re-apply one pipeline's children from its current spec (drift repair)."""
-    cr = await asyncio.to_thread(state.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name)
+    cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
     if cr is None or cr["metadata"].get("deletionTimestamp"):
         return
     with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
@@ -40,7 +40,7 @@ async def resync_loop(state: OperatorState, logger: kopf.Logger) -> None:
         await asyncio.sleep(config.resync_seconds)
         for ns in config.namespaces or (None,):
             try:
-                crs = await asyncio.to_thread(state.kube.list, f"{GROUP}/{VERSION}", "TritonPipeline", ns, "")
+                crs = await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
             except KubeError as exc:
                 logger.warning(f"resync: cannot list pipelines: {exc}")
                 continue

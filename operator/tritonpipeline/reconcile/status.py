@@ -12,7 +12,7 @@ import kopf
 from ..kube import status as st
 from ..kube.client import Kube, KubeError
 from ..kube.manifests import PIPELINE_LABEL
-from ..settings import GROUP, VERSION
+from ..settings import API_VERSION, KIND, OPERATOR_NAME
 from ..state import OperatorState
 from .apply import raise_if_transient
 from .refs import namespace_of, owner_of, pipeline_ref
@@ -35,9 +35,7 @@ async def write_status(
         old = state.statuses.get(key)
         if old is None:
             if current is None:
-                cr = await asyncio.to_thread(
-                    state.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name
-                )
+                cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
                 if cr is None:
                     return False
                 current = cr.get("status") or {}
@@ -82,8 +80,8 @@ async def warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
         "kind": "Event",
         "metadata": {"generateName": f"{meta.name}.", "namespace": meta.namespace},
         "involvedObject": {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "TritonPipeline",
+            "apiVersion": API_VERSION,
+            "kind": KIND,
             "name": meta.name,
             "namespace": meta.namespace,
             "uid": meta.uid,
@@ -91,7 +89,7 @@ async def warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
         "type": "Warning",
         "reason": reason,
         "message": message[:1024],
-        "source": {"component": "tritonpipeline-operator"},
+        "source": {"component": OPERATOR_NAME},
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
@@ -159,9 +157,7 @@ async def mirror_deployment(body: kopf.Body, state: OperatorState, owner: dict[s
     async with state.reconciling[key]:  # a reconcile in flight writes these numbers itself
         pass
     if key not in state.owners:
-        cr = await asyncio.to_thread(
-            state.kube.get, f"{GROUP}/{VERSION}", "TritonPipeline", namespace, owner["name"]
-        )
+        cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, owner["name"])
         if cr is None:
             return
         state.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
