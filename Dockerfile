@@ -15,14 +15,16 @@ COPY pyproject.toml README.md ./
 COPY operator/ ./operator/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels .
 
-# --- stage 2: install the wheel (dependencies pinned in pyproject.toml) and run as non-root ---------
+# --- stage 2: install the wheel with exactly what the image runs, and run as non-root --------------
+# extras (pinned in pyproject.toml): operator = `tritonpipeline run`; s3, gcs = `tritonpipeline assemble`
+# (the init container) with s3:// and gs:// sources. Not serve, client (tritonserver, tritonclient, numpy).
 FROM ${PYTHON_IMAGE}
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     PATH=/opt/tritonpipeline/bin:$PATH
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/tritonpipeline \
-    && /opt/tritonpipeline/bin/pip install /wheels/tritonpipeline-*.whl \
+    && /opt/tritonpipeline/bin/pip install "$(echo /wheels/tritonpipeline-*.whl)[operator,s3,gcs]" \
     && rm -rf /wheels
 RUN groupadd --gid 10001 tritonpipeline \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

@@ -9,8 +9,8 @@ CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 # where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
 NODE_DIR ?= /tmp/tritonpipeline-node
 
-.PHONY: help venv system-deps demo test test-unit test-integration lint bench bench-dataplane bench-router \
-	bench-controlplane clean \
+.PHONY: help venv system-deps demo test test-unit test-integration golden lint generate bench bench-dataplane \
+	bench-router bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
@@ -46,29 +46,39 @@ system-deps: ## install graphviz, nginx, prometheus and curl from Debian if miss
 	fi
 
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
-	$(PY) examples/demo.py
+	$(PY) -m examples.demo
 
-# everything, the `node` tests (real pods) included: node-if-possible builds their bed first
-test: $(STAMP) system-deps controlplane-if-go helm-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
-	$(VENV)/bin/ruff check operator tests bench examples e2e
-	$(VENV)/bin/pytest
+# everything, the `node` tests (real pods) included (node-if-possible builds their bed first), except the
+# minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
+test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
+	$(VENV)/bin/pytest -m "not hpa"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node
+	and not cli and not node and not minio and not gcsserver
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
 
-test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go ## the tests that start real components (not node)
+# tests/golden/: reviewed compiler outputs; after an intended change, regenerate and review `git diff`
+golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
+	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
+
+test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff, and mypy on operator/ (settings in pyproject.toml)
-	$(VENV)/bin/ruff check operator tests bench examples e2e
-	$(VENV)/bin/ruff format --check operator tests bench examples e2e
+lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.toml), generated files current
+	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
+	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness tools
 	$(VENV)/bin/mypy
+	$(PY) tools/generate.py --check
 
-# Real etcd + kube-apiserver built from Go modules (e2e/controlplane/), cached outside the repo under
+# the CRD (from the spec), its copy in the chart, the prometheus-adapter rules and the README field table
+generate: $(STAMP) ## regenerate every file derived from the code (tools/generate.py; a test checks they are current)
+	$(PY) tools/generate.py
+
+# Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).
 controlplane: ## build etcd + kube-apiserver from Go modules (cached per version outside the repo)
 	@bash e2e/build-controlplane.sh
@@ -78,21 +88,21 @@ controlplane-if-go:
 	@bash e2e/build-controlplane.sh --if-go
 
 cluster-up: $(STAMP) controlplane ## start etcd + kube-apiserver in the background; prints KUBECONFIG
-	@$(PY) e2e/controlplane.py up --dir $(CLUSTER_DIR)
+	@$(PY) -m harness.controlplane up --dir $(CLUSTER_DIR)
 
 cluster-down: ## stop the control plane started by cluster-up
-	@$(PY) e2e/controlplane.py down --dir $(CLUSTER_DIR)
+	@$(PY) -m harness.controlplane down --dir $(CLUSTER_DIR)
 
 bench: bench-dataplane bench-controlplane ## all benchmarks
 
 bench-dataplane: $(STAMP) ## router vs shared vs BLS vs per-step round trips on a real tritonserver
-	$(PY) bench/dataplane.py
+	$(PY) -m bench.dataplane
 
 bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic batching) vs shared, side by side
-	$(PY) bench/router_cost.py
+	$(PY) -m bench.router_cost
 
 bench-controlplane: $(STAMP) controlplane ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
-	$(PY) bench/controlplane.py
+	$(PY) -m bench.controlplane
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache
@@ -114,14 +124,20 @@ helm-if-go:
 	@bash e2e/build-gotool.sh helm --if-go
 	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
 
-chart-crd: ## copy crds/ into charts/triton-pipeline/crds/ (a test checks they are equal)
-	cp crds/*.yaml charts/triton-pipeline/crds/
+# MinIO (the S3-compatible server of the s3:// tests) and fake-gcs-server (Cloud Storage's JSON API, for the
+# gs:// download) from Go modules, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/<tool>/<version>/
+# (first build of MinIO: about 13 minutes on 2 shared cores)
+minio-if-go:
+	@bash e2e/build-gotool.sh minio --if-go
+	@bash e2e/build-gotool.sh fake-gcs-server --if-go
+
+chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 
 test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the operator under the chart's RBAC
 	$(VENV)/bin/pytest tests/test_chart.py tests/test_dockerfile.py
 
 e2e-local: $(STAMP) controlplane helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
-	$(PY) e2e/local.py
+	$(PY) -m e2e.local
 
 # prerequisites are checked first (seconds), before the venv is built
 e2e: ## kind + GPU end-to-end (needs Docker, an NVIDIA GPU, the NVIDIA container toolkit; see e2e/README.md)
@@ -147,7 +163,7 @@ gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bun
 	python3 bench/gpu/check.py
 
 # --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
-.PHONY: node node-if-possible node-up node-down e2e-node bench-e2e-node
+.PHONY: node node-if-possible node-up node-down e2e-node e2e-autoscaling bench-e2e-node
 
 # kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
 # CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
@@ -160,17 +176,24 @@ node: controlplane ## build the node components (cached per version outside the 
 node-if-possible: $(STAMP) controlplane-if-go
 	@if [ "$$(id -u)" != 0 ]; then echo ">> not root: no node test bed, the node tests will skip"; \
 	elif ! ip netns list >/dev/null 2>&1; then echo ">> no \`ip netns\`: no node test bed, the node tests will skip"; \
-	else bash e2e/build-node.sh --if-go && { $(PY) e2e/images.py \
+	else bash e2e/build-node.sh --if-go && { $(PY) -m e2e.images \
 	  || echo ">> the images could not be built: the node scenarios will skip"; }; fi
 
 node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy in a netns
-	@$(PY) e2e/node.py up --dir $(NODE_DIR)
+	@$(PY) -m e2e.node up --dir $(NODE_DIR)
 
 node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
-	@$(PY) e2e/node.py down --dir $(NODE_DIR)
+	@$(PY) -m e2e.node down --dir $(NODE_DIR)
 
-e2e-node: $(STAMP) node ## real pods: hello Deployment; helm install + operator pod; every scenario (needs root, ip netns)
-	$(VENV)/bin/pytest -m node -s
+e2e-node: $(STAMP) node minio-if-go ## real pods: hello Deployment; helm install + operator pod; every scenario, S3 and the webhook included (needs root, ip netns)
+	$(VENV)/bin/pytest -m "node and not hpa" -s
+
+# not in `make test` (yet): two scale-up/scale-down cycles take minutes (the rate window, then the
+# stabilization window); the timeline goes to bench/results/autoscaling.json
+e2e-autoscaling: $(STAMP) node ## real pods: Prometheus + prometheus-adapter + the HPA controller scale a pipeline up and down
+	@bash e2e/build-gotool.sh prometheus-adapter
+	@bash e2e/build-gotool.sh prometheus
+	$(VENV)/bin/pytest -m node tests/test_node_autoscaling.py -s
 
 bench-e2e-node: $(STAMP) node ## apply -> first correct inference through the Service (p50, max), rollout time, on the node
-	$(PY) bench/e2e_node.py
+	$(PY) -m bench.e2e_node

@@ -20,8 +20,8 @@ response is checked numerically. Rounds run every (workload, variant) once in ro
 report gives the median over rounds. This is a benchmark, not a test: perf targets (toy workload) are
 reported as PASS/FAIL and the exit status is non-zero only when responses were wrong or failed.
 
-    .venv/bin/python bench/dataplane.py            # full run, writes bench/results/dataplane.json
-    .venv/bin/python bench/dataplane.py --quick    # smoke run, writes bench/results/dataplane-quick.json
+    .venv/bin/python -m bench.dataplane            # full run, writes bench/results/dataplane.json
+    .venv/bin/python -m bench.dataplane --quick    # smoke run, writes bench/results/dataplane-quick.json
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from harness.load import LoadResult, WrongAnswer, closed_loop
 from tritonpipeline.compiler import Artifacts, compile_pipeline
-from tritonpipeline.loadgen import LoadResult, WrongAnswer, closed_loop
 from tritonpipeline.repository import local_model_root, write_repository
 from tritonpipeline.server import LocalTriton, TritonError
 from tritonpipeline.spec import TritonPipeline, parse_pipeline

@@ -16,7 +16,7 @@ Dockerfile), the models on a hostPath PV. Then:
                 old pod is gone and the pipeline is Ready again; the client's failed requests are
                 counted (0 expected).
 
-    .venv/bin/python bench/e2e_node.py [--rounds 2] [--rollouts 3] [--out bench/results/e2e-node.json]
+    .venv/bin/python -m bench.e2e_node [--rounds 2] [--rollouts 3] [--out bench/results/e2e-node.json]
 
 Needs root and `ip netns` (exit 2 otherwise). Writes the figures as JSON and prints a table.
 """
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "e2e")]
+sys.path.insert(0, str(ROOT / "tests"))  # tests/node_cluster.py: the scenarios' Cluster and CRs, shared
 
-from infer import Checker  # noqa: E402
+from e2e.infer import Checker  # noqa: E402
 from node_cluster import (  # noqa: E402
     NAMESPACE,
     NodeCluster,
@@ -152,8 +152,8 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from images import all_images
-    from node import Node
+    from e2e.images import all_images
+    from e2e.node import Node
 
     node = Node(workdir / "node")
     node.start()
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rollouts", type=int, default=3, help="spec changes under load (%(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "e2e-node.json")
     args = parser.parse_args(argv)
-    from node import missing_prerequisite
+    from e2e.node import missing_prerequisite
 
     reason = missing_prerequisite()
     if reason:

@@ -37,7 +37,7 @@ import tritonclient.grpc.aio as grpcclient
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from dataplane import (  # the toy workload of the data-plane bench (this script's directory)
+from bench.dataplane import (  # the toy workload of the data-plane bench
     EXAMPLE,
     ROUTER_PIPELINE,
     SHARED_PIPELINE,
@@ -46,8 +46,8 @@ from dataplane import (  # the toy workload of the data-plane bench (this script
     run_load,
     variant_docs,
 )
+from harness.load import format_table
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.loadgen import format_table
 from tritonpipeline.repository import local_model_root, write_repository
 from tritonpipeline.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline

@@ -5,7 +5,7 @@
 # Binaries are cached outside the repo, keyed by the Kubernetes version:
 #   ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane/<k8s>/{kube-apiserver,etcd}
 # and a second run only prints where they are. <dir>/controlplane.env lists the paths and versions
-# (e2e/controlplane.py computes the same directory).
+# (harness/controlplane.py computes the same directory).
 #
 #   e2e/build-controlplane.sh              build if missing (fails without Go)
 #   e2e/build-controlplane.sh --if-go      same, but only warn and exit 0 when Go is not installed

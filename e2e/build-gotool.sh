@@ -9,6 +9,8 @@
 #   e2e/build-gotool.sh helm --if-go      same, but only warn and exit 0 when Go is not installed
 #   e2e/build-gotool.sh helm --print-path print the binary's path and exit
 #   e2e/build-gotool.sh kind ...          the same for kind (make e2e)
+#   e2e/build-gotool.sh minio ...         the same for MinIO (the S3-compatible server of the s3:// tests)
+#   e2e/build-gotool.sh fake-gcs-server ...  the same for fake-gcs-server (Cloud Storage's JSON API)
 #   e2e/build-gotool.sh servicemonitor-crd  the upstream prometheus-operator ServiceMonitor CRD, taken
 #                                         from its Go module (tests validate the chart's ServiceMonitor)
 #   e2e/build-gotool.sh keda-crd          KEDA's ScaledObject CRD (github.com/kedacore/keda/v2)
@@ -16,25 +18,39 @@
 #   e2e/build-gotool.sh gateway-api-crds  Gateway API HTTPRoute + GRPCRoute CRDs, experimental channel
 #                                         (the one with sessionPersistence; sigs.k8s.io/gateway-api)
 #   e2e/build-gotool.sh gateway-api-standard-crds  the same two from the standard channel
+#   e2e/build-gotool.sh prometheus-adapter  the custom metrics API server the HPA reads (tests/test_node_autoscaling.py)
+#   e2e/build-gotool.sh prometheus        Prometheus with Kubernetes service discovery (Debian's package is built
+#                                         without it), only that discovery plugin compiled in (same test)
 set -euo pipefail
 
-# The pinned versions: bump here (tests/test_chart.py and e2e/*.py read them with --print-path).
+# The pinned versions: bump here (harness/gotools.py reads them with --print-path).
 HELM_VERSION=v3.22.0   # latest helm v3 on the module proxy when pinned
 KIND_VERSION=v0.33.0   # latest kind on the module proxy when pinned
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
 KEDA_VERSION=v2.21.0          # latest KEDA v2 on the module proxy when pinned
 ISTIO_API_VERSION=v1.31.1     # latest istio.io/api when pinned
 GATEWAY_API_VERSION=v1.6.3    # v1.7.0 needs Go >= 1.27
+PROMETHEUS_ADAPTER_VERSION=v0.12.0  # latest sigs.k8s.io/prometheus-adapter release on the module proxy when pinned
+PROMETHEUS_VERSION=v0.316.0   # Prometheus 3.16.0 (its Go module numbers v3.X.Y as v0.3XX.Y), latest when pinned
+# MinIO tags releases as RELEASE.<date>, which the module proxy does not serve: pin the pseudo-version of
+# the last commit of github.com/minio/minio (the S3-compatible server of tests/test_s3_source.py)
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+# a server of Cloud Storage's JSON API (no authentication): the gs:// download of tests/test_gcs_source.py
+FAKE_GCS_SERVER_VERSION=v1.56.1
 
 tool="${1:-}"
 case "$tool" in
   helm) pkg="helm.sh/helm/v3/cmd/helm"; version="$HELM_VERSION" ;;
   kind) pkg="sigs.k8s.io/kind"; version="$KIND_VERSION" ;;
+  minio) pkg="github.com/minio/minio"; version="$MINIO_VERSION" ;;
+  fake-gcs-server) pkg="github.com/fsouza/fake-gcs-server"; version="$FAKE_GCS_SERVER_VERSION" ;;
   servicemonitor-crd) pkg="github.com/prometheus-operator/prometheus-operator"; version="$PROMETHEUS_OPERATOR_VERSION" ;;
   keda-crd) pkg="github.com/kedacore/keda/v2"; version="$KEDA_VERSION" ;;
   istio-crds) pkg="istio.io/api"; version="$ISTIO_API_VERSION" ;;
   gateway-api-crds|gateway-api-standard-crds) pkg="sigs.k8s.io/gateway-api"; version="$GATEWAY_API_VERSION" ;;
-  *) echo "usage: $0 helm|kind|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds [--if-go|--print-path]" >&2; exit 2 ;;
+  prometheus-adapter) pkg="sigs.k8s.io/prometheus-adapter/cmd/adapter"; version="$PROMETHEUS_ADAPTER_VERSION" ;;
+  prometheus) pkg="github.com/prometheus/prometheus/cmd/prometheus"; version="$PROMETHEUS_VERSION" ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
@@ -75,6 +91,7 @@ export GOCACHE="${GOCACHE_OVERRIDE:-$ROOT/controlplane/go-build}"
 export GOFLAGS="-buildvcs=false"
 export CGO_ENABLED=0
 export GOTOOLCHAIN=local
+export GOWORK=off  # a module's own go.work (Prometheus ships one) names directories its module zip lacks
 export GOBIN="$OUT/.gobin"
 t0=$SECONDS
 if [ "$tool" = servicemonitor-crd ]; then
@@ -115,8 +132,31 @@ if [ "$tool" = helm ]; then
     ldflags="$ldflags -X helm.sh/helm/v3/$pkg_.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg_.k8sVersionMinor=$kminor"
   done
 fi
-"$GO" install -p "${GOTOOL_BUILD_JOBS:-2}" -trimpath -ldflags="$ldflags" "$pkg@$version"
-mv "$GOBIN/$tool" "$BIN"
+tags=""
+if [ "$tool" = prometheus ]; then
+  # upstream's build tags: no service discovery plugin but Kubernetes' (a fraction of the dependencies)
+  tags="remove_all_sd,enable_kubernetes_sd"
+  ldflags="$ldflags -X github.com/prometheus/common/version.Version=3.${version#v0.3}"
+fi
+if [ "$tool" = prometheus-adapter ] || [ "$tool" = prometheus ]; then
+  # `go install MOD@VERSION` asks the proxy for the module's version list (deprecation check), which the
+  # proxy here refuses for some modules; build inside the downloaded module with its own go.mod and go.sum
+  mod="${pkg%/cmd/*}"
+  echo ">> downloading $mod@$version ..."
+  dir="$("$GO" mod download -json "$mod@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  [ -n "$dir" ] || { echo "go mod download $mod@$version failed" >&2; exit 1; }
+  pkg="./${pkg#"$mod"/}"; at_version=""
+  cd "$dir"
+fi
+# progress: `go install -v` names each package it compiles; print a count every 50 and any error line whole
+"$GO" install -v -p "${GOTOOL_BUILD_JOBS:-2}" -trimpath -tags="$tags" -ldflags="$ldflags" "$pkg${at_version-@$version}" 2>&1 \
+  | { n=0; while IFS= read -r line; do
+        case "$line" in
+          *" "*|*:*) echo "$line" ;;
+          *) n=$((n + 1)); if [ $((n % 50)) = 0 ]; then echo ">> $tool: $n packages compiled, $((SECONDS - t0))s ($line)"; fi ;;
+        esac
+      done; }
+mv "$GOBIN/$(basename "$pkg")" "$BIN"
 rmdir "$GOBIN" 2>/dev/null || true
 echo ">> built $tool $version in $((SECONDS - t0))s -> $BIN"
 echo "$tool $version $((SECONDS - t0))s $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cores" >> "$ROOT/$tool/build-times.log"

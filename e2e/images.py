@@ -10,11 +10,12 @@
 Every image is an OCI archive under <cache>/images/ named after the hash of what it is made of; a second
 run only finds it. `ctr -n k8s.io images import` loads an archive into the node's containerd.
 
-    python e2e/images.py            build (or find) all three, print their names, archives and sizes
+    python -m e2e.images           build (or find) all three, print their names, archives and sizes
 """
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
@@ -31,11 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-
-from controlplane import cache_dir  # noqa: E402
+from harness.controlplane import cache_dir
+from harness.helm import CHART
+from harness.paths import ROOT
 
 SUITE = "bookworm"
 # python3.11-venv, python3-pip, python-is-python3: the Dockerfile runs `python -m pip` and `python -m venv`;
@@ -57,7 +56,6 @@ TRITON_HOME = "/opt/tritonserver"
 TRITON_UID = 1000
 # bump when the way an image is made changes (the cache keys include it)
 RECIPE = 1
-CHART = ROOT / "charts" / "triton-pipeline"
 # host files the Dockerfile's pip steps need to reach the package index through this host's
 # TLS-intercepting proxy: bind-mounted into RUN steps, never copied into the image
 HOST_PIP_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
@@ -296,10 +294,9 @@ def base_image() -> Image:
 def _stage_triton(stage: Path) -> str:
     """/opt/tritonserver from the wheel (bench/gpu/pack.py's layout), the Python 3.11 stub in
     backends/python, a `tritonserver` wrapper on PATH, and the user TRITON_UID. Returns the version."""
-    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
     from importlib import metadata
 
-    from pack import stage_tritonserver
+    from bench.gpu.pack import stage_tritonserver
 
     opt = stage / "opt"
     opt.mkdir(parents=True)
@@ -432,12 +429,18 @@ def operator_image(base: Image | None = None) -> Image:
     archive = images_dir() / f"operator-{_key(name, base.archive.name, digest.hexdigest())}.oci.tar"
     if archive.exists():
         return Image(name, archive)
-    absent = [d for d in BUILDAH_HOST_DIRS if not os.path.lexists(d)]
-    try:
-        _buildah_build(name, base, archive)
-    finally:
-        for d in absent:
-            shutil.rmtree(d, ignore_errors=True)
+    images_dir().mkdir(parents=True, exist_ok=True)
+    # one build at a time: the buildah storage is shared, and a build ends with `rmi --all`
+    with (images_dir() / "buildah.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.exists():  # built by another process while this one waited
+            return Image(name, archive)
+        absent = [d for d in BUILDAH_HOST_DIRS if not os.path.lexists(d)]
+        try:
+            _buildah_build(name, base, archive)
+        finally:
+            for d in absent:
+                shutil.rmtree(d, ignore_errors=True)
     _keep_newest("operator-*.oci.tar", KEEP_OPERATOR_ARCHIVES)
     return Image(name, archive)
 

@@ -4,7 +4,7 @@ With `--spec`, any pipeline built from the models in model_repository/ is checke
 evaluated here with what each of those models computes (REFERENCE, from their docstrings), on a seeded
 random request, and every pipeline output is compared with Triton's answer. A pipeline with a
 sequence-batched model gets interleaved sequences (each keeps its own state). Without `--spec`, the
-fixed checks of `make e2e-local` (local.CHECKS) by pipeline name. `--loop` repeats the checks until
+fixed checks of `make e2e-local` (CHECKS below) by pipeline name. `--loop` repeats the checks until
 SIGINT/SIGTERM and prints the counts as one JSON line (a client sending requests during a rollout).
 
     .venv/bin/python e2e/infer.py --url 10.96.0.12:8000 --spec examples/diamond.yaml [PIPELINE ...]
@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 Tensors = dict[str, np.ndarray]
 
@@ -199,11 +197,65 @@ def check_until_stopped(checker: Checker, names: list[str]) -> int:
     return 0
 
 
-def fixed_checks(url: str, names: list[str]) -> int:
-    """The named checks of `make e2e-local` (local.CHECKS)."""
+# --- the fixed checks by pipeline name (`make e2e-local`, e2e/local.py) ---
+
+
+def _fanout(client: Any, name: str) -> str:
+    import numpy as np
     import tritonclient.http as httpclient
 
-    from local import CHECKS
+    x = np.array([[1, 2, 3, 4], [0.5, -1, 2, 8]], dtype=np.float32)
+    t = httpclient.InferInput("IMAGE", list(x.shape), "FP32")
+    t.set_data_from_numpy(x)
+    r = client.infer(name, [t])
+    feats = 2 * x + 1
+    np.testing.assert_allclose(r.as_numpy("FEATURES"), feats)
+    np.testing.assert_allclose(r.as_numpy("SCORE_B"), 3 * feats - 2)
+    np.testing.assert_allclose(r.as_numpy("SCORE_C"), feats.sum(axis=1, keepdims=True))
+    return f"FEATURES=2x+1, SCORE_B=3(2x+1)-2, SCORE_C=sum(2x+1) for batch {x.shape[0]}"
+
+
+def _diamond(client: Any, name: str) -> str:
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    x = np.array([[1, 2, 3, 4]], dtype=np.float32)
+    t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+    t.set_data_from_numpy(x)
+    r = client.infer(name, [t])
+    feats = 2 * x + 1
+    np.testing.assert_allclose(r.as_numpy("RESULT"), (3 * feats - 2) - feats.sum(axis=1, keepdims=True))
+    return f"RESULT={r.as_numpy('RESULT').tolist()[0]} = (3(2x+1)-2) - sum(2x+1)"
+
+
+def _streaming(client: Any, name: str) -> str:
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    totals: dict[int, float] = {}
+    # two interleaved sequences must keep separate running sums (sequence batching)
+    for k, (seq, code) in enumerate([(11, 4), (22, 100), (11, -2), (22, 1), (11, 10)]):
+        t = httpclient.InferInput("CHUNK", [1, 1], "INT32")
+        t.set_data_from_numpy(np.array([[code]], dtype=np.int32))
+        first = seq not in totals
+        last = k >= 3
+        r = client.infer(name, [t], sequence_id=seq, sequence_start=first, sequence_end=last)
+        totals[seq] = totals.get(seq, 0.0) + code / 2
+        got = float(r.as_numpy("TOTAL")[0, 0])
+        assert abs(got - totals[seq]) < 1e-6, f"sequence {seq}: TOTAL {got} != {totals[seq]}"
+    return f"running sums per sequence {totals}"
+
+
+CHECKS: dict[str, Callable[[Any, str], str]] = {
+    "vision": _fanout,
+    "diamond": _diamond,
+    "streaming": _streaming,
+}
+
+
+def fixed_checks(url: str, names: list[str]) -> int:
+    """The named checks of `make e2e-local` (CHECKS)."""
+    import tritonclient.http as httpclient
 
     unknown = sorted(set(names) - CHECKS.keys())
     if unknown:

@@ -1,6 +1,6 @@
 """`make e2e-local`: everything that runs without a GPU or a container runtime, in one command.
 
-  1. a real kube-apiserver + etcd (built from Go modules, e2e/controlplane.py)
+  1. a real kube-apiserver + etcd (built from Go modules, harness/controlplane.py)
   2. `helm install` of charts/triton-pipeline (helm built from Go modules)
   3. the operator as a subprocess, run as the chart's Deployment runs it, with the chart's
      ServiceAccount token as its only credential (exactly the chart's RBAC)
@@ -11,7 +11,7 @@
 
 Prints a pass/fail table and exits 1 on any failure (with the operator and tritonserver log tails).
 
-    .venv/bin/python e2e/local.py [--namespaced] [--keep] [--workdir DIR] [EXAMPLE ...]
+    .venv/bin/python -m e2e.local [--namespaced] [--keep] [--workdir DIR] [EXAMPLE ...]
 """
 
 from __future__ import annotations
@@ -28,87 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+import yaml
 
-import yaml  # noqa: E402
-
-from chart import (  # noqa: E402
-    CRD_NAME,
-    ChartOperator,
-    Helm,
-    by_kind,
-    deployment_of,
-    ensure_namespace,
-    ensure_tool,
-    service_account_token,
-    token_kubeconfig,
-    wait_established,
-    wait_for,
-)
+from e2e.infer import CHECKS
+from harness.gotools import ensure_tool
+from harness.helm import Helm, by_kind, deployment_of
+from harness.kubeapi import CRD_NAME, ensure_namespace, service_account_token, wait_established
+from harness.kubeconfig import token_kubeconfig
+from harness.operator_process import ChartOperator
+from harness.paths import CLI, ROOT
+from harness.wait import wait_for
+from tritonpipeline.kube.packing import entries_of
 
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
-CLI = Path(sys.executable).parent / "tritonpipeline"
 NAMESPACE = "e2e"
 RELEASE, RELEASE_NS = "tp", "triton-system"
-
-
-# ------------------------------------------------------------------------------------ the checks
-
-
-def _fanout(client: Any, name: str) -> str:
-    import numpy as np
-    import tritonclient.http as httpclient
-
-    x = np.array([[1, 2, 3, 4], [0.5, -1, 2, 8]], dtype=np.float32)
-    t = httpclient.InferInput("IMAGE", list(x.shape), "FP32")
-    t.set_data_from_numpy(x)
-    r = client.infer(name, [t])
-    feats = 2 * x + 1
-    np.testing.assert_allclose(r.as_numpy("FEATURES"), feats)
-    np.testing.assert_allclose(r.as_numpy("SCORE_B"), 3 * feats - 2)
-    np.testing.assert_allclose(r.as_numpy("SCORE_C"), feats.sum(axis=1, keepdims=True))
-    return f"FEATURES=2x+1, SCORE_B=3(2x+1)-2, SCORE_C=sum(2x+1) for batch {x.shape[0]}"
-
-
-def _diamond(client: Any, name: str) -> str:
-    import numpy as np
-    import tritonclient.http as httpclient
-
-    x = np.array([[1, 2, 3, 4]], dtype=np.float32)
-    t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
-    t.set_data_from_numpy(x)
-    r = client.infer(name, [t])
-    feats = 2 * x + 1
-    np.testing.assert_allclose(r.as_numpy("RESULT"), (3 * feats - 2) - feats.sum(axis=1, keepdims=True))
-    return f"RESULT={r.as_numpy('RESULT').tolist()[0]} = (3(2x+1)-2) - sum(2x+1)"
-
-
-def _streaming(client: Any, name: str) -> str:
-    import numpy as np
-    import tritonclient.http as httpclient
-
-    totals: dict[int, float] = {}
-    # two interleaved sequences must keep separate running sums (sequence batching)
-    for k, (seq, code) in enumerate([(11, 4), (22, 100), (11, -2), (22, 1), (11, 10)]):
-        t = httpclient.InferInput("CHUNK", [1, 1], "INT32")
-        t.set_data_from_numpy(np.array([[code]], dtype=np.int32))
-        first = seq not in totals
-        last = k >= 3
-        r = client.infer(name, [t], sequence_id=seq, sequence_start=first, sequence_end=last)
-        totals[seq] = totals.get(seq, 0.0) + code / 2
-        got = float(r.as_numpy("TOTAL")[0, 0])
-        assert abs(got - totals[seq]) < 1e-6, f"sequence {seq}: TOTAL {got} != {totals[seq]}"
-    return f"running sums per sequence {totals}"
-
-
-CHECKS: dict[str, Callable[[Any, str], str]] = {
-    "vision": _fanout,
-    "diamond": _diamond,
-    "streaming": _streaming,
-}
 
 
 # ----------------------------------------------------------------------------------- the report
@@ -184,9 +119,8 @@ def run_init_container(deployment: dict[str, Any], configmaps: list[dict[str, An
             names = [s["configMap"]["name"] for s in vol["projected"]["sources"]]
             by_name = {c["metadata"]["name"]: c for c in configmaps}
             local.mkdir(parents=True)
-            for n in names:
-                for key, text in by_name[n]["data"].items():
-                    (local / key).write_text(text)
+            for key, blob in entries_of(by_name[n] for n in names).items():
+                (local / key).write_bytes(blob)
         elif "persistentVolumeClaim" in vol:
             # the claim's content: model files under the sub-path the uri names (pvc://models/triton)
             local.mkdir(parents=True)
@@ -242,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     state: dict[str, Any] = {}
     print(f">> work directory: {work}")
 
-    from controlplane import ControlPlane
+    from harness.controlplane import ControlPlane
     from tritonpipeline.kube.client import Kube
 
     if not report.run("build kube-apiserver + etcd + helm", lambda: _build(state)):
@@ -353,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _build(state: dict[str, Any]) -> str:
-    from controlplane import ensure_binaries
+    from harness.controlplane import ensure_binaries
 
     state["binaries"] = b = ensure_binaries(output=sys.stdout)
     state["helm"] = ensure_tool("helm", output=sys.stdout)

@@ -1,15 +1,15 @@
 """A single-node Kubernetes test bed with real pods, inside a network namespace of its own.
 
-etcd + kube-apiserver (e2e/controlplane.py in node mode), kube-controller-manager, kube-scheduler,
+etcd + kube-apiserver (harness/controlplane.py in node mode), kube-controller-manager, kube-scheduler,
 containerd 2 (Debian's runc), kubelet and kube-proxy (iptables), all built by e2e/build-node.sh and
 started inside a network namespace this module creates, with the node address on a veth interface
 there. Images come from OCI archives packed here (no registry). Teardown ends every process by its
 PID and restores what the components change on the host: the sysctls kubelet rewrites, mounts under
 the node's directories, cgroups, directories the components create, and the namespace itself.
 
-    python e2e/node.py up [--dir /tmp/tritonpipeline-node]    # leaves the node running
-    python e2e/node.py down [--dir ...]
-    python e2e/node.py kubectl get pods -A                    # kubectl inside the namespace
+    python -m e2e.node up [--dir /tmp/tritonpipeline-node]    # leaves the node running
+    python -m e2e.node down [--dir ...]
+    python -m e2e.node kubectl get pods -A                    # kubectl inside the namespace
 
 Needs root, `ip netns`, iptables and runc (e2e/build-node.sh installs the Debian packages).
 """
@@ -36,18 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from controlplane import (  # noqa: E402
+from harness.controlplane import (
     SERVICE_CIDR,
     ControlPlane,
     ControlPlaneError,
     _die_with_parent,
     _pid_alive,
     ensure_binaries,
-    go_env,
 )
+from harness.gotools import go_env
+
+HERE = Path(__file__).resolve().parent
 
 BUILD_SCRIPT = HERE / "build-node.sh"
 DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-node")
@@ -61,6 +60,9 @@ NETNS_PREFIX = "tpnode-"  # + the starting process's pid: also the node's cgroup
 PAUSE_IMAGE = "tritonpipeline.local/pause:1"
 HELLO_IMAGE = "tritonpipeline.local/hello:1"
 CTR_NAMESPACE = "k8s.io"
+# how often the HPA controller re-evaluates every HorizontalPodAutoscaler (upstream default 15s): short
+# so the autoscaling scenario (tests/test_node_autoscaling.py) sees decisions within seconds
+HPA_SYNC_PERIOD = "5s"
 # one symlink per running node (namespace name -> state directory): finds nodes left by a killed run
 REGISTRY = Path("/run/tritonpipeline-node")
 CLONE_NEWNET = 0x40000000
@@ -151,7 +153,7 @@ def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
 def pack_image(name: str, binary: Path, out: Path, *, port: int | None = None) -> Path:
     """Write an OCI image archive (oci-layout, index.json, blobs/sha256/...) named `name` whose
     entrypoint is `binary` at /bin/<its name>; `ctr images import` reads it."""
-    from images import write_oci_archive
+    from e2e.images import write_oci_archive
 
     entry = f"bin/{binary.name}"
     cfg: dict[str, Any] = {"Entrypoint": [f"/{entry}"], "Env": ["PATH=/bin"], "WorkingDir": "/"}
@@ -313,7 +315,7 @@ class Node:
             name, where = next(iter(running.items()))
             raise NodeError(
                 f"another node test bed is running ({name}, state in {where}); one at a time on a host "
-                f"(they share kubelet's host sysctls): stop it with `python e2e/node.py down --dir {where}`"
+                f"(they share kubelet's host sysctls): stop it with `python -m e2e.node down --dir {where}`"
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.state = {
@@ -394,6 +396,19 @@ class Node:
             for f in ("cpuset.cpus", "cpuset.mems"):
                 if (mount / f).exists() and (d / f).exists() and not (d / f).read_text().strip():
                     (d / f).write_text((mount / f).read_text())
+        self._save()
+
+    def spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start an optional component (Prometheus, prometheus-adapter) inside the node's namespace, its
+        output in <workdir>/<name>.log; recorded in the state file, so teardown ends it by PID."""
+        with in_netns(self.netns):
+            return self._spawn(name, cmd, env)
+
+    def end(self, name: str) -> None:
+        """End a component started by `spawn` (SIGTERM, then SIGKILL) by its PID and forget it."""
+        pid, binary = self.state["pids"].pop(name, None), self.state["binaries"].pop(name, name)
+        if pid:
+            _end(pid, binary)
         self._save()
 
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -588,6 +603,7 @@ state = "{c / "state"}"
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--leader-elect=false",
+                f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
             ],
         )
         sched = self._kubeconfig_for("kube-scheduler", "system:kube-scheduler")
@@ -805,6 +821,9 @@ def _unmount_under(roots: list[str]) -> None:
             _run("umount", "-l", target, check=False)
 
 
+CORE_COMPONENTS = ("kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager")
+
+
 def teardown(workdir: Path) -> dict[str, Any]:
     """Undo everything node-state.json records: processes (by PID), pod processes (by the node's
     cgroups), mounts, cgroups, the namespace, host sysctls and host paths. Returns the state."""
@@ -813,8 +832,9 @@ def teardown(workdir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     pids, bins = state.get("pids", {}), state.get("binaries", {})
-    # 1. the node agents first (no restarts of pods), then the pods, then containerd and the shims
-    for name in ("kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager"):
+    # 1. optional components (spawn), the node agents (no restarts of pods), the pods, containerd, shims
+    optional = [n for n in pids if n not in (*CORE_COMPONENTS, "containerd", "kube-apiserver", "etcd")]
+    for name in (*optional, *CORE_COMPONENTS):
         if name in pids:
             _end(pids[name], bins[name])
     _kill_pids(_cgroup_pids(state.get("cgroups", [])))
@@ -860,8 +880,8 @@ def _print_usage(state: dict[str, Any]) -> None:
     print(f"logs: {workdir}/*.log; state: {workdir}/node-state.json")
     print("kubectl (the apiserver listens only inside the namespace):")
     print(f"  ip netns exec {netns} {kubectl} --kubeconfig {state['kubeconfig']} get pods -A")
-    print(f"  or: {sys.executable} {Path(__file__)} kubectl --dir {workdir} get pods -A")
-    print(f"stop: make node-down  (or {sys.executable} {Path(__file__)} down --dir {workdir})")
+    print(f"  or: {sys.executable} -m e2e.node kubectl --dir {workdir} get pods -A")
+    print(f"stop: make node-down  (or {sys.executable} -m e2e.node down --dir {workdir})")
 
 
 def cmd_up(state_dir: Path) -> int:

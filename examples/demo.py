@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc.aio as grpcaio
 
-from tritonpipeline.loadgen import WrongAnswer, closed_loop, format_table
+from harness.load import WrongAnswer, closed_loop, format_table
 from tritonpipeline.server import free_ports
 
 HERE = Path(__file__).resolve().parent

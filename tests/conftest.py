@@ -119,8 +119,8 @@ def _stop_all(servers: dict[str, Any]) -> None:
 
 @pytest.fixture
 def nginx_workdir(tmp_path: Path) -> Path:
-    """A working directory for a real nginx (e2e/local_nginx.py); skips with the reason without one."""
-    from local_nginx import missing_nginx
+    """A working directory for a real nginx (harness/nginx.py); skips with the reason without one."""
+    from harness.nginx import missing_nginx
 
     reason = missing_nginx()
     if reason:
@@ -130,9 +130,9 @@ def nginx_workdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def prometheus_dir(tmp_path: Path) -> Path:
-    """A working directory for a real Prometheus (e2e/local_prometheus.py); skips with the reason without
+    """A working directory for a real Prometheus (harness/prometheus.py); skips with the reason without
     one."""
-    from local_prometheus import missing_prometheus
+    from harness.prometheus import missing_prometheus
 
     reason = missing_prometheus()
     if reason:
@@ -140,7 +140,7 @@ def prometheus_dir(tmp_path: Path) -> Path:
     return tmp_path / "prometheus"
 
 
-# --- real Kubernetes control plane (etcd + kube-apiserver built from Go modules; see e2e/) -----------
+# --- real Kubernetes control plane (etcd + kube-apiserver built from Go modules; harness/controlplane.py) ---
 
 _CONTROL_PLANE_PROBLEM: dict[str, str] = {}
 
@@ -167,7 +167,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("node") is not None)  # stable: order kept otherwise
     if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
         return
-    from controlplane import ControlPlaneError, ControlPlaneUnavailable, cached_binaries, ensure_binaries
+    from harness.controlplane import (
+        ControlPlaneError,
+        ControlPlaneUnavailable,
+        cached_binaries,
+        ensure_binaries,
+    )
 
     if cached_binaries() is not None:
         return
@@ -199,7 +204,7 @@ class _ControlPlaneLogsOnFailure:
 def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real kube-apiserver + etcd on loopback (RBAC on, admin client cert). `.kubeconfig`, `.url`,
     `.api_client(user=..., groups=...)`. Skips with the reason when Go/openssl are missing."""
-    from controlplane import ControlPlane, ControlPlaneUnavailable, ensure_binaries
+    from harness.controlplane import ControlPlane, ControlPlaneUnavailable, ensure_binaries
 
     if "skip" in _CONTROL_PLANE_PROBLEM:
         pytest.skip(f"no control plane: {_CONTROL_PLANE_PROBLEM['skip']}")
@@ -223,7 +228,7 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 @pytest.fixture(scope="session")
 def kube(control_plane: Any) -> Any:
     """An admin Kube client on the control plane, with the generated TritonPipeline CRD established."""
-    from chart import install_generated_crd
+    from harness.kubeapi import install_generated_crd
     from tritonpipeline.kube.client import Kube
 
     client = Kube(control_plane.api_client(), "test-admin")

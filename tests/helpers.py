@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.paths import CLI, ROOT
+
+__all__ = ["CLI", "EXAMPLES", "MODELS", "ROOT", "condition", "example"]
+
 EXAMPLES = ROOT / "examples"
 MODELS = ROOT / "model_repository"
-CLI = Path(sys.executable).parent / "tritonpipeline"
 
 
 def example(name: str, uri: str = str(MODELS)) -> dict[str, Any]:

@@ -43,8 +43,8 @@ def namespace(name: str) -> dict[str, Any]:
 
 
 def _host_state() -> dict[str, Any]:
-    from images import BUILDAH_HOST_DIRS
-    from node import host_snapshot
+    from e2e.images import BUILDAH_HOST_DIRS
+    from e2e.node import host_snapshot
 
     return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
 
@@ -93,7 +93,7 @@ class NodeCluster(Cluster):
         return self.node.kubectl(*args, input=input, check=check)
 
     def network(self) -> contextlib.AbstractContextManager[None]:
-        from node import in_netns
+        from e2e.node import in_netns
 
         return in_netns(self.node.netns)
 
@@ -125,7 +125,7 @@ class KubeconfigCluster(Cluster):
         """TRITONPIPELINE_E2E_KUBECONFIG (the cluster), _NETNS (the client's network namespace file),
         _TRITON_IMAGE (default NVIDIA's tritonserver), _OPERATOR_IMAGE (default the chart's image),
         _MODELS_DIR (the node directory holding triton/, default /models as e2e/kind-gpu.sh mounts it)."""
-        from images import chart_image
+        from e2e.images import chart_image
 
         env = dict(os.environ if env is None else env)
         images = {
@@ -152,7 +152,7 @@ class KubeconfigCluster(Cluster):
     def network(self) -> contextlib.AbstractContextManager[None]:
         if self.netns is None:
             return contextlib.nullcontext()
-        from node import in_netns_path
+        from e2e.node import in_netns_path
 
         return in_netns_path(self.netns)
 
@@ -160,7 +160,7 @@ class KubeconfigCluster(Cluster):
 @pytest.fixture(scope="session")
 def host_before() -> dict[str, Any]:
     """The host's state before anything of the bed exists; skips when this machine cannot run a node."""
-    from node import missing_prerequisite, reap_stale
+    from e2e.node import missing_prerequisite, reap_stale
 
     if os.environ.get(KUBECONFIG_ENV):
         pytest.skip(f"{KUBECONFIG_ENV} is set: the scenarios run on that cluster, no node test bed")
@@ -174,7 +174,7 @@ def host_before() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One running node for the session; at its end, stopped, and the host checked against host_before."""
-    from node import Node
+    from e2e.node import Node
 
     n = Node(tmp_path_factory.mktemp("node"))
     n.start()
@@ -192,7 +192,7 @@ def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) 
 def cluster(request: pytest.FixtureRequest) -> Cluster:
     """The node with the operator and CPU Triton images imported (built from the repository's recipes),
     or the cluster TRITONPIPELINE_E2E_KUBECONFIG names."""
-    from images import ImageError, all_images
+    from e2e.images import ImageError, all_images
 
     if os.environ.get(KUBECONFIG_ENV):
         return KubeconfigCluster.from_env()
@@ -241,8 +241,9 @@ def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -
 
 def install_chart(cluster: Cluster, helm_home: Path) -> dict[str, Any]:
     """The chart installed as RELEASE in RELEASE_NS; returns the operator pod once its rollout is done."""
-    from chart import Helm, ensure_tool
-    from images import chart_image
+    from harness.gotools import ensure_tool
+    from harness.helm import Helm
+    from e2e.images import chart_image
 
     t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace(RELEASE_NS)))

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.nginx import Nginx
 from helpers import example
-from local_nginx import Nginx
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
 from tritonpipeline.kube.routing import nginx_variable
 

@@ -1,5 +1,5 @@
 """Autoscaling metrics on real parts: real Prometheus (Debian) scrapes a real tritonserver serving
-examples/fanout.yaml while the asyncio client loads it (tritonpipeline.loadgen.closed_loop), and the
+examples/fanout.yaml while the asyncio client loads it (harness.load.closed_loop), and the
 exact queries the operator generates (tritonpipeline.kube.autoscaling) are evaluated through
 Prometheus's HTTP API.
 
@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chart import wait_for
+from harness.load import LoadResult, closed_loop
+from harness.prometheus import Prometheus
+from harness.wait import wait_for
 from helpers import example
-from local_prometheus import Prometheus
 from tritonpipeline.client import AsyncTritonClient
 from tritonpipeline.kube import autoscaling
-from tritonpipeline.loadgen import LoadResult, closed_loop
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.prometheus]

@@ -15,35 +15,30 @@ from typing import Any
 import pytest
 import yaml
 
-from chart import (
-    CHART,
-    CI_VALUES,
+from harness.gotools import ToolError, ToolUnavailable, ensure_tool, missing_tool
+from harness.helm import CHART, CI_VALUES, Helm, by_kind, deployment_of
+from harness.kubeapi import (
     CRD_NAME,
-    ChartOperator,
-    Helm,
-    ToolError,
-    ToolUnavailable,
-    by_kind,
-    deployment_of,
     dry_run_apply,
     ensure_namespace,
-    ensure_tool,
     get_object,
     http_status,
     install_crd_file,
-    kube_for,
-    missing_tool,
     service_account_token,
-    token_kubeconfig,
     wait_established,
-    wait_for,
 )
+from harness.kubeconfig import kube_for, token_kubeconfig
+from harness.operator_process import ChartOperator
+from harness.wait import wait_for
 from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.crd import crd_yaml
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
+from tritonpipeline.webhook import WebhookSettings
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 API = "serving.tritonpipeline.io/v1alpha1"
+WEBHOOK_API = "admissionregistration.k8s.io/v1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
 SCENARIOS = {p.name.removesuffix("-values.yaml"): p for p in CI_VALUES}
 
@@ -77,6 +72,10 @@ OPERATOR_RULES = [
 KOPF_CRDS = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
              "verbs": ["list", "watch"]}  # fmt: skip
 KOPF_NAMESPACES = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+# the admission webhook's registration: exactly the configuration the chart creates (helm deletes it)
+WEBHOOK_RULE = {"apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["validatingwebhookconfigurations"],
+                "resourceNames": ["rel-triton-pipeline"], "verbs": ["get", "patch"]}  # fmt: skip
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
@@ -123,11 +122,13 @@ def pipeline_doc(name: str, namespace: str, source: str = "fanout") -> dict[str,
 # --- the chart's files (no helm needed) ----------------------------------------------------------------
 
 
-def test_chart_crd_is_a_byte_identical_copy():
+def test_chart_crd_is_the_one_generated_from_the_spec():
+    """The chart installs the CRD that `tritonpipeline crd` generates from spec.py (checked against the
+    generator, not against the other committed copy)."""
     copies = sorted((CHART / "crds").iterdir())
     assert [p.name for p in copies] == [CRD_FILE.name]
-    assert copies[0].read_bytes() == CRD_FILE.read_bytes(), (
-        "charts/triton-pipeline/crds/ is out of date: run `make chart-crd`"
+    assert copies[0].read_text() == crd_yaml(), (
+        "charts/triton-pipeline/crds/ is out of date: run `make generate`"
     )
 
 
@@ -198,6 +199,14 @@ def test_helm_lint_strict(helm, scenario):
         (["rbac.clusterwide=true"], "additional properties 'clusterwide' not allowed"),
         (["watchNamespaces={a,a}", "rbac.clusterWide=false"], "items at 0 and 1 are equal"),
         (["operator.metricsPort=8080"], "operator.port and operator.metricsPort are both 8080"),
+        (["webhook.port=8081"], "webhook.port 8081 is also the liveness or metrics port"),
+        (["webhook.failurePolicy=fail"], "at '/webhook/failurePolicy'"),
+        (["webhook.timeoutSeconds=31"], "at '/webhook/timeoutSeconds': maximum"),
+        (
+            ["webhook.enabled=false", "webhook.certManager.enabled=true"],
+            "webhook.certManager.enabled needs webhook.enabled",
+        ),
+        (["webhook.certManager.issuerRef.name=ca"], "webhook.certManager.issuerRef needs name and kind"),
         (["operator.logFormat=text"], "at '/operator/logFormat'"),
         (
             ["metrics.operatorServiceMonitor.enabled=true", "metrics.service.enabled=false"],
@@ -216,8 +225,9 @@ def test_default_render(helm):
     docs = helm.template("rel", "ops")
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
-        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
-        "Deployment", "Service", "ServiceAccount",
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+        "ClusterRoleBinding", "Deployment", "Service", "Service", "ServiceAccount",
+        "ValidatingWebhookConfiguration",
     ]  # fmt: skip
     dep = deployment_of(docs)
     assert dep["metadata"]["namespace"] == "ops"
@@ -237,6 +247,7 @@ def test_default_render(helm):
     assert c["ports"] == [
         {"name": "http", "containerPort": 8080, "protocol": "TCP"},
         {"name": "metrics", "containerPort": 8081, "protocol": "TCP"},
+        {"name": "webhook", "containerPort": 9443, "protocol": "TCP"},
     ]
     sc = c["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001
@@ -254,7 +265,7 @@ def test_default_render(helm):
     # the operator pod is never selected by a pipeline's Service (name=triton-pipeline, instance=PIPELINE)
     selector = spec["selector"]["matchLabels"]
     assert selector["app.kubernetes.io/name"] == "triton-pipeline-operator"
-    (svc,) = by_kind(docs, "Service")
+    (svc,) = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-triton-pipeline-metrics"]
     assert svc["spec"]["selector"] == selector
     assert svc["spec"]["ports"] == [
         {"name": "metrics", "port": 8081, "targetPort": "metrics", "protocol": "TCP"}
@@ -287,8 +298,11 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
     for role in roles:
         assert role["rules"] == OPERATOR_RULES
     assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["team-a", "team-b"]
-    # the only cluster-wide grant left is kopf's read-only bookkeeping
-    assert [c["metadata"]["name"] for c in by_kind(docs, "ClusterRole")] == ["rel-triton-pipeline-kopf"]
+    # the only cluster-wide grants left: kopf's read-only bookkeeping, the webhook's one configuration
+    assert sorted(c["metadata"]["name"] for c in by_kind(docs, "ClusterRole")) == [
+        "rel-triton-pipeline-kopf", "rel-triton-pipeline-webhook",
+    ]  # fmt: skip
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE]
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS, KOPF_NAMESPACES]
     command = deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
@@ -331,7 +345,7 @@ def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
     (sm,) = by_kind(docs, "ServiceMonitor")  # the Triton pods' one stays off
     assert sm["metadata"]["name"] == "rel-triton-pipeline-operator"
     assert sm["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
-    (svc,) = by_kind(docs, "Service")
+    (svc,) = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-triton-pipeline-metrics"]
     assert all(svc["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
     assert sm["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"] == "metrics"
     (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
@@ -361,6 +375,86 @@ def test_custom_values_render(helm):
         "kubernetes.io/os": "linux"
     }
     assert all(d["metadata"]["labels"]["cost-center"] == "ml" for d in docs)
+
+
+def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+    (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in c["env"] if "value" in e}
+
+
+@pytest.mark.helm
+def test_webhook_render_fits_together(helm):
+    """The Service forwards to the container's webhook port; the operator is told that Service, the
+    configuration's name (created empty, so helm deletes it), the policy and the timeout; it may get and
+    patch that one configuration only. Self-signed TLS by default: no Secret, no cert-manager object."""
+    docs = helm.template("rel", "ops", set_values=["webhook.failurePolicy=Fail", "webhook.timeoutSeconds=5"])
+    env = env_of(docs)
+    (svc,) = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-triton-pipeline-webhook"]
+    assert svc["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
+    assert svc["spec"]["selector"] == deployment_of(docs)["spec"]["selector"]["matchLabels"]
+    assert env["TRITONPIPELINE_WEBHOOK_SERVICE"] == "ops/rel-triton-pipeline-webhook:443"
+    assert env["TRITONPIPELINE_WEBHOOK_LISTEN"] == "0.0.0.0:9443"
+    assert (env["TRITONPIPELINE_WEBHOOK_FAILURE_POLICY"], env["TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS"]) == (
+        "Fail", "5",
+    )  # fmt: skip
+    assert "TRITONPIPELINE_WEBHOOK_CERT_DIR" not in env
+    settings = WebhookSettings.from_env(env)  # the operator takes what the chart gives it
+    assert "rel-triton-pipeline-webhook.ops.svc" in settings.server_names()  # the self-signed SANs
+    (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
+    assert vwc["metadata"]["name"] == env["TRITONPIPELINE_WEBHOOK_CONFIGURATION"] == "rel-triton-pipeline"
+    assert "webhooks" not in vwc and "annotations" not in vwc["metadata"]
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE]
+    assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
+    off = helm.template("rel", "ops", set_values=["webhook.enabled=false"])
+    assert not by_kind(off, "ValidatingWebhookConfiguration")
+    assert not [k for k in env_of(off) if k.startswith("TRITONPIPELINE_WEBHOOK_")]
+    assert "rel-triton-pipeline-webhook" not in [d["metadata"]["name"] for d in off]
+
+
+@pytest.mark.helm
+def test_webhook_with_cert_manager(helm):
+    """The Certificate covers the Service name the operator registers, its Secret is mounted where the
+    operator reads it, and cert-manager's CA injector is pointed at it; a given issuer replaces the chart's
+    self-signed Issuer."""
+    docs = helm.template("rel", "ops", set_values=["webhook.certManager.enabled=true"])
+    (cert,) = by_kind(docs, "Certificate")
+    (issuer,) = by_kind(docs, "Issuer")
+    assert issuer["spec"] == {"selfSigned": {}}
+    assert cert["spec"]["issuerRef"] == {
+        "name": issuer["metadata"]["name"],
+        "kind": "Issuer",
+        "group": "cert-manager.io",
+    }
+    env = env_of(docs)
+    namespace, rest = env["TRITONPIPELINE_WEBHOOK_SERVICE"].split("/")
+    assert f"{rest.split(':')[0]}.{namespace}.svc" in cert["spec"]["dnsNames"]
+    (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
+    assert (
+        vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"ops/{cert['metadata']['name']}"
+    )
+    pod = deployment_of(docs)["spec"]["template"]["spec"]
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-tls"]
+    assert mount["mountPath"] == env["TRITONPIPELINE_WEBHOOK_CERT_DIR"] and mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "webhook-tls"]
+    assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
+    given = helm.template(
+        "rel",
+        "ops",
+        set_values=[
+            "webhook.certManager.enabled=true",
+            "webhook.certManager.issuerRef.name=corp-ca",
+            "webhook.certManager.issuerRef.kind=ClusterIssuer",
+        ],
+    )
+    assert not by_kind(given, "Issuer")
+    (cert,) = by_kind(given, "Certificate")
+    assert cert["spec"]["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+        "group": "cert-manager.io",
+    }
 
 
 # --- the real apiserver -----------------------------------------------------------------------------------
@@ -518,6 +612,36 @@ def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
     assert op.proc is not None and op.proc.poll() is None
 
 
+def check_webhook_under_chart_rbac(admin: Kube, op: ChartOperator, ns: str, outside: str, name: str) -> None:
+    """The operator fills the configuration helm created (patch of that one name is all it may do), and
+    the apiserver then refuses a cyclic pipeline in a watched namespace with its field path; the
+    webhook leaves unwatched namespaces alone."""
+    from tritonpipeline.kube.client import KubeError
+
+    vwc = wait_for(
+        "the webhook registered",
+        lambda: (admin.get(WEBHOOK_API, "ValidatingWebhookConfiguration", None, name) or {}).get("webhooks"),
+        60,
+    )
+    watched = [op.args[i + 1] for i, arg in enumerate(op.args) if arg == "-n"]
+    assert ns in watched and vwc[0]["namespaceSelector"]["matchExpressions"][0]["values"] == sorted(watched)
+    doc = pipeline_doc("cyclic", ns, "diamond")
+    doc["spec"]["pipelines"][0]["steps"][1]["inputs"]["FEATS_IN_B"] = "merge.JOINED"
+
+    def refused() -> str:
+        try:
+            admin.apply(doc)
+        except KubeError as exc:
+            return str(exc)
+        admin.delete(API, "TritonPipeline", ns, "cyclic")
+        return ""
+
+    message = wait_for("the apiserver to call the webhook", refused, 30, interval=0.5)
+    assert "denied the request" in message and "spec.pipelines[0].steps[1].inputs: " in message
+    outside_doc = {**doc, "metadata": {"name": "cyclic", "namespace": outside}}
+    admin.apply(outside_doc)  # not watched: not this operator's to check
+
+
 def assert_never_refused(op: ChartOperator) -> None:
     text = op.text()
     refused = [
@@ -553,6 +677,7 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     notes = cluster_helm.install(release, release_ns, set_values=values)
     assert f"It watches the namespaces {watched}, {other}." in notes
     assert "kubectl apply --server-side -f charts/triton-pipeline/crds/" in notes
+    assert "failurePolicy Ignore: while the operator is down, pipelines are stored unchecked" in notes
     wait_established(admin, CRD_NAME)
     docs = cluster_helm.template(release, release_ns, set_values=values)
     for obj in docs:  # everything helm rendered is in the apiserver now
@@ -561,7 +686,7 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     token = service_account_token(admin, release_ns, sa_name)
     kubeconfig = token_kubeconfig(control_plane, token, tmp_path / "sa.kubeconfig")
     sa = kube_for(kubeconfig)
-    whoami = sa._call(
+    whoami = sa.request(
         "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
@@ -571,6 +696,8 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     assert op.args[-4:] == ["-n", watched, "-n", other]
     with op:
         exercise_operator(admin, op, watched)
+        (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
+        check_webhook_under_chart_rbac(admin, op, watched, outside, vwc["metadata"]["name"])
         check_refused_outside_grant(sa, watched, outside)
         # a pipeline outside the grant is not touched (and the operator does not even try)
         admin.apply(pipeline_doc("vision", outside))
@@ -595,20 +722,22 @@ def test_cluster_wide_install_on_a_fresh_cluster_and_uninstall_keeps_the_crd(
 ):
     """A fresh control plane, so the CRD is installed by helm from the chart's crds/ (not by another test)
     and only this test's pipelines exist for the cluster-wide operator."""
-    from controlplane import ControlPlane
+    from harness.controlplane import ControlPlane
 
     with ControlPlane(tmp_path / "cp", control_plane.binaries) as cp:
         admin = Kube(cp.api_client(), "test-admin")
         helm = Helm(helm_binary, tmp_path / "helm-home", cp.kubeconfig)
         assert admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME) is None
         values = [SCENARIOS["cluster-wide"]]
-        notes = helm.install("tp", "triton-system", values)
+        strict = ["webhook.failurePolicy=Fail"]
+        notes = helm.install("tp", "triton-system", values, strict)
         assert "It watches all namespaces." in notes
+        assert "while the operator is down or unreachable, EVERY TritonPipeline create" in notes
         crd = admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME)
         assert crd is not None  # from the chart's crds/ directory
         assert crd["spec"]["names"]["shortNames"] == ["tp"]
         wait_established(admin, CRD_NAME)
-        docs = helm.template("tp", "triton-system", values)
+        docs = helm.template("tp", "triton-system", values, strict)
         token = service_account_token(admin, "triton-system", "tp-triton-pipeline")
         kubeconfig = token_kubeconfig(cp, token, tmp_path / "sa.kubeconfig")
         sa = kube_for(kubeconfig)
@@ -628,9 +757,15 @@ def test_cluster_wide_install_on_a_fresh_cluster_and_uninstall_keeps_the_crd(
                 60,
             )
         assert_never_refused(op)
+        # failurePolicy Fail, as NOTES.txt says: with the operator down every create is refused...
+        from tritonpipeline.kube.client import KubeError
+
+        with pytest.raises(KubeError, match="failed calling webhook"):
+            admin.apply(pipeline_doc("while-down", ns))
         status = helm.status("tp", "triton-system")
         assert status["info"]["status"] == "deployed"
         helm.uninstall("tp", "triton-system")
+        admin.apply(pipeline_doc("while-down", ns))  # ...until the configuration is gone with the release
         # helm never deletes CRDs from crds/: the CRD and every pipeline stay
         assert admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, CRD_NAME) is not None
         assert admin.get(API, "TritonPipeline", ns, "vision") is not None

@@ -684,7 +684,8 @@ def test_graph_image_to_an_unwritable_path_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.cli
 def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> None:
-    """The last-resort guard in cli.main: an unexpected error is still one line and exit 1."""
+    """A missing directory (the last-resort guard in cli.main) and broken ConfigMap contents are one line
+    and exit 1, and nothing is written."""
     result = run_in(
         tmp_path, "assemble", "--generated", tmp_path / "absent", "--source", MODELS, "--out", "o"
     )
@@ -693,8 +694,17 @@ def test_assemble_with_missing_or_broken_inputs_is_one_line(tmp_path: Path) -> N
     generated.mkdir()
     (generated / "manifest-0.json").write_text("{not json")
     result = run_in(tmp_path, "assemble", "--generated", generated, "--source", MODELS, "--out", "o")
-    assert_one_line_error(result, "JSONDecodeError")
+    assert_one_line_error(result, "a manifest-*.json in the generated ConfigMaps is not JSON")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.cli
+def test_run_without_credentials_is_one_line(tmp_path: Path) -> None:
+    """`tritonpipeline run` makes its API client before kopf starts: no kubeconfig (and no in-cluster
+    service account) is one line naming where credentials are looked for, exit 1, nothing started."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "TRITONPIPELINE_"))}
+    result = run_cli("run", env={**env, "KUBECONFIG": str(tmp_path / "no-kubeconfig"), "HOME": str(tmp_path)})
+    assert_one_line_error(result, "no Kubernetes credentials (in-cluster or KUBECONFIG)")
 
 
 def alias_bomb(levels: int = 8) -> list[str]:

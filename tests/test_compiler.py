@@ -11,7 +11,7 @@ import yaml
 from tritonclient.grpc import model_config_pb2 as mc
 
 from helpers import EXAMPLES, example
-from tritonpipeline.compiler import Artifacts, compile_pipeline, router_source
+from tritonpipeline.compiler import Artifacts, compile_pipeline
 from tritonpipeline.compiler.triton_config import parse_text, to_text
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.spec import parse_text as parse_spec_text
@@ -311,7 +311,7 @@ def test_fanout_example_gets_exactly_one_router_covering_every_consumer() -> Non
     for t in [*rcfg.input, *rcfg.output]:
         assert (t.data_type, list(t.dims)) == (mc.TYPE_FP32, [4])
     assert rcfg.max_batch_size == 8
-    assert artifacts.files[f"{router.name}/1/model.py"] == router_source()
+    assert f"{router.name}/1/model.py" in artifacts.files
 
 
 def test_diamond_router_feeds_both_branches() -> None:
@@ -409,18 +409,14 @@ def test_cpu_only_keeps_cpu_and_auto_groups() -> None:
     assert [(g.kind, g.count) for g in cfg.instance_group] == [(mc.ModelInstanceGroup.KIND_AUTO, 3), (CPU, 1)]
 
 
-def test_router_source_contains_no_user_names() -> None:
-    doc = unusual_names_doc()
-    artifacts = compile_doc(doc)
+def test_router_name_is_a_safe_model_name_for_awkward_tensor_names() -> None:
+    """The router's name is a model directory name: only [A-Za-z0-9_-] and at most 100 characters even
+    though its source tensor has '.' and ':' (tests/test_triton_integration.py serves such a router)."""
+    artifacts = compile_doc(unusual_names_doc())
     (router,) = artifacts.plan.routers
-    code = artifacts.files[f"{router.name}/1/model.py"]
-    assert code == router_source()
-    text = code.decode()
-    for name in ("_ex-tract0r", "feats.a:0", "h" * 64, "vision-v2_", "IMAGE:0", "F-1", "SCORE_B"):
-        assert name not in text
-    # the router name itself is a safe identifier even though the source tensor has '.' and ':'
     assert all(ch.isalnum() or ch in "_-" for ch in router.name)
     assert len(router.name) <= 100
+    assert f"{router.name}/1/model.py" in artifacts.files
 
 
 def test_router_names_do_not_clash_with_models() -> None:

@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-import controlplane
+from harness import controlplane
 
 pytestmark = pytest.mark.apiserver
 

@@ -4,6 +4,7 @@ exercised the way the chart uses it (`tritonpipeline ...` as ENTRYPOINT)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -125,17 +126,43 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
     crd = subprocess.run([str(cli), "crd"], capture_output=True, text=True, env=clean, timeout=60)
     assert crd.returncode == 0, crd.stderr
     assert crd.stdout == CRD_FILE.read_text()
-    # the installed package is the wheel, not this checkout
-    where = subprocess.run(
-        [
-            str(prefix / "tritonpipeline" / "bin" / "python"),
-            "-c",
-            "import tritonpipeline; print(tritonpipeline.__file__)",
-        ],
+
+    def installed_python(code: str) -> str:
+        """What `code` printed (stdout, then stderr), run by the image venv's python outside this checkout."""
+        python = prefix / "tritonpipeline" / "bin" / "python"
+        proc = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=60
+        )
+        return proc.stdout + proc.stderr
+
+    # exactly what the image runs: the operator and the init container's cloud SDKs, no serving stack
+    listed = subprocess.run(
+        [str(prefix / "tritonpipeline" / "bin" / "python"), "-m", "pip", "list", "--format=json"],
         capture_output=True,
         text=True,
         env=clean,
-        cwd=tmp_path,
+        timeout=120,
+    )
+    installed = {d["name"].lower().replace("_", "-") for d in json.loads(listed.stdout)}
+    assert {"kopf", "kubernetes", "prometheus-client", "boto3", "google-cloud-storage"} <= installed
+    assert not {"numpy", "nvidia-pytriton", "tritonclient", "grpcio"} & installed
+    serve = subprocess.run(
+        [str(cli), "serve", str(ROOT / "examples" / "fanout.yaml")],
+        capture_output=True,
+        text=True,
+        env=clean,
         timeout=60,
     )
-    assert str(prefix) in where.stdout, where.stdout + where.stderr
+    assert (serve.returncode, serve.stderr.strip()) == (
+        2,
+        "error: tritonpipeline serve needs the 'serve' extra (pytriton is not installed): "
+        "pip install 'tritonpipeline[serve]'",
+    )
+    # the installed package is the wheel, not this checkout
+    where = installed_python("import tritonpipeline; print(tritonpipeline.__file__)")
+    assert str(prefix) in where, where
+    # test scaffolding is not in the product: no harness package, no load generator
+    found = installed_python(
+        "from importlib.util import find_spec as f; print(f('harness'), f('tritonpipeline.loadgen'))"
+    )
+    assert found.split() == ["None", "None"], found

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.prometheus import Prometheus
 from helpers import ROOT
-from local_prometheus import Prometheus
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.spec import load_file
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from infer import Pipeline
+from e2e.infer import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -60,7 +60,7 @@ def _manifests(image: str) -> str:
 
 
 def test_deployment_pods_run_and_answer_through_cluster_ip(node: Any) -> None:
-    from node import HELLO_IMAGE, NODE_NAME
+    from e2e.node import HELLO_IMAGE, NODE_NAME
 
     node.kubectl("apply", "-f", "-", input=_manifests(HELLO_IMAGE))
     node.kubectl("rollout", "status", f"deployment/{APP}", "--timeout=120s")

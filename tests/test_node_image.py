@@ -22,7 +22,7 @@ def _blob(tar: tarfile.TarFile, digest: str) -> bytes:
 
 
 def test_packed_archive_is_a_consistent_oci_layout(tmp_path: Path) -> None:
-    from node import pack_image
+    from e2e.node import pack_image
 
     program = tmp_path / "srv"
     program.write_bytes(b"\x7fELF not really a program" * 100)
@@ -56,7 +56,7 @@ def test_packed_archive_is_a_consistent_oci_layout(tmp_path: Path) -> None:
 
 
 def test_packing_is_reproducible(tmp_path: Path) -> None:
-    from node import pack_image
+    from e2e.node import pack_image
 
     program = tmp_path / "p"
     program.write_bytes(b"same bytes")
@@ -70,7 +70,7 @@ def test_packing_is_reproducible(tmp_path: Path) -> None:
 
 def test_images_layers_stack_in_order_and_every_digest_matches(tmp_path: Path) -> None:
     """e2e/images.py write_oci_archive: several layers (the Triton image is the rootfs plus its tree)."""
-    from images import write_oci_archive
+    from e2e.images import write_oci_archive
 
     layers = []
     for i, content in enumerate((b"bottom", b"top layer")):
@@ -100,7 +100,7 @@ def test_images_layers_stack_in_order_and_every_digest_matches(tmp_path: Path) -
 
 
 def test_apt_mirror_is_read_from_apts_own_sources(tmp_path: Path) -> None:
-    from images import ImageError, apt_mirror
+    from e2e.images import ImageError, apt_mirror
 
     apt = tmp_path / "apt"
     (apt / "sources.list.d").mkdir(parents=True)

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 def test_operator_runs_as_a_pod_under_the_charts_service_account(
     cluster: NodeCluster, chart_operator: dict[str, Any]
 ) -> None:
-    from images import chart_image
+    from e2e.images import chart_image
 
     spec = chart_operator["spec"]
     assert spec["serviceAccountName"] == f"{RELEASE}-triton-pipeline"

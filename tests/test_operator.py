@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 import time
 import uuid
@@ -16,13 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from chart import OperatorProcess, wait_for
+from harness.kubeapi import write_status
+from harness.operator_process import LocalOperator
+from harness.wait import wait_for
 from helpers import CLI, condition, example
-from tritonpipeline.assemble import read_generated
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
+from tritonpipeline.kube.packing import entries_of, unpack
 from tritonpipeline.spec import parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -38,27 +39,14 @@ def namespace(kube: Kube) -> str:
     return ns
 
 
-class Operator(OperatorProcess):
-    """`tritonpipeline run -n NAMESPACE` in a subprocess, with its log."""
-
-    def __init__(
-        self, kubeconfig: Path, namespace: str, log: Path, env: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(
-            [str(CLI), "run", "-n", namespace],
-            {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})},
-            log,
-        )
-
-
 @pytest.fixture
 def run_operator(
     control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., Operator]]:
-    started: list[Operator] = []
+) -> Iterator[Callable[..., LocalOperator]]:
+    started: list[LocalOperator] = []
 
-    def start(env: dict[str, str] | None = None) -> Operator:
-        op = Operator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", env).start()
+    def start(env: dict[str, str] | None = None) -> LocalOperator:
+        op = LocalOperator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", env=env).start()
         started.append(op)
         return op
 
@@ -74,7 +62,7 @@ def run_operator(
 def private_cluster(binaries: Any, workdir: Path, namespace: str) -> Iterator[tuple[Any, Kube]]:
     """A private kube-apiserver + etcd for a test that stops it or installs CRDs the shared one must not
     have: the TritonPipeline CRD established and `namespace` created; stopped afterwards."""
-    from controlplane import ControlPlane
+    from harness.controlplane import ControlPlane
 
     cp = ControlPlane(workdir / "cp", binaries).start()
     try:
@@ -134,21 +122,15 @@ def wait_reconciled(kube: Kube, ns: str, name: str, generation: int | None = Non
 
 
 def configmap_files(cms: list[dict[str, Any]]) -> dict[str, bytes]:
-    data: dict[str, str] = {}
-    for cm in cms:
-        data.update(cm["data"])
-    return read_generated(data).files
+    return unpack(entries_of(cms)).files
 
 
 def patch_deployment_status(kube: Kube, ns: str, name: str, status: dict[str, Any]) -> None:
     """Write a Deployment's status as kube-controller-manager would (no controller runs here)."""
-    kube._retry(
-        lambda: kube._call(
-            "PATCH",
-            f"/apis/apps/v1/namespaces/{ns}/deployments/{name}/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
+    write_status(
+        kube,
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": ns, "name": name}},
+        status,
     )
 
 
@@ -302,15 +284,26 @@ def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator)
 
 
 def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
-    """No kube-controller-manager runs here, so garbage collection is shown by the owner references."""
+    """No kube-controller-manager runs here, so garbage collection is shown by the owner references:
+    every object the operator makes for a pipeline (each kind it applies or creates) is owned by it."""
     run_operator()
     doc = cluster_doc("vision", namespace)
     doc["spec"]["autoscaling"] = {"maxReplicas": 2}
+    doc["spec"]["networkPolicy"] = {}
     kube.apply(doc)
     cr = wait_reconciled(kube, namespace, "vision")
-    kids = children(kube, namespace, "vision")
-    objects = [*kids["configmaps"], kids["deployment"], kids["service"], kids["hpa"]]
-    for obj in objects:
+    kinds = [
+        ("v1", "ConfigMap"),
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("networking.k8s.io/v1", "NetworkPolicy"),
+        ("v1", "Secret"),
+    ]
+    selector = f"{SELECTOR}=vision"
+    objects = [(kind, o) for api, kind in kinds for o in kube.list(api, kind, namespace, selector)]
+    assert {kind for kind, _ in objects} == {kind for _, kind in kinds}
+    for kind, obj in objects:
         refs = obj["metadata"]["ownerReferences"]
         assert refs == [
             {
@@ -321,7 +314,7 @@ def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
                 "controller": True,
                 "blockOwnerDeletion": True,
             }
-        ], obj["metadata"]["name"]
+        ], f"{kind}/{obj['metadata']['name']}"
     assert "finalizers" not in cr["metadata"]  # nothing external to clean up
 
 
@@ -412,9 +405,8 @@ def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator,
     # a projected volume puts every key of every ConfigMap into one directory
     generated = tmp_path / "generated"
     generated.mkdir()
-    for cm in cms:
-        for key, text in cm["data"].items():
-            (generated / key).write_text(text)
+    for key, blob in entries_of(cms).items():
+        (generated / key).write_bytes(blob)
     models = Path(example(source)["spec"]["modelRepository"]["uri"])
     out = tmp_path / "models" / "repository"
     out.parent.mkdir()
@@ -455,9 +447,8 @@ def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operato
     wait_reconciled(kube, namespace, "vision")
     generated = tmp_path / "generated"
     generated.mkdir()
-    for cm in children(kube, namespace, "vision")["configmaps"]:
-        for key, text in cm["data"].items():
-            (generated / key).write_text(text)
+    for key, blob in entries_of(children(kube, namespace, "vision")["configmaps"]).items():
+        (generated / key).write_bytes(blob)
     source = tmp_path / "source"
     source.mkdir()
     (source / "extractor").mkdir()  # head_b and head_c are missing
@@ -478,7 +469,7 @@ def test_assemble_reports_a_missing_model_directory(kube, namespace, run_operato
 def test_apiserver_outage_is_survived(control_plane, tmp_path):
     """Transient errors: the apiserver goes away and comes back; the running operator carries on."""
     with private_cluster(control_plane.binaries, tmp_path, "outage") as (cp, k):
-        op = Operator(cp.kubeconfig, "outage", tmp_path / "operator.log").start()
+        op = LocalOperator(cp.kubeconfig, "outage", tmp_path / "operator.log").start()
         with operator_log_on_failure(op):
             doc = cluster_doc("vision", "outage")
             k.apply(doc)
@@ -640,7 +631,7 @@ def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace,
 def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(kube, namespace, run_operator):
     import base64
 
-    from tritonpipeline.kube.manifests import owner_reference, render_children
+    from tritonpipeline.kube.manifests import render_children
     from tritonpipeline.settings import Settings
 
     op = run_operator()
@@ -663,7 +654,7 @@ def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(ku
     ]  # fmt: skip
     assert any(e["type"] == "Warning" for e in events(kube, namespace, "vision"))
     tp = parse_pipeline({**cluster_doc("vision", namespace), "spec": {**doc["spec"], "server": {}}})
-    rendered = render_children(tp, compile_pipeline(tp), Settings(), owner_reference(cr))
+    rendered = render_children(tp, compile_pipeline(tp), Settings())
     texts = {
         "stored objects": json.dumps(stored),
         "rendered objects": json.dumps([*rendered.all(), rendered.scaled_object]),

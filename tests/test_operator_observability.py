@@ -6,12 +6,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import re
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,47 +16,17 @@ from typing import Any
 
 import pytest
 
-from chart import OperatorProcess, free_port, wait_for
-from local_prometheus import Prometheus
+from harness.operator_process import LocalOperator
+from harness.prometheus import Prometheus
+from harness.wait import wait_for
 from test_operator import API, CLI, cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
 from tritonpipeline.health import WatchHealth
 from tritonpipeline.kube.client import Kube
-from tritonpipeline.reconcile import changes
+from tritonpipeline.reconcile.apply import changes
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")
 PLAIN_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) +")
-
-
-class Op(OperatorProcess):
-    """`tritonpipeline run -n NAMESPACE ARGS...` with its log; `get(path)` on its metrics port."""
-
-    def __init__(self, kubeconfig: Path, ns: str, log: Path, args: list[str], env: dict[str, str]) -> None:
-        self.metrics_port = free_port()
-        self.liveness_port = free_port()
-        command = [
-            str(CLI), "run", "-n", ns,
-            "--metrics", f"http://127.0.0.1:{self.metrics_port}",
-            "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
-            *args,
-        ]  # fmt: skip
-        super().__init__(command, {**os.environ, "KUBECONFIG": str(kubeconfig), **env}, log)
-
-    def get(self, path: str, port: int | None = None) -> tuple[int, str]:
-        url = f"http://127.0.0.1:{port or self.metrics_port}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return int(resp.status), resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.read().decode(errors="replace")
-        except OSError:
-            return 0, ""
-
-    def healthz(self) -> int:
-        return self.get("/healthz", self.liveness_port)[0]
-
-    def lines(self) -> list[str]:
-        return [line for line in self.text().splitlines() if line.strip()]
 
 
 @pytest.fixture
@@ -72,15 +39,15 @@ def namespace(kube: Kube) -> str:
 @pytest.fixture
 def operator(
     control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., Op]]:
-    started: list[Op] = []
+) -> Iterator[Callable[..., LocalOperator]]:
+    started: list[LocalOperator] = []
 
-    def start(*args: str, **env: str) -> Op:
-        op = Op(
-            control_plane.kubeconfig, namespace, tmp_path / f"operator{len(started)}.log", list(args), env
+    def start(*args: str, **env: str) -> LocalOperator:
+        log = tmp_path / f"operator{len(started)}.log"
+        started.append(
+            LocalOperator(control_plane.kubeconfig, namespace, log, args, env, endpoints=True).start()
         )
-        started.append(op.start())  # type: ignore[arg-type]
-        return op
+        return started[-1]
 
     yield start
     for op in started:
@@ -90,7 +57,7 @@ def operator(
         print(f"\n===== operator log =====\n{started[-1].text()[-8000:]}")
 
 
-def outcome_lines(op: Op, ns: str, name: str) -> list[str]:
+def outcome_lines(op: LocalOperator, ns: str, name: str) -> list[str]:
     return [line for line in op.lines() if f"[{ns}/{name}] reconcile " in line]
 
 
@@ -264,7 +231,7 @@ def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_p
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        op = Op(control_plane.kubeconfig, namespace, tmp_path / "operator.log", [], {})
+        op = LocalOperator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", endpoints=True)
         op.metrics_port = taken.getsockname()[1]
         op.args[op.args.index("--metrics") + 1] = f"http://127.0.0.1:{op.metrics_port}"
         with op:
@@ -285,7 +252,7 @@ def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, 
     turns failing (500) and readiness 503; when the apiserver is back, both recover."""
     with private_cluster(control_plane.binaries, tmp_path, "stuck") as (cp, _):
         env = {"TRITONPIPELINE_WATCH_TIMEOUT_SECONDS": "2", "TRITONPIPELINE_WATCH_STALE_SECONDS": "5"}
-        op = Op(cp.kubeconfig, "stuck", tmp_path / "operator.log", [], env)
+        op = LocalOperator(cp.kubeconfig, "stuck", tmp_path / "operator.log", env=env, endpoints=True)
         op.start()
         with operator_log_on_failure(op):
             wait_for("liveness 200", lambda: op.healthz() == 200, timeout=60)

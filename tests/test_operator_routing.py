@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 import test_operator
-from chart import ToolError, ToolUnavailable, ensure_tool
+from harness.gotools import ToolError, ToolUnavailable, ensure_tool
+from harness.kubeapi import dry_run_apply, wait_established
+from harness.operator_process import LocalOperator
 from helpers import condition
 from test_operator import (
     API,
-    Operator,
     children,
     cluster_doc,
     events,
@@ -35,7 +35,7 @@ from test_operator import (
 )
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube import autoscaling
-from tritonpipeline.kube.client import Kube, KubeError, _message, path
+from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
@@ -231,16 +231,7 @@ def install(kube: Kube, docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         kube.apply(doc)
     for doc in docs:
-        name = doc["metadata"]["name"]
-
-        def established(name: str = name) -> bool:
-            obj = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, name) or {}
-            return any(
-                c["type"] == "Established" and c["status"] == "True"
-                for c in (obj.get("status") or {}).get("conditions") or []
-            )
-
-        wait_for(f"CRD {name}", established)
+        wait_established(kube, doc["metadata"]["name"])
 
 
 class Plane:
@@ -252,14 +243,14 @@ class Plane:
         self.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         return ns
 
-    def operator(self, ns: str, env: dict[str, str] | None = None) -> Operator:
-        return Operator(self.cp.kubeconfig, ns, self.workdir / f"operator-{ns}.log", env).start()
+    def operator(self, ns: str, env: dict[str, str] | None = None) -> LocalOperator:
+        return LocalOperator(self.cp.kubeconfig, ns, self.workdir / f"operator-{ns}.log", env=env).start()
 
 
 @pytest.fixture(scope="module")
 def plane_factory(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """fresh(crds) -> a new kube-apiserver + etcd with our CRD and the given third-party CRDs."""
-    from controlplane import ControlPlane
+    from harness.controlplane import ControlPlane
 
     started: list[Any] = []
 
@@ -282,18 +273,6 @@ def providers(plane_factory: Any) -> Plane:
     """A cluster with KEDA's ScaledObject, Istio's DestinationRule and the Gateway API's
     experimental-channel HTTPRoute and GRPCRoute."""
     return plane_factory(KEDA, ISTIO, GATEWAY_EXPERIMENTAL)
-
-
-def dry_run(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
-    """Server-side apply with dryRun=All and fieldValidation=Strict: defaulting, schema, CEL and admission
-    run, an unknown field is an error (not silently pruned), nothing is stored."""
-    meta = obj["metadata"]
-    query = [("dryRun", "All"), ("fieldManager", "t"), ("fieldValidation", "Strict"), ("force", "true")]
-    url = path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-    try:
-        return kube._call("PATCH", url, query=query, body=obj, content_type="application/apply-patch+yaml")
-    except ApiException as exc:
-        raise KubeError(exc.status or 0, _message(exc)) from None
 
 
 ROUTINGS = [
@@ -331,7 +310,7 @@ def test_apiserver_accepts_every_generated_object(providers, source):
             *([kids.scaled_object] if kids.scaled_object else []),
         ]
         for obj in objects:
-            result = dry_run(providers.kube, obj)
+            result = dry_run_apply(providers.kube, obj)
             assert result["kind"] == obj["kind"]
             if obj["kind"] in ("HTTPRoute", "GRPCRoute"):
                 assert result["spec"]["rules"][0]["sessionPersistence"] == {
@@ -425,7 +404,7 @@ def test_gateway_api_crds_installed_later_standard_then_experimental(plane_facto
         route = render_children(tp, compile_pipeline(tp), Settings()).routing.provider_objects[0]
         install(kube, standard)
         with pytest.raises(KubeError) as err:  # strict validation names the field standard lacks
-            dry_run(kube, route)
+            dry_run_apply(kube, route)
         assert "sessionPersistence: field not declared in schema" in str(err.value)
         rejected = wait_for(
             "ProviderRejected",
@@ -487,7 +466,7 @@ def test_older_istio_gets_a_v1beta1_destination_rule(control_plane, tmp_path):
             lambda: k.resource_exists("networking.istio.io/v1beta1", "DestinationRule"),
         )
         assert not k.resource_exists("networking.istio.io/v1", "DestinationRule")
-        op = Operator(cp.kubeconfig, "mesh", tmp_path / "operator.log").start()
+        op = LocalOperator(cp.kubeconfig, "mesh", tmp_path / "operator.log").start()
         with operator_log_on_failure(op):
             k.apply(routed("mesh", "mesh", "istio"))
             cr = wait_reconciled(k, "mesh", "mesh")

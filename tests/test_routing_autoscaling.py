@@ -55,7 +55,6 @@ def test_client_ip_timeout_covers_the_longest_sequence_idle_time(idle_us, timeou
     svc = kids.service["spec"]
     assert svc["sessionAffinity"] == "ClientIP"
     assert svc["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] == timeout
-    assert timeout >= min(86400, -(-idle_us // 1_000_000))
     assert kids.routing.objects == () and kids.routing.provider_objects == ()
 
 
@@ -264,8 +263,7 @@ def test_pipelines_with_several_ensembles_exclude_them_all():
 
 def test_chart_adapter_rules_are_generated():
     assert ADAPTER_RULES.read_text() == autoscaling.adapter_rules_yaml(), (
-        "charts/triton-pipeline/files/prometheus-adapter-rules.yaml is stale: regenerate it with "
-        "tritonpipeline.kube.autoscaling.adapter_rules_yaml()"
+        "charts/triton-pipeline/files/prometheus-adapter-rules.yaml is stale: run `make generate`"
     )
     rules = yaml.safe_load(ADAPTER_RULES.read_text())["rules"]
     assert [r["name"]["as"] for r in rules] == list(autoscaling.METRIC_NAMES.values())
@@ -318,6 +316,34 @@ def test_short_idle_keeps_the_default_five_minutes():
     _, kids = children(doc(autoscaling={"maxReplicas": 4}))  # 5 s idle in the example
     assert kids.hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
     assert kids.deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 5 + 5 + 30 + 10
+
+
+@pytest.mark.parametrize("engine", ["hpa", "keda"])
+def test_scale_down_window_of_a_stateless_pipeline_is_the_users(engine):
+    auto = {"maxReplicas": 3, "engine": engine, "scaleDownStabilizationSeconds": 20}
+    _, kids = children(doc("fanout", autoscaling=auto))
+    if engine == "hpa":
+        spec_behavior = kids.hpa["spec"]["behavior"]
+    else:
+        spec_behavior = kids.scaled_object["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert spec_behavior == {"scaleDown": {"stabilizationWindowSeconds": 20}}
+
+
+@pytest.mark.parametrize(
+    ("chosen", "idle_s", "window"), [(20, 5, 20), (0, 5, 5), (900, 600, 900), (20, 600, 600)]
+)
+def test_scale_down_window_of_a_stateful_pipeline_never_undercuts_the_idle_timeout(chosen, idle_s, window):
+    d = doc(autoscaling={"maxReplicas": 4, "scaleDownStabilizationSeconds": chosen})
+    d["spec"]["models"][1]["sequenceBatching"]["maxSequenceIdleMicroseconds"] = idle_s * 1_000_000
+    _, kids = children(d)
+    assert kids.hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == window
+
+
+@pytest.mark.parametrize("bad", [-1, 3601, 1.5, "20"])
+def test_scale_down_window_out_of_range_is_refused_with_its_field_path(bad):
+    with pytest.raises(SpecError) as err:
+        children(doc("fanout", autoscaling={"maxReplicas": 3, "scaleDownStabilizationSeconds": bad}))
+    assert "spec.autoscaling.scaleDownStabilizationSeconds" in str(err.value)
 
 
 def test_stateless_pipeline_keeps_the_plain_probe_and_waits_before_sigterm():
@@ -414,16 +440,15 @@ def test_drain_hooks_fail_readiness_on_a_real_tritonserver(serve_pipeline, tmp_p
 
 def test_missing_nginx_and_prometheus_reasons_are_exact(monkeypatch):
     """Tests that need nginx or prometheus skip with these words when the Debian packages are missing."""
-    import local_nginx
-    import local_prometheus
+    from harness import nginx, prometheus
 
     monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr("os.access", lambda path, mode: False)
-    assert local_nginx.missing_nginx() == (
+    assert nginx.missing_nginx() == (
         "nginx is not installed (no `nginx` on PATH or /usr/sbin/nginx): run `make system-deps` as root "
         "(Debian package nginx)"
     )
-    assert local_prometheus.missing_prometheus() == (
+    assert prometheus.missing_prometheus() == (
         "prometheus is not installed (no `prometheus` on PATH or /usr/bin/prometheus): run "
         "`make system-deps` as root (Debian package prometheus)"
     )

@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from helpers import example
+from helpers import ROOT, example
 from test_serve_cli import _serve
 from tritonpipeline import advisories, security
 from tritonpipeline.client import TritonClient, read_key
@@ -29,9 +29,6 @@ from tritonpipeline.kube import checks
 from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import DEFAULT_IMAGE, parse_pipeline
-
-OWNER = {"apiVersion": "serving.tritonpipeline.io/v1alpha1", "kind": "TritonPipeline", "name": "x",
-         "uid": "u-1", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
 
 
 def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
@@ -44,7 +41,7 @@ def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
 
 def render(doc: dict[str, Any]) -> Any:
     tp = parse_pipeline(doc)
-    return render_children(tp, compile_pipeline(tp), Settings(), OWNER)
+    return render_children(tp, compile_pipeline(tp), Settings())
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
@@ -205,8 +202,7 @@ def test_the_secret_is_no_applied_child_and_carries_its_key_only_in_the_secret()
     children = render(doc)
     assert not [o for o in children.all() if o["kind"] == "Secret"]
     key = security.new_key()
-    secret = admin_secret(parse_pipeline(doc), key, Settings(), OWNER)
-    assert secret["metadata"]["ownerReferences"] == [OWNER]
+    secret = admin_secret(parse_pipeline(doc), key, Settings())
     assert secret["stringData"] == {"admin-key": key}
     assert key not in json.dumps([*children.all(), children.scaled_object])
 
@@ -221,41 +217,73 @@ def test_restricted_args_are_valid_tritonserver_options():
 # --- image currency ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("image", "cves"),
-    [
-        ("nvcr.io/nvidia/tritonserver:24.08-py3", ["CVE-2025-23310", "CVE-2026-24207"]),
-        ("nvcr.io/nvidia/tritonserver:24.03-py3", ["CVE-2024-0087", "CVE-2024-0088", "CVE-2025-23319"]),
-        ("registry.local/mirror/tritonserver:25.07-py3-sdk", ["CVE-2026-24206"]),
-        ("tritonserver:26.05", ["CVE-2026-24209"]),
-        ("nvcr.io/nvidia/tritonserver:24.10-py3@sha256:" + "b" * 64, ["CVE-2025-23334"]),
-    ],
-)
-def test_validate_warns_for_a_release_older_than_the_fixes(image, cves):
+# NVIDIA's Triton bulletins from 2024 on and the release each names as fixed, as read from NVIDIA's
+# bulletins (NVIDIA/product-security, <year>/<id>/<id>.md), written here apart from advisories.py
+FIXED_IN = {5535: "24.04", 5546: "24.05", 5565: "24.09", 5612: "24.12", 5687: "25.07", 5691: "25.08",
+            5723: "25.09", 5734: "25.10", 5790: "26.01", 5816: "26.02", 5828: "26.03", 5848: "26.04",
+            5853: "26.05", 5860: "26.03", 5865: "26.06", 5875: "26.07"}  # fmt: skip
+
+
+def image_warning(image: str) -> str | None:
     doc = cluster()
     doc["spec"]["server"] = {"image": image}
     found = [w for w in checks.warnings(parse_pipeline(doc)) if w.path == "spec.server.image"]
-    assert len(found) == 1
-    for cve in cves:
-        assert cve in found[0].message
-    assert "26.06" in found[0].message
+    assert len(found) <= 1
+    return found[0].message if found else None
+
+
+def named_bulletins(message: str) -> set[int]:
+    return {int(b) for b in re.findall(r"\b(5\d{3}) \(fixed in", message)}
+
+
+@pytest.mark.parametrize(
+    ("image", "release"),
+    [
+        ("nvcr.io/nvidia/tritonserver:24.03-py3", "24.03"),
+        ("nvcr.io/nvidia/tritonserver:24.04-py3", "24.04"),
+        ("nvcr.io/nvidia/tritonserver:24.10-py3@sha256:" + "b" * 64, "24.10"),
+        ("registry.local/mirror/tritonserver:25.07-py3-sdk", "25.07"),
+        ("tritonserver:26.03", "26.03"),
+        ("tritonserver:26.05", "26.05"),
+        ("nvcr.io/nvidia/tritonserver:26.06-trtllm-python-py3", "26.06"),
+    ],
+)
+def test_validate_warns_naming_each_bulletin_whose_fix_the_release_predates(image, release):
+    message = image_warning(image)
+    assert message is not None
+    assert named_bulletins(message) == {b for b, fixed in FIXED_IN.items() if release < fixed}
+    assert "older than 26.07" in message and repr(image) in message
 
 
 @pytest.mark.parametrize(
     "image",
-    [DEFAULT_IMAGE, "nvcr.io/nvidia/tritonserver:26.06-py3", "my.registry/triton-custom:1.0",
-     "nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64],
+    [DEFAULT_IMAGE, "nvcr.io/nvidia/tritonserver:26.07-py3", "tritonserver:27.01-py3",
+     "my.registry/triton-custom:1.0", "nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64,
+     "nvcr.io/nvidia/tritonserver:latest"],
 )  # fmt: skip
 def test_no_warning_for_a_current_or_undatable_image(image):
-    doc = cluster()
-    doc["spec"]["server"] = {"image": image}
-    assert not [w for w in checks.warnings(parse_pipeline(doc)) if w.path == "spec.server.image"]
+    assert image_warning(image) is None
 
 
-def test_the_default_image_is_newer_than_every_known_bulletin():
+def test_the_table_holds_every_bulletin_with_nvidias_fixed_release():
+    assert {a.bulletin: advisories.label(a.fixed_in) for a in advisories.ADVISORIES} == FIXED_IN
+    for a in advisories.ADVISORIES:  # NVIDIA publishes a bulletin once its fix is released
+        assert advisories.label(a.fixed_in) <= a.published[2:7].replace("-", "."), a.bulletin
+        assert a.cves and all(re.fullmatch(r"CVE-\d{4}-\d{4,}", c) for c in a.cves), a.bulletin
+
+
+def test_the_default_image_carries_every_known_fix():
     found = advisories.release(DEFAULT_IMAGE)
-    assert found is not None and found >= advisories.oldest_safe()
-    assert all(found > a.published for a in advisories.ADVISORIES)
+    assert found is not None and all(found >= a.fixed_in for a in advisories.ADVISORIES)
+
+
+def test_readme_names_each_bulletin_its_cves_and_its_fixed_release():
+    section = (ROOT / "README.md").read_text().split("## Security", 1)[1].split("\n## ", 1)[0]
+    rows = {int(m.group(1)): m.group(0) for m in re.finditer(r"^\| (\d{4}) \|.*$", section, re.M)}
+    assert set(rows) == set(FIXED_IN)
+    for a in advisories.ADVISORIES:
+        assert rows[a.bulletin].endswith(f"| {FIXED_IN[a.bulletin]} |"), rows[a.bulletin]
+        assert all(cve in rows[a.bulletin] for cve in a.cves), a.bulletin
 
 
 # --- NetworkPolicy --------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ Real kube-apiserver: the Deployment's status says 1/1 ready; its handler is give
 from __future__ import annotations
 
 import asyncio
-import collections
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,12 @@ import pytest
 import yaml
 
 from tritonpipeline.kube.meta import PIPELINE_LABEL
-from tritonpipeline.reconcile import MANAGED
+from harness.kubeapi import ensure_namespace, install_generated_crd
+from harness.kubeconfig import kube_for
+from test_operator import patch_deployment_status
+from tritonpipeline.kube.meta import MANAGED_BY
+from tritonpipeline.settings import Settings
+from tritonpipeline.state import OperatorState
 
 pytestmark = pytest.mark.apiserver
 
@@ -24,17 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 NS = "mirror"
 
 
-def _memo(kube: Any) -> kopf.Memo:
-    memo = kopf.Memo()
-    memo.kube = kube
-    memo.statuses, memo.owners = {}, {}
-    memo.locks = collections.defaultdict(asyncio.Lock)
-    memo.reconciling = collections.defaultdict(asyncio.Lock)
-    return memo
+def _state(kube: Any) -> OperatorState:
+    return OperatorState(settings=Settings(), kube=kube)
 
 
 def _deployment(cr: dict[str, Any]) -> dict[str, Any]:
-    labels = {**MANAGED, PIPELINE_LABEL: cr["metadata"]["name"]}
+    labels = {**MANAGED_BY, PIPELINE_LABEL: cr["metadata"]["name"]}
     owner = {"apiVersion": cr["apiVersion"], "kind": "TritonPipeline", "name": cr["metadata"]["name"]}
     return {
         "apiVersion": "apps/v1",
@@ -57,7 +56,6 @@ def _deployment(cr: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_stale_deployment_event_does_not_overwrite_ready(control_plane: Any) -> None:
-    from chart import ensure_namespace, install_generated_crd, kube_for
     from tritonpipeline import handlers
 
     kube = kube_for(control_plane.kubeconfig)
@@ -70,14 +68,9 @@ def test_a_stale_deployment_event_does_not_overwrite_ready(control_plane: Any) -
     stale = kube.create(_deployment(cr))  # as an event first showed it: no status yet
     generation = stale["metadata"]["generation"]
     ready = {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1}
-    kube._call(
-        "PATCH",
-        f"/apis/apps/v1/namespaces/{NS}/deployments/{stale['metadata']['name']}/status",
-        body={"status": {**ready, "availableReplicas": 1}},
-        content_type="application/merge-patch+json",
-    )
+    patch_deployment_status(kube, NS, stale["metadata"]["name"], {**ready, "availableReplicas": 1})
 
-    asyncio.run(handlers.deployment_changed(body=kopf.Body(stale), type="MODIFIED", memo=_memo(kube)))
+    asyncio.run(handlers.deployment_changed(body=kopf.Body(stale), type="MODIFIED", memo=_state(kube)))
 
     status = kube.get("serving.tritonpipeline.io/v1alpha1", "TritonPipeline", NS, "vision")["status"]
     assert status["readyReplicas"] == 1, status

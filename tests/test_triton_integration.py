@@ -249,3 +249,58 @@ def test_router_passes_every_data_type_unchanged(shared_pipeline, tmp_path):
                 assert got.tolist() == value.tolist(), (dtype, out, got)
     finally:
         client.close()
+
+
+def test_router_routes_tensors_whose_names_are_awkward(shared_pipeline, tmp_path):
+    """Names reach the router through its config, never through its code: model tensor names with quotes,
+    a backslash, braces, spaces and non-ASCII, names with '-', ':', a leading '_' and the full 64
+    characters. On the real tritonserver the fanned-out tensor arrives unchanged at every consumer and
+    at the pipeline output."""
+    models = tmp_path / "models"
+    echo = Path(__file__).parent / "models" / "echo"
+    tensor = {"dataType": "FP32", "dims": [4]}
+    names = ("_ex-tract0r", "h" * 64, "c_model-0")
+    quoted = "feats \"{i}\" 'q' \\ {{}} é:0"  # a tensor name Python code could not hold unescaped
+    for name in names:
+        shutil.copytree(echo, models / name)
+    doc: dict = {
+        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+        "kind": "TritonPipeline",
+        "metadata": {"name": "awkward"},
+        "spec": {
+            "modelRepository": {"uri": str(models)},
+            "models": [
+                {
+                    "name": name,
+                    "backend": "python",
+                    "maxBatchSize": 8,
+                    "inputs": [{"name": f"in-{i}:x", **tensor}],
+                    "outputs": [{"name": quoted.format(i=i), **tensor}],
+                }
+                for i, name in enumerate(names)
+            ],
+            "pipelines": [
+                {
+                    "name": "vision-v2_" + "x" * 54,
+                    "inputs": [{"name": "IMAGE:0", **tensor}],
+                    "steps": [
+                        {"name": "_-", "model": names[0], "inputs": {"in-0:x": "inputs.IMAGE:0"}},
+                        {"name": "b", "model": names[1], "inputs": {"in-1:x": "_-." + quoted.format(i=0)}},
+                        {"name": "c-", "model": names[2], "inputs": {"in-2:x": "_-." + quoted.format(i=0)}},
+                    ],
+                    "outputs": [
+                        {"name": "F-1", "from": "_-." + quoted.format(i=0)},
+                        {"name": "B_b", "from": "b." + quoted.format(i=1)},
+                        {"name": "C:c", "from": "c-." + quoted.format(i=2)},
+                    ],
+                }
+            ],
+        },
+    }
+    server = shared_pipeline(doc)
+    assert sum(n.endswith("__router") for n in model_states(server)) == 1
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    out = infer(server, "vision-v2_" + "x" * 54, {"IMAGE:0": x})
+    assert sorted(out) == ["B_b", "C:c", "F-1"]
+    for name in out:
+        np.testing.assert_array_equal(out[name], x, err_msg=name)

@@ -22,9 +22,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import yaml
 
 import pipeline_gen as gen
-from tritonpipeline.compiler import Artifacts, compile_pipeline, graph
+from test_golden import committed_configs, golden_names, source_of
+from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
+from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.repository import check_model_dirs, write_repository
 from tritonpipeline.server import LocalTriton
@@ -90,7 +93,7 @@ def compile_doc(doc: dict[str, Any]) -> Artifacts:
 def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Artifacts:
     """What the compiler rendered before it knew Triton's decoupled-origin rule: the rule switched off."""
     with monkeypatch.context() as m:
-        m.setattr(graph, "decoupled_conflicts", lambda *args, **kwargs: [])
+        m.setattr(rules, "decoupled_conflicts", lambda *args, **kwargs: [])
         return compile_doc(doc)
 
 
@@ -136,8 +139,11 @@ def request_array(data_type: str, shape: tuple[int, ...]) -> np.ndarray:
     return np.ones(shape, dtype=NUMPY[data_type])
 
 
-def infer(server: LocalTriton, model: str, request: dict[str, tuple[str, tuple[int, ...]]]) -> Any:
-    """One request through a gRPC stream (the only way into a decoupled ensemble; fine for the rest)."""
+def infer(
+    server: LocalTriton, model: str, request: dict[str, tuple[str, tuple[int, ...]]], *, sequence_id: int = 0
+) -> Any:
+    """One request through a gRPC stream (the only way into a decoupled ensemble; fine for the rest).
+    A sequence_id makes it a whole sequence of one request (start and end)."""
     client = grpcclient.InferenceServerClient(server.grpc_url)
     answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
     try:
@@ -147,7 +153,10 @@ def infer(server: LocalTriton, model: str, request: dict[str, tuple[str, tuple[i
             t = grpcclient.InferInput(name, list(shape), gen.triton_type(data_type))
             t.set_data_from_numpy(request_array(data_type, shape))
             inputs.append(t)
-        client.async_stream_infer(model, inputs)
+        flags = bool(sequence_id)
+        client.async_stream_infer(
+            model, inputs, sequence_id=sequence_id, sequence_start=flags, sequence_end=flags
+        )
         result, error = answers.get(timeout=60)
         if error is not None:
             raise AssertionError(f"inference through {model!r} failed: {error}")
@@ -346,6 +355,64 @@ def test_version_directories_as_triton_reads_them(tmp_path: Path) -> None:
     loaded = {name for name, (state, _) in states.items() if state == "READY"}  # the others: not listed
     refused = {f"spec.models[{i}].name" for i, name in enumerate(layout) if name not in loaded}
     assert reported == refused == {f"spec.models[{i}].name" for i in (2, 3, 4)}, states
+
+
+# --------------------------------------------------------------------------- the golden repositories
+
+
+def golden_repository(name: str) -> tuple[Repository, list[dict[str, Any]]]:
+    """The committed config.pbtxt files of tests/golden/<name>/ with the other files the compiler writes
+    beside them (router code, ensemble version directories), and the source documents."""
+    docs = list(yaml.safe_load_all(source_of(name).read_text()))
+    compiled = Repository.merge(compile_pipeline(parse_pipeline(doc)) for doc in docs)
+    golden = committed_configs(name)
+    beside = {p: d for p, d in compiled.files.items() if not p.endswith("/config.pbtxt")}
+    return Repository({**beside, **golden}, compiled.models), docs
+
+
+def triton_type(data_type: int) -> str:
+    """TYPE_FP32 -> FP32; Triton's TYPE_STRING travels as BYTES."""
+    return gen.triton_type(mc.DataType.Name(data_type).removeprefix("TYPE_").replace("STRING", "BYTES"))
+
+
+def one_item(config: mc.ModelConfig, tensors: Iterable[Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """A batch of one: each tensor's declared shape with -1 as 1, after the batch dimension if any (an
+    output reshaped to [] still reaches the client with its declared dims)."""
+    batch = (1,) if config.max_batch_size else ()
+    return {
+        t.name: (triton_type(t.data_type), (*batch, *(d if d > 0 else 1 for d in t.dims))) for t in tensors
+    }
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_golden_repositories_load_and_answer(tmp_path: Path, device: str) -> None:
+    """The reviewed goldens (tests/golden/) as Triton reads them: every model loads READY and each
+    ensemble answers a request of one item with its declared outputs (types and shapes). The generic
+    test model stands in for every declared model."""
+    uses_gpu = {
+        name: any(b"KIND_GPU" in d for d in committed_configs(name).values()) for name in golden_names()
+    }
+    names = [name for name, gpu in uses_gpu.items() if gpu == (device == "gpu")]
+    if device == "gpu" and not Path("/dev/nvidia0").exists():
+        pytest.skip(f"goldens {names} have GPU instance groups and this host has no GPU")
+    parts = [golden_repository(name) for name in names]
+    repo = Repository.merge(r for r, _ in parts)
+    configs = {
+        path.split("/")[0]: parse_text(data) for path, data in repo.files.items() if path.endswith(".pbtxt")
+    }
+    ensembles = [c for c in configs.values() if c.platform == "ensemble"]
+    assert len(ensembles) >= len(names)
+    root = generic_model_root(tmp_path / "models", [doc for _, docs in parts for doc in docs])
+    with triton(tmp_path, repo, root) as server:
+        states = model_states(server)
+        missing = sorted(set(configs) - set(states))
+        refused = {name: state for name, state in states.items() if state[0] != "READY"}
+        assert not missing and not refused, f"not listed: {missing}; not READY: {refused}"
+        for e in ensembles:
+            steps = [configs[step.model_name] for step in e.ensemble_scheduling.step]
+            sequence_id = 7 if any(c.HasField("sequence_batching") for c in steps) else 0
+            result = infer(server, e.name, one_item(e, e.input), sequence_id=sequence_id)
+            check_response(result, one_item(e, e.output), e.name)
 
 
 # --------------------------------------------------------------------------- the property

@@ -87,7 +87,7 @@ def prepare(work: Path) -> dict[str, Any]:
             f"`make gpu-pack GPU_PYTHON={py}`"
         )
     shutil.copy2(stub, home / "backends" / "python" / "triton_python_backend_stub")
-    paths = [str(ROOT / "operator")]
+    paths = [str(ROOT / "operator"), str(ROOT)]  # tritonpipeline, and the harness (load)
     if manifest["python_version"] == py:
         site = work / "site"
         wheels = sorted(str(p) for p in (BUNDLE / "wheels").glob("*.whl"))
@@ -252,7 +252,7 @@ def expected_sums(seed: Any) -> Any:
 def fanout_call(client: Any, model: str, seeds: Any, outputs: tuple[str, ...]) -> Callable[[int], Any]:
     import numpy as np
 
-    from tritonpipeline.loadgen import WrongAnswer
+    from harness.load import WrongAnswer
 
     async def call(i: int) -> None:
         seed = seeds[i % len(seeds)]
@@ -301,7 +301,7 @@ async def check_fanout(client: Any, model: str, outs: tuple[str, ...], seeds: An
     concurrency 4; every failure is recorded, never raised."""
     import numpy as np
 
-    from tritonpipeline.loadgen import closed_loop
+    from harness.load import closed_loop
 
     batches: dict[str, str] = {}
     for b in (1, 2, 4, 8):
@@ -380,7 +380,7 @@ def by_kind(counts: dict[str, dict[str, int]]) -> dict[str, int]:
 
 
 async def counted(directory: Path, call: Callable[[int], Any], requests: int) -> dict[str, Any]:
-    from tritonpipeline.loadgen import closed_loop
+    from harness.load import closed_loop
 
     await asyncio.sleep(0.6)  # the counter flushes every 200 ms
     before = read_counters(directory)
@@ -417,8 +417,8 @@ async def bench(server: Serve, rounds: int, requests: dict[int, int]) -> dict[st
     """Router vs shared, side by side: each round runs both at each concurrency, in alternating order."""
     import numpy as np
 
+    from harness.load import closed_loop
     from tritonpipeline.client import AsyncTritonClient
-    from tritonpipeline.loadgen import closed_loop
 
     seeds = np.random.default_rng(1).normal(size=(64, 1, 4)).astype(np.float32)
     runs: dict[str, dict[int, list[dict[str, float]]]] = {"gpu_router": {}, "gpu_shared": {}}
@@ -461,8 +461,8 @@ async def metrics_under_load(server: Serve, seconds: float, out: Path) -> dict[s
     """Scrape /metrics idle, then every second under concurrency-16 load on gpu_router; keep the text."""
     import numpy as np
 
+    from harness.load import closed_loop
     from tritonpipeline.client import AsyncTritonClient
-    from tritonpipeline.loadgen import closed_loop
 
     await asyncio.sleep(5.0)  # Triton samples GPU utilization over the last second or so
     scrapes: list[tuple[float, str, str]] = [(time.time(), "idle", server.metrics())]
@@ -747,7 +747,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
 
 
 def print_table(results: dict[str, Any]) -> None:
-    from tritonpipeline.loadgen import format_table
+    from harness.load import format_table
 
     lat = results.get("latency", {})
     rows = []

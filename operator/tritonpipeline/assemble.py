@@ -1,102 +1,133 @@
 """The init container's job: build the model repository from the operator's ConfigMaps and the source.
 
 Volume sources (pvc://) are mounted and linked, not copied; s3:// and gs:// sources are downloaded
-(only the declared models) with the credentials the pod gets from `secretRef`. The generated configs
+(only the declared models) with the credentials, endpoint and CA bundle the pod gets from
+spec.modelRepository (kube/manifests.py renders them as variables and files). The generated configs
 are laid over the result.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Protocol
 
-from .errors import Problem, SpecError
-from .kube.manifests import MANIFEST_PREFIX
+from . import extras
+from .errors import Problem, SpecError, clip, quote
+from .kube.manifests import S3_ADDRESSING_ENV
+from .kube.packing import Unpacked, unpack
 from .repository import write_repository
 
 
-@dataclass(frozen=True)
-class GeneratedRepository:
-    files: dict[str, bytes]
-    models: tuple[str, ...]
-    digest: str
+def read_generated_dir(directory: Path) -> Unpacked:
+    """The generated files from the projected volume of the ConfigMaps (one file per key)."""
+    return unpack({p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()})
 
 
-def digest_of(files: dict[str, bytes]) -> str:
-    """Same digest as compiler.Artifacts.digest(), recomputed from what the ConfigMaps carried."""
-    h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.encode() + b"\0" + files[path] + b"\0")
-    return h.hexdigest()
+class _Store(Protocol):
+    def keys(self, prefix: str) -> Iterator[str]: ...
+    def fetch(self, key: str, target: Path) -> None: ...
 
 
-def read_generated(data: dict[str, str]) -> GeneratedRepository:
-    """Rebuild the generated files from ConfigMap data (all parts merged: key -> text)."""
-    manifests = [json.loads(v) for k, v in sorted(data.items()) if k.startswith(MANIFEST_PREFIX)]
-    if not manifests:
-        raise SpecError([Problem("", "no manifest-*.json found in the generated ConfigMaps")])
-    parts = {m["parts"] for m in manifests}
-    digests = {m["digest"] for m in manifests}
-    if len(parts) != 1 or len(manifests) != parts.pop() or len(digests) != 1:
-        raise SpecError([Problem("", "the generated ConfigMaps are incomplete or from different versions")])
-    files: dict[str, bytes] = {}
-    for m in manifests:
-        for key, path in m["files"].items():
-            if Path(path).is_absolute() or ".." in Path(path).parts:
-                raise SpecError([Problem("", f"refusing unsafe path {path!r} in the generated ConfigMaps")])
-            files[path] = data[key].encode("utf-8")
-    digest = digests.pop()
-    if digest_of(files) != digest:
-        raise SpecError([Problem("", "the generated files do not match their digest")])
-    return GeneratedRepository(files, tuple(manifests[0]["models"]), digest)
+class _S3:
+    """An S3 bucket through boto3: endpoint, region and CA bundle come from the variables boto3 reads
+    (AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_CA_BUNDLE: kube/manifests.py sets them), credentials from
+    AWS_* variables or the pod's identity."""
+
+    def __init__(self, bucket: str) -> None:
+        boto3 = extras.load("boto3", "s3", "an s3:// model repository")
+        config = extras.load("botocore.config", "s3", "an s3:// model repository")
+        style = os.environ.get(S3_ADDRESSING_ENV)
+        options = {"s3": {"addressing_style": style}} if style else {}
+        region = os.environ.get("AWS_REGION") or None  # older botocore reads only AWS_DEFAULT_REGION
+        self.client = boto3.client("s3", region_name=region, config=config.Config(**options))
+        self.bucket = bucket
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                yield obj["Key"]
+
+    def fetch(self, key: str, target: Path) -> None:
+        self.client.download_file(self.bucket, key, str(target))
 
 
-def read_generated_dir(directory: Path) -> GeneratedRepository:
-    return read_generated({p.name: p.read_text() for p in directory.iterdir() if p.is_file()})
+class _GCS:
+    """A Cloud Storage bucket: credentials from GOOGLE_APPLICATION_CREDENTIALS (a mounted key file) or
+    the pod's identity (Workload Identity)."""
+
+    def __init__(self, bucket: str) -> None:
+        storage = extras.load("google.cloud.storage", "gcs", "a gs:// model repository")
+        self.bucket = storage.Client().bucket(bucket)
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        for blob in self.bucket.list_blobs(prefix=prefix):
+            yield blob.name
+
+    def fetch(self, key: str, target: Path) -> None:
+        self.bucket.blob(key).download_to_filename(str(target))
+
+
+def _store_errors(scheme: str) -> tuple[type[BaseException], ...]:
+    """The exceptions of a store's SDK that mean "cannot read the bucket" (credentials, network, TLS)."""
+    if scheme == "s3":
+        import botocore.exceptions as boto
+
+        return (boto.BotoCoreError, boto.ClientError)
+    import google.api_core.exceptions as api
+    import google.auth.exceptions as auth
+    import requests
+
+    return (api.GoogleAPIError, auth.GoogleAuthError, requests.RequestException)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an SDK error: S3's error code and message, else the exception's text."""
+    error = getattr(exc, "response", None)
+    if isinstance(error, dict) and "Error" in error:
+        code, message = error["Error"].get("Code", ""), error["Error"].get("Message", "")
+        return clip(f"{code}: {message}".strip(": "), 300)
+    return clip(" ".join(str(exc).split()) or type(exc).__name__, 300)
+
+
+def _target(dest: Path, model: str, relative: str, key: str) -> Path:
+    """Where the object `key` (`relative` below its model's prefix; empty for the model's own folder
+    marker) goes; refuses keys that climb out."""
+    parts = PurePosixPath(relative).parts
+    if any(p in ("..", ".") for p in parts):
+        raise SpecError([Problem("spec.modelRepository.uri", f"refusing the object key {quote(key)}")])
+    return dest.joinpath(model, *parts)
 
 
 def download(uri: str, models: tuple[str, ...], dest: Path) -> Path:
-    """Fetch uri/<model>/ for every declared model into dest; returns dest."""
+    """Fetch uri/<model>/ for every declared model into dest; returns dest. Keys ending in `/` are the
+    "folder" objects consoles and some tools create: directories, not files."""
     scheme, _, rest = uri.partition("://")
     bucket, _, prefix = rest.partition("/")
     prefix = prefix.strip("/")
-    dest.mkdir(parents=True, exist_ok=True)
-    if scheme == "s3":
-        try:
-            import boto3
-        except ImportError as exc:
-            raise SpecError(
-                [Problem("spec.modelRepository.uri", "s3:// sources need boto3 in the image")]
-            ) from exc
-        client = boto3.client("s3")
-        for model in models:
-            key_prefix = f"{prefix}/{model}/" if prefix else f"{model}/"
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key_prefix):
-                for obj in page.get("Contents", []):
-                    target = dest / obj["Key"][len(prefix) :].lstrip("/")
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    client.download_file(bucket, obj["Key"], str(target))
-    elif scheme == "gs":
-        try:
-            from google.cloud import storage
-        except ImportError as exc:
-            raise SpecError(
-                [Problem("spec.modelRepository.uri", "gs:// sources need google-cloud-storage in the image")]
-            ) from exc
-        client = storage.Client()
-        for model in models:
-            for blob in client.list_blobs(bucket, prefix=f"{prefix}/{model}/" if prefix else f"{model}/"):
-                target = dest / blob.name[len(prefix) :].lstrip("/")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                blob.download_to_filename(str(target))
-    else:
+    if scheme not in ("s3", "gs"):
         raise SpecError([Problem("spec.modelRepository.uri", f"cannot download {uri!r}")])
+    dest.mkdir(parents=True, exist_ok=True)
+    store: _Store = _S3(bucket) if scheme == "s3" else _GCS(bucket)
+    try:
+        for model in models:
+            model_prefix = f"{prefix}/{model}/" if prefix else f"{model}/"
+            for key in store.keys(model_prefix):
+                target = _target(dest, model, key[len(model_prefix) :], key)
+                if key.endswith("/"):
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                store.fetch(key, target)
+    except _store_errors(scheme) as exc:
+        raise SpecError(
+            [Problem("spec.modelRepository.uri", f"cannot read {quote(uri)}: {_describe(exc)}")]
+        ) from exc
     return dest
 
 
-def assemble(generated_dir: Path, source: str, out: Path) -> GeneratedRepository:
+def assemble(generated_dir: Path, source: str, out: Path) -> Unpacked:
     """Build `out` from the generated ConfigMap files and the model source (a path or a cloud URI)."""
     generated = read_generated_dir(generated_dir)
     root = download(source, generated.models, out.parent / "source") if "://" in source else Path(source)

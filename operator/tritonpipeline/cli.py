@@ -15,11 +15,12 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import security, tritonserver_options
-from .compiler import Artifacts, compile_pipeline
+from . import extras, security, tritonserver_options
+from .compiler import Artifacts
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
+from .kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from .logs import FORMATS
 from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
 from .spec import TritonPipeline, load_file
@@ -44,14 +45,8 @@ def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None
     problems: list[Problem] = []
     for i, tp in enumerate(pipelines):
         prefix = f"document {i + 1}: " if len(pipelines) > 1 else ""
-        found: list[Problem] = []
-        artifacts = None
-        try:
-            artifacts = compile_pipeline(tp, cpu_only=cpu_only)
-        except SpecError as exc:
-            found += exc.problems
-        if artifacts is not None:
-            found += checks.problems(tp, artifacts)  # what the cluster would refuse, as the operator does
+        # the compiler's problems, then what the cluster would refuse, as the operator and webhook do
+        artifacts, found = checks.check(tp, cpu_only=cpu_only)
         root = local_model_root(tp, path, models)
         if root is not None:
             found += check_model_dirs(tp, root)
@@ -205,6 +200,7 @@ def _gpu_present() -> bool:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    extras.need("serve", "tritonpipeline serve")
     from .server import LocalTriton, TritonError, installed_numpy, numpy_warning
 
     cpu = args.cpu if args.cpu is not None else not _gpu_present()
@@ -292,22 +288,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the operator (kopf) against the cluster in KUBECONFIG or the in-cluster service account."""
+    extras.need("operator", "tritonpipeline run")
     import kopf
+    from kubernetes.config import ConfigException
 
     from . import handlers  # noqa: F401 - registers the handlers
+    from .kube.client import Kube, api_client
     from .logs import configure
+    from .settings import Settings
+    from .state import OperatorState
 
-    if args.namespace:
-        os.environ["TRITONPIPELINE_NAMESPACES"] = ",".join(args.namespace)
-    if args.metrics:
-        os.environ["TRITONPIPELINE_METRICS_URL"] = args.metrics
+    settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
     configure(args.log_format, args.verbose)
+    try:
+        kube = Kube(api_client(), settings.field_manager)
+    except ConfigException as exc:
+        print(f"error: no Kubernetes credentials (in-cluster or KUBECONFIG): {exc}", file=sys.stderr)
+        return EXIT_INVALID
     try:
         kopf.run(
             standalone=True,
-            clusterwide=not args.namespace,
-            namespaces=args.namespace or (),
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
             liveness_endpoint=args.liveness,
+            memo=OperatorState(settings, kube),
         )
     except Exception as exc:  # kopf's ActivityError (not exported): a start-up handler failed
         outcomes = getattr(exc, "outcomes", None)
@@ -448,9 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--gpu", dest="cpu", action="store_false", help="keep GPU instance groups")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--http-port", type=port, default=8000, help="1-65535 (default 8000)")
-    p.add_argument("--grpc-port", type=port, default=8001, help="1-65535 (default 8001)")
-    p.add_argument("--metrics-port", type=port, default=8002, help="1-65535 (default 8002)")
+    p.add_argument("--http-port", type=port, default=HTTP_PORT, help="1-65535 (default %(default)s)")
+    p.add_argument("--grpc-port", type=port, default=GRPC_PORT, help="1-65535 (default %(default)s)")
+    p.add_argument("--metrics-port", type=port, default=METRICS_PORT, help="1-65535 (default %(default)s)")
     p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
     p.add_argument("--exit-timeout", type=int, default=10, help="seconds Triton waits for in-flight requests")
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
@@ -517,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_INVALID
+    except extras.MissingExtra as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

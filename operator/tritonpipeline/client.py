@@ -35,7 +35,12 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import numpy as np
+from .extras import MissingExtra, load, missing_message
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:
+    raise MissingExtra(missing_message("client", exc.name or "numpy", "tritonpipeline.client")) from exc
 
 from .security import headers as key_headers
 from .security import read_key
@@ -67,21 +72,10 @@ def affinity_headers(
 
 def _modules(protocol: str, asynchronous: bool) -> tuple[Any, Any]:
     """(client module, module holding InferInput/InferRequestedOutput) for a protocol."""
-    if protocol == "http":
-        import tritonclient.http as base
-
+    if protocol in ("http", "grpc"):
+        base = load(f"tritonclient.{protocol}", "client", "tritonpipeline.client")
         if asynchronous:
-            import tritonclient.http.aio as aio
-
-            return aio, base
-        return base, base
-    if protocol == "grpc":
-        import tritonclient.grpc as base
-
-        if asynchronous:
-            import tritonclient.grpc.aio as aio
-
-            return aio, base
+            return load(f"tritonclient.{protocol}.aio", "client", "tritonpipeline.client"), base
         return base, base
     raise ValueError(f"protocol must be 'http' or 'grpc', got {protocol!r}")
 

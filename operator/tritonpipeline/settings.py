@@ -7,12 +7,17 @@ from dataclasses import dataclass
 
 GROUP = "serving.tritonpipeline.io"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"  # a TritonPipeline's apiVersion
 PLURAL = "tritonpipelines"
 KIND = "TritonPipeline"
-FIELD_MANAGER = "tritonpipeline-operator"
+# the operator's name: its field manager, the value of the managed-by label and the source of its events
+OPERATOR_NAME = "tritonpipeline-operator"
+FIELD_MANAGER = OPERATOR_NAME
 DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator:0.1.0"
 # kube-prometheus-stack's Prometheus Service when installed in the `monitoring` namespace
 DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
+# largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
+DEFAULT_CONFIGMAP_MAX_BYTES = 900 * 1024
 
 
 @dataclass(frozen=True)
@@ -25,8 +30,7 @@ class Settings:
     namespaces: tuple[str, ...] = ()
     # seconds between drift repairs of each pipeline
     resync_seconds: float = 60.0
-    # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
-    configmap_max_bytes: int = 900 * 1024
+    configmap_max_bytes: int = DEFAULT_CONFIGMAP_MAX_BYTES
     field_manager: str = FIELD_MANAGER
     # Prometheus that KEDA ScaledObjects query, unless a pipeline sets autoscaling.prometheusAddress
     prometheus_address: str = DEFAULT_PROMETHEUS_ADDRESS
@@ -40,7 +44,8 @@ class Settings:
     metrics_url: str = ""
 
     @classmethod
-    def from_env(cls, namespaces: tuple[str, ...] = ()) -> Settings:
+    def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
+        """The settings in the environment; `namespaces` and `metrics_url` (flags) override theirs."""
         env = os.environ
         watch = int(env.get("TRITONPIPELINE_WATCH_TIMEOUT_SECONDS", "270"))
         ns = namespaces or tuple(n for n in env.get("TRITONPIPELINE_NAMESPACES", "").split(",") if n)
@@ -48,12 +53,14 @@ class Settings:
             assembler_image=env.get("TRITONPIPELINE_ASSEMBLER_IMAGE", DEFAULT_ASSEMBLER_IMAGE),
             namespaces=ns,
             resync_seconds=float(env.get("TRITONPIPELINE_RESYNC_SECONDS", "60")),
-            configmap_max_bytes=int(env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(900 * 1024))),
+            configmap_max_bytes=int(
+                env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(DEFAULT_CONFIGMAP_MAX_BYTES))
+            ),
             prometheus_address=env.get("TRITONPIPELINE_PROMETHEUS_ADDRESS", DEFAULT_PROMETHEUS_ADDRESS),
             assembler_pull_secrets=tuple(
                 n for n in env.get("TRITONPIPELINE_ASSEMBLER_PULL_SECRETS", "").split(",") if n
             ),
             watch_timeout_seconds=watch,
-            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", ""),
+            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", "") if metrics_url is None else metrics_url,
             watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
         )

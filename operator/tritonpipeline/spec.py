@@ -1,14 +1,20 @@
 """Typed TritonPipeline spec: YAML -> validated, immutable objects with field-path errors.
 
-Structural rules live here (types, enums, bounds, names, unknown fields, duplicate YAML keys).
-Cross-references between fields (steps, tensors, shapes) are checked by the compiler.
+The one home of the spec's shape: types, enums, bounds, name patterns, list limits, each field's
+description, the Rules between one object's fields (and server.gpus against the instance groups' GPU
+indices); unknown fields and duplicate YAML keys are refused here too. kube/crd.py generates the CRD from
+it (patterns, limits and Rules become the schema and its CEL rules, descriptions what `kubectl explain`
+shows), tools/generate.py the README's field reference. The graph's rules (steps, tensors, shapes,
+routers) are the compiler's.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -25,10 +31,11 @@ from pydantic_core import ErrorDetails
 
 from . import tritonserver_options
 from .errors import Problem, SpecError, quote
+from .settings import API_VERSION, KIND
 
-API_VERSION = "serving.tritonpipeline.io/v1alpha1"
-KIND = "TritonPipeline"
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-py3"  # README "Security": why this release
+# the NVIDIA device plugin's resource, and the key of the taint GPU nodes usually carry
+NVIDIA_GPU = "nvidia.com/gpu"
 
 # Every pattern is applied with fullmatch (a `$` alone lets a trailing newline through in Python) and is
 # written in the syntax Python's re and Go's RE2 share: the CRD carries the same strings.
@@ -50,6 +57,7 @@ DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 HOST_RE = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 SECRET_KEY_RE = re.compile(r"^[-._A-Za-z0-9]{1,253}$")
+REGION_RE = re.compile(r"^[a-z0-9][-a-z0-9]{0,62}$")
 RESOURCE_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
@@ -72,6 +80,10 @@ DataType = Literal[
     "STRING",
 ]
 URI_SCHEMES = ("pvc", "s3", "gs")
+Platform = Literal[
+    "tensorrt_plan", "onnxruntime_onnx", "pytorch_libtorch", "tensorflow_savedmodel", "tensorflow_graphdef"
+]
+AutoscalingMetric = Literal["queueTime", "pendingRequests", "gpuUtilization"]
 
 
 class FieldProblems(ValueError):
@@ -83,17 +95,50 @@ class FieldProblems(ValueError):
         super().__init__("; ".join(message for _, message in items))
 
 
-def _name_rule(pattern: re.Pattern[str], what: str) -> Any:
+@dataclass(frozen=True)
+class Rule:
+    """One rule, one home: `holds` for the spec's validators and the same rule in CEL (over `self`) for
+    the CRD's x-kubernetes-validations (kube/crd.py), with one message; so `validate`, the operator and
+    the apiserver's admission agree (tests/test_crd.py runs a table of values through both).
+
+    A field's rule goes in its type (`Annotated[int, NONZERO_DIM.validator()]`); an object's rules in its
+    class's RULES, reported at `field_path` (such as `.minReplicas`) or at the object when empty."""
+
+    holds: Callable[[Any], bool]
+    cel: str
+    message: str
+    field_path: str = ""
+
+    def validator(self) -> Any:
+        def check(value: Any) -> Any:
+            if not self.holds(value):
+                raise ValueError(self.message)
+            return value
+
+        check.rule = self  # type: ignore[attr-defined]  # read by the CRD generator
+        return AfterValidator(check)
+
+    def cel_rule(self) -> dict[str, str]:
+        """The x-kubernetes-validations entry."""
+        entry = {"rule": self.cel, "message": self.message}
+        return {**entry, "fieldPath": self.field_path} if self.field_path else entry
+
+
+def _name_rule(pattern: re.Pattern[str], what: str, most: int | None = None) -> Any:
+    """A name checked against `pattern`; `most`: the length the pattern allows, also given to the CRD
+    as maxLength (the apiserver bounds the cost of CEL rules over strings by it)."""
+
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
-            raise ValueError(f"invalid {what} {quote(value)}: {_RULE_TEXT[what]}")
+            raise ValueError(f"invalid {what} {quote(value)}: {RULE_TEXT[what]}")
         return value
 
     check.pattern = pattern.pattern  # type: ignore[attr-defined]  # read by the CRD generator
+    check.max_length = most  # type: ignore[attr-defined]
     return AfterValidator(check)
 
 
-_RULE_TEXT = {
+RULE_TEXT = {
     "name": "use letters, digits, '_' or '-', start with a letter or '_', at most 64 characters",
     "tensor name": f"any text of 1 to {MAX_TENSOR_NAME} characters without control characters "
     "(such as input.1, onnx::Gemm_0 or /model/embed/input)",
@@ -104,6 +149,7 @@ _RULE_TEXT = {
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     "secret key": "a Secret data key: letters, digits, '-', '_' or '.'",
+    "region": "a region name such as us-east-1: lowercase letters, digits and '-'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
     "host": "a DNS host name such as triton.example.com (lowercase; a leading '*.' is allowed)",
     "url": "an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090",
@@ -116,16 +162,14 @@ _RULE_TEXT = {
 }
 
 Name = Annotated[str, _name_rule(NAME_RE, "name")]
-TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name")]
+TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name", most=MAX_TENSOR_NAME)]
 IOName = Annotated[str, _name_rule(IO_RE, "pipeline tensor name")]
-Dim = Annotated[int, Field(ge=-1), AfterValidator(lambda d: _check_dim(d))]
-Dims = Annotated[list[Dim], Field(min_length=1, max_length=8)]
-
-
-def _check_dim(d: int) -> int:
-    if d == 0:
-        raise ValueError("a dimension is -1 (any size) or a positive size, not 0")
-    return d
+NONZERO_DIM = Rule(lambda d: d != 0, "self != 0", "a dimension is -1 (any size) or a positive size, not 0")
+Dim = Annotated[int, Field(ge=-1), NONZERO_DIM.validator()]
+# the longest lists: bounds the apiserver's cost of the CEL rules over them, and the objects' size
+MAX_MODELS, MAX_PIPELINES, MAX_STEPS, MAX_TENSORS, MAX_INSTANCE_GROUPS, MAX_STATES = 256, 64, 128, 64, 16, 16
+MAX_DIMS = 8
+Dims = Annotated[list[Dim], Field(min_length=1, max_length=MAX_DIMS)]
 
 
 class _Base(BaseModel):
@@ -138,104 +182,157 @@ class _Base(BaseModel):
         validate_by_alias=True,
     )
 
+    # rules between this object's fields (Rule): checked here and, as CEL, by the apiserver
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _object_rules(self) -> _Base:
+        found = [(rule.field_path, rule.message) for rule in type(self).RULES if not rule.holds(self)]
+        if found:
+            raise FieldProblems(found)
+        return self
+
 
 class InputTensor(_Base):
-    name: TensorName
-    data_type: DataType
-    dims: Dims
-    optional: bool = False
+    name: TensorName = Field(description="Tensor name.")
+    data_type: DataType = Field(description="Triton data type.")
+    dims: Dims = Field(description="Shape without the batch dimension; `-1` = any size.")
+    optional: bool = Field(default=False, description="Input may be left unmapped by steps.")
 
 
 class OutputTensor(_Base):
-    name: TensorName
-    data_type: DataType
-    dims: Dims
+    name: TensorName = Field(description="Tensor name.")
+    data_type: DataType = Field(description="Triton data type.")
+    dims: Dims = Field(description="Shape without the batch dimension; `-1` = any size.")
 
 
 class Instance(_Base):
-    kind: Literal["GPU", "CPU", "AUTO", "MODEL"] = "AUTO"
-    count: Annotated[int, Field(ge=1, le=64)] = 1
-    gpus: list[Annotated[int, Field(ge=0)]] = []
+    kind: Literal["GPU", "CPU", "AUTO", "MODEL"] = Field(
+        default="AUTO", description="Instance kind (`GPU` becomes `CPU` when `server.gpus` is 0)."
+    )
+    count: Annotated[int, Field(ge=1, le=64)] = Field(default=1, description="Instances in the group.")
+    gpus: list[Annotated[int, Field(ge=0)]] = Field(default=[], description="GPU indices for the group.")
 
 
 class DynamicBatching(_Base):
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = []
-    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 0
-    preserve_ordering: bool = False
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(
+        default=[], description="Preferred batch sizes."
+    )
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Longest wait to fill a batch."
+    )
+    preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
+
+
+def _all_differ(fields: tuple[str, ...]) -> str:
+    """CEL: the optional string fields that are set all differ."""
+    pairs = [(a, b) for i, a in enumerate(fields) for b in fields[i + 1 :]]
+    return " && ".join(f"(!has(self.{a}) || !has(self.{b}) || self.{a} != self.{b})" for a, b in pairs)
 
 
 class Controls(_Base):
-    start: TensorName | None = None
-    end: TensorName | None = None
-    ready: TensorName | None = None
-    correlation_id: TensorName | None = None
+    start: TensorName | None = Field(default=None, description="START control (INT32 0/1).")
+    end: TensorName | None = Field(default=None, description="END control (INT32 0/1).")
+    ready: TensorName | None = Field(default=None, description="READY control (INT32 0/1).")
+    correlation_id: TensorName | None = Field(default=None, description="Correlation ID control (UINT64).")
+
+    RULES = (
+        Rule(
+            lambda c: len(set(c.names())) == len(c.names()),
+            _all_differ(("start", "end", "ready", "correlationId")),
+            "the control tensors start, end, ready and correlationId need different names",
+        ),
+    )
 
     def names(self) -> list[str]:
         return [n for n in (self.start, self.end, self.ready, self.correlation_id) if n]
 
-    @model_validator(mode="after")
-    def _distinct(self) -> Controls:
-        names = self.names()
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"control tensor names must differ; {', '.join(dup)} is used twice")
-        return self
-
 
 class State(_Base):
-    input_name: TensorName
-    output_name: TensorName
-    data_type: DataType
-    dims: Dims
+    input_name: TensorName = Field(description="State input tensor.")
+    output_name: TensorName = Field(description="State output tensor.")
+    data_type: DataType = Field(description="Triton data type.")
+    dims: Dims = Field(description="State shape.")
 
 
 class SequenceBatching(_Base):
-    strategy: Literal["direct", "oldest"] = "direct"
-    max_sequence_idle_microseconds: Annotated[int, Field(ge=1)] = 1_000_000
-    controls: Controls = Controls()
-    states: list[State] = []
-    max_candidate_sequences: Annotated[int, Field(ge=1)] | None = None
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = []
-    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] | None = None
+    strategy: Literal["direct", "oldest"] = Field(
+        default="direct", description="`direct` (one slot per sequence) or `oldest`."
+    )
+    max_sequence_idle_microseconds: Annotated[int, Field(ge=1)] = Field(
+        default=1_000_000, description="Idle time after which a sequence is dropped."
+    )
+    controls: Controls = Field(
+        default=Controls(),
+        description="Control tensor names the batcher fills (never listed in `inputs`, never mapped by "
+        "steps).",
+    )
+    states: Annotated[list[State], Field(max_length=MAX_STATES)] = Field(
+        default=[], description="Implicit state entries, for backends that support them."
+    )
+    max_candidate_sequences: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="`oldest` only."
+    )
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(default=[], description="`oldest` only.")
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="`oldest` only."
+    )
 
-    @model_validator(mode="after")
-    def _oldest_only(self) -> SequenceBatching:
-        if self.strategy == "direct":
-            extra = [
-                alias
-                for alias, value in (
-                    ("maxCandidateSequences", self.max_candidate_sequences),
-                    ("preferredBatchSizes", self.preferred_batch_sizes or None),
-                    ("maxQueueDelayMicroseconds", self.max_queue_delay_microseconds),
+    RULES = (
+        Rule(
+            lambda s: (
+                s.strategy == "oldest"
+                or (
+                    s.max_candidate_sequences is None
+                    and not s.preferred_batch_sizes
+                    and s.max_queue_delay_microseconds is None
                 )
-                if value is not None
-            ]
-            if extra:
-                raise ValueError(f"{', '.join(extra)} only apply to strategy 'oldest'")
-        return self
+            ),
+            "self.strategy == 'oldest' || (!has(self.maxCandidateSequences) && "
+            "!has(self.maxQueueDelayMicroseconds) && (!has(self.preferredBatchSizes) || "
+            "size(self.preferredBatchSizes) == 0))",
+            "maxCandidateSequences, preferredBatchSizes and maxQueueDelayMicroseconds only apply "
+            "to strategy 'oldest'",
+        ),
+    )
 
 
 class Model(_Base):
-    name: Name
-    backend: Annotated[str, _name_rule(BACKEND_RE, "backend")] | None = None
-    platform: (
-        Literal[
-            "tensorrt_plan",
-            "onnxruntime_onnx",
-            "pytorch_libtorch",
-            "tensorflow_savedmodel",
-            "tensorflow_graphdef",
-        ]
-        | None
-    ) = None
-    max_batch_size: Annotated[int, Field(ge=0, le=1 << 20)] = 0
-    inputs: Annotated[list[InputTensor], Field(min_length=1)]
-    outputs: Annotated[list[OutputTensor], Field(min_length=1)]
-    instances: list[Instance] = []
-    dynamic_batching: DynamicBatching | None = None
-    sequence_batching: SequenceBatching | None = None
-    decoupled: bool = False
-    parameters: dict[str, Any] = {}
+    name: Name = Field(description="Model name (Triton-safe).")
+    backend: Annotated[str, _name_rule(BACKEND_RE, "backend")] | None = Field(
+        default=None,
+        description="Triton backend, e.g. `python`, `onnxruntime`. Exactly one of backend/platform.",
+    )
+    platform: Platform | None = Field(
+        default=None, description="Triton platform. Exactly one of backend/platform."
+    )
+    max_batch_size: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+        default=0, description="`0` = no batching; otherwise dims exclude the batch dimension."
+    )
+    inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=MAX_TENSORS)] = Field(
+        description="Input tensors (unique names)."
+    )
+    outputs: Annotated[list[OutputTensor], Field(min_length=1, max_length=MAX_TENSORS)] = Field(
+        description="Output tensors (unique names)."
+    )
+    instances: Annotated[list[Instance], Field(max_length=MAX_INSTANCE_GROUPS)] = Field(
+        default=[], description="Instance groups."
+    )
+    dynamic_batching: DynamicBatching | None = Field(
+        default=None,
+        description="Triton dynamic batcher (needs `maxBatchSize > 0`; not with sequenceBatching).",
+    )
+    sequence_batching: SequenceBatching | None = Field(
+        default=None, description="Stateful model: sequence batcher (streaming ASR and the like)."
+    )
+    decoupled: bool = Field(
+        default=False,
+        description="Decoupled (streaming-response) model; a step's inputs (and a pipeline's outputs) must "
+        "all descend from the same nearest decoupled step, or all from none.",
+    )
+    parameters: dict[str, Any] = Field(
+        default={}, description="Model `parameters` (string, number or boolean values)."
+    )
 
     @field_validator("parameters")
     @classmethod
@@ -245,21 +342,27 @@ class Model(_Base):
                 raise ValueError(f"parameter {key!r} must be a string, number or boolean")
         return value
 
-    @model_validator(mode="after")
-    def _one_of_backend_platform(self) -> Model:
-        if (self.backend is None) == (self.platform is None):
-            raise ValueError(
-                "set exactly one of backend (such as python) or platform (such as tensorrt_plan)"
-            )
-        if self.dynamic_batching is not None and self.sequence_batching is not None:
-            raise ValueError("dynamicBatching and sequenceBatching cannot both be set")
-        return self
+    RULES = (
+        Rule(
+            lambda m: (m.backend is None) != (m.platform is None),
+            "has(self.backend) != has(self.platform)",
+            "set exactly one of backend (such as python) or platform (such as tensorrt_plan)",
+        ),
+        Rule(
+            lambda m: m.dynamic_batching is None or m.sequence_batching is None,
+            "!(has(self.dynamicBatching) && has(self.sequenceBatching))",
+            "dynamicBatching and sequenceBatching cannot both be set",
+        ),
+    )
 
 
 class StepSpec(_Base):
-    name: Name | None = None
-    model: Name
-    inputs: dict[str, str] = {}
+    name: Name | None = Field(default=None, description="Step name; defaults to the model name.")
+    model: Name = Field(description="A model from `spec.models`.")
+    inputs: dict[str, str] = Field(
+        default={},
+        description="Model input -> `inputs.NAME` or `STEP.TENSOR`; every required input exactly once.",
+    )
 
     @property
     def step_name(self) -> str:
@@ -267,39 +370,138 @@ class StepSpec(_Base):
 
 
 class PipelineInput(_Base):
-    name: IOName
-    data_type: DataType
-    dims: Dims
+    name: IOName = Field(description="Tensor name.")
+    data_type: DataType = Field(description="Triton data type.")
+    dims: Dims = Field(description="Shape (without the batch dimension when the pipeline batches).")
 
 
 class PipelineOutput(_Base):
-    name: IOName
-    source: str = Field(alias="from")
+    name: IOName = Field(description="Tensor name.")
+    source: str = Field(alias="from", description="`STEP.TENSOR` that produces it.")
 
 
 class Pipeline(_Base):
-    name: Name
-    inputs: Annotated[list[PipelineInput], Field(min_length=1)]
-    steps: Annotated[list[StepSpec], Field(min_length=1)]
-    outputs: Annotated[list[PipelineOutput], Field(min_length=1)]
-    fan_out: Literal["router", "shared"] = "router"
-    max_batch_size: Annotated[int, Field(ge=0)] | None = None
+    name: Name = Field(description="Ensemble name.")
+    inputs: Annotated[list[PipelineInput], Field(min_length=1, max_length=MAX_TENSORS)] = Field(
+        description="Ensemble inputs; each must be used."
+    )
+    steps: Annotated[list[StepSpec], Field(min_length=1, max_length=MAX_STEPS)] = Field(
+        description="The DAG: one step per model call."
+    )
+    outputs: Annotated[list[PipelineOutput], Field(min_length=1, max_length=MAX_TENSORS)] = Field(
+        description="Ensemble outputs."
+    )
+    fan_out: Literal["router", "shared"] = Field(
+        default="router",
+        description="`router`: insert a router model per fanned-out tensor; `shared`: one tensor, many "
+        "consumers.",
+    )
+    max_batch_size: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="Ensemble max batch size; default: the smallest of its batching steps' (0 if none "
+        "batches).",
+    )
 
 
 class SecretRef(_Base):
-    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="Name of a Secret in the pipeline's namespace."
+    )
 
 
 class AdminKeyRef(_Base):
     """A Secret (in the pipeline's namespace) holding the key of Triton's administrative APIs."""
 
-    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
-    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = "admin-key"
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="The Secret's name (in the pipeline's namespace)."
+    )
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="admin-key", description="Its data key holding the key."
+    )
+
+
+class KeyRef(_Base):
+    """One key of a Secret or ConfigMap in the pipeline's namespace."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="The Secret's or ConfigMap's name (in the pipeline's namespace)."
+    )
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="ca.crt", description="Its data key holding the PEM CA bundle."
+    )
+
+
+class S3Options(_Base):
+    """How the init container reaches an S3 or S3-compatible store (MinIO, Ceph RGW, ...)."""
+
+    endpoint: Annotated[str, _name_rule(URL_RE, "url")] | None = Field(
+        default=None, description="URL of an S3-compatible store (`https://minio.storage:9000`); absent: AWS."
+    )
+    region: Annotated[str, _name_rule(REGION_RE, "region")] | None = Field(
+        default=None, description="The bucket's region (`us-east-1`)."
+    )
+    addressing_style: Literal["auto", "path", "virtual"] | None = Field(
+        default=None,
+        description="Bucket in the path or in the host name; absent: path-style with an endpoint (in-cluster "
+        "host names take no bucket prefix), else boto3's choice.",
+    )
+    ca_secret_ref: KeyRef | None = Field(
+        default=None,
+        description="A Secret key holding the PEM CA bundle that signed the endpoint's certificate.",
+    )
+    ca_config_map_ref: KeyRef | None = Field(
+        default=None, description="The same CA bundle from a ConfigMap key (give one of the two)."
+    )
+
+    RULES = (
+        Rule(
+            lambda o: o.ca_secret_ref is None or o.ca_config_map_ref is None,
+            "!(has(self.caSecretRef) && has(self.caConfigMapRef))",
+            "give the CA bundle once: caSecretRef or caConfigMapRef, not both",
+            ".caConfigMapRef",
+        ),
+        Rule(
+            lambda o: (
+                (o.ca_secret_ref is None and o.ca_config_map_ref is None)
+                or not (o.endpoint or "").startswith("http://")
+            ),
+            "!((has(self.caSecretRef) || has(self.caConfigMapRef)) && has(self.endpoint)"
+            " && self.endpoint.startsWith('http://'))",
+            "a CA bundle needs an https:// endpoint",
+            ".endpoint",
+        ),
+    )
+
+
+class GcsOptions(_Base):
+    """gs:// credentials: the key of modelRepository.secretRef holding a service-account JSON key, mounted
+    as a file for GOOGLE_APPLICATION_CREDENTIALS. Without secretRef the pod's identity is used
+    (Workload Identity through spec.server.serviceAccountName)."""
+
+    credentials_key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="key.json",
+        description="The key of modelRepository.secretRef holding the service-account key.",
+    )
 
 
 class ModelRepository(_Base):
-    uri: Annotated[str, Field(min_length=1, max_length=1024)]
-    secret_ref: SecretRef | None = None
+    uri: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
+        description="`pvc://CLAIM/PATH`, `s3://BUCKET/PATH`, `gs://BUCKET/PATH`; a local path (relative to "
+        "the file) for the CLI only."
+    )
+    secret_ref: SecretRef | None = Field(
+        default=None,
+        description="Cloud credentials for the init container: for s3:// a Secret whose keys become its "
+        "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); for gs:// a Secret "
+        "holding a service-account JSON key, mounted as a file (GOOGLE_APPLICATION_CREDENTIALS). Unset: the "
+        "pod's identity (IRSA, Workload Identity through server.serviceAccountName).",
+    )
+    s3: S3Options | None = Field(
+        default=None, description="s3:// only: endpoint, region, addressing style and CA bundle of the store."
+    )
+    gcs: GcsOptions | None = Field(
+        default=None, description="gs:// only: which key of secretRef holds the key."
+    )
 
     @field_validator("uri")
     @classmethod
@@ -315,10 +517,25 @@ class ModelRepository(_Base):
                 what = "claim" if scheme == "pvc" else "bucket"
                 raise ValueError(f"{uri!r} has no {what} name: expected {scheme}://{what.upper()}/PATH")
             if scheme == "pvc" and not DNS_SUBDOMAIN_RE.fullmatch(head):
-                raise ValueError(f"invalid claim name {head!r} in {uri!r}: {_RULE_TEXT['object name']}")
+                raise ValueError(f"invalid claim name {head!r} in {uri!r}: {RULE_TEXT['object name']}")
         if any(c in uri for c in "\n\r\0"):
             raise ValueError("the uri contains control characters")
         return uri
+
+    RULES = (
+        Rule(
+            lambda r: r.s3 is None or r.uri.startswith("s3://"),
+            "!has(self.s3) || self.uri.startsWith('s3://')",
+            "applies to s3:// sources only",
+            ".s3",
+        ),
+        Rule(
+            lambda r: r.gcs is None or r.uri.startswith("gs://"),
+            "!has(self.gcs) || self.uri.startsWith('gs://')",
+            "applies to gs:// sources only",
+            ".gcs",
+        ),
+    )
 
     @property
     def scheme(self) -> str:
@@ -326,25 +543,82 @@ class ModelRepository(_Base):
 
 
 class Server(_Base):
-    image: Annotated[str, Field(min_length=1)] = DEFAULT_IMAGE
-    replicas: Annotated[int, Field(ge=0, le=1000)] = 1
-    gpus: Annotated[int, Field(ge=0, le=64)] = 1
-    gpu_resource: Annotated[str, _name_rule(RESOURCE_RE, "resource name")] = "nvidia.com/gpu"
-    resources: dict[str, Any] = {}
-    node_selector: dict[str, str] = {}
-    tolerations: list[dict[str, Any]] = []
-    affinity: dict[str, Any] = {}
-    args: list[str] = []
+    image: Annotated[str, Field(min_length=1)] = Field(
+        default=DEFAULT_IMAGE,
+        description="tritonserver image of the pods; `validate` warns for a Triton release older than the "
+        "known security fixes (see the README's Security section).",
+    )
+    replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=1, description="Pods; ignored when `autoscaling` is set (the HPA owns replicas)."
+    )
+    gpus: Annotated[int, Field(ge=0, le=64)] = Field(
+        default=1, description="GPUs per pod; `0` = CPU only (GPU instance groups become CPU ones)."
+    )
+    gpu_resource: Annotated[str, _name_rule(RESOURCE_RE, "resource name")] = Field(
+        default=NVIDIA_GPU,
+        description="Extended resource to request, e.g. a MIG profile `nvidia.com/mig-1g.10gb` (then `gpus` "
+        "must be 1, since one process uses one MIG device, and `autoscaling.metric` cannot be "
+        "`gpuUtilization`: Triton reads no GPU metrics from MIG devices).",
+    )
+    resources: dict[str, Any] = Field(
+        default={},
+        description="CPU/memory `requests`/`limits` of the Triton container, passed through; a request of "
+        "`cpu: 1` and `memory: 2Gi` is added for each of the two that sets neither a request nor a limit, "
+        "so pods are not BestEffort.",
+    )
+    node_selector: dict[str, str] = Field(default={}, description="Passed through to the pod.")
+    tolerations: list[dict[str, Any]] = Field(
+        default=[],
+        description="Passed through; the `nvidia.com/gpu` NoSchedule toleration is added when `gpus > 0`.",
+    )
+    affinity: dict[str, Any] = Field(default={}, description="Passed through to the pod.")
+    args: list[str] = Field(default=[], description="Extra `tritonserver` flags.")
     # None: the operator's restricted-compliant defaults (kube/manifests.py); a mapping replaces them
-    security_context: dict[str, Any] | None = None
-    pod_security_context: dict[str, Any] | None = None
-    service_account_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
-    image_pull_secrets: list[SecretRef] = []
-    init_resources: dict[str, Any] = {}
-    startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = 600
+    security_context: dict[str, Any] | None = Field(
+        default=None,
+        description="Security context of the Triton and init containers. Default (restricted-compliant): "
+        "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`; a mapping replaces it.",
+    )
+    pod_security_context: dict[str, Any] | None = Field(
+        default=None,
+        description="Pod security context. Default: `runAsNonRoot`, uid/gid/fsGroup 1000 (NVIDIA's "
+        "`triton-server` user), `seccompProfile: RuntimeDefault`, so pods run in namespaces enforcing Pod "
+        "Security `restricted`; a mapping replaces it.",
+    )
+    service_account_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
+        default=None,
+        description="ServiceAccount of the Triton pods (IRSA, Workload Identity); default: the namespace's "
+        "`default`.",
+    )
+    image_pull_secrets: list[SecretRef] = Field(
+        default=[],
+        description="`[{name: SECRET}]` for the Triton image; the chart's `imagePullSecrets` (the init "
+        "container's image) are added.",
+    )
+    init_resources: dict[str, Any] = Field(
+        default={},
+        description="`requests`/`limits` of the init container. Default: requests `cpu: 100m`, `memory: "
+        "128Mi`, limit `memory: 1Gi`.",
+    )
+    startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = Field(
+        default=600,
+        description="How long Triton may take to load its models before the startup probe restarts it (large "
+        "models load for minutes).",
+    )
     # the Deployment's strategy, passed through; None: the operator's default (kube/manifests.py)
-    strategy: dict[str, Any] | None = None
-    admin_key_secret_ref: AdminKeyRef | None = None
+    strategy: dict[str, Any] | None = Field(
+        default=None,
+        description="The Deployment's `strategy`, passed through. Default: GPU pipelines with more than one "
+        "replica (or an autoscaler) replace pods in place (`maxSurge: 0`, `maxUnavailable: 1`: a surge "
+        "pod needs a free GPU, and in a full pool it stays Pending and the rollout stalls); a single GPU "
+        "replica and CPU pods surge (`maxSurge: 1`, `maxUnavailable: 0`). A stalled rollout shows as "
+        "`Progressing=False`, `RolloutStalled`.",
+    )
+    admin_key_secret_ref: AdminKeyRef | None = Field(
+        default=None,
+        description="A Secret of yours holding the admin-API key; absent: the operator creates "
+        "`<name>-admin-key` with a random key (see the README's Security section).",
+    )
 
     @field_validator("args")
     @classmethod
@@ -358,7 +632,7 @@ class Server(_Base):
     @classmethod
     def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
         found = [
-            (f".{key}", f"invalid {what} {text!r}: {_RULE_TEXT[what]}")
+            (f".{key}", f"invalid {what} {text!r}: {RULE_TEXT[what]}")
             for key, value in selector.items()
             for what, text, pattern in (
                 ("label key", key, LABEL_NAME_RE),
@@ -374,37 +648,97 @@ class Server(_Base):
 class GatewayRef(_Base):
     """The Gateway that the HTTPRoute and GRPCRoute attach to (provider gateway-api)."""
 
-    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")]
-    namespace: Annotated[str, _name_rule(DNS_LABEL_RE, "namespace")] | None = None
-    section_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(description="Gateway name.")
+    namespace: Annotated[str, _name_rule(DNS_LABEL_RE, "namespace")] | None = Field(
+        default=None, description="Gateway namespace; absent: the pipeline's."
+    )
+    section_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
+        default=None, description="One listener of the Gateway."
+    )
 
 
 class Routing(_Base):
-    session_affinity: Literal["None", "ClientIP", "Header"] = "None"
-    header: Annotated[str, _name_rule(HEADER_RE, "header")] = "x-triton-sequence-id"
-    provider: Literal["ingress-nginx", "istio", "gateway-api"] = "ingress-nginx"
-    host: Annotated[str, _name_rule(HOST_RE, "host")] | None = None
-    ingress_class_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
-    tls_secret_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = None
-    gateway: GatewayRef | None = None
+    session_affinity: Literal["None", "ClientIP", "Header"] = Field(
+        default="None", description="`None`, `ClientIP` (Service affinity) or `Header`."
+    )
+    header: Annotated[str, _name_rule(HEADER_RE, "header")] = Field(
+        default="x-triton-sequence-id", description="Header to hash on, with `Header`."
+    )
+    provider: Literal["ingress-nginx", "istio", "gateway-api"] = Field(
+        default="ingress-nginx",
+        description="Who routes on the header: `ingress-nginx` (two Ingresses with `upstream-hash-by`), "
+        "`istio` (a DestinationRule with `consistentHash.httpHeaderName`) or `gateway-api` (HTTPRoute + "
+        "GRPCRoute with `sessionPersistence`).",
+    )
+    host: Annotated[str, _name_rule(HOST_RE, "host")] | None = Field(
+        default=None, description="Host name for the Ingress rules / route `hostnames`; absent: any host."
+    )
+    ingress_class_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
+        default=None, description="`ingressClassName` of the Ingresses (ingress-nginx)."
+    )
+    tls_secret_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
+        default=None,
+        description="TLS Secret of the Ingresses (ingress-nginx serves gRPC over HTTP/2 only with TLS).",
+    )
+    gateway: GatewayRef | None = Field(
+        default=None,
+        description="The Gateway the routes attach to (`parentRefs`); required with provider `gateway-api`.",
+    )
 
-    @model_validator(mode="after")
-    def _gateway_for_gateway_api(self) -> Routing:
-        if self.session_affinity == "Header" and self.provider == "gateway-api" and self.gateway is None:
-            raise ValueError(
-                "provider gateway-api needs routing.gateway "
-                "(the Gateway the HTTPRoute and GRPCRoute attach to)"
-            )
-        return self
+    RULES = (
+        Rule(
+            lambda r: r.session_affinity != "Header" or len(r.header) > 0,
+            "self.sessionAffinity != 'Header' || size(self.header) > 0",
+            "sessionAffinity Header needs a header name",
+            ".header",
+        ),
+        Rule(
+            lambda r: r.session_affinity != "Header" or r.provider != "gateway-api" or r.gateway is not None,
+            "self.sessionAffinity != 'Header' || self.provider != 'gateway-api' || has(self.gateway)",
+            "provider gateway-api needs routing.gateway (the Gateway the HTTPRoute and GRPCRoute attach to)",
+            ".gateway",
+        ),
+    )
 
 
 class Autoscaling(_Base):
-    min_replicas: Annotated[int, Field(ge=1, le=1000)] = 1
-    max_replicas: Annotated[int, Field(ge=1, le=1000)]
-    metric: Literal["queueTime", "pendingRequests", "gpuUtilization"] = "queueTime"
-    target: Annotated[float, Field(gt=0)] = 50
-    engine: Literal["hpa", "keda"] = "hpa"
-    prometheus_address: Annotated[str, _name_rule(URL_RE, "url")] | None = None
+    min_replicas: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=1, description="Lower bound (<= maxReplicas)."
+    )
+    max_replicas: Annotated[int, Field(ge=1, le=1000)] = Field(description="Upper bound.")
+    metric: AutoscalingMetric = Field(
+        default="queueTime",
+        description="`queueTime` (avg µs queued per request), `pendingRequests` or `gpuUtilization`.",
+    )
+    target: Annotated[float, Field(gt=0)] = Field(
+        default=50, description="Target value of the metric per pod."
+    )
+    engine: Literal["hpa", "keda"] = Field(
+        default="hpa",
+        description="`hpa`: an autoscaling/v2 HPA with a Pods metric served by prometheus-adapter (rules in "
+        "the chart). `keda`: a KEDA ScaledObject with a prometheus trigger on the generated query (when "
+        "KEDA is installed).",
+    )
+    prometheus_address: Annotated[str, _name_rule(URL_RE, "url")] | None = Field(
+        default=None,
+        description="Prometheus URL for the KEDA trigger; absent: the operator's "
+        "`TRITONPIPELINE_PROMETHEUS_ADDRESS`.",
+    )
+    scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] | None = Field(
+        default=None,
+        description="The HPA's `behavior.scaleDown.stabilizationWindowSeconds` (also through KEDA): how long "
+        "load must stay low before pods are removed; absent: the HPA's 300. A stateful pipeline never gets "
+        "less than its longest sequence idle time.",
+    )
+
+    RULES = (
+        Rule(
+            lambda a: a.min_replicas <= a.max_replicas,
+            "self.minReplicas <= self.maxReplicas",
+            "minReplicas must be <= maxReplicas",
+            ".minReplicas",
+        ),
+    )
 
     @field_validator("target", mode="before")
     @classmethod
@@ -416,18 +750,34 @@ class NetworkPolicy(_Base):
     """Who may reach the pipeline's pods: NetworkPolicy peers (podSelector, namespaceSelector, ipBlock).
     Unset: the pods of the pipeline's namespace; an empty list: nobody."""
 
-    inference: list[dict[str, Any]] | None = None
-    metrics: list[dict[str, Any]] | None = None
+    inference: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="NetworkPolicy peers that may reach HTTP 8000 and gRPC 8001; absent: the pods of the "
+        "pipeline's namespace; `[]`: nobody.",
+    )
+    metrics: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="NetworkPolicy peers that may scrape metrics on 8002; absent: the pods of the pipeline's "
+        "namespace; `[]`: nobody.",
+    )
 
 
 class PipelineSpec(_Base):
-    server: Server = Server()
-    model_repository: ModelRepository
-    models: Annotated[list[Model], Field(min_length=1)]
-    pipelines: Annotated[list[Pipeline], Field(min_length=1)]
-    routing: Routing = Routing()
-    autoscaling: Autoscaling | None = None
-    network_policy: NetworkPolicy | None = None
+    server: Server = Field(default=Server(), description="The Triton pods.")
+    model_repository: ModelRepository = Field(description="Where the model files live.")
+    models: Annotated[list[Model], Field(min_length=1, max_length=MAX_MODELS)] = Field(
+        description="Every model the pipelines use; files under `uri/<name>/`. Unique names."
+    )
+    pipelines: Annotated[list[Pipeline], Field(min_length=1, max_length=MAX_PIPELINES)] = Field(
+        description="Each becomes one ensemble model named after it. Unique names."
+    )
+    routing: Routing = Field(default=Routing(), description="Session affinity across pods.")
+    autoscaling: Autoscaling | None = Field(default=None, description="Absent = fixed `server.replicas`.")
+    network_policy: NetworkPolicy | None = Field(
+        default=None,
+        description="Absent: no NetworkPolicy. Present: one NetworkPolicy (ingress only) on the pipeline's "
+        "pods (see the README's Security section).",
+    )
 
     @model_validator(mode="after")
     def _instance_gpus(self) -> PipelineSpec:

@@ -111,6 +111,17 @@ that depends on them, so `helm template`, `helm lint` and `helm install` all sto
 {{- if and .Values.metrics.operatorServiceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.operatorServiceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor scrapes the operator through that Service" }}
 {{- end }}
+{{- if and .Values.webhook.enabled (or (eq (int .Values.webhook.port) (int .Values.operator.port)) (eq (int .Values.webhook.port) (int .Values.operator.metricsPort))) }}
+{{- fail (printf "webhook.port %v is also the liveness or metrics port (operator.port, operator.metricsPort): the webhook needs a port of its own" .Values.webhook.port) }}
+{{- end }}
+{{- if and .Values.webhook.certManager.enabled (not .Values.webhook.enabled) }}
+{{- fail "webhook.certManager.enabled needs webhook.enabled: the certificate is for the webhook" }}
+{{- end }}
+{{- with .Values.webhook.certManager.issuerRef }}
+{{- if not (and .name .kind) }}
+{{- fail "webhook.certManager.issuerRef needs name and kind (Issuer or ClusterIssuer), or leave it empty for the chart's self-signed Issuer" }}
+{{- end }}
+{{- end }}
 {{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) }}
 {{- fail (printf "watchNamespaces has duplicates: %v" .Values.watchNamespaces) }}
 {{- end }}
@@ -204,4 +215,18 @@ The names of a list of {name: ...} pull secrets, comma-separated (TRITONPIPELINE
 {{- $names := list -}}
 {{- range . }}{{ $names = append $names .name }}{{ end -}}
 {{- join "," $names -}}
+{{- end }}
+
+{{/*
+The webhook's Service (and, with cert-manager, its Certificate and Secret): RELEASE-triton-pipeline-webhook.
+*/}}
+{{- define "triton-pipeline.webhookService" -}}
+{{- printf "%s-webhook" (include "triton-pipeline.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Where cert-manager's Secret is mounted in the operator pod (TRITONPIPELINE_WEBHOOK_CERT_DIR).
+*/}}
+{{- define "triton-pipeline.webhookCertDir" -}}
+/etc/tritonpipeline/webhook-tls
 {{- end }}

@@ -1,6 +1,6 @@
 // Command kube-apiserver is the upstream Kubernetes API server, built from the k8s.io/kubernetes
 // module at the version pinned in go.mod. It is the same code path as kubernetes/cmd/kube-apiserver:
-// app.NewAPIServerCommand() executed with os.Args. Used by the e2e harness (e2e/controlplane.py).
+// app.NewAPIServerCommand() executed with os.Args. Used by the test harness (harness/controlplane.py).
 package main
 
 import (

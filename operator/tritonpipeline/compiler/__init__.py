@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from ..spec import TritonPipeline
-from .graph import RepositoryPlan, plan_repository
+from .plan import plan_repository
+from .plan_types import RepositoryPlan
 from .triton_config import ensemble_config, model_config, router_config, to_text
 
-__all__ = ["Artifacts", "compile_pipeline", "router_source"]
+__all__ = ["Artifacts", "compile_pipeline", "files_digest", "router_source"]
+
+
+def files_digest(files: Mapping[str, bytes]) -> str:
+    """sha256 over every file's path and bytes, in path order: equal trees give equal digests."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(path.encode() + b"\0" + files[path] + b"\0")
+    return h.hexdigest()
 
 
 def router_source() -> bytes:
@@ -28,11 +38,8 @@ class Artifacts:
     plan: RepositoryPlan
 
     def digest(self) -> str:
-        """sha256 over every generated file; equal specs give equal digests."""
-        h = hashlib.sha256()
-        for path in sorted(self.files):
-            h.update(path.encode() + b"\0" + self.files[path] + b"\0")
-        return h.hexdigest()
+        """files_digest of every generated file; equal specs give equal digests."""
+        return files_digest(self.files)
 
     def graph_summary(self) -> dict[str, Any]:
         """What a user sees in status.graph: ensembles and the routers inserted for them."""

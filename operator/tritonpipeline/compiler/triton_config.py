@@ -4,31 +4,31 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
 from ..spec import Model
-from .graph import ROUTER_INPUT, EnsemblePlan, RouterPlan
+from .plan_types import ROUTER_INPUT, EnsemblePlan, RouterPlan
+
+# Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
+# of the pinned release, BSD-3-Clause): carried here so that the compiler and the operator need neither
+# tritonclient nor the numpy it pulls in. tests/test_compiler.py holds it equal to tritonclient's copy.
+SCHEMA_FILE = Path(__file__).with_name("model_config_pb2.py")
+SCHEMA_MODULE = "tritonclient.grpc.model_config_pb2"
 
 
 def _model_config_pb2() -> ModuleType:
-    """Triton's own ModelConfig schema (tritonclient.grpc.model_config_pb2), loaded without importing
-    the tritonclient.grpc package: its client pulls in grpc and numpy (~50 MB) that the compiler and
-    the operator do not need. Registered under its canonical name, so a later `import tritonclient.grpc`
-    reuses it."""
-    name = "tritonclient.grpc.model_config_pb2"
-    if name in sys.modules:
-        return sys.modules[name]
-    root = importlib.util.find_spec("tritonclient")
-    if root is None or not root.submodule_search_locations:
-        raise ImportError("tritonclient is not installed")
-    location = f"{next(iter(root.submodule_search_locations))}/grpc/model_config_pb2.py"
-    spec = importlib.util.spec_from_file_location(name, location)
+    """Load the schema under tritonclient's module name, so that a later `import tritonclient.grpc` (the
+    client, `serve`) reuses it instead of registering model_config.proto a second time."""
+    if SCHEMA_MODULE in sys.modules:
+        return sys.modules[SCHEMA_MODULE]
+    spec = importlib.util.spec_from_file_location(SCHEMA_MODULE, SCHEMA_FILE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[SCHEMA_MODULE] = module
     spec.loader.exec_module(module)
     return module
 

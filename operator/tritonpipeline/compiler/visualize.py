@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import EnsemblePlan, RepositoryPlan
+from .plan_types import EnsemblePlan, RepositoryPlan
 
 
 @dataclass(frozen=True)

@@ -44,14 +44,12 @@ def admin_env(tp: TritonPipeline) -> list[dict[str, Any]]:
     return [{"name": security.KEY_ENV, "valueFrom": {"secretKeyRef": {"name": name, "key": key}}}]
 
 
-def admin_secret(
-    tp: TritonPipeline, key: str, settings: Settings, owner: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def admin_secret(tp: TritonPipeline, key: str, settings: Settings) -> dict[str, Any]:
     """The generated Secret holding `key` (owned by the pipeline, so deleted with it)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(admin_secret_name(tp), tp, settings, owner),
+        "metadata": _meta(admin_secret_name(tp), tp, settings),
         "type": "Opaque",
         "stringData": {security.SECRET_KEY: key},
     }
@@ -65,9 +63,7 @@ def _rule(peers: list[dict[str, Any]] | None, ports: tuple[int, ...]) -> list[di
     return [{"from": sources, "ports": [{"protocol": "TCP", "port": p} for p in ports]}]
 
 
-def network_policy(
-    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
+def network_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
     """spec.networkPolicy as a NetworkPolicy on the pipeline's pods (ingress only), or None."""
     policy = tp.spec.network_policy
     if policy is None:
@@ -75,7 +71,7 @@ def network_policy(
     return {
         "apiVersion": NETWORK_POLICY_API[0],
         "kind": NETWORK_POLICY_API[1],
-        "metadata": _meta(tp.name, tp, settings, owner),
+        "metadata": _meta(tp.name, tp, settings),
         "spec": {
             "podSelector": {"matchLabels": selector_labels(tp.name)},
             "policyTypes": ["Ingress"],

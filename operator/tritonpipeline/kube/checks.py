@@ -3,8 +3,8 @@
 One home for these rules: `problems` are what the generated Kubernetes objects must satisfy (every name
 derived from metadata.name or from pipeline names, the ConfigMap size limit); `warnings` are what is
 allowed but probably a mistake. The operator refuses a spec with `problems` (render_children), and
-`tritonpipeline validate` reports both, so the two cannot disagree; an admission webhook can return
-them as they are.
+`tritonpipeline validate` and the admission webhook (webhook.py) report both through `check`, so the
+three cannot disagree.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass
 
 from .. import advisories
-from ..compiler import Artifacts
-from ..errors import Problem
+from ..compiler import Artifacts, compile_pipeline
+from ..errors import Problem, SpecError
 from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
-from . import routing
+from . import packing, routing
 from .meta import configmap_name
 
 
@@ -44,7 +44,6 @@ LABEL_VALUE = NameRule(
     "letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
 )
 # bytes of a ConfigMap beside its data (keys, the manifest, metadata): a file needs this much room
-CONFIGMAP_OVERHEAD = 1024
 SECRET_SCHEMES = ("s3", "gs")  # the sources that read modelRepository.secretRef
 
 
@@ -98,14 +97,10 @@ def name_problems(tp: TritonPipeline) -> list[Problem]:
 
 def file_size_problems(artifacts: Artifacts, settings: Settings) -> list[Problem]:
     """Generated files too large for one ConfigMap (the repository is split by file, never inside one)."""
+    limit = settings.configmap_max_bytes
     return [
-        Problem(
-            "spec",
-            f"generated file {path!r} is {len(data)} bytes, over the ConfigMap limit of "
-            f"{settings.configmap_max_bytes} bytes",
-        )
-        for path, data in sorted(artifacts.files.items())
-        if len(data) + CONFIGMAP_OVERHEAD > settings.configmap_max_bytes
+        Problem("spec", packing.too_large_message(path, artifacts.files[path], limit))
+        for path in packing.too_large(artifacts.files, artifacts.models, limit)
     ]
 
 
@@ -137,6 +132,18 @@ def mig_problems(tp: TritonPipeline) -> list[Problem]:
 def problems(tp: TritonPipeline, artifacts: Artifacts, settings: Settings | None = None) -> list[Problem]:
     """Everything the cluster would refuse, or quietly get wrong, about the objects rendered for this spec."""
     return [*name_problems(tp), *mig_problems(tp), *file_size_problems(artifacts, settings or Settings())]
+
+
+def check(
+    tp: TritonPipeline, settings: Settings | None = None, *, cpu_only: bool = False
+) -> tuple[Artifacts | None, list[Problem]]:
+    """The compiler's problems, or else the cluster's, of a parsed spec: what `tritonpipeline validate`
+    and the admission webhook refuse (the operator refuses the same in render_children)."""
+    try:
+        artifacts = compile_pipeline(tp, cpu_only=cpu_only)
+    except SpecError as exc:
+        return None, exc.problems
+    return artifacts, problems(tp, artifacts, settings)
 
 
 def warnings(tp: TritonPipeline) -> list[Problem]:

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .. import metrics
-from ..settings import GROUP, PLURAL, VERSION
+from ..settings import API_VERSION, KIND, PLURAL
 
 T = TypeVar("T")
 
@@ -31,10 +32,30 @@ _PLURALS = {
     "Event": "events",
     "Namespace": "namespaces",
     "Pod": "pods",
-    "TritonPipeline": PLURAL,
+    KIND: PLURAL,
     "CustomResourceDefinition": "customresourcedefinitions",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
 }
-RETRYABLE = {409, 429, 500, 502, 503, 504}
+# Failures worth trying again later: no HTTP answer at all (status 0: refused, reset, timed out), overload
+# (429) or a gateway or server that is not there (502, 503, 504). Anything else (400, 403, 404, 422...)
+# is the server's answer to this request and would be the same again; so is a 500 in the case that
+# matters here: the apiserver answers a server-side apply it cannot type (a field the CRD lacks) with
+# 500 (kubernetes/kubernetes#139253), which the reconcile must report, not retry forever.
+TRANSIENT = frozenset({0, 429, 502, 503, 504})
+# one call retries those a few times, and a conflict (409: another writer came first; the next attempt
+# is a fresh one) and a 500 (an internal error may pass)
+RETRYABLE = TRANSIENT | {409, 500}
+
+
+def api_client() -> k8s.ApiClient:
+    """The official client on the in-cluster service account, else on KUBECONFIG (8 connections)."""
+    try:
+        k8s_config.load_incluster_config()
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()
+    configuration = k8s.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = 8
+    return k8s.ApiClient(configuration)
 
 
 class KubeError(RuntimeError):
@@ -42,7 +63,13 @@ class KubeError(RuntimeError):
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
+        self.message = message
         super().__init__(f"HTTP {status}: {message}")
+
+
+def is_transient(exc: KubeError) -> bool:
+    """Whether a failed call may succeed when tried again later (TRANSIENT)."""
+    return exc.status in TRANSIENT
 
 
 def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
@@ -104,6 +131,22 @@ class Kube:
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        retries: int | None = None,
+    ) -> dict[str, Any]:
+        """One call on any API path (a subresource, a dry run, a TokenRequest), retried like the others
+        (`retries=0`: once); KubeError carries the status of a failure."""
+        return self._retry(
+            lambda: self._call(method, url, query=query, body=body, content_type=content_type), retries
+        )
+
     def apply(
         self, obj: dict[str, Any], retries: int | None = None, field_manager: str | None = None
     ) -> dict[str, Any]:
@@ -164,7 +207,7 @@ class Kube:
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch a TritonPipeline's status (retried on transient errors)."""
-        url = path(f"{GROUP}/{VERSION}", "TritonPipeline", namespace, name) + "/status"
+        url = path(API_VERSION, KIND, namespace, name) + "/status"
         body = {"status": status}
         return self._retry(
             lambda: self._call("PATCH", url, body=body, content_type="application/merge-patch+json")

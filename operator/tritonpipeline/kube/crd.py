@@ -1,6 +1,9 @@
-"""The TritonPipeline CRD, generated from the typed spec so the two cannot drift apart.
+"""The TritonPipeline CRD, generated from the typed spec so the two cannot drift apart: types, enums,
+bounds, defaults, name patterns, list limits, descriptions and the spec's Rules (as CEL) all come from
+spec.py.
 
-`tritonpipeline crd` prints it; crds/ holds the committed copy and a test checks they are equal.
+`tritonpipeline crd` prints it; `make generate` writes crds/ and the chart's copy, and a test checks
+they are current.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 
 from ..settings import GROUP, KIND, PLURAL, VERSION
-from ..spec import K8S_NAME_RE, PipelineSpec
+from ..spec import K8S_NAME_RE, RULE_TEXT, PipelineSpec, Rule
 from .checks import DNS_1035_LABEL
 from .routing import HEADLESS_SUFFIX
 
@@ -28,50 +31,6 @@ MAP_LISTS = {
     ("Model", "outputs"),
     ("Pipeline", "inputs"),
     ("Pipeline", "outputs"),
-}
-LIST_LIMITS = {"models": 256, "pipelines": 64, "steps": 128, "inputs": 64, "outputs": 64, "instances": 16}
-
-# Checks that need no graph, enforced at admission (CEL). The compiler repeats them with field paths.
-CEL_RULES: dict[str, list[dict[str, str]]] = {
-    "Autoscaling": [
-        {
-            "rule": "self.minReplicas <= self.maxReplicas",
-            "message": "minReplicas must be <= maxReplicas",
-            "fieldPath": ".minReplicas",
-        },
-    ],
-    "Routing": [
-        {
-            "rule": "self.sessionAffinity != 'Header' || size(self.header) > 0",
-            "message": "sessionAffinity Header needs a header name",
-            "fieldPath": ".header",
-        },
-        {
-            "rule": "self.sessionAffinity != 'Header' || self.provider != 'gateway-api' || has(self.gateway)",
-            "message": "provider gateway-api needs routing.gateway (the Gateway the HTTPRoute and GRPCRoute "
-            "attach to)",
-            "fieldPath": ".gateway",
-        },
-    ],
-    "Model": [
-        {
-            "rule": "has(self.backend) != has(self.platform)",
-            "message": "set exactly one of backend (such as python) or platform (such as tensorrt_plan)",
-        },
-        {
-            "rule": "!(has(self.dynamicBatching) && has(self.sequenceBatching))",
-            "message": "dynamicBatching and sequenceBatching cannot both be set",
-        },
-    ],
-    "SequenceBatching": [
-        {
-            "rule": "self.strategy == 'oldest' || (!has(self.maxCandidateSequences) && "
-            "!has(self.maxQueueDelayMicroseconds) && (!has(self.preferredBatchSizes) || "
-            "size(self.preferredBatchSizes) == 0))",
-            "message": "maxCandidateSequences, preferredBatchSizes and maxQueueDelayMicroseconds only apply "
-            "to strategy 'oldest'",
-        },
-    ],
 }
 
 
@@ -90,6 +49,10 @@ def _constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
             schema["maxItems" if schema.get("type") == "array" else "maxLength"] = m.max_length
         elif isinstance(m, AfterValidator) and (pattern := getattr(m.func, "pattern", None)):
             schema["pattern"] = pattern
+            if most := getattr(m.func, "max_length", None):
+                schema["maxLength"] = most
+        elif isinstance(m, AfterValidator) and isinstance(rule := getattr(m.func, "rule", None), Rule):
+            schema.setdefault("x-kubernetes-validations", []).append(rule.cel_rule())
 
 
 def _schema(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
@@ -141,8 +104,6 @@ def _object(model: type[BaseModel]) -> dict[str, Any]:
     for name, field in model.model_fields.items():
         alias = field.alias or name
         s = _schema(field.annotation, field.metadata)
-        if alias in LIST_LIMITS and s.get("type") == "array":
-            s.setdefault("maxItems", LIST_LIMITS[alias])
         if (model.__name__, alias) in MAP_LISTS:
             s["x-kubernetes-list-type"] = "map"
             s["x-kubernetes-list-map-keys"] = ["name"]
@@ -158,8 +119,9 @@ def _object(model: type[BaseModel]) -> dict[str, Any]:
         schema["required"] = required
     if model.__doc__ and model.__module__.endswith("spec"):
         schema["description"] = " ".join(model.__doc__.split())
-    if model.__name__ in CEL_RULES:
-        schema["x-kubernetes-validations"] = CEL_RULES[model.__name__]
+    rules = getattr(model, "RULES", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [rule.cel_rule() for rule in rules]
     return schema
 
 
@@ -224,8 +186,7 @@ def crd() -> dict[str, Any]:
                             "x-kubernetes-validations": [
                                 {
                                     "rule": f"self.metadata.name.matches('{K8S_NAME_RE.pattern}')",
-                                    "message": "metadata.name must be a DNS-1035 label (lowercase letters, "
-                                    "digits and '-', starting with a letter, at most 63 characters)",
+                                    "message": f"metadata.name must be {RULE_TEXT['metadata.name']}",
                                 },
                                 _headless_rule(),
                             ],
@@ -238,5 +199,5 @@ def crd() -> dict[str, Any]:
 
 
 def crd_yaml() -> str:
-    header = "# Generated from operator/tritonpipeline/spec.py by `tritonpipeline crd`; do not edit.\n"
+    header = "# Generated from operator/tritonpipeline/spec.py by `make generate`; do not edit.\n"
     return header + yaml.safe_dump(crd(), sort_keys=False, width=110)

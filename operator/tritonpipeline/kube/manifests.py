@@ -5,14 +5,15 @@ Routing objects live in kube/routing.py, autoscaling objects and queries in kube
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiler import Artifacts
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
-from ..spec import TritonPipeline
-from . import access, autoscaling, checks
+from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
+from . import access, autoscaling, checks, packing
 from .meta import (
     GRPC_PORT,
     HTTP_PORT,
@@ -28,10 +29,16 @@ from .routing import RoutingChildren, client_ip_timeout, routing_children
 
 GENERATED_DIR = "/tp/generated"
 SOURCE_DIR = "/tp/source"
+# the init container's credentials and CA bundle for s3:// and gs:// sources (never in Triton's container)
+CREDENTIALS_DIR = "/tp/credentials"
+GCS_KEY_FILE = "key.json"
+CA_DIR = "/tp/ca"
+CA_FILE = "ca.crt"
+# boto3 reads no variable for the addressing style: assemble.py passes this one into its client
+S3_ADDRESSING_ENV = "TRITONPIPELINE_S3_ADDRESSING_STYLE"
 MODELS_DIR = "/tp/models"
 REPOSITORY_DIR = f"{MODELS_DIR}/repository"
 HASH_ANNOTATION = f"{GROUP}/repository-hash"
-MANIFEST_PREFIX = "manifest-"
 METRIC_NAMES = autoscaling.METRIC_NAMES
 
 __all__ = [
@@ -77,67 +84,51 @@ def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
     return [configmap_name(tp, i) for i in range(count)]
 
 
-def configmaps(
-    tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The generated repository split over ConfigMaps below the size limit. Keys are `fNNNN` (a file)
-    and `manifest-NNN.json` (which key is which path, the declared models and the digest)."""
-    chunks: list[dict[str, str]] = []
-    paths: list[dict[str, str]] = []
-    size = 0
+def configmaps(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> list[dict[str, Any]]:
+    """The generated repository split over ConfigMaps below the size limit (format: kube/packing.py)."""
     too_large = checks.file_size_problems(artifacts, settings)
     if too_large:
         raise SpecError(too_large)
-    for index, (path, data) in enumerate(sorted(artifacts.files.items())):
-        text = data.decode("utf-8")
-        if not chunks or size + len(data) + checks.CONFIGMAP_OVERHEAD > settings.configmap_max_bytes:
-            chunks.append({})
-            paths.append({})
-            size = 0
-        key = f"f{index:04d}"
-        chunks[-1][key] = text
-        paths[-1][key] = path
-        size += len(data) + len(key) + len(path)
-    if not chunks:
-        chunks, paths = [{}], [{}]
-    names = configmap_names(tp, len(chunks))
-    out = []
-    for i, (files, keys) in enumerate(zip(chunks, paths, strict=True)):
-        manifest = {
-            "part": i,
-            "parts": len(chunks),
-            "digest": artifacts.digest(),
-            "models": list(artifacts.models),
-            "files": keys,
+    parts = packing.pack(artifacts.files, artifacts.models, settings.configmap_max_bytes)
+    names = configmap_names(tp, len(parts))
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(name, tp, settings),
+            "data": part.data,
+            **({"binaryData": part.binary_data} if part.binary_data else {}),
         }
-        files = {**files, f"{MANIFEST_PREFIX}{i:03d}.json": json.dumps(manifest, sort_keys=True)}
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": _meta(names[i], tp, settings, owner),
-                "data": dict(sorted(files.items())),
-            }
-        )
-    return out
+        for name, part in zip(names, parts, strict=True)
+    ]
 
 
-def _source(
-    tp: TritonPipeline,
-) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(assembler --source value, volumes, init mounts, env) for the model repository source."""
+@dataclass(frozen=True)
+class Source:
+    """Where the init container reads the model files: its --source value, the pod's volumes, the mounts
+    of both containers (a pvc:// volume; Triton follows the links into it), the init container's own
+    mounts (credentials, a CA bundle) and its environment."""
+
+    arg: str
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+    init_mounts: tuple[dict[str, Any], ...] = ()
+    env: tuple[dict[str, Any], ...] = ()
+    env_from: tuple[dict[str, Any], ...] = ()
+
+
+def _source(tp: TritonPipeline) -> Source:
     repo = tp.spec.model_repository
     scheme = repo.scheme
     if scheme == "pvc":
         claim, _, sub = repo.uri[len("pvc://") :].partition("/")
         volume = {"name": "source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
         mount = {"name": "source", "mountPath": SOURCE_DIR, "readOnly": True}
-        return f"{SOURCE_DIR}/{sub}".rstrip("/"), [volume], [mount], []
-    if scheme in ("s3", "gs"):
-        env: list[dict[str, Any]] = []
-        if repo.secret_ref:
-            env = [{"secretRef": {"name": repo.secret_ref.name}}]
-        return repo.uri, [], [], env
+        return Source(f"{SOURCE_DIR}/{sub}".rstrip("/"), volumes=(volume,), mounts=(mount,))
+    if scheme == "s3":
+        return _s3_source(repo)
+    if scheme == "gs":
+        return _gcs_source(repo)
     raise SpecError(
         [
             Problem(
@@ -149,11 +140,56 @@ def _source(
     )
 
 
+def _env(values: Mapping[str, str | None]) -> tuple[dict[str, Any], ...]:
+    return tuple({"name": k, "value": v} for k, v in values.items() if v is not None)
+
+
+def _s3_source(repo: ModelRepository) -> Source:
+    """s3://: credentials from secretRef as AWS_* variables (or the pod's identity: IRSA through
+    spec.server.serviceAccountName); endpoint, region and CA bundle in the variables boto3 reads."""
+    options = repo.s3 or S3Options()
+    env = {
+        "AWS_ENDPOINT_URL_S3": options.endpoint,
+        "AWS_REGION": options.region,
+        S3_ADDRESSING_ENV: options.addressing_style or ("path" if options.endpoint else None),
+    }
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+    ca = options.ca_secret_ref or options.ca_config_map_ref
+    if ca is not None:
+        items = [{"key": ca.key, "path": CA_FILE}]
+        source = (
+            {"secret": {"secretName": ca.name, "items": items}}
+            if options.ca_secret_ref is not None
+            else {"configMap": {"name": ca.name, "items": items}}
+        )
+        volumes = ({"name": "source-ca", **source},)
+        mounts = ({"name": "source-ca", "mountPath": CA_DIR, "readOnly": True},)
+        env["AWS_CA_BUNDLE"] = f"{CA_DIR}/{CA_FILE}"
+    env_from = ({"secretRef": {"name": repo.secret_ref.name}},) if repo.secret_ref else ()
+    return Source(repo.uri, volumes=volumes, init_mounts=mounts, env=_env(env), env_from=env_from)
+
+
+def _gcs_source(repo: ModelRepository) -> Source:
+    """gs://: the service-account key of secretRef mounted as a file for GOOGLE_APPLICATION_CREDENTIALS
+    (or the pod's identity: Workload Identity through spec.server.serviceAccountName)."""
+    if repo.secret_ref is None:
+        return Source(repo.uri)
+    key = (repo.gcs or GcsOptions()).credentials_key
+    volume = {
+        "name": "source-credentials",
+        "secret": {"secretName": repo.secret_ref.name, "items": [{"key": key, "path": GCS_KEY_FILE}]},
+    }
+    mount = {"name": "source-credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True}
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": f"{CREDENTIALS_DIR}/{GCS_KEY_FILE}"}
+    return Source(repo.uri, volumes=(volume,), init_mounts=(mount,), env=_env(env))
+
+
 def _gpu_tolerations(tp: TritonPipeline) -> list[dict[str, Any]]:
     server = tp.spec.server
     tolerations = [dict(t) for t in server.tolerations]
-    if server.gpus > 0 and not any(t.get("key") == "nvidia.com/gpu" for t in tolerations):
-        tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+    if server.gpus > 0 and not any(t.get("key") == NVIDIA_GPU for t in tolerations):
+        tolerations.append({"key": NVIDIA_GPU, "operator": "Exists", "effect": "NoSchedule"})
     return tolerations
 
 
@@ -246,10 +282,9 @@ def deployment(
     artifacts: Artifacts,
     configmap_names: list[str],
     settings: Settings,
-    owner: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     server = tp.spec.server
-    source, src_volumes, src_mounts, env_from = _source(tp)
+    source = _source(tp)
     volumes = [
         {
             "name": "generated",
@@ -257,17 +292,18 @@ def deployment(
         },
         {"name": "models", "emptyDir": {}},
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-        *src_volumes,
+        *source.volumes,
     ]
     models_mount = {"name": "models", "mountPath": MODELS_DIR}
     init = {
         "name": "assemble-repository",
         "image": settings.assembler_image,
-        "args": ["assemble", "--generated", GENERATED_DIR, "--source", source, "--out", REPOSITORY_DIR],
+        "args": ["assemble", "--generated", GENERATED_DIR, "--source", source.arg, "--out", REPOSITORY_DIR],
         "volumeMounts": [
             {"name": "generated", "mountPath": GENERATED_DIR, "readOnly": True},
             models_mount,
-            *src_mounts,
+            *source.mounts,
+            *source.init_mounts,
         ],
         "securityContext": _container_security(tp),
         "resources": _init_resources(tp),
@@ -275,8 +311,10 @@ def deployment(
         # termination message, which the operator copies into the pipeline's Ready condition
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    if env_from:
-        init["envFrom"] = env_from
+    if source.env:
+        init["env"] = list(source.env)
+    if source.env_from:
+        init["envFrom"] = list(source.env_from)
     probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS}
     drain = autoscaling.drain(tp)
     readiness: dict[str, Any] = {**probe, "failureThreshold": 3}
@@ -310,7 +348,7 @@ def deployment(
             "periodSeconds": 10,
             "failureThreshold": 6,
         },
-        "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *src_mounts],
+        "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *source.mounts],
         "securityContext": _container_security(tp),
         "terminationMessagePolicy": "FallbackToLogsOnError",  # why Triton exited, in the pod status
     }
@@ -361,12 +399,12 @@ def deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(tp.name, tp, settings, owner),
+        "metadata": _meta(tp.name, tp, settings),
         "spec": spec,
     }
 
 
-def service(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "selector": selector_labels(tp.name),
         "ports": [
@@ -381,28 +419,26 @@ def service(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(tp.name, tp, settings, owner),
+        "metadata": _meta(tp.name, tp, settings),
         "spec": spec,
     }
 
 
-def render_children(
-    tp: TritonPipeline, artifacts: Artifacts, settings: Settings, owner: dict[str, Any] | None = None
-) -> Children:
+def render_children(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> Children:
     """All children of one pipeline. Raises SpecError for what only a cluster cannot serve."""
     found = checks.problems(tp, artifacts, settings)
     if found:
         raise SpecError(found)
-    cms = configmaps(tp, artifacts, settings, owner)
+    cms = configmaps(tp, artifacts, settings)
     names = [c["metadata"]["name"] for c in cms]
     return Children(
         configmaps=tuple(cms),
-        deployment=deployment(tp, artifacts, names, settings, owner),
-        service=service(tp, settings, owner),
-        hpa=autoscaling.hpa(tp, settings, owner),
-        routing=routing_children(tp, settings, owner),
-        scaled_object=autoscaling.scaled_object(tp, settings, owner),
-        network_policy=access.network_policy(tp, settings, owner),
+        deployment=deployment(tp, artifacts, names, settings),
+        service=service(tp, settings),
+        hpa=autoscaling.hpa(tp, settings),
+        routing=routing_children(tp, settings),
+        scaled_object=autoscaling.scaled_object(tp, settings),
+        network_policy=access.network_policy(tp, settings),
     )
 
 

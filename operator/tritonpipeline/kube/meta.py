@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import GROUP, KIND, VERSION, Settings
+from ..settings import API_VERSION, GROUP, KIND, OPERATOR_NAME, Settings
 from ..spec import TritonPipeline
 
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 PIPELINE_LABEL = f"{GROUP}/pipeline"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "tritonpipeline-operator"}
+MANAGED_BY = {"app.kubernetes.io/managed-by": OPERATOR_NAME}
 
 
 def configmap_name(tp: TritonPipeline, index: int) -> str:
@@ -33,7 +33,7 @@ def labels(name: str, settings: Settings, component: str = "tritonserver") -> di
 def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
     meta = body["metadata"]
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": API_VERSION,
         "kind": KIND,
         "name": meta["name"],
         "uid": meta["uid"],
@@ -42,11 +42,16 @@ def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def owned(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """A rendered child with `owner` (owner_reference) as its controller: renderers leave owner
+    references out (they need the stored CR's uid); the operator adds them where it applies."""
+    return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
+
+
 def metadata(
     name: str,
     tp: TritonPipeline,
     settings: Settings,
-    owner: dict[str, Any] | None,
     component: str = "tritonserver",
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -55,8 +60,6 @@ def metadata(
         meta["annotations"] = dict(annotations)
     if tp.metadata.namespace:
         meta["namespace"] = tp.metadata.namespace
-    if owner:
-        meta["ownerReferences"] = [owner]
     return meta
 
 

@@ -108,16 +108,14 @@ def ingress_name(tp: TritonPipeline, kind: str) -> str:
     return f"{tp.name}-{kind}"
 
 
-def headless_service(
-    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def headless_service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     """One DNS A record per ready pod, and endpoints that ingress-nginx hashes over directly. No metrics
     port: the ServiceMonitor must scrape each pod once, through the main Service."""
     name = headless_name(tp)  # its length is one of kube/checks.py's name rules
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(name, tp, settings, owner, component="routing"),
+        "metadata": metadata(name, tp, settings, component="routing"),
         "spec": {
             "clusterIP": "None",
             "selector": selector_labels(tp.name),
@@ -132,7 +130,6 @@ def headless_service(
 def _ingress(
     tp: TritonPipeline,
     settings: Settings,
-    owner: dict[str, Any] | None,
     suffix: str,
     path: str,
     port: str,
@@ -164,23 +161,20 @@ def _ingress(
     return {
         "apiVersion": INGRESS_API[0],
         "kind": INGRESS_API[1],
-        "metadata": metadata(ingress_name(tp, suffix), tp, settings, owner, "routing", annotations),
+        "metadata": metadata(ingress_name(tp, suffix), tp, settings, "routing", annotations),
         "spec": spec,
     }
 
 
-def ingresses(
-    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
+def ingresses(tp: TritonPipeline, settings: Settings) -> list[dict[str, Any]]:
     """ingress-nginx: consistent hashing on the header (`upstream-hash-by`), one Ingress for the HTTP API
     and one for gRPC (ingress-nginx sets the backend protocol per Ingress)."""
     hash_by = {HASH_BY_ANNOTATION: nginx_variable(tp.spec.routing.header)}
     return [
-        _ingress(tp, settings, owner, INGRESS_KINDS[0], HTTP_PATH, "http", hash_by),
+        _ingress(tp, settings, INGRESS_KINDS[0], HTTP_PATH, "http", hash_by),
         _ingress(
             tp,
             settings,
-            owner,
             INGRESS_KINDS[1],
             GRPC_PATH,
             "grpc",
@@ -189,16 +183,14 @@ def ingresses(
     ]
 
 
-def destination_rule(
-    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def destination_rule(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     """Istio: consistent hashing on the header for every client of the pipeline's Service. The host is
     the ClusterIP Service (short name, resolved in this namespace): Istio sends traffic for a headless
     Service straight to the pod IP the client resolved, so it would not balance it at all."""
     return {
         "apiVersion": DESTINATION_RULE_API[0],
         "kind": DESTINATION_RULE_API[1],
-        "metadata": metadata(tp.name, tp, settings, owner, "routing"),
+        "metadata": metadata(tp.name, tp, settings, "routing"),
         "spec": {
             "host": tp.name,
             "trafficPolicy": {
@@ -234,7 +226,7 @@ def _route_spec(tp: TritonPipeline, rule: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def http_route(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def http_route(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     rule = {
         "matches": [{"path": {"type": "PathPrefix", "value": HTTP_PATH}}],
         "backendRefs": [{"name": tp.name, "port": HTTP_PORT}],
@@ -242,12 +234,12 @@ def http_route(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | N
     return {
         "apiVersion": HTTP_ROUTE_API[0],
         "kind": HTTP_ROUTE_API[1],
-        "metadata": metadata(tp.name, tp, settings, owner, "routing"),
+        "metadata": metadata(tp.name, tp, settings, "routing"),
         "spec": _route_spec(tp, rule),
     }
 
 
-def grpc_route(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+def grpc_route(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     rule = {
         "matches": [{"method": {"type": "Exact", "service": GRPC_SERVICE}}],
         "backendRefs": [{"name": tp.name, "port": GRPC_PORT}],
@@ -255,14 +247,12 @@ def grpc_route(tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | N
     return {
         "apiVersion": GRPC_ROUTE_API[0],
         "kind": GRPC_ROUTE_API[1],
-        "metadata": metadata(tp.name, tp, settings, owner, "routing"),
+        "metadata": metadata(tp.name, tp, settings, "routing"),
         "spec": _route_spec(tp, rule),
     }
 
 
-def routing_children(
-    tp: TritonPipeline, settings: Settings, owner: dict[str, Any] | None = None
-) -> RoutingChildren:
+def routing_children(tp: TritonPipeline, settings: Settings) -> RoutingChildren:
     routing = tp.spec.routing
     if routing.session_affinity == "ClientIP":
         return RoutingChildren(
@@ -270,14 +260,14 @@ def routing_children(
         )
     if routing.session_affinity != "Header":
         return RoutingChildren(description="no session affinity (routing.sessionAffinity None)")
-    headless = headless_service(tp, settings, owner)
+    headless = headless_service(tp, settings)
     provider: list[dict[str, Any]]
     if routing.provider == "ingress-nginx":
-        provider = ingresses(tp, settings, owner)
+        provider = ingresses(tp, settings)
     elif routing.provider == "istio":
-        provider = [destination_rule(tp, settings, owner)]
+        provider = [destination_rule(tp, settings)]
     else:
-        provider = [http_route(tp, settings, owner), grpc_route(tp, settings, owner)]
+        provider = [http_route(tp, settings), grpc_route(tp, settings)]
     names = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in [headless, *provider])
     how = f"header {routing.header} routed by {routing.provider}"
     if routing.provider == "gateway-api":

@@ -1,0 +1,654 @@
+"""A real Kubernetes control plane for tests: upstream etcd + kube-apiserver on loopback.
+
+The binaries are built from Go modules by e2e/build-controlplane.sh (see e2e/controlplane/) and
+cached outside the repo. Nothing here imitates the API server; this module only generates
+certificates, starts the two processes, waits for /readyz and hands out clients.
+
+    from harness.controlplane import ControlPlane, ensure_binaries
+    with ControlPlane(tmpdir, ensure_binaries()) as cp:
+        v1 = kubernetes.client.CoreV1Api(cp.api_client())
+
+Command line (used by `make cluster-up` / `make cluster-down`):
+
+    python -m harness.controlplane up [--dir /tmp/tritonpipeline-cluster]
+    python -m harness.controlplane down [--dir ...]
+    python -m harness.controlplane status [--dir ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritonpipeline.server import free_ports
+
+from .gotools import find_go, go_env
+from .paths import E2E
+
+BUILD_SCRIPT = E2E / "build-controlplane.sh"
+GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
+ETCD_GO_MOD = E2E / "controlplane" / "etcd" / "go.mod"
+DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")
+SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
+SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# node mode: etcd client, etcd peer, apiserver (the node's network namespace is private: fixed ports)
+NODE_MODE_PORTS = (2379, 2380, 6443)
+# the identity kube-apiserver uses towards kubelets (logs, exec, port-forward)
+KUBELET_CLIENT = ("kube-apiserver-kubelet-client", ("system:masters",))
+# the identity kube-apiserver proxies aggregated APIs with (custom.metrics.k8s.io: prometheus-adapter);
+# the extension servers accept request headers only from a certificate with this name
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built, started or did not become ready."""
+
+
+class ControlPlaneUnavailable(ControlPlaneError):
+    """A prerequisite (Go to build, openssl for certificates) is missing on this machine."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# binaries
+
+
+def _module_version(go_mod: Path, module: str) -> str:
+    for line in go_mod.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["require"]:
+            words = words[1:]
+        if len(words) >= 2 and words[0] == module:
+            return words[1]
+    raise ControlPlaneError(f"{go_mod} does not require {module}")
+
+
+def kubernetes_version() -> str:
+    """The k8s.io/kubernetes release the apiserver is built from (e2e/controlplane/kube-apiserver/go.mod)."""
+    return _module_version(GO_MOD, "k8s.io/kubernetes")
+
+
+def etcd_version() -> str:
+    return _module_version(ETCD_GO_MOD, "go.etcd.io/etcd/server/v3")
+
+
+def cache_dir() -> Path:
+    """Same directory as `e2e/build-controlplane.sh --print-dir`."""
+    root = os.environ.get("TRITONPIPELINE_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonpipeline"
+    )
+    return Path(root) / "controlplane" / kubernetes_version()
+
+
+@dataclass(frozen=True)
+class Binaries:
+    kube_apiserver: Path
+    etcd: Path
+    kubernetes_version: str
+    etcd_version: str
+
+
+def cached_binaries() -> Binaries | None:
+    """The built binaries, or None when they are not built yet."""
+    where = cache_dir()
+    apiserver, etcd = where / "kube-apiserver", where / "etcd"
+    if os.access(apiserver, os.X_OK) and os.access(etcd, os.X_OK):
+        return Binaries(apiserver, etcd, kubernetes_version(), etcd_version())
+    return None
+
+
+def missing_prerequisite() -> str | None:
+    """Why the control plane cannot run here, or None. Exact, so a skip message says what to install."""
+    if shutil.which("openssl") is None:
+        return "openssl is not installed (needed to generate the control plane's certificates)"
+    if cached_binaries() is None and find_go() is None:
+        return (
+            f"Go is not installed (no `go` on PATH or /usr/local/go/bin/go) and kube-apiserver "
+            f"{kubernetes_version()} / etcd {etcd_version()} are not built in {cache_dir()}"
+        )
+    return None
+
+
+def ensure_binaries(output: Any = None) -> Binaries:
+    """Return the cached binaries, building them first with e2e/build-controlplane.sh when missing.
+    Raises ControlPlaneUnavailable when Go or openssl is missing, ControlPlaneError when the build fails.
+    `output`: where the build's progress goes (a file object; default: this process's stdout)."""
+    reason = missing_prerequisite()
+    if reason:
+        raise ControlPlaneUnavailable(reason)
+    found = cached_binaries()
+    if found:
+        return found
+    proc = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)],
+        env=go_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    out = output if output is not None else sys.stdout
+    out.write(proc.stdout)
+    out.flush()
+    found = cached_binaries()
+    if proc.returncode != 0 or found is None:
+        tail = "\n".join(proc.stdout.splitlines()[-40:])
+        raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{tail}")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------
+# certificates (openssl CLI)
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
+
+
+def _ec_key(path: Path) -> None:
+    ec = ("-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
+    _openssl("genpkey", *ec, "-out", str(path), cwd=path.parent)
+    path.chmod(0o600)
+
+
+def _make_ca(pki: Path) -> None:
+    _ec_key(pki / "ca.key")
+    _openssl(
+        "req", "-x509", "-new", "-key", "ca.key", "-out", "ca.crt", "-days", "3650", "-subj",
+        "/CN=tritonpipeline-e2e-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=pki,
+    )  # fmt: skip
+
+
+def _issue(pki: Path, name: str, subject: str, extensions: str) -> tuple[Path, Path]:
+    """Sign <name>.crt/<name>.key with the CA. `extensions`: openssl v3 extension lines."""
+    key, csr, crt, ext = (pki / f"{name}.{s}" for s in ("key", "csr", "crt", "ext"))
+    _ec_key(key)
+    _openssl("req", "-new", "-key", key.name, "-out", csr.name, "-subj", subject, cwd=pki)
+    ext.write_text(extensions)
+    _openssl(
+        "x509", "-req", "-in", csr.name, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", crt.name, "-days", "365", "-extfile", ext.name, cwd=pki,
+    )  # fmt: skip
+    csr.unlink()
+    ext.unlink()
+    return crt, key
+
+
+def _client_subject(user: str, groups: tuple[str, ...]) -> str:
+    # Kubernetes maps CN to the user name and each O to a group.
+    for part in (user, *groups):
+        if not part or any(c in part for c in "/=+,\\"):
+            raise ValueError(f"unsupported character in certificate subject part {part!r}")
+    return "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: SIGTERM the child when the process that started it dies (no orphaned servers)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+# ---------------------------------------------------------------------------------------------------
+# the control plane
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on free loopback ports, state under `workdir`.
+
+    RBAC and Node authorization, x509 client-certificate authentication against a generated CA, a
+    service-account signing key. The ServiceAccount admission plugin is off: without a
+    controller-manager no `default` ServiceAccount is ever created, and Pods would be refused.
+    No controller-manager, scheduler or kubelet run: objects are stored, nothing reconciles them.
+
+    Node mode (`node_address` given, used by e2e/node.py inside a network namespace of its own): fixed
+    ports, listening on every address of that namespace and advertising `node_address`, ServiceAccount
+    admission and token signing on (kube-controller-manager runs and creates the ServiceAccounts), a
+    client certificate for calls to the kubelet (logs, exec) and the `kubernetes` Service endpoint kept
+    by the lease reconciler."""
+
+    def __init__(
+        self,
+        workdir: Path | str,
+        binaries: Binaries | None = None,
+        *,
+        extra_apiserver_args: tuple[str, ...] = (),
+        detach: bool = False,
+        node_address: str | None = None,
+    ) -> None:
+        self.workdir = Path(workdir).resolve()
+        self.binaries = binaries or ensure_binaries()
+        self.extra_apiserver_args = tuple(extra_apiserver_args)
+        # detach: the servers outlive this Python process (`up`); otherwise they get SIGTERM with it
+        self.detach = detach
+        self.node_address = node_address
+        self.pki = self.workdir / "pki"
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.etcd_log = self.workdir / "etcd.log"
+        self.apiserver_log = self.workdir / "kube-apiserver.log"
+        self.etcd_port = self.etcd_peer_port = self.port = 0
+        self.url = ""
+        self._etcd: subprocess.Popen[bytes] | None = None
+        self._apiserver: subprocess.Popen[bytes] | None = None
+        self._users: dict[tuple[str, tuple[str, ...]], Path] = {}
+        self.startup_seconds: float | None = None
+
+    @property
+    def version(self) -> str:
+        return self.binaries.kubernetes_version
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 90) -> ControlPlane:
+        """Start etcd and kube-apiserver and wait for /readyz. A second start() after stop() reuses
+        the ports, certificates and etcd data: same URL, same kubeconfig, objects kept."""
+        t0 = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._write_pki()
+        fresh = self.port == 0
+        for attempt in range(3):
+            if fresh:
+                self.etcd_port, self.etcd_peer_port, self.port = (
+                    NODE_MODE_PORTS if self.node_address else free_ports(3)
+                )
+                shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
+            self.url = f"https://127.0.0.1:{self.port}"
+            try:
+                self._etcd = self._spawn(self._etcd_cmd(), self.etcd_log)
+                self._apiserver = self._spawn(self._apiserver_cmd(), self.apiserver_log)
+                self.kubeconfig = self.write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
+                self._wait_ready(t0 + timeout)
+                break
+            except ControlPlaneError as err:
+                self.stop()
+                # another process took a port between picking and binding it: pick new ones
+                if not (fresh and attempt < 2 and "address already in use" in str(err)):
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        self.startup_seconds = time.monotonic() - t0
+        self._write_state()
+        return self
+
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM the apiserver then etcd (SIGKILL after `timeout`). Safe to call twice."""
+        for proc in (self._apiserver, self._etcd):
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,  # Ctrl-C in a terminal goes to us, not to the servers
+                preexec_fn=None if self.detach else _die_with_parent,
+            )
+
+    def _etcd_cmd(self) -> list[str]:
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        return [
+            str(self.binaries.etcd),
+            "--name=tritonpipeline",
+            f"--data-dir={self.workdir / 'etcd-data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=tritonpipeline={peer}",
+            "--initial-cluster-state=new",
+            "--unsafe-no-fsync",  # throwaway test data: no fsync, much faster on slow disks
+            "--log-level=warn",
+        ]
+
+    def _apiserver_cmd(self) -> list[str]:
+        pki = self.pki
+        return [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            *(self._node_mode_args() if self.node_address else self._loopback_args()),
+            f"--secure-port={self.port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-account-issuer={SA_ISSUER}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # on by default in OpenShift: setting blockOwnerDeletion needs update on the owner's finalizers
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            "--profiling=false",
+            *self.extra_apiserver_args,
+        ]
+
+    @staticmethod
+    def _loopback_args() -> list[str]:
+        return [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # needs the `default` ServiceAccount that only kube-controller-manager creates
+            "--disable-admission-plugins=ServiceAccount",
+            # the loopback advertise address is not a valid Endpoints IP; nothing in-cluster needs it
+            "--endpoint-reconciler-type=none",
+        ]
+
+    def _node_mode_args(self) -> list[str]:
+        crt, key = self.client_cert(*KUBELET_CLIENT)
+        proxy_crt, proxy_key = self.client_cert(FRONT_PROXY_CLIENT)
+        return [
+            "--bind-address=0.0.0.0",  # every address of the node's own network namespace
+            f"--advertise-address={self.node_address}",
+            "--endpoint-reconciler-type=lease",
+            f"--kubelet-client-certificate={crt}",
+            f"--kubelet-client-key={key}",
+            "--kubelet-preferred-address-types=InternalIP",
+            # the aggregation layer (APIService objects served by extension servers such as
+            # prometheus-adapter): requests proxied with the front-proxy client certificate
+            f"--requestheader-client-ca-file={self.pki / 'ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={proxy_crt}",
+            f"--proxy-client-key-file={proxy_key}",
+        ]
+
+    def _write_pki(self) -> None:
+        if (self.pki / "apiserver.crt").exists():
+            return  # restart on the same workdir keeps its CA: old kubeconfigs stay valid
+        tmp = self.workdir / "pki.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(mode=0o700)
+        _make_ca(tmp)
+        sans = ["IP:127.0.0.1", f"IP:{SERVICE_IP}", "DNS:localhost", "DNS:kubernetes"]
+        sans += [f"IP:{self.node_address}"] if self.node_address else []
+        sans += [
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+        ]
+        _issue(
+            tmp,
+            "apiserver",
+            "/CN=kube-apiserver",
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+            f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(sans)}\n",
+        )
+        _ec_key(tmp / "sa.key")
+        _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=tmp)
+        os.rename(tmp, self.pki)
+
+    # -- clients --------------------------------------------------------------------------------------
+
+    def client_cert(self, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
+        """A client certificate (crt, key) for `user` in `groups`, signed by this cluster's CA."""
+        name = "user-" + "-".join(
+            "".join(c if c.isalnum() else "_" for c in part) for part in (user, *groups)
+        )
+        crt, key = self.pki / f"{name}.crt", self.pki / f"{name}.key"
+        if crt.exists() and key.exists():
+            return crt, key
+        return _issue(
+            self.pki,
+            name,
+            _client_subject(user, tuple(groups)),
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+        )
+
+    def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A self-contained kubeconfig (certificates embedded) for `user` in `groups`."""
+        crt, key = self.client_cert(user, groups)
+
+        def b64(p: Path) -> str:
+            return base64.b64encode(p.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "tritonpipeline-e2e",
+                    "cluster": {"server": self.url, "certificate-authority-data": b64(self.pki / "ca.crt")},
+                }
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate-data": b64(crt), "client-key-data": b64(key)}}
+            ],
+            "contexts": [{"name": user, "context": {"cluster": "tritonpipeline-e2e", "user": user}}],
+            "current-context": user,
+        }
+        path.write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML
+        path.chmod(0o600)
+        return path
+
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """Kubeconfig for another identity (cached per user and groups)."""
+        key = (user, tuple(groups))
+        if key not in self._users:
+            safe = "".join(c if c.isalnum() else "_" for c in "-".join((user, *groups)))
+            self._users[key] = self.write_kubeconfig(self.workdir / f"kubeconfig-{safe}", user, tuple(groups))
+        return self._users[key]
+
+    def api_client(self, user: str = "admin", groups: tuple[str, ...] | None = None) -> Any:
+        """A new kubernetes.client.ApiClient. Default: the admin identity (group system:masters)."""
+        from kubernetes import client, config
+
+        if user == "admin" and groups is None:
+            path = self.kubeconfig
+        else:
+            path = self.user_kubeconfig(user, tuple(groups or ()))
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(path), client_configuration=configuration)
+        return client.ApiClient(configuration)
+
+    def ssl_context(
+        self, user: str = "admin", groups: tuple[str, ...] = ("system:masters",)
+    ) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        crt, key = self.client_cert(user, groups)
+        ctx.load_cert_chain(str(crt), str(key))
+        return ctx
+
+    def get(self, path: str, timeout: float = 5) -> tuple[int, str]:
+        """GET `path` as admin; returns (status, body)."""
+        req = urllib.request.Request(self.url + path)
+        try:
+            with urllib.request.urlopen(req, context=self.ssl_context(), timeout=timeout) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode(errors="replace")
+
+    # -- readiness and diagnostics --------------------------------------------------------------------
+
+    def _wait_ready(self, deadline: float) -> None:
+        ctx = self.ssl_context()
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            for name, proc in (("etcd", self._etcd), ("kube-apiserver", self._apiserver)):
+                if proc is None or proc.poll() is not None:
+                    code = None if proc is None else proc.returncode
+                    raise ControlPlaneError(f"{name} exited with {code} during start-up\n{self.log_tails()}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", context=ctx, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except urllib.error.HTTPError as err:
+                last = f"/readyz {err.code}: {err.read().decode(errors='replace')[-2000:]}"
+            except (OSError, ssl.SSLError) as err:
+                last = f"/readyz: {err}"
+            time.sleep(0.2)
+        raise ControlPlaneError(f"kube-apiserver not ready in time ({last})\n{self.log_tails()}")
+
+    def log_tails(self, lines: int = 60) -> str:
+        parts = []
+        for log in (self.etcd_log, self.apiserver_log):
+            text = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else ["(no log)"]
+            parts.append(f"===== {log} (last {lines} lines) =====\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    def pids(self) -> dict[str, int]:
+        return {
+            name: proc.pid
+            for name, proc in (("etcd", self._etcd), ("kube-apiserver", self._apiserver))
+            if proc is not None
+        }
+
+    def _write_state(self) -> None:
+        state = {
+            "url": self.url,
+            "kubeconfig": str(self.kubeconfig),
+            "version": self.version,
+            "pids": self.pids(),
+            "binaries": {
+                "kube-apiserver": str(self.binaries.kube_apiserver),
+                "etcd": str(self.binaries.etcd),
+            },
+            "logs": {"etcd": str(self.etcd_log), "kube-apiserver": str(self.apiserver_log)},
+        }
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+        for name, pid in self.pids().items():
+            (self.workdir / f"{name}.pid").write_text(f"{pid}\n")
+
+
+# ---------------------------------------------------------------------------------------------------
+# command line: up / down / status
+
+
+def _pid_alive(pid: int, binary: str) -> bool:
+    """True when `pid` runs `binary` (not a recycled pid of something else)."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    return Path(exe.removesuffix(" (deleted)")).name == Path(binary).name
+
+
+def _read_state(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((state_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _running(state_dir: Path) -> dict[str, int]:
+    state = _read_state(state_dir) or {}
+    return {
+        name: pid
+        for name, pid in state.get("pids", {}).items()
+        if _pid_alive(pid, state.get("binaries", {}).get(name, name))
+    }
+
+
+def cmd_up(state_dir: Path) -> int:
+    running = _running(state_dir)
+    if running:
+        state = _read_state(state_dir) or {}
+        print(f"control plane already running ({state.get('url')}, pids {running})")
+        print(f"kubeconfig: {state.get('kubeconfig')}")
+        print(f"export KUBECONFIG={state.get('kubeconfig')}")
+        return 0
+    try:
+        binaries = ensure_binaries()
+    except ControlPlaneError as err:
+        print(f"cannot start the control plane: {err}", file=sys.stderr)
+        return 1
+    shutil.rmtree(state_dir, ignore_errors=True)
+    cp = ControlPlane(state_dir, binaries, detach=True)
+    try:
+        cp.start()
+    except ControlPlaneError as err:
+        print(str(err), file=sys.stderr)
+        return 1
+    took = f"{cp.startup_seconds:.1f}s"
+    print(f"kube-apiserver {cp.version} ready at {cp.url} in {took} (etcd {binaries.etcd_version})")
+    print(f"pids: {cp.pids()}; logs: {cp.etcd_log}, {cp.apiserver_log}")
+    print(f"kubeconfig: {cp.kubeconfig}")
+    print(f"export KUBECONFIG={cp.kubeconfig}")
+    return 0
+
+
+def cmd_down(state_dir: Path) -> int:
+    state = _read_state(state_dir)
+    if state is None:
+        print(f"no control plane state in {state_dir}")
+        return 0
+    running = _running(state_dir)
+    # apiserver first: it shuts down gracefully only while etcd still answers
+    for name in ("kube-apiserver", "etcd"):
+        if name not in running:
+            continue
+        os.kill(running[name], signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and name in _running(state_dir):
+            time.sleep(0.1)
+        if name in _running(state_dir):
+            print(f"{name} (pid {running[name]}) did not stop on SIGTERM in 20s; killing")
+            os.kill(running[name], signal.SIGKILL)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    print(f"control plane stopped ({', '.join(running) or 'nothing was running'}); removed {state_dir}")
+    return 0
+
+
+def cmd_status(state_dir: Path) -> int:
+    state = _read_state(state_dir)
+    running = _running(state_dir)
+    if not state or not running:
+        print("control plane not running")
+        return 1
+    print(f"running: {running} at {state['url']}\nexport KUBECONFIG={state['kubeconfig']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["up", "down", "status", "build"])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR, help="state directory (%(default)s)")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        try:
+            print(ensure_binaries())
+        except ControlPlaneError as err:
+            print(err, file=sys.stderr)
+            return 1
+        return 0
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status}[args.command](args.dir.resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

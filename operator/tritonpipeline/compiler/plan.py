@@ -1,0 +1,170 @@
+"""Plan a model repository: check every rule, then turn each resolved pipeline into an ensemble, with a
+router inserted wherever `fanOut: router` sends one tensor to several consumers.
+
+Pure: takes a parsed spec, returns a `RepositoryPlan` or raises `SpecError` with every problem found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ..errors import Problem, SpecError
+from ..spec import TritonPipeline
+from .plan_types import (
+    INPUTS,
+    ROUTER_INPUT,
+    Consumer,
+    EnsemblePlan,
+    PipelineGraph,
+    RepositoryPlan,
+    RouterPlan,
+    StepPlan,
+    Tensor,
+    is_input_ref,
+    producer,
+)
+from .resolve import resolve_pipeline
+from .rules import check_spec
+
+MAX_ROUTER_NAME = 100
+
+
+def plan_repository(tp: TritonPipeline, *, cpu_only: bool = False) -> RepositoryPlan:
+    """Check every rule and plan the repository. Raises SpecError with all problems found."""
+    spec = tp.spec
+    cpu = cpu_only or spec.server.gpus == 0
+    problems: list[Problem] = check_spec(spec)
+    taken = {m.name for m in spec.models} | {p.name for p in spec.pipelines}  # Triton's one namespace
+    ensembles = []
+    for i in range(len(spec.pipelines)):
+        g = resolve_pipeline(spec, i)
+        problems += g.problems
+        if not g.problems:
+            ensembles.append(plan_ensemble(g, taken, cpu_only=cpu))
+    if problems:
+        raise SpecError(problems)
+    return RepositoryPlan(models=tuple(spec.models), ensembles=tuple(ensembles), cpu_only=cpu)
+
+
+def ensemble_output(t: Tensor, batching: bool) -> Tensor:
+    """How an ensemble declares an output whose producer has full shape `t.full_dims`.
+
+    A non-batching ensemble declares the full shape. A batching one declares it without the batch
+    dimension; a step that does not batch counts its first dimension as the batch, which Triton
+    accepts (it compares full shapes, `[-1, *dims]` against the step's dims). For a rank-1 output of
+    such a step that leaves no dims, and Triton refuses an output without dims ("must specify
+    'dims'"). The loadable form is Triton's idiom for one value per batch item: dims [1] with
+    reshape [] (full shape [-1], which matches the step's [N]); clients receive [batch, 1]."""
+    if not batching:
+        return t
+    if len(t.full_dims) > 1:
+        return Tensor(t.data_type, t.full_dims[1:])
+    return Tensor(t.data_type, (1,), reshape=())
+
+
+def _sanitize(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)
+
+
+def router_name(pipeline: str, source: str, taken: set[str]) -> str:
+    """Deterministic, Triton- and Kubernetes-safe router name; hashed when long or clashing."""
+    base = _sanitize(f"{pipeline}__{source.replace('.', '__', 1)}__router")
+    if len(base) <= MAX_ROUTER_NAME and base not in taken:
+        return base
+    digest = hashlib.sha256(f"{pipeline}\0{source}".encode()).hexdigest()[:10]
+    return f"{base[: MAX_ROUTER_NAME - 12]}_{digest}"
+
+
+def plan_ensemble(g: PipelineGraph, taken: set[str], *, cpu_only: bool) -> EnsemblePlan:
+    """The ensemble of a pipeline that broke no rule. Router names it picks are added to `taken`.
+
+    Each tensor is written under one ensemble name: a pipeline input's own name, the pipeline output
+    name it is exposed as, or else its reference `STEP.TENSOR`. Under fanOut: router, a tensor with
+    several consumers goes through a router that writes `ROUTER.OUTPUT_k` for consumer k (a pipeline
+    output keeps its own name)."""
+    p = g.pipeline
+    read: dict[Consumer, str] = {}  # consumer -> the ensemble tensor it reads
+    write: dict[str, str] = {}  # reference -> the ensemble tensor its producer writes
+    routers: list[RouterPlan] = []
+    for src in sorted(g.consumers, key=lambda ref: _source_rank(g, ref)):
+        cs = g.consumers[src]
+        if len(cs) > 1 and p.fan_out == "router":
+            # step names too: a step named like the router would write the same `NAME.OUTPUT_k` tensors
+            router = _router(g, src, router_name(p.name, src, taken | set(g.steps)), cpu_only=cpu_only)
+            taken.add(router.name)
+            routers.append(router)
+            write[src] = src.split(".", 1)[1] if is_input_ref(src) else src
+            for out, c in router.outputs:
+                read[c] = c.name if c.step is None else f"{router.name}.{out}"
+            continue
+        named = [c.name for c in cs if c.step is None]
+        tname = src.split(".", 1)[1] if is_input_ref(src) else (named[0] if named else src)
+        write[src] = tname
+        for c in cs:
+            read[c] = tname
+    steps = [_step_plan(g, name, read, write) for name in g.order or []]
+    for r in routers:
+        in_map = ((ROUTER_INPUT, write[r.source]),)
+        out_map = tuple(sorted((out, read[c]) for out, c in r.outputs))
+        steps.append(StepPlan(name=r.name, model=r.name, input_map=in_map, output_map=out_map))
+    return EnsemblePlan(
+        name=p.name,
+        max_batch_size=g.max_batch_size,
+        inputs=tuple((i.name, Tensor(i.data_type, tuple(i.dims))) for i in p.inputs),
+        outputs=tuple(
+            (o.name, ensemble_output(g.catalogue[g.outputs[o.name]], g.batching)) for o in p.outputs
+        ),
+        steps=tuple(steps),
+        routers=tuple(routers),
+        fan_out=p.fan_out,
+    )
+
+
+def _step_plan(g: PipelineGraph, name: str, read: dict[Consumer, str], write: dict[str, str]) -> StepPlan:
+    """A step's maps: every input it maps, and each of its outputs that something reads."""
+    step = g.steps[name]
+    in_map = tuple(sorted((key, read[Consumer(name, key)]) for key in step.inputs))
+    refs = ((o.name, f"{name}.{o.name}") for o in step.model.outputs)
+    out_map = tuple(sorted((out, write[ref]) for out, ref in refs if ref in write))
+    return StepPlan(name=name, model=step.model.name, input_map=in_map, output_map=out_map)
+
+
+def _router(g: PipelineGraph, src: str, name: str, *, cpu_only: bool) -> RouterPlan:
+    """The router copying `src` to each of its consumers, in the order they were declared."""
+    tensor = g.catalogue[src]
+    batched = g.batching and _batched(g, src)
+    cs = g.consumers[src]
+    return RouterPlan(
+        name=name,
+        pipeline=g.pipeline.name,
+        source=src,
+        data_type=tensor.data_type,
+        dims=tensor.full_dims[1:] if batched else tensor.full_dims,
+        max_batch_size=g.max_batch_size if batched else 0,
+        gpu=not cpu_only and _next_to_gpu(g, src, cs),
+        outputs=tuple((f"OUTPUT_{k}", c) for k, c in enumerate(cs)),
+    )
+
+
+def _batched(g: PipelineGraph, src: str) -> bool:
+    """Whether a tensor carries the ensemble's batch dimension: pipeline inputs and outputs of
+    batching steps do. A router copies an unbatched tensor (from a step with maxBatchSize 0) with
+    maxBatchSize 0 and the tensor's full shape: Triton exempts such steps from the ensemble's batch
+    size, whereas a batching router would need the full shape minus its first dimension (nothing
+    at all for a rank-1 tensor: "must specify 'dims'") and would cap that dimension at the
+    ensemble's maxBatchSize at run time."""
+    head = producer(src)
+    return head == INPUTS or g.steps[head].model.max_batch_size > 0
+
+
+def _source_rank(g: PipelineGraph, src: str) -> tuple[int, str]:
+    """Pipeline inputs first, then step outputs by their step's position, then by name."""
+    head = producer(src)
+    return (-1 if head == INPUTS else g.steps[head].index, src)
+
+
+def _next_to_gpu(g: PipelineGraph, src: str, cs: list[Consumer]) -> bool:
+    """Whether the producer or any consumer of `src` has a GPU instance group."""
+    neighbours = [producer(src), *(c.step for c in cs if c.step)]
+    return any(inst.kind == "GPU" for s in neighbours if s in g.steps for inst in g.steps[s].model.instances)

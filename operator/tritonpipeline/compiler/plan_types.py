@@ -1,0 +1,172 @@
+"""The compiler's data: one pipeline's resolved dataflow (`PipelineGraph`, what the rules read) and the
+plan rendered into config.pbtxt files (`RepositoryPlan` and its parts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..errors import Problem
+from ..spec import Model, Pipeline, PipelineSpec
+
+INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
+ROUTER_INPUT = "INPUT"  # the one input of every generated router
+
+
+def parse_ref(ref: str) -> tuple[str, str] | None:
+    """`inputs.NAME` or `STEP.TENSOR` as (head, tail); None when it is neither."""
+    head, dot, tail = ref.partition(".")
+    if not dot or not head or not tail:
+        return None
+    return head, tail
+
+
+def producer(ref: str) -> str:
+    """The head of a resolved reference: a step name, or INPUTS for a pipeline input."""
+    return ref.split(".", 1)[0]
+
+
+def is_input_ref(ref: str) -> bool:
+    return ref.startswith(INPUTS + ".")
+
+
+def first_index(names: Iterable[str]) -> dict[str, int]:
+    """Each name -> the position of its first occurrence (in order of first occurrence)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        first.setdefault(name, i)
+    return first
+
+
+def full_dims(dims: tuple[int, ...] | list[int], batching: bool) -> tuple[int, ...]:
+    """A declared shape with the batch dimension (-1) in front when its owner batches."""
+    return (-1, *dims) if batching else tuple(dims)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Type and full shape (batch dimension included when the owner batches) of one dataflow edge."""
+
+    data_type: str
+    full_dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None = None  # ensemble outputs only: Triton's `reshape { shape: [...] }`
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """Where a tensor goes: a model input of a step, or a pipeline output."""
+
+    step: str | None  # None: a pipeline output
+    name: str  # model input name, or pipeline output name
+
+    @property
+    def label(self) -> str:
+        return f"{self.step}.{self.name}" if self.step else f"outputs.{self.name}"
+
+
+@dataclass(frozen=True)
+class ResolvedStep:
+    """A step whose name is free and whose model exists."""
+
+    name: str
+    index: int  # position in the pipeline's steps
+    model: Model
+    inputs: Mapping[str, str]  # model input -> reference, as written
+
+
+@dataclass
+class PipelineGraph:
+    """One pipeline's resolved dataflow, filled in by `resolve.resolve_pipeline` in rule order and read
+    by every pipeline rule and by the planner. Only what resolved is recorded; what did not is a
+    problem (and sets `unresolved`)."""
+
+    spec: PipelineSpec
+    index: int  # position in spec.pipelines
+    problems: list[Problem] = field(default_factory=list)
+    unresolved: bool = False  # a name or reference failed: "unused"/"dead" findings would be noise
+    steps: dict[str, ResolvedStep] = field(default_factory=dict)  # in declaration order
+    inputs: dict[str, int] = field(default_factory=dict)  # pipeline input -> its index
+    max_batch_size: int = 0  # the ensemble's
+    catalogue: dict[str, Tensor] = field(default_factory=dict)  # reference -> what it carries
+    consumers: dict[str, list[Consumer]] = field(default_factory=dict)  # reference -> its readers
+    deps: dict[str, set[str]] = field(default_factory=dict)  # step -> steps it reads from
+    outputs: dict[str, str] = field(default_factory=dict)  # pipeline output -> reference
+    order: list[str] | None = None  # steps in dataflow order; None while unknown or on a cycle
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.spec.pipelines[self.index]
+
+    @property
+    def path(self) -> str:
+        return f"spec.pipelines[{self.index}]"
+
+    def step_path(self, j: int) -> str:
+        return f"{self.path}.steps[{j}]"
+
+    @cached_property
+    def models(self) -> dict[str, Model]:
+        return {m.name: m for m in self.spec.models}
+
+    @cached_property
+    def first_step(self) -> dict[str, int]:
+        """Every declared step name (valid or not) -> where it is first declared."""
+        return first_index(s.step_name for s in self.pipeline.steps)
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 0
+
+    def add(self, found: Iterable[Problem], *, unresolved: bool = False) -> bool:
+        """Record a rule's problems; `unresolved` marks them as failed names or references."""
+        before = len(self.problems)
+        self.problems.extend(found)
+        if len(self.problems) == before:
+            return False
+        self.unresolved = self.unresolved or unresolved
+        return True
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    name: str
+    model: str
+    input_map: tuple[tuple[str, str], ...]  # (model input, ensemble tensor), sorted
+    output_map: tuple[tuple[str, str], ...]  # (model output, ensemble tensor), sorted
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    """A generated Python-backend model copying one tensor to one output per consumer."""
+
+    name: str
+    pipeline: str
+    source: str  # `inputs.NAME` or `STEP.TENSOR`
+    data_type: str
+    dims: tuple[int, ...]  # relative to max_batch_size
+    max_batch_size: int
+    gpu: bool
+    outputs: tuple[tuple[str, Consumer], ...]  # (router output name, consumer)
+
+
+@dataclass(frozen=True)
+class EnsemblePlan:
+    name: str
+    max_batch_size: int
+    inputs: tuple[tuple[str, Tensor], ...]  # dims relative to max_batch_size
+    outputs: tuple[tuple[str, Tensor], ...]
+    steps: tuple[StepPlan, ...]
+    routers: tuple[RouterPlan, ...]
+    fan_out: str
+
+
+@dataclass(frozen=True)
+class RepositoryPlan:
+    models: tuple[Model, ...]
+    ensembles: tuple[EnsemblePlan, ...]
+    cpu_only: bool
+
+    @property
+    def routers(self) -> tuple[RouterPlan, ...]:
+        return tuple(r for e in self.ensembles for r in e.routers)

@@ -1,0 +1,149 @@
+"""Resolve one pipeline's dataflow into a `PipelineGraph`, applying the pipeline rules as it goes.
+
+The walk follows the document: step names and models, then pipeline inputs and outputs, the ensemble's
+batch size, each step's input mapping, the pipeline outputs, and last the rules over the whole graph
+(cycles, unused inputs and steps, decoupled origins). What fails a rule stays out of the graph, so
+later rules see only what resolved and each problem is reported once, in the order of this walk.
+"""
+
+from __future__ import annotations
+
+from ..spec import PipelineSpec
+from . import rules
+from .plan_types import INPUTS, Consumer, PipelineGraph, ResolvedStep, Tensor, full_dims, producer
+
+
+def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
+    """spec.pipelines[index] resolved; `problems` on the result lists every rule it breaks."""
+    g = PipelineGraph(spec, index)
+    _resolve_steps(g)
+    _resolve_interface(g)
+    _resolve_batch_size(g)
+    _catalogue(g)
+    for step in g.steps.values():
+        _resolve_step_inputs(g, step)
+    _resolve_outputs(g)
+    order, cycle = dataflow_order(g)
+    g.add(rules.acyclic(g, cycle))
+    if not cycle:
+        g.order = order
+        g.add(rules.inputs_used(g))
+        g.add(rules.steps_have_inputs(g))
+        if not g.unresolved:  # unresolved references would make healthy steps look unused
+            g.add(rules.steps_reach_outputs(g))
+        g.add(rules.decoupled_origins_agree(g))
+    return g
+
+
+def _resolve_steps(g: PipelineGraph) -> None:
+    for j, step in enumerate(g.pipeline.steps):
+        if g.add(rules.step_name_free(g, j), unresolved=True):
+            continue
+        if g.add(rules.step_model_known(g, j), unresolved=True):
+            continue
+        g.steps[step.step_name] = ResolvedStep(step.step_name, j, g.models[step.model], step.inputs)
+    g.deps = {name: set() for name in g.steps}
+
+
+def _resolve_interface(g: PipelineGraph) -> None:
+    """The pipeline's input names (first of duplicates kept), then its output names."""
+    g.add(rules.unique_input_names(g), unresolved=True)
+    for j, i in enumerate(g.pipeline.inputs):
+        g.inputs.setdefault(i.name, j)
+    g.add(rules.unique_output_names(g))
+
+
+def _resolve_batch_size(g: PipelineGraph) -> None:
+    """The ensemble's maxBatchSize: as set, or the smallest of its batching steps (Triton exempts steps
+    with maxBatchSize 0; their dims are full shapes and are checked as such)."""
+    declared = g.pipeline.max_batch_size
+    batching = [s.model.max_batch_size for s in g.steps.values() if s.model.max_batch_size > 0]
+    g.max_batch_size = min(batching, default=0) if declared is None else declared
+    g.add(rules.ensemble_batch_size_fits(g))
+
+
+def _catalogue(g: PipelineGraph) -> None:
+    """Every tensor a reference may name: the pipeline inputs and the outputs of resolved steps."""
+    for i in g.pipeline.inputs:
+        g.catalogue[f"{INPUTS}.{i.name}"] = Tensor(i.data_type, full_dims(i.dims, g.batching))
+    for step in g.steps.values():
+        model = step.model
+        for out in model.outputs:
+            g.catalogue[f"{step.name}.{out.name}"] = Tensor(
+                out.data_type, full_dims(out.dims, model.max_batch_size > 0)
+            )
+
+
+def _source(g: PipelineGraph, ref: str, path: str) -> str | None:
+    """`ref` when it names a tensor of the catalogue; otherwise None (reported here or with its step)."""
+    if g.add(rules.reference_resolves(g, ref, path), unresolved=True):
+        return None
+    head = producer(ref)
+    if head != INPUTS and head not in g.steps:
+        g.unresolved = True  # the step it names is refused (and reported) itself
+        return None
+    return ref
+
+
+def _resolve_step_inputs(g: PipelineGraph, step: ResolvedStep) -> None:
+    for key, ref in step.inputs.items():
+        if g.add(rules.maps_a_model_input(g, step, key), unresolved=True):
+            continue
+        src = _source(g, ref, f"{g.step_path(step.index)}.inputs.{key}")
+        if src is None:
+            continue
+        if producer(src) != INPUTS:
+            g.deps[step.name].add(producer(src))
+        g.consumers.setdefault(src, []).append(Consumer(step.name, key))
+        if not g.add(rules.data_types_agree(g, step, key, src)):
+            g.add(rules.shapes_agree(g, step, key, src))
+    g.add(rules.required_inputs_mapped(g, step), unresolved=True)
+
+
+def _resolve_outputs(g: PipelineGraph) -> None:
+    for j, o in enumerate(g.pipeline.outputs):
+        if g.add(rules.output_from_a_step(g, j)):
+            continue
+        src = _source(g, o.source, f"{g.path}.outputs[{j}].from")
+        if src is None:
+            continue
+        g.outputs[o.name] = src
+        g.consumers.setdefault(src, []).append(Consumer(None, o.name))
+        g.add(rules.shared_tensor_named_once(g, j, src))
+
+
+def dataflow_order(g: PipelineGraph) -> tuple[list[str], list[str]]:
+    """(steps in topological order, []) or (partial order, the first cycle met, its first member
+    repeated at the end).
+
+    Iterative depth-first post-order: dependencies in declaration order, roots in declaration order.
+    No recursion, so a chain of any length (declared in any order) cannot hit Python's recursion
+    limit."""
+    order: list[str] = []
+    done: set[str] = set()
+
+    def rank(name: str) -> int:
+        return g.steps[name].index
+
+    for root in g.steps:  # declaration order
+        if root in done:
+            continue
+        path: list[str] = [root]  # the current chain of steps being expanded
+        on_path: dict[str, int] = {root: 0}  # step -> its position in path
+        pending = [iter(sorted(g.deps[root], key=rank))]
+        while pending:
+            for dep in pending[-1]:
+                if dep in on_path:
+                    return order, [*path[on_path[dep] :], dep]
+                if dep not in done:
+                    on_path[dep] = len(path)
+                    path.append(dep)
+                    pending.append(iter(sorted(g.deps[dep], key=rank)))
+                    break
+            else:  # every dependency of path[-1] is placed: place it
+                node = path.pop()
+                del on_path[node]
+                pending.pop()
+                done.add(node)
+                order.append(node)
+    return order, []

@@ -1,0 +1,488 @@
+"""The rules a TritonPipeline must satisfy before anything is rendered (DESIGN.md "Rules the compiler
+enforces"): one function per rule, each yielding a `Problem` per violation, with its message one of
+the constants below. They mirror Triton core's own model and ensemble checks, so that a bad pipeline
+fails at `validate`/`kubectl apply` time rather than inside a pod.
+
+Document-wide rules run in `check_spec`; pipeline rules read the `PipelineGraph` that
+`resolve.resolve_pipeline` builds, which decides what each rule is applied to and in what order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+
+from ..errors import Problem
+from ..spec import PipelineSpec
+from .plan_types import (
+    INPUTS,
+    PipelineGraph,
+    ResolvedStep,
+    Tensor,
+    first_index,
+    full_dims,
+    is_input_ref,
+    parse_ref,
+    producer,
+)
+
+# --------------------------------------------------------------------------- messages
+
+DUPLICATE_MODEL = "duplicate model name {name!r} (also spec.models[{first}])"
+DUPLICATE_TENSOR = "duplicate tensor name {name!r} in model {kind}"
+CONTROL_LISTED_AS_INPUT = (
+    "control tensor {name!r} is also listed under inputs; the sequence batcher fills control tensors, "
+    "so remove it from inputs"
+)
+STATE_LISTED_AS_INPUT = "state tensor {name!r} is also listed under inputs; Triton fills it"
+DYNAMIC_BATCHING_WITHOUT_BATCHES = "dynamic batching needs maxBatchSize > 0"
+PREFERRED_ABOVE_MAX = "preferred batch size {size} exceeds maxBatchSize {max}"
+PIPELINE_NAMED_LIKE_MODEL = (
+    "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
+)
+DUPLICATE_PIPELINE = "duplicate pipeline name {name!r}"
+
+RESERVED_STEP_NAME = "step name {name!r} is reserved for pipeline inputs"
+DUPLICATE_STEP = (
+    "duplicate step name {name!r} (also {first}); give one a distinct `name` — each tensor must have "
+    "exactly one producer"
+)
+UNKNOWN_MODEL = "unknown model {model!r} (models: {known})"
+DUPLICATE_INPUT = "duplicate pipeline input {name!r}"
+DUPLICATE_OUTPUT = "duplicate pipeline output {name!r}: each tensor must have exactly one producer"
+OUTPUT_NAMED_LIKE_INPUT = "{name!r} is already the name of a pipeline input"
+ENSEMBLE_BATCH_ABOVE_STEPS = (
+    "ensemble maxBatchSize {size} exceeds the maxBatchSize of step(s) {steps}; it must be <= every "
+    "batching step's maxBatchSize"
+)
+CONTROL_MAPPED = (
+    "{name!r} is a sequence control of model {model!r}; Triton's sequence batcher fills it from the "
+    "request's sequence flags, so do not map it"
+)
+STATE_MAPPED = "{name!r} is an implicit state of model {model!r}; do not map it"
+UNKNOWN_MODEL_INPUT = "model {model!r} has no input {name!r} (inputs: {known}){hint}"
+CONTROL_WITHOUT_SEQUENCE_BATCHING = " (sequence controls are only available on models with sequenceBatching)"
+BAD_REFERENCE = "expected 'inputs.NAME' or 'STEP.TENSOR', got {ref!r}"
+UNKNOWN_INPUT = "unknown pipeline input {name!r} (inputs: {known})"
+UNKNOWN_STEP = "unknown step {name!r} (steps: {known})"
+UNKNOWN_OUTPUT = "step {step!r} (model {model!r}) has no output {name!r} (outputs: {known})"
+DATA_TYPE_MISMATCH = (
+    "data type mismatch: {src} is {have} but input {name!r} of model {model!r} expects {want}"
+)
+SHAPE_MISMATCH = (
+    "shape mismatch: {src} has dims {have} but input {name!r} of model {model!r} expects {want} "
+    "(batch dimension included, -1 matches any size)"
+)
+INPUT_RANK_HINT = (
+    "; pipeline input dims exclude the batch dimension when the pipeline batches (maxBatchSize > 0) "
+    "and include it otherwise"
+)
+REQUIRED_INPUT_UNMAPPED = (
+    "required input {name!r} of model {model!r} is not mapped (add `{name}: inputs.NAME` or "
+    "`{name}: STEP.TENSOR`)"
+)
+OUTPUT_FROM_INPUT = "a pipeline output must come from a step output, not straight from an input"
+SHARED_TENSOR_NAMED_TWICE = (
+    "{src} is exposed as pipeline outputs {names}; with fanOut: shared one tensor can have only one "
+    "name — use fanOut: router"
+)
+CYCLE = "cycle in pipeline {pipeline!r}: {members}"
+UNUSED_INPUT = "pipeline input {name!r} is not used by any step"
+STEP_WITHOUT_INPUTS = "step {name!r} has no inputs, so the ensemble would never run it"
+DEAD_STEP = "step {name!r} does not contribute to any pipeline output (unreachable from outputs)"
+# Triton core refuses an ensemble whose step (or whose set of outputs) "receives inputs originated from
+# different decoupled models" (ensemble_utils.cc, ValidateEnsembleConfig).
+DECOUPLED_ORIGINS = (
+    "{what} receives tensors that originate from different decoupled steps ({detail}); Triton refuses "
+    "this ensemble ('receives inputs originated from different decoupled models'): all inputs of a step, "
+    "and all outputs of a pipeline, must descend from the same nearest decoupled step, or all from none"
+)
+SEQUENCE_CONTROL_NAMES = frozenset({"START", "END", "READY", "CORRID"})  # what a user may try to map
+
+
+def same_type(a: str, b: str) -> bool:
+    """STRING is Triton's older spelling of BYTES."""
+    return {a, b} <= {"BYTES", "STRING"} or a == b
+
+
+def dims_compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Equal rank and every dimension equal, with -1 matching anything (Triton's ensemble check)."""
+    return len(a) == len(b) and all(x == y or x == -1 or y == -1 for x, y in zip(a, b, strict=True))
+
+
+def _fmt_dims(dims: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+# --------------------------------------------------------------------------- models (spec.models[i])
+
+
+def unique_model_name(spec: PipelineSpec, i: int, first: Mapping[str, int]) -> Iterator[Problem]:
+    """Model names are unique (Triton has one namespace of models)."""
+    name = spec.models[i].name
+    if first[name] != i:
+        yield Problem(f"spec.models[{i}].name", DUPLICATE_MODEL.format(name=name, first=first[name]))
+
+
+def unique_tensor_names(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """A model's input names are unique, and so are its output names."""
+    model = spec.models[i]
+    names = (("inputs", [t.name for t in model.inputs]), ("outputs", [t.name for t in model.outputs]))
+    for kind, tensors in names:
+        seen: set[str] = set()
+        for j, name in enumerate(tensors):
+            if name in seen:
+                yield Problem(
+                    f"spec.models[{i}].{kind}[{j}].name", DUPLICATE_TENSOR.format(name=name, kind=kind)
+                )
+            seen.add(name)
+
+
+def filled_tensors_not_inputs(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """Sequence controls and implicit states are filled by Triton, so they are not declared inputs."""
+    model = spec.models[i]
+    sb = model.sequence_batching
+    if sb is None:
+        return
+    path = f"spec.models[{i}].sequenceBatching"
+    input_names = {t.name for t in model.inputs}
+    controls = sb.controls
+    for field_name, value in (
+        ("start", controls.start),
+        ("end", controls.end),
+        ("ready", controls.ready),
+        ("correlationId", controls.correlation_id),
+    ):
+        if value and value in input_names:
+            yield Problem(f"{path}.controls.{field_name}", CONTROL_LISTED_AS_INPUT.format(name=value))
+    for j, state in enumerate(sb.states):
+        if state.input_name in input_names:
+            yield Problem(
+                f"{path}.states[{j}].inputName", STATE_LISTED_AS_INPUT.format(name=state.input_name)
+            )
+
+
+def dynamic_batching_batches(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """Dynamic batching needs a model that batches."""
+    model = spec.models[i]
+    if model.dynamic_batching is not None and model.max_batch_size == 0:
+        yield Problem(f"spec.models[{i}].dynamicBatching", DYNAMIC_BATCHING_WITHOUT_BATCHES)
+
+
+def preferred_batch_sizes_fit(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """Every preferred batch size (of the one batcher a model has) is <= the model's maxBatchSize."""
+    model = spec.models[i]
+    batchers = (
+        ("sequenceBatching", model.sequence_batching),
+        # a dynamic batcher without batching is `dynamic_batching_batches`'s finding
+        ("dynamicBatching", model.dynamic_batching if model.max_batch_size else None),
+    )
+    for field_name, batcher in batchers:
+        for j, size in enumerate(batcher.preferred_batch_sizes if batcher else ()):
+            if size > model.max_batch_size:
+                yield Problem(
+                    f"spec.models[{i}].{field_name}.preferredBatchSizes[{j}]",
+                    PREFERRED_ABOVE_MAX.format(size=size, max=model.max_batch_size),
+                )
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def pipeline_name_free(spec: PipelineSpec, i: int, first: Mapping[str, int]) -> Iterator[Problem]:
+    """A pipeline's name is unique and no model's (ensembles and models share Triton's namespace)."""
+    name = spec.pipelines[i].name
+    if any(m.name == name for m in spec.models):
+        yield Problem(f"spec.pipelines[{i}].name", PIPELINE_NAMED_LIKE_MODEL.format(name=name))
+    elif first[name] != i:
+        yield Problem(f"spec.pipelines[{i}].name", DUPLICATE_PIPELINE.format(name=name))
+
+
+def check_spec(spec: PipelineSpec) -> list[Problem]:
+    """The document-wide rules, per model in declaration order, then pipeline names. (minReplicas <=
+    maxReplicas is a spec Rule: spec.py refuses it before this runs, and the CRD at admission.)"""
+    problems: list[Problem] = []
+    first_model = first_index(m.name for m in spec.models)
+    for i in range(len(spec.models)):
+        problems += unique_model_name(spec, i, first_model)
+        problems += unique_tensor_names(spec, i)
+        problems += filled_tensors_not_inputs(spec, i)
+        problems += dynamic_batching_batches(spec, i)
+        problems += preferred_batch_sizes_fit(spec, i)
+    first_pipeline = first_index(p.name for p in spec.pipelines)
+    for i in range(len(spec.pipelines)):
+        problems += pipeline_name_free(spec, i, first_pipeline)
+    return problems
+
+
+# --------------------------------------------------------------------------- names in a pipeline
+
+
+def step_name_free(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """One producer per tensor: step names are unique, and `inputs` names the pipeline inputs."""
+    step = g.pipeline.steps[j]
+    name = step.step_name
+    path = f"{g.step_path(j)}.name" if step.name else f"{g.step_path(j)}.model"
+    if name == INPUTS:
+        yield Problem(path, RESERVED_STEP_NAME.format(name=INPUTS))
+    elif g.first_step[name] != j:
+        yield Problem(path, DUPLICATE_STEP.format(name=name, first=g.step_path(g.first_step[name])))
+
+
+def step_model_known(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """Every step runs a declared model."""
+    step = g.pipeline.steps[j]
+    if step.model not in g.models:
+        known = ", ".join(sorted(m.name for m in g.spec.models))
+        yield Problem(f"{g.step_path(j)}.model", UNKNOWN_MODEL.format(model=step.model, known=known))
+
+
+def unique_input_names(g: PipelineGraph) -> Iterator[Problem]:
+    """Pipeline input names are unique."""
+    first = first_index(i.name for i in g.pipeline.inputs)
+    for j, i in enumerate(g.pipeline.inputs):
+        if first[i.name] != j:
+            yield Problem(f"{g.path}.inputs[{j}].name", DUPLICATE_INPUT.format(name=i.name))
+
+
+def unique_output_names(g: PipelineGraph) -> Iterator[Problem]:
+    """One producer per tensor: pipeline output names are unique and differ from the input names."""
+    first = first_index(o.name for o in g.pipeline.outputs)
+    for j, o in enumerate(g.pipeline.outputs):
+        if first[o.name] != j:
+            yield Problem(f"{g.path}.outputs[{j}].name", DUPLICATE_OUTPUT.format(name=o.name))
+        elif o.name in g.inputs:
+            yield Problem(f"{g.path}.outputs[{j}].name", OUTPUT_NAMED_LIKE_INPUT.format(name=o.name))
+
+
+def ensemble_batch_size_fits(g: PipelineGraph) -> Iterator[Problem]:
+    """An ensemble's maxBatchSize is <= every batching step's (steps with maxBatchSize 0 are exempt)."""
+    size = g.pipeline.max_batch_size
+    if size is None:
+        return
+    limiting = sorted(
+        (s for s in g.steps.values() if 0 < s.model.max_batch_size < size), key=lambda s: s.name
+    )
+    if limiting:
+        steps = ", ".join(f"{s.name} ({s.model.name}: {s.model.max_batch_size})" for s in limiting)
+        yield Problem(f"{g.path}.maxBatchSize", ENSEMBLE_BATCH_ABOVE_STEPS.format(size=size, steps=steps))
+
+
+# --------------------------------------------------------------------------- dataflow
+
+
+def maps_a_model_input(g: PipelineGraph, step: ResolvedStep, key: str) -> Iterator[Problem]:
+    """A step maps only its model's declared inputs, and never what Triton fills (sequence controls,
+    implicit states)."""
+    model = step.model
+    sb = model.sequence_batching
+    path = f"{g.step_path(step.index)}.inputs.{key}"
+    if sb is not None and key in sb.controls.names():
+        yield Problem(path, CONTROL_MAPPED.format(name=key, model=model.name))
+    elif sb is not None and key in {s.input_name for s in sb.states}:
+        yield Problem(path, STATE_MAPPED.format(name=key, model=model.name))
+    elif key not in {t.name for t in model.inputs}:
+        hint = (
+            CONTROL_WITHOUT_SEQUENCE_BATCHING if key.upper() in SEQUENCE_CONTROL_NAMES and sb is None else ""
+        )
+        known = ", ".join(dict.fromkeys(t.name for t in model.inputs))
+        yield Problem(path, UNKNOWN_MODEL_INPUT.format(model=model.name, name=key, known=known, hint=hint))
+
+
+def reference_resolves(g: PipelineGraph, ref: str, path: str) -> Iterator[Problem]:
+    """Every reference names a pipeline input or an output of a step. A reference to a step that is
+    itself refused (unknown model, duplicate name) is not reported again."""
+    parsed = parse_ref(ref) if isinstance(ref, str) else None
+    if parsed is None:
+        yield Problem(path, BAD_REFERENCE.format(ref=ref))
+        return
+    head, tail = parsed
+    if head == INPUTS:
+        if tail not in g.inputs:
+            known = ", ".join(i.name for i in g.pipeline.inputs) or "none"
+            yield Problem(path, UNKNOWN_INPUT.format(name=tail, known=known))
+    elif head not in g.first_step:
+        yield Problem(path, UNKNOWN_STEP.format(name=head, known=", ".join(g.first_step)))
+    elif head in g.steps:
+        model = g.steps[head].model
+        if tail not in {o.name for o in model.outputs}:
+            known = ", ".join(o.name for o in model.outputs)
+            yield Problem(path, UNKNOWN_OUTPUT.format(step=head, model=model.name, name=tail, known=known))
+
+
+def _wanted(step: ResolvedStep, key: str) -> Tensor:
+    """What a step's model input `key` accepts, batch dimension included."""
+    declared = {t.name: t for t in step.model.inputs}[key]  # duplicates: unique_tensor_names
+    return Tensor(declared.data_type, full_dims(declared.dims, step.model.max_batch_size > 0))
+
+
+def data_types_agree(g: PipelineGraph, step: ResolvedStep, key: str, src: str) -> Iterator[Problem]:
+    """Producer and consumer agree on the data type (BYTES and STRING are one type)."""
+    have, want = g.catalogue[src], _wanted(step, key)
+    if not same_type(have.data_type, want.data_type):
+        yield Problem(
+            f"{g.step_path(step.index)}.inputs.{key}",
+            DATA_TYPE_MISMATCH.format(
+                src=src, have=have.data_type, name=key, model=step.model.name, want=want.data_type
+            ),
+        )
+
+
+def shapes_agree(g: PipelineGraph, step: ResolvedStep, key: str, src: str) -> Iterator[Problem]:
+    """Producer and consumer agree on the full shape: same rank, each dimension equal or -1."""
+    have, want = g.catalogue[src], _wanted(step, key)
+    if not dims_compatible(have.full_dims, want.full_dims):
+        message = SHAPE_MISMATCH.format(
+            src=src,
+            have=_fmt_dims(have.full_dims),
+            name=key,
+            model=step.model.name,
+            want=_fmt_dims(want.full_dims),
+        )
+        if is_input_ref(src) and len(have.full_dims) != len(want.full_dims):
+            message += INPUT_RANK_HINT
+        yield Problem(f"{g.step_path(step.index)}.inputs.{key}", message)
+
+
+def required_inputs_mapped(g: PipelineGraph, step: ResolvedStep) -> Iterator[Problem]:
+    """Every required model input is mapped (a control or state listed under inputs is reported once,
+    by `filled_tensors_not_inputs`)."""
+    sb = step.model.sequence_batching
+    filled = {*sb.controls.names(), *(s.input_name for s in sb.states)} if sb else set()
+    for t in step.model.inputs:
+        if t.name not in step.inputs and not t.optional and t.name not in filled:
+            yield Problem(
+                f"{g.step_path(step.index)}.inputs",
+                REQUIRED_INPUT_UNMAPPED.format(name=t.name, model=step.model.name),
+            )
+
+
+def output_from_a_step(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """A pipeline output comes from a step (an ensemble cannot pass an input straight through)."""
+    parsed = parse_ref(g.pipeline.outputs[j].source)
+    if parsed is not None and parsed[0] == INPUTS:
+        yield Problem(f"{g.path}.outputs[{j}].from", OUTPUT_FROM_INPUT)
+
+
+def shared_tensor_named_once(g: PipelineGraph, j: int, src: str) -> Iterator[Problem]:
+    """Under fanOut: shared a tensor has one name, so it can be exposed as one pipeline output only."""
+    if g.pipeline.fan_out != "shared":
+        return
+    named = [c.name for c in g.consumers[src] if c.step is None]
+    if len(named) > 1:
+        yield Problem(
+            f"{g.path}.outputs[{j}].from", SHARED_TENSOR_NAMED_TWICE.format(src=src, names=", ".join(named))
+        )
+
+
+def acyclic(g: PipelineGraph, cycle: Sequence[str]) -> Iterator[Problem]:
+    """No cycles: `cycle` is the one the dataflow order ran into (first member repeated at the end)."""
+    if cycle:
+        yield Problem(
+            f"{g.step_path(g.steps[cycle[-1]].index)}.inputs",
+            CYCLE.format(pipeline=g.pipeline.name, members=" -> ".join(cycle)),
+        )
+
+
+def inputs_used(g: PipelineGraph) -> Iterator[Problem]:
+    """Every pipeline input is used. An input named by a mapping that failed for another reason, or any
+    misspelt `inputs.X`, would make this finding noise, so then it is skipped."""
+    referenced = {v for st in g.pipeline.steps for v in st.inputs.values() if isinstance(v, str)}
+    if any(is_input_ref(r) and r.split(".", 1)[1] not in g.inputs for r in referenced):
+        return
+    for name, j in g.inputs.items():
+        ref = f"{INPUTS}.{name}"
+        if ref not in referenced and not g.consumers.get(ref):
+            yield Problem(f"{g.path}.inputs[{j}]", UNUSED_INPUT.format(name=name))
+
+
+def steps_have_inputs(g: PipelineGraph) -> Iterator[Problem]:
+    """Every step reads something (Triton never runs a step without inputs)."""
+    for step in g.steps.values():
+        if not step.inputs:
+            yield Problem(f"{g.step_path(step.index)}.inputs", STEP_WITHOUT_INPUTS.format(name=step.name))
+
+
+def steps_reach_outputs(g: PipelineGraph) -> Iterator[Problem]:
+    """Every step feeds some pipeline output, directly or through other steps (Triton refuses a step
+    without output_map)."""
+    useful: set[str] = set()
+    frontier = [producer(src) for src, cs in g.consumers.items() if any(c.step is None for c in cs)]
+    while frontier:
+        s = frontier.pop()
+        if s in useful or s == INPUTS:
+            continue
+        useful.add(s)
+        frontier.extend(g.deps.get(s, ()))
+    for step in g.steps.values():
+        if step.name not in useful:
+            yield Problem(g.step_path(step.index), DEAD_STEP.format(name=step.name))
+
+
+def decoupled_conflicts(
+    order: Sequence[str],
+    inputs_of: Mapping[str, Sequence[str]],
+    decoupled: AbstractSet[str],
+    outputs: Sequence[tuple[str, str]],
+) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Triton's decoupled-origin rule, exactly: every tensor carries the origin of its responses, the
+    nearest decoupled step upstream (None for pipeline inputs and for tensors with no decoupled step
+    upstream). A decoupled step's outputs originate from that step; any other step's outputs inherit
+    the one origin its inputs share. The inputs of every step, and the pipeline outputs as a whole
+    (Triton checks them as one more "step"), must share one origin.
+
+    order: steps in topological order; inputs_of: step -> the references it reads; outputs: (where,
+    reference) pairs. References are `inputs.NAME` or `STEP.TENSOR`; unresolved ones are skipped.
+    Returns (step name, or the `where` of the first output that differs; [(reference, origin)]) per
+    violation. A step in conflict taints its outputs, so one conflict is reported once."""
+    origin: dict[str, str | None] = {}  # step -> origin of its outputs
+    tainted: set[str] = set()
+    conflicts: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def sources(refs: Sequence[str]) -> list[tuple[str, str | None]] | None:
+        found: list[tuple[str, str | None]] = []
+        for ref in refs:
+            head = producer(ref)
+            if head in tainted:
+                return None
+            if head == INPUTS:
+                found.append((ref, None))
+            elif head in origin:
+                found.append((ref, origin[head]))
+        return found
+
+    for name in order:
+        found = sources(inputs_of.get(name, ()))
+        if found is None:
+            tainted.add(name)
+            continue
+        if len({o for _, o in found}) > 1:
+            conflicts.append((name, found))
+            tainted.add(name)
+            continue
+        origin[name] = name if name in decoupled else (found[0][1] if found else None)
+    found = sources([ref for _, ref in outputs])
+    if found and len({o for _, o in found}) > 1:
+        first = next(i for i, (_, o) in enumerate(found) if o != found[0][1])
+        where = next(w for w, ref in outputs if ref == found[first][0])
+        conflicts.append((where, found))
+    return conflicts
+
+
+def decoupled_origins_agree(g: PipelineGraph) -> Iterator[Problem]:
+    """No re-join of tensors from different decoupled steps (see `decoupled_conflicts`), per step and
+    for the pipeline outputs. Needs the dataflow order."""
+    order = g.order or []
+    inputs_of = {name: [ref for _, ref in sorted(g.steps[name].inputs.items())] for name in order}
+    outputs = [(f"{g.path}.outputs[{j}].from", o.source) for j, o in enumerate(g.pipeline.outputs)]
+    decoupled = {s.name for s in g.steps.values() if s.model.decoupled}
+    for where, sources in decoupled_conflicts(order, inputs_of, decoupled, outputs):
+        detail = "; ".join(
+            f"{ref} comes from decoupled step {origin!r}" if origin else f"{ref} from no decoupled step"
+            for ref, origin in sources
+        )
+        if where in g.steps:
+            what, path = f"step {where!r}", f"{g.step_path(g.steps[where].index)}.inputs"
+        else:
+            what, path = f"pipeline {g.pipeline.name!r} (its outputs)", where
+        yield Problem(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))

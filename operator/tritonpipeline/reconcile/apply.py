@@ -1,0 +1,256 @@
+"""Server-side apply of a pipeline's children (their owner reference is added here: the renderers
+leave it out), the pruning of those a spec no longer renders, and what an apply created or changed."""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import json
+import time
+from typing import Any
+
+import kopf
+
+from .. import security
+from ..kube import access, autoscaling
+from ..kube import routing as rt
+from ..kube import status as st
+from ..kube.client import Kube, KubeError, is_transient
+from ..kube.manifests import PIPELINE_LABEL, Children
+from ..kube.meta import namespace_of as pipeline_namespace
+from ..kube.meta import owned
+from ..settings import Settings
+from ..spec import TritonPipeline
+from ..state import OperatorState
+
+
+def _epoch(stamp: str | None) -> float:
+    """An API timestamp (RFC 3339, UTC, whole seconds) as seconds since the epoch; 0 when absent."""
+    if not stamp:
+        return 0.0
+    return float(calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
+
+
+Seen = dict[str, tuple[str, float, int]]  # Kind/name -> (uid, our Apply time, hash of spec/data)
+
+
+def _seen(obj: dict[str, Any], manager: str) -> tuple[str, float, int]:
+    meta = obj.get("metadata") or {}
+    times = [
+        _epoch(f.get("time"))
+        for f in meta.get("managedFields") or []
+        if f.get("manager") == manager and f.get("operation") == "Apply"
+    ]
+    body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    labels = {k: meta.get(k) for k in ("labels", "annotations", "ownerReferences")}
+    return str(meta.get("uid")), max(times, default=0.0), hash(json.dumps([body, labels], sort_keys=True))
+
+
+def changes(
+    applied: list[dict[str, Any]], manager: str, since: float, before: Seen | None
+) -> tuple[list[str], list[str], Seen]:
+    """(created, updated, seen): the `Kind/name` of the objects a server-side apply started at `since`
+    created or changed, given what the previous reconcile in this process saw (`before`, None after a
+    start). The apiserver stamps our field manager's Apply entry, to the second, only when our fields
+    changed, so a change by this apply is stamped at or after `since`, and (within the same second as
+    the previous apply) also changes the object's uid, stamp or content. Others' writes (a controller,
+    an HPA) do not touch our stamp."""
+    start = float(int(since))
+    created, updated, seen = [], [], {}
+    for obj in applied:
+        meta = obj.get("metadata") or {}
+        ref = f"{obj.get('kind')}/{meta.get('name')}"
+        seen[ref] = now = _seen(obj, manager)
+        old = (before or {}).get(ref)
+        if (old[0] != now[0]) if old else _epoch(meta.get("creationTimestamp")) >= start:
+            created.append(ref)
+        elif now[1] >= start and (old is None or old[1:] != now[1:]):
+            updated.append(ref)
+    return created, updated, seen
+
+
+async def ensure_admin_secret(
+    kube: Kube, tp: TritonPipeline, config: Settings, owner: dict[str, Any], logger: kopf.Logger
+) -> None:
+    """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one).
+    Create only: the operator never reads a Secret, so the key is in no status, event or log line."""
+    if not access.generates_secret(tp):
+        return
+    secret = owned(access.admin_secret(tp, security.new_key(), config), owner)
+    if await asyncio.to_thread(kube.create_if_absent, secret):
+        logger.info(f"created Secret {access.admin_secret_name(tp)} holding the admin key")
+
+
+async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
+    """The APIs (of `apis`) this cluster does not serve, as `Kind (group/version)`."""
+    served = await asyncio.gather(*(asyncio.to_thread(kube.resource_exists, a, k) for a, k in apis))
+    return [f"{k} ({a})" for (a, k), ok in zip(apis, served, strict=True) if not ok]
+
+
+async def apply_children(
+    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Apply the children every cluster serves (children.all()), owned by the pipeline; the live
+    objects as applied."""
+    applied = []
+    for child in children.all():
+        obj = owned(child, owner)
+        if child is children.deployment:
+            applied.append(await _apply_deployment(kube, tp, obj))
+        else:
+            applied.append(await asyncio.to_thread(kube.apply, obj))
+    return applied
+
+
+async def _apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str, Any]) -> dict[str, Any]:
+    """Apply the Deployment; when it gets an autoscaler, hand spec.replicas over first so the count stays
+    (autoscaling.replicas_handover)."""
+    if tp.spec.autoscaling is None:
+        return await asyncio.to_thread(kube.apply, deployment)
+    meta = deployment["metadata"]
+    live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", meta["namespace"], meta["name"])
+    handover = autoscaling.replicas_handover(tp, deployment, live, kube.field_manager)
+    manager = autoscaling.REPLICAS_HANDOVER_MANAGER
+    if handover is not None and live is not None:
+        await asyncio.to_thread(kube.apply, handover, None, manager)
+    applied = await asyncio.to_thread(kube.apply, deployment)
+    if handover is not None and live is None:
+        applied = await asyncio.to_thread(kube.apply, handover, None, manager)
+    return applied
+
+
+async def apply_optional(
+    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any], generation: int | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Apply the children that need a provider's API when the cluster serves it, owned by the pipeline
+    like the others. Returns what was applied and the RoutingConfigured / AutoscalingConfigured
+    conditions saying what happened."""
+    applied: list[dict[str, Any]] = []
+    r = children.routing
+    provider = tp.spec.routing.provider
+    provider_objects = r.provider_objects
+    for api in r.provider_apis:  # an older release of a provider may serve the kind at an older version
+        older = rt.older_api(provider_objects, api)
+        older_api = (rt.OLDER_API_VERSIONS.get(api, ""), api[1])
+        if older is not None and await _served(kube, (api,)) and not await _served(kube, (older_api,)):
+            provider_objects = older
+    if not r.provider_objects:
+        how = tp.spec.routing.session_affinity
+        if how == "ClientIP":
+            routing = st.condition("RoutingConfigured", True, "ServiceAffinity", r.description, generation)
+        else:
+            routing = st.condition("RoutingConfigured", True, "NoAffinity", r.description, generation)
+    elif missing := await _served(
+        kube, tuple(dict.fromkeys((o["apiVersion"], o["kind"]) for o in provider_objects))
+    ):
+        routing = st.condition(
+            "RoutingConfigured",
+            False,
+            "ProviderNotInstalled",
+            f"routing.provider {provider} needs {', '.join(missing)}, which this cluster does not serve: "
+            f"install {provider} (its CRDs) and the routing objects are created at the next reconcile; "
+            f"everything else, the headless Service {rt.headless_name(tp)} included, is applied",
+            generation,
+        )
+    else:
+        try:
+            applied += [await asyncio.to_thread(kube.apply, owned(obj, owner), 1) for obj in provider_objects]
+            routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
+        except KubeError as exc:
+            raise_if_transient(exc)
+            hint = (
+                ": the cluster has the Gateway API standard-channel CRDs, which lack sessionPersistence; "
+                "install the experimental channel (or use provider istio)"
+                if "sessionPersistence" in str(exc)
+                else ""
+            )
+            routing = st.condition(
+                "RoutingConfigured",
+                False,
+                "ProviderRejected",
+                f"the apiserver refused the {provider} objects ({exc}){hint}",
+                generation,
+            )
+    auto = tp.spec.autoscaling
+    if auto is None:
+        scaling = st.condition(
+            "AutoscalingConfigured", True, "FixedReplicas", autoscaling.describe(tp), generation
+        )
+    elif children.scaled_object is None:
+        message = autoscaling.describe(tp)
+        scaling = st.condition("AutoscalingConfigured", True, "HorizontalPodAutoscaler", message, generation)
+    elif missing := await _served(kube, (autoscaling.SCALED_OBJECT_API,)):
+        scaling = st.condition(
+            "AutoscalingConfigured",
+            False,
+            "KedaNotInstalled",
+            f"autoscaling.engine keda needs {missing[0]}, which this cluster does not serve: install KEDA "
+            "(the ScaledObject is created at the next reconcile) or use engine hpa; no autoscaler exists "
+            "meanwhile",
+            generation,
+        )
+    else:
+        try:
+            applied.append(await asyncio.to_thread(kube.apply, owned(children.scaled_object, owner), 1))
+            message = autoscaling.describe(tp)
+            scaling = st.condition("AutoscalingConfigured", True, "ScaledObject", message, generation)
+        except KubeError as exc:
+            raise_if_transient(exc)
+            message = f"the apiserver refused the ScaledObject: {exc}"
+            scaling = st.condition(
+                "AutoscalingConfigured", False, "ScaledObjectRejected", message, generation
+            )
+    return applied, [routing, scaling]
+
+
+def raise_if_transient(exc: KubeError) -> None:
+    """Connection trouble and overload are retried by the reconcile; a refusal becomes a condition."""
+    if is_transient(exc):
+        raise exc
+
+
+def _optional_candidates(tp: TritonPipeline) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of every child that only some specs of this pipeline render."""
+    return [
+        *rt.possible_names(tp),
+        ("autoscaling/v2", "HorizontalPodAutoscaler", tp.name),
+        (*autoscaling.SCALED_OBJECT_API, tp.name),
+        (*access.NETWORK_POLICY_API, tp.name),
+    ]
+
+
+def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of the optional children this spec renders."""
+    rendered = [
+        *children.routing.objects,
+        *children.routing.provider_objects,
+        *([children.hpa] if children.hpa else []),
+        *([children.scaled_object] if children.scaled_object else []),
+        *([children.network_policy] if children.network_policy else []),
+    ]
+    names = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in rendered}
+    return names & set(_optional_candidates(tp))
+
+
+async def prune(state: OperatorState, kube: Kube, tp: TritonPipeline, children: Children) -> list[str]:
+    """Delete children a valid spec no longer renders: surplus ConfigMap parts, and a dropped HPA,
+    ScaledObject or routing object. After a restart every candidate is tried once (404s are cheap);
+    later only what this process rendered before."""
+    namespace, name = pipeline_namespace(tp), tp.name
+    selector = f"{PIPELINE_LABEL}={name}"
+    keep = {c["metadata"]["name"] for c in children.configmaps}
+    removed = []
+    for cm in await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector):
+        if cm["metadata"]["name"] not in keep:
+            await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, cm["metadata"]["name"])
+            removed.append(f"ConfigMap/{cm['metadata']['name']}")
+    rendered = rendered_optional(tp, children)
+    before = state.optional.get((namespace, name))
+    candidates = [
+        c for c in _optional_candidates(tp) if c not in rendered and (before is None or c in before)
+    ]
+    deleted = await asyncio.gather(
+        *(asyncio.to_thread(kube.delete, api, kind, namespace, obj) for api, kind, obj in candidates)
+    )
+    removed += [f"{kind}/{obj}" for (_, kind, obj), gone in zip(candidates, deleted, strict=True) if gone]
+    return removed

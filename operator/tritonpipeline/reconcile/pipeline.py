@@ -1,0 +1,189 @@
+"""One reconcile of a TritonPipeline: parse, compile, render, server-side apply (apply.py), report
+status and events (status.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import kopf
+
+from .. import metrics
+from ..compiler import compile_pipeline
+from ..errors import SpecError
+from ..kube import autoscaling, storage
+from ..kube import routing as rt
+from ..kube import status as st
+from ..kube.client import Kube, KubeError
+from ..kube.manifests import endpoint, owner_reference, render_children
+from ..settings import Settings
+from ..spec import TritonPipeline, parse_pipeline
+from ..state import OperatorState
+from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
+from .refs import namespace_of
+from .status import list_pods, previous_condition, replica_status, warn, write_status
+
+
+def one_line(exc: SpecError) -> str:
+    return "; ".join(str(p) for p in exc.problems)
+
+
+def first_error(exc: SpecError) -> str:
+    more = len(exc.problems) - 1
+    return f"{exc.problems[0]}" + (f" (and {more} more; see status.conditions SpecValid)" if more else "")
+
+
+async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> None:
+    """Compile the CR and server-side apply its children; invalid specs change nothing. One reconcile
+    per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written).
+    Counted and timed by outcome (metrics.py)."""
+    outcome = "error"
+    async with state.reconciling[(namespace_of(body), body.metadata.name)]:
+        started = time.monotonic()
+        try:
+            outcome = await _reconcile(body, state, logger, event)
+        except kopf.PermanentError:
+            outcome = "invalid"
+            raise
+        finally:
+            metrics.RECONCILES.labels(outcome).inc()
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+
+
+async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> str:
+    kube: Kube = state.kube
+    config: Settings = state.settings
+    generation = body.metadata.get("generation")
+    name, namespace = body.metadata.name, namespace_of(body)
+    state.owners[(namespace, name)] = (body.metadata.uid, generation)
+    try:
+        tp = parse_pipeline(dict(body))
+        artifacts = compile_pipeline(tp)
+        children = render_children(tp, artifacts, config)
+    except SpecError as exc:
+        message = one_line(exc)
+        logger.warning(
+            f"reconcile invalid (generation {generation}): {first_error(exc)}; last good deployment kept"
+        )
+        logger.debug(f"every problem of generation {generation}: {message}")
+        await write_status(
+            state,
+            namespace,
+            name,
+            {
+                "observedGeneration": generation,
+                "conditions": [
+                    st.condition("SpecValid", False, "InvalidSpec", message, generation),
+                    st.condition(
+                        "Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation
+                    ),
+                ],
+            },
+            body.get("status") or {},
+        )
+        await warn(kube, body, "InvalidSpec", message)
+        raise kopf.PermanentError(message) from None
+    since = time.time()
+    try:
+        owner = owner_reference(dict(body))
+        await ensure_admin_secret(kube, tp, config, owner, logger)
+        applied = await apply_children(kube, tp, children, owner)
+        optional, conditions = await apply_optional(kube, tp, children, owner, generation)
+        applied += optional
+        # a new pipeline has nothing to prune
+        stale = [] if event == "Created" else await prune(state, kube, tp, children)
+        state.optional[(namespace, name)] = rendered_optional(tp, children)
+    except KubeError as exc:
+        logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
+        raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
+    deployment = next(o for o in applied if o.get("kind") == "Deployment")
+    summary = artifacts.graph_summary()
+    routers = [r["name"] for r in summary["routers"]]
+    logger.debug(
+        f"applied {len(applied)} objects ({len(children.configmaps)} ConfigMaps, repository "
+        f"{artifacts.digest()[:12]}, routers: {', '.join(routers) or 'none'}); pruned {stale or 'nothing'}; "
+        f"autoscaling: {autoscaling.describe(tp)}"
+    )
+    configured = st.condition(
+        "ModelsConfigured",
+        True,
+        "RepositoryGenerated",
+        f"{len(artifacts.files)} generated files in {len(children.configmaps)} ConfigMap(s); "
+        f"{len(routers)} router(s) inserted",
+        generation,
+    )
+    valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
+    affinity = _affinity_condition(tp, generation)
+    claim = storage.claim_name(tp)
+    if claim is not None:
+        live_claim = await asyncio.to_thread(kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
+        source = storage.model_source_condition(tp, live_claim, generation)
+        conditions = [*conditions, *([source] if source else [])]
+    warnings = [c for c in [*conditions, affinity] if c["status"] == "False"]
+    # warn on a user's change, or when a problem is new (not on every resync)
+    warnings = [
+        c
+        for c in warnings
+        if event
+        or (previous_condition(state, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
+    ]
+    pods = await list_pods(state, namespace, name)
+    replicas = replica_status(deployment, generation, [valid, configured, *conditions, affinity], pods)
+    await write_status(
+        state,
+        namespace,
+        name,
+        {"observedGeneration": generation, "endpoint": endpoint(tp), "graph": summary, **replicas},
+        body.get("status") or {},
+    )
+    created, updated, state.applied[(namespace, name)] = changes(
+        applied, config.field_manager, since, state.applied.get((namespace, name))
+    )
+    outcome, line = _outcome(len(applied), created, updated, stale, deployment)
+    logger.info(f"reconcile {outcome} (generation {generation}): {line}")
+    for c in warnings:
+        logger.warning(f"{c['type']}={c['status']} ({c['reason']}): {c['message']}")
+        await warn(kube, body, c["reason"], c["message"])
+    if event:
+        kopf.info(
+            body,
+            reason=event,
+            message=f"applied repository {artifacts.digest()[:12]}, "
+            f"{len(routers)} router(s), {len(applied)} objects",
+        )
+    return outcome
+
+
+def _outcome(
+    applied: int, created: list[str], updated: list[str], pruned: list[str], deployment: dict[str, Any]
+) -> tuple[str, str]:
+    """The reconcile's outcome (created, updated, unchanged or waiting) and what it changed, one line."""
+    desired = int((deployment.get("spec") or {}).get("replicas", 1))
+    ready = int((deployment.get("status") or {}).get("readyReplicas", 0))
+    waiting = f"waiting for pods ({ready}/{desired} ready)" if ready < desired else ""
+    if created and len(created) == applied:
+        outcome, what = "created", f"{len(created)} objects ({', '.join(created)})"
+    elif created or updated or pruned:
+        parts = [
+            f"created {', '.join(created)}" if created else "",
+            f"updated {', '.join(updated)}" if updated else "",
+        ]
+        parts.append(f"pruned {', '.join(pruned)}" if pruned else "")
+        outcome, what = "updated", "; ".join(p for p in parts if p)
+    else:
+        outcome, what = ("waiting" if waiting else "unchanged"), f"{applied} objects unchanged"
+    return outcome, "; ".join(p for p in (what, waiting) if p)
+
+
+def _affinity_condition(tp: TritonPipeline, generation: int | None) -> dict[str, Any]:
+    problem = rt.affinity_problem(tp)
+    if problem:
+        return st.condition("SessionAffinity", False, "SequencesWillBreak", problem, generation)
+    models = rt.sequence_models(tp)
+    if models and rt.max_replicas(tp) > 1:
+        how = tp.spec.routing.session_affinity
+        message = f"sequences of {', '.join(models)} stay on one replica (routing.sessionAffinity {how})"
+        return st.condition("SessionAffinity", True, "SequencesRouted", message, generation)
+    message = "no sequence model" if not models else "at most one replica serves the sequences"
+    return st.condition("SessionAffinity", True, "NotNeeded", message, generation)

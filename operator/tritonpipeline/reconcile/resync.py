@@ -1,0 +1,48 @@
+"""Drift repair: the periodic re-apply of every pipeline, and the restore of a deleted child."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, cast
+
+import kopf
+
+from ..kube.client import KubeError
+from ..settings import API_VERSION, KIND, Settings
+from ..state import OperatorState
+from .pipeline import reconcile
+from .refs import namespace_of, pipeline_ref
+
+
+async def reconcile_owner(state: OperatorState, namespace: str, name: str) -> None:
+    """Re-apply one pipeline's children from its current spec (drift repair)."""
+    cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
+    if cr is None or cr["metadata"].get("deletionTimestamp"):
+        return
+    with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
+        await reconcile(kopf.Body(cast(kopf.RawBody, cr)), state, state.logger_for(cr), None)
+
+
+async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, Any]) -> None:
+    """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children."""
+    namespace = namespace_of(body)
+    log = state.logger_for(pipeline_ref(namespace, owner["name"], owner.get("uid")))
+    log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
+    await reconcile_owner(state, namespace, owner["name"])
+
+
+async def resync_loop(state: OperatorState, logger: kopf.Logger) -> None:
+    """Every resync period, re-apply every pipeline (catches drift no event told us about). An
+    operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
+    config: Settings = state.settings
+    while True:
+        await asyncio.sleep(config.resync_seconds)
+        for ns in config.namespaces or (None,):
+            try:
+                crs = await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
+            except KubeError as exc:
+                logger.warning(f"resync: cannot list pipelines: {exc}")
+                continue
+            for cr in crs:
+                await reconcile_owner(state, cr["metadata"]["namespace"], cr["metadata"]["name"])

@@ -1,0 +1,177 @@
+"""The pipeline's status (the operator is its only writer), the Deployment and pod mirrors into it,
+and Warning events."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+import kopf
+
+from ..kube import status as st
+from ..kube.client import Kube, KubeError
+from ..kube.manifests import PIPELINE_LABEL
+from ..settings import API_VERSION, KIND, OPERATOR_NAME
+from ..state import OperatorState
+from .apply import raise_if_transient
+from .refs import namespace_of, owner_of, pipeline_ref
+
+
+async def write_status(
+    state: OperatorState,
+    namespace: str,
+    name: str,
+    new: dict[str, Any],
+    current: dict[str, Any] | None = None,
+) -> bool:
+    """Merge `new` into the pipeline's status (conditions by type) and write it only when it changed.
+
+    The operator is the only writer of status; writes for one pipeline are serialised by a lock and
+    the last written status is kept in memory, so no read is needed before a write. `current` is the
+    status as last seen (from the event), used when nothing is cached yet."""
+    key = (namespace, name)
+    async with state.locks[key]:
+        old = state.statuses.get(key)
+        if old is None:
+            if current is None:
+                cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
+                if cr is None:
+                    return False
+                current = cr.get("status") or {}
+            old = dict(current)
+        merged = dict(new)
+        if "conditions" in new:
+            merged["conditions"] = st.merge_conditions(old.get("conditions"), new["conditions"])
+        if not st.status_changed(old, merged):
+            state.statuses[key] = old
+            return False
+        try:
+            await asyncio.to_thread(state.kube.patch_status, namespace, name, merged)
+        except KubeError as exc:
+            state.statuses.pop(key, None)
+            if exc.status == 404:
+                return False
+            raise
+        state.statuses[key] = {**old, **merged}
+        return True
+
+
+def previous_condition(
+    state: OperatorState, namespace: str, name: str, body: kopf.Body, ctype: str
+) -> dict[str, Any] | None:
+    """The condition of type `ctype` as last written (or as the event showed it)."""
+    status = state.statuses.get((namespace, name)) or body.get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
+
+
+async def warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
+    """A Warning event on the pipeline: through kopf inside its handlers; from the resync loop, which
+    runs outside them (kopf has no event queue there), straight through the API."""
+    try:
+        kopf.warn(body, reason=reason, message=message)
+        return
+    except LookupError:
+        pass
+    meta = body.metadata
+    now = st.now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.name}.", "namespace": meta.namespace},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "uid": meta.uid,
+        },
+        "type": "Warning",
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": OPERATOR_NAME},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await asyncio.to_thread(kube.create, event)
+    except KubeError as exc:  # an event is worth a try, never a failed reconcile
+        logging.getLogger(__name__).warning(f"cannot post event {reason}: {exc}")
+
+
+def replica_status(
+    deployment: dict[str, Any],
+    generation: int | None,
+    extra: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """replicas, readyReplicas and the conditions; Ready says why when `pods` show a problem."""
+    spec, dstatus = deployment.get("spec", {}), deployment.get("status", {})
+    desired = int(spec.get("replicas", 1))
+    fresh = dstatus.get("observedGeneration", 0) >= deployment.get("metadata", {}).get("generation", 0)
+    updated = int(dstatus.get("updatedReplicas", 0)) if fresh else 0
+    ready = int(dstatus.get("readyReplicas", 0))
+    return {
+        "replicas": int(dstatus.get("replicas", 0)),
+        "readyReplicas": ready,
+        "conditions": [
+            *extra,
+            *st.ready_condition(
+                int(dstatus.get("replicas", 0)),
+                ready,
+                updated,
+                desired,
+                generation,
+                st.stalled_message(dstatus),
+                st.pod_problem(pods or []),
+            ),
+        ],
+    }
+
+
+async def list_pods(state: OperatorState, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pipeline's Triton pods (their status says why they are not ready); [] when they cannot be read."""
+    try:
+        return await asyncio.to_thread(state.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
+    except KubeError as exc:
+        raise_if_transient(exc)
+        return []
+
+
+async def mirror_pods(state: OperatorState, namespace: str, name: str) -> None:
+    """A pipeline's pod or Deployment changed: mirror its Deployment, read now, with what the pods say,
+    into the status. One mirror per pipeline at a time, each reading after the previous one wrote: an
+    earlier read (or an event's older copy) is never written over a later one."""
+    async with state.mirroring[(namespace, name)]:
+        deployment = await asyncio.to_thread(state.kube.get, "apps/v1", "Deployment", namespace, name)
+        if deployment is None:
+            return
+        body = kopf.Body(cast(kopf.RawBody, deployment))
+        owner = owner_of(body)
+        if owner is not None:
+            await mirror_deployment(body, state, owner)
+
+
+async def mirror_deployment(body: kopf.Body, state: OperatorState, owner: dict[str, Any]) -> None:
+    """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
+    namespace = namespace_of(body)
+    key = (namespace, owner["name"])
+    async with state.reconciling[key]:  # a reconcile in flight writes these numbers itself
+        pass
+    if key not in state.owners:
+        cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, owner["name"])
+        if cr is None:
+            return
+        state.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
+    uid, generation = state.owners[key]
+    if uid != owner.get("uid"):
+        return
+    new = replica_status(dict(body), generation, [], await list_pods(state, namespace, owner["name"]))
+    conditions = (state.statuses.get(key) or {}).get("conditions") or []
+    if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
+        # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
+        new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
+    if await write_status(state, namespace, owner["name"], new):
+        log = state.logger_for(pipeline_ref(namespace, owner["name"], uid))
+        log.info(f"pods: {new['readyReplicas']}/{new['replicas']} ready (Deployment/{body.metadata.name})")

@@ -1,0 +1,84 @@
+"""What the operator process holds between handler calls: one typed object, handed to kopf as its
+memo (`kopf.run(memo=...)`). kopf gives each resource object's handlers a shallow copy of it, so the
+stores below are shared by all of them. Only the start-up handler assigns to it (kopf's settings, the
+background tasks), on the operator's own copy, before any resource is watched."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import kopf
+
+from .health import WatchHealth
+from .kube.client import Kube
+from .settings import Settings
+
+if TYPE_CHECKING:
+    import logging
+
+    import aiohttp.web
+
+    from .reconcile.apply import Seen
+
+Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
+OptionalChildren = set[tuple[str, str, str]]  # (apiVersion, kind, name) of optional children
+
+
+@dataclass
+class OperatorState:
+    """The operator's settings, API client and per-pipeline memory."""
+
+    settings: Settings
+    kube: Kube
+    # the watch streams' health (liveness, readiness), fed by the trace on kopf's client (health.py)
+    health: WatchHealth = field(init=False)
+    # kopf's settings, for the loggers of work outside a pipeline's handlers (set at start-up)
+    kopf_settings: kopf.OperatorSettings = field(default_factory=kopf.OperatorSettings)
+    # the status each pipeline last got from us: we are its only writer
+    statuses: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    # status writes, one at a time per pipeline
+    locks: collections.defaultdict[Key, asyncio.Lock] = field(
+        default_factory=lambda: collections.defaultdict(asyncio.Lock)
+    )
+    # reconciles, one at a time per pipeline
+    reconciling: collections.defaultdict[Key, asyncio.Lock] = field(
+        default_factory=lambda: collections.defaultdict(asyncio.Lock)
+    )
+    # status mirrors of the Deployment and its pods, one at a time per pipeline (read, then write)
+    mirroring: collections.defaultdict[Key, asyncio.Lock] = field(
+        default_factory=lambda: collections.defaultdict(asyncio.Lock)
+    )
+    # (uid, generation) of each pipeline as last reconciled
+    owners: dict[Key, tuple[str | None, int | None]] = field(default_factory=dict)
+    # the optional children this process rendered for each pipeline (what a later prune may delete)
+    optional: dict[Key, OptionalChildren] = field(default_factory=dict)
+    # what each pipeline's last reconcile saw of its children (reconcile.apply.changes)
+    applied: dict[Key, Seen] = field(default_factory=dict)
+    # the drift-repair loop (reconcile.resync)
+    resync: asyncio.Task[None] | None = None
+    # /metrics and /readyz, when served
+    metrics_server: aiohttp.web.AppRunner | None = None
+
+    def __post_init__(self) -> None:
+        self.health = WatchHealth(self.settings.watch_stale_seconds)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop what the operator remembers of a deleted pipeline."""
+        for store in (self.statuses, self.owners, self.optional, self.applied):
+            store.pop((namespace, name), None)
+
+    def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
+        """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done
+        outside the pipeline's own handlers (resync, child and Deployment events)."""
+        return kopf.LocalObjectLogger(body=cr, settings=self.kopf_settings)  # type: ignore[arg-type]
+
+
+def operator_state(memo: object) -> OperatorState:
+    """The memo kopf hands a handler, which `tritonpipeline run` made an OperatorState."""
+    if not isinstance(memo, OperatorState):
+        raise kopf.PermanentError("start the operator with `tritonpipeline run` (it hands kopf its state)")
+    return memo

@@ -1,0 +1,443 @@
+"""The validating admission webhook: the whole compiler at `kubectl apply` (served with kopf).
+
+`review` is pure: the same parse + compile + cluster checks as `tritonpipeline validate` and the operator
+(kube/checks.py `check`), for a CREATE or an UPDATE that changes the spec. `configuration` renders the
+ValidatingWebhookConfiguration; `Server` is the kopf webhook server with its certificate (self-signed at
+start, or files such as cert-manager's) that registers that configuration once it listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import ipaddress
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kopf
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from .errors import Problem, SpecError
+from .kube import checks
+from .kube.client import Kube, KubeError
+from .settings import FIELD_MANAGER, GROUP, PLURAL, VERSION, Settings
+from .spec import DNS_SUBDOMAIN_RE, parse_pipeline
+
+log = logging.getLogger(__name__)
+
+HANDLER_ID = "validate"  # kopf's handler id: the webhook serves it at PATH
+PATH = f"/{HANDLER_ID}"
+WEBHOOK_NAME = f"pipelines.{GROUP}"  # the webhook's name in its configuration (kubectl prints it)
+FAILURE_POLICIES = ("Ignore", "Fail")
+MAX_TIMEOUT_SECONDS = 30  # the API's limit for timeoutSeconds
+CERT_SECONDS = 365 * 24 * 3600  # validity of the self-signed CA and serving certificate
+RENEW_AT = 2 / 3  # a new CA and certificate replace them after this part of their validity
+FILE_CHECK_SECONDS = 10.0  # how often kopf's server looks for renewed certificate files
+REGISTER_RETRY_SECONDS = 10.0
+_LISTEN_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\s/]*):(?P<port>\d{1,5})$")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a DNS-1123 label: a namespace or a Service name
+_SERVICE_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>{_LABEL}):(?P<port>\d{{1,5}})$")
+
+
+class WebhookConfigError(ValueError):
+    """A webhook setting (environment variable) that cannot work; the message names it."""
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """Where and how the webhook is served and registered (TRITONPIPELINE_WEBHOOK_* variables)."""
+
+    # HOST:PORT to serve HTTPS on; empty: no webhook (the operator reports problems in status only)
+    listen: str = ""
+    # name of the ValidatingWebhookConfiguration the operator keeps up to date
+    configuration: str = FIELD_MANAGER
+    # NAMESPACE/NAME:PORT of the Service in front of the webhook; empty: the apiserver calls a URL
+    service: str = ""
+    # host of that URL when there is no Service (default: the listen host)
+    host: str = ""
+    # directory holding tls.crt and tls.key (cert-manager's Secret); empty: self-signed at start
+    cert_dir: str = ""
+    failure_policy: str = "Ignore"
+    timeout_seconds: int = 10
+    # validity of the self-signed certificate in seconds (renewed after RENEW_AT of it, and at start)
+    cert_seconds: int = CERT_SECONDS
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
+        env = os.environ if env is None else env
+        timeout = env.get("TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS", "10")
+        if not timeout.isdigit() or not 1 <= int(timeout) <= MAX_TIMEOUT_SECONDS:
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS={timeout!r}: expected whole seconds from 1 to "
+                f"{MAX_TIMEOUT_SECONDS}"
+            )
+        cert_seconds = env.get("TRITONPIPELINE_WEBHOOK_CERT_SECONDS", str(CERT_SECONDS))
+        if not cert_seconds.isdigit() or int(cert_seconds) < 3 * FILE_CHECK_SECONDS:
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_CERT_SECONDS={cert_seconds!r}: expected whole seconds, at least "
+                f"{3 * FILE_CHECK_SECONDS:.0f}"
+            )
+        ws = cls(
+            listen=env.get("TRITONPIPELINE_WEBHOOK_LISTEN", ""),
+            configuration=env.get("TRITONPIPELINE_WEBHOOK_CONFIGURATION", FIELD_MANAGER),
+            service=env.get("TRITONPIPELINE_WEBHOOK_SERVICE", ""),
+            host=env.get("TRITONPIPELINE_WEBHOOK_HOST", ""),
+            cert_dir=env.get("TRITONPIPELINE_WEBHOOK_CERT_DIR", ""),
+            failure_policy=env.get("TRITONPIPELINE_WEBHOOK_FAILURE_POLICY", "Ignore"),
+            timeout_seconds=int(timeout),
+            cert_seconds=int(cert_seconds),
+        )
+        ws.check()
+        return ws
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.listen)
+
+    def check(self) -> None:
+        """Raise WebhookConfigError naming the first setting that cannot work."""
+        if self.failure_policy not in FAILURE_POLICIES:
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_FAILURE_POLICY={self.failure_policy!r}: expected Ignore or Fail"
+            )
+        if not self.enabled:
+            return
+        if len(self.configuration) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(self.configuration):
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_CONFIGURATION={self.configuration!r}: expected a DNS-1123 subdomain "
+                "(lowercase letters, digits, '-' and '.')"
+            )
+        if not _LISTEN_RE.match(self.listen) or not 0 < self.port < 65536:
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_LISTEN={self.listen!r}: expected HOST:PORT, e.g. 0.0.0.0:9443"
+            )
+        service = _SERVICE_RE.match(self.service)
+        if self.service and (service is None or not 0 < int(service["port"]) < 65536):
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_SERVICE={self.service!r}: expected NAMESPACE/NAME:PORT"
+            )
+        if self.cert_dir:
+            missing = [f for f in ("tls.crt", "tls.key") if not (Path(self.cert_dir) / f).is_file()]
+            if missing:
+                raise WebhookConfigError(
+                    f"TRITONPIPELINE_WEBHOOK_CERT_DIR={self.cert_dir!r}: {' and '.join(missing)} missing"
+                )
+
+    @property
+    def listen_host(self) -> str:
+        host = _LISTEN_RE.match(self.listen)["host"]  # type: ignore[index]
+        return host.strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(_LISTEN_RE.match(self.listen)["port"])  # type: ignore[index]
+
+    def server_names(self) -> list[str]:
+        """The names the apiserver may use for the webhook: the Service's DNS names, or the URL's host."""
+        if self.service:
+            m = _SERVICE_RE.match(self.service)
+            assert m is not None
+            name, ns = m["name"], m["namespace"]
+            return [name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local"]
+        return [self.url_host()]
+
+    def url_host(self) -> str:
+        host = self.host or self.listen_host
+        return "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+
+
+# ------------------------------------------------------------------------------------------ review
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the webhook answers: refused for any problem; warnings are printed by kubectl either way."""
+
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.problems
+
+    def message(self) -> str:
+        """Every problem on its own line, `path: message`, as `tritonpipeline validate` prints them."""
+        return "\n".join(map(str, self.problems))
+
+
+def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bool:
+    """Whether an admission request is one the webhook checks: a CREATE, or an UPDATE that changes the spec
+    of an object not being deleted. Other updates (labels, kopf's annotations, finalizers) pass, so an
+    object stored before the webhook existed keeps working and reports its problems in status."""
+    if new is None or operation not in ("CREATE", "UPDATE"):
+        return False
+    if (new.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return not (operation == "UPDATE" and old is not None and old.get("spec") == new.get("spec"))
+
+
+def verdict(doc: Mapping[str, Any], settings: Settings | None = None) -> Verdict:
+    """The same parse + compile + cluster checks as `tritonpipeline validate` and the operator."""
+    try:
+        tp = parse_pipeline(dict(doc))
+    except SpecError as exc:
+        return Verdict(exc.problems)
+    _, found = checks.check(tp, settings)
+    return Verdict(found, [] if found else checks.warnings(tp))
+
+
+async def admit(
+    operation: str,
+    new: Mapping[str, Any] | None,
+    old: Mapping[str, Any] | None,
+    warnings: list[str],
+    settings: Settings | None,
+) -> None:
+    """kopf's validating handler: raises kopf.AdmissionError (HTTP 422) with every problem, adds warnings.
+    An unexpected error allows the request with a warning: the operator still checks it afterwards."""
+    if not review(operation, new, old):
+        return
+    assert new is not None
+    try:
+        result = await asyncio.to_thread(verdict, new, settings)
+    except Exception as exc:
+        log.exception("admission review failed")
+        warnings.append(f"not checked at admission ({type(exc).__name__}); the operator reports in status")
+        return
+    warnings.extend(map(str, result.warnings))
+    if not result.allowed:
+        raise kopf.AdmissionError(result.message(), code=422)
+
+
+# ------------------------------------------------------------------------------- registration
+
+
+def client_config(ws: WebhookSettings, ca_bundle: bytes | None) -> dict[str, Any]:
+    """How the apiserver reaches the webhook: through the Service, or at https://HOST:PORT/validate."""
+    if ws.service:
+        m = _SERVICE_RE.match(ws.service)
+        assert m is not None
+        config: dict[str, Any] = {
+            "service": {"namespace": m["namespace"], "name": m["name"], "port": int(m["port"]), "path": PATH}
+        }
+    else:
+        host = ws.url_host()
+        netloc = f"[{host}]" if ":" in host else host
+        config = {"url": f"https://{netloc}:{ws.port}{PATH}"}
+    if ca_bundle is not None:
+        config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
+    return config
+
+
+def configuration(ws: WebhookSettings, namespaces: Sequence[str], ca_bundle: bytes | None) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration: TritonPipeline CREATE and UPDATE, in the watched namespaces.
+    Without `ca_bundle` the caBundle field is left to its owner (cert-manager's CA injector)."""
+    hook: dict[str, Any] = {
+        "name": WEBHOOK_NAME,
+        "clientConfig": client_config(ws, ca_bundle),
+        "rules": [
+            {
+                "apiGroups": [GROUP],
+                "apiVersions": [VERSION],
+                "resources": [PLURAL],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        "failurePolicy": ws.failure_policy,
+        "matchPolicy": "Equivalent",
+        "sideEffects": "None",
+        "timeoutSeconds": ws.timeout_seconds,
+        "admissionReviewVersions": ["v1"],
+    }
+    if namespaces:
+        hook["namespaceSelector"] = {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}
+            ]
+        }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": ws.configuration},
+        "webhooks": [hook],
+    }
+
+
+# -------------------------------------------------------------------------------- certificates
+
+
+def _san(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def self_signed(names: Sequence[str], seconds: int = CERT_SECONDS) -> tuple[bytes, bytes, bytes]:
+    """A new CA and a serving certificate it signs for `names` (DNS names or IP addresses):
+    (CA certificate, serving certificate, serving key), PEM. Nothing is written anywhere."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(seconds=seconds)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tritonpipeline webhook CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([_san(n) for n in dict.fromkeys(names)]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return ca.public_bytes(pem), leaf.public_bytes(pem), key_pem
+
+
+def _key_usage(cert_sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+# -------------------------------------------------------------------------------------- server
+
+
+class Server:
+    """kopf's webhook server with this operator's certificate; registers the configuration (server-side
+    apply, retried until it works) each time kopf (re)starts listening: at start, and after the
+    certificate files changed (cert-manager renewed its Secret, or `renew` replaced the self-signed one).
+    """
+
+    def __init__(self, ws: WebhookSettings, namespaces: Sequence[str], kube: Kube) -> None:
+        self.ws = ws
+        self.namespaces = tuple(namespaces)
+        self.kube = kube
+        self.ca_bundle: bytes | None = None  # the self-signed CA the API server is told to trust
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        ws = self.ws
+        workdir: Path | None = None
+        renewal: asyncio.Task[None] | None = None
+        if ws.cert_dir:
+            certfile, pkeyfile = Path(ws.cert_dir) / "tls.crt", Path(ws.cert_dir) / "tls.key"
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-webhook-"))  # mode 0700
+            self.ca_bundle, cert, key = self_signed(ws.server_names(), ws.cert_seconds)
+            certfile = pkeyfile = _write_bundle(workdir, cert, key)
+            renewal = asyncio.create_task(self.renew(workdir))
+        server = kopf.WebhookServer(
+            addr=ws.listen_host or None,
+            port=ws.port,
+            certfile=certfile,
+            pkeyfile=pkeyfile,
+            file_check_interval=FILE_CHECK_SECONDS,
+        )
+        try:
+            async with server:
+                async for config in server(fn):
+                    await self.register(self.ca_bundle)
+                    yield config
+        finally:
+            if renewal is not None:
+                renewal.cancel()
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    async def renew(self, workdir: Path) -> None:
+        """Replace the self-signed CA and certificate before they expire: the API server trusts the old
+        and the new CA while kopf's server switches to the new files, then only the new one."""
+        while True:
+            await asyncio.sleep(self.ws.cert_seconds * RENEW_AT)
+            ca, cert, key = await asyncio.to_thread(self_signed, self.ws.server_names(), self.ws.cert_seconds)
+            await self.register((self.ca_bundle or b"") + ca)
+            self.ca_bundle = ca
+            _write_bundle(workdir, cert, key)
+            log.info("admission webhook: new self-signed certificate; the server restarts with it")
+
+    async def register(self, ca_bundle: bytes | None) -> None:
+        """Apply the configuration; on failure log why and retry (the operator keeps reconciling)."""
+        doc = configuration(self.ws, self.namespaces, ca_bundle)
+        while True:
+            try:
+                await asyncio.to_thread(self.kube.apply, doc)
+            except KubeError as exc:
+                log.error(
+                    f"cannot register the admission webhook (ValidatingWebhookConfiguration "
+                    f"{self.ws.configuration!r}): {exc}; retrying in {REGISTER_RETRY_SECONDS:.0f}s"
+                )
+                await asyncio.sleep(REGISTER_RETRY_SECONDS)
+                continue
+            served = doc["webhooks"][0]["clientConfig"]
+            where = f"Service {self.ws.service}" if self.ws.service else served["url"]
+            log.info(
+                f"admission webhook {WEBHOOK_NAME} registered in ValidatingWebhookConfiguration "
+                f"{self.ws.configuration!r} (failurePolicy {self.ws.failure_policy}, served at {where})"
+            )
+            return
+
+
+def server(settings: Settings, kube: Kube) -> Server | kopf.WebhookServerProtocol:
+    """kopf's admission server for these settings: ours, or one that serves nothing when the webhook is off
+    (kopf wants a server once a validating handler exists). Raises WebhookConfigError."""
+    ws = WebhookSettings.from_env()
+    return Server(ws, settings.namespaces, kube) if ws.enabled else disabled
+
+
+def _write_bundle(workdir: Path, cert: bytes, key: bytes) -> Path:
+    """Certificate and key in one file (0600), replaced in one step: a reader never sees a new
+    certificate with the old key."""
+    path, new = workdir / "tls.pem", workdir / "tls.pem.new"
+    new.unlink(missing_ok=True)
+    with os.fdopen(os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(cert + key)
+    new.replace(path)
+    return path
+
+
+async def disabled(fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+    """The webhook server when the webhook is off: serves nothing (kopf needs one for its handler)."""
+    await asyncio.Event().wait()
+    yield kopf.WebhookClientConfig()  # never reached

@@ -1,0 +1,79 @@
+"""Docs and files that cannot drift: everything tools/generate.py (`make generate`) writes is current,
+every spec field carries a description (the CRD's, which `kubectl explain` serves, and the README's
+row), and the generator's README table shows what the schema says."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from helpers import ROOT
+from tritonpipeline.kube.crd import crd
+
+
+def _generator() -> ModuleType:
+    """tools/generate.py (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("generate", ROOT / "tools" / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = _generator()
+
+
+def spec_schema() -> dict[str, Any]:
+    return crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+def properties(schema: dict[str, Any], path: str = "spec") -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, sub in schema.get("properties", {}).items():
+        here = f"{path}.{name}"
+        yield here, sub
+        if sub.get("type") == "array":
+            yield from properties(sub.get("items", {}), here + "[]")
+        else:
+            yield from properties(sub, here)
+
+
+def test_every_generated_file_is_current() -> None:
+    stale = [str(p.relative_to(ROOT)) for p in generate.stale()]
+    assert not stale, f"stale generated files (run `make generate`): {stale}"
+
+
+def test_every_spec_field_has_a_description() -> None:
+    fields = dict(properties(spec_schema()))
+    assert len(fields) > 90  # the walk reached the nested fields
+    missing = sorted(p for p, s in fields.items() if len(s.get("description", "").strip()) < 10)
+    assert not missing, f"spec fields without Field(description=...) in spec.py: {missing}"
+
+
+def test_the_table_has_a_row_per_field_with_its_description_and_bounds() -> None:
+    rows = {line.split("`")[1]: line for line in generate.field_table(crd()).splitlines()[2:]}
+    assert set(rows) == {p for p, _ in properties(spec_schema())}
+    assert rows["spec.server.gpus"] == (
+        "| `spec.server.gpus` | integer | `1`, 0..64 | GPUs per pod; `0` = CPU only (GPU instance groups "
+        "become CPU ones). |"
+    )
+    assert "| **required**, 1..256 items |" in rows["spec.models"]
+    assert "| at most 16 items |" in rows["spec.models[].instances"]
+    assert "| `50`, > 0 |" in rows["spec.autoscaling.target"]
+    assert "`GPU` \\| `CPU` \\| `AUTO` \\| `MODEL`" in rows["spec.models[].instances[].kind"]
+    # a pointer to a README section becomes a link in the README
+    assert "(see [Security](#security))" in rows["spec.networkPolicy"]
+
+
+def test_a_hand_edited_table_is_stale_and_the_markers_are_required() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = generate.field_table(crd())
+    assert generate.readme_with_table(readme, table) == readme
+    edited = readme.replace("GPUs per pod;", "GPUs per pod (edited);")
+    assert edited != readme
+    assert generate.readme_with_table(edited, table) == readme
+    with pytest.raises(ValueError, match="needs the markers"):
+        generate.readme_with_table(readme.replace(generate.END, ""), table)

@@ -1,0 +1,454 @@
+"""The validating admission webhook (webhook.py): pure checks of what it answers and registers, then the
+operator's webhook on the real kube-apiserver, reached over loopback TLS with the operator's own CA."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+
+from harness.operator_process import OperatorProcess
+from harness.wait import wait_for
+from helpers import CLI, ROOT, condition, example
+from test_spec_errors import CASES, Case
+from tritonpipeline import webhook
+from tritonpipeline.cli import compile_file
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube.client import Kube
+from tritonpipeline.server import free_port
+
+API = "serving.tritonpipeline.io/v1alpha1"
+VWC_API = "admissionregistration.k8s.io/v1"
+DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
+# the compiler's graph rules the issue names: each must be refused by the webhook, not only in status
+GRAPH_CLASSES = {
+    "cycle-two-steps",
+    "cycle-self-loop",
+    "dtype-mismatch",
+    "unmapped-required-input",
+    "rejoin-of-two-decoupled-steps",
+    "rejoin-of-decoupled-and-plain-branch",
+    "unknown-step",
+    "ensemble-max-batch-above-step",
+}
+
+
+def cluster_doc(base: str, name: str = "p", namespace: str | None = None) -> dict[str, Any]:
+    doc = example(base, uri="pvc://models/triton")
+    doc["metadata"] = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return doc
+
+
+def mutated(case: Case, name: str = "p", namespace: str | None = None) -> dict[str, Any]:
+    doc = cluster_doc(case.base, name, namespace)
+    case.mutate(doc)
+    return doc
+
+
+def cyclic(name: str = "cyclic", namespace: str | None = None) -> dict[str, Any]:
+    (case,) = [c for c in CASES if c.id == "cycle-two-steps"]
+    return mutated(case, name, namespace)
+
+
+# ------------------------------------------------------------------------------------ pure
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path: Path) -> None:
+    """Every bad-spec class: the webhook's problems are `tritonpipeline validate`'s, path and message."""
+    doc = mutated(case)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError) as info:
+        compile_file(str(path))
+    verdict = webhook.verdict(doc)
+    assert not verdict.allowed
+    assert verdict.problems == info.value.problems
+    assert any(p.path == case.path and case.reason in p.message for p in verdict.problems)
+    assert verdict.message().splitlines() == [str(p) for p in info.value.problems]
+
+
+def test_valid_spec_is_allowed_with_its_warnings() -> None:
+    doc = cluster_doc("streaming")  # a sequence model on 2 replicas, session affinity Header
+    assert webhook.verdict(doc).allowed and not webhook.verdict(doc).warnings
+    doc["spec"]["routing"] = {"sessionAffinity": "None"}
+    verdict = webhook.verdict(doc)
+    assert verdict.allowed
+    assert [w.path for w in verdict.warnings] == ["spec.routing.sessionAffinity"]
+    assert "chunks of one sequence will reach different replicas" in verdict.warnings[0].message
+
+
+def test_only_creates_and_spec_changes_are_reviewed() -> None:
+    """Point 3: an object stored before the webhook (invalid) still takes label, annotation and finalizer
+    updates (kopf's own included); its status reports the problem. A spec change is reviewed."""
+    bad = cyclic()
+    labelled = copy.deepcopy(bad)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert webhook.review("CREATE", bad, None)
+    assert not webhook.review("UPDATE", labelled, bad)
+    changed = copy.deepcopy(bad)
+    changed["spec"]["server"]["replicas"] = 3
+    assert webhook.review("UPDATE", changed, bad)
+    deleting = copy.deepcopy(changed)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not webhook.review("UPDATE", deleting, bad)
+    assert not webhook.review("DELETE", None, bad)
+
+
+def test_admit_refuses_with_422_and_adds_warnings() -> None:
+    with pytest.raises(kopf.AdmissionError) as info:
+        asyncio.run(webhook.admit("CREATE", cyclic(), None, [], None))
+    assert info.value.code == 422
+    assert str(info.value).startswith("spec.pipelines[0].steps[1].inputs: cycle in pipeline")
+    warnings: list[str] = []
+    doc = cluster_doc("streaming")
+    doc["spec"]["routing"] = {"sessionAffinity": "None"}
+    asyncio.run(webhook.admit("UPDATE", doc, cluster_doc("streaming"), warnings, None))
+    assert len(warnings) == 1 and warnings[0].startswith("spec.routing.sessionAffinity: ")
+
+
+def test_an_internal_error_allows_with_a_warning() -> None:
+    """A bug in the checks must not block every apply: the request passes, kubectl prints why it was not
+    checked, and the operator still reports in status."""
+    warnings: list[str] = []
+    broken_settings: Any = object()  # no configmap_max_bytes: the cluster checks raise AttributeError
+    asyncio.run(webhook.admit("CREATE", cluster_doc("fanout"), None, warnings, broken_settings))
+    assert warnings == ["not checked at admission (AttributeError); the operator reports in status"]
+
+
+def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
+    ws = webhook.WebhookSettings(listen="127.0.0.1:9443", failure_policy="Fail", timeout_seconds=7)
+    (hook,) = webhook.configuration(ws, ["b", "a"], b"PEM")["webhooks"]
+    assert hook["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]}
+    ]
+    assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/validate", "caBundle": "UEVN"}
+    assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 7)
+    assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    # cluster-wide: every namespace; through a Service; no caBundle (cert-manager's injector owns it)
+    svc = webhook.WebhookSettings(listen="0.0.0.0:9443", service="ops/tp-webhook:443")
+    (hook,) = webhook.configuration(svc, [], None)["webhooks"]
+    assert "namespaceSelector" not in hook
+    assert hook["clientConfig"] == {
+        "service": {"namespace": "ops", "name": "tp-webhook", "port": 443, "path": "/validate"}
+    }
+    assert "tp-webhook.ops.svc" in svc.server_names()
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"TRITONPIPELINE_WEBHOOK_FAILURE_POLICY": "fail"}, "TRITONPIPELINE_WEBHOOK_FAILURE_POLICY='fail'"),
+        ({"TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS": "31"}, "TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS='31'"),
+        ({"TRITONPIPELINE_WEBHOOK_LISTEN": "9443"}, "TRITONPIPELINE_WEBHOOK_LISTEN='9443'"),
+        (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_SERVICE": "ops/Web:443"},
+            "TRITONPIPELINE_WEBHOOK_SERVICE='ops/Web:443'",
+        ),
+        (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_SERVICE": "ops/-web:443"},
+            "TRITONPIPELINE_WEBHOOK_SERVICE='ops/-web:443'",
+        ),
+        (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_CONFIGURATION": "Tp_Hook"},
+            "TRITONPIPELINE_WEBHOOK_CONFIGURATION='Tp_Hook'",
+        ),
+        (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_CERT_DIR": "/nonexistent"},
+            "tls.crt and tls.key missing",
+        ),
+    ],
+)
+def test_bad_webhook_setting_is_named(env: dict[str, str], named: str) -> None:
+    with pytest.raises(webhook.WebhookConfigError, match=re.escape(named)):
+        webhook.WebhookSettings.from_env(env)
+
+
+def test_self_signed_certificate_serves_tls_for_its_names(tmp_path: Path) -> None:
+    """The serving certificate verifies against the CA for the Service's DNS names and for an IP (what the
+    apiserver checks), and not for another name."""
+    from cryptography import x509
+    from cryptography.x509 import verification
+
+    ca_pem, cert_pem, _ = webhook.self_signed(["tp.ops.svc", "127.0.0.1"])
+    store = verification.Store([x509.load_pem_x509_certificate(ca_pem)])
+    leaf = x509.load_pem_x509_certificate(cert_pem)
+    for name in (x509.DNSName("tp.ops.svc"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))):
+        verifier = verification.PolicyBuilder().store(store).build_server_verifier(name)
+        verifier.verify(leaf, [])
+    other = verification.PolicyBuilder().store(store).build_server_verifier(x509.DNSName("evil.example"))
+    with pytest.raises(verification.VerificationError):
+        other.verify(leaf, [])
+
+
+# ------------------------------------------------------------------- the real kube-apiserver
+
+
+def call(
+    kube: Kube,
+    method: str,
+    path: str,
+    body: Any = None,
+    query: tuple[tuple[str, str], ...] = (),
+    content_type: str = "application/json",
+) -> Any:
+    """One API call (no retries): (HTTP status, decoded body, the Warning headers' texts)."""
+    api = kube.api
+    params = api.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=list(query),
+        header_params={"Accept": "application/json", "Content-Type": content_type},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    resp = api.call_api(*params, _request_timeout=60)
+    data = resp.read()
+    headers = resp.getheaders()
+    raw = headers.getlist("Warning") if hasattr(headers, "getlist") else [headers.get("Warning", "")]
+    warnings = [
+        m.group(1).replace('\\"', '"') for h in raw for m in re.finditer(r'299 - "((?:[^"\\]|\\.)*)"', h)
+    ]
+    return resp.status, (json.loads(data) if data else {}), warnings
+
+
+def collection(ns: str) -> str:
+    return f"/apis/{API}/namespaces/{ns}/tritonpipelines"
+
+
+def create(kube: Kube, ns: str, doc: dict[str, Any], dry_run: bool = False) -> Any:
+    query = (("fieldValidation", "Strict"),) + ((("dryRun", "All"),) if dry_run else ())
+    return call(kube, "POST", collection(ns), doc, query)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    ns = f"wh-{uuid.uuid4().hex[:8]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    yield ns
+    kube.delete("v1", "Namespace", None, ns)
+
+
+@pytest.fixture
+def webhook_operator(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., OperatorProcess]]:
+    """start(policy) -> `tritonpipeline run -n NAMESPACE` serving the webhook on a free loopback port and
+    registering it as ValidatingWebhookConfiguration wh-NAMESPACE (only that namespace); waits until the
+    apiserver calls it. Teardown stops it and deletes the configuration."""
+    started: list[OperatorProcess] = []
+    name = f"tp-webhook-{namespace}"
+
+    def start(policy: str = "Fail", extra: dict[str, str] | None = None) -> OperatorProcess:
+        env = {
+            **(extra or {}),
+            **os.environ,
+            "KUBECONFIG": str(control_plane.kubeconfig),
+            "TRITONPIPELINE_WEBHOOK_LISTEN": f"127.0.0.1:{free_port()}",
+            "TRITONPIPELINE_WEBHOOK_CONFIGURATION": name,
+            "TRITONPIPELINE_WEBHOOK_FAILURE_POLICY": policy,
+        }
+        op = OperatorProcess([str(CLI), "run", "-n", namespace], env, tmp_path / "operator.log").start()
+        started.append(op)
+        wait_for(
+            "the webhook registered",
+            lambda: "admission webhook" in op.text() and "registered" in op.text(),
+            60,
+        )
+        probe = cyclic("probe")
+        wait_for(
+            "the apiserver to call the webhook",
+            lambda: DENIED in create(kube, namespace, probe, dry_run=True)[1].get("message", ""),
+            30,
+        )
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+    kube.delete(VWC_API, "ValidatingWebhookConfiguration", None, name)
+    rep = getattr(request.node, "rep_call", None)
+    if started and rep is not None and rep.failed:
+        print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")
+
+
+@pytest.mark.apiserver
+def test_every_bad_spec_class_is_refused_at_apply_with_its_field_path(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
+) -> None:
+    """Each invalid spec of tests/test_spec_errors.py is refused when created on the real apiserver: by the
+    CRD's schema and CEL where they can tell, and by the webhook otherwise, with the compiler's field path
+    and reason. Without the webhook the CRD lets those through (they would only be reported in status)."""
+    docs = {c.id: mutated(c, f"case-{i}") for i, c in enumerate(CASES)}
+    crd_only = {cid: create(kube, namespace, doc, dry_run=True)[0] for cid, doc in docs.items()}
+    passes_crd = {cid for cid, status in crd_only.items() if status < 300}
+    assert passes_crd >= GRAPH_CLASSES, (
+        "the CRD alone refuses a graph rule: the test no longer needs a webhook"
+    )
+    webhook_operator("Fail")
+    refused_by_webhook = set()
+    for case in CASES:
+        status, body, _ = create(kube, namespace, docs[case.id])
+        assert status >= 400, f"{case.id}: stored although invalid"
+        if case.id in passes_crd:
+            message = body.get("message", "")
+            assert DENIED in message, f"{case.id}: {message}"
+            assert f"{case.path}: " in message and case.reason in message, f"{case.id}: {message}"
+            assert status == 422
+            refused_by_webhook.add(case.id)
+    assert refused_by_webhook >= GRAPH_CLASSES
+    assert kube.list(API, "TritonPipeline", namespace, "") == []
+
+
+def kubectl_binary() -> str | None:
+    """kubectl from the node test bed's cache (e2e/build-node.sh), or on PATH; None when neither."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "e2e" / "build-node.sh"), "--print-dir"], capture_output=True, text=True
+    )
+    env_file = Path(out.stdout.strip()) / "node.env" if out.returncode == 0 else None
+    if env_file is not None and env_file.is_file():
+        values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+        candidate = Path(values.get("BIN_DIR", "")) / "kubectl"
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("kubectl")
+
+
+@pytest.mark.apiserver
+def test_dry_run_server_is_refused_and_nothing_is_stored(
+    control_plane: Any,
+    kube: Kube,
+    namespace: str,
+    webhook_operator: Callable[..., OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    """`kubectl apply --dry-run=server` (and the API's dryRun=All under it) runs the webhook too."""
+    webhook_operator("Fail")
+    status, body, _ = create(kube, namespace, cyclic(), dry_run=True)
+    assert status == 422 and DENIED in body["message"]
+    assert "spec.pipelines[0].steps[1].inputs: " in body["message"]
+    kubectl = kubectl_binary()
+    if kubectl is None:
+        pytest.skip("no kubectl (e2e/build-node.sh builds it): the dryRun=All query above was checked")
+    path = tmp_path / "cyclic.yaml"
+    path.write_text(yaml.safe_dump(cyclic(namespace=namespace)))
+    proc = subprocess.run(
+        [kubectl, f"--kubeconfig={control_plane.kubeconfig}", "apply", "--dry-run=server", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0, proc.stdout
+    assert DENIED in proc.stderr and "spec.pipelines[0].steps[1].inputs: " in proc.stderr
+    assert kube.get(API, "TritonPipeline", namespace, "cyclic") is None
+
+
+@pytest.mark.apiserver
+def test_valid_create_and_update_pass_with_their_warnings(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
+) -> None:
+    webhook_operator("Fail")
+    doc = cluster_doc("streaming", "stream")
+    status, stored, warnings = create(kube, namespace, doc)
+    assert status == 201 and warnings == [], stored
+    stored["spec"]["routing"] = {"sessionAffinity": "None"}  # allowed, but sequences will break
+    url = f"{collection(namespace)}/stream"
+    status, updated, warnings = call(kube, "PUT", url, stored)
+    assert status == 200, updated
+    assert updated["spec"]["routing"]["sessionAffinity"] == "None"
+    assert len(warnings) == 1 and warnings[0].startswith("spec.routing.sessionAffinity: sequence model(s)")
+    updated["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"VALUE": "dequantize.NOPE"}  # now invalid
+    status, body, _ = call(kube, "PUT", url, updated)
+    assert (
+        status == 422
+        and DENIED in body["message"]
+        and "spec.pipelines[0].steps[1].inputs.VALUE" in body["message"]
+    )
+
+
+@pytest.mark.apiserver
+def test_object_stored_before_the_webhook_keeps_status_reporting(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
+) -> None:
+    """Point 3: an invalid pipeline stored before the webhook existed is reported in status (SpecValid
+    False, InvalidSpec) and still takes metadata updates; a change to its spec is refused."""
+    status, _, _ = create(kube, namespace, cyclic())
+    assert status == 201
+    webhook_operator("Fail")
+    cr = wait_for(
+        "SpecValid=False",
+        lambda: (
+            (c := kube.get(API, "TritonPipeline", namespace, "cyclic"))
+            and (condition(c, "SpecValid") or {}).get("reason") == "InvalidSpec"
+            and c
+        ),
+        60,
+    )
+    assert "spec.pipelines[0].steps[1].inputs" in condition(cr, "SpecValid")["message"]
+    url = f"{collection(namespace)}/cyclic"
+    patch = {"metadata": {"labels": {"team": "a"}}}
+    status, _, _ = merge_patch(kube, url, patch)
+    assert status == 200
+    status, body, _ = merge_patch(kube, url, {"spec": {"server": {"replicas": 3}}})
+    assert status == 422 and DENIED in body["message"]
+
+
+def merge_patch(kube: Kube, url: str, patch: dict[str, Any]) -> Any:
+    return call(kube, "PATCH", url, patch, content_type="application/merge-patch+json")
+
+
+@pytest.mark.apiserver
+def test_self_signed_certificate_is_renewed_before_it_expires(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
+) -> None:
+    """A 30 s certificate: after 20 s a new CA is registered and the server switches to its certificate,
+    so past the first one's expiry the API server still reaches the webhook over verified TLS."""
+    started = time.monotonic()
+    op = webhook_operator("Fail", {"TRITONPIPELINE_WEBHOOK_CERT_SECONDS": "30"})
+    name = f"tp-webhook-{namespace}"
+
+    def trusted() -> bytes:
+        vwc = kube.get(VWC_API, "ValidatingWebhookConfiguration", None, name)
+        assert vwc is not None
+        return base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"])
+
+    first = trusted()
+    assert first.count(b"BEGIN CERTIFICATE") == 1
+    wait_for("the certificate renewed", lambda: "new self-signed certificate" in op.text(), 40)
+    wait_for("only the new CA trusted", lambda: first not in trusted() and trusted().count(b"BEGIN") == 1, 30)
+    time.sleep(max(0.0, started + 35 - time.monotonic()))  # past the first certificate's expiry
+    status, body, _ = create(kube, namespace, cyclic(), dry_run=True)
+    assert status == 422 and DENIED in body["message"], body
+
+
+@pytest.mark.apiserver
+@pytest.mark.parametrize("policy", ["Ignore", "Fail"])
+def test_unreachable_webhook_follows_the_failure_policy(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess], policy: str
+) -> None:
+    """With the operator stopped (its configuration stays): Ignore lets the apply through (the operator
+    reports problems in status when it is back); Fail refuses every create until it is back."""
+    op = webhook_operator(policy)
+    op.stop()
+    time.sleep(0.5)
+    status, body, _ = create(kube, namespace, cyclic())
+    if policy == "Ignore":
+        assert status == 201, body
+    else:
+        assert status >= 500 and "failed calling webhook" in body["message"], body
+        assert kube.get(API, "TritonPipeline", namespace, "cyclic") is None
