@@ -241,9 +241,9 @@ def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -
 
 def install_chart(cluster: Cluster, helm_home: Path) -> dict[str, Any]:
     """The chart installed as RELEASE in RELEASE_NS; returns the operator pod once its rollout is done."""
+    from e2e.images import chart_image
     from harness.gotools import ensure_tool
     from harness.helm import Helm
-    from e2e.images import chart_image
 
     t = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace(RELEASE_NS)))

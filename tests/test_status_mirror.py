@@ -14,11 +14,10 @@ import kopf
 import pytest
 import yaml
 
-from tritonpipeline.kube.meta import PIPELINE_LABEL
 from harness.kubeapi import ensure_namespace, install_generated_crd
 from harness.kubeconfig import kube_for
 from test_operator import patch_deployment_status
-from tritonpipeline.kube.meta import MANAGED_BY
+from tritonpipeline.kube.meta import MANAGED_BY, PIPELINE_LABEL
 from tritonpipeline.settings import Settings
 from tritonpipeline.state import OperatorState
 
