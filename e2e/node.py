@@ -207,6 +207,19 @@ def in_netns_path(path: str) -> Iterator[None]:
             os.close(back)
 
 
+def run_kubectl(
+    binary: str | Path, kubeconfig: str | Path, args: tuple[str, ...], input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl with this kubeconfig, its output captured (the caller decides what a failure means)."""
+    return subprocess.run(
+        [str(binary), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
@@ -660,13 +673,7 @@ state = "{c / "state"}"
         """Run the built kubectl (same release as the apiserver) inside the node's namespace as admin."""
         assert self.bins is not None
         with in_netns(self.netns):
-            proc = subprocess.run(
-                [self.bins["kubectl"], f"--kubeconfig={self.kubeconfig}", *args],
-                input=input,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            proc = run_kubectl(self.bins["kubectl"], self.kubeconfig, args, input)
         if check and proc.returncode != 0:
             raise NodeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout

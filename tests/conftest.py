@@ -234,3 +234,14 @@ def kube(control_plane: Any) -> Any:
     client = Kube(control_plane.api_client(), "test-admin")
     install_generated_crd(client)
     return client
+
+
+@pytest.fixture
+def namespace(kube: Any) -> Iterator[str]:
+    """A fresh namespace on the control plane for one test, deleted after it."""
+    import uuid
+
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    yield ns
+    kube.delete("v1", "Namespace", None, ns)

@@ -138,13 +138,9 @@ class KubeconfigCluster(Cluster):
         return cls(Path(env[KUBECONFIG_ENV]), images, models, env.get("TRITONPIPELINE_E2E_NETNS") or None)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        proc = subprocess.run(
-            [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        from e2e.node import run_kubectl
+
+        proc = run_kubectl(self.kubectl_bin, self.kubeconfig, args, input)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout

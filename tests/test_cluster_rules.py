@@ -6,7 +6,6 @@ data without failing validation."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +120,6 @@ def test_every_rendered_object_name_is_a_checked_name(mutate: Any) -> None:
 
 
 # --------------------------------------------------------------------------- against the API server
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> str:
-    name = f"names-{uuid.uuid4().hex[:8]}"
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
 
 
 def _applies(kube: Kube, obj: dict[str, Any]) -> bool:

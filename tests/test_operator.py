@@ -6,7 +6,6 @@ import copy
 import json
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,13 +29,6 @@ API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
 
 pytestmark = pytest.mark.apiserver
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> str:
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    return ns
 
 
 @pytest.fixture

@@ -21,19 +21,11 @@ from harness.prometheus import Prometheus
 from harness.wait import wait_for
 from test_operator import API, CLI, cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
 from tritonpipeline.health import WatchHealth
-from tritonpipeline.kube.client import Kube
 from tritonpipeline.reconcile.apply import changes
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")
 PLAIN_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) +")
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> str:
-    ns = f"obs-{uuid.uuid4().hex[:8]}"
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    return ns
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -234,14 +233,6 @@ def collection(ns: str) -> str:
 def create(kube: Kube, ns: str, doc: dict[str, Any], dry_run: bool = False) -> Any:
     query = (("fieldValidation", "Strict"),) + ((("dryRun", "All"),) if dry_run else ())
     return call(kube, "POST", collection(ns), doc, query)
-
-
-@pytest.fixture
-def namespace(kube: Kube) -> Iterator[str]:
-    ns = f"wh-{uuid.uuid4().hex[:8]}"
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    yield ns
-    kube.delete("v1", "Namespace", None, ns)
 
 
 @pytest.fixture
