@@ -44,8 +44,7 @@ from tritonpipeline.spec import parse_pipeline
 pytestmark = pytest.mark.apiserver
 
 GATEWAY = {"name": "public", "namespace": "gateways"}
-# the shared control plane with our CRD, a fresh namespace per test, the operator as a subprocess
-namespace = test_operator.namespace
+# the operator as a subprocess (the shared control plane and a fresh namespace per test: conftest)
 run_operator = test_operator.run_operator
 
 
