@@ -159,6 +159,7 @@ def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> Non
         "sessionAffinity": "None",
         "header": "x-triton-sequence-id",
         "provider": "ingress-nginx",
+        "streamDrainSeconds": 600,
     }
     assert spec["autoscaling"] == {
         "minReplicas": 1,

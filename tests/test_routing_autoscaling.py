@@ -452,3 +452,54 @@ def test_missing_nginx_and_prometheus_reasons_are_exact(monkeypatch):
         "prometheus is not installed (no `prometheus` on PATH or /usr/bin/prometheus): run "
         "`make system-deps` as root (Debian package prometheus)"
     )
+
+
+# --------------------------------------------------------------------------------------------- Stream
+
+
+def stream_doc(drain: int = 120) -> dict:
+    d = doc(autoscaling={"maxReplicas": 4})
+    d["spec"]["routing"] = {"sessionAffinity": "Stream", "streamDrainSeconds": drain}
+    return d
+
+
+def test_stream_routing_drains_open_streams_instead_of_a_fixed_idle_time():
+    tp, kids = children(stream_doc(120))
+    assert routing.affinity_problem(tp) is None
+    pod = kids.deployment["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    script = c["lifecycle"]["preStop"]["exec"]["command"][2]
+    assert f"touch {autoscaling.DRAIN_FILE}; sleep {autoscaling.PRE_STOP_SECONDS};" in script
+    assert "while [ $i -lt 120 ]" in script and ":1F41 " in script  # 8001, the gRPC port, in hex
+    assert "sleep 10;" in script and "sleep 15" not in script  # no fixed idle-timeout wait
+    exit_timeout = autoscaling.TRITON_EXIT_TIMEOUT_SECONDS
+    assert pod["terminationGracePeriodSeconds"] == autoscaling.PRE_STOP_SECONDS + 120 + exit_timeout + 10
+    assert c["readinessProbe"]["exec"]["command"] == autoscaling.Drain.readiness()  # no new streams
+    r = routing.routing_children(tp, Settings())
+    assert r.objects == () and r.provider_objects == () and "gRPC stream" in r.description
+
+
+@pytest.mark.parametrize("bad", [-1, 86401, "x"])
+def test_stream_drain_out_of_range_is_refused_with_its_field_path(bad):
+    with pytest.raises(SpecError) as err:
+        children(stream_doc(bad))
+    assert "spec.routing.streamDrainSeconds" in str(err.value)
+
+
+def test_open_streams_test_sees_an_established_connection_on_its_port():
+    """The preStop's shell test against this process's own sockets: true while a connection to the port
+    is established, false once it is closed (listening alone does not count)."""
+    import socket
+    import subprocess
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    test = ["/bin/sh", "-c", autoscaling.open_streams_test(port)]
+    assert subprocess.run(test).returncode != 0  # listening only
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    assert subprocess.run(test).returncode == 0
+    client.close()
+    accepted.close()
+    assert subprocess.run(test).returncode != 0  # TIME_WAIT / closed: not open
+    server.close()

@@ -658,8 +658,16 @@ class GatewayRef(_Base):
 
 
 class Routing(_Base):
-    session_affinity: Literal["None", "ClientIP", "Header"] = Field(
-        default="None", description="`None`, `ClientIP` (Service affinity) or `Header`."
+    session_affinity: Literal["None", "ClientIP", "Header", "Stream"] = Field(
+        default="None",
+        description="`None`, `ClientIP` (Service affinity), `Header` (a proxy hashes a header) or `Stream` "
+        "(recommended for sequences: each sequence is one gRPC stream of `tritonpipeline.client`, which stays "
+        "on the pod it reached; a leaving pod serves its open streams to their end before Triton stops).",
+    )
+    stream_drain_seconds: Annotated[int, Field(ge=0, le=86400)] = Field(
+        default=600,
+        description="With `Stream`: the longest a leaving pod (scale-down, rollout) waits for its open "
+        "sequence streams to end before Triton stops.",
     )
     header: Annotated[str, _name_rule(HEADER_RE, "header")] = Field(
         default="x-triton-sequence-id", description="Header to hash on, with `Header`."

@@ -28,7 +28,7 @@ import yaml
 from .. import tritonserver_options
 from ..settings import Settings
 from ..spec import AutoscalingMetric, TritonPipeline
-from .meta import HTTP_PORT, metadata, namespace_of
+from .meta import GRPC_PORT, HTTP_PORT, metadata, namespace_of
 from .routing import longest_idle_seconds, sequence_models
 
 DEFAULT_WINDOW = "1m"
@@ -148,17 +148,33 @@ def adapter_rules_yaml() -> str:
 # --------------------------------------------------------------------------- stateful pipelines
 
 
+def open_streams_test(port: int = GRPC_PORT) -> str:
+    """A shell test that succeeds while the pod holds an established TCP connection on `port` (its own
+    network namespace's /proc/net/tcp and tcp6: local port in hex, state 01). With `Stream` routing each
+    open connection of the client helper is one open sequence."""
+    return f"grep -Eqs '^ *[0-9]+: [0-9A-F]+:{port:04X} [0-9A-F]+:[0-9A-F]+ 01 ' /proc/net/tcp /proc/net/tcp6"
+
+
 @dataclass(frozen=True)
 class Drain:
-    """How a stateful pipeline's pod leaves: preStop makes readiness fail (the drain file), then keeps
-    the container serving for `seconds` (the sequence idle timeout plus a margin) before tritonserver
-    gets SIGTERM; the grace period covers that and Triton's own exit timeout."""
+    """How a stateful pipeline's pod leaves: preStop makes readiness fail (the drain file) and keeps the
+    container serving for `seconds` before tritonserver gets SIGTERM: the sequence idle timeout plus a
+    margin, or with `Stream` routing the time proxies take to stop opening connections to it, then as
+    long as any sequence stream is still open there, at most `stream_wait_seconds`. The grace period
+    covers that and Triton's own exit timeout."""
 
     seconds: int
     grace_seconds: int
+    stream_wait_seconds: int = 0
 
     def pre_stop(self) -> list[str]:
-        return ["/bin/sh", "-c", f"mkdir -p {DRAIN_DIR} && touch {DRAIN_FILE}; sleep {self.seconds}"]
+        script = f"mkdir -p {DRAIN_DIR} && touch {DRAIN_FILE}; sleep {self.seconds}"
+        if self.stream_wait_seconds:
+            script += (
+                f"; i=0; while [ $i -lt {self.stream_wait_seconds} ] && {open_streams_test()}; "
+                "do sleep 1; i=$((i+1)); done"
+            )
+        return ["/bin/sh", "-c", script]
 
     @staticmethod
     def readiness() -> list[str]:
@@ -193,6 +209,10 @@ def drain(tp: TritonPipeline) -> Drain | None:
     """None for a stateless pipeline (nothing to drain: the plain HTTP readiness probe is kept)."""
     if not sequence_models(tp):
         return None
+    routing = tp.spec.routing
+    if routing.session_affinity == "Stream":
+        wait = PRE_STOP_SECONDS + routing.stream_drain_seconds
+        return Drain(PRE_STOP_SECONDS, grace_seconds(tp, wait), routing.stream_drain_seconds)
     seconds = longest_idle_seconds(tp) + DRAIN_MARGIN_SECONDS
     return Drain(seconds, grace_seconds(tp, seconds))
 

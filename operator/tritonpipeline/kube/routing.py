@@ -258,6 +258,12 @@ def routing_children(tp: TritonPipeline, settings: Settings) -> RoutingChildren:
         return RoutingChildren(
             description=f"Service {tp.name} has sessionAffinity ClientIP, timeout {client_ip_timeout(tp)}s"
         )
+    if routing.session_affinity == "Stream":
+        return RoutingChildren(
+            description=f"each sequence is one gRPC stream (tritonpipeline.client.SequenceStream): Service "
+            f"{tp.name} keeps a stream on the pod its connection reached; a leaving pod serves its open "
+            f"streams to their end (at most {routing.stream_drain_seconds}s) before Triton stops"
+        )
     if routing.session_affinity != "Header":
         return RoutingChildren(description="no session affinity (routing.sessionAffinity None)")
     headless = headless_service(tp, settings)

@@ -136,8 +136,9 @@ async def apply_optional(
             provider_objects = older
     if not r.provider_objects:
         how = tp.spec.routing.session_affinity
-        if how == "ClientIP":
-            routing = st.condition("RoutingConfigured", True, "ServiceAffinity", r.description, generation)
+        if how in ("ClientIP", "Stream"):
+            reason = "ServiceAffinity" if how == "ClientIP" else "StreamAffinity"
+            routing = st.condition("RoutingConfigured", True, reason, r.description, generation)
         else:
             routing = st.condition("RoutingConfigured", True, "NoAffinity", r.description, generation)
     elif missing := await _served(
