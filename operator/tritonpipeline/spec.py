@@ -660,9 +660,10 @@ class GatewayRef(_Base):
 class Routing(_Base):
     session_affinity: Literal["None", "ClientIP", "Header", "Stream"] = Field(
         default="None",
-        description="`None`, `ClientIP` (Service affinity), `Header` (a proxy hashes a header) or `Stream` "
-        "(recommended for sequences: each sequence is one gRPC stream of `tritonpipeline.client`, which stays "
-        "on the pod it reached; a leaving pod serves its open streams to their end before Triton stops).",
+        description="`None`, `ClientIP` (Service affinity), `Header` (a proxy hashes a header) or "
+        "`Stream` (recommended for sequences: each sequence is one gRPC stream of `tritonpipeline.client`, "
+        "which stays on the pod it reached; a leaving pod serves its open streams to their end before "
+        "Triton stops).",
     )
     stream_drain_seconds: Annotated[int, Field(ge=0, le=86400)] = Field(
         default=600,
