@@ -18,6 +18,18 @@ an answer came is sent once more, on a new connection: a pod leaving (a rollout,
 keep-alive connections clients still hold to it, after its endpoint is already gone; the new connection
 reaches a pod that stays. Requests of a sequence are never resent (a model's state would see it twice).
 
+With `spec.routing.sessionAffinity: Stream` (recommended for sequences) a sequence is one gRPC stream on a
+connection of its own, `SequenceStream`: the Service picks a pod when the connection opens and every chunk
+follows it, so pods added later never see it and a leaving pod serves it to its end (the pod waits while a
+stream is open). No header and no proxy rule are needed:
+
+    from tritonpipeline.client import SequenceStream
+
+    async with SequenceStream("streaming.ns.svc:8001", "streaming") as seq:
+        for i, code in enumerate(codes):
+            chunk = seq.input("CHUNK", np.array([[code]], dtype=np.int32))
+            total = (await seq.send([chunk], end=i == len(codes) - 1)).as_numpy("TOTAL")
+
 Everything else is tritonclient's own API: `infer` takes its keyword arguments and returns its
 InferResult, and `.raw` is the underlying InferenceServerClient.
 
@@ -45,7 +57,15 @@ except ModuleNotFoundError as exc:
 from .security import headers as key_headers
 from .security import read_key
 
-__all__ = ["DEFAULT_HEADER", "AsyncTritonClient", "TritonClient", "affinity_headers", "read_key"]
+__all__ = [
+    "DEFAULT_HEADER",
+    "AsyncTritonClient",
+    "SequenceBroken",
+    "SequenceStream",
+    "TritonClient",
+    "affinity_headers",
+    "read_key",
+]
 
 DEFAULT_HEADER = "x-triton-sequence-id"
 Protocol = Literal["http", "grpc"]
@@ -215,6 +235,113 @@ class AsyncTritonClient(_Client):
         await self.raw.close()
 
     async def __aenter__(self) -> AsyncTritonClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# --------------------------------------------------------------------------- Stream routing
+
+
+class SequenceBroken(RuntimeError):
+    """The stream of a sequence ended before the sequence did (its connection or pod went away). Its
+    state is gone with it: start the sequence again from its first chunk."""
+
+
+def own_connection_args() -> list[tuple[str, Any]]:
+    """tritonclient's default gRPC channel options plus a subchannel pool of the channel's own. gRPC
+    otherwise shares one connection between channels to the same address, and with it one pod."""
+    from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions
+
+    keepalive = KeepAliveOptions()
+    return [
+        ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
+
+
+class SequenceStream:
+    """One sequence of `model_name` as one gRPC stream (ModelStreamInfer) on a connection of its own
+    (`spec.routing.sessionAffinity: Stream`). `send` sends one chunk and returns its InferResult; the first
+    chunk carries the START flag, `end=True` the END flag. One response per request (not for decoupled
+    models). Raises tritonclient's InferenceServerException for an error Triton answered, and
+    SequenceBroken when the stream itself ended. `sequence_id` defaults to a random 63-bit number."""
+
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        *,
+        sequence_id: int | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **client_args: Any,
+    ) -> None:
+        module, self._types = _modules("grpc", asynchronous=True)
+        self.model_name = model_name
+        self.sequence_id = sequence_id if sequence_id else secrets.randbits(63) | 1
+        self._headers = dict(headers) if headers else None
+        self.raw = module.InferenceServerClient(url, channel_args=own_connection_args(), **client_args)
+        self._requests: Any = None
+        self._responses: Any = None
+        self.started = self.ended = False
+
+    def input(self, name: str, array: np.ndarray, datatype: str | None = None) -> Any:
+        """An InferInput holding `array` (datatype from its numpy dtype)."""
+        from tritonclient.utils import np_to_triton_dtype
+
+        tensor = self._types.InferInput(name, list(array.shape), datatype or np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        return tensor
+
+    async def _request_iterator(self) -> Any:
+        while (request := await self._requests.get()) is not None:
+            yield request
+
+    async def send(self, inputs: list[Any], *, end: bool = False, **kwargs: Any) -> Any:
+        import asyncio
+
+        if self.ended:
+            raise SequenceBroken(f"sequence {self.sequence_id} has ended; open a new SequenceStream")
+        if self._responses is None:
+            self._requests = asyncio.Queue()
+            self._responses = self.raw.stream_infer(self._request_iterator(), headers=self._headers)
+        request = {
+            "model_name": self.model_name,
+            "inputs": inputs,
+            "sequence_id": self.sequence_id,
+            "sequence_start": not self.started,
+            "sequence_end": end,
+            **kwargs,
+        }
+        self.started = True
+        self.ended = end
+        await self._requests.put(request)
+        try:
+            result, error = await self._responses.__anext__()
+        except StopAsyncIteration as exc:
+            self.ended = True
+            raise SequenceBroken(f"sequence {self.sequence_id}: the stream closed") from exc
+        except Exception as exc:  # grpc.aio.AioRpcError and what tritonclient turns it into
+            self.ended = True
+            raise SequenceBroken(f"sequence {self.sequence_id}: {exc}") from exc
+        if error is not None:
+            raise error
+        return result
+
+    async def close(self) -> None:
+        """End the stream and its connection (a sequence not ended is left to Triton's idle timeout)."""
+        if self._requests is not None:
+            await self._requests.put(None)
+        self.ended = True
+        await self.raw.close()
+
+    async def __aenter__(self) -> SequenceStream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

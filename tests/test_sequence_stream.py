@@ -1,0 +1,105 @@
+"""tritonpipeline.client.SequenceStream against a real tritonserver serving examples/streaming.yaml: each
+sequence is one gRPC stream on a connection of its own, interleaved sequences keep their own running
+totals, Triton's errors come through as they are, and a stream cut by the server is a SequenceBroken."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+
+import numpy as np
+import pytest
+
+from helpers import example
+from tritonpipeline.client import SequenceBroken, SequenceStream
+from tritonpipeline.kube.autoscaling import open_streams_test
+
+pytestmark = pytest.mark.tritonserver
+
+STREAMS = 8  # the accumulator's sequence slots (direct strategy: maxBatchSize x 1 instance)
+CHUNKS = 8
+
+
+def established(port: int) -> int:
+    """Established TCP connections whose local port is `port` (the server side), from /proc/net/tcp{,6}."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        count += sum(
+            1 for line in lines if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "01"
+        )
+    return count
+
+
+@pytest.fixture(scope="module")
+def server(shared_pipeline):
+    return shared_pipeline(example("streaming"))
+
+
+async def one_sequence(url: str, codes: list[int], opened: asyncio.Barrier) -> list[float]:
+    totals = []
+    async with SequenceStream(url, "streaming") as seq:
+        for i, code in enumerate(codes):
+            chunk = seq.input("CHUNK", np.array([[code]], dtype=np.int32))
+            totals.append(float((await seq.send([chunk], end=i == len(codes) - 1)).as_numpy("TOTAL")[0][0]))
+            if i == 0:
+                await opened.wait()  # every stream open at once before any goes on
+    return totals
+
+
+def test_interleaved_streams_keep_their_own_totals_on_their_own_connections(server):
+    rng = random.Random(7)
+    codes = [[rng.randint(-50, 50) for _ in range(CHUNKS)] for _ in range(STREAMS)]
+    seen: list[int] = []
+
+    async def run() -> list[list[float]]:
+        opened = asyncio.Barrier(STREAMS + 1)
+        tasks = [asyncio.create_task(one_sequence(server.grpc_url, c, opened)) for c in codes]
+        await opened.wait()
+        seen.append(established(server.grpc_port))
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(run())
+    for c, totals in zip(codes, results, strict=True):
+        assert totals == pytest.approx(list(np.cumsum(np.array(c) * 0.5)))
+    assert seen == [STREAMS]  # one connection per open sequence: what the pod's drain counts
+    test = ["/bin/sh", "-c", open_streams_test(server.grpc_port)]
+    for _ in range(50):  # closed streams close their connections
+        if subprocess.run(test).returncode != 0:
+            break
+        asyncio.run(asyncio.sleep(0.1))
+    assert subprocess.run(test).returncode != 0
+
+
+def test_tritons_own_error_comes_through_and_a_used_stream_refuses_more(server):
+    from tritonclient.utils import InferenceServerException
+
+    async def run() -> None:
+        async with SequenceStream(server.grpc_url, "streaming") as seq:
+            with pytest.raises(InferenceServerException, match="CHUNK|input"):
+                await seq.send([seq.input("WRONG", np.array([[1]], dtype=np.int32))])
+        async with SequenceStream(server.grpc_url, "streaming", sequence_id=99) as seq:
+            out = await seq.send([seq.input("CHUNK", np.array([[4]], dtype=np.int32))], end=True)
+            assert out.as_numpy("TOTAL")[0][0] == 2.0
+            with pytest.raises(SequenceBroken, match="has ended"):
+                await seq.send([seq.input("CHUNK", np.array([[4]], dtype=np.int32))])
+
+    asyncio.run(run())
+
+
+def test_a_stream_cut_by_the_server_is_a_broken_sequence(serve_pipeline):
+    server = serve_pipeline(example("streaming"))
+
+    async def run() -> None:
+        seq = SequenceStream(server.grpc_url, "streaming")
+        await seq.send([seq.input("CHUNK", np.array([[2]], dtype=np.int32))])
+        server.stop(timeout=15)
+        with pytest.raises(SequenceBroken):
+            await seq.send([seq.input("CHUNK", np.array([[2]], dtype=np.int32))])
+        await seq.close()
+
+    asyncio.run(run())
