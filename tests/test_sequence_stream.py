@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,7 +81,7 @@ def test_tritons_own_error_comes_through_and_a_used_stream_refuses_more(server):
 
     async def run() -> None:
         async with SequenceStream(server.grpc_url, "streaming") as seq:
-            with pytest.raises(InferenceServerException, match="CHUNK|input"):
+            with pytest.raises(InferenceServerException, match=r"CHUNK|input"):
                 await seq.send([seq.input("WRONG", np.array([[1]], dtype=np.int32))])
         async with SequenceStream(server.grpc_url, "streaming", sequence_id=99) as seq:
             out = await seq.send([seq.input("CHUNK", np.array([[4]], dtype=np.int32))], end=True)
