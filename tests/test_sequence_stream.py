@@ -27,12 +27,10 @@ def established(port: int) -> int:
     count = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            lines = open(table).read().splitlines()[1:]
+            rows = [line.split() for line in Path(table).read_text().splitlines()[1:]]
         except FileNotFoundError:
             continue
-        count += sum(
-            1 for line in lines if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "01"
-        )
+        count += sum(1 for row in rows if row[1].endswith(f":{port:04X}") and row[3] == "01")
     return count
 
 
