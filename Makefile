@@ -52,7 +52,7 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 # minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
 test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
-	$(VENV)/bin/pytest -m "not hpa"
+	$(VENV)/bin/pytest -m "not hpa and not streams"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
@@ -163,7 +163,7 @@ gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bun
 	python3 bench/gpu/check.py
 
 # --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
-.PHONY: node node-if-possible node-up node-down e2e-node e2e-autoscaling bench-e2e-node
+.PHONY: node node-if-possible node-up node-down e2e-node e2e-autoscaling bench-e2e-node bench-streams
 
 # kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
 # CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
@@ -186,7 +186,7 @@ node-down: ## stop the node started by node-up and restore the host (by PID; net
 	@$(PY) -m e2e.node down --dir $(NODE_DIR)
 
 e2e-node: $(STAMP) node minio-if-go ## real pods: hello Deployment; helm install + operator pod; every scenario, S3 and the webhook included (needs root, ip netns)
-	$(VENV)/bin/pytest -m "node and not hpa" -s
+	$(VENV)/bin/pytest -m "node and not hpa and not streams" -s
 
 # not in `make test` (yet): two scale-up/scale-down cycles take minutes (the rate window, then the
 # stabilization window); the timeline goes to bench/results/autoscaling.json
@@ -194,6 +194,11 @@ e2e-autoscaling: $(STAMP) node ## real pods: Prometheus + prometheus-adapter + t
 	@bash e2e/build-gotool.sh prometheus-adapter
 	@bash e2e/build-gotool.sh prometheus
 	$(VENV)/bin/pytest -m node tests/test_node_autoscaling.py -s
+
+# broken sequences per routing mode and event (scale-up, scale-down, rollout) and the scale-up reaction
+# time, side by side; the table goes to bench/results/streams.json
+bench-streams: $(STAMP) node ## real pods: interleaved sequences through scaling and a rollout, per routing mode
+	$(VENV)/bin/pytest -m node tests/test_node_streams.py -s
 
 bench-e2e-node: $(STAMP) node ## apply -> first correct inference through the Service (p50, max), rollout time, on the node
 	$(PY) -m bench.e2e_node
