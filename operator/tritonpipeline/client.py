@@ -335,11 +335,25 @@ class SequenceStream:
         return result
 
     async def close(self) -> None:
-        """End the stream and its connection (a sequence not ended is left to Triton's idle timeout)."""
+        """End the stream, wait (at most 5 s) for the server to end its side, then close the connection.
+        Closing the channel while the call is still open leaves its TCP connection established, and with
+        `Stream` routing an open connection holds a leaving pod until routing.streamDrainSeconds. A
+        sequence not ended is left to Triton's idle timeout."""
+        import asyncio
+        import contextlib
+
+        self.ended = True
         if self._requests is not None:
             await self._requests.put(None)
-        self.ended = True
+            with contextlib.suppress(Exception):  # the end of the call, or its error: either way it is over
+                await asyncio.wait_for(self._finish(), timeout=5)
         await self.raw.close()
+        # gRPC closes the TCP connection when the channel object is freed, not at close(): drop ours
+        self._requests = self._responses = self.raw = None
+
+    async def _finish(self) -> None:
+        async for _ in self._responses:
+            pass
 
     async def __aenter__(self) -> SequenceStream:
         return self
