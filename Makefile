@@ -29,10 +29,11 @@ venv: $(STAMP) ## create .venv and install the package with dev tools
 
 # Debian packages the tests use when present: graphviz renders `tritonpipeline graph --format png`;
 # nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
-# in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test.
+# in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
+# hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py.
 # Each is installed only if its command is missing; without root the tests that need it skip and say why.
-SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl
-system-deps: ## install graphviz, nginx, prometheus and curl from Debian if missing (needs root; skipped otherwise)
+SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy
+system-deps: ## install graphviz, nginx, prometheus, curl and haproxy from Debian if missing (needs root; skipped otherwise)
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 	  cmd=$${dep%%:*}; pkg=$${dep##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $$pkg"; \
@@ -56,7 +57,7 @@ test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go node-if-pos
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver
+	and not cli and not node and not minio and not gcsserver and not haproxy
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
