@@ -51,7 +51,7 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 
 # everything, the `node` tests (real pods) included (node-if-possible builds their bed first), except the
 # minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
-test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
+test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	$(VENV)/bin/pytest -m "not hpa"
 
@@ -66,7 +66,7 @@ test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, 
 golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
 
-test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go ## the tests that start real components (not node)
+test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
 lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.toml), generated files current
@@ -131,6 +131,12 @@ helm-if-go:
 minio-if-go:
 	@bash e2e/build-gotool.sh minio --if-go
 	@bash e2e/build-gotool.sh fake-gcs-server --if-go
+
+# CoreDNS with its kubernetes plugin (the cluster DNS HAProxy resolves a headless Service with in
+# tests/test_haproxy_dns.py), cached the same way (first build: about a minute with the control plane's
+# module cache warm)
+coredns-if-go:
+	@bash e2e/build-gotool.sh coredns --if-go
 
 chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 

@@ -35,7 +35,9 @@ CLUSTER_DOMAIN = "cluster.local"
 # and braces)
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@=,-]+$")
 # a DNS name of a Service: dot-separated RFC 1123 labels
-_DNS_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+_DNS_NAME = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+)
 
 
 def missing_coredns() -> str | None:

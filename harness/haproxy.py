@@ -143,7 +143,8 @@ class HAProxy:
 
     @property
     def log_file(self) -> Path:
-        """Its stderr: startup messages and one line per request, `<header value> <backend> <ip:port> <status>`."""
+        """Its stderr: startup messages, then one line per request:
+        `<header value> <backend> <server ip:port> <status>`."""
         return self.workdir / "haproxy.log"
 
     def _balance(self) -> str:
@@ -222,7 +223,9 @@ class HAProxy:
         conf.write_text(self.config())
         check = subprocess.run([binary, "-c", "-f", str(conf)], capture_output=True, text=True, timeout=30)
         if check.returncode != 0:
-            raise RuntimeError(f"haproxy -c refused the configuration:\n{check.stdout}{check.stderr}\n{self.config()}")
+            raise RuntimeError(
+                f"haproxy -c refused the configuration:\n{check.stdout}{check.stderr}\n{self.config()}"
+            )
         log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child
         try:  # -db: foreground, no daemon; ended by its PID
             self.proc = subprocess.Popen(
@@ -268,7 +271,12 @@ class HAProxy:
         text = self.command("show stat").lstrip("# ")
         rows = csv.DictReader(io.StringIO(text))
         return [
-            {"name": row["svname"], "addr": row.get("addr", ""), "status": row["status"], "req_tot": row["req_tot"]}
+            {
+                "name": row["svname"],
+                "addr": row.get("addr", ""),
+                "status": row["status"],
+                "req_tot": row["req_tot"],
+            }
             for row in rows
             if row["pxname"] == backend and row["svname"] not in ("FRONTEND", "BACKEND")
         ]
@@ -281,7 +289,9 @@ class HAProxy:
             if s["addr"] and not s["status"].startswith(("MAINT", "DOWN"))
         }
 
-    def wait_active(self, addresses: set[str], backend: str = "triton_http", timeout: float = 15.0) -> set[str]:
+    def wait_active(
+        self, addresses: set[str], backend: str = "triton_http", timeout: float = 15.0
+    ) -> set[str]:
         """Wait until the servers in rotation are exactly `addresses` (ip:port)."""
         return wait_for(
             f"haproxy backend {backend} in rotation = {sorted(addresses)}",

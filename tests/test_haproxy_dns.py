@@ -17,9 +17,9 @@ with the stick table."""
 from __future__ import annotations
 
 import asyncio
-import random
 import ipaddress
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -60,7 +60,9 @@ def lo_addresses() -> Iterator[list[str]]:
     """REPLICAS addresses 198.18.A.2, .3, ... (A random) added to `lo` as /32, removed at teardown."""
     ip = shutil.which("ip")
     if os.geteuid() != 0 or ip is None:
-        pytest.skip("adding addresses to lo needs root and iproute2's `ip` (the apiserver refuses 127/8 endpoints)")
+        pytest.skip(
+            "adding addresses to lo needs root and iproute2's `ip` (the apiserver refuses 127/8 endpoints)"
+        )
     present = subprocess.run([ip, "-o", "addr", "show", "dev", "lo"], capture_output=True, text=True).stdout
     free = [n for n in range(256) if f" 198.18.{n}." not in present]
     subnet = random.choice(free)
@@ -73,7 +75,9 @@ def lo_addresses() -> Iterator[list[str]]:
         yield wanted
     finally:
         for address in added:
-            subprocess.run([ip, "addr", "del", f"{address}/32", "dev", "lo"], check=False, capture_output=True)
+            subprocess.run(
+                [ip, "addr", "del", f"{address}/32", "dev", "lo"], check=False, capture_output=True
+            )
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +123,10 @@ def endpoint_slice(namespace: str, servers: list[Any], ready: list[bool]) -> dic
         "metadata": {
             "name": f"{SERVICE}-abcde",
             "namespace": namespace,
-            "labels": {"kubernetes.io/service-name": SERVICE, "endpointslice.kubernetes.io/managed-by": "e2e"},
+            "labels": {
+                "kubernetes.io/service-name": SERVICE,
+                "endpointslice.kubernetes.io/managed-by": "e2e",
+            },
         },
         "addressType": "IPv4",
         "endpoints": [
@@ -214,7 +221,11 @@ async def run_sequences(url: str, protocol: str, ids: list[int], seed: int) -> O
             chunk = client.input("CHUNK", np.array([[code]], dtype=np.int32))
             try:
                 result = await client.infer(
-                    "streaming", [chunk], sequence_id=seq_id, sequence_start=k == 0, sequence_end=k == CHUNKS - 1
+                    "streaming",
+                    [chunk],
+                    sequence_id=seq_id,
+                    sequence_start=k == 0,
+                    sequence_end=k == CHUNKS - 1,
                 )
                 got = float(result.as_numpy("TOTAL")[0, 0])
             except Exception as exc:
@@ -261,17 +272,24 @@ def test_every_sequence_stays_on_one_server(tmp_path, replicas, service, dns, fl
         backend = "triton_http" if protocol == "http" else "triton_grpc"
         port = "http_port" if protocol == "http" else "grpc_port"
         lb.wait_active(addresses(replicas, port), backend)
-        outcome = asyncio.run(run_sequences(lb.http_url if protocol == "http" else lb.grpc_url, protocol, ids, 1))
+        outcome = asyncio.run(
+            run_sequences(lb.http_url if protocol == "http" else lb.grpc_url, protocol, ids, 1)
+        )
         served = owners(lb, ids, backend)
     per_server = [accumulator_requests(s) - b for s, b in zip(replicas, before, strict=True)]
-    print(f"\n{flavour}/{protocol}: {outcome.right} right of {len(ids)}; accumulator requests per server {per_server}")
+    print(
+        f"\n{flavour}/{protocol}: {outcome.right} right of {len(ids)}; "
+        f"accumulator requests per server {per_server}"
+    )
     assert outcome.right == len(ids), outcome.samples
     assert sum(per_server) == len(ids) * CHUNKS
     assert len(set(served.values())) == REPLICAS  # spread over all three, each sequence on one
     assert all(n >= len(ids) * CHUNKS // 10 for n in per_server), per_server
 
 
-def test_a_not_ready_endpoint_leaves_and_only_its_keys_move(tmp_path, kube, namespace, replicas, service, dns):
+def test_a_not_ready_endpoint_leaves_and_only_its_keys_move(
+    tmp_path, kube, namespace, replicas, service, dns
+):
     """hash: mark replica 0 not ready; within LEAVE_SECONDS HAProxy stops using it; the same keys sent
     again all come back right, replica 0 gets none of them, and the keys of the other two did not move."""
     ids = list(range(6_000, 6_090))
@@ -302,7 +320,9 @@ def test_a_not_ready_endpoint_leaves_and_only_its_keys_move(tmp_path, kube, name
 
 
 @pytest.mark.parametrize("flavour", ["hash", "stick"])
-def test_a_new_ready_endpoint_moves_live_keys_only_with_hashing(tmp_path, kube, namespace, replicas, service, dns, flavour):
+def test_a_new_ready_endpoint_moves_live_keys_only_with_hashing(
+    tmp_path, kube, namespace, replicas, service, dns, flavour
+):
     """Scale-up: 2 ready endpoints, then the third becomes ready. Hash: some of the keys already placed
     move to the new server (a sequence in flight there would break). Stick: none moves."""
     ids = list(range(7_000, 7_090))
