@@ -2,8 +2,10 @@
 subprocess: the cluster DNS that answers a headless Service's name with the addresses of its ready
 endpoints, read from a real kube-apiserver through a kubeconfig.
 
-The bind address and the kubeconfig are parameters: on the host it listens on 127.0.0.1; inside the node
-bed it runs in the node's network namespace (pass the command prefix that enters it as `wrap`).
+The bind address and the kubeconfig are parameters: on the host it listens on 127.0.0.1; for the node bed,
+construct and start it (and query it) inside `with e2e.node.in_netns(netns):`, so that the process is
+started in the node's network namespace and the readiness checks run there too, with the node's
+kubeconfig.
 
     with CoreDNS(tmp, cp.kubeconfig) as dns:
         dns.resolve("vision-headless.ml.svc.cluster.local")   # ['127.0.0.2', ...]
@@ -23,7 +25,6 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
 from pathlib import Path
 
 from tritonpipeline.server import free_port
@@ -85,11 +86,9 @@ class CoreDNS:
         host: str = "127.0.0.1",
         port: int | None = None,
         ttl: int = 1,
-        wrap: Sequence[str] = (),
     ) -> None:
         """`host`:`port` is where it answers DNS (UDP and TCP; a free port by default); `ttl` the seconds
-        its answers may be cached (0-3600); `wrap` a command prefix to run it under (e.g. `ip netns exec
-        NAME`)."""
+        its answers may be cached (0-3600); `kubeconfig` says which apiserver, as whom."""
         self.workdir = Path(workdir)
         self.kubeconfig = Path(kubeconfig)
         self.host = checked_address(host)
@@ -98,7 +97,6 @@ class CoreDNS:
         if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= 3600:
             raise ValueError(f"ttl: expected an integer 0-3600 seconds, got {ttl!r}")
         self.ttl = ttl
-        self.wrap = list(wrap)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -137,7 +135,7 @@ class CoreDNS:
         log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(
-                [*self.wrap, str(binary), "-conf", str(conf)],
+                [str(binary), "-conf", str(conf)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,

@@ -33,7 +33,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -98,12 +97,12 @@ class HAProxy:
         grpc_port: int | None = None,
         backend_http_port: int = 8000,
         backend_grpc_port: int | None = 8001,
-        wrap: Sequence[str] = (),
     ) -> None:
         """`resolver`: CoreDNS's host:port; `fqdn`: the headless Service's name (service_fqdn()); `slots`:
         the most servers the name may resolve to; `host`:`http_port`/`grpc_port`: where it listens (free
-        ports by default); `backend_*_port`: the pods' HTTP and gRPC ports (None: no gRPC frontend);
-        `wrap`: a command prefix to run it under (e.g. `ip netns exec NAME`)."""
+        ports by default); `backend_*_port`: the pods' HTTP and gRPC ports (None: no gRPC frontend). For
+        the node bed, start it inside `with e2e.node.in_netns(netns):` (the stats socket is a file, so
+        servers() and served_by_key() work from anywhere)."""
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour: expected one of {', '.join(FLAVOURS)}, got {flavour!r}")
         resolver_host, _, resolver_port = resolver.rpartition(":")
@@ -122,7 +121,6 @@ class HAProxy:
         self.grpc_port: int | None = None
         if self.backend_grpc_port is not None:
             self.grpc_port = checked_port(grpc_port if grpc_port is not None else free_port())
-        self.wrap = list(wrap)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -229,7 +227,7 @@ class HAProxy:
         log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child
         try:  # -db: foreground, no daemon; ended by its PID
             self.proc = subprocess.Popen(
-                [*self.wrap, binary, "-db", "-f", str(conf)],
+                [binary, "-db", "-f", str(conf)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -300,11 +298,19 @@ class HAProxy:
             interval=0.1,
         )
 
-    def served_by_key(self, backend: str = "triton_http") -> dict[str, set[str]]:
-        """From its log: header value -> the set of server addresses (ip:port) that served it."""
+    def log_mark(self) -> int:
+        """Where its log ends now: served_by_key(since=mark) then counts only the requests after it."""
+        return self.log_file.stat().st_size if self.log_file.exists() else 0
+
+    def served_by_key(self, backend: str = "triton_http", since: int = 0) -> dict[str, set[str]]:
+        """From its log (from byte `since` on): header value -> the set of server addresses (ip:port) that
+        served it."""
         seen: dict[str, set[str]] = {}
         if self.log_file.exists():
-            for line in self.log_file.read_text(errors="replace").splitlines():
+            with open(self.log_file, "rb") as log:
+                log.seek(since)
+                text = log.read().decode(errors="replace")
+            for line in text.splitlines():
                 parts = line.split(" ")
                 if len(parts) == 4 and parts[1] == backend:
                     seen.setdefault(parts[0], set()).add(parts[2])
