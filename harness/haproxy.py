@@ -10,6 +10,9 @@ rotation within a couple of seconds and one that becomes ready joins it.
 Two backend flavours:
   hash   `balance hdr(<header>)` + `hash-type consistent`: what ingress-nginx's upstream-hash-by does. A
          key's server is a function of the set of servers: when the set changes, some live keys move.
+         HAProxy 2.6 places servers on the ring by slot (server id), not address: an address that
+         fills a freed slot takes that slot's keys (a pod marked ready again got exactly its old keys
+         back in tests/test_haproxy_dns.py); ingress-nginx keys its ring by address instead.
   stick  `balance roundrobin` + a stick table keyed on the header: a key stays on the server it first
          reached for as long as that server is in the set (only the keys of a leaving server move).
 
@@ -147,7 +150,8 @@ class HAProxy:
 
     def _balance(self) -> str:
         if self.flavour == "hash":
-            # avalanche: sequence ids are often consecutive numbers, which sdbm alone maps to near points
+            # HAProxy's default function for consistent hashing, spelled out: avalanche spreads consecutive
+            # sequence ids; a request without the header is balanced round robin
             return f"    balance hdr({self.header})\n    hash-type consistent sdbm avalanche\n"
         return (
             "    balance roundrobin\n"

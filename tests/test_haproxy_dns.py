@@ -277,13 +277,15 @@ def test_every_sequence_stays_on_one_server(tmp_path, replicas, service, dns, fl
         )
         assert outcome.right == len(ids), outcome.samples
         served = owners(lb, ids, backend)
+        proxied = {s["addr"]: int(s["req_tot"]) for s in lb.servers(backend) if s["addr"]}
     per_server = [accumulator_requests(s) - b for s, b in zip(replicas, before, strict=True)]
     print(
         f"\n{flavour}/{protocol}: {outcome.right} right of {len(ids)}; "
-        f"accumulator requests per server {per_server}"
+        f"accumulator requests per server {per_server}, HAProxy's count {proxied}"
     )
-    assert outcome.right == len(ids), outcome.samples
     assert sum(per_server) == len(ids) * CHUNKS
+    # the proxy's own per-server request counts (stats socket) agree with each tritonserver's /metrics
+    assert proxied == {f"{s.host}:{getattr(s, port)}": n for s, n in zip(replicas, per_server, strict=True)}
     assert len(set(served.values())) == REPLICAS  # spread over all three, each sequence on one
     assert all(n >= len(ids) * CHUNKS // 10 for n in per_server), per_server
 
