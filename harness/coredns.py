@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tritonpipeline.server import free_port
 
@@ -39,6 +40,40 @@ _SAFE_PATH = re.compile(r"^[A-Za-z0-9_./+@=,-]+$")
 _DNS_NAME = re.compile(
     r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
 )
+
+
+# the identity it reads the apiserver as, and the only access its kubernetes plugin needs (upstream's
+# system:coredns ClusterRole less pods and endpoints; without namespaces it logs `forbidden` and never
+# becomes ready)
+USER = "system:coredns"
+READ_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["services", "namespaces"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+]
+
+
+def rbac_objects(user: str = USER) -> list[dict[str, Any]]:
+    """A ClusterRole with READ_RULES and its binding to `user`: apply them, then give CoreDNS a kubeconfig
+    for `user` (e.g. ControlPlane.user_kubeconfig(USER))."""
+    name = "tritonpipeline-e2e-coredns"
+    role: dict[str, Any] = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": READ_RULES,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": name,
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    return [role, binding]
 
 
 def missing_coredns() -> str | None:

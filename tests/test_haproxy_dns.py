@@ -33,8 +33,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness import coredns
 from harness.coredns import CoreDNS, missing_coredns, service_fqdn
 from harness.haproxy import HAProxy, missing_haproxy
+from harness.kubeapi import apply_object
 from harness.wait import wait_for
 from helpers import example
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
@@ -141,10 +143,7 @@ def endpoint_slice(namespace: str, servers: list[Any], ready: list[bool]) -> dic
 
 
 def set_ready(kube: Any, namespace: str, servers: list[Any], ready: list[bool]) -> None:
-    obj = endpoint_slice(namespace, servers, ready)
-    url = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices/{obj['metadata']['name']}"
-    query = [("fieldManager", "e2e"), ("force", "true")]
-    kube.request("PATCH", url, query=query, body=obj, content_type="application/apply-patch+yaml")
+    apply_object(kube, endpoint_slice(namespace, servers, ready))
 
 
 @pytest.fixture
@@ -170,8 +169,12 @@ def service(kube: Any, namespace: str, replicas: list[Any]) -> str:
 
 
 @pytest.fixture
-def dns(control_plane: Any, tmp_path: Path) -> Iterator[CoreDNS]:
-    with CoreDNS(tmp_path / "coredns", control_plane.kubeconfig, ttl=1) as server:
+def dns(control_plane: Any, kube: Any, tmp_path: Path) -> Iterator[CoreDNS]:
+    """CoreDNS reading the apiserver as its own user, with only the read access its ClusterRole gives."""
+    for obj in coredns.rbac_objects():
+        apply_object(kube, obj)
+    kubeconfig = control_plane.user_kubeconfig(coredns.USER)
+    with CoreDNS(tmp_path / "coredns", kubeconfig, ttl=1) as server:
         yield server
 
 
