@@ -12,7 +12,8 @@ host's `lo` for the module and removes after it: traffic to them never leaves th
 The facts a scaling bench relies on: every chunk of a sequence reaches one server while the set of ready
 endpoints holds still; an endpoint marked not ready leaves HAProxy's rotation within seconds and only its
 keys move (hash); a new ready endpoint takes some live keys away from the others (hash) but none at all
-with the stick table."""
+with the stick table; and a sequence in flight across such a change breaks exactly when its chunks
+reach two servers (what the bench counts)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import shutil
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ pytestmark = [pytest.mark.apiserver, pytest.mark.haproxy, pytest.mark.tritonserv
 REPLICAS = 3
 CHUNKS = 4
 SERVICE = "streaming-headless"  # kube/routing.headless_name of the streaming example
+PAUSE_AT = 2  # sequences in flight across a change of endpoints stop before this chunk
 LEAVE_SECONDS = 5.0  # an endpoint marked not ready is out of HAProxy's rotation within this
 
 
@@ -204,21 +206,33 @@ def accumulator_requests(server: Any) -> int:
 @dataclass
 class Outcome:
     right: int = 0
-    broken: int = 0  # a wrong running total or a refused chunk
+    broken: set[int] = field(default_factory=set)  # ids with a wrong running total or a refused chunk
     samples: list[str] = field(default_factory=list)
 
 
-async def run_sequences(url: str, protocol: str, ids: list[int], seed: int) -> Outcome:
-    """One sequence of CHUNKS chunks per id, all at once, interleaved; each checks every running total."""
+async def run_sequences(
+    url: str, protocol: str, ids: list[int], seed: int, between: Callable[[], None] | None = None
+) -> Outcome:
+    """One sequence of CHUNKS chunks per id, all at once, interleaved; each checks every running total.
+    With `between`: every sequence stops before chunk PAUSE_AT (in flight, its state on one server),
+    `between()` runs (in a thread), then they all go on. At most 8 sequences may wait on one server
+    (the accumulator's sequence slots): a 9th would wait for a slot and never reach the pause."""
     rng = random.Random(seed)
     plans = {i: [rng.randint(-50, 50) for _ in range(CHUNKS)] for i in ids}
     outcome = Outcome()
     limits = {"conn_limit": len(ids) + 8} if protocol == "http" else {}
     client = AsyncTritonClient(url, protocol=protocol, header=DEFAULT_HEADER, **limits)
+    paused: list[int] = []
+    everyone_paused, go_on = asyncio.Event(), asyncio.Event()
 
     async def sequence(seq_id: int) -> None:
         expected, ok = 0.0, True
         for k, code in enumerate(plans[seq_id]):
+            if between is not None and k == PAUSE_AT:
+                paused.append(seq_id)
+                if len(paused) == len(ids):
+                    everyone_paused.set()
+                await go_on.wait()
             await asyncio.sleep(rng.uniform(0, 0.01))
             expected += code / 2
             chunk = client.input("CHUNK", np.array([[code]], dtype=np.int32))
@@ -240,10 +254,17 @@ async def run_sequences(url: str, protocol: str, ids: list[int], seed: int) -> O
                     outcome.samples.append(f"sequence {seq_id} chunk {k}: {problem}")
                 ok = False
         outcome.right += ok
-        outcome.broken += not ok
+        if not ok:
+            outcome.broken.add(seq_id)
+
+    async def pause() -> None:
+        if between is not None:
+            await asyncio.wait_for(everyone_paused.wait(), 30)
+            await asyncio.to_thread(between)
+            go_on.set()
 
     try:
-        await asyncio.wait_for(asyncio.gather(*(sequence(i) for i in ids)), 120)
+        await asyncio.wait_for(asyncio.gather(pause(), *(sequence(i) for i in ids)), 120)
     finally:
         await client.close()
     return outcome
@@ -376,3 +397,41 @@ def test_a_new_ready_endpoint_moves_live_keys_only_with_hashing(
         assert all(after[i] == joined for i in moved)  # each moved to the new server only
     else:
         assert not moved, {i: after[i] for i in moved}
+
+
+@pytest.mark.parametrize("flavour", ["hash", "stick"])
+@pytest.mark.parametrize("change", ["join", "leave"])
+def test_sequences_in_flight_across_a_change_of_endpoints(
+    tmp_path, kube, namespace, replicas, service, dns, flavour, change
+):
+    """What the scaling bench counts: sequences in flight while the ready endpoints change. Each of 10
+    sequences sends PAUSE_AT chunks, then an endpoint joins (2 -> 3 ready) or leaves (3 -> 2), then the
+    rest. A sequence breaks (refused: the new server never saw its START) exactly when its chunks
+    reached two servers: on a join, with hashing only; on a leave, the leaving server's, both flavours."""
+    ids = list(range(9_000, 9_010))
+    before = [True, True, False] if change == "join" else [True] * REPLICAS
+    after = [True] * REPLICAS if change == "join" else [False, True, True]
+    set_ready(kube, namespace, replicas, before)
+    with proxy(tmp_path, dns, service, replicas, flavour) as lb:
+        lb.wait_active(addresses([s for s, on in zip(replicas, before, strict=True) if on]))
+
+        def change_endpoints() -> None:
+            set_ready(kube, namespace, replicas, after)
+            ready = [s for s, on in zip(replicas, after, strict=True) if on]
+            lb.wait_active(addresses(ready), timeout=LEAVE_SECONDS)
+
+        outcome = asyncio.run(run_sequences(lb.http_url, "http", ids, 7, between=change_endpoints))
+        served = lb.served_by_key()
+    split = {i for i in ids if len(served[str(i)]) > 1}
+    print(
+        f"\n{flavour}, an endpoint {'joined' if change == 'join' else 'left'} mid-sequence: "
+        f"{len(outcome.broken)} of {len(ids)} sequences broke, e.g. {outcome.samples[:1]}"
+    )
+    assert outcome.broken == split  # broken exactly when its chunks reached two servers
+    changed = f"{replicas[2 if change == 'join' else 0].host}:{replicas[0].http_port}"
+    if change == "join" and flavour == "stick":
+        assert not split
+    elif change == "join":
+        assert split and all(changed in served[str(i)] for i in split)
+    else:
+        assert split and split == {i for i in ids if changed in served[str(i)]}
