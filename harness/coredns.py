@@ -7,8 +7,10 @@ construct and start it (and query it) inside `with e2e.node.in_netns(netns):`, s
 started in the node's network namespace and the readiness checks run there too, with the node's
 kubeconfig.
 
-    with CoreDNS(tmp, cp.kubeconfig) as dns:
-        dns.resolve("vision-headless.ml.svc.cluster.local")   # ['127.0.0.2', ...]
+    for obj in rbac_objects():                 # list/watch only, as user system:coredns
+        apply_object(kube, obj)                # harness/kubeapi.py
+    with CoreDNS(tmp, cp.user_kubeconfig(USER)) as dns:
+        dns.resolve("vision-headless.ml.svc.cluster.local")   # ['10.244.0.12', ...], ready endpoints only
         haproxy_resolver = dns.address                          # "127.0.0.1:PORT"
 """
 
