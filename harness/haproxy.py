@@ -294,13 +294,14 @@ class HAProxy:
     def wait_active(
         self, addresses: set[str], backend: str = "triton_http", timeout: float = 15.0
     ) -> set[str]:
-        """Wait until the servers in rotation are exactly `addresses` (ip:port)."""
-        return wait_for(
+        """Wait until the servers in rotation are exactly `addresses` (ip:port; empty: none); them."""
+        wait_for(
             f"haproxy backend {backend} in rotation = {sorted(addresses)}",
-            lambda: self.active_addresses(backend) == addresses and addresses,
+            lambda: self.active_addresses(backend) == addresses,
             timeout=timeout,
             interval=0.1,
         )
+        return set(addresses)
 
     def log_mark(self) -> int:
         """Where its log ends now: served_by_key(since=mark) then counts only the requests after it."""
