@@ -29,10 +29,11 @@ venv: $(STAMP) ## create .venv and install the package with dev tools
 
 # Debian packages the tests use when present: graphviz renders `tritonpipeline graph --format png`;
 # nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
-# in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test.
+# in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
+# hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py.
 # Each is installed only if its command is missing; without root the tests that need it skip and say why.
-SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl
-system-deps: ## install graphviz, nginx, prometheus and curl from Debian if missing (needs root; skipped otherwise)
+SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy
+system-deps: ## install graphviz, nginx, prometheus, curl and haproxy from Debian if missing (needs root; skipped otherwise)
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 	  cmd=$${dep%%:*}; pkg=$${dep##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $$pkg"; \
@@ -50,13 +51,13 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 
 # everything, the `node` tests (real pods) included (node-if-possible builds their bed first), except the
 # minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
-test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
+test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	$(VENV)/bin/pytest -m "not hpa and not streams"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver
+	and not cli and not node and not minio and not gcsserver and not haproxy
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -65,7 +66,7 @@ test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, 
 golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
 
-test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go ## the tests that start real components (not node)
+test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (not node)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
 lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.toml), generated files current
@@ -130,6 +131,12 @@ helm-if-go:
 minio-if-go:
 	@bash e2e/build-gotool.sh minio --if-go
 	@bash e2e/build-gotool.sh fake-gcs-server --if-go
+
+# CoreDNS with its kubernetes plugin (the cluster DNS HAProxy resolves a headless Service with in
+# tests/test_haproxy_dns.py), cached the same way (first build on 2 cores: about 1 minute with the control
+# plane's module and build caches warm, 2.5 from empty ones)
+coredns-if-go:
+	@bash e2e/build-gotool.sh coredns --if-go
 
 chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 

@@ -21,6 +21,8 @@
 #   e2e/build-gotool.sh prometheus-adapter  the custom metrics API server the HPA reads (tests/test_node_autoscaling.py)
 #   e2e/build-gotool.sh prometheus        Prometheus with Kubernetes service discovery (Debian's package is built
 #                                         without it), only that discovery plugin compiled in (same test)
+#   e2e/build-gotool.sh coredns           CoreDNS with its kubernetes plugin (the cluster DNS that answers a headless
+#                                         Service's name; harness/coredns.py), only the plugins listed below compiled in
 set -euo pipefail
 
 # The pinned versions: bump here (harness/gotools.py reads them with --print-path).
@@ -37,6 +39,10 @@ PROMETHEUS_VERSION=v0.316.0   # Prometheus 3.16.0 (its Go module numbers v3.X.Y 
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 # a server of Cloud Storage's JSON API (no authentication): the gs:// download of tests/test_gcs_source.py
 FAKE_GCS_SERVER_VERSION=v1.56.1
+COREDNS_VERSION=v1.15.0       # latest CoreDNS on the module proxy when pinned (needs Go >= 1.26)
+# the CoreDNS plugins compiled in (upstream's plugin.cfg names, kept in its order): the kubernetes plugin
+# and what a Corefile around it uses; the cloud back ends (Azure, Route 53, ...) are most of the build
+COREDNS_PLUGINS="bind ready health errors log loadbalance kubernetes whoami"
 
 tool="${1:-}"
 case "$tool" in
@@ -50,7 +56,8 @@ case "$tool" in
   gateway-api-crds|gateway-api-standard-crds) pkg="sigs.k8s.io/gateway-api"; version="$GATEWAY_API_VERSION" ;;
   prometheus-adapter) pkg="sigs.k8s.io/prometheus-adapter/cmd/adapter"; version="$PROMETHEUS_ADAPTER_VERSION" ;;
   prometheus) pkg="github.com/prometheus/prometheus/cmd/prometheus"; version="$PROMETHEUS_VERSION" ;;
-  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus [--if-go|--print-path]" >&2; exit 2 ;;
+  coredns) pkg="github.com/coredns/coredns"; version="$COREDNS_VERSION" ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus|coredns [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
@@ -119,6 +126,22 @@ case "$tool" in
     echo ">> $tool from $pkg $version -> $BIN"
     exit 0 ;;
 esac
+if [ "$tool" = coredns ]; then
+  # upstream's way to choose plugins: edit plugin.cfg, regenerate (directives_generate.go), build. The
+  # module cache is read-only, so that happens in a copy of the downloaded module (its own go.mod, go.sum)
+  echo ">> downloading $pkg@$version ..."
+  dir="$("$GO" mod download -json "$pkg@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  [ -n "$dir" ] || { echo "go mod download $pkg@$version failed" >&2; exit 1; }
+  src="$OUT/.src"
+  rm -rf "$src" && cp -r "$dir" "$src" && chmod -R u+w "$src"
+  keep="$(printf '%s\n' $COREDNS_PLUGINS)"
+  grep -E '^[a-z0-9_]+:' "$dir/plugin.cfg" | while IFS= read -r line; do
+    if printf '%s\n' "$keep" | grep -qx "${line%%:*}"; then echo "$line"; fi
+  done > "$src/plugin.cfg"
+  cd "$src"
+  "$GO" run directives_generate.go
+  pkg="."; at_version=""
+fi
 echo ">> building $tool $version with $("$GO" env GOVERSION) (go install $pkg@$version; first time, a few minutes) ..."
 # upstream's release builds set the version with -X; without it `helm version` says v3.x-unreleased
 ldflags="-s -w"
@@ -133,6 +156,7 @@ if [ "$tool" = helm ]; then
   done
 fi
 tags=""
+if [ "$tool" = coredns ]; then ldflags="$ldflags -X github.com/coredns/coredns/coremain.GitCommit=$version"; fi
 if [ "$tool" = prometheus ]; then
   # upstream's build tags: no service discovery plugin but Kubernetes' (a fraction of the dependencies)
   tags="remove_all_sd,enable_kubernetes_sd"
@@ -156,7 +180,8 @@ fi
           *) n=$((n + 1)); if [ $((n % 50)) = 0 ]; then echo ">> $tool: $n packages compiled, $((SECONDS - t0))s ($line)"; fi ;;
         esac
       done; }
-mv "$GOBIN/$(basename "$pkg")" "$BIN"
+if [ "$tool" = coredns ]; then mv "$GOBIN/coredns" "$BIN" && cd / && rm -rf "$OUT/.src"
+else mv "$GOBIN/$(basename "$pkg")" "$BIN"; fi
 rmdir "$GOBIN" 2>/dev/null || true
 echo ">> built $tool $version in $((SECONDS - t0))s -> $BIN"
 echo "$tool $version $((SECONDS - t0))s $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cores" >> "$ROOT/$tool/build-times.log"
