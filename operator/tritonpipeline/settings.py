@@ -42,6 +42,8 @@ class Settings:
     watch_stale_seconds: float = 330.0
     # serve /metrics and /readyz here (http://HOST:PORT); empty: not served
     metrics_url: str = ""
+    # seconds between reads of the pipelines' pod metrics and autoscalers into their status; 0: never
+    status_poll_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
@@ -63,4 +65,5 @@ class Settings:
             watch_timeout_seconds=watch,
             metrics_url=env.get("TRITONPIPELINE_METRICS_URL", "") if metrics_url is None else metrics_url,
             watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
+            status_poll_seconds=float(env.get("TRITONPIPELINE_STATUS_POLL_SECONDS", "30")),
         )

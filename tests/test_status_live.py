@@ -1,0 +1,164 @@
+"""The status users act on (kube/triton_metrics.py, reconcile/live.py): per step queue and compute time
+from a real tritonserver's /metrics after real requests, and the autoscaler's replicas copied by the
+operator from an HPA status written through the real apiserver."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+import test_operator
+from harness.kubeapi import write_status
+from harness.wait import wait_for
+from helpers import example
+from test_operator import cluster_doc, get_cr, wait_reconciled
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.kube import triton_metrics as tm
+from tritonpipeline.spec import parse_pipeline
+
+run_operator = test_operator.run_operator
+REQUESTS = 20
+
+
+def scrape(server: Any) -> tm.Scrape:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return tm.Scrape(time.monotonic(), tm.parse_totals(text))
+
+
+def send(server: Any, n: int) -> float:
+    """n sequential requests through the fan-out pipeline; the mean client-side latency in µs."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    started = time.perf_counter()
+    for i in range(n):
+        image = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        image.set_data_from_numpy(np.full((1, 4), i, dtype=np.float32))
+        client.infer("vision", [image])
+    client.close()
+    return (time.perf_counter() - started) / n * 1e6
+
+
+@pytest.mark.tritonserver
+def test_steps_from_real_triton_metrics(serve_pipeline):
+    doc = example("fanout")
+    tp = parse_pipeline(doc)
+    routers = [r["name"] for r in compile_pipeline(tp, cpu_only=True).graph_summary()["routers"]]
+    assert routers, "the fan-out example has an inserted router"
+    server = serve_pipeline(doc)
+    first = scrape(server)
+    latency_us = send(server, REQUESTS)
+    second = scrape(server)
+    idle = scrape(server)
+
+    # every model the server ran counts our requests, the inserted router and the ensemble too
+    for model in ("extractor", "head_b", "head_c", "vision", *routers):
+        assert second.models[model].requests - first.models.get(model, tm.ModelTotals()).requests == REQUESTS
+
+    status = tm.steps_status(tp, tm.pipeline_work([(first, second)]))
+    print(f"\nmean client latency {latency_us:.0f} us; {status}")
+    # only the user's steps: no router, no ensemble
+    assert [(s["pipeline"], s["step"], s["model"]) for s in status["steps"]] == [
+        ("vision", "extract", "extractor"),
+        ("vision", "head_b", "head_b"),
+        ("vision", "head_c", "head_c"),
+    ]
+    rate = round(REQUESTS / (second.at - first.at), 2)
+    for step in status["steps"]:
+        assert step["requestsPerSecond"] == rate
+        assert step["computeUs"] > 0 and step["queueUs"] >= 0
+        # a step's time per request is part of what the client waited for each request
+        assert step["queueUs"] + step["computeUs"] < latency_us
+    slowest = max(status["steps"], key=lambda s: s["queueUs"] + s["computeUs"])
+    assert status["bottleneck"] == f"vision/{slowest['step']}"
+
+    # two pods with the same work: rates add up, averages per request stay
+    both = tm.steps_status(tp, tm.pipeline_work([(first, second), (first, second)]))
+    for one, two in zip(status["steps"], both["steps"], strict=True):
+        assert two["requestsPerSecond"] == pytest.approx(2 * one["requestsPerSecond"], abs=0.01)
+        assert (two["queueUs"], two["computeUs"]) == (one["queueUs"], one["computeUs"])
+
+    # no request in the interval: no times (null), rate 0, no bottleneck
+    quiet = tm.steps_status(tp, tm.pipeline_work([(second, idle)]))
+    assert quiet["bottleneck"] is None
+    assert all(s["queueUs"] is None and s["computeUs"] is None for s in quiet["steps"])
+    assert all(s["requestsPerSecond"] == 0 for s in quiet["steps"])
+
+    # a server restart (counters went down): the work is what the new server did
+    assert tm.difference(second, first) == first.models
+
+
+def test_steps_before_two_scrapes_are_all_null():
+    status = tm.steps_status(parse_pipeline(example("diamond")), None)
+    assert status["bottleneck"] is None and status["steps"]
+    assert all(
+        s["queueUs"] is None and s["computeUs"] is None and s["requestsPerSecond"] is None
+        for s in status["steps"]
+    )
+
+
+def test_prometheus_text_that_is_not_metrics_is_refused():
+    with pytest.raises(ValueError):
+        tm.parse_totals("<html>not metrics</html>\n")
+
+
+def hpa_status(current: int, desired: int) -> dict[str, Any]:
+    return {"currentReplicas": current, "desiredReplicas": desired, "currentMetrics": None}
+
+
+@pytest.mark.apiserver
+def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator):
+    """No HPA controller runs on the bare control plane: the test writes the HPA's status as it would,
+    for our HPA (engine hpa) and for the one KEDA makes (keda-hpa-NAME, engine keda)."""
+    name = "scaled"
+    doc = cluster_doc(name, namespace)
+    doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 5, "metric": "queueTime", "target": 50}
+    run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, name)
+
+    def autoscaler() -> Any:
+        return (get_cr(kube, namespace, name).get("status") or {}).get("autoscaler")
+
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}
+    wait_for("the HPA", lambda: kube.get(hpa["apiVersion"], hpa["kind"], namespace, name))
+    write_status(kube, {**hpa, "metadata": {"namespace": namespace, "name": name}}, hpa_status(2, 4))
+    want = {"currentReplicas": 2, "desiredReplicas": 4, "metric": "queueTime", "target": 50}
+    wait_for("status.autoscaler from the HPA", lambda: autoscaler() == want, timeout=20)
+
+    # engine keda: KEDA's own HPA (made here, as KEDA would), not ours
+    keda_name = f"keda-hpa-{name}"
+    kube.apply(
+        {
+            **hpa,
+            "metadata": {"namespace": namespace, "name": keda_name},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                "minReplicas": 1,
+                "maxReplicas": 5,
+                "metrics": [
+                    {
+                        "type": "External",
+                        "external": {
+                            "metric": {"name": "s0-prometheus"},
+                            "target": {"type": "Value", "value": "50"},
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    write_status(kube, {**hpa, "metadata": {"namespace": namespace, "name": keda_name}}, hpa_status(3, 1))
+    doc["spec"]["autoscaling"]["engine"] = "keda"
+    kube.apply(doc)
+    want = {"currentReplicas": 3, "desiredReplicas": 1, "metric": "queueTime", "target": 50}
+    wait_for("status.autoscaler from KEDA's HPA", lambda: autoscaler() == want, timeout=20)
+
+    # autoscaling removed: no autoscaler in status
+    del doc["spec"]["autoscaling"]
+    kube.apply(doc)
+    wait_for("status.autoscaler gone", lambda: autoscaler() is None, timeout=20)
