@@ -162,3 +162,27 @@ def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator)
     del doc["spec"]["autoscaling"]
     kube.apply(doc)
     wait_for("status.autoscaler gone", lambda: autoscaler() is None, timeout=20)
+
+
+def test_network_policy_lets_the_operator_read_metrics():
+    from tritonpipeline.kube.access import network_policy
+    from tritonpipeline.settings import Settings
+
+    ops = Settings(operator_namespace="ops", operator_labels=(("app", "op"),))
+    operator = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+        "podSelector": {"matchLabels": {"app": "op"}},
+    }
+    prom = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+    def metrics_peers(policy: dict[str, Any], settings: Settings) -> list[Any]:
+        doc = cluster_doc("vision", "ml")
+        doc["spec"]["networkPolicy"] = policy
+        rendered = network_policy(parse_pipeline(doc), settings)
+        assert rendered is not None
+        return [r["from"] for r in rendered["spec"]["ingress"] if r["ports"][0]["port"] == 8002]
+
+    assert metrics_peers({}, ops) == [[{"podSelector": {}}, operator]]
+    assert metrics_peers({"metrics": [prom]}, ops) == [[prom, operator]]
+    assert metrics_peers({"metrics": []}, ops) == []  # nobody means nobody
+    assert metrics_peers({"metrics": [prom]}, Settings()) == [[prom]]  # outside the chart: unknown
