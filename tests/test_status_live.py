@@ -4,12 +4,16 @@ operator from an HPA status written through the real apiserver."""
 
 from __future__ import annotations
 
+import queue
+import re
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 import test_operator
@@ -17,7 +21,13 @@ from harness.kubeapi import write_status
 from harness.wait import wait_for
 from helpers import example
 from test_operator import cluster_doc, get_cr, wait_reconciled
-from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler import (
+    OPEN_STREAMS_GAUGE,
+    OPEN_STREAMS_MODEL,
+    compile_pipeline,
+    open_streams_source,
+)
+from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import triton_metrics as tm
 from tritonpipeline.spec import parse_pipeline
 
@@ -28,7 +38,7 @@ REQUESTS = 20
 def scrape(server: Any) -> tm.Scrape:
     with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
         text = response.read().decode()
-    return tm.Scrape(time.monotonic(), tm.parse_totals(text))
+    return tm.read_scrape(text, time.monotonic())
 
 
 def send(server: Any, n: int) -> float:
@@ -103,7 +113,7 @@ def test_steps_before_two_scrapes_are_all_null():
 
 def test_prometheus_text_that_is_not_metrics_is_refused():
     with pytest.raises(ValueError):
-        tm.parse_totals("<html>not metrics</html>\n")
+        tm.read_scrape("<html>not metrics</html>\n", 0)
 
 
 def hpa_status(current: int, desired: int) -> dict[str, Any]:
@@ -186,3 +196,84 @@ def test_network_policy_lets_the_operator_read_metrics():
     assert metrics_peers({"metrics": [prom]}, ops) == [[prom, operator]]
     assert metrics_peers({"metrics": []}, ops) == []  # nobody means nobody
     assert metrics_peers({"metrics": [prom]}, Settings()) == [[prom]]  # outside the chart: unknown
+
+
+# --- Stream routing: open sequences per pod (the generated open-streams gauge) ---------------------------
+
+
+def stream_doc() -> dict[str, Any]:
+    doc = example("streaming")
+    doc["spec"]["routing"] = {"sessionAffinity": "Stream"}
+    return doc
+
+
+def open_sequence(server: Any, sequence_id: int) -> Any:
+    """A gRPC client of its own (its own TCP connection, as separate client processes have) that starts
+    a sequence on its stream and leaves it open; returns the client."""
+    client = grpcclient.InferenceServerClient(
+        server.grpc_url, channel_args=[("grpc.use_local_subchannel_pool", 1)]
+    )
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    chunk = grpcclient.InferInput("CHUNK", [1, 1], "INT32")
+    chunk.set_data_from_numpy(np.array([[sequence_id]], dtype=np.int32))
+    client.async_stream_infer("streaming", [chunk], sequence_id=sequence_id, sequence_start=True)
+    _, error = answers.get(timeout=60)
+    assert error is None, error
+    return client
+
+
+def stub_rss_kib(server: Any, model: str) -> int:
+    """Resident memory of the Python-backend stub process that runs `model` (a child of tritonserver)."""
+    for child in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        if model in cmdline:
+            status = Path(f"/proc/{child}/status").read_text()
+            return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
+    raise AssertionError(f"no stub process runs {model}")
+
+
+@pytest.mark.tritonserver
+def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
+    tp = parse_pipeline(stream_doc())
+    server = serve_pipeline(stream_doc())
+
+    def gauge() -> int | None:
+        with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+            return tm.read_scrape(response.read().decode(), 0).open_streams
+
+    assert gauge() == 0
+    clients = [open_sequence(server, sequence_id) for sequence_id in (11, 12, 13)]
+    try:
+        wait_for("3 open sequences on the gauge", lambda: gauge() == 3, timeout=10)
+        clients.pop().stop_stream()  # one sequence's client goes away
+        wait_for("2 open sequences", lambda: gauge() == 2, timeout=10)
+        status = tm.open_sequences_status(tp, {"vision-0": scrape(server), "vision-1": None})
+        assert status == [{"pod": "vision-0", "openSequences": 2}, {"pod": "vision-1", "openSequences": None}]
+    finally:
+        for client in clients:
+            client.stop_stream()
+            client.close()
+    wait_for("no open sequence", lambda: gauge() == 0, timeout=10)
+    rss = stub_rss_kib(server, OPEN_STREAMS_MODEL)
+    print(f"\nopen-streams stub process: {rss / 1024:.1f} MiB resident")
+    assert rss < 64 * 1024  # the budget README states
+
+
+def test_the_gauge_model_only_with_stream_routing():
+    stream = compile_pipeline(parse_pipeline(stream_doc()), cpu_only=True).files
+    assert stream[f"{OPEN_STREAMS_MODEL}/1/model.py"] == open_streams_source()
+    assert f"GAUGE = {OPEN_STREAMS_GAUGE!r}".replace("'", '"').encode() in open_streams_source()
+    header = compile_pipeline(parse_pipeline(example("streaming")), cpu_only=True).files
+    assert not any(path.startswith(OPEN_STREAMS_MODEL) for path in header)
+    assert tm.open_sequences_status(parse_pipeline(example("streaming")), {"p": None}) is None
+
+
+def test_the_gauge_models_name_is_reserved_with_stream_routing():
+    doc = stream_doc()
+    doc["spec"]["models"][0]["name"] = OPEN_STREAMS_MODEL
+    doc["spec"]["pipelines"][0]["steps"][0]["model"] = OPEN_STREAMS_MODEL
+    with pytest.raises(SpecError) as err:
+        compile_pipeline(parse_pipeline(doc))
+    (reserved,) = [p for p in err.value.problems if p.path == "spec.models[0].name"]
+    assert "reserved for the open-streams gauge" in str(reserved)

@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..compiler import OPEN_STREAMS_GAUGE, tracks_open_streams
 from ..spec import TritonPipeline
 
 REQUESTS = "nv_inference_request_success"
@@ -49,10 +50,12 @@ class ModelTotals:
 
 @dataclass(frozen=True)
 class Scrape:
-    """One pod's counters per model, and when they were read (monotonic seconds)."""
+    """One pod's counters per model, its open-streams gauge (Stream routing; None when absent), and
+    when they were read (monotonic seconds)."""
 
     at: float
     models: Mapping[str, ModelTotals]
+    open_streams: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,15 @@ class Work:
     per_second: float
 
 
-def parse_totals(text: str) -> dict[str, ModelTotals]:
-    """Per model, Triton's cumulative request, queue and compute counters in a /metrics text. Raises
-    ValueError on text that is not Prometheus exposition."""
+def read_scrape(text: str, at: float) -> Scrape:
+    """A /metrics text read at `at`: per model, Triton's cumulative request, queue and compute counters
+    (all versions together), and the open-streams gauge. Raises ValueError on text that is not
+    Prometheus exposition."""
     found: dict[str, dict[str, float]] = {}
+    streams: int | None = None
     for family in text_string_to_metric_families(text):
+        if family.name == OPEN_STREAMS_GAUGE:
+            streams = sum(int(sample.value) for sample in family.samples)
         if family.name not in COUNTERS:
             continue
         for sample in family.samples:  # the parser names a counter's samples NAME_total
@@ -76,10 +83,11 @@ def parse_totals(text: str) -> dict[str, ModelTotals]:
             if model and sample.name in (family.name, f"{family.name}_total"):
                 counters = found.setdefault(model, {})
                 counters[family.name] = counters.get(family.name, 0.0) + float(sample.value)
-    return {
+    models = {
         model: ModelTotals(c.get(REQUESTS, 0.0), c.get(QUEUE, 0.0), sum(c.get(name, 0.0) for name in COMPUTE))
         for model, c in found.items()
     }
+    return Scrape(at, models, streams)
 
 
 def difference(previous: Scrape, current: Scrape) -> dict[str, ModelTotals]:
@@ -155,3 +163,16 @@ def autoscaler_status(tp: TritonPipeline, hpa: Mapping[str, Any] | None) -> dict
         "metric": auto.metric,
         "target": auto.target,
     }
+
+
+def open_sequences_status(
+    tp: TritonPipeline, pods: Mapping[str, Scrape | None]
+) -> list[dict[str, Any]] | None:
+    """status.openSequences: per Ready pod, the sequences open on it (its established gRPC connections,
+    one per Stream sequence); null for a pod that could not be read. None unless Stream routing."""
+    if not tracks_open_streams(tp):
+        return None
+    return [
+        {"pod": pod, "openSequences": scrape.open_streams if scrape is not None else None}
+        for pod, scrape in sorted(pods.items())
+    ]

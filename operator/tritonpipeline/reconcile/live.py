@@ -42,7 +42,7 @@ async def scrape(session: aiohttp.ClientSession, ip: str) -> tm.Scrape:
     async with session.get(f"http://{host}:{METRICS_PORT}/metrics") as response:
         response.raise_for_status()
         text = await response.text()
-    return tm.Scrape(time.monotonic(), tm.parse_totals(text))
+    return tm.read_scrape(text, time.monotonic())
 
 
 async def scrape_pods(state: OperatorState, key: tuple[str, str], ips: dict[str, str]) -> dict[str, str]:
@@ -81,8 +81,11 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
         ips = ready_pod_ips(pods)
         before = dict(state.scrapes.get(key, {}))
         failed = await scrape_pods(state, key, ips)
-        pairs = [(before[p], s) for p, s in state.scrapes[key].items() if p in before and s is not before[p]]
+        now = state.scrapes[key]
+        fresh = {p: (None if p in failed else now.get(p)) for p in ips}
+        pairs = [(before[p], s) for p, s in fresh.items() if s is not None and p in before]
         new.update(tm.steps_status(tp, tm.pipeline_work(pairs) if pairs else None))
+        new["openSequences"] = tm.open_sequences_status(tp, fresh)
         _report_failures(state, key, failed, log)
         new["autoscaler"] = await _autoscaler(state, tp, namespace)
     except KubeError as exc:
