@@ -92,23 +92,20 @@ def test_steps_from_real_triton_metrics(serve_pipeline):
         assert two["requestsPerSecond"] == pytest.approx(2 * one["requestsPerSecond"], abs=0.01)
         assert (two["queueUs"], two["computeUs"]) == (one["queueUs"], one["computeUs"])
 
-    # no request in the interval: no times (null), rate 0, no bottleneck
+    # no request in the interval: no times (left out, not zeros), rate 0, no bottleneck
     quiet = tm.steps_status(tp, tm.pipeline_work([(second, idle)]))
     assert quiet["bottleneck"] is None
-    assert all(s["queueUs"] is None and s["computeUs"] is None for s in quiet["steps"])
+    assert all("queueUs" not in s and "computeUs" not in s for s in quiet["steps"])
     assert all(s["requestsPerSecond"] == 0 for s in quiet["steps"])
 
     # a server restart (counters went down): the work is what the new server did
     assert tm.difference(second, first) == first.models
 
 
-def test_steps_before_two_scrapes_are_all_null():
+def test_steps_before_two_scrapes_have_no_numbers():
     status = tm.steps_status(parse_pipeline(example("diamond")), None)
     assert status["bottleneck"] is None and status["steps"]
-    assert all(
-        s["queueUs"] is None and s["computeUs"] is None and s["requestsPerSecond"] is None
-        for s in status["steps"]
-    )
+    assert all(set(s) == {"pipeline", "step", "model"} for s in status["steps"])
 
 
 def test_prometheus_text_that_is_not_metrics_is_refused():
@@ -133,6 +130,15 @@ def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator)
 
     def autoscaler() -> Any:
         return (get_cr(kube, namespace, name).get("status") or {}).get("autoscaler")
+
+    # no Ready pod to read (no kubelet here): every step is listed, without numbers (not zeros)
+    steps = wait_for("status.steps", lambda: (get_cr(kube, namespace, name).get("status") or {}).get("steps"))
+    assert [(s["pipeline"], s["step"]) for s in steps] == [
+        ("vision", "extract"),
+        ("vision", "head_b"),
+        ("vision", "head_c"),
+    ]
+    assert all(set(s) == {"pipeline", "step", "model"} for s in steps), steps
 
     hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}
     wait_for("the HPA", lambda: kube.get(hpa["apiVersion"], hpa["kind"], namespace, name))
@@ -249,7 +255,7 @@ def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
         clients.pop().stop_stream()  # one sequence's client goes away
         wait_for("2 open sequences", lambda: gauge() == 2, timeout=10)
         status = tm.open_sequences_status(tp, {"vision-0": scrape(server), "vision-1": None})
-        assert status == [{"pod": "vision-0", "openSequences": 2}, {"pod": "vision-1", "openSequences": None}]
+        assert status == [{"pod": "vision-0", "openSequences": 2}, {"pod": "vision-1"}]
     finally:
         for client in clients:
             client.stop_stream()

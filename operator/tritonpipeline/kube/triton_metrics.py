@@ -5,8 +5,8 @@ them, summed over the pipeline's pods and mapped onto the user's steps; and the 
 Triton's per-model counters are cumulative since the server started: requests that succeeded, and the
 microseconds those requests spent queued and computing (input + infer + output). The average queue and
 compute time per request over an interval is the difference of two scrapes divided by the difference in
-requests; with no request in the interval there is no average (None, shown as null), never a zero that
-looks like a measurement."""
+requests; with no request in the interval there is no average (the field is left out: the apiserver
+drops nulls inside status objects), never a zero that looks like a measurement."""
 
 from __future__ import annotations
 
@@ -114,6 +114,12 @@ def pipeline_work(pairs: Iterable[tuple[Scrape, Scrape]]) -> dict[str, Work]:
     return {model: Work(totals[model], rates[model]) for model in totals}
 
 
+def without_nulls(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """`entry` without its None values: the apiserver drops nulls inside status objects, so what the
+    operator keeps in memory is what it stored."""
+    return {key: value for key, value in entry.items() if value is not None}
+
+
 def _average(total_us: float, requests: float) -> int | None:
     return round(total_us / requests) if requests > 0 else None
 
@@ -124,7 +130,8 @@ def steps_status(tp: TritonPipeline, work: Mapping[str, Work] | None) -> dict[st
 
     Only the steps the user wrote: routers and ensembles the compiler adds are not listed. Triton counts
     per model, so steps calling the same model show the same numbers. `work` None: fewer than two scrapes
-    yet, every number is null; a step with no request in the interval has null times and rate 0."""
+    yet, no numbers; a step with no request in the interval has rate 0 and no times. A number that is
+    not known is left out."""
     steps: list[dict[str, Any]] = []
     slowest: tuple[int, str] | None = None
     for pipeline in tp.spec.pipelines:
@@ -133,16 +140,15 @@ def steps_status(tp: TritonPipeline, work: Mapping[str, Work] | None) -> dict[st
             requests = done.totals.requests if done else 0.0
             queue = _average(done.totals.queue_us, requests) if done else None
             compute = _average(done.totals.compute_us, requests) if done else None
-            steps.append(
-                {
-                    "pipeline": pipeline.name,
-                    "step": step.step_name,
-                    "model": step.model,
-                    "queueUs": queue,
-                    "computeUs": compute,
-                    "requestsPerSecond": None if work is None else round(done.per_second if done else 0.0, 2),
-                }
-            )
+            entry = {
+                "pipeline": pipeline.name,
+                "step": step.step_name,
+                "model": step.model,
+                "queueUs": queue,
+                "computeUs": compute,
+                "requestsPerSecond": None if work is None else round(done.per_second if done else 0.0, 2),
+            }
+            steps.append(without_nulls(entry))
             if queue is not None and compute is not None:
                 here = (queue + compute, f"{pipeline.name}/{step.step_name}")
                 slowest = here if slowest is None or here[0] > slowest[0] else slowest
@@ -151,28 +157,24 @@ def steps_status(tp: TritonPipeline, work: Mapping[str, Work] | None) -> dict[st
 
 def autoscaler_status(tp: TritonPipeline, hpa: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """status.autoscaler from the HPA that scales the pipeline (ours, or KEDA's): its current and desired
-    replicas (null until the HPA controller has reported them), the metric and the target. None without
+    replicas (absent until the HPA controller has reported them), the metric and the target. None without
     spec.autoscaling."""
     auto = tp.spec.autoscaling
     if auto is None:
         return None
     status = (hpa or {}).get("status") or {}
-    return {
-        "currentReplicas": status.get("currentReplicas"),
-        "desiredReplicas": status.get("desiredReplicas"),
-        "metric": auto.metric,
-        "target": auto.target,
-    }
+    copied = {key: status.get(key) for key in ("currentReplicas", "desiredReplicas")}
+    return without_nulls({**copied, "metric": auto.metric, "target": auto.target})
 
 
 def open_sequences_status(
     tp: TritonPipeline, pods: Mapping[str, Scrape | None]
 ) -> list[dict[str, Any]] | None:
     """status.openSequences: per Ready pod, the sequences open on it (its established gRPC connections,
-    one per Stream sequence); null for a pod that could not be read. None unless Stream routing."""
+    one per Stream sequence), absent for a pod that could not be read. None unless Stream routing."""
     if not tracks_open_streams(tp):
         return None
     return [
-        {"pod": pod, "openSequences": scrape.open_streams if scrape is not None else None}
+        without_nulls({"pod": pod, "openSequences": scrape.open_streams if scrape is not None else None})
         for pod, scrape in sorted(pods.items())
     ]
