@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import re
+import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -283,3 +284,61 @@ def test_the_gauge_models_name_is_reserved_with_stream_routing():
         compile_pipeline(parse_pipeline(doc))
     (reserved,) = [p for p in err.value.problems if p.path == "spec.models[0].name"]
     assert "reserved for the open-streams gauge" in str(reserved)
+
+
+@pytest.mark.apiserver
+@pytest.mark.tritonserver
+def test_operator_reads_a_ready_pods_triton_metrics_into_status(kube, namespace, run_operator, tmp_path):
+    """The operator's whole poll: it lists the pipeline's pods on the real apiserver, reads a Ready pod's
+    Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, the pod
+    object's status written as the kubelet would) and writes status.steps and status.bottleneck."""
+    from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
+    from tritonpipeline.repository import write_repository
+    from tritonpipeline.server import LocalTriton
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", METRICS_PORT)) == 0:
+            pytest.skip(f"127.0.0.1:{METRICS_PORT} is in use (the pod's metrics port must be that one)")
+    name = "observed"
+    doc = cluster_doc(name, namespace)
+    local = example("fanout")
+    artifacts = compile_pipeline(parse_pipeline(local), cpu_only=True)
+    repo = write_repository(artifacts, tmp_path / "repo", Path(local["spec"]["modelRepository"]["uri"]))
+    server = LocalTriton(repo, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
+    server.start()
+    try:
+        server.wait_ready(timeout=120)
+        op = run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
+        kube.apply(doc)
+        wait_reconciled(kube, namespace, name)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": f"{name}-0"}}
+        kube.create(
+            {
+                **pod,
+                "metadata": {**pod["metadata"], "labels": {PIPELINE_LABEL: name}},
+                "spec": {"containers": [{"name": "triton", "image": "triton"}]},
+            }
+        )
+        ready = [{"type": "Ready", "status": "True"}]
+        write_status(kube, pod, {"phase": "Running", "podIP": "127.0.0.1", "conditions": ready})
+
+        def steps() -> list[dict[str, Any]]:
+            return (get_cr(kube, namespace, name).get("status") or {}).get("steps") or []
+
+        measured: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not measured:
+            send(server, 5)
+            current = get_cr(kube, namespace, name).get("status") or {}
+            if current.get("steps") and all("computeUs" in s for s in current["steps"]):
+                measured, bottleneck = current["steps"], current.get("bottleneck")
+        assert [s["step"] for s in measured] == ["extract", "head_b", "head_c"]
+        assert all(s["computeUs"] > 0 and s["requestsPerSecond"] > 0 for s in measured), measured
+        assert bottleneck in {f"vision/{s['step']}" for s in measured}
+    finally:
+        server.stop(timeout=15)
+    # the pod stops answering: polls go on, and the operator says so once (not on every poll)
+    warning = "status poll: cannot read Triton metrics of pod observed-0"
+    wait_for("the scrape warning", lambda: warning in op.text(), timeout=20)
+    time.sleep(3)  # several more polls
+    assert op.text().count(warning) == 1 and op.alive()
