@@ -61,7 +61,7 @@ OPERATOR_RULES = [
      "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
-     "verbs": ["list", "watch", "create", "patch", "delete"]},
+     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["create", "patch", "delete"]},
     {"apiGroups": ["networking.istio.io"], "resources": ["destinationrules"],
      "verbs": ["create", "patch", "delete"]},
@@ -265,6 +265,10 @@ def test_default_render(helm):
     # the operator pod is never selected by a pipeline's Service (name=triton-pipeline, instance=PIPELINE)
     selector = spec["selector"]["matchLabels"]
     assert selector["app.kubernetes.io/name"] == "triton-pipeline-operator"
+    # a pipeline's NetworkPolicy lets exactly these pods read its metrics (the status poll)
+    assert env["TRITONPIPELINE_OPERATOR_NAMESPACE"] == "ops"
+    labels = dict(item.split("=", 1) for item in env["TRITONPIPELINE_OPERATOR_LABELS"].split(","))
+    assert labels == selector == {k: spec["template"]["metadata"]["labels"][k] for k in selector}
     (svc,) = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-triton-pipeline-metrics"]
     assert svc["spec"]["selector"] == selector
     assert svc["spec"]["ports"] == [

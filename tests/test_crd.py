@@ -849,6 +849,7 @@ def test_printer_columns_show_status(kube: Kube, ns: str) -> None:
         "replicas": 2,
         "readyReplicas": 2,
         "endpoint": endpoint,
+        "bottleneck": "vision/head_c",
     }
     patched = kube.patch_status(ns, "served", status)
     # the status subresource: a status write leaves the spec's generation alone
@@ -858,16 +859,18 @@ def test_printer_columns_show_status(kube: Kube, ns: str) -> None:
     table = _table(kube, collection_url(ns))
     assert table["kind"] == "Table"
     columns = [c["name"] for c in table["columnDefinitions"]]
-    assert columns == ["Name", "Ready", "Replicas", "Endpoint", "Age"]
+    assert columns == ["Name", "Ready", "Replicas", "Endpoint", "Bottleneck", "Age"]
     rows = {row["cells"][0]: dict(zip(columns, row["cells"], strict=True)) for row in table["rows"]}
     assert set(rows) == {"served", "pending"}
     assert rows["served"]["Ready"] == "True"
     assert rows["served"]["Replicas"] == 2
     assert rows["served"]["Endpoint"] == endpoint
+    assert rows["served"]["Bottleneck"] == "vision/head_c"
     assert rows["served"]["Age"]  # e.g. "0s"
     # a pipeline the operator has not reported on yet shows empty cells, not stale or made-up values
     assert not rows["pending"]["Ready"]
     assert rows["pending"]["Replicas"] is None
+    assert not rows["pending"]["Bottleneck"]
     assert not rows["pending"]["Endpoint"]
 
     single = _table(kube, f"{collection_url(ns)}/served")

@@ -656,6 +656,16 @@ CASES = [
         "'join'",
     ),
     Case(
+        "pipeline-named-like-the-generated-gauge",
+        "diamond",
+        lambda d: (
+            pipe(d).update(name="tritonpipeline__open_streams"),
+            spec(d).update(routing={"sessionAffinity": "Stream"}),
+        ),
+        "spec.pipelines[0].name",
+        "reserved for the open-streams gauge model",
+    ),
+    Case(
         "duplicate-model-name",
         "diamond",
         lambda d: spec(d)["models"].append(copy.deepcopy(model(d, 0))),

@@ -14,6 +14,7 @@ import kopf
 
 from . import health, metrics, webhook
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
+from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
 from .reconcile.resync import restore_child, resync_loop
@@ -67,6 +68,8 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
         except OSError as exc:
             raise kopf.PermanentError(f"cannot serve /metrics at {config.metrics_url}: {exc}") from None
     state.resync = asyncio.create_task(resync_loop(state, logger))
+    if config.status_poll_seconds > 0:
+        state.poll = asyncio.create_task(poll_loop(state, logger))
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
     served = f"; /metrics and /readyz at {config.metrics_url}" if config.metrics_url else ""
     logger.info(f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}{served}")
@@ -75,8 +78,9 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
 @kopf.on.cleanup()
 async def stop(memo: OperatorState, **_: Any) -> None:
     """Stop what start() started."""
-    if memo.resync is not None:
-        memo.resync.cancel()
+    for task in (memo.resync, memo.poll):
+        if task is not None:
+            task.cancel()
     if memo.metrics_server is not None:
         await memo.metrics_server.cleanup()
 

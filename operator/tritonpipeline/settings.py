@@ -42,6 +42,12 @@ class Settings:
     watch_stale_seconds: float = 330.0
     # serve /metrics and /readyz here (http://HOST:PORT); empty: not served
     metrics_url: str = ""
+    # seconds between reads of the pipelines' pod metrics and autoscalers into their status; 0: never
+    status_poll_seconds: float = 30.0
+    # the operator's own namespace and pod labels (the chart sets them): a pipeline's NetworkPolicy lets
+    # these pods read metrics on 8002 for the status poll; empty: not added
+    operator_namespace: str = ""
+    operator_labels: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
@@ -63,4 +69,13 @@ class Settings:
             watch_timeout_seconds=watch,
             metrics_url=env.get("TRITONPIPELINE_METRICS_URL", "") if metrics_url is None else metrics_url,
             watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
+            status_poll_seconds=float(env.get("TRITONPIPELINE_STATUS_POLL_SECONDS", "30")),
+            operator_namespace=env.get("TRITONPIPELINE_OPERATOR_NAMESPACE", ""),
+            operator_labels=_labels(env.get("TRITONPIPELINE_OPERATOR_LABELS", "")),
         )
+
+
+def _labels(text: str) -> tuple[tuple[str, str], ...]:
+    """`k=v,k=v` as sorted pairs (an item without `=` is ignored)."""
+    pairs = (item.split("=", 1) for item in text.split(",") if "=" in item)
+    return tuple(sorted((k.strip(), v.strip()) for k, v in pairs))

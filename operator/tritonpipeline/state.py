@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     import aiohttp.web
 
+    from .kube.triton_metrics import Scrape
     from .reconcile.apply import Seen
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
@@ -58,8 +59,13 @@ class OperatorState:
     optional: dict[Key, OptionalChildren] = field(default_factory=dict)
     # what each pipeline's last reconcile saw of its children (reconcile.apply.changes)
     applied: dict[Key, Seen] = field(default_factory=dict)
-    # the drift-repair loop (reconcile.resync)
+    # the last scrape of each Ready pod's Triton metrics, per pipeline (reconcile.live)
+    scrapes: dict[Key, dict[str, Scrape]] = field(default_factory=dict)
+    # the pipelines whose last metrics poll failed (one warning when it starts failing)
+    scrape_failing: set[Key] = field(default_factory=set)
+    # the drift-repair loop (reconcile.resync) and the status poll (reconcile.live)
     resync: asyncio.Task[None] | None = None
+    poll: asyncio.Task[None] | None = None
     # /metrics and /readyz, when served
     metrics_server: aiohttp.web.AppRunner | None = None
 
@@ -68,8 +74,9 @@ class OperatorState:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop what the operator remembers of a deleted pipeline."""
-        for store in (self.statuses, self.owners, self.optional, self.applied):
+        for store in (self.statuses, self.owners, self.optional, self.applied, self.scrapes):
             store.pop((namespace, name), None)
+        self.scrape_failing.discard((namespace, name))
 
     def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
         """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done

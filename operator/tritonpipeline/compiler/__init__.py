@@ -10,10 +10,19 @@ from typing import Any
 
 from ..spec import TritonPipeline
 from .plan import plan_repository
-from .plan_types import RepositoryPlan
-from .triton_config import ensemble_config, model_config, router_config, to_text
+from .plan_types import OPEN_STREAMS_GAUGE, OPEN_STREAMS_MODEL, RepositoryPlan
+from .triton_config import ensemble_config, model_config, open_streams_config, router_config, to_text
 
-__all__ = ["Artifacts", "compile_pipeline", "files_digest", "router_source"]
+__all__ = [
+    "OPEN_STREAMS_GAUGE",
+    "OPEN_STREAMS_MODEL",
+    "Artifacts",
+    "compile_pipeline",
+    "files_digest",
+    "open_streams_source",
+    "router_source",
+    "tracks_open_streams",
+]
 
 
 def files_digest(files: Mapping[str, bytes]) -> str:
@@ -27,6 +36,16 @@ def files_digest(files: Mapping[str, bytes]) -> str:
 def router_source() -> bytes:
     """The router model's code: one fixed file, identical for every router."""
     return resources.files(__package__).joinpath("router_model.py").read_bytes()
+
+
+def open_streams_source() -> bytes:
+    """The open-streams gauge model's code (Stream routing): one fixed file."""
+    return resources.files(__package__).joinpath("open_streams_model.py").read_bytes()
+
+
+def tracks_open_streams(tp: TritonPipeline) -> bool:
+    """Whether the repository carries the open-streams gauge: with Stream routing only."""
+    return tp.spec.routing.session_affinity == "Stream"
 
 
 @dataclass(frozen=True)
@@ -81,6 +100,9 @@ def compile_pipeline(tp: TritonPipeline, *, cpu_only: bool = False) -> Artifacts
         for router in ensemble.routers:
             files[f"{router.name}/config.pbtxt"] = to_text(router_config(router))
             files[f"{router.name}/1/model.py"] = code
+    if tracks_open_streams(tp):
+        files[f"{OPEN_STREAMS_MODEL}/config.pbtxt"] = to_text(open_streams_config(OPEN_STREAMS_MODEL))
+        files[f"{OPEN_STREAMS_MODEL}/1/model.py"] = open_streams_source()
     return Artifacts(
         files=dict(sorted(files.items())),
         models=tuple(m.name for m in plan.models),

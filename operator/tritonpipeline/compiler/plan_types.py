@@ -12,6 +12,9 @@ from ..spec import Model, Pipeline, PipelineSpec
 
 INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
 ROUTER_INPUT = "INPUT"  # the one input of every generated router
+# the generated open-streams gauge of Stream pipelines (open_streams_model.py, which names the gauge too)
+OPEN_STREAMS_MODEL = "tritonpipeline__open_streams"
+OPEN_STREAMS_GAUGE = "tritonpipeline_open_streams"
 
 
 def parse_ref(ref: str) -> tuple[str, str] | None:

@@ -16,6 +16,7 @@ from ..errors import Problem
 from ..spec import PipelineSpec
 from .plan_types import (
     INPUTS,
+    OPEN_STREAMS_MODEL,
     PipelineGraph,
     ResolvedStep,
     Tensor,
@@ -41,6 +42,10 @@ PIPELINE_NAMED_LIKE_MODEL = (
     "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
 )
 DUPLICATE_PIPELINE = "duplicate pipeline name {name!r}"
+RESERVED_MODEL_NAME = (
+    "name {name!r} is reserved for the open-streams gauge model generated with routing.sessionAffinity "
+    "Stream; rename it"
+)
 
 RESERVED_STEP_NAME = "step name {name!r} is reserved for pipeline inputs"
 DUPLICATE_STEP = (
@@ -198,6 +203,17 @@ def pipeline_name_free(spec: PipelineSpec, i: int, first: Mapping[str, int]) -> 
         yield Problem(f"spec.pipelines[{i}].name", DUPLICATE_PIPELINE.format(name=name))
 
 
+def generated_names_free(spec: PipelineSpec) -> Iterator[Problem]:
+    """No model or pipeline takes the name of a model the compiler generates (Stream routing's gauge)."""
+    if spec.routing.session_affinity != "Stream":
+        return
+    names = [("models", i, m.name) for i, m in enumerate(spec.models)]
+    names += [("pipelines", i, p.name) for i, p in enumerate(spec.pipelines)]
+    for kind, i, name in names:
+        if name == OPEN_STREAMS_MODEL:
+            yield Problem(f"spec.{kind}[{i}].name", RESERVED_MODEL_NAME.format(name=name))
+
+
 def check_spec(spec: PipelineSpec) -> list[Problem]:
     """The document-wide rules, per model in declaration order, then pipeline names. (minReplicas <=
     maxReplicas is a spec Rule: spec.py refuses it before this runs, and the CRD at admission.)"""
@@ -212,6 +228,7 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
     first_pipeline = first_index(p.name for p in spec.pipelines)
     for i in range(len(spec.pipelines)):
         problems += pipeline_name_free(spec, i, first_pipeline)
+    problems += generated_names_free(spec)
     return problems
 
 

@@ -146,6 +146,16 @@ def router_config(router: RouterPlan) -> mc.ModelConfig:
     return cfg
 
 
+def open_streams_config(name: str) -> mc.ModelConfig:
+    """The open-streams gauge (open_streams_model.py): one CPU instance that serves no requests; Triton
+    wants an input and an output on every model."""
+    cfg = mc.ModelConfig(name=name, backend="python", max_batch_size=0)
+    cfg.input.add(name="UNUSED", data_type=mc.TYPE_INT32, dims=[1])
+    cfg.output.add(name="UNUSED", data_type=mc.TYPE_INT32, dims=[1])
+    cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
+    return cfg
+
+
 def ensemble_config(plan: EnsemblePlan) -> mc.ModelConfig:
     cfg = mc.ModelConfig(name=plan.name, platform="ensemble", max_batch_size=plan.max_batch_size)
     for name, t in plan.inputs:

@@ -63,11 +63,27 @@ def _rule(peers: list[dict[str, Any]] | None, ports: tuple[int, ...]) -> list[di
     return [{"from": sources, "ports": [{"protocol": "TCP", "port": p} for p in ports]}]
 
 
+def operator_peer(settings: Settings) -> dict[str, Any] | None:
+    """The operator's pods as a NetworkPolicy peer (its status poll reads metrics on 8002), or None when
+    the operator does not know its namespace and labels (the chart sets them)."""
+    if not settings.operator_namespace or not settings.operator_labels:
+        return None
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.operator_namespace}},
+        "podSelector": {"matchLabels": dict(settings.operator_labels)},
+    }
+
+
 def network_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
-    """spec.networkPolicy as a NetworkPolicy on the pipeline's pods (ingress only), or None."""
+    """spec.networkPolicy as a NetworkPolicy on the pipeline's pods (ingress only), or None. The
+    operator's pods may always read metrics, unless `metrics` is `[]` (nobody)."""
     policy = tp.spec.network_policy
     if policy is None:
         return None
+    metrics = policy.metrics
+    peer = operator_peer(settings)
+    if peer is not None and metrics != []:
+        metrics = [*(metrics if metrics is not None else [{"podSelector": {}}]), peer]
     return {
         "apiVersion": NETWORK_POLICY_API[0],
         "kind": NETWORK_POLICY_API[1],
@@ -77,7 +93,7 @@ def network_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | N
             "policyTypes": ["Ingress"],
             "ingress": [
                 *_rule(policy.inference, (HTTP_PORT, GRPC_PORT)),
-                *_rule(policy.metrics, (METRICS_PORT,)),
+                *_rule(metrics, (METRICS_PORT,)),
             ],
         },
     }

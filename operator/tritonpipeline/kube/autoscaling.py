@@ -313,6 +313,17 @@ def scaled_object(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | No
     }
 
 
+KEDA_HPA_PREFIX = "keda-hpa-"  # KEDA names the HPA it makes for a ScaledObject keda-hpa-<its name>
+
+
+def hpa_name(tp: TritonPipeline) -> str | None:
+    """The name of the HPA that scales the pipeline: ours (engine hpa) or KEDA's (engine keda)."""
+    auto = tp.spec.autoscaling
+    if auto is None:
+        return None
+    return tp.name if auto.engine == "hpa" else f"{KEDA_HPA_PREFIX}{tp.name}"
+
+
 REPLICAS_HANDOVER_MANAGER = "tritonpipeline-replicas-handover"
 
 

@@ -168,6 +168,12 @@ def crd() -> dict[str, Any]:
                         },
                         {"name": "Replicas", "type": "integer", "jsonPath": ".status.readyReplicas"},
                         {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
+                        {
+                            "name": "Bottleneck",
+                            "type": "string",
+                            "jsonPath": ".status.bottleneck",
+                            "description": "pipeline/step with the most queue + compute time per request",
+                        },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {

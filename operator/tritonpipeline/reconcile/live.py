@@ -1,0 +1,140 @@
+"""The status users act on: every poll period, each pipeline's Ready pods' Triton metrics (per step queue
+and compute time, the bottleneck) and its autoscaler's replicas go into its status. A poll never fails
+a reconcile: what cannot be read is left out, with one warning when a pipeline's scrapes start failing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+import kopf
+
+from ..errors import SpecError
+from ..kube import autoscaling
+from ..kube import triton_metrics as tm
+from ..kube.client import KubeError
+from ..kube.meta import METRICS_PORT, PIPELINE_LABEL
+from ..settings import API_VERSION, KIND
+from ..spec import TritonPipeline, parse_pipeline
+from ..state import OperatorState
+from .status import write_status
+
+SCRAPE_TIMEOUT_SECONDS = 3.0
+
+
+def ready_pod_ips(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """Pod name -> pod IP of the pods that are Ready (the ones Triton answers on)."""
+    ready = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        conditions = status.get("conditions") or []
+        ok = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        if ok and status.get("podIP") and not pod["metadata"].get("deletionTimestamp"):
+            ready[pod["metadata"]["name"]] = status["podIP"]
+    return ready
+
+
+async def scrape(session: aiohttp.ClientSession, ip: str) -> tm.Scrape:
+    """One pod's Triton counters (raises OSError, aiohttp.ClientError, TimeoutError or ValueError)."""
+    host = f"[{ip}]" if ":" in ip else ip
+    async with session.get(f"http://{host}:{METRICS_PORT}/metrics") as response:
+        response.raise_for_status()
+        text = await response.text()
+    return tm.read_scrape(text, time.monotonic())
+
+
+async def scrape_pods(state: OperatorState, key: tuple[str, str], ips: dict[str, str]) -> dict[str, str]:
+    """Scrape every pod in `ips` and keep the scrapes in state.scrapes (pods gone are dropped; a pod that
+    failed keeps its previous scrape). Returns the pods that failed, with why."""
+    timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_SECONDS)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        results = await asyncio.gather(*(scrape(session, ip) for ip in ips.values()), return_exceptions=True)
+    previous = state.scrapes.get(key, {})
+    current: dict[str, tm.Scrape] = {}
+    failed: dict[str, str] = {}
+    for pod, result in zip(ips, results, strict=True):
+        if isinstance(result, tm.Scrape):
+            current[pod] = result
+        elif isinstance(result, Exception):
+            failed[pod] = f"{type(result).__name__}: {result}".rstrip(": ")
+            if pod in previous:  # kept: the next good scrape measures from it
+                current[pod] = previous[pod]
+        else:
+            raise result
+    state.scrapes[key] = current
+    return failed
+
+
+async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> None:
+    """Read one pipeline's pod metrics and autoscaler into its status."""
+    namespace, name = cr["metadata"]["namespace"], cr["metadata"]["name"]
+    key = (namespace, name)
+    try:
+        tp = parse_pipeline(cr)
+    except SpecError:
+        return  # its status already says why
+    new: dict[str, Any] = {}
+    try:
+        pods = await asyncio.to_thread(state.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
+        ips = ready_pod_ips(pods)
+        before = dict(state.scrapes.get(key, {}))
+        failed = await scrape_pods(state, key, ips)
+        now = state.scrapes[key]
+        fresh = {p: (None if p in failed else now.get(p)) for p in ips}
+        pairs = [(before[p], s) for p, s in fresh.items() if s is not None and p in before]
+        new.update(tm.steps_status(tp, tm.pipeline_work(pairs) if pairs else None))
+        new["openSequences"] = tm.open_sequences_status(tp, fresh)
+        _report_failures(state, key, failed, log)
+        new["autoscaler"] = await _autoscaler(state, tp, namespace)
+    except KubeError as exc:
+        log.warning(f"status poll: cannot read the pipeline's pods or autoscaler: {exc}")
+        return
+    await write_status(state, namespace, name, new)
+
+
+async def _autoscaler(state: OperatorState, tp: TritonPipeline, namespace: str) -> dict[str, Any] | None:
+    name = autoscaling.hpa_name(tp)
+    if name is None:
+        return None
+    hpa = await asyncio.to_thread(
+        state.kube.get, "autoscaling/v2", "HorizontalPodAutoscaler", namespace, name
+    )
+    return tm.autoscaler_status(tp, hpa)
+
+
+def _report_failures(state: OperatorState, key: tuple[str, str], failed: dict[str, str], log: Any) -> None:
+    """One warning when a pipeline's scrapes start failing, one info line when they work again."""
+    if failed and key not in state.scrape_failing:
+        state.scrape_failing.add(key)
+        first = next(iter(failed.items()))
+        more = f" (and {len(failed) - 1} more pods)" if len(failed) > 1 else ""
+        log.warning(
+            f"status poll: cannot read Triton metrics of pod {first[0]} on port {METRICS_PORT}: "
+            f"{first[1]}{more}; "
+            "status.steps leaves those pods out (a NetworkPolicy without the operator as a metrics peer?)"
+        )
+    elif not failed and key in state.scrape_failing:
+        state.scrape_failing.discard(key)
+        log.info("status poll: Triton metrics readable again")
+
+
+async def poll_loop(state: OperatorState, logger: kopf.Logger) -> None:
+    """Every status poll period, poll every pipeline (operator-level, like the resync loop)."""
+    config = state.settings
+    while True:
+        await asyncio.sleep(config.status_poll_seconds)
+        for ns in config.namespaces or (None,):
+            try:
+                crs = await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
+            except KubeError as exc:
+                logger.warning(f"status poll: cannot list pipelines: {exc}")
+                continue
+            for cr in crs:
+                if cr["metadata"].get("deletionTimestamp"):
+                    continue
+                try:
+                    await poll_pipeline(state, cr, state.logger_for(cr))
+                except Exception as exc:  # a poll never stops the loop
+                    state.logger_for(cr).warning(f"status poll failed: {type(exc).__name__}: {exc}")

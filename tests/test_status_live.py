@@ -1,0 +1,344 @@
+"""The status users act on (kube/triton_metrics.py, reconcile/live.py): per step queue and compute time
+from a real tritonserver's /metrics after real requests, and the autoscaler's replicas copied by the
+operator from an HPA status written through the real apiserver."""
+
+from __future__ import annotations
+
+import queue
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+import test_operator
+from harness.kubeapi import write_status
+from harness.wait import wait_for
+from helpers import example
+from test_operator import cluster_doc, get_cr, wait_reconciled
+from tritonpipeline.compiler import (
+    OPEN_STREAMS_GAUGE,
+    OPEN_STREAMS_MODEL,
+    compile_pipeline,
+    open_streams_source,
+)
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import triton_metrics as tm
+from tritonpipeline.spec import parse_pipeline
+
+run_operator = test_operator.run_operator
+REQUESTS = 20
+
+
+def scrape(server: Any) -> tm.Scrape:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return tm.read_scrape(text, time.monotonic())
+
+
+def send(server: Any, n: int) -> float:
+    """n sequential requests through the fan-out pipeline; the mean client-side latency in µs."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    started = time.perf_counter()
+    for i in range(n):
+        image = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        image.set_data_from_numpy(np.full((1, 4), i, dtype=np.float32))
+        client.infer("vision", [image])
+    client.close()
+    return (time.perf_counter() - started) / n * 1e6
+
+
+@pytest.mark.tritonserver
+def test_steps_from_real_triton_metrics(serve_pipeline):
+    doc = example("fanout")
+    tp = parse_pipeline(doc)
+    routers = [r["name"] for r in compile_pipeline(tp, cpu_only=True).graph_summary()["routers"]]
+    assert routers, "the fan-out example has an inserted router"
+    server = serve_pipeline(doc)
+    first = scrape(server)
+    latency_us = send(server, REQUESTS)
+    second = scrape(server)
+    idle = scrape(server)
+
+    # every model the server ran counts our requests, the inserted router and the ensemble too
+    for model in ("extractor", "head_b", "head_c", "vision", *routers):
+        assert second.models[model].requests - first.models.get(model, tm.ModelTotals()).requests == REQUESTS
+
+    status = tm.steps_status(tp, tm.pipeline_work([(first, second)]))
+    print(f"\nmean client latency {latency_us:.0f} us; {status}")
+    # only the user's steps: no router, no ensemble
+    assert [(s["pipeline"], s["step"], s["model"]) for s in status["steps"]] == [
+        ("vision", "extract", "extractor"),
+        ("vision", "head_b", "head_b"),
+        ("vision", "head_c", "head_c"),
+    ]
+    rate = round(REQUESTS / (second.at - first.at), 2)
+    for step in status["steps"]:
+        assert step["requestsPerSecond"] == rate
+        assert step["computeUs"] > 0 and step["queueUs"] >= 0
+        # a step's time per request is part of what the client waited for each request
+        assert step["queueUs"] + step["computeUs"] < latency_us
+    slowest = max(status["steps"], key=lambda s: s["queueUs"] + s["computeUs"])
+    assert status["bottleneck"] == f"vision/{slowest['step']}"
+
+    # two pods with the same work: rates add up, averages per request stay
+    both = tm.steps_status(tp, tm.pipeline_work([(first, second), (first, second)]))
+    for one, two in zip(status["steps"], both["steps"], strict=True):
+        assert two["requestsPerSecond"] == pytest.approx(2 * one["requestsPerSecond"], abs=0.01)
+        assert (two["queueUs"], two["computeUs"]) == (one["queueUs"], one["computeUs"])
+
+    # no request in the interval: no times (left out, not zeros), rate 0, no bottleneck
+    quiet = tm.steps_status(tp, tm.pipeline_work([(second, idle)]))
+    assert quiet["bottleneck"] is None
+    assert all("queueUs" not in s and "computeUs" not in s for s in quiet["steps"])
+    assert all(s["requestsPerSecond"] == 0 for s in quiet["steps"])
+
+    # a server restart (counters went down): the work is what the new server did
+    assert tm.difference(second, first) == first.models
+
+
+def test_steps_before_two_scrapes_have_no_numbers():
+    status = tm.steps_status(parse_pipeline(example("diamond")), None)
+    assert status["bottleneck"] is None and status["steps"]
+    assert all(set(s) == {"pipeline", "step", "model"} for s in status["steps"])
+
+
+def test_prometheus_text_that_is_not_metrics_is_refused():
+    with pytest.raises(ValueError):
+        tm.read_scrape("<html>not metrics</html>\n", 0)
+
+
+def hpa_status(current: int, desired: int) -> dict[str, Any]:
+    return {"currentReplicas": current, "desiredReplicas": desired, "currentMetrics": None}
+
+
+@pytest.mark.apiserver
+def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator):
+    """No HPA controller runs on the bare control plane: the test writes the HPA's status as it would,
+    for our HPA (engine hpa) and for the one KEDA makes (keda-hpa-NAME, engine keda)."""
+    name = "scaled"
+    doc = cluster_doc(name, namespace)
+    doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 5, "metric": "queueTime", "target": 50}
+    run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, name)
+
+    def autoscaler() -> Any:
+        return (get_cr(kube, namespace, name).get("status") or {}).get("autoscaler")
+
+    # no Ready pod to read (no kubelet here): every step is listed, without numbers (not zeros)
+    steps = wait_for("status.steps", lambda: (get_cr(kube, namespace, name).get("status") or {}).get("steps"))
+    assert [(s["pipeline"], s["step"]) for s in steps] == [
+        ("vision", "extract"),
+        ("vision", "head_b"),
+        ("vision", "head_c"),
+    ]
+    assert all(set(s) == {"pipeline", "step", "model"} for s in steps), steps
+
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}
+    wait_for("the HPA", lambda: kube.get(hpa["apiVersion"], hpa["kind"], namespace, name))
+    write_status(kube, {**hpa, "metadata": {"namespace": namespace, "name": name}}, hpa_status(2, 4))
+    want = {"currentReplicas": 2, "desiredReplicas": 4, "metric": "queueTime", "target": 50}
+    wait_for("status.autoscaler from the HPA", lambda: autoscaler() == want, timeout=20)
+
+    # engine keda: KEDA's own HPA (made here, as KEDA would), not ours
+    keda_name = f"keda-hpa-{name}"
+    kube.apply(
+        {
+            **hpa,
+            "metadata": {"namespace": namespace, "name": keda_name},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                "minReplicas": 1,
+                "maxReplicas": 5,
+                "metrics": [
+                    {
+                        "type": "External",
+                        "external": {
+                            "metric": {"name": "s0-prometheus"},
+                            "target": {"type": "Value", "value": "50"},
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    write_status(kube, {**hpa, "metadata": {"namespace": namespace, "name": keda_name}}, hpa_status(3, 1))
+    doc["spec"]["autoscaling"]["engine"] = "keda"
+    kube.apply(doc)
+    want = {"currentReplicas": 3, "desiredReplicas": 1, "metric": "queueTime", "target": 50}
+    wait_for("status.autoscaler from KEDA's HPA", lambda: autoscaler() == want, timeout=20)
+
+    # autoscaling removed: no autoscaler in status
+    del doc["spec"]["autoscaling"]
+    kube.apply(doc)
+    wait_for("status.autoscaler gone", lambda: autoscaler() is None, timeout=20)
+
+
+def test_network_policy_lets_the_operator_read_metrics():
+    from tritonpipeline.kube.access import network_policy
+    from tritonpipeline.settings import Settings
+
+    ops = Settings(operator_namespace="ops", operator_labels=(("app", "op"),))
+    operator = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+        "podSelector": {"matchLabels": {"app": "op"}},
+    }
+    prom = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+    def metrics_peers(policy: dict[str, Any], settings: Settings) -> list[Any]:
+        doc = cluster_doc("vision", "ml")
+        doc["spec"]["networkPolicy"] = policy
+        rendered = network_policy(parse_pipeline(doc), settings)
+        assert rendered is not None
+        return [r["from"] for r in rendered["spec"]["ingress"] if r["ports"][0]["port"] == 8002]
+
+    assert metrics_peers({}, ops) == [[{"podSelector": {}}, operator]]
+    assert metrics_peers({"metrics": [prom]}, ops) == [[prom, operator]]
+    assert metrics_peers({"metrics": []}, ops) == []  # nobody means nobody
+    assert metrics_peers({"metrics": [prom]}, Settings()) == [[prom]]  # outside the chart: unknown
+
+
+# --- Stream routing: open sequences per pod (the generated open-streams gauge) ---------------------------
+
+
+def stream_doc() -> dict[str, Any]:
+    doc = example("streaming")
+    doc["spec"]["routing"] = {"sessionAffinity": "Stream"}
+    return doc
+
+
+def open_sequence(server: Any, sequence_id: int) -> Any:
+    """A gRPC client of its own (its own TCP connection, as separate client processes have) that starts
+    a sequence on its stream and leaves it open; returns the client."""
+    client = grpcclient.InferenceServerClient(
+        server.grpc_url, channel_args=[("grpc.use_local_subchannel_pool", 1)]
+    )
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    chunk = grpcclient.InferInput("CHUNK", [1, 1], "INT32")
+    chunk.set_data_from_numpy(np.array([[sequence_id]], dtype=np.int32))
+    client.async_stream_infer("streaming", [chunk], sequence_id=sequence_id, sequence_start=True)
+    _, error = answers.get(timeout=60)
+    assert error is None, error
+    return client
+
+
+def stub_rss_kib(server: Any, model: str) -> int:
+    """Resident memory of the Python-backend stub process that runs `model` (a child of tritonserver)."""
+    for child in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split():
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+        if model in cmdline:
+            status = Path(f"/proc/{child}/status").read_text()
+            return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
+    raise AssertionError(f"no stub process runs {model}")
+
+
+@pytest.mark.tritonserver
+def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
+    tp = parse_pipeline(stream_doc())
+    server = serve_pipeline(stream_doc())
+
+    def gauge() -> int | None:
+        with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+            return tm.read_scrape(response.read().decode(), 0).open_streams
+
+    assert gauge() == 0
+    clients = [open_sequence(server, sequence_id) for sequence_id in (11, 12, 13)]
+    try:
+        wait_for("3 open sequences on the gauge", lambda: gauge() == 3, timeout=10)
+        clients.pop().stop_stream()  # one sequence's client goes away
+        wait_for("2 open sequences", lambda: gauge() == 2, timeout=10)
+        status = tm.open_sequences_status(tp, {"vision-0": scrape(server), "vision-1": None})
+        assert status == [{"pod": "vision-0", "openSequences": 2}, {"pod": "vision-1"}]
+    finally:
+        for client in clients:
+            client.stop_stream()
+            client.close()
+    wait_for("no open sequence", lambda: gauge() == 0, timeout=10)
+    rss = stub_rss_kib(server, OPEN_STREAMS_MODEL)
+    print(f"\nopen-streams stub process: {rss / 1024:.1f} MiB resident")
+    assert rss < 64 * 1024  # the budget README states
+
+
+def test_the_gauge_model_only_with_stream_routing():
+    stream = compile_pipeline(parse_pipeline(stream_doc()), cpu_only=True).files
+    assert stream[f"{OPEN_STREAMS_MODEL}/1/model.py"] == open_streams_source()
+    assert f"GAUGE = {OPEN_STREAMS_GAUGE!r}".replace("'", '"').encode() in open_streams_source()
+    header = compile_pipeline(parse_pipeline(example("streaming")), cpu_only=True).files
+    assert not any(path.startswith(OPEN_STREAMS_MODEL) for path in header)
+    assert tm.open_sequences_status(parse_pipeline(example("streaming")), {"p": None}) is None
+
+
+def test_the_gauge_models_name_is_reserved_with_stream_routing():
+    doc = stream_doc()
+    doc["spec"]["models"][0]["name"] = OPEN_STREAMS_MODEL
+    doc["spec"]["pipelines"][0]["steps"][0]["model"] = OPEN_STREAMS_MODEL
+    with pytest.raises(SpecError) as err:
+        compile_pipeline(parse_pipeline(doc))
+    (reserved,) = [p for p in err.value.problems if p.path == "spec.models[0].name"]
+    assert "reserved for the open-streams gauge" in str(reserved)
+
+
+@pytest.mark.apiserver
+@pytest.mark.tritonserver
+def test_operator_reads_a_ready_pods_triton_metrics_into_status(kube, namespace, run_operator, tmp_path):
+    """The operator's whole poll: it lists the pipeline's pods on the real apiserver, reads a Ready pod's
+    Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, the pod
+    object's status written as the kubelet would) and writes status.steps and status.bottleneck."""
+    from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
+    from tritonpipeline.repository import write_repository
+    from tritonpipeline.server import LocalTriton
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", METRICS_PORT)) == 0:
+            pytest.skip(f"127.0.0.1:{METRICS_PORT} is in use (the pod's metrics port must be that one)")
+    name = "observed"
+    doc = cluster_doc(name, namespace)
+    local = example("fanout")
+    artifacts = compile_pipeline(parse_pipeline(local), cpu_only=True)
+    repo = write_repository(artifacts, tmp_path / "repo", Path(local["spec"]["modelRepository"]["uri"]))
+    server = LocalTriton(repo, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
+    server.start()
+    try:
+        server.wait_ready(timeout=120)
+        op = run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
+        kube.apply(doc)
+        wait_reconciled(kube, namespace, name)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": f"{name}-0"}}
+        kube.create(
+            {
+                **pod,
+                "metadata": {**pod["metadata"], "labels": {PIPELINE_LABEL: name}},
+                "spec": {"containers": [{"name": "triton", "image": "triton"}]},
+            }
+        )
+        ready = [{"type": "Ready", "status": "True"}]
+        write_status(kube, pod, {"phase": "Running", "podIP": "127.0.0.1", "conditions": ready})
+
+        def steps() -> list[dict[str, Any]]:
+            return (get_cr(kube, namespace, name).get("status") or {}).get("steps") or []
+
+        measured: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not measured:
+            send(server, 5)
+            current = get_cr(kube, namespace, name).get("status") or {}
+            if current.get("steps") and all("computeUs" in s for s in current["steps"]):
+                measured, bottleneck = current["steps"], current.get("bottleneck")
+        assert [s["step"] for s in measured] == ["extract", "head_b", "head_c"]
+        assert all(s["computeUs"] > 0 and s["requestsPerSecond"] > 0 for s in measured), measured
+        assert bottleneck in {f"vision/{s['step']}" for s in measured}
+    finally:
+        server.stop(timeout=15)
+    # the pod stops answering: polls go on, and the operator says so once (not on every poll)
+    warning = "status poll: cannot read Triton metrics of pod observed-0"
+    wait_for("the scrape warning", lambda: warning in op.text(), timeout=20)
+    time.sleep(3)  # several more polls
+    assert op.text().count(warning) == 1 and op.alive()
