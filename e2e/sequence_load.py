@@ -10,7 +10,8 @@ apart, then the next sequence with a new ID. Two ways to send them, one per rout
   to a proxy that routes on it (routing.sessionAffinity Header), one client (connection pool) per lane.
 
 Prints one JSON line per sequence: {"lane", "id", "start", "end" (unix times), "sent" (chunks answered
-right), "chunks", "error" (null, or why it stopped: a wrong total or the error text)}, then {"done": true}.
+right), "chunks", "max_rtt_s" (the slowest chunk's round trip), "error" (null, or why it stopped: a
+wrong total or the error text)}, then {"done": true}.
 A sequence whose first chunk failed never held state: a caller counts it as refused, not broken.
 
     python -m e2e.sequence_load --mode stream --url 10.96.12.34:8001 --lanes 16
@@ -97,13 +98,16 @@ async def lane(index: int, args: argparse.Namespace, stop: asyncio.Event, rng: r
             sender: Sender = header if header is not None else StreamSender(args.url)
             record: dict[str, Any] = {"lane": index, "id": sequence_id, "start": time.time(), "sent": 0}
             record["chunks"] = args.chunks
+            record["max_rtt_s"] = 0.0
             total = 0.0
             try:
                 await sender.start(sequence_id)
                 for i in range(args.chunks):
                     code = rng.randint(-50, 50)
                     total += 0.5 * code
+                    sent_at = time.monotonic()
                     got = await sender.send(code, i == 0, i == args.chunks - 1)
+                    record["max_rtt_s"] = round(max(record["max_rtt_s"], time.monotonic() - sent_at), 3)
                     if abs(got - total) > 1e-3:
                         raise ValueError(f"wrong total at chunk {i}: {got}, expected {total}")
                     record["sent"] = i + 1

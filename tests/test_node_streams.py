@@ -21,6 +21,7 @@ sequence length). The table goes to bench/results/streams.json with the scale-up
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -176,6 +178,7 @@ def tally(
         event = next((e for e, (a, b) in windows.items() if r["start"] < b and r["end"] > a), "steady")
         row = out[event]
         row["sequences"] += 1
+        row["max_rtt_s"] = max(row["max_rtt_s"], r.get("max_rtt_s", 0.0))
         if r["error"] and r["sent"] > 0:
             row["broken"] += 1
             if len(row["errors"]) < 3:
@@ -188,38 +191,36 @@ def tally(
 class Proxy:
     """What the client talks to: the Service's ClusterIP (stream) or a header-hashing proxy (HAProxy)."""
 
-    def __init__(self, cluster: Cluster, mode: Mode, name: str) -> None:
+    def __init__(self, cluster: Cluster, mode: Mode, name: str, workdir: Path) -> None:
         self.stoppers: list[Callable[[], None]] = []
         service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
         ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
         if mode.client == "stream":
             self.url = f"{service['spec']['clusterIP']}:{ports['grpc']}"
             return
-        from harness.coredns import CoreDNS, missing_coredns
+        from harness.coredns import CoreDNS, missing_coredns, service_fqdn
         from harness.haproxy import HAProxy, missing_haproxy
 
         reason = missing_coredns() or missing_haproxy()
         if reason:
             pytest.skip(reason)
-        assert hasattr(cluster, "node"), "the HAProxy baseline runs on the node test bed"
-        with cluster.network():
-            dns = CoreDNS(kubeconfig=cluster.kubeconfig).start()
+        with cluster.network():  # both run in the cluster network, where the pod IPs are routed
+            dns = CoreDNS(workdir / "coredns", cluster.kubeconfig)
+            dns.start()
             self.stoppers.append(dns.stop)
-            proxy = HAProxy(
-                dns=dns.address,
-                service=f"{name}-headless.{NAMESPACE}.svc.cluster.local",
-                port=8000,
-                flavour="hash",
-            ).start()
+            fqdn = service_fqdn(f"{name}-headless", NAMESPACE)
+            proxy = HAProxy(workdir / "haproxy", dns.address, fqdn, flavour="hash", backend_grpc_port=None)
+            proxy.start()
             self.stoppers.append(proxy.stop)
-        self.url = proxy.address
+        self.url = proxy.http_url
 
     def stop(self) -> None:
         for stop in reversed(self.stoppers):
-            stop()
+            with contextlib.suppress(Exception):
+                stop()
 
 
-def run_mode(cluster: Cluster, uri: str, mode: Mode) -> dict[str, Any]:
+def run_mode(cluster: Cluster, uri: str, mode: Mode, workdir: Path) -> dict[str, Any]:
     name = f"seq-{mode.name}"
     doc = pipeline_doc(cluster, ROOT / "examples" / "streaming.yaml", uri, name)
     doc["spec"]["server"]["replicas"] = 2
@@ -232,7 +233,7 @@ def run_mode(cluster: Cluster, uri: str, mode: Mode) -> dict[str, Any]:
         wait(f"{name} Ready with 2 pods", lambda: settled(cluster, name, 2), 300,
              lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
         wait(f"{name} Ready", lambda: condition(cluster, name, "Ready").get("status") == "True", 60)
-        proxy = Proxy(cluster, mode, name)
+        proxy = Proxy(cluster, mode, name, workdir / mode.name)
         cmd = [sys.executable, "-m", "e2e.sequence_load", "--mode", mode.client, "--url", proxy.url,
                "--lanes", str(LANES), "--chunks", str(CHUNKS), "--gap", str(GAP)]  # fmt: skip
         load = cluster.start(cmd)
@@ -278,9 +279,12 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def test_streams_survive_scaling_and_rollout(cluster: Cluster, chart_operator: dict[str, Any]) -> None:
+def test_streams_survive_scaling_and_rollout(
+    cluster: Cluster, chart_operator: dict[str, Any], tmp_path: Path
+) -> None:
     uri = models_claim(cluster)
-    results = [run_mode(cluster, uri, mode) for mode in MODES if not CHOSEN or mode.name in CHOSEN]
+    chosen = [mode for mode in MODES if not CHOSEN or mode.name in CHOSEN]
+    results = [run_mode(cluster, uri, mode, tmp_path) for mode in chosen]
     report = {
         "what": "broken sequences per routing mode and event (e2e/sequence_load.py, examples/streaming.yaml)",
         "lanes": LANES,
