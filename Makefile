@@ -205,6 +205,7 @@ e2e-autoscaling: $(STAMP) node ## real pods: Prometheus + prometheus-adapter + t
 # broken sequences per routing mode and event (scale-up, scale-down, rollout) and the scale-up reaction
 # time, side by side; the table goes to bench/results/streams.json
 bench-streams: $(STAMP) node ## real pods: interleaved sequences through scaling and a rollout, per routing mode
+	@bash e2e/build-gotool.sh coredns
 	$(VENV)/bin/pytest -m node tests/test_node_streams.py -s
 
 bench-e2e-node: $(STAMP) node ## apply -> first correct inference through the Service (p50, max), rollout time, on the node
