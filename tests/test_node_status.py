@@ -50,10 +50,10 @@ def test_status_shows_each_steps_time_and_the_bottleneck_under_load(
         240,
         lambda: diagnostics(cluster, NAMESPACE),
     )
-    # before traffic: the steps are listed, their times null (no request, or fewer than two reads)
+    # before traffic: the steps are listed, with no times (no request, or fewer than two reads)
     idle = wait("status.steps listed", lambda: status(cluster).get("steps"), 3 * POLL_SECONDS)
     assert [s["step"] for s in idle] == ["extract", "head_b", "head_c"]
-    assert all(s["queueUs"] is None and s["computeUs"] is None for s in idle)
+    assert all("queueUs" not in s and "computeUs" not in s for s in idle), idle
 
     url = endpoint(cluster, NAME)
     infer_py = str(ROOT / "e2e" / "infer.py")
@@ -65,7 +65,7 @@ def test_status_shows_each_steps_time_and_the_bottleneck_under_load(
         def measured() -> dict[str, Any] | None:
             st = status(cluster)
             steps = st.get("steps") or []
-            busy = steps and all(s["computeUs"] is not None and s["requestsPerSecond"] > 0 for s in steps)
+            busy = steps and all("computeUs" in s and s.get("requestsPerSecond", 0) > 0 for s in steps)
             return st if busy and st.get("bottleneck") else None
 
         t = time.monotonic()
