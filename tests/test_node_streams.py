@@ -169,14 +169,24 @@ def scale_up_reaction(cluster: Cluster, name: str, run: Run) -> Callable[[], boo
     return done
 
 
-def tally(
-    records: list[dict[str, Any]], windows: dict[str, tuple[float, float]]
-) -> dict[str, dict[str, Any]]:
-    """Per event: sequences, broken (stopped after their first answer), refused (first chunk failed)."""
-    out = {e: {"sequences": 0, "broken": 0, "refused": 0, "errors": []} for e in EVENTS}
+Windows = dict[str, tuple[float, float]]
+
+
+def event_of(record: dict[str, Any], windows: Windows) -> str:
+    """The event a sequence counts for: the window it ended in (for a broken one, where it broke), else
+    the first window it overlaps, else steady."""
+    ended = next((e for e, (a, b) in windows.items() if a <= record["end"] <= b), None)
+    overlaps = (e for e, (a, b) in windows.items() if record["start"] < b and record["end"] > a)
+    return ended or next(overlaps, "steady")
+
+
+def tally(records: list[dict[str, Any]], windows: Windows) -> dict[str, dict[str, Any]]:
+    """Per event: sequences, broken (stopped after their first answer), refused (first chunk failed),
+    and the slowest chunk round trip of any sequence (a stall longer than the idle timeout loses state
+    whatever the routing)."""
+    out = {e: {"sequences": 0, "broken": 0, "refused": 0, "max_rtt_s": 0.0, "errors": []} for e in EVENTS}
     for r in records:
-        event = next((e for e, (a, b) in windows.items() if r["start"] < b and r["end"] > a), "steady")
-        row = out[event]
+        row = out[event_of(r, windows)]
         row["sequences"] += 1
         row["max_rtt_s"] = max(row["max_rtt_s"], r.get("max_rtt_s", 0.0))
         if r["error"] and r["sent"] > 0:
