@@ -1,0 +1,72 @@
+"""`routing.sessionAffinity: Stream` on real pods, the short form of `make bench-streams`: sequences of
+tritonpipeline.client.SequenceStream stay whole while the pipeline scales down, because the leaving pod
+serves its open streams to their end; and it leaves soon after the last of them closes, not at
+routing.streamDrainSeconds (a client that left connections open would hold it that long).
+Marker `node`: `make e2e-node`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from node_cluster import NAMESPACE, ROOT, Cluster, condition, diagnostics, models_claim, pipeline_doc, wait
+from tritonpipeline.kube.autoscaling import PRE_STOP_SECONDS
+from tritonpipeline.kube.meta import PIPELINE_LABEL
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
+
+NAME = "drained"
+DRAIN_S = 120  # the cap; the pod must leave long before it
+CHUNKS, GAP = 40, 0.4  # 16 s sequences: longer than the preStop's 10 s propagation wait
+LANES = 6
+
+
+def pods(cluster: Cluster) -> list[dict[str, Any]]:
+    selector = f"{PIPELINE_LABEL}={NAME}"
+    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
+
+
+def test_scale_down_keeps_stream_sequences_whole_and_the_pod_leaves_when_they_end(
+    cluster: Cluster, chart_operator: dict[str, Any]
+) -> None:
+    doc = pipeline_doc(cluster, ROOT / "examples" / "streaming.yaml", models_claim(cluster), NAME)
+    doc["spec"]["server"]["replicas"] = 2
+    doc["spec"]["routing"] = {"sessionAffinity": "Stream", "streamDrainSeconds": DRAIN_S}
+    accumulator = next(m for m in doc["spec"]["models"] if m["name"] == "accumulator")
+    accumulator["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 10_000_000
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    try:
+        wait("2 pods Ready", lambda: condition(cluster, NAME, "Ready").get("status") == "True"
+             and len(pods(cluster)) == 2, 240, lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
+        service = json.loads(cluster.kubectl("get", "service", NAME, "-n", NAMESPACE, "-o", "json"))
+        url = f"{service['spec']['clusterIP']}:8001"
+        cmd = [sys.executable, "-m", "e2e.sequence_load", "--mode", "stream", "--url", url,
+               "--lanes", str(LANES), "--chunks", str(CHUNKS), "--gap", str(GAP)]  # fmt: skip
+        load = cluster.start(cmd)
+        try:
+            time.sleep(CHUNKS * GAP / 2)  # sequences open on both pods
+            cluster.kubectl("patch", "tritonpipeline", NAME, "-n", NAMESPACE, "--type", "merge",
+                            "-p", json.dumps({"spec": {"server": {"replicas": 1}}}))  # fmt: skip
+            t0 = time.monotonic()
+            wait("the leaving pod gone", lambda: len(pods(cluster)) == 1, DRAIN_S + 60,
+                 lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
+            gone_s = time.monotonic() - t0
+        finally:
+            load.send_signal(signal.SIGTERM)
+            out, _ = load.communicate(timeout=120)
+    finally:
+        cluster.kubectl("delete", "tritonpipeline", NAME, "-n", NAMESPACE, "--wait=false", check=False)
+    records = [
+        r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{")) if "lane" in r
+    ]
+    broken = [r for r in records if r["error"] and r["sent"] > 0]
+    print(f">> {len(records)} sequences, {len(broken)} broken; the leaving pod was gone after {gone_s:.1f}s")
+    assert len(records) >= 2 * LANES and not broken, broken[:3]
+    # it waited for the streams open on it (the 10 s propagation wait, then up to one sequence more) and
+    # left once they ended, far from the cap
+    assert PRE_STOP_SECONDS <= gone_s < PRE_STOP_SECONDS + CHUNKS * GAP + 30 < DRAIN_S, gone_s
