@@ -137,11 +137,14 @@ def observe(cluster: NodeCluster, name: str) -> dict[str, Any]:
         for p in pods
         if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
     ]
+    cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
     return {
         "replicas": deployment["spec"].get("replicas"),
         "pods": sorted(p["metadata"]["name"] for p in pods),
         "ready": sorted(ready),
         "hpa_desired": hpa.get("status", {}).get("desiredReplicas"),
+        # what the operator copied from the HPA into the pipeline's status (every status poll, 30 s)
+        "status_autoscaler": (cr.get("status") or {}).get("autoscaler"),
     }
 
 
@@ -265,6 +268,8 @@ def test_hpa_scales_the_pipeline_up_under_load_and_down_after_it(
     assert new_pod and answered.get(new_pod, 0) > 0, (answered, timeline.samples[-5:])
     assert answered.get(first_pod, 0) > 0, answered
     assert load_report.get("ok", 0) > 0 and load_report.get("wrong") == 0, load_report
+    desired = [(x.get("status_autoscaler") or {}).get("desiredReplicas") for x in timeline.samples]
+    assert MAX_REPLICAS in desired, timeline.samples[-3:]  # the status showed the HPA's decision
 
     def scaled_down() -> dict[str, Any] | None:
         seen = observe(cluster, name)
