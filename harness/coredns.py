@@ -17,10 +17,8 @@ kubeconfig.
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import re
-import signal
 import socket
 import struct
 import subprocess
@@ -33,6 +31,7 @@ from typing import Any
 from tritonpipeline.server import free_port
 
 from .gotools import ensure_tool, missing_tool
+from .process import end
 
 CLUSTER_DOMAIN = "cluster.local"
 # characters a path may have to go into the Corefile unquoted (Caddyfile tokens split on blanks, quotes
@@ -213,15 +212,7 @@ class CoreDNS:
         return self.log_file.read_text(errors="replace")[-4000:] if self.log_file.exists() else ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        end(self.proc, timeout)
 
     def __enter__(self) -> CoreDNS:
         return self.start()

@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -43,6 +40,7 @@ from tritonpipeline.client import DEFAULT_HEADER
 from tritonpipeline.server import free_port
 
 from .coredns import checked_address, checked_dns_name, checked_path, checked_port
+from .process import end, missing_system_binary, system_binary
 from .wait import wait_for
 
 Flavour = Literal["hash", "stick"]
@@ -56,20 +54,12 @@ class HAProxyUnavailable(RuntimeError):
 
 
 def haproxy_binary() -> str | None:
-    found = shutil.which("haproxy")
-    if found:
-        return found
-    return "/usr/sbin/haproxy" if os.access("/usr/sbin/haproxy", os.X_OK) else None
+    return system_binary("haproxy", "/usr/sbin/haproxy")
 
 
 def missing_haproxy() -> str | None:
-    """Why HAProxy cannot run here, or None."""
-    if haproxy_binary() is None:
-        return (
-            "haproxy is not installed (no `haproxy` on PATH or /usr/sbin/haproxy): run `make system-deps` "
-            "as root (Debian package haproxy)"
-        )
-    return None
+    """Why haproxy cannot run here (the exact skip reason), or None."""
+    return missing_system_binary("haproxy", "/usr/sbin/haproxy", "haproxy")
 
 
 def checked_header(name: str) -> str:
@@ -325,15 +315,7 @@ class HAProxy:
         return self.log_file.read_text(errors="replace")[-4000:] if self.log_file.exists() else ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)  # hard stop: closes every connection now
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        end(self.proc, timeout)  # hard stop: closes every connection now
 
     def __enter__(self) -> HAProxy:
         return self.start()

@@ -13,9 +13,6 @@ in Lua; `hash KEY consistent;` (ketama) is nginx's own consistent hashing on the
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -23,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tritonpipeline.server import free_port
+
+from .process import end, missing_system_binary, system_binary
 
 # what the access log records per request, to see which replica served which sequence
 LOG_FORMAT = "$http_x_triton_sequence_id $upstream_addr $status"
@@ -33,20 +32,12 @@ class NginxUnavailable(RuntimeError):
 
 
 def nginx_binary() -> str | None:
-    found = shutil.which("nginx")
-    if found:
-        return found
-    return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
+    return system_binary("nginx", "/usr/sbin/nginx")
 
 
 def missing_nginx() -> str | None:
-    """Why nginx cannot run here, or None."""
-    if nginx_binary() is None:
-        return (
-            "nginx is not installed (no `nginx` on PATH or /usr/sbin/nginx): run `make system-deps` as "
-            "root (Debian package nginx)"
-        )
-    return None
+    """Why nginx cannot run here (the exact skip reason), or None."""
+    return missing_system_binary("nginx", "/usr/sbin/nginx", "nginx")
 
 
 class Nginx:
@@ -175,15 +166,7 @@ class Nginx:
         return seen
 
     def stop(self, timeout: float = 10.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)  # fast shutdown
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        end(self.proc, timeout)  # fast shutdown
 
     def __enter__(self) -> Nginx:
         return self.start()

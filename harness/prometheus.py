@@ -11,9 +11,6 @@ operator's queries, which select a pipeline's pods by those labels, run unchange
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -27,25 +24,20 @@ import yaml
 
 from tritonpipeline.server import free_port
 
+from .process import end, missing_system_binary, system_binary
+
 
 class PrometheusUnavailable(RuntimeError):
     """prometheus is not installed: tests skip with this message."""
 
 
 def prometheus_binary() -> str | None:
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    return "/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None
+    return system_binary("prometheus", "/usr/bin/prometheus")
 
 
 def missing_prometheus() -> str | None:
-    if prometheus_binary() is None:
-        return (
-            "prometheus is not installed (no `prometheus` on PATH or /usr/bin/prometheus): run "
-            "`make system-deps` as root (Debian package prometheus)"
-        )
-    return None
+    """Why prometheus cannot run here (the exact skip reason), or None."""
+    return missing_system_binary("prometheus", "/usr/bin/prometheus", "prometheus")
 
 
 class Prometheus:
@@ -150,15 +142,7 @@ class Prometheus:
         return float(result[0]["value"][1])
 
     def stop(self, timeout: float = 15.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        end(self.proc, timeout)
 
     def __enter__(self) -> Prometheus:
         return self.start()

@@ -16,9 +16,9 @@ from ..kube import autoscaling
 from ..kube import triton_metrics as tm
 from ..kube.client import KubeError
 from ..kube.meta import METRICS_PORT, PIPELINE_LABEL
-from ..settings import API_VERSION, KIND
 from ..spec import TritonPipeline, parse_pipeline
 from ..state import OperatorState
+from .resync import watched_pipelines
 from .status import write_status
 
 SCRAPE_TIMEOUT_SECONDS = 3.0
@@ -122,19 +122,12 @@ def _report_failures(state: OperatorState, key: tuple[str, str], failed: dict[st
 
 async def poll_loop(state: OperatorState, logger: kopf.Logger) -> None:
     """Every status poll period, poll every pipeline (operator-level, like the resync loop)."""
-    config = state.settings
     while True:
-        await asyncio.sleep(config.status_poll_seconds)
-        for ns in config.namespaces or (None,):
-            try:
-                crs = await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
-            except KubeError as exc:
-                logger.warning(f"status poll: cannot list pipelines: {exc}")
+        await asyncio.sleep(state.settings.status_poll_seconds)
+        for cr in await watched_pipelines(state, logger, "status poll"):
+            if cr["metadata"].get("deletionTimestamp"):
                 continue
-            for cr in crs:
-                if cr["metadata"].get("deletionTimestamp"):
-                    continue
-                try:
-                    await poll_pipeline(state, cr, state.logger_for(cr))
-                except Exception as exc:  # a poll never stops the loop
-                    state.logger_for(cr).warning(f"status poll failed: {type(exc).__name__}: {exc}")
+            try:
+                await poll_pipeline(state, cr, state.logger_for(cr))
+            except Exception as exc:  # a poll never stops the loop
+                state.logger_for(cr).warning(f"status poll failed: {type(exc).__name__}: {exc}")

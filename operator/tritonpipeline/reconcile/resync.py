@@ -32,17 +32,23 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
     await reconcile_owner(state, namespace, owner["name"])
 
 
+async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str) -> list[dict[str, Any]]:
+    """Every pipeline in the namespaces the operator watches, for an operator-level loop (`what` names
+    it in the warning when a namespace cannot be listed; that namespace is skipped this round)."""
+    config: Settings = state.settings
+    found: list[dict[str, Any]] = []
+    for ns in config.namespaces or (None,):
+        try:
+            found += await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
+        except KubeError as exc:
+            logger.warning(f"{what}: cannot list pipelines: {exc}")
+    return found
+
+
 async def resync_loop(state: OperatorState, logger: kopf.Logger) -> None:
     """Every resync period, re-apply every pipeline (catches drift no event told us about). An
     operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
-    config: Settings = state.settings
     while True:
-        await asyncio.sleep(config.resync_seconds)
-        for ns in config.namespaces or (None,):
-            try:
-                crs = await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
-            except KubeError as exc:
-                logger.warning(f"resync: cannot list pipelines: {exc}")
-                continue
-            for cr in crs:
-                await reconcile_owner(state, cr["metadata"]["namespace"], cr["metadata"]["name"])
+        await asyncio.sleep(state.settings.resync_seconds)
+        for cr in await watched_pipelines(state, logger, "resync"):
+            await reconcile_owner(state, cr["metadata"]["namespace"], cr["metadata"]["name"])
