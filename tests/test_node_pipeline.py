@@ -124,8 +124,19 @@ def test_killed_triton_pod_is_replaced_and_the_service_recovers(
         pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))[
             "items"
         ]
+        # the new pod itself Ready and the killed one gone (a force delete removes the object at once,
+        # while its container may still answer for a while), not only the CR's Ready, which can still
+        # be the one from before the kill
         fresh = [p for p in pods if p["metadata"]["uid"] != old["metadata"]["uid"]]
-        return bool(fresh) and condition(cluster, "vision", "Ready").get("status") == "True"
+        fresh_ready = all(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+            for p in fresh
+        )
+        return (
+            len(fresh) == len(pods) == 1
+            and fresh_ready
+            and condition(cluster, "vision", "Ready").get("status") == "True"
+        )
 
     wait("a new Ready pod for vision", replaced, 120, lambda: diagnostics(cluster, NAMESPACE))
     proc = wait(
