@@ -16,7 +16,8 @@ K8S="${1:?usage: $0 v1.X.Y}"
 [[ "$K8S" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "not a Kubernetes release: $K8S" >&2; exit 2; }
 STAGING="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
 GO="$(command -v go || echo /usr/local/go/bin/go)"
-PROXY="${GOPROXY:-https://proxy.golang.org}"; PROXY="${PROXY%%,*}"
+# the Go module proxy Go itself is configured with (its first entry)
+PROXY="${GOPROXY:-$("$GO" env GOPROXY)}"; PROXY="${PROXY%%,*}"
 
 kmod="$(mktemp)"; trap 'rm -f "$kmod"' EXIT
 curl -fsSL "$PROXY/k8s.io/kubernetes/@v/$K8S.mod" -o "$kmod"
