@@ -324,6 +324,18 @@ def fanout(cluster: Cluster, uri: str, name: str = "vision") -> dict[str, Any]:
     return pipeline_doc(cluster, ROOT / "examples" / "fanout.yaml", uri, name)
 
 
+def pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    """The pipeline's pods (terminating ones included)."""
+    selector = f"{PIPELINE_LABEL}={name}"
+    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    """The pod's own Ready condition is True."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 def condition(cluster: Cluster, name: str, ctype: str) -> dict[str, Any]:
     cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
     return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})

@@ -32,6 +32,7 @@ from node_cluster import (
     diagnostics,
     fanout,
     models_claim,
+    pod_ready,
     wait,
 )
 from tritonpipeline.kube.autoscaling import METRIC_NAMES
@@ -132,11 +133,7 @@ def observe(cluster: NodeCluster, name: str) -> dict[str, Any]:
     hpa = next((i for i in items if i["kind"] == "HorizontalPodAutoscaler"), {})
     deployment = next(i for i in items if i["kind"] == "Deployment")
     pods = [i for i in items if i["kind"] == "Pod" and not i["metadata"].get("deletionTimestamp")]
-    ready = [
-        p["metadata"]["name"]
-        for p in pods
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-    ]
+    ready = [p["metadata"]["name"] for p in pods if pod_ready(p)]
     cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
     return {
         "replicas": deployment["spec"].get("replicas"),

@@ -29,6 +29,7 @@ from node_cluster import (
     fanout,
     infer,
     models_claim,
+    pod_ready,
     wait,
 )
 from tritonpipeline.kube.meta import PIPELINE_LABEL
@@ -128,13 +129,9 @@ def test_killed_triton_pod_is_replaced_and_the_service_recovers(
         # while its container may still answer for a while), not only the CR's Ready, which can still
         # be the one from before the kill
         fresh = [p for p in pods if p["metadata"]["uid"] != old["metadata"]["uid"]]
-        fresh_ready = all(
-            any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-            for p in fresh
-        )
         return (
             len(fresh) == len(pods) == 1
-            and fresh_ready
+            and pod_ready(fresh[0])
             and condition(cluster, "vision", "Ready").get("status") == "True"
         )
 

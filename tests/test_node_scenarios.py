@@ -36,6 +36,8 @@ from node_cluster import (
     diagnostics,
     fleet_docs,
     models_claim,
+    pod_ready,
+    pods,
     spec_file,
     wait,
 )
@@ -54,19 +56,9 @@ def ready(cluster: Cluster, name: str) -> bool:
     return condition(cluster, name, "Ready").get("status") == "True"
 
 
-def pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
-    selector = f"{PIPELINE_LABEL}={name}"
-    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
-
-
 def pods_ready(cluster: Cluster, name: str) -> dict[str, bool]:
     """The pipeline's pods: uid -> Ready."""
-    return {
-        p["metadata"]["uid"]: any(
-            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", [])
-        )
-        for p in pods(cluster, name)
-    }
+    return {p["metadata"]["uid"]: pod_ready(p) for p in pods(cluster, name)}
 
 
 def replica_sets(cluster: Cluster, name: str) -> dict[str, int]:

@@ -14,9 +14,18 @@ from typing import Any
 
 import pytest
 
-from node_cluster import NAMESPACE, ROOT, Cluster, condition, diagnostics, models_claim, pipeline_doc, wait
+from node_cluster import (
+    NAMESPACE,
+    ROOT,
+    Cluster,
+    condition,
+    diagnostics,
+    models_claim,
+    pipeline_doc,
+    pods,
+    wait,
+)
 from tritonpipeline.kube.autoscaling import PRE_STOP_SECONDS
-from tritonpipeline.kube.meta import PIPELINE_LABEL
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
 
@@ -24,11 +33,6 @@ NAME = "drained"
 DRAIN_S = 120  # the cap; the pod must leave long before it
 CHUNKS, GAP = 40, 0.4  # 16 s sequences: longer than the preStop's 10 s propagation wait
 LANES = 6
-
-
-def pods(cluster: Cluster) -> list[dict[str, Any]]:
-    selector = f"{PIPELINE_LABEL}={NAME}"
-    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
 
 
 def test_scale_down_keeps_stream_sequences_whole_and_the_pod_leaves_when_they_end(
@@ -42,7 +46,7 @@ def test_scale_down_keeps_stream_sequences_whole_and_the_pod_leaves_when_they_en
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
     try:
         wait("2 pods Ready", lambda: condition(cluster, NAME, "Ready").get("status") == "True"
-             and len(pods(cluster)) == 2, 240, lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
+             and len(pods(cluster, NAME)) == 2, 240, lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
         service = json.loads(cluster.kubectl("get", "service", NAME, "-n", NAMESPACE, "-o", "json"))
         url = f"{service['spec']['clusterIP']}:8001"
         cmd = [sys.executable, "-m", "e2e.sequence_load", "--mode", "stream", "--url", url,
@@ -53,7 +57,7 @@ def test_scale_down_keeps_stream_sequences_whole_and_the_pod_leaves_when_they_en
             cluster.kubectl("patch", "tritonpipeline", NAME, "-n", NAMESPACE, "--type", "merge",
                             "-p", json.dumps({"spec": {"server": {"replicas": 1}}}))  # fmt: skip
             t0 = time.monotonic()
-            wait("the leaving pod gone", lambda: len(pods(cluster)) == 1, DRAIN_S + 60,
+            wait("the leaving pod gone", lambda: len(pods(cluster, NAME)) == 1, DRAIN_S + 60,
                  lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
             gone_s = time.monotonic() - t0
         finally:

@@ -35,8 +35,18 @@ from typing import Any
 
 import pytest
 
-from node_cluster import NAMESPACE, ROOT, Cluster, condition, diagnostics, models_claim, pipeline_doc, wait
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from node_cluster import (
+    NAMESPACE,
+    ROOT,
+    Cluster,
+    condition,
+    diagnostics,
+    models_claim,
+    pipeline_doc,
+    pod_ready,
+    pods,
+    wait,
+)
 
 pytestmark = [pytest.mark.node, pytest.mark.streams, pytest.mark.timeout(1800)]
 
@@ -77,16 +87,6 @@ MODES = (
 CHOSEN = [m for m in os.environ.get("TRITONPIPELINE_STREAM_MODES", "").split(",") if m]
 
 
-def pods(cluster: Cluster, name: str) -> list[dict[str, Any]]:
-    selector = f"{PIPELINE_LABEL}={name}"
-    return json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    conditions = pod["status"].get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
 def live(cluster: Cluster, name: str) -> list[dict[str, Any]]:
     """Pods not terminating."""
     return [p for p in pods(cluster, name) if not p["metadata"].get("deletionTimestamp")]
@@ -103,7 +103,7 @@ def settled(cluster: Cluster, name: str, replicas: int, not_from: frozenset[str]
     now = pods(cluster, name)
     return (
         len(now) == replicas
-        and all(is_ready(p) and not p["metadata"].get("deletionTimestamp") for p in now)
+        and all(pod_ready(p) and not p["metadata"].get("deletionTimestamp") for p in now)
         and not {p["metadata"]["uid"] for p in now} & not_from
     )
 
@@ -164,7 +164,7 @@ def scale_up_reaction(cluster: Cluster, name: str, run: Run) -> Callable[[], boo
 
     def done() -> bool:
         new = [p for p in live(cluster, name) if p["metadata"]["uid"] not in before]
-        if new and is_ready(new[0]) and "new_pod_ready_s" not in run.timings:
+        if new and pod_ready(new[0]) and "new_pod_ready_s" not in run.timings:
             run.timings["new_pod_ready_s"] = round(time.time() - t0, 1)
         if new and "new_pod_ready_s" in run.timings and requests_served(cluster, new[0]) > 0:
             run.timings.setdefault("new_pod_first_request_s", round(time.time() - t0, 1))
