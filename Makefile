@@ -49,11 +49,23 @@ system-deps: ## install graphviz, nginx, prometheus, curl and haproxy from Debia
 demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 	$(PY) -m examples.demo
 
+# each step of `make test` runs as a phase (tools/phase.sh): ">> phase NAME: 73s" when it ends, and a line in
+# $TRITONPIPELINE_PHASE_LOG when set (.ci/run prints them as a table)
+PHASE := bash tools/phase.sh
+SUBMAKE := $(MAKE) --no-print-directory
+
 # everything, the `node` tests (real pods) included (node-if-possible builds their bed first), except the
 # minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
-test: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go node-if-possible ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
-	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
-	$(VENV)/bin/pytest -m "not hpa and not streams"
+test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
+	@$(PHASE) venv $(SUBMAKE) venv
+	@$(PHASE) system-deps $(SUBMAKE) system-deps
+	@$(PHASE) build-controlplane $(SUBMAKE) controlplane-if-go
+	@$(PHASE) build-helm+crds $(SUBMAKE) helm-if-go
+	@$(PHASE) build-minio+gcs $(SUBMAKE) minio-if-go
+	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
+	@$(PHASE) build-node+images $(SUBMAKE) node-if-possible
+	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \

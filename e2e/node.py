@@ -65,6 +65,9 @@ CTR_NAMESPACE = "k8s.io"
 HPA_SYNC_PERIOD = "5s"
 # one symlink per running node (namespace name -> state directory): finds nodes left by a killed run
 REGISTRY = Path("/run/tritonpipeline-node")
+# where `ip netns add` keeps named namespaces; the first one on a host also creates this directory and
+# bind-mounts it onto itself (shared), which `ip netns del` leaves: teardown undoes both where the node did
+NETNS_RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 # host-wide sysctls kubelet rewrites (protectKernelDefaults=false): restored at teardown
 HOST_SYSCTLS = (
@@ -187,7 +190,7 @@ def _setns(path: str) -> None:
 
 def in_netns(name: str) -> contextlib.AbstractContextManager[None]:
     """Run the calling thread (and every process it starts) inside network namespace `name`."""
-    return in_netns_path(f"/run/netns/{name}")
+    return in_netns_path(str(NETNS_RUN_DIR / name))
 
 
 @contextlib.contextmanager
@@ -247,13 +250,35 @@ def _cgroup_mounts() -> list[Path]:
     return mounts
 
 
+def _mount_targets() -> list[str]:
+    """Every mount point of this mount namespace, in mount order (mountinfo's octal escapes decoded)."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line.split()[4].encode().decode("unicode_escape") for line in lines]
+
+
 def _mounts_under(roots: list[str]) -> list[str]:
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        target = line.split()[4].encode().decode("unicode_escape")
-        if any(target == r or target.startswith(r.rstrip("/") + "/") for r in roots):
-            found.append(target)
-    return found
+    return [t for t in _mount_targets() if any(t == r or t.startswith(r.rstrip("/") + "/") for r in roots)]
+
+
+def netns_run_dir_state() -> dict[str, bool]:
+    """Whether `ip netns`'s directory exists and is a mount point (a fresh host: neither)."""
+    return {"exists": NETNS_RUN_DIR.is_dir(), "mounted": str(NETNS_RUN_DIR) in _mount_targets()}
+
+
+def _restore_netns_run_dir(before: dict[str, bool]) -> list[str]:
+    """Undo what the node's `ip netns add` did to NETNS_RUN_DIR (its self bind mount, the directory),
+    only where the node did it and no other namespace is kept there. Returns what was undone."""
+    undone: list[str] = []
+    if NETNS_RUN_DIR.is_dir() and any(NETNS_RUN_DIR.iterdir()):
+        return undone  # another namespace was added meanwhile: its mount lives inside ours
+    ours = not before.get("mounted", True) and str(NETNS_RUN_DIR) in _mount_targets()
+    if ours and _run("umount", str(NETNS_RUN_DIR), check=False).returncode == 0:
+        undone.append(f"unmounted {NETNS_RUN_DIR}")
+    if not before.get("exists", True) and NETNS_RUN_DIR.is_dir():
+        with contextlib.suppress(OSError):
+            NETNS_RUN_DIR.rmdir()
+            undone.append(f"removed {NETNS_RUN_DIR}")
+    return undone
 
 
 def _rules(tool: str) -> list[str]:
@@ -272,7 +297,8 @@ def host_snapshot() -> dict[str, Any]:
         "iptables": _rules("iptables-save"),
         "ip6tables": _rules("ip6tables-save"),
         "sysctls": {k: _read_sysctl(k) for k in (*HOST_SYSCTLS, "net/ipv4/ip_forward")},
-        "mounts": sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()),
+        "mounts": sorted(_mount_targets()),
+        "netns_run_dir": netns_run_dir_state(),
         "cgroups": sorted(str(d) for m in _cgroup_mounts() for d in m.glob(f"{NETNS_PREFIX}*")),
         "paths": {p: os.path.lexists(p) for p in HOST_PATHS},
     }
@@ -382,6 +408,9 @@ class Node:
         self._save()
 
     def _make_netns(self) -> None:
+        # before `ip netns add`, which may create and mount NETNS_RUN_DIR (the first namespace on a host)
+        self.state["host"]["netns_run_dir"] = netns_run_dir_state()
+        self._save()
         _run("ip", "netns", "add", self.netns)
         self.state["netns_created"] = True
         self._save()
@@ -858,10 +887,12 @@ def teardown(workdir: Path) -> dict[str, Any]:
     # (fixed host paths only when the node created them: a real kubelet's mounts are not ours)
     _unmount_under([str(workdir), *state.get("host", {}).get("absent_paths", [])])
     _remove_cgroups(state.get("cgroups", []))
+    host, restored = state.get("host", {}), []
     if netns and state.get("netns_created"):
         _run("ip", "netns", "del", netns, check=False)
+    if "netns_run_dir" in host:
+        restored += _restore_netns_run_dir(host["netns_run_dir"])
     # 3. the host: sysctls kubelet rewrote, paths the components created
-    host, restored = state.get("host", {}), []
     for key, value in host.get("sysctls", {}).items():
         if value is not None and _read_sysctl(key) != value:
             restored.append(f"{key.replace('/', '.')}: {_read_sysctl(key)} -> {value}")

@@ -14,6 +14,8 @@ import pytest
 
 from node_cluster import chart_operator, cluster, host_before, node  # noqa: F401  (the `node` tests' fixtures)
 
+pytest_plugins = ["phases"]  # time per test group (tests/phases.py)
+
 # the marker of the real component a fixture starts: a test that uses the fixture must carry it
 FIXTURE_MARKERS = {
     "serve_pipeline": "tritonserver",
@@ -158,13 +160,20 @@ def _check_component_markers(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("\n".join([message, *missing]))
 
 
+def _node_order(item: pytest.Item) -> int:
+    if item.get_closest_marker("node") is None:
+        return 0
+    return 1 if item.get_closest_marker("fresh_host") is not None else 2
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
     outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
     First: every test carries the marker of each real component its fixtures start, and the `node` tests
-    run last (one node for all of them, started when everything else is done)."""
+    run last (one node for all of them, started when everything else is done), those that start a bed of
+    their own (`fresh_host`) first among them: one bed at a time on a host, and the session's lives on."""
     _check_component_markers(items)
-    items.sort(key=lambda item: item.get_closest_marker("node") is not None)  # stable: order kept otherwise
+    items.sort(key=_node_order)  # stable: order kept otherwise
     if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
         return
     from harness.controlplane import (

@@ -42,11 +42,44 @@ def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}}
 
 
-def _host_state() -> dict[str, Any]:
+def host_state() -> dict[str, Any]:
     from e2e.images import BUILDAH_HOST_DIRS
     from e2e.node import host_snapshot
 
     return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
+
+
+@contextlib.contextmanager
+def fresh_netns_run_dir() -> Iterator[None]:
+    """The host as a fresh machine has it where `ip netns` keeps its namespaces: no directory, hence no
+    mount of it (the first `ip netns add` on a host creates both). What was there is put back on exit.
+    Skips when namespaces are kept there (they would have to go) or the mount is not `ip netns`'s own."""
+    from e2e.node import NETNS_RUN_DIR, netns_run_dir_state
+
+    where = str(NETNS_RUN_DIR)
+    before = netns_run_dir_state()
+    if before["exists"] and any(NETNS_RUN_DIR.iterdir()):
+        kept = sorted(p.name for p in NETNS_RUN_DIR.iterdir())
+        pytest.skip(f"network namespaces are kept in {where} ({', '.join(kept)}): no fresh host without them")
+    shared = False
+    if before["mounted"]:
+        mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+        line = next(x.split() for x in mountinfo if x.split()[4] == where)
+        if not line[3].endswith("/netns"):  # a bind of the directory onto itself, as `ip netns add` makes
+            pytest.skip(f"{where} is a mount of another kind ({' '.join(line)}): not ours to rebuild")
+        shared = any(field.startswith("shared:") for field in line[6 : line.index("-")])
+        subprocess.run(["umount", where], check=True)
+    if before["exists"]:
+        NETNS_RUN_DIR.rmdir()
+    try:
+        yield
+    finally:
+        if before["exists"]:
+            NETNS_RUN_DIR.mkdir(exist_ok=True)
+        if before["mounted"] and not netns_run_dir_state()["mounted"]:
+            subprocess.run(["mount", "--bind", where, where], check=True)
+            subprocess.run(["mount", "--make-shared" if shared else "--make-private", where], check=True)
+        assert netns_run_dir_state() == before, f"{where} not put back: {netns_run_dir_state()} != {before}"
 
 
 KUBECONFIG_ENV = "TRITONPIPELINE_E2E_KUBECONFIG"
@@ -164,7 +197,7 @@ def host_before() -> dict[str, Any]:
     if reason:
         pytest.skip(f"no node test bed: {reason}")
     reap_stale()  # what a killed earlier run left is not the host's state
-    return _host_state()
+    return host_state()
 
 
 @pytest.fixture(scope="session")
@@ -179,7 +212,7 @@ def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) 
         yield n
     finally:
         n.stop()
-    after = _host_state()
+    after = host_state()
     changed = [key for key in host_before if after[key] != host_before[key]]
     assert not changed, f"the host was not restored: {changed}\nbefore {host_before}\nafter {after}"
 

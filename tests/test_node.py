@@ -11,14 +11,40 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from node_cluster import fresh_netns_run_dir, host_state
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
 
 APP = "hello"
 REPLICAS = 2
+
+
+@pytest.mark.fresh_host
+def test_a_fresh_host_is_left_exactly_as_found(host_before: dict[str, Any], tmp_path: Path) -> None:
+    """On a fresh machine the bed's `ip netns add` is the host's first: it creates /run/netns and mounts it
+    onto itself. A node started and stopped there leaves the same host snapshot as before, that mount and
+    directory gone too (only what the run made: the other node tests see a host where they exist)."""
+    from e2e.node import NETNS_RUN_DIR, Node, netns_run_dir_state
+
+    with fresh_netns_run_dir():
+        before = host_state()
+        assert before["netns_run_dir"] == {"exists": False, "mounted": False}
+        node = Node(tmp_path / "node")
+        node.start()
+        try:
+            # else this test would not be on the path it is about
+            assert netns_run_dir_state() == {"exists": True, "mounted": True}, "`ip netns add` made no mount"
+        finally:
+            restored = node.stop().get("restored", [])
+        after = host_state()
+    changed = {key: (before[key], after[key]) for key in before if after[key] != before[key]}
+    assert not changed, f"the host was not restored: {changed}"
+    assert f"unmounted {NETNS_RUN_DIR}" in restored and f"removed {NETNS_RUN_DIR}" in restored, restored
 
 
 def _manifests(image: str) -> str:
