@@ -462,6 +462,13 @@ CASES = [
         "right.OUTPUT_C comes from decoupled step 'right'",
     ),
     Case(
+        "sequence-step-after-decoupled-step",
+        "streaming",
+        lambda d: model(d, 0).update(decoupled=True),
+        "spec.pipelines[0].steps[1]",
+        "reads the responses of decoupled step 'dequantize'",
+    ),
+    Case(
         "rejoin-of-two-decoupled-steps",
         "diamond",
         _two_decoupled_heads,

@@ -42,6 +42,7 @@ GRAPH_CLASSES = {
     "unmapped-required-input",
     "rejoin-of-two-decoupled-steps",
     "rejoin-of-decoupled-and-plain-branch",
+    "sequence-step-after-decoupled-step",
     "unknown-step",
     "ensemble-max-batch-above-step",
 }

@@ -328,7 +328,8 @@ class Model(_Base):
     decoupled: bool = Field(
         default=False,
         description="Decoupled (streaming-response) model; a step's inputs (and a pipeline's outputs) must "
-        "all descend from the same nearest decoupled step, or all from none.",
+        "all descend from the same nearest decoupled step, or all from none, and no sequence-batched step "
+        "may come after a decoupled one.",
     )
     parameters: dict[str, Any] = Field(
         default={}, description="Model `parameters` (string, number or boolean values)."

@@ -2,8 +2,9 @@
 
 The walk follows the document: step names and models, then pipeline inputs and outputs, the ensemble's
 batch size, each step's input mapping, the pipeline outputs, and last the rules over the whole graph
-(cycles, unused inputs and steps, decoupled origins). What fails a rule stays out of the graph, so
-later rules see only what resolved and each problem is reported once, in the order of this walk.
+(cycles, unused inputs and steps, decoupled origins, no sequence step after a decoupled one). What fails
+a rule stays out of the graph, so later rules see only what resolved and each problem is reported once,
+in the order of this walk.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
         if not g.unresolved:  # unresolved references would make healthy steps look unused
             g.add(rules.steps_reach_outputs(g))
         g.add(rules.decoupled_origins_agree(g))
+        g.add(rules.sequence_steps_before_decoupled(g))
     return g
 
 

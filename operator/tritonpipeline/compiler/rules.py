@@ -102,6 +102,18 @@ DECOUPLED_ORIGINS = (
     "this ensemble ('receives inputs originated from different decoupled models'): all inputs of a step, "
     "and all outputs of a pipeline, must descend from the same nearest decoupled step, or all from none"
 )
+# Triton's ensemble scheduler sends each response of a decoupled step downstream as a request of its own,
+# each carrying the sequence flags (START, END) and correlation ID of the client request it answers, and
+# runs them concurrently: a sequence-batched model after it sees START once per response, END before the
+# last response, and refuses what comes after END (seen on the real server: tests/test_sequence_decoupled.py).
+SEQUENCE_AFTER_DECOUPLED = (
+    "step {step!r} (model {model!r}) is sequence-batched and reads the responses of decoupled step "
+    "{source!r} ({route}){others}; in a Triton ensemble every response of a decoupled step carries the "
+    "sequence flags of the request it answers, so {step!r} would get START once per response, END before "
+    "the last response, and requests after END refused: its sequences would not stay whole. Put the "
+    "sequence step before the decoupled one, serve them as two pipelines, or make model {source_model!r} "
+    "answer once per request (decoupled: false)"
+)
 SEQUENCE_CONTROL_NAMES = frozenset({"START", "END", "READY", "CORRID"})  # what a user may try to map
 
 
@@ -503,3 +515,37 @@ def decoupled_origins_agree(g: PipelineGraph) -> Iterator[Problem]:
         else:
             what, path = f"pipeline {g.pipeline.name!r} (its outputs)", where
         yield Problem(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))
+
+
+def sequence_steps_before_decoupled(g: PipelineGraph) -> Iterator[Problem]:
+    """No sequence-batched step downstream of a decoupled step, by any route: directly, through other
+    steps, fan-outs (the routers inserted later copy every response through) or joins. Triton cannot keep
+    such a sequence whole (SEQUENCE_AFTER_DECOUPLED). Needs the dataflow order."""
+    # step -> {decoupled step upstream: the shortest route from it, as step names}
+    upstream: dict[str, dict[str, list[str]]] = {}
+    for name in g.order or []:
+        found: dict[str, list[str]] = {}
+        for dep in sorted(g.deps.get(name, ()), key=lambda d: g.steps[d].index):
+            routes = dict(upstream.get(dep, {}))
+            if g.steps[dep].model.decoupled:
+                routes[dep] = []
+            for origin, route in routes.items():
+                if origin not in found or len(route) + 1 < len(found[origin]):
+                    found[origin] = [*route, dep]
+        upstream[name] = found
+        step = g.steps[name]
+        if step.model.sequence_batching is None or not found:
+            continue
+        nearest = min(found, key=lambda o: (len(found[o]), g.steps[o].index))
+        rest = sorted((o for o in found if o != nearest), key=lambda o: g.steps[o].index)
+        yield Problem(
+            g.step_path(step.index),
+            SEQUENCE_AFTER_DECOUPLED.format(
+                step=name,
+                model=step.model.name,
+                source=nearest,
+                route=" -> ".join([*found[nearest], name]),
+                others=f"; also of decoupled step(s) {', '.join(map(repr, rest))}" if rest else "",
+                source_model=g.steps[nearest].model.name,
+            ),
+        )
