@@ -128,6 +128,14 @@ class Case:
     only: bool = True  # the problem is the only one reported (no cascade noise)
 
 
+def _unbatched_dequantize_on_two_gpus(d: dict[str, Any]) -> None:
+    """dequantize without batching (full shapes) and one instance per GPU in a pod of two GPUs."""
+    spec(d)["server"]["gpus"] = 2
+    model(d, 0).update(maxBatchSize=0)
+    for t in (*model(d, 0)["inputs"], *model(d, 0)["outputs"]):
+        t["dims"] = [-1, 1]
+
+
 CASES = [
     # ---- unknown fields
     Case("unknown-top-level-field", "diamond", lambda d: d.update(spce={}), "spce", "unknown field"),
@@ -467,6 +475,21 @@ CASES = [
         lambda d: model(d, 0).update(decoupled=True),
         "spec.pipelines[0].steps[1]",
         "reads the responses of decoupled step 'dequantize'",
+    ),
+    Case(
+        "several-instances-before-a-sequence-step",
+        "streaming",
+        lambda d: model(d, 0).update(instances=[{"kind": "GPU", "count": 2}]),
+        "spec.pipelines[0].steps[0]",
+        "may run 2 instances at once and feeds sequence-batched step 'accumulator' "
+        "(dequantize -> accumulator)",
+    ),
+    Case(
+        "several-instances-per-gpu-before-a-sequence-step-without-batching",
+        "streaming",
+        _unbatched_dequantize_on_two_gpus,
+        "spec.pipelines[0].steps[0]",
+        "may run 2 instances at once",
     ),
     Case(
         "rejoin-of-two-decoupled-steps",

@@ -34,6 +34,7 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
             g.add(rules.steps_reach_outputs(g))
         g.add(rules.decoupled_origins_agree(g))
         g.add(rules.sequence_steps_before_decoupled(g))
+        g.add(rules.steps_before_a_sequence_keep_order(g))
     return g
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from ..errors import Problem
-from ..spec import PipelineSpec
+from ..spec import Model, PipelineSpec
 from .plan_types import (
     INPUTS,
     OPEN_STREAMS_MODEL,
@@ -105,7 +105,7 @@ DECOUPLED_ORIGINS = (
 # Triton's ensemble scheduler sends each response of a decoupled step downstream as a request of its own,
 # each carrying the sequence flags (START, END) and correlation ID of the client request it answers, and
 # runs them concurrently: a sequence-batched model after it sees START once per response, END before the
-# last response, and refuses what comes after END (seen on the real server: tests/test_sequence_decoupled.py).
+# last response, and refuses what comes after END (seen on the real server: tests/test_ensemble_pitfalls.py).
 SEQUENCE_AFTER_DECOUPLED = (
     "step {step!r} (model {model!r}) is sequence-batched and reads the responses of decoupled step "
     "{source!r} ({route}){others}; in a Triton ensemble every response of a decoupled step carries the "
@@ -113,6 +113,24 @@ SEQUENCE_AFTER_DECOUPLED = (
     "the last response, and requests after END refused: its sequences would not stay whole. Put the "
     "sequence step before the decoupled one, serve them as two pipelines, or make model {source_model!r} "
     "answer once per request (decoupled: false)"
+)
+# Requests of one sequence sent back to back (a gRPC stream does not wait for answers) run side by side on
+# a step with several instances, and the first to finish goes on first: the sequence step behind it then
+# sees them out of order (measured: 1, 2, 3 through two instances gave "must specify the START flag" twice;
+# with preserve_ordering the totals 1, 3, 6; tests/test_ensemble_pitfalls.py).
+UNORDERED_BEFORE_SEQUENCE = (
+    "step {step!r} (model {model!r}) may run {instances} instances at once and feeds sequence-batched step "
+    "{sequence!r} ({route}); requests of one sequence sent back to back can overtake each other there and "
+    "reach {sequence!r} out of order (START not first: 'must specify the START flag'; running state updated "
+    "in the wrong order). {fix}"
+)
+KEEP_ORDER_WITH_BATCHER = (
+    "Set dynamicBatching: {{preserveOrdering: true}} on model {model!r} (Triton then passes answers on in "
+    "request order), or run one instance"
+)
+KEEP_ORDER_WITH_ONE_INSTANCE = (
+    "Run one instance of model {model!r} (preserveOrdering needs dynamicBatching, which needs "
+    "maxBatchSize > 0)"
 )
 SEQUENCE_CONTROL_NAMES = frozenset({"START", "END", "READY", "CORRID"})  # what a user may try to map
 
@@ -549,3 +567,75 @@ def sequence_steps_before_decoupled(g: PipelineGraph) -> Iterator[Problem]:
                 source_model=g.steps[nearest].model.name,
             ),
         )
+
+
+def max_instances(model: Model, server_gpus: int) -> int:
+    """How many instances of the model Triton may run at once in a pod with `server_gpus` GPUs: a GPU (or
+    AUTO) group's count is per GPU unless it pins GPUs; no group at all is one instance per GPU."""
+    if not model.instances:
+        return max(1, server_gpus)
+    total = 0
+    for inst in model.instances:
+        per_gpu = inst.kind in ("GPU", "AUTO") and server_gpus > 0
+        total += inst.count * (len(inst.gpus) or server_gpus if per_gpu else 1)
+    return total
+
+
+def steps_before_a_sequence_keep_order(g: PipelineGraph) -> Iterator[Problem]:
+    """Every step upstream of a sequence-batched step passes a sequence's requests on in the order they
+    came (UNORDERED_BEFORE_SEQUENCE): one instance, or dynamic batching with preserveOrdering. A sequence
+    step itself keeps its sequences in order (its batcher binds each to one slot), and so does what it
+    feeds only through other sequence steps. Needs the dataflow order."""
+    readers: dict[str, list[str]] = {name: [] for name in g.steps}
+    for name in g.order or []:
+        for dep in sorted(g.deps.get(name, ()), key=lambda d: g.steps[d].index):
+            readers[dep].append(name)
+    gpus = g.spec.server.gpus
+    for name in g.order or []:
+        step = g.steps[name]
+        model = step.model
+        if model.sequence_batching is not None:
+            continue
+        db = model.dynamic_batching
+        instances = max_instances(model, gpus)
+        if instances <= 1 or (db is not None and db.preserve_ordering):
+            continue
+        route = _route_to_sequence_step(g, name, readers)
+        if route is None:
+            continue
+        fix = KEEP_ORDER_WITH_BATCHER if model.max_batch_size > 0 else KEEP_ORDER_WITH_ONE_INSTANCE
+        yield Problem(
+            g.step_path(step.index),
+            UNORDERED_BEFORE_SEQUENCE.format(
+                step=name,
+                model=model.name,
+                instances=instances,
+                sequence=route[-1],
+                route=" -> ".join(route),
+                fix=fix.format(model=model.name),
+            ),
+        )
+
+
+def _route_to_sequence_step(
+    g: PipelineGraph, start: str, readers: Mapping[str, list[str]]
+) -> list[str] | None:
+    """The shortest route of steps from `start` to a sequence-batched step downstream, or None."""
+    parent: dict[str, str] = {}
+    frontier, seen = [start], {start}
+    while frontier:
+        following: list[str] = []
+        for name in frontier:
+            for reader in readers[name]:
+                if reader in seen:
+                    continue
+                seen.add(reader)
+                parent[reader] = name
+                if g.steps[reader].model.sequence_batching is not None:
+                    route = [reader]
+                    while route[-1] != start:
+                        route.append(parent[route[-1]])
+                    return route[::-1]
+                following.append(reader)
+        frontier = following
+    return None
