@@ -6,6 +6,8 @@ each is refused with a message that says why, or served right on the real triton
 - A step with several instances before a sequence step: a sequence's requests sent back to back overtake
   each other there, so it must keep their order (dynamicBatching.preserveOrdering) or is refused
   (rules.UNORDERED_BEFORE_SEQUENCE).
+- A model that leaves a declared output unwritten (a bug the compiler cannot see): a step or a router that
+  needs the tensor fails the request with an error naming it, at once.
 - A sequence step behind a fan-out's router: flags and correlation IDs reach it through the router, so
   interleaved sequences keep their own totals; also when the client asks for a subset of the outputs.
 
@@ -36,6 +38,7 @@ from test_triton_loads import Repository, compile_doc, doc_of, triton
 from tritonpipeline.compiler import rules
 
 EXPAND = Path(__file__).resolve().parent / "triton_models" / "expand_model.py"
+PARTIAL = Path(__file__).resolve().parent / "triton_models" / "partial_model.py"
 SLOW_FIRST = Path(__file__).resolve().parent / "triton_models" / "slow_first_model.py"
 SEQUENCE = [1.0, 2.0, 3.0]  # one sequence: START with the first request, END with the last
 # after: expand answers 1 -> 2, 3; 2 -> 3, 4; 3 -> 4, 5; the accumulator sums all six in one sequence
@@ -446,3 +449,51 @@ def test_order_before_a_sequence_step_on_the_real_server(
     assert ordered == [1.0, 3.0, 6.0]
     assert overtaken != [1.0, 3.0, 6.0], "Triton kept the order: rules.UNORDERED_BEFORE_SEQUENCE may go"
     assert any("must specify the START flag" in str(a) for a in overtaken), overtaken
+
+
+# --------------------------------------------------------------------------- an output left unwritten
+
+
+@pytest.mark.tritonserver
+def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(tmp_path: Path) -> None:
+    """`partial` declares Y and Z and writes only Y. Read by one step, Z's absence fails the request with
+    Triton's error naming that step's model; read by two (a router in between), naming the router, whose
+    name says the producer and the tensor. Never a hang: every answer came within the quiet time."""
+    partial = {
+        **plain("partial"),
+        "outputs": [{"name": n, "dataType": "FP32", "dims": [1]} for n in ("Y", "Z")],
+    }
+    one = pipeline(
+        "one",
+        [
+            {"model": "partial", "inputs": {"X": "inputs.X"}},
+            {"name": "n", "model": "mid", "inputs": {"X": "partial.Z"}},
+        ],
+        {"Y": "partial.Y", "N": "n.Y"},
+    )
+    two = pipeline(
+        "two",
+        [
+            {"model": "partial", "inputs": {"X": "inputs.X"}},
+            {"name": "n", "model": "mid", "inputs": {"X": "partial.Z"}},
+            {"name": "o", "model": "mid", "inputs": {"X": "partial.Z"}},
+        ],
+        {"Y": "partial.Y", "N": "n.Y", "O": "o.Y"},
+    )
+    artifacts = compile_doc(doc_of("p", [partial, plain("mid")], [one, two]))
+    root = tmp_path / "models"
+    for name in ("partial", "mid"):  # mid: Y = X, all it declares
+        (root / name / "1").mkdir(parents=True)
+        shutil.copy(PARTIAL, root / name / "1" / "model.py")
+    x = {"X": np.array([[1.0]], dtype=np.float32)}
+    with triton(tmp_path, Repository.merge([artifacts]), root) as server:
+        start = time.monotonic()
+        answers = {
+            name: flat(stream(server, [Request(name, x, 0, False, False)], quiet=2), "Y")
+            for name in ("one", "two")
+        }
+        took = time.monotonic() - start
+    assert len(answers["one"]) == 1 and "missing required input(s) ['X']" in answers["one"][0], answers
+    assert "for model 'mid'" in answers["one"][0]
+    assert len(answers["two"]) == 1 and "for model 'two__partial__Z__router'" in answers["two"][0], answers
+    assert took < 2 * 2 + 10, f"an answer took long: {took:.1f}s"
