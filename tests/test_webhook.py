@@ -43,6 +43,7 @@ GRAPH_CLASSES = {
     "rejoin-of-two-decoupled-steps",
     "rejoin-of-decoupled-and-plain-branch",
     "sequence-step-after-decoupled-step",
+    "several-instances-before-a-sequence-step",
     "unknown-step",
     "ensemble-max-batch-above-step",
 }
