@@ -92,7 +92,7 @@ generate: $(STAMP) ## regenerate every file derived from the code (tools/generat
 	$(PY) tools/generate.py
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
-# ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: 4-6 minutes on 2 cores).
+# ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: about 4 minutes on 2 cores).
 controlplane: ## build etcd + kube-apiserver from Go modules (cached per version outside the repo)
 	@bash e2e/build-controlplane.sh
 
@@ -127,7 +127,7 @@ clean: ## remove the venv and caches
 PROVIDER_CRDS := keda-crd istio-crds gateway-api-crds gateway-api-standard-crds
 
 # helm (and the upstream ServiceMonitor CRD the chart tests validate against, and PROVIDER_CRDS) from Go modules, cached
-# under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/helm/<version>/ (first build: about 2 minutes on 2 cores).
+# under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/helm/<version>/ (first build: about 70 s on 2 cores).
 helm: ## build helm from Go modules (cached per version outside the repo)
 	@bash e2e/build-gotool.sh helm
 	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t; done
@@ -139,7 +139,7 @@ helm-if-go:
 
 # MinIO (the S3-compatible server of the s3:// tests) and fake-gcs-server (Cloud Storage's JSON API, for the
 # gs:// download) from Go modules, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/<tool>/<version>/
-# (first build of MinIO: about 13 minutes on 2 shared cores)
+# (first build on 2 cores: MinIO about 130 s, fake-gcs-server about 40 s)
 minio-if-go:
 	@bash e2e/build-gotool.sh minio --if-go
 	@bash e2e/build-gotool.sh fake-gcs-server --if-go

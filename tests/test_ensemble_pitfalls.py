@@ -35,7 +35,9 @@ from tritonclient.utils import np_to_triton_dtype
 from helpers import MODELS
 from test_spec_errors import problems_of
 from test_triton_loads import Repository, compile_doc, doc_of, triton
-from tritonpipeline.compiler import rules
+from tritonpipeline.compiler import compile_pipeline, rules
+from tritonpipeline.compiler.triton_config import mc, parse_text
+from tritonpipeline.spec import parse_pipeline
 
 EXPAND = Path(__file__).resolve().parent / "triton_models" / "expand_model.py"
 PARTIAL = Path(__file__).resolve().parent / "triton_models" / "partial_model.py"
@@ -423,6 +425,36 @@ def test_instances_counted_per_gpu() -> None:
     assert count([{"kind": "GPU", "count": 1}], 0) == 1  # a CPU-only pod runs GPU groups on the CPU
     assert count([{"kind": "CPU", "count": 3}], 4) == 3
     assert count([], 2) == 2
+
+
+def _router_groups(gpus: int, pipe: dict[str, Any]) -> list[Any]:
+    """The instance groups of the pipeline's one router, compiled for a pod with `gpus` GPUs."""
+    # the user's steps pinned to one GPU, so they keep order themselves (the rule above)
+    one = [{"kind": "GPU", "count": 1, "gpus": [0]}]
+    models = [{**m, "instances": one} for m in (dequantize(), accumulator())]
+    doc = doc_of("p", models, [pipe])
+    doc["spec"]["server"]["gpus"] = gpus
+    artifacts = compile_pipeline(parse_pipeline(doc))  # as the operator renders it: GPU groups kept
+    (router,) = artifacts.plan.routers
+    config = parse_text(artifacts.files[f"{router.name}/config.pbtxt"].decode())
+    return list(config.instance_group)
+
+
+def test_a_router_in_front_of_a_sequence_step_runs_one_instance_on_several_gpus() -> None:
+    """A GPU group's count is per GPU: on a pod with two GPUs a router would run two instances, and could
+    reorder a sequence like any step (above). In front of a sequence step it is pinned to one GPU."""
+    (group,) = _router_groups(2, BEHIND_ROUTER)
+    assert (group.kind, group.count, list(group.gpus)) == (mc.ModelInstanceGroup.KIND_GPU, 1, [0])
+    (group,) = _router_groups(1, BEHIND_ROUTER)  # one GPU: one instance already
+    assert list(group.gpus) == []
+    # a fan-out that feeds no sequence step keeps one instance per GPU
+    no_sequence = {
+        **BEHIND_ROUTER,
+        "steps": BEHIND_ROUTER["steps"][:1],
+        "outputs": [{"name": "A", "from": "dequantize.VALUE"}, {"name": "B", "from": "dequantize.VALUE"}],
+    }
+    (group,) = _router_groups(2, no_sequence)
+    assert list(group.gpus) == []
 
 
 @pytest.mark.tritonserver

@@ -135,6 +135,7 @@ def _router(g: PipelineGraph, src: str, name: str, *, cpu_only: bool) -> RouterP
     tensor = g.catalogue[src]
     batched = g.batching and _batched(g, src)
     cs = g.consumers[src]
+    gpu = not cpu_only and _next_to_gpu(g, src, cs)
     return RouterPlan(
         name=name,
         pipeline=g.pipeline.name,
@@ -142,9 +143,15 @@ def _router(g: PipelineGraph, src: str, name: str, *, cpu_only: bool) -> RouterP
         data_type=tensor.data_type,
         dims=tensor.full_dims[1:] if batched else tensor.full_dims,
         max_batch_size=g.max_batch_size if batched else 0,
-        gpu=not cpu_only and _next_to_gpu(g, src, cs),
+        gpu=gpu,
         outputs=tuple((f"OUTPUT_{k}", c) for k, c in enumerate(cs)),
+        one_gpu=gpu and g.spec.server.gpus > 1 and any(c.step and _feeds_a_sequence(g, c.step) for c in cs),
     )
+
+
+def _feeds_a_sequence(g: PipelineGraph, step: str) -> bool:
+    """The step is sequence-batched or feeds one."""
+    return g.steps[step].model.sequence_batching is not None or g.route_to_sequence_step(step) is not None
 
 
 def _batched(g: PipelineGraph, src: str) -> bool:

@@ -121,6 +121,32 @@ class PipelineGraph:
     def batching(self) -> bool:
         return self.max_batch_size > 0
 
+    def route_to_sequence_step(self, start: str) -> list[str] | None:
+        """The shortest route of steps from `start` (excluded from the search's goal) to a sequence-batched
+        step downstream, as step names from `start` to that step; None when none is downstream."""
+        readers: dict[str, list[str]] = {name: [] for name in self.steps}
+        for name in sorted(self.deps, key=lambda n: self.steps[n].index):
+            for dep in sorted(self.deps[name], key=lambda d: self.steps[d].index):
+                readers[dep].append(name)
+        parent: dict[str, str] = {}
+        frontier, seen = [start], {start}
+        while frontier:
+            following: list[str] = []
+            for name in frontier:
+                for reader in readers[name]:
+                    if reader in seen:
+                        continue
+                    seen.add(reader)
+                    parent[reader] = name
+                    if self.steps[reader].model.sequence_batching is not None:
+                        route = [reader]
+                        while route[-1] != start:
+                            route.append(parent[route[-1]])
+                        return route[::-1]
+                    following.append(reader)
+            frontier = following
+        return None
+
     def add(self, found: Iterable[Problem], *, unresolved: bool = False) -> bool:
         """Record a rule's problems; `unresolved` marks them as failed names or references."""
         before = len(self.problems)
@@ -151,6 +177,9 @@ class RouterPlan:
     max_batch_size: int
     gpu: bool
     outputs: tuple[tuple[str, Consumer], ...]  # (router output name, consumer)
+    # pinned to GPU 0, so one instance: it feeds a sequence step and a GPU group would run one per GPU,
+    # letting a sequence's requests overtake each other (rules.UNORDERED_BEFORE_SEQUENCE)
+    one_gpu: bool = False
 
 
 @dataclass(frozen=True)

@@ -586,10 +586,6 @@ def steps_before_a_sequence_keep_order(g: PipelineGraph) -> Iterator[Problem]:
     came (UNORDERED_BEFORE_SEQUENCE): one instance, or dynamic batching with preserveOrdering. A sequence
     step itself keeps its sequences in order (its batcher binds each to one slot), and so does what it
     feeds only through other sequence steps. Needs the dataflow order."""
-    readers: dict[str, list[str]] = {name: [] for name in g.steps}
-    for name in g.order or []:
-        for dep in sorted(g.deps.get(name, ()), key=lambda d: g.steps[d].index):
-            readers[dep].append(name)
     gpus = g.spec.server.gpus
     for name in g.order or []:
         step = g.steps[name]
@@ -600,7 +596,7 @@ def steps_before_a_sequence_keep_order(g: PipelineGraph) -> Iterator[Problem]:
         instances = max_instances(model, gpus)
         if instances <= 1 or (db is not None and db.preserve_ordering):
             continue
-        route = _route_to_sequence_step(g, name, readers)
+        route = g.route_to_sequence_step(name)
         if route is None:
             continue
         fix = KEEP_ORDER_WITH_BATCHER if model.max_batch_size > 0 else KEEP_ORDER_WITH_ONE_INSTANCE
@@ -615,27 +611,3 @@ def steps_before_a_sequence_keep_order(g: PipelineGraph) -> Iterator[Problem]:
                 fix=fix.format(model=model.name),
             ),
         )
-
-
-def _route_to_sequence_step(
-    g: PipelineGraph, start: str, readers: Mapping[str, list[str]]
-) -> list[str] | None:
-    """The shortest route of steps from `start` to a sequence-batched step downstream, or None."""
-    parent: dict[str, str] = {}
-    frontier, seen = [start], {start}
-    while frontier:
-        following: list[str] = []
-        for name in frontier:
-            for reader in readers[name]:
-                if reader in seen:
-                    continue
-                seen.add(reader)
-                parent[reader] = name
-                if g.steps[reader].model.sequence_batching is not None:
-                    route = [reader]
-                    while route[-1] != start:
-                        route.append(parent[route[-1]])
-                    return route[::-1]
-                following.append(reader)
-        frontier = following
-    return None

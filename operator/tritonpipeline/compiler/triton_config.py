@@ -141,7 +141,9 @@ def router_config(router: RouterPlan) -> mc.ModelConfig:
     for out, _ in router.outputs:
         cfg.output.add(name=out, data_type=dtype, dims=router.dims)
     kind = mc.ModelInstanceGroup.KIND_GPU if router.gpu else mc.ModelInstanceGroup.KIND_CPU
-    cfg.instance_group.add(kind=kind, count=1)
+    group = cfg.instance_group.add(kind=kind, count=1)
+    if router.one_gpu:
+        group.gpus.append(0)
     cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
     return cfg
 
