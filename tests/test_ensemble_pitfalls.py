@@ -8,6 +8,8 @@ each is refused with a message that says why, or served right on the real triton
   (rules.UNORDERED_BEFORE_SEQUENCE).
 - A model that leaves a declared output unwritten (a bug the compiler cannot see): a step or a router that
   needs the tensor fails the request with an error naming it, at once.
+- A decoupled step that answers a request zero times: the pipeline answers it zero times, directly, through a
+  step and through a router, and the requests after it are answered as usual (no hang).
 - A sequence step behind a fan-out's router: flags and correlation IDs reach it through the router, so
   interleaved sequences keep their own totals; also when the client asks for a subset of the outputs.
 
@@ -41,6 +43,7 @@ from tritonpipeline.spec import parse_pipeline
 
 EXPAND = Path(__file__).resolve().parent / "triton_models" / "expand_model.py"
 PARTIAL = Path(__file__).resolve().parent / "triton_models" / "partial_model.py"
+MAYBE = Path(__file__).resolve().parent / "triton_models" / "maybe_model.py"
 SLOW_FIRST = Path(__file__).resolve().parent / "triton_models" / "slow_first_model.py"
 SEQUENCE = [1.0, 2.0, 3.0]  # one sequence: START with the first request, END with the last
 # after: expand answers 1 -> 2, 3; 2 -> 3, 4; 3 -> 4, 5; the accumulator sums all six in one sequence
@@ -529,3 +532,49 @@ def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(tmp_pat
     assert "for model 'mid'" in answers["one"][0]
     assert len(answers["two"]) == 1 and "for model 'two__partial__Z__router'" in answers["two"][0], answers
     assert took < 2 * 2 + 10, f"an answer took long: {took:.1f}s"
+
+
+# --------------------------------------------------------------------------- a decoupled step silent
+
+
+@pytest.mark.tritonserver
+def test_a_decoupled_step_that_answers_nothing_leaves_the_stream_going(tmp_path: Path) -> None:
+    """`maybe` answers X > 0 with Y = X and X <= 0 with nothing (only the final flag). Requests 1, -1, 2 on
+    one stream: the first and last answered with their own values, the middle one not at all, whether the
+    decoupled step's answer is the pipeline's, goes through a plain step, or through a router to two steps."""
+    maybe = {**expand("maybe")}  # decoupled, X -> Y
+    alone = pipeline("alone", [{"model": "maybe", "inputs": {"X": "inputs.X"}}], {"Y": "maybe.Y"})
+    then = pipeline(
+        "then",
+        [
+            {"model": "maybe", "inputs": {"X": "inputs.X"}},
+            {"name": "m", "model": "mid", "inputs": {"X": "maybe.Y"}},
+        ],
+        {"Y": "m.Y"},
+    )
+    fan = pipeline(
+        "fan",
+        [
+            {"model": "maybe", "inputs": {"X": "inputs.X"}},
+            {"name": "m", "model": "mid", "inputs": {"X": "maybe.Y"}},
+            {"name": "o", "model": "mid", "inputs": {"X": "maybe.Y"}},
+        ],
+        {"Y": "m.Y", "O": "o.Y"},
+    )
+    artifacts = compile_doc(doc_of("p", [maybe, plain("mid")], [alone, then, fan]))
+    assert [r.name for r in artifacts.plan.routers] == ["fan__maybe__Y__router"]
+    root = tmp_path / "models"
+    for name, source in (("maybe", MAYBE), ("mid", PARTIAL)):  # mid: Y = X
+        (root / name / "1").mkdir(parents=True)
+        shutil.copy(source, root / name / "1" / "model.py")
+    with triton(tmp_path, Repository.merge([artifacts]), root) as server:
+        for name in ("alone", "then", "fan"):
+            requests = [
+                Request(name, {"X": np.array([[v]], dtype=np.float32)}, 0, False, False)
+                for v in (1.0, -1.0, 2.0)
+            ]
+            answers = stream(server, requests, quiet=2)
+            outputs = {"Y"} | ({"O"} if name == "fan" else set())
+            assert answers == {0: [dict.fromkeys(outputs, 1.0)], 1: [], 2: [dict.fromkeys(outputs, 2.0)]}, (
+                name
+            )
