@@ -6,7 +6,7 @@
 #
 # With TRITONPIPELINE_PHASE_LOG set (.ci/run sets it), each phase also appends "NAME<TAB>SECONDS<TAB>ok|failed"
 # there; `tools/phase.sh --table FILE` prints those lines as a table with their total. The pytest phase adds
-# one line per test group itself (tests/conftest.py), so the table shows unit, tritonserver, apiserver and
+# one line per test group itself (tests/phases.py), so the table shows unit, tritonserver, apiserver and
 # real-pod tests apart. The exit status is the command's.
 set -uo pipefail
 
