@@ -656,23 +656,30 @@ def _non_batching_extractor(doc: dict[str, Any], output_dims: list[int]) -> None
     m["outputs"][0]["dims"] = output_dims
 
 
-def test_rank1_output_of_a_non_batching_step_is_one_value_per_batch_item() -> None:
-    """Batching ensemble, non-batching step with output [-1]: without the batch dimension nothing is
-    left, and Triton refuses an output without dims. Triton's form is dims [1] with reshape []."""
+def test_rank1_output_of_a_non_batching_step_makes_the_ensemble_flat() -> None:
+    """Batching pipeline, non-batching step with output [-1]: no dims are left without the batch
+    dimension, and every form a batching ensemble can declare makes Triton change the tensor's shape
+    (dims [1]: [1, 1] for one item; reshape []: [batch, 1]). The ensemble is declared with
+    maxBatchSize 0 and full shapes, which Triton passes on as the steps return them."""
     doc = example("fanout")
     _non_batching_extractor(doc, [-1])
     p = doc["spec"]["pipelines"][0]
     p["steps"] = p["steps"][:1]
     p["outputs"] = [{"name": "FEATURES", "from": "extract.FEATS_A"}]
     p["maxBatchSize"] = 8  # no batching step left to derive it from
-    (out,) = ensembles(compile_doc(doc))["vision"].output
-    assert list(out.dims) == [1]
-    assert out.HasField("reshape") and list(out.reshape.shape) == []
+    cfg = ensembles(compile_doc(doc))["vision"]
+    assert cfg.max_batch_size == 0
+    assert [(i.name, list(i.dims)) for i in cfg.input] == [("IMAGE", [-1, 4])]
+    assert [(o.name, list(o.dims)) for o in cfg.output] == [("FEATURES", [-1])]
 
 
-def test_batched_outputs_have_no_reshape() -> None:
-    for cfg in ensembles(compile_doc(example("fanout"))).values():
-        assert not any(o.HasField("reshape") for o in cfg.output)
+def test_no_output_is_reshaped() -> None:
+    """Clients get the tensors as the steps return them: no ensemble output carries a reshape."""
+    doc = example("fanout")
+    _non_batching_extractor(doc, [-1, 4])
+    for d in (example("fanout"), example("diamond"), doc):
+        for cfg in ensembles(compile_doc(d)).values():
+            assert not any(o.HasField("reshape") for o in cfg.output)
 
 
 def test_router_over_an_unbatched_tensor_does_not_batch() -> None:

@@ -236,16 +236,79 @@ def rank1_doc(fan_out: str) -> dict[str, Any]:
     return doc_of("rank1", models, [pipeline])
 
 
+def shapes(result: Any) -> dict[str, tuple[int, ...]]:
+    return {o.name: tuple(o.shape) for o in result.get_response().outputs}
+
+
 @pytest.mark.parametrize("fan_out", ["router", "shared"])
 def test_rank1_output_of_a_non_batching_step_loads_and_answers(tmp_path: Path, fan_out: str) -> None:
+    """Through the pipeline, each output has the shape its step returns when called directly (the
+    rank-1 outputs too: one value per batch item, also for a batch of one)."""
     doc = rank1_doc(fan_out)
     repo = Repository.merge([compile_doc(doc)])
     with triton(tmp_path, repo, generic_model_root(tmp_path / "models", [doc])) as server:
         states = model_states(server)
         assert all(state == "READY" for state, _ in states.values()), states
-        result = infer(server, "rank1", {"X": ("FP32", (3, 4))})
-    # one value per batch item comes back as [batch, 1], Triton's shape for a per-item scalar
-    check_response(result, {"F": ("FP32", (3, 4)), "SUM": ("FP32", (3, 1)), "T": ("FP32", (3, 1))}, "rank1")
+        for batch in (1, 3):
+            direct = shapes(infer(server, "ext", {"X": ("FP32", (batch, 4))}))
+            direct |= shapes(infer(server, "summer", {"F": ("FP32", (batch, 4))}))
+            direct |= shapes(infer(server, "scale", {"S": ("FP32", (batch,))}))
+            assert direct == {"F": (batch, 4), "SUM": (batch,), "T": (batch,)}  # the models' definitions
+            assert shapes(infer(server, "rank1", {"X": ("FP32", (batch, 4))})) == direct, batch
+
+
+# each producer: maxBatchSize, input F's dims, output O's dims, O's shape at run time ("B": the batch)
+SHAPE_PRODUCERS: dict[str, tuple[int, list[int], list[int], list[int | str]]] = {
+    "flat_rank1": (0, [-1, 4], [-1], ["B"]),
+    "flat_rank1_fixed": (0, [-1, 4], [5], [5]),
+    "flat_rank2": (0, [-1, 4], [-1, 3], ["B", 3]),
+    "flat_rank3": (0, [-1, 4], [-1, 2, 3], ["B", 2, 3]),
+    "batched_rank2": (8, [4], [1], [1]),
+    "batched_rank3": (8, [4], [2, 3], [2, 3]),
+}
+
+
+def shape_doc() -> dict[str, Any]:
+    """For every producer, a batching and a non-batching pipeline: X -> ext (batching) -> producer -> O."""
+    models = [py_model("ext", 8, {"X": [4]}, {"F": ([4], [4])})]
+    pipelines = []
+    for name, (mbs, in_dims, out_dims, shape) in SHAPE_PRODUCERS.items():
+        models.append(py_model(name, mbs, {"F": in_dims}, {"O": (out_dims, shape)}))
+        for batching in (True, False):
+            pipelines.append(
+                {
+                    "name": f"{name}_in_{'batching' if batching else 'flat'}",
+                    "inputs": [{"name": "X", "dataType": "FP32", "dims": [4] if batching else [-1, 4]}],
+                    "steps": [
+                        {"model": "ext", "inputs": {"X": "inputs.X"}},
+                        {"model": name, "inputs": {"F": "ext.F"}},
+                    ],
+                    "outputs": [{"name": "O", "from": f"{name}.O"}],
+                    **({} if batching else {"maxBatchSize": 0}),
+                }
+            )
+    return doc_of("shapes", models, pipelines)
+
+
+def test_pipeline_outputs_have_the_shapes_their_steps_return(tmp_path: Path) -> None:
+    """Every rank and batching combination of producer and pipeline: the client gets the output in the
+    shape the producing model returns when called directly with the same tensor, for one item and for
+    three (Triton puts a dimension in front of a step's tensor that matches a batching ensemble's
+    declared dims: the compiler must never declare such dims)."""
+    doc = shape_doc()
+    repo = Repository.merge([compile_doc(doc)])
+    with triton(tmp_path, repo, generic_model_root(tmp_path / "models", [doc])) as server:
+        states = model_states(server)
+        assert all(state == "READY" for state, _ in states.values()), states
+        wrong = {}
+        for name in SHAPE_PRODUCERS:
+            for batch in (1, 3):
+                direct = shapes(infer(server, name, {"F": ("FP32", (batch, 4))}))
+                for kind in ("batching", "flat"):
+                    got = shapes(infer(server, f"{name}_in_{kind}", {"X": ("FP32", (batch, 4))}))
+                    if got != direct:
+                        wrong[(name, kind, batch)] = (got, direct)
+    assert not wrong, f"(producer, pipeline, batch): (through the pipeline, direct): {wrong}"
 
 
 # --------------------------------------------------------------------------- class (b): decoupled origins

@@ -47,20 +47,26 @@ def plan_repository(tp: TritonPipeline, *, cpu_only: bool = False) -> Repository
     return RepositoryPlan(models=tuple(spec.models), ensembles=tuple(ensembles), cpu_only=cpu)
 
 
-def ensemble_output(t: Tensor, batching: bool) -> Tensor:
-    """How an ensemble declares an output whose producer has full shape `t.full_dims`.
+def keeps_batch_dimension(g: PipelineGraph) -> bool:
+    """Whether the ensemble is rendered with the pipeline's maxBatchSize (dims without the batch
+    dimension) or, when that cannot give clients the tensors its steps return, with maxBatchSize 0 and
+    full shapes (the same requests and the same tensors either way).
 
-    A non-batching ensemble declares the full shape. A batching one declares it without the batch
-    dimension; a step that does not batch counts its first dimension as the batch, which Triton
-    accepts (it compares full shapes, `[-1, *dims]` against the step's dims). For a rank-1 output of
-    such a step that leaves no dims, and Triton refuses an output without dims ("must specify
-    'dims'"). The loadable form is Triton's idiom for one value per batch item: dims [1] with
-    reshape [] (full shape [-1], which matches the step's [N]); clients receive [batch, 1]."""
-    if not batching:
-        return t
-    if len(t.full_dims) > 1:
-        return Tensor(t.data_type, t.full_dims[1:])
-    return Tensor(t.data_type, (1,), reshape=())
+    Triton hands an ensemble output from a step that does not batch to a batching ensemble's client
+    unchanged only when its shape does not match the output's declared dims; when it does, Triton puts a
+    dimension of 1 in front (ReshapeTensorDims in Triton's ensemble scheduler). A step's rank-1 output
+    ([-1], one value per batch item) has no dims left once the batch dimension is taken off, and Triton
+    requires dims: dims [1] gives [1, 1] for one item, `reshape { shape: [] }` gives [batch, 1] for every
+    batch. An ensemble that does not batch passes every tensor on as its step wrote it, and the steps
+    still hold requests to their own maxBatchSize."""
+    return g.batching and all(len(g.catalogue[src].full_dims) > 1 for src in g.outputs.values())
+
+
+def ensemble_output(t: Tensor, batching: bool) -> Tensor:
+    """How an ensemble declares an output whose producer has full shape `t.full_dims`: a batching
+    ensemble without the batch dimension (a step that does not batch counts its first dimension as the
+    batch; `keeps_batch_dimension` leaves them at least one more), any other with the full shape."""
+    return Tensor(t.data_type, t.full_dims[1:]) if batching else t
 
 
 def _sanitize(text: str) -> str:
@@ -87,11 +93,14 @@ def plan_ensemble(g: PipelineGraph, taken: set[str], *, cpu_only: bool) -> Ensem
     read: dict[Consumer, str] = {}  # consumer -> the ensemble tensor it reads
     write: dict[str, str] = {}  # reference -> the ensemble tensor its producer writes
     routers: list[RouterPlan] = []
+    batching = keeps_batch_dimension(g)
     for src in sorted(g.consumers, key=lambda ref: _source_rank(g, ref)):
         cs = g.consumers[src]
         if len(cs) > 1 and p.fan_out == "router":
             # step names too: a step named like the router would write the same `NAME.OUTPUT_k` tensors
-            router = _router(g, src, router_name(p.name, src, taken | set(g.steps)), cpu_only=cpu_only)
+            router = _router(
+                g, src, router_name(p.name, src, taken | set(g.steps)), batching=batching, cpu_only=cpu_only
+            )
             taken.add(router.name)
             routers.append(router)
             write[src] = src.split(".", 1)[1] if is_input_ref(src) else src
@@ -110,11 +119,11 @@ def plan_ensemble(g: PipelineGraph, taken: set[str], *, cpu_only: bool) -> Ensem
         steps.append(StepPlan(name=r.name, model=r.name, input_map=in_map, output_map=out_map))
     return EnsemblePlan(
         name=p.name,
-        max_batch_size=g.max_batch_size,
-        inputs=tuple((i.name, Tensor(i.data_type, tuple(i.dims))) for i in p.inputs),
-        outputs=tuple(
-            (o.name, ensemble_output(g.catalogue[g.outputs[o.name]], g.batching)) for o in p.outputs
+        max_batch_size=g.max_batch_size if batching else 0,
+        inputs=tuple(
+            (i.name, ensemble_output(g.catalogue[f"{INPUTS}.{i.name}"], batching)) for i in p.inputs
         ),
+        outputs=tuple((o.name, ensemble_output(g.catalogue[g.outputs[o.name]], batching)) for o in p.outputs),
         steps=tuple(steps),
         routers=tuple(routers),
         fan_out=p.fan_out,
@@ -130,10 +139,11 @@ def _step_plan(g: PipelineGraph, name: str, read: dict[Consumer, str], write: di
     return StepPlan(name=name, model=step.model.name, input_map=in_map, output_map=out_map)
 
 
-def _router(g: PipelineGraph, src: str, name: str, *, cpu_only: bool) -> RouterPlan:
-    """The router copying `src` to each of its consumers, in the order they were declared."""
+def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: bool) -> RouterPlan:
+    """The router copying `src` to each of its consumers, in the order they were declared, in an
+    ensemble that batches or not (`keeps_batch_dimension`)."""
     tensor = g.catalogue[src]
-    batched = g.batching and _batched(g, src)
+    batched = batching and _batched(g, src)
     cs = g.consumers[src]
     gpu = not cpu_only and _next_to_gpu(g, src, cs)
     return RouterPlan(

@@ -53,7 +53,6 @@ class Tensor:
 
     data_type: str
     full_dims: tuple[int, ...]
-    reshape: tuple[int, ...] | None = None  # ensemble outputs only: Triton's `reshape { shape: [...] }`
 
 
 @dataclass(frozen=True)

@@ -163,10 +163,7 @@ def ensemble_config(plan: EnsemblePlan) -> mc.ModelConfig:
     for name, t in plan.inputs:
         cfg.input.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
     for name, t in plan.outputs:
-        out = cfg.output.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
-        if t.reshape is not None:
-            out.reshape.SetInParent()  # an empty shape is meaningful: one value per batch item
-            out.reshape.shape.extend(t.reshape)
+        cfg.output.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
     for step in plan.steps:
         s = cfg.ensemble_scheduling.step.add(model_name=step.model, model_version=-1)
         for key, value in step.input_map:
