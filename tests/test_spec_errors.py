@@ -492,6 +492,13 @@ CASES = [
         "may run 2 instances at once",
     ),
     Case(
+        "optional-pipeline-input-to-a-required-input",
+        "fanout",
+        lambda d: pipe(d)["inputs"][0].update(optional=True),
+        "spec.pipelines[0].steps[0].inputs.INPUT_A",
+        "pipeline input 'IMAGE' is optional but feeds extract.INPUT_A, a required input of model 'extractor'",
+    ),
+    Case(
         "rejoin-of-two-decoupled-steps",
         "diamond",
         _two_decoupled_heads,

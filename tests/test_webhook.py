@@ -44,6 +44,7 @@ GRAPH_CLASSES = {
     "rejoin-of-decoupled-and-plain-branch",
     "sequence-step-after-decoupled-step",
     "several-instances-before-a-sequence-step",
+    "optional-pipeline-input-to-a-required-input",
     "unknown-step",
     "ensemble-max-batch-above-step",
 }

@@ -197,7 +197,10 @@ class InputTensor(_Base):
     name: TensorName = Field(description="Tensor name.")
     data_type: DataType = Field(description="Triton data type.")
     dims: Dims = Field(description="Shape without the batch dimension; `-1` = any size.")
-    optional: bool = Field(default=False, description="Input may be left unmapped by steps.")
+    optional: bool = Field(
+        default=False,
+        description="Triton's `optional`: requests may leave the input out, and steps may leave it unmapped.",
+    )
 
 
 class OutputTensor(_Base):
@@ -374,6 +377,10 @@ class PipelineInput(_Base):
     name: IOName = Field(description="Tensor name.")
     data_type: DataType = Field(description="Triton data type.")
     dims: Dims = Field(description="Shape (without the batch dimension when the pipeline batches).")
+    optional: bool = Field(
+        default=False,
+        description="Clients may leave it out; every step input it feeds must then be optional too.",
+    )
 
 
 class PipelineOutput(_Base):

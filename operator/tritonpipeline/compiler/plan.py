@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 
 from ..errors import Problem, SpecError
 from ..spec import TritonPipeline
@@ -66,7 +67,7 @@ def ensemble_output(t: Tensor, batching: bool) -> Tensor:
     """How an ensemble declares an output whose producer has full shape `t.full_dims`: a batching
     ensemble without the batch dimension (a step that does not batch counts its first dimension as the
     batch; `keeps_batch_dimension` leaves them at least one more), any other with the full shape."""
-    return Tensor(t.data_type, t.full_dims[1:]) if batching else t
+    return replace(t, full_dims=t.full_dims[1:]) if batching else t
 
 
 def _sanitize(text: str) -> str:
@@ -143,7 +144,9 @@ def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: 
     """The router copying `src` to each of its consumers, in the order they were declared, in an
     ensemble that batches or not (`keeps_batch_dimension`)."""
     tensor = g.catalogue[src]
-    batched = batching and _batched(g, src)
+    # the router of an optional input does not batch: Triton cannot size the batch of a batching model's
+    # request that carries no input ("out of bounds index 0: request has 0 inputs")
+    batched = batching and _batched(g, src) and not tensor.optional
     cs = g.consumers[src]
     gpu = not cpu_only and _next_to_gpu(g, src, cs)
     return RouterPlan(
@@ -155,6 +158,7 @@ def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: 
         max_batch_size=g.max_batch_size if batched else 0,
         gpu=gpu,
         outputs=tuple((f"OUTPUT_{k}", c) for k, c in enumerate(cs)),
+        optional=tensor.optional,
         one_gpu=gpu and g.spec.server.gpus > 1 and any(c.step and _feeds_a_sequence(g, c.step) for c in cs),
     )
 

@@ -53,6 +53,7 @@ class Tensor:
 
     data_type: str
     full_dims: tuple[int, ...]
+    optional: bool = False  # an optional pipeline input: requests may leave it out
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ class RouterPlan:
     max_batch_size: int
     gpu: bool
     outputs: tuple[tuple[str, Consumer], ...]  # (router output name, consumer)
+    optional: bool = False  # copies an optional pipeline input: writes nothing when a request leaves it out
     # pinned to GPU 0, so one instance: it feeds a sequence step and a GPU group would run one per GPU,
     # letting a sequence's requests overtake each other (rules.UNORDERED_BEFORE_SEQUENCE)
     one_gpu: bool = False

@@ -2,9 +2,9 @@
 
 The walk follows the document: step names and models, then pipeline inputs and outputs, the ensemble's
 batch size, each step's input mapping, the pipeline outputs, and last the rules over the whole graph
-(cycles, unused inputs and steps, decoupled origins, no sequence step after a decoupled one). What fails
-a rule stays out of the graph, so later rules see only what resolved and each problem is reported once,
-in the order of this walk.
+(cycles, unused inputs and steps, optional inputs, decoupled origins, no sequence step after a decoupled
+one). What fails a rule stays out of the graph, so later rules see only what resolved and each problem is
+reported once, in the order of this walk.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
     if not cycle:
         g.order = order
         g.add(rules.inputs_used(g))
+        g.add(rules.optional_inputs_stay_optional(g))
         g.add(rules.steps_have_inputs(g))
         if not g.unresolved:  # unresolved references would make healthy steps look unused
             g.add(rules.steps_reach_outputs(g))
@@ -68,7 +69,7 @@ def _resolve_batch_size(g: PipelineGraph) -> None:
 def _catalogue(g: PipelineGraph) -> None:
     """Every tensor a reference may name: the pipeline inputs and the outputs of resolved steps."""
     for i in g.pipeline.inputs:
-        g.catalogue[f"{INPUTS}.{i.name}"] = Tensor(i.data_type, full_dims(i.dims, g.batching))
+        g.catalogue[f"{INPUTS}.{i.name}"] = Tensor(i.data_type, full_dims(i.dims, g.batching), i.optional)
     for step in g.steps.values():
         model = step.model
         for out in model.outputs:

@@ -5,7 +5,9 @@ come from the model configuration that Triton passes to `initialize`. Tensors tr
 on the GPU and on the CPU alike (the config sets FORCE_CPU_ONLY_INPUT_TENSORS=no): a GPU tensor stays
 on the GPU and is never passed through as_numpy(), and no tensor depends on numpy's version (Triton
 2.51's Python-backend stub returns numpy 2 arrays as empty tensors). BYTES tensors, which DLPack cannot
-describe and which are always on the CPU, pass through numpy.
+describe and which are always on the CPU, pass through numpy. The router of an optional pipeline input
+(its input is optional) writes nothing when the request leaves that input out, so that the steps after
+it see their (optional) inputs left out too.
 """
 
 import json
@@ -24,7 +26,9 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             tensor = pb_utils.get_input_tensor_by_name(request, self.input_name)
-            if self.strings:
+            if tensor is None:  # an optional pipeline input left out: its consumers get nothing either
+                outputs = []
+            elif self.strings:
                 array = tensor.as_numpy()
                 outputs = [pb_utils.Tensor(name, array) for name in self.output_names]
             else:

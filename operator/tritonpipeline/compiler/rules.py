@@ -93,6 +93,14 @@ SHARED_TENSOR_NAMED_TWICE = (
 )
 CYCLE = "cycle in pipeline {pipeline!r}: {members}"
 UNUSED_INPUT = "pipeline input {name!r} is not used by any step"
+# Triton loads an ensemble whose optional input feeds a required model input, and fails each request that
+# leaves the input out at that step ("expected 1 inputs but got 0 inputs for model ..."; measured on the
+# real server, tests/test_optional_inputs.py).
+OPTIONAL_INPUT_TO_REQUIRED = (
+    "pipeline input {name!r} is optional but feeds {consumer}, a required input of model {model!r}: a "
+    "request that leaves {name!r} out would fail there; mark that model input optional too, or the "
+    "pipeline input not optional"
+)
 STEP_WITHOUT_INPUTS = "step {name!r} has no inputs, so the ensemble would never run it"
 DEAD_STEP = "step {name!r} does not contribute to any pipeline output (unreachable from outputs)"
 # Triton core refuses an ensemble whose step (or whose set of outputs) "receives inputs originated from
@@ -441,6 +449,21 @@ def inputs_used(g: PipelineGraph) -> Iterator[Problem]:
         ref = f"{INPUTS}.{name}"
         if ref not in referenced and not g.consumers.get(ref):
             yield Problem(f"{g.path}.inputs[{j}]", UNUSED_INPUT.format(name=name))
+
+
+def optional_inputs_stay_optional(g: PipelineGraph) -> Iterator[Problem]:
+    """An optional pipeline input feeds only optional model inputs (directly or through its router)."""
+    for i in g.pipeline.inputs:
+        if not i.optional or g.inputs.get(i.name) is None:
+            continue
+        for c in g.consumers.get(f"{INPUTS}.{i.name}", []):
+            step = g.steps[c.step] if c.step else None
+            wanted = next((t for t in step.model.inputs if t.name == c.name), None) if step else None
+            if step is not None and wanted is not None and not wanted.optional:
+                yield Problem(
+                    f"{g.step_path(step.index)}.inputs.{c.name}",
+                    OPTIONAL_INPUT_TO_REQUIRED.format(name=i.name, consumer=c.label, model=step.model.name),
+                )
 
 
 def steps_have_inputs(g: PipelineGraph) -> Iterator[Problem]:

@@ -137,7 +137,7 @@ def router_config(router: RouterPlan) -> mc.ModelConfig:
     """Python-backend router: one input, one output per consumer, GPU tensors kept on the GPU."""
     cfg = mc.ModelConfig(name=router.name, backend="python", max_batch_size=router.max_batch_size)
     dtype = data_type(router.data_type)
-    cfg.input.add(name=ROUTER_INPUT, data_type=dtype, dims=router.dims)
+    cfg.input.add(name=ROUTER_INPUT, data_type=dtype, dims=router.dims, optional=router.optional)
     for out, _ in router.outputs:
         cfg.output.add(name=out, data_type=dtype, dims=router.dims)
     kind = mc.ModelInstanceGroup.KIND_GPU if router.gpu else mc.ModelInstanceGroup.KIND_CPU
@@ -161,7 +161,7 @@ def open_streams_config(name: str) -> mc.ModelConfig:
 def ensemble_config(plan: EnsemblePlan) -> mc.ModelConfig:
     cfg = mc.ModelConfig(name=plan.name, platform="ensemble", max_batch_size=plan.max_batch_size)
     for name, t in plan.inputs:
-        cfg.input.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
+        cfg.input.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims, optional=t.optional)
     for name, t in plan.outputs:
         cfg.output.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
     for step in plan.steps:
