@@ -328,9 +328,9 @@ REFUSALS: list[tuple[str, str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["spec.pipelines[0].name", "should match"],
     ),
     (
-        "pipeline-input-name-with-dot",
+        "pipeline-input-name-with-a-control-character",
         "fanout",
-        _set("spec.pipelines.0.inputs.0.name", "IMAGE.x"),
+        _set("spec.pipelines.0.inputs.0.name", "IMAGE\x07"),
         ["spec.pipelines[0].inputs[0].name", "should match"],
     ),
     (

@@ -15,6 +15,7 @@ import tritonclient.http as httpclient
 
 from helpers import example
 from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.spec import parse_pipeline
@@ -141,6 +142,8 @@ def _exported(tmp_path: Path | None = None) -> dict[str, Any]:
             "pipelines": [
                 {
                     "name": "exported",
+                    # names Triton allows: ViT's ensemble output `1519`, and an output named like the
+                    # ensemble tensor the compiler would give embed's output (`STEP.TENSOR`)
                     "inputs": [{"name": "IMAGE", "dataType": "FP32", "dims": [4]}],
                     "steps": [
                         {"model": "embed", "inputs": {"input.1": "inputs.IMAGE"}},
@@ -148,8 +151,8 @@ def _exported(tmp_path: Path | None = None) -> dict[str, Any]:
                         {"model": "head_b", "inputs": {"input:0": "embed./model/embed/input"}},
                     ],
                     "outputs": [
-                        {"name": "A", "from": "head_a.1234"},
-                        {"name": "B", "from": "head_b.input.1"},
+                        {"name": "1519", "from": "head_a.1234"},
+                        {"name": "embed./model/embed/input", "from": "head_b.input.1"},
                     ],
                 }
             ],
@@ -215,5 +218,18 @@ def test_real_triton_serves_exported_tensor_names(tmp_path: Path, serve_pipeline
     tensor = httpclient.InferInput("IMAGE", list(x.shape), "FP32")
     tensor.set_data_from_numpy(x)
     result = client.infer("exported", [tensor])
-    np.testing.assert_allclose(result.as_numpy("A"), x + 11)
-    np.testing.assert_allclose(result.as_numpy("B"), x + 101)
+    np.testing.assert_allclose(result.as_numpy("1519"), x + 11)
+    np.testing.assert_allclose(result.as_numpy("embed./model/embed/input"), x + 101)
+
+
+def test_an_internal_tensor_named_like_a_pipeline_output_is_renamed() -> None:
+    """embed's output fans out through a router; its ensemble tensor would be `embed./model/embed/input`,
+    which a pipeline output already is: two producers of one ensemble tensor, refused by Triton."""
+    files = compile_pipeline(parse_pipeline(_exported())).files
+    ensemble = parse_text(files["exported/config.pbtxt"])
+    embed = next(s for s in ensemble.ensemble_scheduling.step if s.model_name == "embed")
+    head_b = next(s for s in ensemble.ensemble_scheduling.step if s.model_name == "head_b")
+    assert dict(embed.output_map) == {"/model/embed/input": "embed./model/embed/input~2"}
+    assert dict(head_b.output_map) == {"input.1": "embed./model/embed/input"}
+    written = [t for s in ensemble.ensemble_scheduling.step for t in s.output_map.values()]
+    assert len(written) == len(set(written)), written

@@ -221,11 +221,11 @@ CASES = [
         "invalid tensor name",
     ),
     Case(
-        "pipeline-input-name-with-dot",
+        "pipeline-input-name-with-a-control-character",
         "diamond",
-        lambda d: pipe(d)["inputs"][0].update(name="IM.AGE"),
+        lambda d: pipe(d)["inputs"][0].update(name="IM\tAGE"),
         "spec.pipelines[0].inputs[0].name",
-        "'IM.AGE'",
+        "without control characters",
     ),
     Case(
         "metadata-name-uppercase",

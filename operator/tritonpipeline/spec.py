@@ -44,7 +44,6 @@ NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 # tensor names come from exported models (input.1, onnx::Gemm_0, /model/embed/input, 1234, input:0) and
 # Triton takes any text; only control characters (C0, DEL, C1: Unicode category Cc) are refused
 TENSOR_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]{1,256}$")
-IO_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:-]{0,63}$")
 K8S_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 BACKEND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
@@ -142,8 +141,6 @@ RULE_TEXT = {
     "name": "use letters, digits, '_' or '-', start with a letter or '_', at most 64 characters",
     "tensor name": f"any text of 1 to {MAX_TENSOR_NAME} characters without control characters "
     "(such as input.1, onnx::Gemm_0 or /model/embed/input)",
-    "pipeline tensor name": "use letters, digits, '_', ':' or '-' (no '.'), start with a letter or '_', "
-    "at most 64 characters",
     "backend": "lowercase letters, digits and '_', such as python or onnxruntime",
     "header": "an HTTP header name: letters, digits and '-'",
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
@@ -163,7 +160,6 @@ RULE_TEXT = {
 
 Name = Annotated[str, _name_rule(NAME_RE, "name")]
 TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name", most=MAX_TENSOR_NAME)]
-IOName = Annotated[str, _name_rule(IO_RE, "pipeline tensor name")]
 NONZERO_DIM = Rule(lambda d: d != 0, "self != 0", "a dimension is -1 (any size) or a positive size, not 0")
 Dim = Annotated[int, Field(ge=-1), NONZERO_DIM.validator()]
 # the longest lists: bounds the apiserver's cost of the CEL rules over them, and the objects' size
@@ -374,7 +370,7 @@ class StepSpec(_Base):
 
 
 class PipelineInput(_Base):
-    name: IOName = Field(description="Tensor name.")
+    name: TensorName = Field(description="Tensor name.")
     data_type: DataType = Field(description="Triton data type.")
     dims: Dims = Field(description="Shape (without the batch dimension when the pipeline batches).")
     optional: bool = Field(
@@ -384,7 +380,7 @@ class PipelineInput(_Base):
 
 
 class PipelineOutput(_Base):
-    name: IOName = Field(description="Tensor name.")
+    name: TensorName = Field(description="Tensor name.")
     source: str = Field(alias="from", description="`STEP.TENSOR` that produces it.")
 
 

@@ -89,8 +89,17 @@ def plan_ensemble(g: PipelineGraph, taken: set[str], *, cpu_only: bool) -> Ensem
     Each tensor is written under one ensemble name: a pipeline input's own name, the pipeline output
     name it is exposed as, or else its reference `STEP.TENSOR`. Under fanOut: router, a tensor with
     several consumers goes through a router that writes `ROUTER.OUTPUT_k` for consumer k (a pipeline
-    output keeps its own name)."""
+    output keeps its own name). An internal name that a pipeline input or output already uses (they may
+    contain '.', as Triton allows) gets a suffix `~2`, `~3`, ... instead."""
     p = g.pipeline
+    interface = {i.name for i in p.inputs} | {o.name for o in p.outputs}
+
+    def internal(name: str) -> str:
+        unique, k = name, 2
+        while unique in interface:
+            unique, k = f"{name}~{k}", k + 1
+        return unique
+
     read: dict[Consumer, str] = {}  # consumer -> the ensemble tensor it reads
     write: dict[str, str] = {}  # reference -> the ensemble tensor its producer writes
     routers: list[RouterPlan] = []
@@ -104,12 +113,12 @@ def plan_ensemble(g: PipelineGraph, taken: set[str], *, cpu_only: bool) -> Ensem
             )
             taken.add(router.name)
             routers.append(router)
-            write[src] = src.split(".", 1)[1] if is_input_ref(src) else src
+            write[src] = src.split(".", 1)[1] if is_input_ref(src) else internal(src)
             for out, c in router.outputs:
-                read[c] = c.name if c.step is None else f"{router.name}.{out}"
+                read[c] = c.name if c.step is None else internal(f"{router.name}.{out}")
             continue
         named = [c.name for c in cs if c.step is None]
-        tname = src.split(".", 1)[1] if is_input_ref(src) else (named[0] if named else src)
+        tname = src.split(".", 1)[1] if is_input_ref(src) else (named[0] if named else internal(src))
         write[src] = tname
         for c in cs:
             read[c] = tname
