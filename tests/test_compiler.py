@@ -699,3 +699,13 @@ def test_router_over_an_unbatched_tensor_does_not_batch() -> None:
 def test_router_over_a_pipeline_input_batches_with_the_ensemble() -> None:
     (rcfg,) = routers(compile_doc(input_fanout_doc())).values()
     assert rcfg.max_batch_size == 8 and list(rcfg.input[0].dims) == [4]
+
+
+def test_models_are_served_with_no_pipeline() -> None:
+    """A repository with no ensemble (TensorRT-LLM's `tensorrt_llm_bls`: a decoupled BLS model calling the
+    others) needs no dummy pipeline: each model's config, nothing else."""
+    doc = example("fanout")
+    del doc["spec"]["pipelines"]
+    artifacts = compile_doc(doc)
+    assert sorted(artifacts.files) == [f"{m['name']}/config.pbtxt" for m in doc["spec"]["models"]]
+    assert artifacts.plan.ensembles == () and artifacts.graph_summary()["routers"] == []

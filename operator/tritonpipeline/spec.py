@@ -781,8 +781,10 @@ class PipelineSpec(_Base):
     models: Annotated[list[Model], Field(min_length=1, max_length=MAX_MODELS)] = Field(
         description="Every model the pipelines use; files under `uri/<name>/`. Unique names."
     )
-    pipelines: Annotated[list[Pipeline], Field(min_length=1, max_length=MAX_PIPELINES)] = Field(
-        description="Each becomes one ensemble model named after it. Unique names."
+    pipelines: Annotated[list[Pipeline], Field(max_length=MAX_PIPELINES)] = Field(
+        default=[],
+        description="Each becomes one ensemble model named after it. Unique names. None: the models are "
+        "served on their own (a BLS model that calls the others, say).",
     )
     routing: Routing = Field(default=Routing(), description="Session affinity across pods.")
     autoscaling: Autoscaling | None = Field(default=None, description="Absent = fixed `server.replicas`.")

@@ -108,7 +108,7 @@ def pipeline_query(
     what status shows. queueTime and gpuUtilization are averages, pendingRequests a total."""
     metric = metric or (tp.spec.autoscaling.metric if tp.spec.autoscaling else "queueTime")
     selector = pod_matchers(tp, namespace)
-    if metric in PER_MODEL:
+    if metric in PER_MODEL and ensembles(tp):  # models served with no pipeline: every model counts
         selector += "," + exclude_models(ensembles(tp))
     return expression(metric, selector, window=window)
 
