@@ -492,6 +492,28 @@ CASES = [
         "may run 2 instances at once",
     ),
     Case(
+        "reshape-with-other-elements",
+        "fanout",
+        lambda d: model(d, 0)["inputs"][0].update(reshape=[2, 3]),
+        "spec.models[0].inputs[0].reshape",
+        "reshape [2, 3] does not hold the same elements as dims [4]",
+    ),
+    Case(
+        "reshape-with-other-variable-dimensions",
+        "fanout",
+        lambda d: model(d, 0)["outputs"][0].update(dims=[-1, 4], reshape=[4, -1]),
+        "spec.models[0].outputs[0].reshape",
+        "reshape [4, -1] does not hold the same elements as dims [-1, 4]",
+        only=False,  # the step's output no longer matches its readers either
+    ),
+    Case(
+        "image-format-without-three-dims",
+        "fanout",
+        lambda d: model(d, 0)["inputs"][0].update(format="NCHW"),
+        "spec.models[0].inputs[0].format",
+        "format NCHW needs 3 dims (without the batch dimension), got [4]",
+    ),
+    Case(
         "optional-pipeline-input-to-a-required-input",
         "fanout",
         lambda d: pipe(d)["inputs"][0].update(optional=True),

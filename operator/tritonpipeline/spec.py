@@ -189,6 +189,14 @@ class _Base(BaseModel):
         return self
 
 
+Reshape = Annotated[list[Dim], Field(max_length=MAX_DIMS)]
+RESHAPE_DESCRIPTION = (
+    "Triton's `reshape`: the shape {side} (without the batch dimension), where `dims` is the shape "
+    "requests and pipelines see; `[]` is meaningful (one value per batch item). Same number of elements "
+    "as `dims`."
+)
+
+
 class InputTensor(_Base):
     name: TensorName = Field(description="Tensor name.")
     data_type: DataType = Field(description="Triton data type.")
@@ -197,12 +205,31 @@ class InputTensor(_Base):
         default=False,
         description="Triton's `optional`: requests may leave the input out, and steps may leave it unmapped.",
     )
+    format: Literal["NONE", "NHWC", "NCHW"] | None = Field(
+        default=None, description="Triton's `format` of an image input (`NHWC`/`NCHW` need 3 dims)."
+    )
+    reshape: Reshape | None = Field(
+        default=None, description=RESHAPE_DESCRIPTION.format(side="the model receives")
+    )
+    allow_ragged_batch: bool = Field(
+        default=False, description="Triton's `allow_ragged_batch`: batch requests of different shapes."
+    )
+    is_shape_tensor: bool = Field(default=False, description="Triton's `is_shape_tensor` (TensorRT).")
 
 
 class OutputTensor(_Base):
     name: TensorName = Field(description="Tensor name.")
     data_type: DataType = Field(description="Triton data type.")
     dims: Dims = Field(description="Shape without the batch dimension; `-1` = any size.")
+    reshape: Reshape | None = Field(
+        default=None, description=RESHAPE_DESCRIPTION.format(side="the model produces")
+    )
+    label_filename: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None,
+        description="Triton's `label_filename`: a file in the model's directory naming each class, for "
+        "the classification extension.",
+    )
+    is_shape_tensor: bool = Field(default=False, description="Triton's `is_shape_tensor` (TensorRT).")
 
 
 class Instance(_Base):

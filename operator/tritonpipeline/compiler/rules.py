@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from ..errors import Problem
-from ..spec import Model, PipelineSpec
+from ..spec import InputTensor, Model, OutputTensor, PipelineSpec
 from .plan_types import (
     INPUTS,
     OPEN_STREAMS_MODEL,
@@ -37,6 +37,13 @@ CONTROL_LISTED_AS_INPUT = (
 )
 STATE_LISTED_AS_INPUT = "state tensor {name!r} is also listed under inputs; Triton fills it"
 DYNAMIC_BATCHING_WITHOUT_BATCHES = "dynamic batching needs maxBatchSize > 0"
+# Triton's model check (ValidateIOShape): equal element counts, or with -1 the same number of variable-size
+# dimensions and equal element counts between them
+RESHAPE_SIZE = (
+    "reshape {reshape} does not hold the same elements as dims {dims}: Triton refuses the model ('has "
+    "different size for dims and reshape')"
+)
+FORMAT_DIMS = "format {format} needs 3 dims (without the batch dimension), got {dims}"
 PREFERRED_ABOVE_MAX = "preferred batch size {size} exceeds maxBatchSize {max}"
 PIPELINE_NAMED_LIKE_MODEL = (
     "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
@@ -205,6 +212,37 @@ def filled_tensors_not_inputs(spec: PipelineSpec, i: int) -> Iterator[Problem]:
             )
 
 
+def _chunks(dims: Sequence[int]) -> list[int]:
+    """Element counts of the runs of fixed dimensions between variable-size ones (-1)."""
+    counts, product = [], 1
+    for d in dims:
+        if d == -1:
+            counts.append(product)
+            product = 1
+        else:
+            product *= d
+    return [*counts, product]
+
+
+def tensor_shapes_hold(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """A reshape holds as many elements as its dims; an NHWC/NCHW input has 3 dims."""
+    model = spec.models[i]
+    tensors: list[tuple[str, InputTensor | OutputTensor]] = [
+        *((f"inputs[{j}]", t) for j, t in enumerate(model.inputs)),
+        *((f"outputs[{j}]", t) for j, t in enumerate(model.outputs)),
+    ]
+    for where, t in tensors:
+        path = f"spec.models[{i}].{where}"
+        if t.reshape is not None and _chunks(t.reshape) != _chunks(t.dims):
+            yield Problem(
+                f"{path}.reshape",
+                RESHAPE_SIZE.format(reshape=_fmt_dims(tuple(t.reshape)), dims=_fmt_dims(tuple(t.dims))),
+            )
+        fmt = getattr(t, "format", None)
+        if fmt in ("NHWC", "NCHW") and len(t.dims) != 3:
+            yield Problem(f"{path}.format", FORMAT_DIMS.format(format=fmt, dims=_fmt_dims(tuple(t.dims))))
+
+
 def dynamic_batching_batches(spec: PipelineSpec, i: int) -> Iterator[Problem]:
     """Dynamic batching needs a model that batches."""
     model = spec.models[i]
@@ -260,6 +298,7 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
     for i in range(len(spec.models)):
         problems += unique_model_name(spec, i, first_model)
         problems += unique_tensor_names(spec, i)
+        problems += tensor_shapes_hold(spec, i)
         problems += filled_tensors_not_inputs(spec, i)
         problems += dynamic_batching_batches(spec, i)
         problems += preferred_batch_sizes_fit(spec, i)

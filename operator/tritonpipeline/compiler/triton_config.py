@@ -78,9 +78,17 @@ def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
     else:
         cfg.platform = model.platform or ""
     for t in model.inputs:
-        cfg.input.add(name=t.name, data_type=data_type(t.data_type), dims=t.dims, optional=t.optional)
+        i = cfg.input.add(name=t.name, data_type=data_type(t.data_type), dims=t.dims, optional=t.optional)
+        i.allow_ragged_batch = t.allow_ragged_batch
+        i.is_shape_tensor = t.is_shape_tensor
+        if t.format is not None:
+            i.format = mc.ModelInput.Format.Value(f"FORMAT_{t.format}")
+        _reshape(i, t.reshape)
     for o in model.outputs:
-        cfg.output.add(name=o.name, data_type=data_type(o.data_type), dims=o.dims)
+        out = cfg.output.add(name=o.name, data_type=data_type(o.data_type), dims=o.dims)
+        out.is_shape_tensor = o.is_shape_tensor
+        out.label_filename = o.label_filename or ""
+        _reshape(out, o.reshape)
     for inst in model.instances:
         kind = "CPU" if cpu_only and inst.kind == "GPU" else inst.kind
         group = cfg.instance_group.add(kind=_KIND[kind], count=inst.count)
@@ -99,6 +107,12 @@ def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
     for key in sorted(model.parameters):
         cfg.parameters[key].string_value = _param(model.parameters[key])
     return cfg
+
+
+def _reshape(tensor: mc.ModelInput | mc.ModelOutput, shape: list[int] | None) -> None:
+    if shape is not None:
+        tensor.reshape.SetInParent()  # an empty shape is meaningful: one value per batch item
+        tensor.reshape.shape.extend(shape)
 
 
 def _sequence_batching(sb: mc.ModelSequenceBatching, model: Model) -> None:
