@@ -473,6 +473,8 @@ def test_streaming_sequence_batching_config() -> None:
 def test_oldest_strategy_with_ready_control_and_states() -> None:
     doc = example("streaming")
     m = doc["spec"]["models"][1]
+    del m["backend"]
+    m["platform"] = "onnxruntime_onnx"  # a backend that keeps implicit states
     m["sequenceBatching"] = {
         "strategy": "oldest",
         "maxSequenceIdleMicroseconds": 1234,

@@ -88,18 +88,32 @@ def _control_declared_as_input(d: dict[str, Any]) -> None:
     model(d, 1)["inputs"].append({"name": "START", "dataType": "INT32", "dims": [1]})
 
 
+def _with_state(d: dict[str, Any], **initial: Any) -> dict[str, Any]:
+    """The streaming example's accumulator as an ONNX model (a backend that keeps implicit states) with one
+    state; `initial`: its initialState."""
+    m = model(d, 1)
+    del m["backend"]
+    m["platform"] = "onnxruntime_onnx"
+    state = {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [1]}
+    if initial:
+        state["initialState"] = {"name": "zero", "dims": [1], "zeroData": True, **initial}
+    m["sequenceBatching"]["states"] = [state]
+    return m
+
+
 def _state_declared_as_input(d: dict[str, Any]) -> None:
-    model(d, 1)["sequenceBatching"]["states"] = [
-        {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [1]}
-    ]
-    model(d, 1)["inputs"].append({"name": "STATE_IN", "dataType": "FP32", "dims": [1]})
+    _with_state(d)["inputs"].append({"name": "STATE_IN", "dataType": "FP32", "dims": [1]})
 
 
 def _state_mapped_by_step(d: dict[str, Any]) -> None:
-    model(d, 1)["sequenceBatching"]["states"] = [
-        {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [1]}
-    ]
+    _with_state(d)
     step(d, 1)["inputs"]["STATE_IN"] = "dequantize.VALUE"
+
+
+def _state_on_python(d: dict[str, Any]) -> None:
+    m = _with_state(d)
+    del m["platform"]
+    m["backend"] = "python"
 
 
 def _no_batching_anywhere(d: dict[str, Any]) -> None:
@@ -512,6 +526,20 @@ CASES = [
         lambda d: model(d, 0)["inputs"][0].update(format="NCHW"),
         "spec.models[0].inputs[0].format",
         "format NCHW needs 3 dims (without the batch dimension), got [4]",
+    ),
+    Case(
+        "implicit-state-on-a-backend-without-it",
+        "streaming",
+        _state_on_python,
+        "spec.models[1].sequenceBatching.states",
+        "model 'accumulator' runs on backend 'python', which would never update the state",
+    ),
+    Case(
+        "initial-state-of-another-type",
+        "streaming",
+        lambda d: _with_state(d, dataType="INT32"),
+        "spec.models[1].sequenceBatching.states[0].initialState.dataType",
+        "the initial state's dataType INT32 differs from the state's FP32",
     ),
     Case(
         "optional-pipeline-input-to-a-required-input",

@@ -46,6 +46,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import quote
 
 from .extras import MissingExtra, load, missing_message
 
@@ -77,16 +78,23 @@ def no_sequence(sequence_id: int | str | None) -> bool:
     return sequence_id is None or sequence_id == 0 or sequence_id == ""
 
 
+# what a header value carries as it is: printable ASCII but '%' (the escape) and the space (trimmed at the
+# ends of a value)
+HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
 def affinity_headers(
     headers: Mapping[str, str] | None, header: str | None, sequence_id: int | str | None
 ) -> dict[str, str] | None:
-    """`headers` plus the affinity header carrying `sequence_id` (header None sends none). A request with
-    no sequence (0, "" or None, as in Triton) gets a random key instead: ingress-nginx hashes a missing
-    header as the empty string, which would send every such request to one replica. gRPC metadata keys
-    must be lowercase; HTTP header names are case-insensitive."""
+    """`headers` plus the affinity header carrying `sequence_id` (header None sends none); a string ID
+    percent-encoded where a header value could not carry it whole (non-ASCII, spaces, control characters,
+    '%'), so that two IDs never share a value. A request with no sequence (0, "" or None, as in Triton)
+    gets a random key instead: ingress-nginx hashes a missing header as the empty string, which would
+    send every such request to one replica. gRPC metadata keys must be lowercase; HTTP header names are
+    case-insensitive."""
     if header is None:
         return dict(headers) if headers else None
-    key = secrets.token_hex(8) if no_sequence(sequence_id) else str(sequence_id)
+    key = secrets.token_hex(8) if no_sequence(sequence_id) else quote(str(sequence_id), safe=HEADER_SAFE)
     return {**(headers or {}), header.lower(): key}
 
 

@@ -256,11 +256,30 @@ def _all_differ(fields: tuple[str, ...]) -> str:
     return " && ".join(f"(!has(self.{a}) || !has(self.{b}) || self.{a} != self.{b})" for a, b in pairs)
 
 
+FlagDataType = Literal["INT32", "FP32", "BOOL"]
+CorrelationIdDataType = Literal["UINT64", "INT64", "UINT32", "INT32", "STRING"]
+
+
 class Controls(_Base):
-    start: TensorName | None = Field(default=None, description="START control (INT32 0/1).")
-    end: TensorName | None = Field(default=None, description="END control (INT32 0/1).")
-    ready: TensorName | None = Field(default=None, description="READY control (INT32 0/1).")
-    correlation_id: TensorName | None = Field(default=None, description="Correlation ID control (UINT64).")
+    start: TensorName | None = Field(
+        default=None, description="START control: 1 on a sequence's first request."
+    )
+    end: TensorName | None = Field(default=None, description="END control: 1 on a sequence's last request.")
+    ready: TensorName | None = Field(
+        default=None, description="READY control: 1 where a batch slot holds a request."
+    )
+    correlation_id: TensorName | None = Field(
+        default=None, description="Correlation ID control: the request's sequence ID."
+    )
+    flag_data_type: FlagDataType = Field(
+        default="INT32",
+        description="Data type of start, end and ready: INT32 (0/1), FP32 (0.0/1.0) or BOOL (false/true).",
+    )
+    correlation_id_data_type: CorrelationIdDataType = Field(
+        default="UINT64",
+        description="Data type of the correlation ID control; STRING for clients that send string "
+        "sequence IDs.",
+    )
 
     RULES = (
         Rule(
@@ -274,11 +293,39 @@ class Controls(_Base):
         return [n for n in (self.start, self.end, self.ready, self.correlation_id) if n]
 
 
+class InitialState(_Base):
+    name: Annotated[str, Field(min_length=1, max_length=256)] = Field(description="A name for it (Triton's).")
+    data_type: DataType = Field(description="Triton data type (the state's).")
+    dims: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=MAX_DIMS)] = Field(
+        description="Fixed shape (no -1)."
+    )
+    zero_data: bool = Field(default=False, description="Start from zeros.")
+    data_file: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None, description="Start from this file under the model's `initial_state/` directory."
+    )
+
+    RULES = (
+        Rule(
+            lambda i: i.zero_data != (i.data_file is not None),
+            "(has(self.zeroData) && self.zeroData) != has(self.dataFile)",
+            "set exactly one of zeroData: true or dataFile",
+        ),
+    )
+
+
 class State(_Base):
     input_name: TensorName = Field(description="State input tensor.")
     output_name: TensorName = Field(description="State output tensor.")
     data_type: DataType = Field(description="Triton data type.")
     dims: Dims = Field(description="State shape.")
+    initial_state: InitialState | None = Field(
+        default=None,
+        description="What a sequence's first request sees (without it: uninitialised memory).",
+    )
+    use_same_buffer_for_input_output: bool = Field(
+        default=False, description="Triton's `use_same_buffer_for_input_output` (TensorRT)."
+    )
+    use_growable_memory: bool = Field(default=False, description="Triton's `use_growable_memory` (TensorRT).")
 
 
 class SequenceBatching(_Base):
@@ -302,6 +349,11 @@ class SequenceBatching(_Base):
     preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(default=[], description="`oldest` only.")
     max_queue_delay_microseconds: Annotated[int, Field(ge=0)] | None = Field(
         default=None, description="`oldest` only."
+    )
+    iterative_sequence: bool = Field(
+        default=False,
+        description="Triton's `iterative_sequence`: the model reschedules a request until it completes "
+        "(iterative generation, as in the tutorials' GPT-2).",
     )
 
     RULES = (

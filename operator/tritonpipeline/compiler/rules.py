@@ -44,6 +44,16 @@ RESHAPE_SIZE = (
     "different size for dims and reshape')"
 )
 FORMAT_DIMS = "format {format} needs 3 dims (without the batch dimension), got {dims}"
+# Triton's implicit state management "requires backend support": the backends below keep the state between
+# a sequence's requests; Python, TensorFlow, TensorRT-LLM and the others load the model and never update it
+STATE_BACKENDS = frozenset({"onnxruntime", "tensorrt", "pytorch"})
+STATE_PLATFORMS = frozenset({"onnxruntime_onnx", "tensorrt_plan", "pytorch_libtorch"})
+STATE_WITHOUT_BACKEND_SUPPORT = (
+    "implicit states need a backend that keeps them between a sequence's requests (onnxruntime, tensorrt or "
+    "pytorch); model {model!r} runs on {runtime}, which would never update the state: keep the state in "
+    "the model itself"
+)
+INITIAL_STATE_TYPE = "the initial state's dataType {have} differs from the state's {want}"
 PREFERRED_ABOVE_MAX = "preferred batch size {size} exceeds maxBatchSize {max}"
 PIPELINE_NAMED_LIKE_MODEL = (
     "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
@@ -243,6 +253,25 @@ def tensor_shapes_hold(spec: PipelineSpec, i: int) -> Iterator[Problem]:
             yield Problem(f"{path}.format", FORMAT_DIMS.format(format=fmt, dims=_fmt_dims(tuple(t.dims))))
 
 
+def states_kept(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """Implicit states only on a backend that keeps them, each initial state of the state's data type."""
+    model = spec.models[i]
+    sb = model.sequence_batching
+    if sb is None or not sb.states:
+        return
+    path = f"spec.models[{i}].sequenceBatching.states"
+    if model.backend not in STATE_BACKENDS and model.platform not in STATE_PLATFORMS:
+        runtime = f"backend {model.backend!r}" if model.backend else f"platform {model.platform!r}"
+        yield Problem(path, STATE_WITHOUT_BACKEND_SUPPORT.format(model=model.name, runtime=runtime))
+    for j, state in enumerate(sb.states):
+        init = state.initial_state
+        if init is not None and init.data_type != state.data_type:
+            yield Problem(
+                f"{path}[{j}].initialState.dataType",
+                INITIAL_STATE_TYPE.format(have=init.data_type, want=state.data_type),
+            )
+
+
 def dynamic_batching_batches(spec: PipelineSpec, i: int) -> Iterator[Problem]:
     """Dynamic batching needs a model that batches."""
     model = spec.models[i]
@@ -300,6 +329,7 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
         problems += unique_tensor_names(spec, i)
         problems += tensor_shapes_hold(spec, i)
         problems += filled_tensors_not_inputs(spec, i)
+        problems += states_kept(spec, i)
         problems += dynamic_batching_batches(spec, i)
         problems += preferred_batch_sizes_fit(spec, i)
     first_pipeline = first_index(p.name for p in spec.pipelines)

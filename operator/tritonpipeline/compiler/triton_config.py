@@ -126,25 +126,44 @@ def _sequence_batching(sb: mc.ModelSequenceBatching, model: Model) -> None:
         sb.oldest.max_candidate_sequences = spec.max_candidate_sequences or max(1, model.max_batch_size)
         sb.oldest.preferred_batch_size.extend(spec.preferred_batch_sizes)
         sb.oldest.max_queue_delay_microseconds = spec.max_queue_delay_microseconds or 0
+    controls = spec.controls
     flags = (
-        (spec.controls.start, _CONTROL.CONTROL_SEQUENCE_START),
-        (spec.controls.end, _CONTROL.CONTROL_SEQUENCE_END),
-        (spec.controls.ready, _CONTROL.CONTROL_SEQUENCE_READY),
+        (controls.start, _CONTROL.CONTROL_SEQUENCE_START),
+        (controls.end, _CONTROL.CONTROL_SEQUENCE_END),
+        (controls.ready, _CONTROL.CONTROL_SEQUENCE_READY),
     )
     for name, kind in flags:
         if name:
-            sb.control_input.add(name=name).control.add(kind=kind, int32_false_true=[0, 1])
-    if spec.controls.correlation_id:
-        sb.control_input.add(name=spec.controls.correlation_id).control.add(
-            kind=_CONTROL.CONTROL_SEQUENCE_CORRID, data_type=mc.TYPE_UINT64
+            control = sb.control_input.add(name=name).control.add(kind=kind)
+            if controls.flag_data_type == "FP32":
+                control.fp32_false_true.extend([0.0, 1.0])
+            elif controls.flag_data_type == "BOOL":
+                control.bool_false_true.extend([False, True])
+            else:
+                control.int32_false_true.extend([0, 1])
+    if controls.correlation_id:
+        sb.control_input.add(name=controls.correlation_id).control.add(
+            kind=_CONTROL.CONTROL_SEQUENCE_CORRID, data_type=data_type(controls.correlation_id_data_type)
         )
     for st in spec.states:
-        sb.state.add(
+        state = sb.state.add(
             input_name=st.input_name,
             output_name=st.output_name,
             data_type=data_type(st.data_type),
             dims=st.dims,
+            use_same_buffer_for_input_output=st.use_same_buffer_for_input_output,
+            use_growable_memory=st.use_growable_memory,
         )
+        if st.initial_state is not None:
+            init = st.initial_state
+            initial = state.initial_state.add(
+                name=init.name, data_type=data_type(init.data_type), dims=init.dims
+            )
+            if init.data_file is not None:
+                initial.data_file = init.data_file
+            else:
+                initial.zero_data = True
+    sb.iterative_sequence = spec.iterative_sequence
 
 
 def router_config(router: RouterPlan) -> mc.ModelConfig:

@@ -45,6 +45,13 @@ LABEL_VALUE = NameRule(
 )
 # bytes of a ConfigMap beside its data (keys, the manifest, metadata): a file needs this much room
 SECRET_SCHEMES = ("s3", "gs")  # the sources that read modelRepository.secretRef
+# measured on the real tritonserver (tests/test_sequence_controls.py): the sequence batcher's STRING
+# correlation-ID tensor fails Triton's check of string inputs before the Python model runs
+STRING_CORRELATION_ID_ON_PYTHON = (
+    "a STRING correlationId control fails every request of a Python-backend model in Triton ('unexpected "
+    "number of string elements 2 for inference input {name!r}'); leave correlationId out and read the ID "
+    "in the model with request.correlation_id(), which carries string IDs whole"
+)
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,20 @@ def check(
 def warnings(tp: TritonPipeline) -> list[Problem]:
     """Allowed, but probably not what the user wants: each at its field path."""
     found = []
+    for i, model in enumerate(tp.spec.models):
+        sb = model.sequence_batching
+        if (
+            model.backend == "python"
+            and sb
+            and sb.controls.correlation_id
+            and sb.controls.correlation_id_data_type == "STRING"
+        ):
+            found.append(
+                Problem(
+                    f"spec.models[{i}].sequenceBatching.controls.correlationIdDataType",
+                    STRING_CORRELATION_ID_ON_PYTHON.format(name=sb.controls.correlation_id),
+                )
+            )
     outdated = advisories.warning(tp.spec.server.image)
     if outdated:
         found.append(Problem("spec.server.image", outdated))
