@@ -407,6 +407,9 @@ REFUSALS: list[tuple[str, str, Callable[[dict[str, Any]], None], list[str]]] = [
 
 GATEWAY = {"sessionAffinity": "Header", "provider": "gateway-api"}
 SEQ = "spec.models.1.sequenceBatching"
+KEPT_STATE = {"inputName": "S_IN", "outputName": "S_OUT", "dataType": "FP32", "dims": [1]}
+INITIAL = {"name": "start", "dataType": "FP32", "dims": [1]}
+ZERO_INITIAL = INITIAL | {"zeroData": True}
 INSTANCE = {"kind": "CPU", "count": 1}
 STATE = {"inputName": "S_IN", "outputName": "S_OUT", "dataType": "FP32", "dims": [0]}
 OK = ("", "")
@@ -575,6 +578,91 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
             {"uri": S3_URI, "s3": {"endpoint": "http://minio:9000", "caSecretRef": CA}},
         ),
         ("spec.modelRepository.s3.endpoint", "needs an https:// endpoint"),
+    ),
+    (
+        "priorities-with-a-default-level",
+        "fanout",
+        _set("spec.models.0.dynamicBatching", {"priorityLevels": 3, "defaultPriorityLevel": 2}),
+        OK,
+    ),
+    (
+        "priorities-without-a-default-level",
+        "fanout",
+        _set("spec.models.0.dynamicBatching", {"priorityLevels": 3}),
+        ("spec.models[0].dynamicBatching", "defaultPriorityLevel must be one of the levels"),
+    ),
+    (
+        "default-level-above-the-levels",
+        "fanout",
+        _set("spec.models.0.dynamicBatching", {"priorityLevels": 2, "defaultPriorityLevel": 3}),
+        ("spec.models[0].dynamicBatching", "defaultPriorityLevel must be one of the levels"),
+    ),
+    (
+        "queue-policy-of-a-level-that-exists",
+        "fanout",
+        _set(
+            "spec.models.0.dynamicBatching",
+            {
+                "priorityLevels": 2,
+                "defaultPriorityLevel": 1,
+                "priorityQueuePolicies": [{"priorityLevel": 2, "maxQueueSize": 4, "timeoutAction": "DELAY"}],
+            },
+        ),
+        OK,
+    ),
+    (
+        "queue-policy-of-a-level-that-does-not",
+        "fanout",
+        _set(
+            "spec.models.0.dynamicBatching",
+            {"priorityLevels": 2, "defaultPriorityLevel": 1, "priorityQueuePolicies": [{"priorityLevel": 3}]},
+        ),
+        ("spec.models[0].dynamicBatching", "each priorityQueuePolicies[].priorityLevel must be one of"),
+    ),
+    (
+        "version-policy-latest",
+        "fanout",
+        _set("spec.models.0.versionPolicy", {"policy": "latest", "numVersions": 2}),
+        OK,
+    ),
+    (
+        "version-policy-specific-without-versions",
+        "fanout",
+        _set("spec.models.0.versionPolicy", {"policy": "specific"}),
+        ("spec.models[0].versionPolicy", "versions (at least one) with policy specific only"),
+    ),
+    (
+        "version-policy-all-with-num-versions",
+        "fanout",
+        _set("spec.models.0.versionPolicy", {"policy": "all", "numVersions": 2}),
+        ("spec.models[0].versionPolicy", "numVersions goes with policy latest"),
+    ),
+    (
+        "initial-state-zero",
+        "streaming",
+        _set("spec.models.1.sequenceBatching.states", [KEPT_STATE | {"initialState": ZERO_INITIAL}]),
+        OK,
+    ),
+    (
+        "initial-state-zero-and-file",
+        "streaming",
+        _set(
+            "spec.models.1.sequenceBatching.states",
+            [KEPT_STATE | {"initialState": INITIAL | {"zeroData": True, "dataFile": "s.bin"}}],
+        ),
+        (
+            "spec.models[1].sequenceBatching.states[0].initialState",
+            "set exactly one of zeroData: true or dataFile",
+        ),
+    ),
+    (
+        "initial-state-neither",
+        "streaming",
+        _set("spec.models.1.sequenceBatching.states", [KEPT_STATE | {"initialState": INITIAL}]),
+        (
+            "spec.models[1].sequenceBatching.states[0].initialState",
+            "set exactly one of zeroData: true or dataFile",
+        ),
     ),
     (
         "s3-ca-over-https",

@@ -110,3 +110,86 @@ def test_reshape_and_labels_are_served(tmp_path: Path) -> None:
                 server, model, x, "IN", outputs=[grpcclient.InferRequestedOutput("SCORES", class_count=1)]
             )
             assert top.as_numpy("SCORES").reshape(-1).tolist() == [b"6.000000:1:dog", b"10.000000:1:dog"]
+
+
+# ------------------------------------------------------------------ queue policy, priorities, versions
+
+ADD_VERSION = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() + {version})]
+            )
+            for r in requests
+        ]
+"""
+
+
+def versioned(name: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """Y = X + the version number; two version directories, 1 and 2."""
+    return {
+        "name": name,
+        "backend": "python",
+        "maxBatchSize": 4,
+        "inputs": [{"name": "X", "dataType": "FP32", "dims": [1]}],
+        "outputs": [{"name": "Y", "dataType": "FP32", "dims": [1]}],
+        "instances": [{"kind": "CPU", "count": 1}],
+        "versionPolicy": policy,
+        "dynamicBatching": {
+            "priorityLevels": 2,
+            "defaultPriorityLevel": 2,
+            "defaultQueuePolicy": {"maxQueueSize": 16, "timeoutAction": "REJECT"},
+            "priorityQueuePolicies": [
+                {"priorityLevel": 1, "timeoutAction": "DELAY", "defaultTimeoutMicroseconds": 5_000_000}
+            ],
+        },
+    }
+
+
+POLICIES = {
+    "latest_one": ({"policy": "latest", "numVersions": 1}, {"2"}),
+    "every": ({"policy": "all"}, {"1", "2"}),
+    "only_first": ({"policy": "specific", "versions": [1]}, {"1"}),
+}
+
+
+def test_queue_policy_and_version_policy_render() -> None:
+    doc = doc_of("versions", [versioned(n, p) for n, (p, _) in POLICIES.items()], [])
+    files = compile_doc(doc).files
+    db = parse_text(files["every/config.pbtxt"]).dynamic_batching
+    assert (db.priority_levels, db.default_priority_level) == (2, 2)
+    assert db.default_queue_policy.max_queue_size == 16
+    assert db.default_queue_policy.timeout_action == mc.ModelQueuePolicy.REJECT
+    (level,) = db.priority_queue_policy
+    assert level == 1 and db.priority_queue_policy[1].timeout_action == mc.ModelQueuePolicy.DELAY
+    assert db.priority_queue_policy[1].default_timeout_microseconds == 5_000_000
+    policies = {n: parse_text(files[f"{n}/config.pbtxt"]).version_policy for n in POLICIES}
+    assert policies["latest_one"].latest.num_versions == 1
+    assert policies["every"].HasField("all")
+    assert list(policies["only_first"].specific.versions) == [1]
+
+
+@pytest.mark.tritonserver
+def test_version_policies_and_priorities_are_served(tmp_path: Path) -> None:
+    """Triton loads the versions each policy names, each answers as its directory's model does, and a
+    request at either priority level is served."""
+    doc = doc_of("versions", [versioned(n, p) for n, (p, _) in POLICIES.items()], [])
+    root = tmp_path / "models"
+    for name in POLICIES:
+        for version in (1, 2):
+            (root / name / str(version)).mkdir(parents=True)
+            (root / name / str(version) / "model.py").write_text(ADD_VERSION.format(version=version))
+    x = np.array([[10.0]], dtype=np.float32)
+    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+        ready = {(m["name"], m.get("version")) for m in server.models() if m.get("state") == "READY"}
+        for name, (_, versions) in POLICIES.items():
+            assert {v for n, v in ready if n == name} == versions, name
+            for version in versions:
+                for priority in (1, 2):
+                    result = infer(server, name, x, "X", model_version=version, priority=priority)
+                    assert result.as_numpy("Y").tolist() == [[10.0 + int(version)]], (name, version)

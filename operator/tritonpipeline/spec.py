@@ -240,6 +240,27 @@ class Instance(_Base):
     gpus: list[Annotated[int, Field(ge=0)]] = Field(default=[], description="GPU indices for the group.")
 
 
+class QueuePolicy(_Base):
+    timeout_action: Literal["REJECT", "DELAY"] = Field(
+        default="REJECT", description="What happens to a request that times out in the queue."
+    )
+    default_timeout_microseconds: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Longest time in the queue; 0 = no limit."
+    )
+    allow_timeout_override: bool = Field(default=False, description="Requests may set a shorter timeout.")
+    max_queue_size: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Requests queued at most (more are rejected); 0 = no limit."
+    )
+
+
+class PriorityQueuePolicy(QueuePolicy):
+    priority_level: Annotated[int, Field(ge=1)] = Field(description="The priority level it applies to.")
+
+
+_LEVELS = "(has(self.priorityLevels) ? self.priorityLevels : 0)"
+_DEFAULT_LEVEL = "(has(self.defaultPriorityLevel) ? self.defaultPriorityLevel : 0)"
+
+
 class DynamicBatching(_Base):
     preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(
         default=[], description="Preferred batch sizes."
@@ -248,6 +269,57 @@ class DynamicBatching(_Base):
         default=0, description="Longest wait to fill a batch."
     )
     preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
+    priority_levels: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Priority levels (1 is the highest); 0 = no priorities."
+    )
+    default_priority_level: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="The level of a request that sets none (1..priorityLevels)."
+    )
+    default_queue_policy: QueuePolicy | None = Field(
+        default=None, description="The queue policy of every priority level without its own."
+    )
+    priority_queue_policies: Annotated[list[PriorityQueuePolicy], Field(max_length=64)] = Field(
+        default=[], description="Queue policies of particular priority levels."
+    )
+
+    RULES = (
+        Rule(
+            lambda d: (
+                d.default_priority_level <= d.priority_levels
+                and (d.priority_levels == 0 or d.default_priority_level >= 1)
+            ),
+            f"{_DEFAULT_LEVEL} <= {_LEVELS} && ({_LEVELS} == 0 || {_DEFAULT_LEVEL} >= 1)",
+            "defaultPriorityLevel must be one of the levels 1..priorityLevels (set when priorityLevels is)",
+        ),
+        Rule(
+            lambda d: all(q.priority_level <= d.priority_levels for q in d.priority_queue_policies),
+            "!has(self.priorityQueuePolicies) || "
+            f"self.priorityQueuePolicies.all(q, q.priorityLevel <= {_LEVELS})",
+            "each priorityQueuePolicies[].priorityLevel must be one of the levels 1..priorityLevels",
+        ),
+    )
+
+
+class VersionPolicy(_Base):
+    policy: Literal["latest", "all", "specific"] = Field(
+        description="Which version directories Triton serves: the latest `numVersions`, all, or `versions`."
+    )
+    num_versions: Annotated[int, Field(ge=1)] | None = Field(default=None, description="`latest` only.")
+    versions: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] = Field(
+        default=[], description="`specific` only: the version numbers."
+    )
+
+    RULES = (
+        Rule(
+            lambda v: (
+                (v.num_versions is None or v.policy == "latest")
+                and ((v.policy == "specific") == bool(v.versions))
+            ),
+            "(!has(self.numVersions) || self.policy == 'latest') && ((self.policy == 'specific') == "
+            "(has(self.versions) && size(self.versions) > 0))",
+            "numVersions goes with policy latest, and versions (at least one) with policy specific only",
+        ),
+    )
 
 
 def _all_differ(fields: tuple[str, ...]) -> str:
@@ -411,6 +483,9 @@ class Model(_Base):
     )
     parameters: dict[str, Any] = Field(
         default={}, description="Model `parameters` (string, number or boolean values)."
+    )
+    version_policy: VersionPolicy | None = Field(
+        default=None, description="Triton's `version_policy` (default: the latest version)."
     )
 
     @field_validator("parameters")

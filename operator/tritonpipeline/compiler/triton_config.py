@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
-from ..spec import Model
+from ..spec import Model, QueuePolicy, VersionPolicy
 from .plan_types import ROUTER_INPUT, EnsemblePlan, RouterPlan
 
 # Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
@@ -100,6 +100,14 @@ def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
         cfg.dynamic_batching.preferred_batch_size.extend(db.preferred_batch_sizes)
         cfg.dynamic_batching.max_queue_delay_microseconds = db.max_queue_delay_microseconds
         cfg.dynamic_batching.preserve_ordering = db.preserve_ordering
+        cfg.dynamic_batching.priority_levels = db.priority_levels
+        cfg.dynamic_batching.default_priority_level = db.default_priority_level
+        if db.default_queue_policy is not None:
+            _queue_policy(cfg.dynamic_batching.default_queue_policy, db.default_queue_policy)
+        for q in db.priority_queue_policies:
+            _queue_policy(cfg.dynamic_batching.priority_queue_policy[q.priority_level], q)
+    if model.version_policy is not None:
+        _version_policy(cfg.version_policy, model.version_policy)
     if model.sequence_batching is not None:
         _sequence_batching(cfg.sequence_batching, model)
     if model.decoupled:
@@ -107,6 +115,23 @@ def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
     for key in sorted(model.parameters):
         cfg.parameters[key].string_value = _param(model.parameters[key])
     return cfg
+
+
+def _queue_policy(out: mc.ModelQueuePolicy, policy: QueuePolicy) -> None:
+    out.SetInParent()
+    out.timeout_action = mc.ModelQueuePolicy.TimeoutAction.Value(policy.timeout_action)
+    out.default_timeout_microseconds = policy.default_timeout_microseconds
+    out.allow_timeout_override = policy.allow_timeout_override
+    out.max_queue_size = policy.max_queue_size
+
+
+def _version_policy(out: mc.ModelVersionPolicy, policy: VersionPolicy) -> None:
+    if policy.policy == "latest":
+        out.latest.num_versions = policy.num_versions or 1
+    elif policy.policy == "all":
+        out.all.SetInParent()
+    else:
+        out.specific.versions.extend(policy.versions)
 
 
 def _reshape(tensor: mc.ModelInput | mc.ModelOutput, shape: list[int] | None) -> None:
