@@ -420,7 +420,16 @@ CASES = [
         "diamond",
         lambda d: pipe(d)["outputs"].append({"name": "RESULT", "from": "left.OUTPUT_B"}),
         "spec.pipelines[0].outputs[1].name",
-        "'RESULT'",
+        "pipeline output 'RESULT' is listed twice (also outputs[0]), from merge.JOINED and from "
+        "left.OUTPUT_B: a tensor has exactly one producer",
+    ),
+    Case(
+        "pipeline-output-listed-twice",
+        "diamond",
+        lambda d: pipe(d)["outputs"].append(dict(pipe(d)["outputs"][0])),
+        "spec.pipelines[0].outputs[1].name",
+        "pipeline output 'RESULT' is listed twice (also outputs[0]), both from merge.JOINED (Triton loads "
+        "such an ensemble and answers the output once); list it once",
     ),
     Case(
         "pipeline-output-named-like-input",

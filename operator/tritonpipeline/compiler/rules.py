@@ -71,7 +71,12 @@ DUPLICATE_STEP = (
 )
 UNKNOWN_MODEL = "unknown model {model!r} (models: {known})"
 DUPLICATE_INPUT = "duplicate pipeline input {name!r}"
-DUPLICATE_OUTPUT = "duplicate pipeline output {name!r}: each tensor must have exactly one producer"
+DUPLICATE_OUTPUT = (
+    "pipeline output {name!r} is listed twice (also outputs[{first}]){detail}; list it once: a "
+    "TritonPipeline keys its outputs by name"
+)
+DUPLICATE_OUTPUT_SAME = ", both from {src} (Triton loads such an ensemble and answers the output once)"
+DUPLICATE_OUTPUT_OTHER = ", from {src} and from {other}: a tensor has exactly one producer"
 OUTPUT_NAMED_LIKE_INPUT = "{name!r} is already the name of a pipeline input"
 ENSEMBLE_BATCH_ABOVE_STEPS = (
     "ensemble maxBatchSize {size} exceeds the maxBatchSize of step(s) {steps}; it must be <= every "
@@ -374,7 +379,16 @@ def unique_output_names(g: PipelineGraph) -> Iterator[Problem]:
     first = first_index(o.name for o in g.pipeline.outputs)
     for j, o in enumerate(g.pipeline.outputs):
         if first[o.name] != j:
-            yield Problem(f"{g.path}.outputs[{j}].name", DUPLICATE_OUTPUT.format(name=o.name))
+            earlier = g.pipeline.outputs[first[o.name]].source
+            detail = (
+                DUPLICATE_OUTPUT_SAME.format(src=o.source)
+                if earlier == o.source
+                else DUPLICATE_OUTPUT_OTHER.format(src=earlier, other=o.source)
+            )
+            yield Problem(
+                f"{g.path}.outputs[{j}].name",
+                DUPLICATE_OUTPUT.format(name=o.name, first=first[o.name], detail=detail),
+            )
         elif o.name in g.inputs:
             yield Problem(f"{g.path}.outputs[{j}].name", OUTPUT_NAMED_LIKE_INPUT.format(name=o.name))
 
