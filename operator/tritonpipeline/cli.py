@@ -1,8 +1,10 @@
-"""`tritonpipeline` command line: validate, render, graph and serve TritonPipeline files."""
+"""`tritonpipeline` command line: validate, render, graph and serve TritonPipeline files; import one from a
+Triton model repository."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -17,12 +19,29 @@ from pathlib import Path
 
 from . import extras, security, tritonserver_options
 from .compiler import Artifacts
+from .compiler.importer import (
+    CONFIG,
+    ERROR,
+    NOT_CARRIED,
+    WARNING,
+    Finding,
+    document_yaml,
+    import_repository,
+    pipeline_name,
+)
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
 from .kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from .logs import FORMATS
-from .repository import check_model_dirs, local_model_root, model_sources, overlap_problem, write_repository
+from .repository import (
+    check_model_dirs,
+    has_version_dir,
+    local_model_root,
+    model_sources,
+    overlap_problem,
+    write_repository,
+)
 from .spec import TritonPipeline, load_file
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
@@ -192,6 +211,190 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+# `import`: its messages (the importer's own are in compiler/importer.py)
+IMPORT_NO_DIR = "not a Triton model repository: {dir} does not exist"
+IMPORT_NOT_DIR = "not a Triton model repository: {dir} is not a directory"
+IMPORT_UNREADABLE = "cannot read {path}: {why}"
+IMPORT_NOT_UTF8 = "{path}: not UTF-8 text"
+IMPORT_NOT_A_FILE = "{path} is not a file"
+IMPORT_OUT_NO_DIR = "cannot write output file {file}: directory {dir} does not exist"
+IMPORT_OUT_IS_DIR = "cannot write output file {file}: it is a directory"
+IMPORT_URI_NOTE = (
+    "note: spec.modelRepository.uri is {uri}, the repository {dir} relative to the output file's "
+    "directory (relative paths in the spec resolve against the file's directory)"
+)
+IMPORT_STRICT = (
+    "error: --strict: {count} setting(s) not carried or not valid as imported (listed above); nothing written"
+)
+IMPORT_WROTE = "wrote {file}: {models} model(s), {pipelines} pipeline(s), {left} setting(s) not carried"
+
+
+@dataclass
+class ModelRepositoryDir:
+    """What `import` reads from a model repository directory."""
+
+    configs: dict[str, str]  # model directory -> config.pbtxt text
+    no_config: dict[str, bool]  # directory without config.pbtxt -> whether it holds version directories
+    unreadable: list[str]  # directories whose config.pbtxt could not be read
+    model_dirs: list[Path]  # every (non-hidden) subdirectory: never written into
+    errors: list[str]
+
+
+def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
+    """Every non-hidden subdirectory's config.pbtxt (Triton ignores files beside the model directories;
+    hidden entries are left out). `shown`: the directory as the user gave it, for messages."""
+    found = ModelRepositoryDir({}, {}, [], [], [])
+    try:
+        entries = sorted(root.iterdir(), key=lambda e: e.name)
+    except OSError as exc:
+        found.errors.append(IMPORT_UNREADABLE.format(path=quote(shown), why=reason(exc, root)))
+        return found
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        found.model_dirs.append(entry)
+        config = entry / CONFIG
+        path = os.path.join(shown, entry.name, CONFIG)
+        try:
+            if config.is_file():
+                found.configs[entry.name] = config.read_bytes().decode("utf-8")
+            elif config.exists():
+                found.unreadable.append(entry.name)
+                found.errors.append(IMPORT_NOT_A_FILE.format(path=path))
+            else:
+                found.no_config[entry.name] = has_version_dir(entry)
+        except UnicodeDecodeError:
+            found.unreadable.append(entry.name)
+            found.errors.append(IMPORT_NOT_UTF8.format(path=path))
+        except OSError as exc:
+            found.unreadable.append(entry.name)
+            found.errors.append(IMPORT_UNREADABLE.format(path=path, why=reason(exc, config)))
+    return found
+
+
+def _import_uri(given: str, output: str | None) -> tuple[str, str | None]:
+    """spec.modelRepository.uri: the directory as given, unless it is relative and the output file lives
+    where it would resolve elsewhere; then relative to the output file's directory (and a note)."""
+    if output is None or os.path.isabs(given):
+        return given, None
+    out_dir = os.path.dirname(output) or "."
+    if os.path.realpath(os.path.join(out_dir, given)) == os.path.realpath(given):
+        return given, None
+    uri = os.path.relpath(os.path.realpath(given), os.path.realpath(out_dir))
+    return uri, IMPORT_URI_NOTE.format(uri=quote(uri), dir=quote(given))
+
+
+def _output_problems(output: Path, model_dirs: list[Path]) -> list[str]:
+    """Why `import -o` cannot write `output`: a directory, no such directory, or inside a model directory
+    of the repository (its config.pbtxt and model files are never touched)."""
+    if output.is_dir():
+        return [IMPORT_OUT_IS_DIR.format(file=quote(str(output)))]
+    parent = output.parent
+    if not parent.is_dir():
+        return [IMPORT_OUT_NO_DIR.format(file=quote(str(output)), dir=quote(str(parent)))]
+    overlap = overlap_problem(output, model_dirs, [], what="output file")
+    return [overlap] if overlap else []
+
+
+def _import_line(finding: Finding, shown: str) -> str:
+    """One stderr line: an error at the config file it concerns, a warning, or `MODEL: field: why`."""
+    if finding.kind == NOT_CARRIED:
+        return str(finding)
+    if finding.kind == WARNING:
+        return f"warning: {finding}"
+    if not finding.model:
+        return f"error: {finding}"
+    where = os.path.join(shown, finding.model, CONFIG)
+    if finding.position is not None:
+        where += f":{finding.position[0]}:{finding.position[1]}"
+    return f"error: {where}: " + ": ".join(part for part in (finding.field, finding.message) if part)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same directory, renamed over it: a reader
+    sees the old file or the new one, and a failure leaves no partial file behind."""
+    if path.exists():
+        mode = path.stat().st_mode & 0o777
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """A TritonPipeline from a Triton model repository's config.pbtxt files."""
+    given: str = args.repository
+    root = Path(given)
+    errors: list[str] = []
+    repo: ModelRepositoryDir | None = None
+    if not root.exists():
+        errors.append(IMPORT_NO_DIR.format(dir=quote(given)))
+    elif not root.is_dir():
+        errors.append(IMPORT_NOT_DIR.format(dir=quote(given)))
+    else:
+        repo = read_model_repository(root, given)
+        errors += repo.errors
+    output = Path(args.output) if args.output else None
+    if output is not None:
+        errors += _output_problems(output, repo.model_dirs if repo else [])
+    uri, note = _import_uri(given, args.output)
+    result = None
+    if repo is not None:
+        result = import_repository(
+            repo.configs,
+            repo.no_config,
+            name=args.name or pipeline_name(root.resolve().name),
+            uri=uri,
+            source=given,
+            unreadable=repo.unreadable,
+        )
+    findings = list(result.findings) if result is not None else []
+    failed = [_import_line(f, given) for f in findings if f.kind == ERROR] + [f"error: {e}" for e in errors]
+    if failed or result is None or result.document is None:  # only the errors: the rest once they are fixed
+        for line in failed:
+            print(line, file=sys.stderr)
+        return EXIT_INVALID
+    for kind in (NOT_CARRIED, WARNING):
+        for finding in findings:
+            if finding.kind == kind:
+                print(_import_line(finding, given), file=sys.stderr)
+    left_out = [f for f in findings if f.kind in (NOT_CARRIED, WARNING)]
+    if args.strict and left_out:
+        print(IMPORT_STRICT.format(count=len(left_out)), file=sys.stderr)
+        return EXIT_INVALID
+    text = document_yaml(result, given)
+    if output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    if note:
+        print(note, file=sys.stderr)
+    try:
+        _write_atomically(output, text)
+    except OSError as exc:
+        print(f"error: cannot write output file {quote(str(output))}: {reason(exc, output)}", file=sys.stderr)
+        return EXIT_INVALID
+    spec = result.document["spec"]
+    print(
+        IMPORT_WROTE.format(
+            file=output,
+            models=len(spec["models"]),
+            pipelines=len(spec["pipelines"]),
+            left=sum(f.kind == NOT_CARRIED for f in findings),
+        )
+    )
     return EXIT_OK
 
 
@@ -500,6 +703,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--namespace", help="the namespace to render for (default: the CR's, else default)")
     common(p)
     p.set_defaults(func=cmd_manifests)
+
+    p = sub.add_parser(
+        "import",
+        help="write a TritonPipeline from a Triton model repository's config.pbtxt files",
+        description="Read every MODEL_REPOSITORY/<model>/config.pbtxt (Triton's text format) and write one "
+        "TritonPipeline: every model, and every ensemble as a pipeline. Each setting the spec cannot carry "
+        "is printed on stderr as `MODEL: field: why`; problems that leave nothing to write (a config that "
+        "does not parse, an ensemble calling a missing model, ...) as `error:` lines, with exit 1. Model "
+        "files are never read or needed.",
+    )
+    p.add_argument("repository", metavar="MODEL_REPOSITORY")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the YAML here (atomically; default: stdout); a relative repository path is rewritten "
+        "relative to FILE's directory",
+    )
+    p.add_argument("--name", help="metadata.name (default: the directory's name as a DNS-1035 label)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 and write nothing when any setting is not carried (or the result would not validate)",
+    )
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("crd", help="print the TritonPipeline CustomResourceDefinition")
     p.set_defaults(func=cmd_crd)

@@ -1,0 +1,1212 @@
+"""Import a Triton model repository as one TritonPipeline: config texts in, a document and findings out.
+
+Pure (no file I/O, no printing): `import_repository` takes each model directory's config.pbtxt text and
+the directories without one; `cli.cmd_import` reads the repository, prints the findings and writes the
+YAML (`document_yaml`).
+
+What is carried: one small function per config section, reading the Triton field -> spec field tables
+(`Carry` rows in the `*_FIELDS` constants), so a field the spec gains is one row there (a row whose spec
+field does not exist yet is skipped, and its Triton field reported). Everything else a parsed config
+holds is found by a walk of the protobuf message (`ListFields()`, recursively) against the fields the
+mapper took, and reported as a NOT_CARRIED finding (`MODEL: field: why`): a field Triton adds later is
+reported, never dropped. Values Triton treats exactly like what the render writes are not reported;
+NORMALISATIONS lists each of them, in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+import yaml
+from google.protobuf import text_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+from ..errors import Problem, SpecError
+from ..settings import API_VERSION, KIND
+from ..spec import (
+    Controls,
+    DynamicBatching,
+    InputTensor,
+    Instance,
+    Model,
+    OutputTensor,
+    Pipeline,
+    PipelineInput,
+    Platform,
+    PriorityQueuePolicy,
+    QueuePolicy,
+    SequenceBatching,
+    State,
+    VersionPolicy,
+    parse_pipeline,
+)
+from . import compile_pipeline
+from .plan import ensemble_output
+from .plan_types import INPUTS, Tensor, full_dims
+from .triton_config import mc, parse_text
+
+ERROR, NOT_CARRIED, WARNING = "error", "not carried", "warning"
+CONFIG = "config.pbtxt"
+ENSEMBLE_PLATFORM = "ensemble"
+LATEST_VERSION = -1  # an ensemble step's model_version for "the latest": what the render writes
+VALUE_LIMIT = 100  # the most characters of a config value quoted in a finding
+
+# --------------------------------------------------------------------------- messages
+
+NO_CONFIGS = "not a Triton model repository: no <model>/config.pbtxt under {dir}"
+TEMPLATE_HINT = (
+    "a ${...} template placeholder stands where the text format needs a number, boolean or enum: fill "
+    "the template first, e.g. with tools/fill_template.py"
+)
+TEMPLATE_MORE = " (placeholders stand for values on lines {lines} too)"
+PLACEHOLDER_VALUE = re.compile(r"^[^\"#]*:\s*\[?\s*\$\{")  # `field: ${name}` outside a string
+UNKNOWN_FIELD_HINT = (
+    "(a field that Triton's model_config.proto, as this tritonpipeline carries it, does not know)"
+)
+NAME_MISMATCH = "{name!r} differs from its directory {dir!r}: Triton refuses to load the model"
+NO_BACKEND = (
+    "neither backend nor platform is set: Triton guesses it from the model files, the spec needs one; "
+    "add backend (such as python) or platform (such as onnxruntime_onnx) to the config"
+)
+BACKEND_MISMATCH = "{backend!r} does not go with platform {platform!r}: only the platform is written"
+UNKNOWN_STEP_MODEL = "model {model!r} is not in the repository (models: {known})"
+NESTED_ENSEMBLE = (
+    "{model!r} is an ensemble: the spec's pipeline steps call models, not other pipelines "
+    "(nested ensembles cannot be imported)"
+)
+TWO_PRODUCERS = "ensemble tensor {tensor!r} is also written by ensemble_scheduling.step[{first}]"
+PRODUCED_INPUT = "ensemble tensor {tensor!r} is an ensemble input: a step cannot write it"
+UNPRODUCED_TENSOR = "ensemble tensor {tensor!r}: no step produces it and no ensemble input provides it"
+UNPRODUCED_OUTPUT = "ensemble output {tensor!r}: no step writes it"
+NOT_IN_SPEC = "not in the TritonPipeline spec (set to {value})"
+NO_CONFIG_VERSIONS = (
+    "no config.pbtxt: Triton completes the config from the model files (--strict-model-config=false), "
+    "the import cannot; write the config.pbtxt first (Triton shows the completed one at "
+    "GET /v2/models/{dir}/config)"
+)
+NO_CONFIG_NO_VERSIONS = (
+    "no config.pbtxt and no version directory: not a model (Triton would fail to load it); left out"
+)
+STEP_VERSION = "{version}: the spec's steps call the latest version (model_version: -1)"
+CONTROL_NOT_CARRIED = (
+    "{name!r} as {control}: the spec carries START, END and READY as false/true {flags} and CORRID as "
+    "{corrids}"
+)
+CONTROL_MIXED = (
+    "{name!r} as {control}: the spec gives START, END and READY one data type ({first}, as {where})"
+)
+CONTROL_TWICE = "a second {kind} control (the first is {first}): the spec carries one of each"
+DUPLICATE_OUTPUT = "ensemble output {name!r} is listed again (first as output[{first}]): written once"
+ENSEMBLE_OUTPUT_DECLARED = (
+    "{value}: the spec takes an ensemble output's {what} from the step output that writes it "
+    "({source}: {derived})"
+)
+SPEC_PROBLEM = "{message}"
+SPEC_PATH = "{message} (at {path})"
+COMPILE_PROBLEM = "{message} (tritonpipeline validate refuses the result until this is fixed)"
+
+# --------------------------------------------------------------------------- normalisations
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """A value the import writes differently from the config, and why Triton behaves the same."""
+
+    field: str  # Triton config field path; [*]: any index
+    triton: str  # what Triton makes of the field (its default, or the equivalent form)
+    note: str  # what the import and the render do instead
+    default: Any = None  # Triton's value when the field is absent: written when the spec's default differs
+    same_as: str | None = None  # a message (text format) equal to Triton's default: not reported when given
+
+
+# Triton's defaults that the render does not reproduce byte for byte. Each is either filled in by Triton
+# (NormalizeModelConfig in triton-inference-server/core, model_config_utils.cc) or means the same thing to
+# it; the round trip in tests/test_import.py compares the configs after applying exactly these.
+NORMALISATIONS: tuple[Normalisation, ...] = (
+    # Triton names a model after its directory when the config has no name (a different name: an error)
+    Normalisation("name", "the directory's name", "written as the model name"),
+    # NormalizeModelConfig fills the backend in from the platform (onnxruntime_onnx -> onnxruntime, ...)
+    Normalisation(
+        "backend", "filled in from platform", "with a matching platform only the platform is written"
+    ),
+    # KIND_AUTO is the enum's zero: an instance group without kind is KIND_AUTO
+    Normalisation("instance_group[*].kind", "KIND_AUTO", "written as kind AUTO"),
+    # "if (group.count() < 1) group.set_count(1)"
+    Normalisation("instance_group[*].count", "1", "written as count 1", default=1),
+    # Triton names the i-th group <model>_<i>; the render writes no names, so Triton names them the same
+    Normalisation("instance_group[*].name", "<model>_<i>", "left out when it is Triton's own name"),
+    # SEQUENCE_IDLE_DEFAULT_MICROSECONDS; the spec's default is the same, the render writes it
+    Normalisation(
+        "sequence_batching.max_sequence_idle_microseconds",
+        "1000000 (1 s)",
+        "left out when 1000000 (the spec's default); written when the spec's default differs",
+        default=1_000_000,
+    ),
+    # without oldest Triton's sequence batcher uses the direct strategy; the render writes `direct {}`
+    Normalisation(
+        "sequence_batching.direct", "direct when neither direct nor oldest is set", "strategy direct"
+    ),
+    # the sequence scheduler uses max(1, max_batch_size) candidate slots when it is 0; the render writes it
+    Normalisation(
+        "sequence_batching.oldest.max_candidate_sequences",
+        "max(1, max_batch_size) when absent",
+        "left out when absent; the render writes max(1, maxBatchSize)",
+    ),
+    # Triton finds each control by its kind; the render writes them in the order START, END, READY, CORRID
+    Normalisation(
+        "sequence_batching.control_input", "any order", "written in the order start, end, ready, CORRID"
+    ),
+    # NormalizeModelConfig's default version policy
+    Normalisation(
+        "version_policy",
+        "latest { num_versions: 1 }",
+        "not reported when the config spells out the default",
+        same_as="latest { num_versions: 1 }",
+    ),
+    # NormalizeModelConfig enables pinned memory for the inputs and outputs unless the config says otherwise
+    Normalisation(
+        "optimization.input_pinned_memory",
+        "enable: true",
+        "not reported when the config spells out the default",
+        same_as="enable: true",
+    ),
+    Normalisation(
+        "optimization.output_pinned_memory",
+        "enable: true",
+        "not reported when the config spells out the default",
+        same_as="enable: true",
+    ),
+    # the render's steps always call the latest version
+    Normalisation(
+        "ensemble_scheduling.step[*].model_version", "-1 (latest)", "-1 is carried; others are reported"
+    ),
+    # the render names each intermediate tensor after its pipeline output, input or STEP.TENSOR and maps only
+    # the outputs something reads; a tensor read by several consumers goes through a generated router
+    Normalisation(
+        "ensemble_scheduling.step[*].input_map, output_map",
+        "the same dataflow",
+        "intermediate tensor names are not kept; output_map entries nothing reads are left out",
+    ),
+    # the render declares each ensemble output with its producer's type and shape
+    Normalisation(
+        "output[*].data_type, dims, reshape (ensembles)",
+        "the producing step output's",
+        "not reported when the config declares the same",
+    ),
+    # GPU indices need that many GPUs in the pod (spec.server.gpus, default 1)
+    Normalisation(
+        "instance_group[*].gpus",
+        "GPU indices",
+        "spec.server.gpus is set to the highest index + 1 when above 1",
+    ),
+)
+_DEFAULTS = {n.field: n.default for n in NORMALISATIONS if n.default is not None}
+_SAME_AS = {n.field: n.same_as for n in NORMALISATIONS if n.same_as is not None}
+
+# Triton fills the backend in from these platforms (tensorrt_plan's backend is tensorrt)
+PLATFORM_BACKEND = {
+    "tensorrt_plan": "tensorrt",
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "tensorflow_savedmodel": "tensorflow",
+    "tensorflow_graphdef": "tensorflow",
+}
+
+# --------------------------------------------------------------------------- Triton field -> spec field
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _data_type(value: int) -> str:
+    """TYPE_FP32 -> FP32 (TYPE_STRING -> STRING, as the spec names it)."""
+    return str(mc.DataType.Name(value)).removeprefix("TYPE_")
+
+
+def _kind(value: int) -> str:
+    return str(mc.ModelInstanceGroup.Kind.Name(value)).removeprefix("KIND_")
+
+
+def _ints(value: Any) -> list[int]:
+    return [int(v) for v in value]
+
+
+def _count(value: int) -> int:
+    return max(1, int(value))
+
+
+def _format(value: int) -> str:
+    return str(mc.ModelInput.Format.Name(value)).removeprefix("FORMAT_")
+
+
+def _timeout_action(value: int) -> str:
+    return str(mc.ModelQueuePolicy.TimeoutAction.Name(value))
+
+
+def _shape(value: Any) -> list[int]:
+    """A reshape message as its shape (`[]` is a shape: one value per batch item)."""
+    return _ints(value.shape)
+
+
+@dataclass(frozen=True)
+class Carry:
+    """One Triton field carried by one spec field."""
+
+    triton: str  # the field below the section's message (dots for nested messages)
+    spec: str  # the spec field, as the YAML spells it
+    convert: Callable[[Any], Any] = _same
+    always: bool = False  # written even when it equals the spec's default (required fields; readability)
+
+
+TENSOR_FIELDS = (
+    Carry("name", "name", str, always=True),
+    Carry("data_type", "dataType", _data_type, always=True),
+    Carry("dims", "dims", _ints, always=True),
+)
+INPUT_FIELDS = (
+    *TENSOR_FIELDS,
+    Carry("optional", "optional", bool),
+    Carry("format", "format", _format),
+    Carry("reshape", "reshape", _shape),
+    Carry("allow_ragged_batch", "allowRaggedBatch", bool),
+    Carry("is_shape_tensor", "isShapeTensor", bool),
+)
+OUTPUT_FIELDS = (
+    *TENSOR_FIELDS,
+    Carry("reshape", "reshape", _shape),
+    Carry("label_filename", "labelFilename", str),
+    Carry("is_shape_tensor", "isShapeTensor", bool),
+)
+PIPELINE_INPUT_FIELDS = (*TENSOR_FIELDS, Carry("optional", "optional", bool))
+MODEL_FIELDS = (
+    Carry("max_batch_size", "maxBatchSize", int),
+    Carry("model_transaction_policy.decoupled", "decoupled", bool),
+)
+INSTANCE_FIELDS = (
+    Carry("kind", "kind", _kind, always=True),
+    Carry("count", "count", _count, always=True),
+    Carry("gpus", "gpus", _ints),
+)
+DYNAMIC_BATCHING_FIELDS = (
+    Carry("preferred_batch_size", "preferredBatchSizes", _ints),
+    Carry("max_queue_delay_microseconds", "maxQueueDelayMicroseconds", int),
+    Carry("preserve_ordering", "preserveOrdering", bool),
+    Carry("priority_levels", "priorityLevels", int),
+    Carry("default_priority_level", "defaultPriorityLevel", int),
+)
+QUEUE_POLICY_FIELDS = (
+    Carry("timeout_action", "timeoutAction", _timeout_action),
+    Carry("default_timeout_microseconds", "defaultTimeoutMicroseconds", int),
+    Carry("allow_timeout_override", "allowTimeoutOverride", bool),
+    Carry("max_queue_size", "maxQueueSize", int),
+)
+VERSION_POLICY_FIELDS = (
+    Carry("latest.num_versions", "numVersions", int),
+    Carry("specific.versions", "versions", _ints),
+)
+SEQUENCE_FIELDS = (
+    Carry("max_sequence_idle_microseconds", "maxSequenceIdleMicroseconds", int),
+    Carry("iterative_sequence", "iterativeSequence", bool),
+)
+OLDEST_FIELDS = (
+    Carry("max_candidate_sequences", "maxCandidateSequences", int),
+    Carry("preferred_batch_size", "preferredBatchSizes", _ints),
+    Carry("max_queue_delay_microseconds", "maxQueueDelayMicroseconds", int),
+)
+STATE_FIELDS = (
+    Carry("input_name", "inputName", str, always=True),
+    Carry("output_name", "outputName", str, always=True),
+    Carry("data_type", "dataType", _data_type, always=True),
+    Carry("dims", "dims", _ints, always=True),
+    Carry("use_same_buffer_for_input_output", "useSameBufferForInputOutput", bool),
+    Carry("use_growable_memory", "useGrowableMemory", bool),
+)
+INITIAL_STATE_FIELDS = (  # Triton takes one initial_state per state: the spec's initialState
+    Carry("name", "name", str, always=True),
+    Carry("data_type", "dataType", _data_type, always=True),
+    Carry("dims", "dims", _ints, always=True),
+    Carry("zero_data", "zeroData", bool),
+    Carry("data_file", "dataFile", str),
+)
+_CONTROL = mc.ModelSequenceBatching.Control
+BOOLEAN_CONTROLS = {
+    _CONTROL.CONTROL_SEQUENCE_START: "start",
+    _CONTROL.CONTROL_SEQUENCE_END: "end",
+    _CONTROL.CONTROL_SEQUENCE_READY: "ready",
+}
+CORRID_CONTROL = "correlationId"
+# START/END/READY: the false/true list the render writes for each flag data type (Controls.flagDataType)
+FLAG_VALUES = {
+    "int32_false_true": ("INT32", [0, 1]),
+    "fp32_false_true": ("FP32", [0.0, 1.0]),
+    "bool_false_true": ("BOOL", [False, True]),
+}
+FLAG_TYPE, CORRID_TYPE = "flagDataType", "correlationIdDataType"  # Controls' data type fields
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to tell the user: an ERROR (nothing is written), a setting NOT_CARRIED, or a WARNING."""
+
+    kind: str
+    model: str  # the model (directory) it concerns; "" for the repository or the document
+    field: str  # Triton config field path such as input[3].reshape; "" for the whole config
+    message: str
+    position: tuple[int, int] | None = None  # (line, column) in a config that does not parse
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in (self.model, self.field, self.message) if part)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    document: dict[str, Any] | None  # None when any finding is an ERROR
+    findings: tuple[Finding, ...]
+
+    def of_kind(self, kind: str) -> list[Finding]:
+        return [f for f in self.findings if f.kind == kind]
+
+
+@dataclass
+class _Reading:
+    """One config being mapped: what the mapper took, where each spec field came from, what it found."""
+
+    model: str
+    taken: set[str] = field(default_factory=set)  # Triton field paths carried, with all below them
+    seen: set[str] = field(default_factory=set)  # messages whose presence is carried; their fields are walked
+    origin: dict[str, str] = field(default_factory=dict)  # spec path (relative) -> Triton field path
+    findings: list[Finding] = field(default_factory=list)
+
+    def take(self, path: str, spec_path: str | None = None) -> None:
+        self.taken.add(path)
+        self.seen.update(_parents(path))
+        if spec_path is not None:
+            self.origin[spec_path] = path
+
+    def see(self, path: str, spec_path: str | None = None) -> None:
+        self.seen.update([path, *_parents(path)])
+        if spec_path is not None:
+            self.origin[spec_path] = path
+
+    def touched(self, path: str) -> bool:
+        """Whether the mapper took or saw anything at or below `path`."""
+        if path in self.seen or path in self.taken:
+            return True
+        return any(p.startswith((path + ".", path + "[")) for p in (*self.taken, *self.seen))
+
+    def add(self, kind: str, path: str, message: str) -> None:
+        self.findings.append(Finding(kind, self.model, path, message))
+
+
+def _parents(path: str) -> list[str]:
+    """'a.b[2].c' -> ['a', 'a.b', 'a.b[2]']."""
+    return [path[: m.start()] for m in re.finditer(r"\.|\[", path) if m.start() > 0]
+
+
+def _pattern(path: str) -> str:
+    return re.sub(r"\[\d+\]", "[*]", path)
+
+
+# --------------------------------------------------------------------------- protobuf helpers
+
+
+def _has(msg: Message, name: str) -> bool:
+    fd = msg.DESCRIPTOR.fields_by_name[name]
+    if fd.is_repeated:
+        return len(getattr(msg, name)) > 0
+    if fd.type == FieldDescriptor.TYPE_MESSAGE or fd.has_presence:
+        return msg.HasField(name)
+    return bool(getattr(msg, name) != fd.default_value)
+
+
+def _get(msg: Message, dotted: str) -> tuple[Any, bool]:
+    """The value at a dotted field path below `msg`, and whether the config sets it."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        if not msg.HasField(part):
+            return None, False
+        msg = getattr(msg, part)
+    return getattr(msg, last), _has(msg, last)
+
+
+def _one_line(msg: Message) -> str:
+    """A message in the text format on one line; an empty one with a single (repeated) field, such as
+    `reshape { shape: [] }`, as that field left empty, since that is how configs write it."""
+    text = text_format.MessageToString(msg, as_one_line=True).strip()
+    fields = msg.DESCRIPTOR.fields
+    if not text and len(fields) == 1 and fields[0].is_repeated:
+        text = f"{fields[0].name}: []"
+    return "{ " + text + " }" if text else "{}"
+
+
+def _show(fd: FieldDescriptor, value: Any) -> str:
+    """A config value as the text format writes it, on one line, bounded."""
+    if fd.type == FieldDescriptor.TYPE_MESSAGE and fd.is_repeated and not isinstance(value, Message):
+        text = "[" + ", ".join(_one_line(v) for v in value) + "]"
+    elif isinstance(value, Message):
+        text = _one_line(value)
+    elif fd.is_repeated:
+        text = "[" + ", ".join(_scalar(fd, v) for v in value) + "]"
+    else:
+        text = _scalar(fd, value)
+    return text if len(text) <= VALUE_LIMIT else text[: VALUE_LIMIT - 3] + "..."
+
+
+def _scalar(fd: FieldDescriptor, value: Any) -> str:
+    if fd.type == FieldDescriptor.TYPE_ENUM:
+        return (
+            str(fd.enum_type.values_by_number[value].name)
+            if value in fd.enum_type.values_by_number
+            else str(value)
+        )
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    return f"[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def _walk(msg: Message, prefix: str, r: _Reading) -> Iterator[tuple[str, str]]:
+    """Every field set in `msg` that the mapper did not take: (field path, value shown), at the highest
+    level nothing below which was taken (one line per untouched setting)."""
+    for fd, value in msg.ListFields():
+        path = prefix + fd.name
+        if path in r.taken:
+            continue
+        if fd.type != FieldDescriptor.TYPE_MESSAGE:
+            yield path, _show(fd, value)
+        elif fd.message_type.GetOptions().map_entry:
+            value_fd = fd.message_type.fields_by_name["value"]
+            for key in sorted(value):
+                item_path = path + _key(key)
+                if item_path in r.taken:
+                    continue
+                item = value[key]
+                if isinstance(item, Message) and r.touched(item_path):
+                    yield from _walk(item, item_path + ".", r)
+                else:
+                    yield item_path, _show(value_fd, item)
+        elif fd.is_repeated:
+            for i, item in enumerate(value):
+                item_path = f"{path}[{i}]"
+                if item_path in r.taken:
+                    continue
+                if r.touched(item_path):
+                    yield from _walk(item, item_path + ".", r)
+                else:
+                    yield item_path, _one_line(item)
+        elif r.touched(path):
+            yield from _walk(value, path + ".", r)
+        else:
+            yield path, _show(fd, value)
+
+
+def _report_rest(cfg: Message, r: _Reading) -> None:
+    for path, shown in _walk(cfg, "", r):
+        r.add(NOT_CARRIED, path, NOT_IN_SPEC.format(value=shown))
+
+
+# --------------------------------------------------------------------------- spec field helpers
+
+
+def _spec_field(owner: type[BaseModel], alias: str) -> Any:
+    """The pydantic field of `owner` spelled `alias` in the YAML, or None (the spec does not have it)."""
+    return next((f for n, f in owner.model_fields.items() if (f.alias or n) == alias), None)
+
+
+def _copy(
+    r: _Reading, msg: Message, rows: Sequence[Carry], owner: type[BaseModel], triton: str, spec: str
+) -> dict[str, Any]:
+    """The spec fields of `owner` that the `rows` carry from `msg` (at Triton path prefix `triton`, spec
+    path prefix `spec`); defaults left out unless a row says `always`."""
+    out: dict[str, Any] = {}
+    for row in rows:
+        spec_field = _spec_field(owner, row.spec)
+        if spec_field is None:  # a row ahead of the spec: its Triton field stays reported
+            continue
+        path = triton + row.triton
+        r.seen.update(_parents(path))  # a message holding only defaults of carried fields is carried too
+        raw, present = _get(msg, row.triton)
+        if present:
+            value = row.convert(raw)
+            r.take(path)
+        elif _pattern(path) in _DEFAULTS:
+            value = _DEFAULTS[_pattern(path)]
+        elif row.always:
+            value = row.convert(raw)
+        else:
+            continue
+        if not row.always and not spec_field.is_required() and value == spec_field.default:
+            continue
+        out[row.spec] = value
+        r.origin[f"{spec}.{row.spec}" if spec else row.spec] = path
+    return out
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The spec class of a field such as `InitialState | None`."""
+    for arg in (annotation, *get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+def _spec_order(entry: dict[str, Any], owner: type[BaseModel]) -> dict[str, Any]:
+    """`entry`'s keys in the order the spec declares its fields (readable, stable)."""
+    order = {(f.alias or n): i for i, (n, f) in enumerate(owner.model_fields.items())}
+    return dict(sorted(entry.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
+def _same_as_defaults(cfg: Message, r: _Reading) -> None:
+    """Take the messages that spell out exactly Triton's default (NORMALISATIONS' same_as)."""
+    for path, text in _SAME_AS.items():
+        value, present = _get(cfg, path)
+        if present and isinstance(value, Message):
+            default = type(value)()
+            text_format.Parse(text, default)
+            if value == default:
+                r.take(path)
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _model(cfg: Any, r: _Reading) -> dict[str, Any]:
+    """The spec's model entry of one (non-ensemble) config."""
+    entry: dict[str, Any] = {"name": cfg.name}
+    r.take("name", "name")
+    entry.update(_backend(cfg, r))
+    entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
+    entry["inputs"] = [
+        _spec_order(_copy(r, t, INPUT_FIELDS, InputTensor, f"input[{i}].", f"inputs[{i}]"), InputTensor)
+        for i, t in enumerate(cfg.input)
+    ]
+    entry["outputs"] = [
+        _spec_order(_copy(r, t, OUTPUT_FIELDS, OutputTensor, f"output[{i}].", f"outputs[{i}]"), OutputTensor)
+        for i, t in enumerate(cfg.output)
+    ]
+    for i in range(len(cfg.input)):
+        r.origin[f"inputs[{i}]"] = f"input[{i}]"
+    for i in range(len(cfg.output)):
+        r.origin[f"outputs[{i}]"] = f"output[{i}]"
+    if cfg.instance_group:
+        entry["instances"] = [_instance(g, i, r) for i, g in enumerate(cfg.instance_group)]
+    if cfg.HasField("dynamic_batching"):
+        r.see("dynamic_batching", "dynamicBatching")
+        entry["dynamicBatching"] = _spec_order(
+            _copy(
+                r,
+                cfg.dynamic_batching,
+                DYNAMIC_BATCHING_FIELDS,
+                DynamicBatching,
+                "dynamic_batching.",
+                "dynamicBatching",
+            ),
+            DynamicBatching,
+        )
+        entry["dynamicBatching"].update(_queue_policies(cfg.dynamic_batching, r))
+    if cfg.HasField("version_policy") and _spec_field(Model, "versionPolicy") is not None:
+        policy = _version_policy(cfg.version_policy, r)
+        if policy is not None:
+            entry["versionPolicy"] = policy
+    if cfg.HasField("sequence_batching"):
+        entry["sequenceBatching"] = _sequence_batching(cfg.sequence_batching, r)
+    if cfg.parameters:
+        entry["parameters"] = _parameters(cfg, r)
+    _same_as_defaults(cfg, r)
+    return _spec_order(entry, Model)
+
+
+def _queue_policies(db: Any, r: _Reading) -> dict[str, Any]:
+    """The default queue policy and those of particular priority levels (Triton's map, the spec's list)."""
+    prefix, spec = "dynamic_batching.", "dynamicBatching"
+    out: dict[str, Any] = {}
+    if db.HasField("default_queue_policy"):
+        path = prefix + "default_queue_policy"
+        r.see(path, f"{spec}.defaultQueuePolicy")
+        found = _copy(r, db.default_queue_policy, QUEUE_POLICY_FIELDS, QueuePolicy, path + ".", spec)
+        out["defaultQueuePolicy"] = _spec_order(found, QueuePolicy)
+    policies = []
+    for k, level in enumerate(sorted(db.priority_queue_policy)):
+        path, at = f"{prefix}priority_queue_policy{_key(level)}", f"{spec}.priorityQueuePolicies[{k}]"
+        r.see(path, at)
+        found = _copy(r, db.priority_queue_policy[level], QUEUE_POLICY_FIELDS, QueuePolicy, path + ".", at)
+        policies.append(_spec_order({"priorityLevel": int(level), **found}, PriorityQueuePolicy))
+    if policies:
+        out["priorityQueuePolicies"] = policies
+    return out
+
+
+def _version_policy(vp: Any, r: _Reading) -> dict[str, Any] | None:
+    """Triton's version_policy; None for its default (latest 1), which the spec writes by leaving it out."""
+    choice = vp.WhichOneof("policy_choice")
+    if choice == "latest" and vp.latest.num_versions in (0, 1):
+        return None  # the default: reported as a normalisation
+    r.see("version_policy", "versionPolicy")
+    r.see(f"version_policy.{choice}")
+    found = _copy(r, vp, VERSION_POLICY_FIELDS, VersionPolicy, "version_policy.", "versionPolicy")
+    return _spec_order({"policy": choice, **found}, VersionPolicy)
+
+
+def _backend(cfg: Any, r: _Reading) -> dict[str, str]:
+    """backend or platform: the spec takes exactly one."""
+    platform, backend = str(cfg.platform), str(cfg.backend)
+    known = platform in get_args(Platform)
+    if platform and backend:
+        if PLATFORM_BACKEND.get(platform) == backend:
+            r.take("backend")
+        elif known:
+            r.take("backend")
+            r.add(NOT_CARRIED, "backend", BACKEND_MISMATCH.format(backend=backend, platform=platform))
+        else:  # a platform the spec does not know, with a backend it can carry
+            r.take("backend", "backend")
+            return {"backend": backend}
+    if platform:
+        r.take("platform", "platform")
+        return {"platform": platform}
+    if backend:
+        r.take("backend", "backend")
+        return {"backend": backend}
+    r.add(ERROR, "backend", NO_BACKEND)
+    return {}
+
+
+def _instance(group: Any, i: int, r: _Reading) -> dict[str, Any]:
+    path = f"instance_group[{i}]"
+    r.origin[f"instances[{i}]"] = path
+    if group.name == f"{r.model}_{i}":  # Triton's own name for it
+        r.take(f"{path}.name")
+    return _copy(r, group, INSTANCE_FIELDS, Instance, path + ".", f"instances[{i}]")
+
+
+def _sequence_batching(sb: Any, r: _Reading) -> dict[str, Any]:
+    prefix, spec = "sequence_batching.", "sequenceBatching"
+    r.see("sequence_batching", spec)
+    out = _copy(r, sb, SEQUENCE_FIELDS, SequenceBatching, prefix, spec)
+    if sb.HasField("oldest"):
+        r.see(prefix + "oldest", spec + ".strategy")
+        out["strategy"] = "oldest"
+        out.update(_copy(r, sb.oldest, OLDEST_FIELDS, SequenceBatching, prefix + "oldest.", spec))
+    elif sb.HasField("direct"):
+        r.see(prefix + "direct", spec + ".strategy")
+    controls = _controls(sb, r)
+    if controls:
+        out["controls"] = controls
+        r.origin[spec + ".controls"] = prefix + "control_input"
+    if sb.state:
+        r.origin[spec + ".states"] = prefix + "state"
+        out["states"] = [_state(st, k, r) for k, st in enumerate(sb.state)]
+    return _spec_order(out, SequenceBatching)
+
+
+def _state(st: Any, k: int, r: _Reading) -> dict[str, Any]:
+    path, spec = f"sequence_batching.state[{k}]", f"sequenceBatching.states[{k}]"
+    r.origin[spec] = path
+    out = _copy(r, st, STATE_FIELDS, State, path + ".", spec)
+    field = _spec_field(State, "initialState")
+    initial = _nested_model(field.annotation) if field is not None else None
+    if initial is not None and len(st.initial_state) == 1:  # more than one: reported (Triton takes one)
+        r.see(f"{path}.initial_state[0]", f"{spec}.initialState")
+        found = _copy(
+            r,
+            st.initial_state[0],
+            INITIAL_STATE_FIELDS,
+            initial,
+            f"{path}.initial_state[0].",
+            f"{spec}.initialState",
+        )
+        out["initialState"] = _spec_order(found, initial)
+    return _spec_order(out, State)
+
+
+def _controls(sb: Any, r: _Reading) -> dict[str, str]:
+    """START/END/READY with one of the false/true lists the render writes, all of one data type the spec
+    knows, and CORRID of a data type the spec knows: the spec's controls; any other is reported."""
+    flag_types = _literal_values(Controls, FLAG_TYPE) or ["INT32"]  # what the spec (as it is) carries
+    corrid_types = _literal_values(Controls, CORRID_TYPE) or ["UINT64"]
+    out: dict[str, str] = {}
+    first: dict[str, str] = {}
+    flag: tuple[str, str] | None = None  # (data type, where) of the first carried START/END/READY
+    for i, ci in enumerate(sb.control_input):
+        path = f"sequence_batching.control_input[{i}]"
+        for j, control in enumerate(ci.control):
+            # a control input of one control is one setting: reported whole when not carried
+            cpath = f"{path}.control[{j}]" if len(ci.control) > 1 else path
+            r.take(cpath)
+            shown = {"name": str(ci.name), "control": _one_line(control)}
+            key, dtype = _control_type(control)
+            if key is None or dtype not in (flag_types if key != CORRID_CONTROL else corrid_types):
+                message = CONTROL_NOT_CARRIED.format(
+                    **shown, flags=_or(flag_types), corrids=_or(corrid_types)
+                )
+            elif key != CORRID_CONTROL and flag is not None and dtype != flag[0]:
+                message = CONTROL_MIXED.format(**shown, first=flag[0], where=flag[1])
+            elif key in out:
+                message = CONTROL_TWICE.format(kind=str(_CONTROL.Kind.Name(control.kind)), first=first[key])
+            else:
+                out[key] = str(ci.name)
+                first[key] = cpath
+                r.take(f"{path}.name", f"sequenceBatching.controls.{key}")
+                if key == CORRID_CONTROL:
+                    out[CORRID_TYPE] = dtype
+                elif flag is None:
+                    flag = (dtype, cpath)
+                    out[FLAG_TYPE] = dtype
+                continue
+            r.add(NOT_CARRIED, cpath, message)
+        r.take(f"{path}.name")  # its controls are reported one by one
+    for alias in (FLAG_TYPE, CORRID_TYPE):  # the spec's defaults are left out
+        field = _spec_field(Controls, alias)
+        if alias in out and (field is None or out[alias] == field.default):
+            del out[alias]
+    return out
+
+
+def _control_type(control: Any) -> tuple[str | None, str]:
+    """A control's spec field and data type: ('start', 'INT32') for a START control with
+    int32_false_true [0, 1], ('correlationId', 'UINT64') for a UINT64 CORRID; (None, '') otherwise."""
+    lists = {name: list(getattr(control, name)) for name in FLAG_VALUES if getattr(control, name)}
+    if control.kind in BOOLEAN_CONTROLS:
+        if control.data_type or len(lists) != 1:
+            return None, ""
+        ((name, values),) = lists.items()
+        dtype, wanted = FLAG_VALUES[name]
+        return (BOOLEAN_CONTROLS[control.kind], dtype) if values == wanted else (None, "")
+    if control.kind == _CONTROL.CONTROL_SEQUENCE_CORRID and not lists:
+        return CORRID_CONTROL, _data_type(control.data_type)
+    return None, ""
+
+
+def _literal_values(owner: type[BaseModel], alias: str) -> list[str]:
+    """The values a Literal spec field allows; [] when the spec has no such field."""
+    field = _spec_field(owner, alias)
+    return [str(v) for v in get_args(field.annotation)] if field is not None else []
+
+
+def _or(values: Sequence[str]) -> str:
+    return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]
+
+
+def _parameters(cfg: Any, r: _Reading) -> dict[str, str]:
+    """string_value of each parameter, verbatim (template placeholders such as ${engine_dir} included)."""
+    out: dict[str, str] = {}
+    for key in sorted(cfg.parameters):
+        path = f"parameters{_key(key)}.string_value"
+        out[key] = str(cfg.parameters[key].string_value)
+        r.take(path, f"parameters.{key}")
+    return out
+
+
+# --------------------------------------------------------------------------- ensembles
+
+
+def _step_names(models: Sequence[str]) -> list[str]:
+    """Each step's name: its model's, and `model_2`, `model_3`... for later calls of the same model."""
+    taken = {INPUTS, *models}
+    names: list[str] = []
+    for model in models:
+        if model not in names and model != INPUTS:
+            names.append(model)
+            continue
+        n = 2
+        while True:
+            suffix = f"_{n}"
+            candidate = model[: 64 - len(suffix)] + suffix
+            if candidate not in taken:
+                break
+            n += 1
+        taken.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def _pipeline(
+    cfg: Any, r: _Reading, models: Mapping[str, Any], ensembles: set[str], unreadable: set[str]
+) -> dict[str, Any]:
+    """The spec's pipeline of one ensemble config."""
+    entry: dict[str, Any] = {"name": cfg.name}
+    r.take("name", "name")
+    r.take("platform")
+    entry["maxBatchSize"] = int(cfg.max_batch_size)
+    r.take("max_batch_size", "maxBatchSize")
+    entry["inputs"] = [
+        _spec_order(
+            _copy(r, t, PIPELINE_INPUT_FIELDS, PipelineInput, f"input[{i}].", f"inputs[{i}]"), PipelineInput
+        )
+        for i, t in enumerate(cfg.input)
+    ]
+    for i in range(len(cfg.input)):
+        r.origin[f"inputs[{i}]"] = f"input[{i}]"
+    inputs = {str(t.name) for t in cfg.input}
+    scheduling = cfg.ensemble_scheduling
+    r.see("ensemble_scheduling")
+    steps = list(scheduling.step)
+    names = _step_names([str(s.model_name) for s in steps])
+    producers: dict[str, tuple[int, str]] = {}  # ensemble tensor -> (step index, model output)
+    for j, step in enumerate(steps):
+        path = f"ensemble_scheduling.step[{j}]"
+        r.see(path, f"steps[{j}]")
+        r.take(f"{path}.model_name", f"steps[{j}].model")
+        _step_model(step, path, r, models, ensembles, unreadable)
+        r.take(f"{path}.model_version")
+        if step.model_version != LATEST_VERSION:
+            r.add(NOT_CARRIED, f"{path}.model_version", STEP_VERSION.format(version=step.model_version))
+        r.take(f"{path}.output_map")
+        for out, tensor in sorted(step.output_map.items()):
+            if tensor in inputs:
+                r.add(ERROR, f"{path}.output_map{_key(out)}", PRODUCED_INPUT.format(tensor=tensor))
+            elif tensor in producers:
+                r.add(
+                    ERROR,
+                    f"{path}.output_map{_key(out)}",
+                    TWO_PRODUCERS.format(tensor=tensor, first=producers[tensor][0]),
+                )
+            else:
+                producers[tensor] = (j, str(out))
+    entry["steps"] = [_step(step, j, names, inputs, producers, r, models) for j, step in enumerate(steps)]
+    entry["outputs"] = _pipeline_outputs(cfg, names, producers, r, models)
+    return _spec_order(entry, Pipeline)
+
+
+def _step_model(
+    step: Any, path: str, r: _Reading, models: Mapping[str, Any], ensembles: set[str], unreadable: set[str]
+) -> None:
+    model = str(step.model_name)
+    if model in ensembles:
+        r.add(ERROR, f"{path}.model_name", NESTED_ENSEMBLE.format(model=model))
+    elif model not in models and model not in unreadable:  # an unreadable config has its own error
+        known = ", ".join(sorted(models)) or "none"
+        r.add(ERROR, f"{path}.model_name", UNKNOWN_STEP_MODEL.format(model=model, known=known))
+
+
+def _step(
+    step: Any,
+    j: int,
+    names: list[str],
+    inputs: set[str],
+    producers: Mapping[str, tuple[int, str]],
+    r: _Reading,
+    models: Mapping[str, Any],
+) -> dict[str, Any]:
+    path = f"ensemble_scheduling.step[{j}]"
+    out: dict[str, Any] = {}
+    if names[j] != step.model_name:
+        out["name"] = names[j]
+    out["model"] = str(step.model_name)
+    r.take(f"{path}.input_map")
+    model = models.get(str(step.model_name))
+    order = {str(t.name): i for i, t in enumerate(model.input)} if model is not None else {}
+    mapped: dict[str, str] = {}
+    for key in sorted(step.input_map, key=lambda k: (order.get(k, len(order)), k)):
+        tensor = step.input_map[key]
+        where = f"{path}.input_map{_key(key)}"
+        if tensor in inputs:
+            mapped[key] = f"{INPUTS}.{tensor}"
+        elif tensor in producers:
+            k, output = producers[tensor]
+            mapped[key] = f"{names[k]}.{output}"
+        else:
+            r.add(ERROR, where, UNPRODUCED_TENSOR.format(tensor=tensor))
+            continue
+        r.origin[f"steps[{j}].inputs.{key}"] = where
+    out["inputs"] = mapped
+    return out
+
+
+def _pipeline_outputs(
+    cfg: Any,
+    names: list[str],
+    producers: Mapping[str, tuple[int, str]],
+    r: _Reading,
+    models: Mapping[str, Any],
+) -> list[dict[str, str]]:
+    outputs: list[dict[str, str]] = []
+    first: dict[str, int] = {}
+    batching = cfg.max_batch_size > 0
+    steps = cfg.ensemble_scheduling.step
+    for i, o in enumerate(cfg.output):
+        path = f"output[{i}]"
+        name = str(o.name)
+        if name in first:
+            r.take(path)
+            r.add(NOT_CARRIED, path, DUPLICATE_OUTPUT.format(name=name, first=first[name]))
+            continue
+        first[name] = i
+        r.take(f"{path}.name")
+        if name not in producers:
+            r.add(ERROR, f"{path}.name", UNPRODUCED_OUTPUT.format(tensor=name))
+            continue
+        j, output = producers[name]
+        k = len(outputs)
+        outputs.append({"name": name, "from": f"{names[j]}.{output}"})
+        r.origin[f"outputs[{k}]"] = path
+        r.origin[f"outputs[{k}].name"] = f"{path}.name"
+        r.origin[f"outputs[{k}].from"] = f"ensemble_scheduling.step[{j}].output_map{_key(output)}"
+        _declared_output(o, path, models.get(str(steps[j].model_name)), f"{names[j]}.{output}", batching, r)
+    return outputs
+
+
+def _declared_output(o: Any, path: str, model: Any, source: str, batching: bool, r: _Reading) -> None:
+    """An ensemble output's data_type, dims and reshape: the render derives them from the producer; a
+    declaration that says the same is carried, one that differs is reported."""
+    produced = next((t for t in model.output if t.name == source.split(".", 1)[1]), None) if model else None
+    if produced is None:  # the compiler names the missing output (a warning)
+        r.take(path)
+        return
+    derived = ensemble_output(
+        Tensor(_data_type(produced.data_type), full_dims(_ints(produced.dims), model.max_batch_size > 0)),
+        batching,
+    )
+    declared_type = _data_type(o.data_type)
+    if declared_type == derived.data_type:
+        r.take(f"{path}.data_type")
+    else:
+        r.take(f"{path}.data_type")
+        r.add(
+            NOT_CARRIED,
+            f"{path}.data_type",
+            ENSEMBLE_OUTPUT_DECLARED.format(
+                value=f"TYPE_{declared_type}",
+                what="data type",
+                source=source,
+                derived=f"TYPE_{derived.data_type}",
+            ),
+        )
+    reshape = getattr(derived, "reshape", None)
+    declared_reshape = tuple(o.reshape.shape) if o.HasField("reshape") else None
+    r.take(f"{path}.dims")
+    r.take(f"{path}.reshape")
+    if tuple(o.dims) == tuple(derived.full_dims) and declared_reshape == reshape:
+        return
+    declared = f"dims {_ints(o.dims)}" + (
+        "" if declared_reshape is None else f" reshape {list(declared_reshape)}"
+    )
+    wanted = f"dims {list(derived.full_dims)}" + ("" if reshape is None else f" reshape {list(reshape)}")
+    r.add(
+        NOT_CARRIED,
+        f"{path}.dims",
+        ENSEMBLE_OUTPUT_DECLARED.format(value=declared, what="shape", source=source, derived=wanted),
+    )
+
+
+# --------------------------------------------------------------------------- the repository
+
+
+def pipeline_name(directory: str) -> str:
+    """A directory's name made a DNS-1035 label (metadata.name): lowercase letters, digits and '-',
+    starting with a letter, at most 63 characters."""
+    text = re.sub(r"[^a-z0-9-]+", "-", directory.lower())
+    text = re.sub(r"-{2,}", "-", text)
+    text = re.sub(r"^[^a-z]+", "", text)[:63].rstrip("-")
+    return text or "imported"
+
+
+def _parse(directory: str, text: str) -> tuple[Any, Finding | None]:
+    try:
+        return parse_text(text), None
+    except text_format.ParseError as exc:
+        line, column = exc.GetLine(), exc.GetColumn()
+        detail = re.sub(r"^\d+:\d+ : ", "", str(exc))
+        lines = text.splitlines()
+        here = lines[line - 1] if line and 0 < line <= len(lines) else ""
+        if "${" in here:
+            others = [n for n, text in enumerate(lines, 1) if PLACEHOLDER_VALUE.search(text) and n != line]
+            more = TEMPLATE_MORE.format(lines=", ".join(map(str, others))) if others else ""
+            detail = f"{detail.rstrip('.')}; {TEMPLATE_HINT}{more}"
+        elif "has no field named" in detail:
+            detail = f"{detail} {UNKNOWN_FIELD_HINT}"
+        position = (line, column or 0) if line else None
+        return None, Finding(ERROR, directory, "", detail, position)
+
+
+def _model_order(parsed: Mapping[str, Any], ensembles: Sequence[str]) -> list[str]:
+    """Models in the order the ensembles call them, then the others by name."""
+    order: list[str] = []
+    for e in ensembles:
+        for step in parsed[e].ensemble_scheduling.step:
+            name = str(step.model_name)
+            if name in parsed and name not in ensembles and name not in order:
+                order.append(name)
+    return order + sorted(d for d in parsed if d not in ensembles and d not in order)
+
+
+def import_repository(
+    configs: Mapping[str, str],
+    no_config: Mapping[str, bool],
+    *,
+    name: str,
+    uri: str,
+    source: str | None = None,
+    unreadable: Collection[str] = (),
+) -> ImportResult:
+    """The TritonPipeline of a model repository: `configs` maps each model directory's name to its
+    config.pbtxt text; `no_config` each directory without one to whether it holds version directories.
+    `name` becomes metadata.name, `uri` spec.modelRepository.uri; `source` names the repository in
+    messages (default: `uri`); `unreadable` names the directories whose config.pbtxt could not be read
+    (the caller reports why; ensembles calling them are not reported again). Every problem is a
+    finding; the document is None when any is an ERROR."""
+    findings: list[Finding] = []
+    for directory, versions in sorted(no_config.items()):
+        message = NO_CONFIG_VERSIONS.format(dir=directory) if versions else NO_CONFIG_NO_VERSIONS
+        findings.append(Finding(NOT_CARRIED, directory, "", message))
+    if not configs:
+        if unreadable:
+            return ImportResult(None, tuple(findings))
+        findings.append(Finding(ERROR, "", "", NO_CONFIGS.format(dir=source or uri)))
+        return ImportResult(None, tuple(findings))
+    parsed: dict[str, Any] = {}
+    unreadable = set(unreadable)
+    early: dict[str, list[Finding]] = {}
+    for directory in sorted(configs):
+        cfg, problem = _parse(directory, configs[directory])
+        if problem is not None:
+            findings.append(problem)
+            unreadable.add(directory)
+            continue
+        if not cfg.name:
+            cfg.name = directory  # NORMALISATIONS: Triton names it after its directory
+        elif cfg.name != directory:
+            early[directory] = [
+                Finding(ERROR, directory, "name", NAME_MISMATCH.format(name=str(cfg.name), dir=directory))
+            ]
+            cfg.name = directory
+        parsed[directory] = cfg
+    ensembles = sorted(d for d, c in parsed.items() if c.platform == ENSEMBLE_PLATFORM)
+    order = _model_order(parsed, ensembles)
+    models = {d: parsed[d] for d in order}
+    origins: dict[str, tuple[str, str]] = {}
+    model_docs, pipeline_docs = [], []
+    for i, directory in enumerate(order):
+        r = _Reading(directory)
+        model_docs.append(_model(parsed[directory], r))
+        _report_rest(parsed[directory], r)
+        findings += early.get(directory, []) + r.findings
+        origins.update(_origins(f"spec.models[{i}]", r))
+    for j, directory in enumerate(ensembles):
+        r = _Reading(directory)
+        pipeline_docs.append(_pipeline(parsed[directory], r, models, set(ensembles), unreadable))
+        _report_rest(parsed[directory], r)
+        findings += early.get(directory, []) + r.findings
+        origins.update(_origins(f"spec.pipelines[{j}]", r))
+    spec: dict[str, Any] = {}
+    gpus = max(
+        (g + 1 for m in model_docs for inst in m.get("instances", []) for g in inst.get("gpus", [])),
+        default=0,
+    )
+    if gpus > 1:
+        spec["server"] = {"gpus": gpus}
+    spec["modelRepository"] = {"uri": uri}
+    spec["models"] = model_docs
+    spec["pipelines"] = pipeline_docs
+    doc = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
+    if any(f.kind == ERROR for f in findings):
+        return ImportResult(None, tuple(findings))
+    try:
+        tp = parse_pipeline(doc)
+    except SpecError as exc:
+        findings += [_located(ERROR, p, origins, SPEC_PROBLEM) for p in exc.problems]
+        return ImportResult(None, tuple(findings))
+    try:
+        compile_pipeline(tp)
+    except SpecError as exc:
+        findings += [_located(WARNING, p, origins, COMPILE_PROBLEM) for p in exc.problems]
+    return ImportResult(doc, tuple(findings))
+
+
+def _origins(prefix: str, r: _Reading) -> dict[str, tuple[str, str]]:
+    out = {prefix: (r.model, "")}
+    out.update({f"{prefix}.{spec}": (r.model, triton) for spec, triton in r.origin.items()})
+    return out
+
+
+def _located(kind: str, problem: Problem, origins: Mapping[str, tuple[str, str]], template: str) -> Finding:
+    """A spec or compiler problem at the model and Triton field it came from."""
+    path = problem.path
+    while path and path not in origins:
+        cut = max(path.rfind("."), path.rfind("["))
+        path = path[:cut] if cut > 0 else ""
+    message = template.format(message=problem.message)
+    if not path:
+        return Finding(kind, "", problem.path, message)
+    model, triton = origins[path]
+    if path != problem.path:
+        message = SPEC_PATH.format(message=message, path=problem.path)
+    return Finding(kind, model, triton, message)
+
+
+# --------------------------------------------------------------------------- YAML
+
+FLOW_WIDTH = 100  # a mapping of scalars up to this wide is written on one line (below the top levels)
+FLOW_DEPTH = 3  # mappings nested at least this deep may be written on one line (tensors, step inputs)
+
+
+class _FlowMap(dict[str, Any]):
+    """A mapping written on one line."""
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _flat(value: Any) -> bool:
+    return not isinstance(value, (dict, list)) or (
+        isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
+    )
+
+
+def _styled(value: Any, depth: int = 0) -> Any:
+    """`value` with its short mappings of scalars below FLOW_DEPTH made _FlowMaps (as the examples write
+    tensors and step inputs); lists of scalars are always written on one line."""
+    if isinstance(value, dict):
+        out = {k: _styled(v, depth + 1) for k, v in value.items()}
+        short = all(_flat(v) for v in value.values()) and len(json.dumps(value)) <= FLOW_WIDTH
+        return _FlowMap(out) if depth >= FLOW_DEPTH and short else out
+    if isinstance(value, list):
+        return [_styled(v, depth + 1) for v in value]
+    return value
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
+    flow = isinstance(data, _FlowMap) or not data
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=flow)
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=_flat(data))
+
+
+_Dumper.add_representer(dict, _represent_dict)
+_Dumper.add_representer(_FlowMap, _represent_dict)
+_Dumper.add_representer(list, _represent_list)
+
+
+def document_yaml(result: ImportResult, source: str) -> str:
+    """The imported document as YAML, with a comment header: where it came from, what was not carried."""
+    assert result.document is not None
+    spec = result.document["spec"]
+    left_out = result.of_kind(NOT_CARRIED)
+    head = [
+        f"# Imported by `tritonpipeline import` from {source}: {len(spec['models'])} model(s), "
+        f"{len(spec['pipelines'])} ensemble(s).",
+    ]
+    if left_out:
+        head.append(f"# {len(left_out)} setting(s) not carried (also printed on stderr by the import):")
+        head += [f"#   {' '.join(str(f).split())}" for f in left_out]
+    else:
+        head.append("# Every setting of the configs is carried.")
+    body = yaml.dump(_styled(result.document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+    return "\n".join(head) + "\n" + body

@@ -1,0 +1,1349 @@
+"""`tritonpipeline import`: a Triton model repository's config.pbtxt files -> one TritonPipeline.
+
+The mapper (compiler/importer.py) without any server or process, then the command as a real process:
+hard errors (one line, exit 1, nothing written), --strict, stdout and -o, the repository uri, and a round
+trip through the compiler that compares every rendered config with its original. Expected values come
+from the hand-written configs below, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+import yaml
+from google.protobuf import text_format
+from google.protobuf.message import Message
+
+from helpers import CLI
+from tritonpipeline import cli
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler import importer as imp
+from tritonpipeline.compiler.importer import ERROR, NOT_CARRIED, WARNING, import_repository, pipeline_name
+from tritonpipeline.compiler.triton_config import mc, parse_text
+from tritonpipeline.repository import local_model_root
+from tritonpipeline.spec import Controls, State, load_file, parse_pipeline
+
+# --------------------------------------------------------------------------- configs
+
+
+def cfg(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+def ensemble(name: str, mbs: int, inputs: str, outputs: str, steps: str) -> str:
+    return cfg(
+        f"""
+        name: "{name}"
+        platform: "ensemble"
+        max_batch_size: {mbs}
+        input [ {inputs} ]
+        output [ {outputs} ]
+        ensemble_scheduling {{ step [ {steps} ] }}
+        """
+    )
+
+
+def step(model: str, inputs: dict[str, str], outputs: dict[str, str], version: int = -1) -> str:
+    maps = [f'input_map {{ key: "{k}" value: "{v}" }}' for k, v in inputs.items()]
+    maps += [f'output_map {{ key: "{k}" value: "{v}" }}' for k, v in outputs.items()]
+    return f'{{ model_name: "{model}" model_version: {version} {" ".join(maps)} }}'
+
+
+def tensor(name: str, dtype: str, dims: str, extra: str = "") -> str:
+    return f'{{ name: "{name}" data_type: TYPE_{dtype} dims: [ {dims} ] {extra} }}'
+
+
+# one python model and an ensemble calling it: the smallest repository the spec accepts today
+ECHO = cfg(
+    """
+    name: "echo"
+    backend: "python"
+    max_batch_size: 4
+    input [ { name: "IN" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    """
+)
+ECHO_ENSEMBLE = ensemble(
+    "echo_pipe",
+    4,
+    tensor("X", "FP32", "2"),
+    tensor("Y", "FP32", "2"),
+    step("echo", {"IN": "X"}, {"OUT": "Y"}),
+)
+
+
+def run(configs: dict[str, str], no_config: dict[str, bool] | None = None, **kw: Any) -> imp.ImportResult:
+    return import_repository(
+        configs, no_config or {}, name=kw.pop("name", "t"), uri=kw.pop("uri", "models"), **kw
+    )
+
+
+def of(result: imp.ImportResult, kind: str) -> set[tuple[str, str]]:
+    return {(f.model, f.field) for f in result.findings if f.kind == kind}
+
+
+def only_model(result: imp.ImportResult, name: str) -> dict[str, Any]:
+    assert result.document is not None, [str(f) for f in result.findings]
+    (model,) = [m for m in result.document["spec"]["models"] if m["name"] == name]
+    return model
+
+
+# --------------------------------------------------------------------------- models
+
+
+CARRIED = cfg(
+    """
+    name: "carried"
+    backend: "python"
+    max_batch_size: 8
+    input [
+      { name: "A" data_type: TYPE_FP32 dims: [ 3, 4, 4 ] format: FORMAT_NCHW },
+      { name: "B" data_type: TYPE_STRING dims: [ -1 ] optional: true allow_ragged_batch: true },
+      { name: "D" data_type: TYPE_INT32 dims: [ 1 ] reshape: { shape: [ ] } optional: true }
+    ]
+    output [
+      { name: "C" data_type: TYPE_BF16 dims: [ 2, -1 ] reshape { shape: [ 2, -1, 1 ] } label_filename: "l" }
+    ]
+    instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0 ] }, { kind: KIND_CPU }, { count: 3 } ]
+    dynamic_batching {
+      preferred_batch_size: [ 2, 8 ] max_queue_delay_microseconds: 500 preserve_ordering: true
+      priority_levels: 3 default_priority_level: 2
+      default_queue_policy { max_queue_size: 16 }
+      priority_queue_policy { key: 3 value { timeout_action: DELAY default_timeout_microseconds: 900 } }
+      priority_queue_policy { key: 1 value { allow_timeout_override: true } }
+    }
+    version_policy { specific { versions: [ 2, 5 ] } }
+    model_transaction_policy { decoupled: true }
+    parameters { key: "path" value { string_value: "${engine_dir}" } }
+    parameters { key: "mode" value { string_value: "7" } }
+    """
+)
+CARRIED_ENSEMBLE = ensemble(
+    "p",
+    8,
+    tensor("X", "FP32", "3, 4, 4"),
+    tensor("Y", "BF16", "2, -1"),
+    step("carried", {"A": "X"}, {"C": "Y"}),
+)
+
+
+def test_every_carried_model_field() -> None:
+    result = run({"carried": CARRIED, "p": CARRIED_ENSEMBLE})
+    assert of(result, NOT_CARRIED) == set()
+    assert of(result, ERROR) == set()
+    assert only_model(result, "carried") == {
+        "name": "carried",
+        "backend": "python",
+        "maxBatchSize": 8,
+        "inputs": [
+            {"name": "A", "dataType": "FP32", "dims": [3, 4, 4], "format": "NCHW"},
+            {"name": "B", "dataType": "STRING", "dims": [-1], "optional": True, "allowRaggedBatch": True},
+            {"name": "D", "dataType": "INT32", "dims": [1], "optional": True, "reshape": []},
+        ],
+        "outputs": [
+            {
+                "name": "C",
+                "dataType": "BF16",
+                "dims": [2, -1],
+                "reshape": [2, -1, 1],
+                "labelFilename": "l",
+            }
+        ],
+        # kind absent is KIND_AUTO, count absent is 1 (Triton's defaults, written out)
+        "instances": [
+            {"kind": "GPU", "count": 2, "gpus": [0]},
+            {"kind": "CPU", "count": 1},
+            {"kind": "AUTO", "count": 3},
+        ],
+        "dynamicBatching": {
+            "preferredBatchSizes": [2, 8],
+            "maxQueueDelayMicroseconds": 500,
+            "preserveOrdering": True,
+            "priorityLevels": 3,
+            "defaultPriorityLevel": 2,
+            "defaultQueuePolicy": {"maxQueueSize": 16},
+            # Triton's map keyed by level, as a list in level order
+            "priorityQueuePolicies": [
+                {"allowTimeoutOverride": True, "priorityLevel": 1},
+                {"timeoutAction": "DELAY", "defaultTimeoutMicroseconds": 900, "priorityLevel": 3},
+            ],
+        },
+        "versionPolicy": {"policy": "specific", "versions": [2, 5]},
+        "decoupled": True,
+        "parameters": {"mode": "7", "path": "${engine_dir}"},  # string placeholders verbatim
+    }
+
+
+def test_a_config_without_name_takes_its_directory_name() -> None:
+    result = run({"echo": ECHO.replace('name: "echo"\n', ""), "echo_pipe": ECHO_ENSEMBLE})
+    assert only_model(result, "echo")["name"] == "echo"
+    assert of(result, NOT_CARRIED) == set()
+
+
+def test_a_name_other_than_the_directory_is_an_error() -> None:
+    result = run({"echo": ECHO.replace('name: "echo"', 'name: "other"'), "echo_pipe": ECHO_ENSEMBLE})
+    assert result.document is None
+    assert of(result, ERROR) == {("echo", "name")}
+    (finding,) = result.of_kind(ERROR)
+    assert "'other' differs from its directory 'echo'" in finding.message
+
+
+def test_a_placeholder_where_a_number_is_needed_does_not_parse() -> None:
+    text = cfg(
+        """
+        name: "tensorrt_llm"
+        backend: "tensorrtllm"
+        max_batch_size: ${triton_max_batch_size}
+        parameters { key: "gpt_model_path" value: { string_value: "${engine_dir}" } }
+        instance_group [ { count: ${instance_count} } ]
+        """
+    )
+    result = run({"tensorrt_llm": text, "echo": ECHO, "echo_pipe": ECHO_ENSEMBLE})
+    assert result.document is None
+    (finding,) = result.of_kind(ERROR)
+    assert (finding.model, finding.position) == ("tensorrt_llm", (3, 17))
+    assert "fill the template first, e.g. with tools/fill_template.py" in finding.message
+    assert finding.message.endswith("(placeholders stand for values on lines 5 too)")  # not line 4's string
+
+
+def test_a_boolean_placeholder_does_not_parse_either() -> None:
+    text = 'backend: "tensorrtllm"\nmodel_transaction_policy {\n  decoupled: ${decoupled_mode}\n}\n'
+    result = run({"tensorrt_llm": text})
+    (finding,) = result.of_kind(ERROR)
+    assert finding.position == (3, 14)
+    assert "tools/fill_template.py" in finding.message
+
+
+def test_an_unknown_field_names_the_schema() -> None:
+    result = run({"echo": ECHO + "max_batch_sise: 4\n", "echo_pipe": ECHO_ENSEMBLE})
+    (finding,) = result.of_kind(ERROR)
+    assert finding.position == (6, 1)
+    assert 'no field named "max_batch_sise"' in finding.message
+
+
+UNCARRIED = cfg(
+    """
+    name: "m"
+    backend: "python"
+    runtime: "model.py"
+    max_batch_size: 4
+    input [
+      { name: "A" data_type: TYPE_FP32 dims: [ 3, 8, 8 ] is_non_linear_format_io: true },
+      { name: "B" data_type: TYPE_INT32 dims: [ 1 ] }
+    ]
+    output [ { name: "C" data_type: TYPE_FP32 dims: [ 2 ] is_non_linear_format_io: true } ]
+    batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 source_input: "A" } ]
+    instance_group [ { name: "mine" kind: KIND_CPU host_policy: "numa0" } ]
+    dynamic_batching { }
+    model_operations { op_library_filename: [ "libops.so" ] }
+    model_warmup [ { name: "w1" batch_size: 1 }, { name: "w2" batch_size: 2 } ]
+    cc_model_filenames { key: "8.6" value: "model.plan" }
+    response_cache { enable: true }
+    default_model_filename: "model.savedmodel"
+    """
+)
+
+
+def test_every_field_the_spec_cannot_carry_is_reported() -> None:
+    result = run(
+        {
+            "m": UNCARRIED,
+            "p": ensemble(
+                "p",
+                4,
+                tensor("X", "FP32", "3, 8, 8") + ", " + tensor("Z", "INT32", "1"),
+                tensor("Y", "FP32", "2"),
+                step("m", {"A": "X", "B": "Z"}, {"C": "Y"}),
+            ),
+        }
+    )
+    assert of(result, NOT_CARRIED) == {
+        ("m", "runtime"),
+        ("m", "input[0].is_non_linear_format_io"),
+        ("m", "output[0].is_non_linear_format_io"),
+        ("m", "batch_input[0]"),
+        ("m", "instance_group[0].name"),
+        ("m", "instance_group[0].host_policy"),
+        ("m", "model_operations"),
+        ("m", "model_warmup[0]"),
+        ("m", "model_warmup[1]"),
+        ("m", 'cc_model_filenames["8.6"]'),
+        ("m", "response_cache"),
+        ("m", "default_model_filename"),
+    }
+    lines = {str(f) for f in result.of_kind(NOT_CARRIED)}
+    assert 'm: model_warmup[1]: not in the TritonPipeline spec (set to { name: "w2" batch_size: 2 })' in lines
+    assert 'm: runtime: not in the TritonPipeline spec (set to "model.py")' in lines
+    # what the spec does carry of the same config is still written
+    assert only_model(result, "m")["instances"] == [{"kind": "CPU", "count": 1}]
+    assert only_model(result, "m")["dynamicBatching"] == {}
+
+
+def test_values_equal_to_tritons_defaults_are_not_reported() -> None:
+    text = ECHO + cfg(
+        """
+        instance_group [ { name: "echo_0" kind: KIND_CPU }, { name: "echo_1" kind: KIND_CPU } ]
+        version_policy { latest { num_versions: 1 } }
+        optimization { input_pinned_memory { enable: true } output_pinned_memory { enable: true } }
+        model_transaction_policy { decoupled: false }
+        sequence_batching { }
+        """
+    )
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    assert of(result, NOT_CARRIED) == set()
+    assert only_model(result, "echo")["sequenceBatching"] == {}  # direct, 1 s idle: the spec's defaults
+
+
+def test_a_value_beside_a_default_one_is_still_reported() -> None:
+    text = ECHO + "optimization { input_pinned_memory { enable: true } cuda { graphs: true } }\n"
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    assert of(result, NOT_CARRIED) == {("echo", "optimization.cuda")}
+
+
+SEQUENCE = cfg(
+    """
+    name: "seq"
+    backend: "python"
+    max_batch_size: 4
+    input [ { name: "AUDIO" data_type: TYPE_FP32 dims: [ -1 ] } ]
+    output [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]
+    sequence_batching {
+      max_sequence_idle_microseconds: 5000000
+      oldest { max_candidate_sequences: 8 preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 1000 }
+      control_input [
+        { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+        { name: "E" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
+        { name: "R" control [ { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1 ] } ] },
+        { name: "ID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+      ]
+      state [
+        { input_name: "IN_S" output_name: "OUT_S" data_type: TYPE_FP32 dims: [ 16 ] },
+        { input_name: "IN_T" output_name: "OUT_T" data_type: TYPE_INT32 dims: [ 1 ]
+          initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true name: "zeros" } }
+      ]
+    }
+    """
+)
+SEQUENCE_ENSEMBLE = ensemble(
+    "asr",
+    4,
+    tensor("A", "FP32", "-1"),
+    tensor("T", "STRING", "1"),
+    step("seq", {"AUDIO": "A"}, {"TEXT": "T"}),
+)
+
+
+def test_sequence_batching() -> None:
+    result = run({"seq": SEQUENCE, "asr": SEQUENCE_ENSEMBLE})
+    assert only_model(result, "seq")["sequenceBatching"] == {
+        "strategy": "oldest",
+        "maxSequenceIdleMicroseconds": 5_000_000,
+        "controls": {"start": "S", "end": "E", "correlationId": "ID"},
+        "states": [
+            {"inputName": "IN_S", "outputName": "OUT_S", "dataType": "FP32", "dims": [16]},
+            {"inputName": "IN_T", "outputName": "OUT_T", "dataType": "INT32", "dims": [1]}
+            | (
+                {"initialState": {"name": "zeros", "dataType": "INT32", "dims": [1], "zeroData": True}}
+                if HAS_INITIAL_STATE
+                else {}
+            ),
+        ],
+        "maxCandidateSequences": 8,
+        "preferredBatchSizes": [2, 4],
+        "maxQueueDelayMicroseconds": 1000,
+    }
+    assert of(result, NOT_CARRIED) == {
+        ("seq", "sequence_batching.control_input[2]"),  # READY as FP32 beside START and END as INT32
+        *([] if HAS_INITIAL_STATE else [("seq", "sequence_batching.state[1].initial_state[0]")]),
+    }
+
+
+def spec_allows(field: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The data types a Controls field allows (the spec grows them); `default` before it has the field."""
+    found = Controls.model_fields.get(field)
+    return tuple(get_args(found.annotation)) if found is not None else default
+
+
+FLAG_TYPES = spec_allows("flag_data_type", ("INT32",))
+CORRID_TYPES = spec_allows("correlation_id_data_type", ("UINT64",))
+HAS_INITIAL_STATE = "initial_state" in State.model_fields
+
+
+@pytest.mark.parametrize(
+    ("control", "key", "dtype"),
+    [
+        ("kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64", "correlationId", "UINT64"),
+        ("kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_INT64", "correlationId", "INT64"),
+        ("kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32", None, ""),
+        ("kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ]", "start", "INT32"),
+        ("kind: CONTROL_SEQUENCE_START int32_false_true: [ 1, 0 ]", None, ""),
+        ("kind: CONTROL_SEQUENCE_END fp32_false_true: [ 0, 1 ]", "end", "FP32"),
+        ("kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ]", "ready", "BOOL"),
+        (
+            "kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] int32_false_true: [ 0, 1 ]",
+            None,
+            "",
+        ),
+    ],
+)
+def test_which_controls_are_carried(control: str, key: str | None, dtype: str) -> None:
+    text = (
+        ECHO
+        + "sequence_batching { direct { } control_input [ "
+        + f'{{ name: "C" control [ {{ {control} }} ] }} ] }}\n'
+    )
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    controls = only_model(result, "echo")["sequenceBatching"].get("controls", {})
+    carried = key is not None and dtype in (CORRID_TYPES if key == "correlationId" else FLAG_TYPES)
+    if not carried:
+        assert controls == {}
+        assert of(result, NOT_CARRIED) == {("echo", "sequence_batching.control_input[0]")}
+        return
+    type_field = "correlationIdDataType" if key == "correlationId" else "flagDataType"
+    default = "UINT64" if key == "correlationId" else "INT32"
+    assert controls == {key: "C", **({type_field: dtype} if dtype != default else {})}
+    assert of(result, NOT_CARRIED) == set()
+
+
+def test_start_end_and_ready_share_one_data_type() -> None:
+    controls = [
+        '{ name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }',
+        '{ name: "E" control [ { kind: CONTROL_SEQUENCE_END fp32_false_true: [ 0, 1 ] } ] }',
+    ]
+    text = ECHO + f"sequence_batching {{ control_input [ {', '.join(controls)} ] }}\n"
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    assert only_model(result, "echo")["sequenceBatching"]["controls"] == {"start": "S"}
+    assert of(result, NOT_CARRIED) == {("echo", "sequence_batching.control_input[1]")}
+
+
+def test_shape_tensors() -> None:
+    text = cfg(
+        """
+        name: "engine"
+        platform: "tensorrt_plan"
+        max_batch_size: 4
+        input [ { name: "SHAPE" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true } ]
+        output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 2 ] is_shape_tensor: true } ]
+        """
+    )
+    pipe = ensemble(
+        "p",
+        4,
+        tensor("X", "INT32", "2"),
+        tensor("Y", "INT32", "2"),
+        step("engine", {"SHAPE": "X"}, {"OUT": "Y"}),
+    )
+    result = run({"engine": text, "p": pipe})
+    model = only_model(result, "engine")
+    assert model["inputs"][0]["isShapeTensor"] is True
+    assert model["outputs"][0]["isShapeTensor"] is True
+    assert of(result, NOT_CARRIED) == set()
+
+
+def test_direct_strategy_fields_beyond_the_spec_are_reported() -> None:
+    text = ECHO + "sequence_batching { direct { max_queue_delay_microseconds: 100 } }\n"
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    assert only_model(result, "echo")["sequenceBatching"] == {}
+    assert of(result, NOT_CARRIED) == {("echo", "sequence_batching.direct.max_queue_delay_microseconds")}
+
+
+def test_tritons_idle_default_is_written_when_the_spec_default_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config without max_sequence_idle_microseconds idles out after Triton's 1 s: with a spec whose
+    default were different, the import must write 1000000."""
+    from pydantic import Field
+
+    from tritonpipeline.spec import SequenceBatching
+
+    class LongerDefault(SequenceBatching):
+        max_sequence_idle_microseconds: int = Field(default=5_000_000)
+
+    text = ECHO + "sequence_batching { }\n"
+    assert only_model(run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}), "echo")["sequenceBatching"] == {}
+    monkeypatch.setattr(imp, "SequenceBatching", LongerDefault)
+    written = only_model(run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}), "echo")["sequenceBatching"]
+    assert written == {"maxSequenceIdleMicroseconds": 1_000_000}
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected", "reported"),
+    [
+        ('platform: "onnxruntime_onnx"\nbackend: "onnxruntime"', {"platform": "onnxruntime_onnx"}, set()),
+        ('platform: "tensorrt_plan"', {"platform": "tensorrt_plan"}, set()),
+        ('backend: "tensorrtllm"', {"backend": "tensorrtllm"}, set()),
+        (
+            'platform: "pytorch_libtorch"\nbackend: "python"',
+            {"platform": "pytorch_libtorch"},
+            {("m", "backend")},
+        ),
+    ],
+)
+def test_backend_and_platform(lines: str, expected: dict[str, str], reported: set[tuple[str, str]]) -> None:
+    text = ECHO.replace('name: "echo"\nbackend: "python"', f'name: "m"\n{lines}')
+    result = run({"m": text, "echo_pipe": ECHO_ENSEMBLE.replace('"echo"', '"m"')})
+    model = only_model(result, "m")
+    assert {k: model[k] for k in ("backend", "platform") if k in model} == expected
+    assert of(result, NOT_CARRIED) == reported
+
+
+def test_a_config_without_backend_or_platform_is_an_error() -> None:
+    result = run({"echo": ECHO.replace('backend: "python"\n', ""), "echo_pipe": ECHO_ENSEMBLE})
+    assert of(result, ERROR) == {("echo", "backend")}
+
+
+def test_gpu_indices_set_the_pods_gpus() -> None:
+    text = ECHO + "instance_group [ { kind: KIND_GPU gpus: [ 0, 2 ] } ]\n"
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    assert result.document is not None
+    assert result.document["spec"]["server"] == {"gpus": 3}
+    assert "server" not in run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE}).document["spec"]  # type: ignore[index]
+
+
+# --------------------------------------------------------------------------- ensembles
+
+
+def two_tensor_model(
+    name: str, ins: list[tuple[str, str, str]], outs: list[tuple[str, str, str]], mbs: int = 4
+) -> str:
+    return cfg(
+        f"""
+        name: "{name}"
+        backend: "python"
+        max_batch_size: {mbs}
+        input [ {", ".join(tensor(*t) for t in ins)} ]
+        output [ {", ".join(tensor(*t) for t in outs)} ]
+        """
+    )
+
+
+SEARCH = {
+    "tok": two_tensor_model(
+        "tok", [("TEXT", "STRING", "1")], [("IDS", "INT32", "-1"), ("MASK", "INT32", "-1")]
+    ),
+    "embed": two_tensor_model("embed", [("IDS", "INT32", "-1")], [("EMB", "FP32", "-1, 8")]),
+    "score": two_tensor_model(
+        "score", [("A", "FP32", "-1, 8"), ("B", "FP32", "-1, 8")], [("S", "FP32", "1")]
+    ),
+    "search": ensemble(
+        "search",
+        4,
+        tensor("QUERY", "STRING", "1") + ", " + tensor("DOC", "STRING", "1"),
+        tensor("SCORE", "FP32", "1"),
+        ", ".join(
+            [
+                step("tok", {"TEXT": "QUERY"}, {"IDS": "q_ids", "MASK": "q_mask"}),  # q_mask: read by nothing
+                step("tok", {"TEXT": "DOC"}, {"IDS": "d_ids"}),
+                step("embed", {"IDS": "q_ids"}, {"EMB": "q_emb"}),
+                step("embed", {"IDS": "d_ids"}, {"EMB": "d_emb"}),
+                step("score", {"B": "d_emb", "A": "q_emb"}, {"S": "SCORE"}),
+            ]
+        ),
+    ),
+}
+
+
+def test_an_ensemble_becomes_a_pipeline() -> None:
+    result = run(SEARCH)
+    assert result.document is not None, [str(f) for f in result.findings]
+    assert result.findings == ()
+    assert [m["name"] for m in result.document["spec"]["models"]] == ["tok", "embed", "score"]
+    assert result.document["spec"]["pipelines"] == [
+        {
+            "name": "search",
+            "inputs": [
+                {"name": "QUERY", "dataType": "STRING", "dims": [1]},
+                {"name": "DOC", "dataType": "STRING", "dims": [1]},
+            ],
+            "steps": [
+                {"model": "tok", "inputs": {"TEXT": "inputs.QUERY"}},
+                {"name": "tok_2", "model": "tok", "inputs": {"TEXT": "inputs.DOC"}},
+                {"model": "embed", "inputs": {"IDS": "tok.IDS"}},
+                {"name": "embed_2", "model": "embed", "inputs": {"IDS": "tok_2.IDS"}},
+                {"model": "score", "inputs": {"A": "embed.EMB", "B": "embed_2.EMB"}},
+            ],
+            "outputs": [{"name": "SCORE", "from": "score.S"}],
+            "maxBatchSize": 4,
+        }
+    ]
+
+
+def test_step_inputs_follow_the_models_input_order() -> None:
+    result = run(SEARCH)
+    assert result.document is not None
+    assert list(result.document["spec"]["pipelines"][0]["steps"][4]["inputs"]) == ["A", "B"]
+
+
+def test_a_second_call_never_takes_an_existing_name() -> None:
+    assert imp._step_names(["a", "a_2", "a", "a"]) == ["a", "a_2", "a_3", "a_4"]
+
+
+def test_models_no_ensemble_uses_are_listed_too() -> None:
+    result = run({**SEARCH, "lonely": ECHO.replace('"echo"', '"lonely"')})
+    assert result.document is not None
+    assert [m["name"] for m in result.document["spec"]["models"]] == ["tok", "embed", "score", "lonely"]
+
+
+def test_a_duplicated_ensemble_output_is_written_once() -> None:
+    text = SEARCH["search"].replace("output [ ", "output [ " + tensor("SCORE", "FP32", "1") + ", ")
+    result = run({**SEARCH, "search": text})
+    assert result.document is not None
+    assert result.document["spec"]["pipelines"][0]["outputs"] == [{"name": "SCORE", "from": "score.S"}]
+    assert of(result, NOT_CARRIED) == {("search", "output[1]")}
+
+
+def test_an_ensemble_output_declared_unlike_its_producer_is_reported() -> None:
+    text = SEARCH["search"].replace(tensor("SCORE", "FP32", "1"), tensor("SCORE", "FP32", "-1"))
+    result = run({**SEARCH, "search": text})
+    assert of(result, NOT_CARRIED) == {("search", "output[0].dims")}
+    (finding,) = result.of_kind(NOT_CARRIED)
+    assert "score.S: dims [1]" in finding.message
+
+
+def test_a_step_version_other_than_latest_is_reported() -> None:
+    text = ECHO_ENSEMBLE.replace("model_version: -1", "model_version: 3")
+    result = run({"echo": ECHO, "echo_pipe": text})
+    assert result.document is not None
+    assert of(result, NOT_CARRIED) == {("echo_pipe", "ensemble_scheduling.step[0].model_version")}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "needle"),
+    [
+        (
+            ('model_name: "score"', 'model_name: "scorer"'),
+            "ensemble_scheduling.step[4].model_name",
+            "model 'scorer' is not in the repository (models: embed, score, tok)",
+        ),
+        (
+            ('key: "A" value: "q_emb"', 'key: "A" value: "q_emb2"'),
+            'ensemble_scheduling.step[4].input_map["A"]',
+            "ensemble tensor 'q_emb2': no step produces it and no ensemble input provides it",
+        ),
+        (
+            ('value: "SCORE"', 'value: "SCORE2"'),
+            "output[0].name",
+            "ensemble output 'SCORE': no step writes it",
+        ),
+        (
+            (
+                'output_map { key: "IDS" value: "d_ids" }',
+                'output_map { key: "IDS" value: "d_ids" } output_map { key: "MASK" value: "q_mask" }',
+            ),
+            'ensemble_scheduling.step[1].output_map["MASK"]',
+            "ensemble tensor 'q_mask' is also written by ensemble_scheduling.step[0]",
+        ),
+        (
+            ('{ key: "MASK" value: "q_mask" }', '{ key: "MASK" value: "DOC" }'),
+            'ensemble_scheduling.step[0].output_map["MASK"]',
+            "ensemble tensor 'DOC' is an ensemble input: a step cannot write it",
+        ),
+    ],
+    ids=["missing-model", "unproduced-tensor", "unproduced-output", "two-producers", "writes-an-input"],
+)
+def test_broken_ensembles_are_errors(change: tuple[str, str], field: str, needle: str) -> None:
+    old, new = change
+    assert SEARCH["search"].count(old) == 1
+    result = run({**SEARCH, "search": SEARCH["search"].replace(old, new)})
+    assert result.document is None
+    errors = result.of_kind(ERROR)
+    assert [(f.model, f.field) for f in errors] == [("search", field)]
+    assert needle in errors[0].message
+
+
+def test_a_nested_ensemble_is_an_error() -> None:
+    outer = ensemble(
+        "outer",
+        4,
+        tensor("X", "FP32", "2"),
+        tensor("Y", "FP32", "2"),
+        step("echo_pipe", {"X": "X"}, {"Y": "Y"}),
+    )
+    result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE, "outer": outer})
+    assert of(result, ERROR) == {("outer", "ensemble_scheduling.step[0].model_name")}
+
+
+def test_an_ensemble_calling_an_unparsable_config_is_not_reported_twice() -> None:
+    result = run(
+        {"echo": ECHO.replace("max_batch_size: 4", "max_batch_size: four"), "echo_pipe": ECHO_ENSEMBLE}
+    )
+    assert of(result, ERROR) == {("echo", "")}
+
+
+def test_all_errors_are_reported_together() -> None:
+    result = run(
+        {
+            **SEARCH,
+            "score": "oops",
+            "embed": SEARCH["embed"].replace('"embed"', '"other"'),
+            "search": SEARCH["search"].replace('value: "SCORE"', 'value: "SCORE2"'),
+        }
+    )
+    assert of(result, ERROR) == {("score", ""), ("embed", "name"), ("search", "output[0].name")}
+
+
+def test_spec_problems_name_the_model_and_field() -> None:
+    """What Triton takes but the spec refuses: reported at the config's field, nothing written."""
+    text = ECHO.replace("max_batch_size: 4", "max_batch_size: 2000000") + "instance_group [ { count: 65 } ]\n"
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+    assert result.document is None
+    assert {(f.model, f.field, f.message) for f in result.of_kind(ERROR)} == {
+        ("echo", "max_batch_size", "must be <= 1048576, got 2000000"),
+        ("echo", "instance_group[0].count", "must be <= 64, got 65"),
+    }
+
+
+def test_compiler_problems_are_warnings() -> None:
+    """dynamic_batching with max_batch_size 0: Triton loads it, the compiler refuses it."""
+    text = ECHO.replace("max_batch_size: 4", "max_batch_size: 0") + "dynamic_batching { }\n"
+    pipe = ECHO_ENSEMBLE.replace("max_batch_size: 4", "max_batch_size: 0")
+    result = run({"echo": text, "echo_pipe": pipe})
+    assert result.document is not None
+    assert of(result, WARNING) == {("echo", "dynamic_batching")}
+
+
+def test_directories_without_a_config() -> None:
+    result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE}, {"resnet_onnx": True, "notes": False})
+    assert result.document is not None
+    assert of(result, NOT_CARRIED) == {("resnet_onnx", ""), ("notes", "")}
+    messages = {f.model: f.message for f in result.findings}
+    assert "--strict-model-config=false" in messages["resnet_onnx"]
+    assert "no version directory" in messages["notes"]
+
+
+def test_no_configs_is_not_a_repository() -> None:
+    result = run({}, {"resnet_onnx": True}, source="models/")
+    assert result.document is None
+    assert [str(f) for f in result.of_kind(ERROR)] == [
+        "not a Triton model repository: no <model>/config.pbtxt under models/"
+    ]
+
+
+def test_a_repository_without_ensembles_gives_no_pipelines() -> None:
+    result = run({"echo": ECHO})
+    assert result.document is not None, [str(f) for f in result.findings]
+    assert result.document["spec"]["pipelines"] == []
+
+
+@pytest.mark.parametrize(
+    ("directory", "name"),
+    [
+        ("model_repository", "model-repository"),
+        ("Inflight_Batcher_LLM", "inflight-batcher-llm"),
+        ("2024-models", "models"),
+        ("__", "imported"),
+        ("a" * 80, "a" * 63),
+        ("a" * 62 + "_b", "a" * 62),
+    ],
+)
+def test_pipeline_name(directory: str, name: str) -> None:
+    assert pipeline_name(directory) == name
+
+
+def test_the_yaml_parses_to_the_document_with_a_header() -> None:
+    text = SEARCH["search"].replace("output [ ", "output [ " + tensor("SCORE", "FP32", "1") + ", ")
+    result = run({**SEARCH, "search": text})
+    out = imp.document_yaml(result, "repo/")
+    assert out.startswith("# Imported by `tritonpipeline import` from repo/: 3 model(s), 1 ensemble(s).\n")
+    assert "# 1 setting(s) not carried" in out
+    assert yaml.safe_load(out) == result.document
+    assert "- {name: QUERY, dataType: STRING, dims: [1]}" in out  # tensors on one line, as in the examples
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run_import(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tritonpipeline.cli"]
+    return subprocess.run(
+        [*cmd, "import", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd, check=False
+    )
+
+
+def write_repo(root: Path, configs: dict[str, str], files: dict[str, str] | None = None) -> Path:
+    for model, text in configs.items():
+        (root / model).mkdir(parents=True, exist_ok=True)
+        (root / model / "config.pbtxt").write_text(text)
+    for rel, text in (files or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes | str]:
+    return {
+        str(p.relative_to(root)): ("dir" if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))
+    }
+
+
+def stderr_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return result.stderr.strip().splitlines()
+
+
+def not_carried_lines(stderr: str) -> list[tuple[str, str, str]]:
+    """`MODEL: field: why` lines as (model, field, why)."""
+    out = []
+    for line in stderr.splitlines():
+        if line.startswith(("error:", "warning:", "note:")):
+            continue
+        model, field, why = line.split(": ", 2)
+        out.append((model, field, why))
+    return out
+
+
+@pytest.fixture
+def echo_repo(tmp_path: Path) -> Path:
+    text = ECHO + "response_cache { enable: true }\n"
+    return write_repo(tmp_path / "models", {"echo": text, "echo_pipe": ECHO_ENSEMBLE})
+
+
+HARD_ERRORS: dict[str, tuple[dict[str, str], str]] = {
+    # id: (configs written into models/ (beside the echo repository), needle of the one error line)
+    "placeholder": (
+        {
+            "tensorrt_llm": 'name: "tensorrt_llm"\nbackend: "tensorrtllm"\n'
+            + "max_batch_size: ${triton_max_batch_size}\n"
+        },
+        "tensorrt_llm/config.pbtxt:3:17: 'max_batch_size: ${triton_max_batch_size}': Couldn't parse integer",
+    ),
+    "missing-model": (
+        {"echo_pipe": ECHO_ENSEMBLE.replace('model_name: "echo"', 'model_name: "gone"')},
+        "echo_pipe/config.pbtxt: ensemble_scheduling.step[0].model_name: model 'gone' is not in the "
+        "repository (models: echo)",
+    ),
+    "name-mismatch": (
+        {"echo": ECHO.replace('name: "echo"', 'name: "echo2"')},
+        "echo/config.pbtxt: name: 'echo2' differs from its directory 'echo'",
+    ),
+    "unproduced-tensor": (
+        {"echo_pipe": ECHO_ENSEMBLE.replace('value: "X"', 'value: "W"')},
+        "ensemble tensor 'W': no step produces it and no ensemble input provides it",
+    ),
+    "spec-refuses": (
+        {"echo": ECHO.replace("max_batch_size: 4", "max_batch_size: 2000000")},
+        "echo/config.pbtxt: max_batch_size: must be <= 1048576, got 2000000",
+    ),
+}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("case", list(HARD_ERRORS))
+def test_hard_errors_print_one_line_and_write_nothing(echo_repo: Path, case: str) -> None:
+    configs, needle = HARD_ERRORS[case]
+    write_repo(echo_repo, configs)
+    before = snapshot(echo_repo.parent)
+    result = run_import(echo_repo, "-o", echo_repo.parent / "out.yaml")
+    assert result.returncode == 1, result.stderr
+    (line,) = stderr_lines(result)
+    assert line.startswith("error: ") and "Traceback" not in line
+    assert needle in line, line
+    assert result.stdout == ""
+    assert snapshot(echo_repo.parent) == before
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    ("where", "needle"),
+    [
+        ("missing", "not a Triton model repository: 'missing' does not exist"),
+        ("a-file", "not a Triton model repository: 'a-file' is not a directory"),
+        ("empty", "not a Triton model repository: no <model>/config.pbtxt under empty"),
+    ],
+)
+def test_not_a_repository(tmp_path: Path, where: str, needle: str) -> None:
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "empty" / ".git").mkdir(parents=True)
+    (tmp_path / "empty" / "README.md").write_text("x")
+    before = snapshot(tmp_path)
+    result = run_import(where, "-o", "out.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert stderr_lines(result) == [f"error: {needle}"]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.cli
+def test_output_in_a_missing_directory(echo_repo: Path) -> None:
+    before = snapshot(echo_repo.parent)
+    result = run_import("models", "-o", "nowhere/p.yaml", cwd=echo_repo.parent)
+    assert result.returncode == 1
+    assert stderr_lines(result) == [
+        "error: cannot write output file 'nowhere/p.yaml': directory 'nowhere' does not exist"
+    ]
+    assert snapshot(echo_repo.parent) == before
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("target", ["echo/config.pbtxt", "echo/p.yaml", "echo_pipe/1/p.yaml"])
+def test_never_writes_into_a_model_directory(echo_repo: Path, target: str) -> None:
+    (echo_repo / "echo_pipe" / "1").mkdir()
+    before = snapshot(echo_repo.parent)
+    result = run_import(echo_repo, "-o", echo_repo / target)
+    assert result.returncode == 1
+    (line,) = stderr_lines(result)
+    assert "lies inside the model source" in line
+    assert snapshot(echo_repo.parent) == before
+
+
+def test_every_hard_error_at_once(echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_repo(echo_repo, {"echo": "max_batch_size: x\n", "other": 'name: "nope"\nbackend: "python"\n'})
+    before = snapshot(echo_repo.parent)
+    assert cli.main(["import", str(echo_repo), "-o", str(echo_repo.parent / "no" / "p.yaml")]) == 1
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("error: ") for line in lines), lines
+    assert f"{echo_repo}/echo/config.pbtxt:1:17:" in lines[0]
+    assert "other/config.pbtxt: name: 'nope' differs" in lines[1]
+    assert "does not exist" in lines[2]
+    assert out == ""
+    assert snapshot(echo_repo.parent) == before
+
+
+@pytest.mark.cli
+def test_stdout_and_output_file(echo_repo: Path) -> None:
+    root = echo_repo.parent
+    printed = run_import("models", cwd=root)
+    assert printed.returncode == 0, printed.stderr
+    assert (
+        printed.stderr == "echo: response_cache: not in the TritonPipeline spec (set to { enable: true })\n"
+    )
+    doc = yaml.safe_load(printed.stdout)
+    assert doc["metadata"] == {"name": "models"}
+    assert doc["spec"]["modelRepository"] == {"uri": "models"}
+    assert [m["name"] for m in doc["spec"]["models"]] == ["echo"]
+    written = run_import("models", "-o", "p.yaml", "--name", "echo-app", cwd=root)
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == "wrote p.yaml: 1 model(s), 1 pipeline(s), 1 setting(s) not carried\n"
+    assert written.stderr == printed.stderr
+    text = (root / "p.yaml").read_text()
+    assert text == printed.stdout.replace("name: models", "name: echo-app")
+    assert (root / "p.yaml").stat().st_mode & 0o777 == 0o666 & ~_umask()
+    assert sorted(p.name for p in root.iterdir()) == ["models", "p.yaml"]  # no temporary file left
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.cli
+def test_an_existing_output_is_replaced(echo_repo: Path) -> None:
+    out = echo_repo.parent / "p.yaml"
+    out.write_text("old")
+    out.chmod(0o600)
+    result = run_import(echo_repo, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(out.read_text())["kind"] == "TritonPipeline"
+    assert out.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.cli
+def test_strict(echo_repo: Path) -> None:
+    root = echo_repo.parent
+    before = snapshot(root)
+    result = run_import("models", "--strict", "-o", "p.yaml", cwd=root)
+    assert result.returncode == 1
+    assert stderr_lines(result) == [
+        "echo: response_cache: not in the TritonPipeline spec (set to { enable: true })",
+        "error: --strict: 1 setting(s) not carried or not valid as imported (listed above); nothing written",
+    ]
+    assert snapshot(root) == before
+    (echo_repo / "echo" / "config.pbtxt").write_text(ECHO)
+    result = run_import("models", "--strict", "-o", "p.yaml", cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert (root / "p.yaml").is_file()
+
+
+def test_strict_counts_warnings_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = ECHO.replace("max_batch_size: 4", "max_batch_size: 0") + "dynamic_batching { }\n"
+    repo = write_repo(
+        tmp_path / "m",
+        {"echo": text, "echo_pipe": ECHO_ENSEMBLE.replace("max_batch_size: 4", "max_batch_size: 0")},
+    )
+    assert cli.main(["import", str(repo), "--strict"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("warning: echo: dynamic_batching: dynamic batching needs maxBatchSize > 0")
+    assert cli.main(["import", str(repo)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["spec"]["models"][0]["dynamicBatching"] == {}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    ("repo", "output", "uri", "note"),
+    [
+        ("models", "p.yaml", "models", False),  # the output file sits where the path was given
+        ("models", "out/p.yaml", "../models", True),
+        ("./models/", "out/deeper/p.yaml", "../../models", True),
+        ("models", "models/p.yaml", ".", True),  # beside the model directories, in the repository root
+        ("ABS", "out/p.yaml", "ABS", False),
+        ("models", None, "models", False),  # stdout: the path as given
+    ],
+)
+def test_the_repository_uri_resolves_from_the_output_file(
+    echo_repo: Path, repo: str, output: str | None, uri: str, note: bool
+) -> None:
+    root = echo_repo.parent
+    (root / "out" / "deeper").mkdir(parents=True)
+    repo = repo.replace("ABS", str(echo_repo))
+    uri = uri.replace("ABS", str(echo_repo))
+    result = run_import(repo, *(["-o", output] if output else []), cwd=root)
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in stderr_lines(result) if line.startswith("note:")]
+    assert notes == (
+        [
+            f"note: spec.modelRepository.uri is {uri!r}, the repository {repo!r} relative to the "
+            "output file's directory (relative paths in the spec resolve against the file's directory)"
+        ]
+        if note
+        else []
+    )
+    if output is None:
+        assert yaml.safe_load(result.stdout)["spec"]["modelRepository"]["uri"] == uri
+        return
+    (tp,) = load_file(root / output)
+    assert tp.spec.model_repository.uri == uri
+    assert local_model_root(tp, root / output) == echo_repo.resolve()
+
+
+# --------------------------------------------------------------------------- round trip
+
+# a published-style repository: TensorRT-LLM's ensemble of python pre/postprocessing around the
+# tensorrtllm backend (string parameters left as template placeholders), a stateful sequence model behind
+# an ensemble of its own, an ONNX model without any model file, and a decoupled BLS model no ensemble uses
+ROUND_TRIP = {
+    "preprocessing": cfg(
+        """
+        backend: "python"
+        max_batch_size: 8
+        input [
+          { name: "QUERY" data_type: TYPE_STRING dims: [ 1 ] },
+          { name: "REQUEST_OUTPUT_LEN" data_type: TYPE_INT32 dims: [ 1 ] }
+        ]
+        output [
+          { name: "INPUT_ID" data_type: TYPE_INT32 dims: [ -1 ] },
+          { name: "REQUEST_INPUT_LEN" data_type: TYPE_INT32 dims: [ 1 ] },
+          { name: "EMBEDDING_BIAS" data_type: TYPE_FP32 dims: [ -1 ] },
+          { name: "OUT_REQUEST_OUTPUT_LEN" data_type: TYPE_INT32 dims: [ 1 ] }
+        ]
+        parameters { key: "tokenizer_dir" value: { string_value: "${tokenizer_dir}" } }
+        parameters { key: "add_special_tokens" value: { string_value: "${add_special_tokens}" } }
+        instance_group [ { count: 2 kind: KIND_CPU } ]
+        version_policy { latest { num_versions: 1 } }
+        """
+    ),
+    "tensorrt_llm": cfg(
+        """
+        name: "tensorrt_llm"
+        backend: "tensorrtllm"
+        max_batch_size: 8
+        model_transaction_policy { decoupled: true }
+        dynamic_batching {
+            preferred_batch_size: [ 8 ]
+            max_queue_delay_microseconds: 100
+        }
+        input [
+          { name: "input_ids" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true },
+          { name: "input_lengths" data_type: TYPE_INT32 dims: [ 1 ] reshape: { shape: [ ] } },
+          { name: "request_output_len" data_type: TYPE_INT32 dims: [ 1 ] reshape: { shape: [ ] } },
+          { name: "temperature" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } optional: true }
+        ]
+        output [
+          { name: "output_ids" data_type: TYPE_INT32 dims: [ -1, -1 ] },
+          { name: "sequence_length" data_type: TYPE_INT32 dims: [ -1 ] }
+        ]
+        instance_group [ { count: 1 kind : KIND_GPU gpus: [ 0 ] } ]
+        parameters: { key: "gpt_model_path" value: { string_value: "${engine_dir}" } }
+        parameters: { key: "max_beam_width" value: { string_value: "${max_beam_width}" } }
+        parameters: { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }
+        """
+    ),
+    "postprocessing": cfg(
+        """
+        name: "postprocessing"
+        backend: "python"
+        max_batch_size: 8
+        input [
+          { name: "TOKENS_BATCH" data_type: TYPE_INT32 dims: [ -1, -1 ] },
+          { name: "SEQUENCE_LENGTH" data_type: TYPE_INT32 dims: [ -1 ] }
+        ]
+        output [ { name: "OUTPUT" data_type: TYPE_STRING dims: [ -1 ] } ]
+        parameters { key: "tokenizer_dir" value: { string_value: "${tokenizer_dir}" } }
+        instance_group [ { count: 1 kind: KIND_CPU } ]
+        """
+    ),
+    "ensemble": cfg(
+        """
+        name: "ensemble"
+        platform: "ensemble"
+        max_batch_size: 8
+        input [
+          { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
+          { name: "max_tokens" data_type: TYPE_INT32 dims: [ 1 ] },
+          { name: "temperature" data_type: TYPE_FP32 dims: [ 1 ] optional: true }
+        ]
+        output [
+          { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] },
+          { name: "sequence_length" data_type: TYPE_INT32 dims: [ -1 ] },
+          { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }
+        ]
+        ensemble_scheduling {
+          step [
+            {
+              model_name: "preprocessing"
+              model_version: -1
+              input_map { key: "QUERY" value: "text_input" }
+              input_map { key: "REQUEST_OUTPUT_LEN" value: "max_tokens" }
+              output_map { key: "INPUT_ID" value: "_INPUT_ID" }
+              output_map { key: "REQUEST_INPUT_LEN" value: "_REQUEST_INPUT_LEN" }
+              output_map { key: "EMBEDDING_BIAS" value: "_EMBEDDING_BIAS" }
+              output_map { key: "OUT_REQUEST_OUTPUT_LEN" value: "_REQUEST_OUTPUT_LEN" }
+            },
+            {
+              model_name: "tensorrt_llm"
+              model_version: -1
+              input_map { key: "input_ids" value: "_INPUT_ID" }
+              input_map { key: "input_lengths" value: "_REQUEST_INPUT_LEN" }
+              input_map { key: "request_output_len" value: "_REQUEST_OUTPUT_LEN" }
+              input_map { key: "temperature" value: "temperature" }
+              output_map { key: "output_ids" value: "_TOKENS_BATCH" }
+              output_map { key: "sequence_length" value: "sequence_length" }
+            },
+            {
+              model_name: "postprocessing"
+              model_version: -1
+              input_map { key: "TOKENS_BATCH" value: "_TOKENS_BATCH" }
+              input_map { key: "SEQUENCE_LENGTH" value: "sequence_length" }
+              output_map { key: "OUTPUT" value: "text_output" }
+            }
+          ]
+        }
+        """
+    ),
+    "streaming_asr": cfg(
+        """
+        name: "streaming_asr"
+        platform: "onnxruntime_onnx"
+        max_batch_size: 4
+        input [ { name: "AUDIO" data_type: TYPE_FP32 dims: [ -1 ] } ]
+        output [ { name: "TRANSCRIPT" data_type: TYPE_STRING dims: [ 1 ] } ]
+        instance_group [ { kind: KIND_GPU count: 1 } ]
+        sequence_batching {
+          max_sequence_idle_microseconds: 5000000
+          oldest {
+            max_candidate_sequences: 8
+            preferred_batch_size: [ 2, 4 ]
+            max_queue_delay_microseconds: 1000
+            preserve_ordering: true
+          }
+          control_input [
+            { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+            { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1 ] } ] },
+            { name: "END" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
+            { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+          ]
+          state [
+            {
+              input_name: "STATE_IN"
+              output_name: "STATE_OUT"
+              data_type: TYPE_FP32
+              dims: [ 16 ]
+              initial_state { data_type: TYPE_FP32 dims: [ 16 ] zero_data: true name: "zeros" }
+            }
+          ]
+        }
+        """
+    ),
+    "asr": ensemble(
+        "asr",
+        4,
+        tensor("AUDIO_IN", "FP32", "-1"),
+        tensor("TRANSCRIPT", "STRING", "1"),
+        step("streaming_asr", {"AUDIO": "AUDIO_IN"}, {"TRANSCRIPT": "TRANSCRIPT"}),
+    ),
+    "classifier": cfg(
+        """
+        platform: "onnxruntime_onnx"
+        backend: "onnxruntime"
+        max_batch_size: 16
+        input [ { name: "input.1" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] format: FORMAT_NCHW } ]
+        output [ { name: "1519" data_type: TYPE_FP32 dims: [ 1000 ] label_filename: "labels.txt" } ]
+        instance_group [ { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] } ]
+        dynamic_batching {
+          priority_levels: 2 default_priority_level: 2
+          priority_queue_policy { key: 1 value { max_queue_size: 4 timeout_action: DELAY } }
+        }
+        version_policy { all { } }
+        optimization { execution_accelerators { gpu_execution_accelerator: [ { name: "tensorrt" } ] } }
+        """
+    ),
+    "bls_stream": cfg(
+        """
+        name: "bls_stream"
+        backend: "python"
+        model_transaction_policy { decoupled: true }
+        input [ { name: "PROMPT" data_type: TYPE_STRING dims: [ 1 ] } ]
+        output [ { name: "TOKEN" data_type: TYPE_STRING dims: [ 1 ] } ]
+        instance_group [ { kind: KIND_CPU } ]
+        parameters {
+          key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" }
+        }
+        response_cache { enable: true }
+        """
+    ),
+}
+ENSEMBLES = ("ensemble", "asr")
+# read off the configs above: each setting the spec has no field for
+ROUND_TRIP_NOT_CARRIED = {
+    ("ensemble", "output[2]"),  # text_output listed twice
+    ("streaming_asr", "sequence_batching.oldest.preserve_ordering"),
+    ("streaming_asr", "sequence_batching.control_input[1]"),  # READY as FP32, START and END as INT32
+    ("classifier", "optimization"),  # nothing in it is carried: reported whole
+    ("bls_stream", "response_cache"),
+}
+if not HAS_INITIAL_STATE:  # the spec is gaining initialState
+    ROUND_TRIP_NOT_CARRIED.add(("streaming_asr", "sequence_batching.state[0].initial_state[0]"))
+
+PLATFORM_BACKEND = {
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "tensorrt_plan": "tensorrt",
+}
+
+
+def triton_defaults(config: Any, directory: str) -> None:
+    """What Triton makes of a config as it loads it (NormalizeModelConfig), for the fields the
+    render writes out: the documented normalisations, applied by hand."""
+    if not config.name:
+        config.name = directory
+    if config.platform and PLATFORM_BACKEND.get(config.platform) == config.backend:
+        config.ClearField("backend")
+    for i, group in enumerate(config.instance_group):
+        group.count = max(1, group.count)
+        if group.name == f"{directory}_{i}":
+            group.ClearField("name")
+    if config.version_policy == mc.ModelVersionPolicy(latest=mc.ModelVersionPolicy.Latest(num_versions=1)):
+        config.ClearField("version_policy")
+    if config.HasField("sequence_batching"):
+        sb = config.sequence_batching
+        sb.max_sequence_idle_microseconds = sb.max_sequence_idle_microseconds or 1_000_000
+        if not sb.HasField("oldest"):
+            sb.direct.SetInParent()
+        elif not sb.oldest.max_candidate_sequences:
+            sb.oldest.max_candidate_sequences = max(1, config.max_batch_size)
+
+
+def clear(message: Message, path: str, *, elements: bool = True) -> None:
+    """Clear a reported field (`a.b[2].c`, `a.m["key"]`) where it exists, and the messages it leaves
+    empty. `elements`: also delete a reported list element (`a.b[2]`); indices name the original's
+    elements, so a rendered config only has its fields cleared."""
+    parts = re.findall(r"[^.\[]+|\[[^\]]*\]", path)
+    chain: list[tuple[Any, str]] = []  # (container, part) from the top
+    target: Any = message
+    for part in parts[:-1]:
+        chain.append((target, part))
+        if part.startswith("["):
+            index = int(part[1:-1])
+            if index >= len(target):
+                return
+            target = target[index]
+        else:
+            target = getattr(target, part)
+    last = parts[-1]
+    if last.startswith("["):
+        if not elements:
+            return
+        key = json.loads(last[1:-1])
+        if (key in target) if isinstance(key, str) else (key < len(target)):
+            del target[key]
+    else:
+        target.ClearField(last)
+    for container, part in reversed(chain):  # a singular message left empty goes too
+        if part.startswith("[") or container.DESCRIPTOR.fields_by_name[part].is_repeated:
+            break
+        if getattr(container, part).ByteSize() or not container.HasField(part):
+            break
+        container.ClearField(part)
+
+
+def canonical(config: Any) -> None:
+    """Order Triton does not care about: control inputs are found by their kind."""
+    if config.HasField("sequence_batching"):
+        sb = config.sequence_batching
+        controls = sorted(sb.control_input, key=lambda c: c.name)
+        del sb.control_input[:]
+        sb.control_input.extend(controls)
+
+
+def dataflow(config: Any, models: set[str]) -> tuple[dict[str, Any], Counter[Any]]:
+    """An ensemble's dataflow with tensor names and routers abstracted away: each output as the tree of
+    (model, {input: source}) that computes it, and every step so (routers are steps whose model is not
+    in `models`: a router's output is its input)."""
+    steps = list(config.ensemble_scheduling.step)
+    producer = {tensor: (j, out) for j, s in enumerate(steps) for out, tensor in s.output_map.items()}
+
+    def source(tensor: str) -> Any:
+        if tensor not in producer:
+            return ("inputs", tensor)
+        j, out = producer[tensor]
+        if steps[j].model_name not in models:
+            (routed,) = steps[j].input_map.values()
+            return source(routed)
+        return (node(j), out)
+
+    @functools.cache
+    def node(j: int) -> Any:
+        return (steps[j].model_name, tuple(sorted((k, source(t)) for k, t in steps[j].input_map.items())))
+
+    outputs = {o.name: source(o.name) for o in config.output}
+    return outputs, Counter(node(j) for j, s in enumerate(steps) if s.model_name in models)
+
+
+@pytest.mark.cli
+def test_round_trip_through_the_compiler(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path / "llm_repo", ROUND_TRIP, {"bls_stream/1/model.py": "# BLS\n"})
+    result = run_import(repo, "-o", tmp_path / "llm.yaml")
+    assert result.returncode == 0, result.stderr
+    reported = not_carried_lines(result.stderr)
+    assert {(model, field) for model, field, _ in reported} == ROUND_TRIP_NOT_CARRIED
+    assert not [line for line in stderr_lines(result) if line.startswith(("error:", "warning:"))]
+    doc = yaml.safe_load((tmp_path / "llm.yaml").read_text())
+    assert doc["metadata"] == {"name": "llm-repo"}
+    assert doc["spec"]["server"] == {"gpus": 2}  # classifier's GPU 1
+    files = compile_pipeline(parse_pipeline(doc), cpu_only=False).files
+    models = {m for m in ROUND_TRIP if m not in ENSEMBLES}
+    for name, text in ROUND_TRIP.items():
+        original, rendered = parse_text(text), parse_text(files[f"{name}/config.pbtxt"])
+        for model, field, _ in sorted(reported, reverse=True):  # later list elements first
+            if model == name:
+                clear(original, field)
+                clear(rendered, field, elements=False)
+        if name in ENSEMBLES:
+            # dataflow, not the literal ensemble: intermediate tensors are renamed, routers inserted
+            assert dataflow(rendered, models) == dataflow(original, models), name
+            for c in (original, rendered):
+                c.ClearField("ensemble_scheduling")
+        else:
+            triton_defaults(original, name)
+        canonical(original)
+        canonical(rendered)
+        assert text_format.MessageToString(rendered) == text_format.MessageToString(original), name
+        assert rendered == original, name
+    # the parameters' template placeholders are kept verbatim
+    assert (
+        parse_text(files["tensorrt_llm/config.pbtxt"]).parameters["gpt_model_path"].string_value
+        == "${engine_dir}"
+    )
+    # a router was inserted for sequence_length (read by postprocessing and an ensemble output)
+    assert any("__router" in path for path in files)
