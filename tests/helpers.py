@@ -26,3 +26,15 @@ def example(name: str, uri: str = str(MODELS)) -> dict[str, Any]:
 def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     """The status condition of type `ctype` of a custom resource, or None."""
     return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+def imported_example(name: str, uri: str = "pvc://models/triton") -> dict[str, Any]:
+    """What `tritonpipeline import examples/published/NAME` writes, for a cluster reading `uri`."""
+    from tritonpipeline.cli import read_model_repository
+    from tritonpipeline.compiler.importer import import_repository
+
+    root = EXAMPLES / "published" / name
+    found = read_model_repository(root, str(root))
+    result = import_repository(found.configs, found.no_config, name=name, uri=uri)
+    assert result.document is not None, [str(f) for f in result.findings]
+    return result.document

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from helpers import ROOT
+from helpers import ROOT, imported_example
 from tritonpipeline import spec as spec_module
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import checks
@@ -144,6 +144,17 @@ def test_examples_are_admitted_and_defaulted_by_the_server(kube: Kube, ns: str, 
     # a second apply of the same object changes nothing
     again = kube.apply(doc)
     assert again["metadata"]["generation"] == stored["metadata"]["generation"] == 1
+
+
+@pytest.mark.apiserver
+@pytest.mark.parametrize("name", ["tensorrtllm", "asr"])
+def test_what_import_writes_is_admitted(kube: Kube, ns: str, name: str) -> None:
+    """`tritonpipeline import` of the published-style repositories: the apiserver admits the document as
+    written, and reading it back parses to the same spec."""
+    doc = imported_example(name)
+    doc["metadata"]["namespace"] = ns
+    stored = kube.apply(doc)
+    assert parse_pipeline(stored).spec == parse_pipeline(doc).spec
 
 
 @pytest.mark.apiserver

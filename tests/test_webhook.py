@@ -23,7 +23,7 @@ import yaml
 
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
-from helpers import CLI, ROOT, condition, example
+from helpers import CLI, ROOT, condition, example, imported_example
 from test_spec_errors import CASES, Case
 from tritonpipeline import webhook
 from tritonpipeline.cli import compile_file
@@ -93,6 +93,12 @@ def test_valid_spec_is_allowed_with_its_warnings() -> None:
     assert verdict.allowed
     assert [w.path for w in verdict.warnings] == ["spec.routing.sessionAffinity"]
     assert "chunks of one sequence will reach different replicas" in verdict.warnings[0].message
+
+
+@pytest.mark.parametrize("name", ["tensorrtllm", "asr"])
+def test_what_import_writes_is_allowed(name: str) -> None:
+    verdict = webhook.verdict(imported_example(name))
+    assert verdict.allowed and not verdict.warnings, verdict.message()
 
 
 def test_only_creates_and_spec_changes_are_reviewed() -> None:

@@ -1,0 +1,197 @@
+"""`tritonpipeline import` proved side by side on the real tritonserver: each published-style repository of
+examples/published/ (written here after Triton's documented configs, numpy stand-in models) is served as
+it is, and imported, rendered by the compiler and served again; the same requests must get the same
+answers, response for response.
+
+- tensorrtllm: TensorRT-LLM's inflight-batcher ensemble (preprocessing -> decoupled tensorrt_llm ->
+  postprocessing; every input optional but text_input and max_tokens; scalars reshaped to []) and its
+  `tensorrt_llm_bls` model, which has no ensemble. Requests with only the inputs a client needs, with the
+  sampling settings, and streamed (one answer per token).
+- asr: wenet's streaming ASR (a feature extractor, then a stateful decoder with FP32 START/READY/END
+  controls): sequences interleaved on one gRPC stream, with string and numeric IDs.
+
+Each answer is also checked against the stand-ins' definitions for one request, so that two servers
+answering alike cannot both be wrong in the same way unnoticed.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import yaml
+
+from helpers import CLI, EXAMPLES
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.repository import write_repository
+from tritonpipeline.server import LocalTriton
+from tritonpipeline.spec import parse_pipeline
+
+pytestmark = pytest.mark.tritonserver
+
+PUBLISHED = EXAMPLES / "published"
+Answer = list[dict[str, list[Any]]]  # the responses to one request, each output as a list
+
+
+@contextmanager
+def serving(repo: Path, log: Path) -> Iterator[LocalTriton]:
+    server = LocalTriton(repo, log_file=log, extra_args=["--exit-timeout-secs=5"])
+    server.start()
+    try:
+        server.wait_ready(timeout=240)
+        yield server
+    except BaseException:
+        print(f"\n===== tritonserver log ({log}) =====\n{server.log_tail(80)}")
+        raise
+    finally:
+        server.stop(timeout=15)
+
+
+def imported(repo: Path, tmp_path: Path) -> Path:
+    """`tritonpipeline import` as a user runs it, then the compiled repository beside the model files."""
+    out = tmp_path / "imported.yaml"
+    result = subprocess.run(
+        [str(CLI), "import", str(repo), "-o", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "0 setting(s) not carried" in result.stdout + result.stderr, result.stderr
+    doc = yaml.safe_load(out.read_text())
+    artifacts = compile_pipeline(parse_pipeline(doc), cpu_only=True)
+    return write_repository(artifacts, tmp_path / "rendered", repo)
+
+
+def side_by_side(name: str, tmp_path: Path, ask: Any) -> tuple[Any, Any]:
+    """`ask(server)` on the repository as published and on its import; both results."""
+    repo = tmp_path / name
+    shutil.copytree(PUBLISHED / name, repo)  # Triton's Python backend may write beside the models
+    with serving(repo, tmp_path / "original.log") as server:
+        original = ask(server)
+    with serving(imported(repo, tmp_path), tmp_path / "imported.log") as server:
+        again = ask(server)
+    return original, again
+
+
+def stream(
+    server: LocalTriton, requests: list[tuple[str, dict[str, np.ndarray], dict[str, Any]]]
+) -> list[Answer]:
+    """Each request on one gRPC stream, one at a time: all of its responses until Triton's final flag."""
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    got: list[Answer] = []
+    try:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        for model, tensors, options in requests:
+            inputs = []
+            for name, array in tensors.items():
+                datatype = (
+                    "BYTES" if array.dtype == np.object_ else grpcclient.np_to_triton_dtype(array.dtype)
+                )
+                t = grpcclient.InferInput(name, list(array.shape), datatype)
+                t.set_data_from_numpy(array)
+                inputs.append(t)
+            client.async_stream_infer(model, inputs, enable_empty_final_response=True, **options)
+            responses: Answer = []
+            while True:
+                result, error = answers.get(timeout=60)
+                assert error is None, f"{model}: {error}"
+                response = result.get_response()
+                outputs = {o.name: result.as_numpy(o.name).tolist() for o in response.outputs}
+                if outputs:
+                    responses.append(outputs)
+                if response.parameters["triton_final_response"].bool_param:
+                    break
+            got.append(responses)
+    finally:
+        client.stop_stream()
+        client.close()
+    return got
+
+
+def text(value: str) -> np.ndarray:
+    return np.array([[value.encode()]], dtype=np.object_)
+
+
+def llm_request(model: str, **extra: np.ndarray) -> tuple[str, dict[str, np.ndarray], dict[str, Any]]:
+    tensors = {"text_input": text("hi"), "max_tokens": np.array([[3]], dtype=np.int32), **extra}
+    return model, tensors, {}
+
+
+def llm(server: LocalTriton) -> list[Answer]:
+    requests = []
+    for model in ("ensemble", "tensorrt_llm_bls"):
+        requests += [
+            llm_request(model),  # only what a client needs: every optional input left out
+            llm_request(
+                model,
+                temperature=np.array([[0.5]], dtype=np.float32),
+                end_id=np.array([[219]], dtype=np.int32),
+            ),
+            llm_request(model, stream=np.array([[True]], dtype=np.bool_)),
+        ]
+    return stream(server, requests)
+
+
+def test_tensorrt_llm_ensemble_and_bls_answer_alike(tmp_path: Path) -> None:
+    original, again = side_by_side("tensorrtllm", tmp_path, llm)
+    assert again == original
+    # the stand-ins' arithmetic: "hi" is bytes 104 + 105 = 209; tokens 209 + k * step
+    plain, sampled, streamed = original[:3]
+    assert plain == [{"text_output": [[b"209 210 211"]]}]
+    assert sampled == [{"text_output": [[b"209 214 219"]]}]  # step round(10 * 0.5), stops at end_id 219
+    assert streamed == [{"text_output": [[t]]} for t in (b"209", b"210", b"211")]
+    assert original[3:] == original[:3]  # the BLS model answers as the ensemble does
+
+
+def asr(server: LocalTriton) -> list[Answer]:
+    """Two streams interleaved per target, string IDs through the ensemble, numbers directly."""
+    requests = []
+    for model, ids, name in (
+        ("asr", ("caller-7/ü", "caller-7/b"), "WAV"),
+        ("streaming_asr", (11, 12), "speech"),
+    ):
+        a, b = ids
+        for sequence_id, chunk, start, end in (
+            (a, 1.0, True, False),
+            (b, 5.0, True, False),
+            (a, 2.0, False, False),
+        ):
+            requests.append(
+                (
+                    model,
+                    {name: np.full((1, 3), chunk, dtype=np.float32)},
+                    {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end},
+                )
+            )
+        for sequence_id, chunk in ((b, 6.0), (a, 3.0)):
+            requests.append(
+                (
+                    model,
+                    {name: np.full((1, 3), chunk, dtype=np.float32)},
+                    {"sequence_id": sequence_id, "sequence_start": False, "sequence_end": True},
+                )
+            )
+    return stream(server, requests)
+
+
+def test_streaming_asr_answers_alike(tmp_path: Path) -> None:
+    original, again = side_by_side("asr", tmp_path, asr)
+    assert again == original
+    # through the ensemble the features are 2 * wav: chunk sums 6, 30, 12, 36, 18
+    transcripts = [answer[0]["TRANSCRIPTS"][0][0].decode() for answer in original[:5]]
+    assert transcripts == [
+        "caller-7/ü: 6",
+        "caller-7/b: 30",
+        "caller-7/ü: 6 12",
+        "caller-7/b: 30 36",
+        "caller-7/ü: 6 12 18",
+    ]
+    direct = [answer[0]["transcript"][0][0].decode() for answer in original[5:]]
+    assert direct == ["11: 3", "12: 15", "11: 3 6", "12: 15 18", "11: 3 6 9"]
