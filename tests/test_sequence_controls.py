@@ -240,3 +240,46 @@ def test_triton_fails_a_string_correlation_id_control_on_python(tmp_path: Path) 
         else:
             pytest.fail(f"Triton answered a STRING CORRID control: {answers}; the warning can go")
     assert "unexpected number of string elements 2 for inference input 'CORRID'" in error
+
+
+ITERATIVE = Path(__file__).resolve().parent / "triton_models" / "iterative_model.py"
+
+
+@pytest.mark.tritonserver
+def test_an_iterative_sequence_is_served(tmp_path: Path) -> None:
+    """iterativeSequence: Triton reschedules the request the model hands back, so one request with COUNT 3
+    gets the answers 1, 2, 3 (without iterativeSequence the same request fails: checked by hand)."""
+    model = {
+        "name": "iterate",
+        "backend": "python",
+        "maxBatchSize": 4,
+        "decoupled": True,
+        "inputs": [{"name": "COUNT", "dataType": "INT32", "dims": [1]}],
+        "outputs": [{"name": "VALUE", "dataType": "INT32", "dims": [1]}],
+        "instances": [{"kind": "CPU", "count": 1}],
+        "sequenceBatching": {"iterativeSequence": True},
+    }
+    root = tmp_path / "models"
+    (root / "iterate" / "1").mkdir(parents=True)
+    shutil.copy(ITERATIVE, root / "iterate" / "1" / "model.py")
+    repo = Repository.merge([compile_doc(doc_of("iterative", [model], []))])
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    with triton(tmp_path, repo, root) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        try:
+            client.start_stream(callback=lambda result, error: answers.put((result, error)))
+            count = grpcclient.InferInput("COUNT", [1, 1], "INT32")
+            count.set_data_from_numpy(np.array([[3]], dtype=np.int32))
+            client.async_stream_infer("iterate", [count], request_id="r1", enable_empty_final_response=True)
+            values = []
+            while True:
+                result, error = answers.get(timeout=60)
+                assert error is None, error
+                if result.get_response().outputs:
+                    values.append(int(result.as_numpy("VALUE").reshape(-1)[0]))
+                if result.get_response().parameters["triton_final_response"].bool_param:
+                    break
+        finally:
+            client.stop_stream()
+            client.close()
+    assert values == [1, 2, 3]
