@@ -7,7 +7,8 @@ each is refused with a message that says why, or served right on the real triton
   each other there, so it must keep their order (dynamicBatching.preserveOrdering) or is refused
   (rules.UNORDERED_BEFORE_SEQUENCE).
 - A model that leaves a declared output unwritten (a bug the compiler cannot see): a step or a router that
-  needs the tensor fails the request with an error naming it, at once.
+  needs the tensor fails the request with an error naming it, at once; a pipeline output left unwritten is
+  answered as the model itself answers (without it).
 - A decoupled step that answers a request zero times: the pipeline answers it zero times, directly, through a
   step and through a router, and the requests after it are answered as usual (no hang).
 - A sequence step behind a fan-out's router: flags and correlation IDs reach it through the router, so
@@ -532,6 +533,37 @@ def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(tmp_pat
     assert "for model 'mid'" in answers["one"][0]
     assert len(answers["two"]) == 1 and "for model 'two__partial__Z__router'" in answers["two"][0], answers
     assert took < 2 * 2 + 10, f"an answer took long: {took:.1f}s"
+
+
+@pytest.mark.tritonserver
+def test_a_pipeline_output_left_unwritten_is_answered_as_the_model_answers(tmp_path: Path) -> None:
+    """`partial` declares Y and Z and writes only Y; a pipeline exposes both. Asked for every output, for Z
+    alone, and for Y and Z, the pipeline answers what the model itself answers when called directly with the
+    same request: the answer lacks Z, or is empty when only Z is asked for (Triton's ensemble returns the
+    outputs its steps produced: triton-inference-server/core PR 399). The pipeline adds no surprise."""
+    partial = {
+        **plain("partial"),
+        "outputs": [{"name": n, "dataType": "FP32", "dims": [1]} for n in ("Y", "Z")],
+    }
+    exposed = pipeline(
+        "exposed", [{"model": "partial", "inputs": {"X": "inputs.X"}}], {"Y": "partial.Y", "Z": "partial.Z"}
+    )
+    artifacts = compile_doc(doc_of("p", [partial], [exposed]))
+    root = tmp_path / "models"
+    (root / "partial" / "1").mkdir(parents=True)
+    shutil.copy(PARTIAL, root / "partial" / "1" / "model.py")
+    x = {"X": np.array([[1.0]], dtype=np.float32)}
+    with triton(tmp_path, Repository.merge([artifacts]), root) as server:
+        answers = {
+            (name, tuple(outputs or ())): stream(
+                server, [Request(name, x, 0, False, False)], outputs, quiet=2
+            )[0]
+            for name in ("partial", "exposed")
+            for outputs in (None, ["Z"], ["Y", "Z"])
+        }
+    for outputs in ((), ("Z",), ("Y", "Z")):
+        assert answers[("exposed", outputs)] == answers[("partial", outputs)], (outputs, answers)
+    assert answers[("partial", ())] == [{"Y": 1.0}]  # Z was never written
 
 
 # --------------------------------------------------------------------------- a decoupled step silent
