@@ -431,10 +431,10 @@ def test_instances_counted_per_gpu() -> None:
     assert count([], 2) == 2
 
 
-def _router_groups(gpus: int, pipe: dict[str, Any]) -> list[Any]:
+def _router_groups(gpus: int, pipe: dict[str, Any], pinned: int = 0) -> list[Any]:
     """The instance groups of the pipeline's one router, compiled for a pod with `gpus` GPUs."""
     # the user's steps pinned to one GPU, so they keep order themselves (the rule above)
-    one = [{"kind": "GPU", "count": 1, "gpus": [0]}]
+    one = [{"kind": "GPU", "count": 1, "gpus": [pinned]}]
     models = [{**m, "instances": one} for m in (dequantize(), accumulator())]
     doc = doc_of("p", models, [pipe])
     doc["spec"]["server"]["gpus"] = gpus
@@ -446,11 +446,15 @@ def _router_groups(gpus: int, pipe: dict[str, Any]) -> list[Any]:
 
 def test_a_router_in_front_of_a_sequence_step_runs_one_instance_on_several_gpus() -> None:
     """A GPU group's count is per GPU: on a pod with two GPUs a router would run two instances, and could
-    reorder a sequence like any step (above). In front of a sequence step it is pinned to one GPU."""
+    reorder a sequence like any step (above). In front of a sequence step it is pinned to one GPU: the one
+    its steps pin, else GPU 0."""
     (group,) = _router_groups(2, BEHIND_ROUTER)
     assert (group.kind, group.count, list(group.gpus)) == (mc.ModelInstanceGroup.KIND_GPU, 1, [0])
     (group,) = _router_groups(1, BEHIND_ROUTER)  # one GPU: one instance already
     assert list(group.gpus) == []
+    # on the GPU its steps are pinned to, so that the tensor need not move to GPU 0 and back
+    (group,) = _router_groups(4, BEHIND_ROUTER, pinned=3)
+    assert (group.count, list(group.gpus)) == (1, [3])
     # a fan-out that feeds no sequence step keeps one instance per GPU
     no_sequence = {
         **BEHIND_ROUTER,

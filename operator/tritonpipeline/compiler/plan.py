@@ -168,8 +168,24 @@ def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: 
         gpu=gpu,
         outputs=tuple((f"OUTPUT_{k}", c) for k, c in enumerate(cs)),
         optional=tensor.optional,
-        one_gpu=gpu and g.spec.server.gpus > 1 and any(c.step and _feeds_a_sequence(g, c.step) for c in cs),
+        pinned_gpu=_pinned_gpu(g, src, cs) if gpu and g.spec.server.gpus > 1 else None,
     )
+
+
+def _pinned_gpu(g: PipelineGraph, src: str, cs: list[Consumer]) -> int | None:
+    """The one GPU a router feeding a sequence step runs on (a GPU group without `gpus` runs an instance
+    per GPU, which would let a sequence's requests overtake each other): the first GPU its sequence-bound
+    consumers, else its producer, pin, so that the tensor stays on that GPU; else GPU 0. None when it
+    feeds no sequence step."""
+    bound = [c.step for c in cs if c.step and _feeds_a_sequence(g, c.step)]
+    if not bound:
+        return None
+    for name in [*bound, producer(src)]:
+        step = g.steps.get(name)
+        for inst in step.model.instances if step else ():
+            if inst.kind == "GPU" and inst.gpus:
+                return inst.gpus[0]
+    return 0
 
 
 def _feeds_a_sequence(g: PipelineGraph, step: str) -> bool:

@@ -178,9 +178,10 @@ class RouterPlan:
     gpu: bool
     outputs: tuple[tuple[str, Consumer], ...]  # (router output name, consumer)
     optional: bool = False  # copies an optional pipeline input: writes nothing when a request leaves it out
-    # pinned to GPU 0, so one instance: it feeds a sequence step and a GPU group would run one per GPU,
-    # letting a sequence's requests overtake each other (rules.UNORDERED_BEFORE_SEQUENCE)
-    one_gpu: bool = False
+    # the one GPU it runs on when it feeds a sequence step and the pod has several (plan._pinned_gpu): a GPU
+    # group would run one instance per GPU, letting a sequence's requests overtake each other
+    # (rules.UNORDERED_BEFORE_SEQUENCE)
+    pinned_gpu: int | None = None
 
 
 @dataclass(frozen=True)

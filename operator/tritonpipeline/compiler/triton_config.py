@@ -200,8 +200,8 @@ def router_config(router: RouterPlan) -> mc.ModelConfig:
         cfg.output.add(name=out, data_type=dtype, dims=router.dims)
     kind = mc.ModelInstanceGroup.KIND_GPU if router.gpu else mc.ModelInstanceGroup.KIND_CPU
     group = cfg.instance_group.add(kind=kind, count=1)
-    if router.one_gpu:
-        group.gpus.append(0)
+    if router.pinned_gpu is not None:
+        group.gpus.append(router.pinned_gpu)
     cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
     return cfg
 
