@@ -20,7 +20,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from test_triton_loads import GENERIC, Repository, compile_doc, doc_of, py_model, triton
-from tritonpipeline.client import affinity_headers
+from tritonpipeline.client import TritonClient, affinity_headers
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.kube import checks
 from tritonpipeline.server import LocalTriton
@@ -212,6 +212,20 @@ def test_every_control_type_and_string_ids_are_served(tmp_path: Path) -> None:
             expected += [(b, 30.0, flag_type), (a, 6.0, flag_type)]
             for model in (name, f"{name}_pipeline"):  # directly, and through the pipeline's router
                 assert interleaved(server, model, ids) == expected, model
+        # the client helper puts each string ID in the affinity header (gRPC metadata must be ASCII)
+        for protocol in ("grpc", "http"):
+            url = server.grpc_url if protocol == "grpc" else server.http_url
+            client = TritonClient(url, protocol=protocol)
+            got = []
+            for sequence_id, value, start, end in (("ß/1 x", 1.0, True, False), ("ß/1 x", 2.0, False, True)):
+                x = client.input("X", np.full(SHAPE, value, dtype=np.float32))
+                result = client.infer(
+                    "seq_fp_pipeline", [x], sequence_id=sequence_id, sequence_start=start, sequence_end=end
+                )
+                got.append(
+                    (result.as_numpy("ID").reshape(-1)[0].decode(), float(result.as_numpy("TOTAL")[0, 0]))
+                )
+            assert got == [("ß/1 x", 1.0), ("ß/1 x", 3.0)], protocol
 
 
 def string_control_doc() -> dict[str, Any]:
