@@ -172,10 +172,8 @@ class PipelineGenerator:
         elif not ens_batching and batching_sizes:
             pipeline["maxBatchSize"] = 0  # a non-batching ensemble of batching steps
         request = {t.ref.split(".", 1)[1]: (t.data_type, (BATCH, *t.item)) for t in inputs}
-        response = {}
-        for name, t in outputs:
-            shape = (BATCH, *t.item) if t.item or not ens_batching else (BATCH, 1)
-            response[name] = (triton_type(t.data_type), shape)
+        # every output as its producer returns it: [B, *item] (a rank-1 tensor [B] too)
+        response = {name: (triton_type(t.data_type), (BATCH, *t.item)) for name, t in outputs}
         self._note(ens_batching, inputs, steps, exposed, pipeline["fanOut"])
         decoupled = any(s.decoupled for s in steps)
         return Generated(pipeline, list(models.values()), request, response, decoupled, set(self.features))

@@ -180,10 +180,16 @@ def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> Non
         "engine": "hpa",
     }
     assert spec["models"][0]["instances"] == [{"kind": "AUTO", "count": 1}]
-    assert spec["models"][0]["dynamicBatching"] == {"maxQueueDelayMicroseconds": 0, "preserveOrdering": False}
+    assert spec["models"][0]["dynamicBatching"] == {
+        "maxQueueDelayMicroseconds": 0,
+        "preserveOrdering": False,
+        "priorityLevels": 0,
+        "defaultPriorityLevel": 0,
+    }
     assert spec["models"][1]["sequenceBatching"] == {
         "strategy": "direct",
         "maxSequenceIdleMicroseconds": 1_000_000,
+        "iterativeSequence": False,
     }
     assert parse_pipeline(kube.get(API, KIND, ns, "subject") or {}).spec == parse_pipeline(doc).spec
 
