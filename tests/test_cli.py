@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -810,3 +811,18 @@ def test_graph_mermaid_escapes_quotes_and_hashes_in_tensor_names(
     assert "feats#quot;a#35;1" in out and "in#35;b" in out
     for line in out.splitlines():
         assert line.count('"') % 2 == 0, line  # every quoted label is closed
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("name", ["fanout", "diamond", "streaming"])
+def test_manifests_are_plain_yaml_without_anchors(tmp_path: Path, name: str) -> None:
+    """Objects shared between two places of the manifests (the same env list in the init and Triton
+    containers, say) are written out twice, never as `&id001` / `*id001`."""
+    doc = example(name, uri="pvc://models/triton")
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = run_cli("manifests", path)
+    assert result.returncode == 0, result.stderr
+    assert not re.search(r"[&*]id\d+", result.stdout), result.stdout
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert any(o["kind"] == "Deployment" for o in objects)

@@ -17,7 +17,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import extras, security, tritonserver_options
+from . import extras, security, tritonserver_options, yamltext
 from .compiler import Artifacts
 from .compiler.importer import (
     CONFIG,
@@ -540,7 +540,6 @@ def cmd_assemble(args: argparse.Namespace) -> int:
 
 def cmd_manifests(args: argparse.Namespace) -> int:
     """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
-    import yaml
 
     from .compiler import compile_pipeline
     from .kube.manifests import render_children
@@ -564,7 +563,7 @@ def cmd_manifests(args: argparse.Namespace) -> int:
             raise SpecError(exc.problems, args.file) from None
         objects += [*children.all(), *children.routing.provider_objects]
         objects += [children.scaled_object] if children.scaled_object else []
-    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    sys.stdout.write(yamltext.dump_all(objects))
     return EXIT_OK
 
 

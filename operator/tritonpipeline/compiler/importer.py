@@ -46,6 +46,7 @@ from ..spec import (
     VersionPolicy,
     parse_pipeline,
 )
+from ..yamltext import PlainDumper
 from . import compile_pipeline
 from .plan import ensemble_output
 from .plan_types import INPUTS, Tensor, full_dims
@@ -1157,9 +1158,8 @@ class _FlowMap(dict[str, Any]):
     """A mapping written on one line."""
 
 
-class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+class _Dumper(PlainDumper):
+    """The project's plain YAML, with short mappings and lists on one line (_FlowMap, flat lists)."""
 
 
 def _flat(value: Any) -> bool:

@@ -23,9 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from .. import tritonserver_options
+from .. import tritonserver_options, yamltext
 from ..settings import Settings
 from ..spec import AutoscalingMetric, TritonPipeline
 from .meta import GRPC_PORT, HTTP_PORT, metadata, namespace_of
@@ -142,7 +140,7 @@ def adapter_rules_yaml() -> str:
         "# Use it as prometheus-adapter's config.yaml (the chart's prometheusAdapter.rulesConfigMap), or\n"
         "# merge `rules` into the prometheus-adapter chart's `rules.custom` (README: Autoscaling).\n"
     )
-    return header + yaml.safe_dump(adapter_rules(), sort_keys=False, width=200)
+    return header + yamltext.dump(adapter_rules(), width=200)
 
 
 # --------------------------------------------------------------------------- stateful pipelines

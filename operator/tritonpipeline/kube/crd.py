@@ -13,10 +13,10 @@ import typing
 from typing import Any, Literal
 
 import annotated_types as at
-import yaml
 from pydantic import AfterValidator, BaseModel
 from pydantic.fields import FieldInfo
 
+from .. import yamltext
 from ..settings import GROUP, KIND, PLURAL, VERSION
 from ..spec import K8S_NAME_RE, RULE_TEXT, PipelineSpec, Rule
 from .checks import DNS_1035_LABEL
@@ -206,4 +206,4 @@ def crd() -> dict[str, Any]:
 
 def crd_yaml() -> str:
     header = "# Generated from operator/tritonpipeline/spec.py by `make generate`; do not edit.\n"
-    return header + yaml.safe_dump(crd(), sort_keys=False, width=110)
+    return header + yamltext.dump(crd(), width=110)
