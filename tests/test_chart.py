@@ -33,7 +33,7 @@ from harness.wait import wait_for
 from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd_yaml
-from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
+from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
 from tritonpipeline.webhook import WebhookSettings
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
@@ -208,6 +208,8 @@ def test_helm_lint_strict(helm, scenario):
         ),
         (["webhook.certManager.issuerRef.name=ca"], "webhook.certManager.issuerRef needs name and kind"),
         (["operator.logFormat=text"], "at '/operator/logFormat'"),
+        (["security.allowedServiceAccounts={ML/Reader}"], "at '/security/allowedServiceAccounts/0'"),
+        (["security.allowedImageRegistries={nvcr.io/nvidia}"], "at '/security/allowedImageRegistries/0'"),
         (
             ["metrics.operatorServiceMonitor.enabled=true", "metrics.service.enabled=false"],
             "metrics.operatorServiceMonitor.enabled needs metrics.service.enabled",
@@ -384,6 +386,29 @@ def test_custom_values_render(helm):
 def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
     (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e["value"] for e in c["env"] if "value" in e}
+
+
+@pytest.mark.helm
+def test_security_grants_reach_the_operator(helm):
+    """The chart's grants become the operator's settings (off and empty by default)."""
+    assert {k: v for k, v in env_of(helm.template("rel", "ops")).items() if "ALLOW" in k} == {
+        "TRITONPIPELINE_ALLOW_PRIVILEGED": "false",
+        "TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS": "",
+        "TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES": "",
+    }
+    granted = [
+        "security.allowPrivilegedPipelines=true",
+        "security.allowedServiceAccounts={model-reader,ml/irsa}",
+        "security.allowedImageRegistries={nvcr.io,registry.example.com:5000}",
+    ]
+    env = env_of(helm.template("rel", "ops", set_values=granted))
+    with pytest.MonkeyPatch.context() as m:
+        for key, value in env.items():
+            m.setenv(key, value)
+        settings = Settings.from_env()
+    assert settings.allow_privileged is True
+    assert settings.allowed_service_accounts == ("model-reader", "ml/irsa")
+    assert settings.allowed_image_registries == ("nvcr.io", "registry.example.com:5000")
 
 
 @pytest.mark.helm

@@ -41,11 +41,131 @@ def test_pods_are_restricted_by_default() -> None:
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
-def test_security_contexts_can_be_replaced() -> None:
-    mine = {"runAsUser": 0}
-    pod = pod_spec(cluster_doc(podSecurityContext={"fsGroup": 7}, securityContext=mine))
-    assert pod["securityContext"] == {"fsGroup": 7}
-    assert all(c["securityContext"] == mine for c in [*pod["initContainers"], *pod["containers"]])
+def test_security_contexts_are_merged_over_the_restricted_defaults() -> None:
+    """Setting one field keeps the others (before, a mapping replaced the defaults, and the pods were then
+    refused in a namespace enforcing "restricted")."""
+    mine = {"readOnlyRootFilesystem": True, "capabilities": {"add": ["NET_BIND_SERVICE"]}}
+    pod = pod_spec(cluster_doc(podSecurityContext={"fsGroup": 7, "runAsUser": 2000}, securityContext=mine))
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 2000,
+        "runAsGroup": 1000,
+        "fsGroup": 7,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        assert c["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+            "readOnlyRootFilesystem": True,
+        }
+
+
+# (server fields, the field path refused, words of the reason): each breaks Pod Security "restricted"
+BEYOND_RESTRICTED = [
+    ({"securityContext": {"privileged": True}}, "spec.server.securityContext.privileged", "privileged"),
+    (
+        {"securityContext": {"allowPrivilegeEscalation": True}},
+        "spec.server.securityContext.allowPrivilegeEscalation",
+        "privilege escalation",
+    ),
+    (
+        {"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}},
+        "spec.server.securityContext.capabilities.add[0]",
+        "'SYS_ADMIN'",
+    ),
+    (
+        {"securityContext": {"capabilities": {"drop": []}}},
+        "spec.server.securityContext.capabilities.drop",
+        "drop must hold ALL",
+    ),
+    ({"securityContext": {"runAsUser": 0}}, "spec.server.securityContext.runAsUser", "root"),
+    ({"podSecurityContext": {"runAsNonRoot": False}}, "spec.server.podSecurityContext.runAsNonRoot", "false"),
+    (
+        {"podSecurityContext": {"seccompProfile": {"type": "Unconfined"}}},
+        "spec.server.podSecurityContext.seccompProfile.type",
+        "'Unconfined'",
+    ),
+    (
+        {"podSecurityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]}},
+        "spec.server.podSecurityContext.sysctls[0]",
+        "'kernel.msgmax'",
+    ),
+    ({"securityContext": {"procMount": "Unmasked"}}, "spec.server.securityContext.procMount", "'Unmasked'"),
+    (
+        {"securityContext": {"seLinuxOptions": {"type": "spc_t"}}},
+        "spec.server.securityContext.seLinuxOptions.type",
+        "'spc_t'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("server", "path", "words"), BEYOND_RESTRICTED, ids=[b[1] for b in BEYOND_RESTRICTED]
+)
+def test_more_than_restricted_is_refused_unless_the_admin_grants_it(server, path, words) -> None:
+    doc = cluster_doc(**server)
+    with pytest.raises(SpecError) as err:
+        pod_spec(doc)
+    (problem,) = err.value.problems
+    assert problem.path == path and words in problem.message
+    assert "Pod Security 'restricted' forbids it" in problem.message
+    assert "security.allowPrivilegedPipelines" in problem.message
+    pod_spec(doc, Settings(allow_privileged=True))  # the cluster admin's grant
+
+
+def test_the_service_account_token_is_mounted_only_for_a_service_account_of_its_own() -> None:
+    assert pod_spec(cluster_doc())["automountServiceAccountToken"] is False
+    allowed = Settings(allowed_service_accounts=("triton-irsa",))
+    assert "automountServiceAccountToken" not in pod_spec(
+        cluster_doc(serviceAccountName="triton-irsa"), allowed
+    )
+
+
+@pytest.mark.parametrize(
+    ("allowed", "ok"),
+    [
+        ((), False),
+        (("other",), False),
+        (("triton-irsa",), True),
+        (("ml/triton-irsa",), True),
+        (("dev/triton-irsa",), False),
+        (("*",), True),
+    ],
+)
+def test_service_accounts_only_from_the_admins_allow_list(allowed: tuple[str, ...], ok: bool) -> None:
+    doc = cluster_doc(serviceAccountName="triton-irsa")  # namespace ml
+    if ok:
+        assert (
+            pod_spec(doc, Settings(allowed_service_accounts=allowed))["serviceAccountName"] == "triton-irsa"
+        )
+        return
+    with pytest.raises(SpecError) as err:
+        pod_spec(doc, Settings(allowed_service_accounts=allowed))
+    (problem,) = err.value.problems
+    assert problem.path == "spec.server.serviceAccountName"
+    assert "'triton-irsa' is not one the cluster admin allows" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("image", "ok"),
+    [
+        ("nvcr.io/nvidia/tritonserver:26.08-py3", True),
+        ("registry.example.com:5000/triton:1", True),
+        ("tritonserver:latest", False),  # Docker Hub
+        ("evil.example.org/nvcr.io/tritonserver:1", False),
+    ],
+)
+def test_images_only_from_allowed_registries_when_the_admin_says(image: str, ok: bool) -> None:
+    settings = Settings(allowed_image_registries=("nvcr.io", "registry.example.com:5000"))
+    doc = cluster_doc(image=image)
+    pod_spec(doc)  # no list: any registry
+    if ok:
+        assert pod_spec(doc, settings)["containers"][0]["image"] == image
+        return
+    with pytest.raises(SpecError) as err:
+        pod_spec(doc, settings)
+    assert [p.path for p in err.value.problems] == ["spec.server.image"]
 
 
 def test_default_requests_only_where_the_spec_sets_nothing() -> None:
@@ -76,7 +196,10 @@ def test_service_account_and_pull_secrets_reach_the_pod() -> None:
     doc = cluster_doc(
         serviceAccountName="triton-irsa", imagePullSecrets=[{"name": "ngc"}, {"name": "mirror"}]
     )
-    pod = pod_spec(doc, Settings(assembler_pull_secrets=("mirror", "operator-registry")))
+    settings = Settings(
+        assembler_pull_secrets=("mirror", "operator-registry"), allowed_service_accounts=("*",)
+    )
+    pod = pod_spec(doc, settings)
     assert pod["serviceAccountName"] == "triton-irsa"
     assert pod["imagePullSecrets"] == [{"name": "ngc"}, {"name": "mirror"}, {"name": "operator-registry"}]
     assert "imagePullSecrets" not in pod_spec(cluster_doc())
@@ -126,6 +249,10 @@ def test_pods_are_admitted_by_pod_security_restricted(kube: Kube) -> None:
 
     created = kube.apply(pod("triton", spec))
     assert created["metadata"]["name"] == "triton"
+    # a user's securityContext merged over the defaults stays admitted
+    doc["spec"]["server"]["podSecurityContext"] = {"runAsUser": 2000, "fsGroup": 2000}
+    doc["spec"]["server"]["securityContext"] = {"readOnlyRootFilesystem": True}
+    assert kube.apply(pod("merged", pod_spec(doc)))["metadata"]["name"] == "merged"
     bare = copy.deepcopy(spec)
     bare.pop("securityContext")
     for c in [*bare["initContainers"], *bare["containers"]]:

@@ -23,9 +23,10 @@ def doc_with(repository: dict[str, Any], **server: Any) -> dict[str, Any]:
     return doc
 
 
-def pod_of(doc: dict[str, Any]) -> dict[str, Any]:
+def pod_of(doc: dict[str, Any], settings: Settings | None = None) -> dict[str, Any]:
     tp = parse_pipeline(doc)
-    return render_children(tp, compile_pipeline(tp), Settings()).deployment["spec"]["template"]["spec"]
+    rendered = render_children(tp, compile_pipeline(tp), settings or Settings())
+    return rendered.deployment["spec"]["template"]["spec"]
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
@@ -123,7 +124,8 @@ def test_gcs_default_key_name_and_workload_identity() -> None:
     _, key = mounted_file(pod, init, env_of(init)["GOOGLE_APPLICATION_CREDENTIALS"])
     assert key == "key.json"
     # no key: the pod's identity, through the pipeline's service account (the init container runs as it)
-    pod = pod_of(doc_with({"uri": "gs://models/triton"}, serviceAccountName="model-reader"))
+    allowed = Settings(allowed_service_accounts=("ml/model-reader",))  # the cluster admin's grant
+    pod = pod_of(doc_with({"uri": "gs://models/triton"}, serviceAccountName="model-reader"), allowed)
     assert pod["serviceAccountName"] == "model-reader"
     assert "env" not in pod["initContainers"][0]
     assert pod.get("automountServiceAccountToken") is not False

@@ -42,6 +42,7 @@ from .repository import (
     overlap_problem,
     write_repository,
 )
+from .settings import Settings
 from .spec import TritonPipeline, load_file
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
@@ -65,7 +66,7 @@ def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None
     for i, tp in enumerate(pipelines):
         prefix = f"document {i + 1}: " if len(pipelines) > 1 else ""
         # the compiler's problems, then what the cluster would refuse, as the operator and webhook do
-        artifacts, found = checks.check(tp, cpu_only=cpu_only)
+        artifacts, found = checks.check(tp, Settings.from_env(), cpu_only=cpu_only)
         root = local_model_root(tp, path, models)
         if root is not None:
             found += check_model_dirs(tp, root)
@@ -498,7 +499,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import handlers  # noqa: F401 - registers the handlers
     from .kube.client import Kube, api_client
     from .logs import configure
-    from .settings import Settings
     from .state import OperatorState
 
     settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
@@ -540,10 +540,8 @@ def cmd_assemble(args: argparse.Namespace) -> int:
 
 def cmd_manifests(args: argparse.Namespace) -> int:
     """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
-
     from .compiler import compile_pipeline
     from .kube.manifests import render_children
-    from .settings import Settings
     from .spec import parse_pipeline
 
     compiled = compile_file(args.file, models=args.models)

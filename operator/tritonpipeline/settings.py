@@ -48,6 +48,12 @@ class Settings:
     # these pods read metrics on 8002 for the status poll; empty: not added
     operator_namespace: str = ""
     operator_labels: tuple[tuple[str, str], ...] = ()
+    # the cluster admin's grants to whoever may create TritonPipelines (kube/checks.py, privilege_problems):
+    # securityContexts beyond Pod Security "restricted"; service accounts other than the namespace's
+    # default (`NAME`, `NAMESPACE/NAME` or `*`); registries images may come from (empty: any)
+    allow_privileged: bool = False
+    allowed_service_accounts: tuple[str, ...] = ()
+    allowed_image_registries: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
@@ -72,6 +78,9 @@ class Settings:
             status_poll_seconds=float(env.get("TRITONPIPELINE_STATUS_POLL_SECONDS", "30")),
             operator_namespace=env.get("TRITONPIPELINE_OPERATOR_NAMESPACE", ""),
             operator_labels=_labels(env.get("TRITONPIPELINE_OPERATOR_LABELS", "")),
+            allow_privileged=env.get("TRITONPIPELINE_ALLOW_PRIVILEGED", "").lower() in ("1", "true", "yes"),
+            allowed_service_accounts=_items(env.get("TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS", "")),
+            allowed_image_registries=_items(env.get("TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES", "")),
         )
 
 
@@ -79,3 +88,8 @@ def _labels(text: str) -> tuple[tuple[str, str], ...]:
     """`k=v,k=v` as sorted pairs (an item without `=` is ignored)."""
     pairs = (item.split("=", 1) for item in text.split(",") if "=" in item)
     return tuple(sorted((k.strip(), v.strip()) for k, v in pairs))
+
+
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated list, items stripped, empty ones left out."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())

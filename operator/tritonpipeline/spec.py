@@ -731,17 +731,18 @@ class Server(_Base):
     )
     affinity: dict[str, Any] = Field(default={}, description="Passed through to the pod.")
     args: list[str] = Field(default=[], description="Extra `tritonserver` flags.")
-    # None: the operator's restricted-compliant defaults (kube/manifests.py); a mapping replaces them
+    # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
     security_context: dict[str, Any] | None = Field(
         default=None,
         description="Security context of the Triton and init containers. Default (restricted-compliant): "
-        "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`; a mapping replaces it.",
+        "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`; a mapping is merged over it field by "
+        "field. More than Pod Security `restricted` allows is refused unless the cluster admin allows it.",
     )
     pod_security_context: dict[str, Any] | None = Field(
         default=None,
         description="Pod security context. Default: `runAsNonRoot`, uid/gid/fsGroup 1000 (NVIDIA's "
         "`triton-server` user), `seccompProfile: RuntimeDefault`, so pods run in namespaces enforcing Pod "
-        "Security `restricted`; a mapping replaces it.",
+        "Security `restricted`; a mapping is merged over it field by field.",
     )
     service_account_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
         default=None,

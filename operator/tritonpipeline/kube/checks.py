@@ -10,7 +10,9 @@ three cannot disagree.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .. import advisories
 from ..compiler import Artifacts, compile_pipeline
@@ -136,9 +138,143 @@ def mig_problems(tp: TritonPipeline) -> list[Problem]:
     return found
 
 
+# --------------------------------------------------------------------------- privilege
+
+ADMIN_GRANT = (
+    "; a TritonPipeline gets no more than Pod Security 'restricted' allows unless the cluster admin "
+    "grants it (chart value security.allowPrivilegedPipelines)"
+)
+RESTRICTED_FORBIDS = "{what}: Pod Security 'restricted' forbids it" + ADMIN_GRANT
+SERVICE_ACCOUNT_NOT_ALLOWED = (
+    "service account {name!r} is not one the cluster admin allows for Triton pods in namespace {namespace!r} "
+    "({allowed}); without serviceAccountName they run as the namespace's default service account (chart "
+    "value security.allowedServiceAccounts)"
+)
+IMAGE_NOT_ALLOWED = (
+    "image {image!r} is not from a registry the cluster admin allows ({allowed}; chart value "
+    "security.allowedImageRegistries)"
+)
+# Pod Security Standards, restricted: what each field may be (kubernetes.io/docs/concepts/security/
+# pod-security-standards); the operator's defaults (kube/manifests.py) satisfy every one
+SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
+)
+SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
+SECCOMP_TYPES = frozenset({"RuntimeDefault", "Localhost"})
+
+
+def _shared_violations(ctx: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(field, what) a pod's or a container's securityContext breaks."""
+    if ctx.get("runAsNonRoot") is False:
+        yield "runAsNonRoot", "runAsNonRoot: false"
+    if ctx.get("runAsUser") == 0:
+        yield "runAsUser", "runAsUser: 0 (root)"
+    seccomp = ctx.get("seccompProfile") or {}
+    if seccomp and seccomp.get("type") not in SECCOMP_TYPES:
+        yield (
+            "seccompProfile.type",
+            f"seccompProfile type {seccomp.get('type')!r} (RuntimeDefault or Localhost)",
+        )
+    selinux = ctx.get("seLinuxOptions") or {}
+    if selinux.get("type", "") not in SELINUX_TYPES:
+        yield "seLinuxOptions.type", f"seLinuxOptions type {selinux.get('type')!r}"
+    for key in ("user", "role"):
+        if selinux.get(key):
+            yield f"seLinuxOptions.{key}", f"seLinuxOptions {key}"
+    if (ctx.get("windowsOptions") or {}).get("hostProcess"):
+        yield "windowsOptions.hostProcess", "a Windows HostProcess container"
+    if (ctx.get("appArmorProfile") or {}).get("type") == "Unconfined":
+        yield "appArmorProfile.type", "AppArmor profile Unconfined"
+
+
+def pod_violations(ctx: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    yield from _shared_violations(ctx)
+    if ctx.get("runAsNonRoot") is None:  # false: reported above
+        yield "runAsNonRoot", "a pod that may run as root (runAsNonRoot must be true)"
+    if not (ctx.get("seccompProfile") or {}).get("type"):
+        yield "seccompProfile", "no seccomp profile (RuntimeDefault or Localhost)"
+    for j, sysctl in enumerate(ctx.get("sysctls") or []):
+        if sysctl.get("name") not in SAFE_SYSCTLS:
+            yield f"sysctls[{j}]", f"the sysctl {sysctl.get('name')!r}"
+
+
+def container_violations(ctx: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    yield from _shared_violations(ctx)
+    if ctx.get("privileged"):
+        yield "privileged", "a privileged container"
+    if ctx.get("allowPrivilegeEscalation") is not False:
+        yield "allowPrivilegeEscalation", "privilege escalation (allowPrivilegeEscalation must be false)"
+    caps = ctx.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []):
+        yield "capabilities.drop", "capabilities not dropped (drop must hold ALL)"
+    for j, cap in enumerate(caps.get("add") or []):
+        if cap != "NET_BIND_SERVICE":
+            yield f"capabilities.add[{j}]", f"the added capability {cap!r}"
+    if ctx.get("procMount") not in (None, "Default"):
+        yield "procMount", f"procMount {ctx.get('procMount')!r}"
+
+
+def _allowed_account(name: str, namespace: str, allowed: tuple[str, ...]) -> bool:
+    return any(a in ("*", name, f"{namespace}/{name}") for a in allowed)
+
+
+def _registry(image: str) -> str:
+    """The registry host of an image reference (Docker Hub's for a name without one)."""
+    first, slash, _ = image.partition("/")
+    return first if slash and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
+    """What a TritonPipeline may not obtain through the pods the operator creates for it, unless the cluster
+    admin's settings allow it: more than Pod Security 'restricted' (judged on the securityContexts as
+    rendered, the spec's merged over the defaults), another service account, another registry."""
+    from .manifests import container_security, pod_security  # manifests imports this module
+
+    server = tp.spec.server
+    found: list[Problem] = []
+    if not settings.allow_privileged:
+        for field_name, violations in (
+            ("podSecurityContext", pod_violations(pod_security(tp))),
+            ("securityContext", container_violations(container_security(tp))),
+        ):
+            for where, what in violations:
+                found.append(
+                    Problem(f"spec.server.{field_name}.{where}", RESTRICTED_FORBIDS.format(what=what))
+                )
+    namespace = tp.metadata.namespace or "default"
+    account = server.service_account_name
+    if account and not _allowed_account(account, namespace, settings.allowed_service_accounts):
+        allowed = ", ".join(settings.allowed_service_accounts) or "none allowed"
+        message = SERVICE_ACCOUNT_NOT_ALLOWED.format(name=account, namespace=namespace, allowed=allowed)
+        found.append(Problem("spec.server.serviceAccountName", message))
+    registries = settings.allowed_image_registries
+    if registries and _registry(server.image) not in registries:
+        message = IMAGE_NOT_ALLOWED.format(image=server.image, allowed=", ".join(registries))
+        found.append(Problem("spec.server.image", message))
+    return found
+
+
 def problems(tp: TritonPipeline, artifacts: Artifacts, settings: Settings | None = None) -> list[Problem]:
-    """Everything the cluster would refuse, or quietly get wrong, about the objects rendered for this spec."""
-    return [*name_problems(tp), *mig_problems(tp), *file_size_problems(artifacts, settings or Settings())]
+    """Everything the cluster would refuse, or quietly get wrong, about the objects rendered for this spec,
+    and what the cluster admin does not grant a TritonPipeline."""
+    settings = settings or Settings()
+    return [
+        *name_problems(tp),
+        *mig_problems(tp),
+        *privilege_problems(tp, settings),
+        *file_size_problems(artifacts, settings),
+    ]
 
 
 def check(

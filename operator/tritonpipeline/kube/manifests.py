@@ -256,9 +256,26 @@ def _init_resources(tp: TritonPipeline) -> dict[str, Any]:
     return _copy(tp.spec.server.init_resources) if tp.spec.server.init_resources else _copy(INIT_RESOURCES)
 
 
-def _container_security(tp: TritonPipeline) -> dict[str, Any]:
-    context = tp.spec.server.security_context
-    return _copy(CONTAINER_SECURITY_CONTEXT if context is None else context)
+def merged(defaults: dict[str, Any], mine: dict[str, Any] | None) -> dict[str, Any]:
+    """`mine` over `defaults` field by field: a mapping on both sides is merged the same way, anything
+    else (a value, a list) of `mine` replaces the default."""
+    out = _copy(defaults)
+    for key, value in (mine or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = _copy(value)
+    return out
+
+
+def container_security(tp: TritonPipeline) -> dict[str, Any]:
+    """The containers' securityContext: the spec's merged over the restricted defaults."""
+    return merged(CONTAINER_SECURITY_CONTEXT, tp.spec.server.security_context)
+
+
+def pod_security(tp: TritonPipeline) -> dict[str, Any]:
+    """The pod's securityContext: the spec's merged over the restricted defaults."""
+    return merged(POD_SECURITY_CONTEXT, tp.spec.server.pod_security_context)
 
 
 def triton_args(tp: TritonPipeline) -> list[str]:
@@ -305,7 +322,7 @@ def deployment(
             *source.mounts,
             *source.init_mounts,
         ],
-        "securityContext": _container_security(tp),
+        "securityContext": container_security(tp),
         "resources": _init_resources(tp),
         # its error (a missing model directory, an unreachable bucket) becomes the pod status's
         # termination message, which the operator copies into the pipeline's Ready condition
@@ -349,7 +366,7 @@ def deployment(
             "failureThreshold": 6,
         },
         "volumeMounts": [models_mount, {"name": "dshm", "mountPath": "/dev/shm"}, *source.mounts],
-        "securityContext": _container_security(tp),
+        "securityContext": container_security(tp),
         "terminationMessagePolicy": "FallbackToLogsOnError",  # why Triton exited, in the pod status
     }
     if drain is None:
@@ -361,15 +378,16 @@ def deployment(
     resources = _resources(tp)
     if resources:
         container["resources"] = resources
-    pod_security = server.pod_security_context
     pod_spec: dict[str, Any] = {
-        "securityContext": _copy(POD_SECURITY_CONTEXT if pod_security is None else pod_security),
+        "securityContext": pod_security(tp),
         "initContainers": [init],
         "containers": [container],
         "volumes": volumes,
     }
-    if server.service_account_name:
+    if server.service_account_name:  # IRSA, Workload Identity: the model source reads the token
         pod_spec["serviceAccountName"] = server.service_account_name
+    else:  # nothing in the pod calls the API
+        pod_spec["automountServiceAccountToken"] = False
     pull_secrets = [*(r.name for r in server.image_pull_secrets), *settings.assembler_pull_secrets]
     if pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in dict.fromkeys(pull_secrets)]
