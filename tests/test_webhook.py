@@ -30,6 +30,7 @@ from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.server import free_port
+from tritonpipeline.settings import Settings
 
 API = "serving.tritonpipeline.io/v1alpha1"
 VWC_API = "admissionregistration.k8s.io/v1"
@@ -99,6 +100,15 @@ def test_valid_spec_is_allowed_with_its_warnings() -> None:
 def test_what_import_writes_is_allowed(name: str) -> None:
     verdict = webhook.verdict(imported_example(name))
     assert verdict.allowed and not verdict.warnings, verdict.message()
+
+
+def test_privilege_beyond_restricted_is_refused_unless_the_operator_grants_it() -> None:
+    doc = cluster_doc("fanout")
+    doc["spec"]["server"]["securityContext"] = {"privileged": True}
+    refused = webhook.verdict(doc)
+    assert not refused.allowed
+    assert [p.path for p in refused.problems] == ["spec.server.securityContext.privileged"]
+    assert webhook.verdict(doc, Settings(allow_privileged=True)).allowed
 
 
 def test_only_creates_and_spec_changes_are_reviewed() -> None:
