@@ -21,6 +21,7 @@ import tritonclient.grpc as grpcclient
 
 from test_triton_loads import GENERIC, Repository, compile_doc, doc_of, py_model, triton
 from tritonpipeline.client import TritonClient, affinity_headers
+from tritonpipeline.compiler import rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.kube import checks
 from tritonpipeline.server import LocalTriton
@@ -297,3 +298,60 @@ def test_an_iterative_sequence_is_served(tmp_path: Path) -> None:
             client.stop_stream()
             client.close()
     assert values == [1, 2, 3]
+
+
+STATE_PROBE = Path(__file__).resolve().parent / "triton_models" / "state_probe_model.py"
+
+
+@pytest.mark.tritonserver
+def test_a_python_model_gets_the_initial_state_but_never_a_kept_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why rules.STATE_WITHOUT_BACKEND_SUPPORT refuses states on Python models, on the real server: rendered
+    with the rule off, the initial state (zeroData) reaches the model on every request, and what the model
+    writes to OUTPUT_STATE never comes back: one sequence 1, 2, 3 totals 1, 2, 3, not 1, 3, 6. If it ever
+    totals 1, 3, 6, the Python backend keeps states and the rule can admit it."""
+    model = {
+        "name": "acc",
+        "backend": "python",
+        "maxBatchSize": 0,
+        "inputs": [{"name": "VALUE", "dataType": "FP32", "dims": [1]}],
+        "outputs": [
+            {"name": "TOTAL", "dataType": "FP32", "dims": [1]},
+            {"name": "OUTPUT_STATE", "dataType": "FP32", "dims": [1]},
+        ],
+        "instances": [{"kind": "CPU", "count": 1}],
+        "sequenceBatching": {
+            "controls": {"start": "START"},
+            "states": [
+                {
+                    "inputName": "INPUT_STATE",
+                    "outputName": "OUTPUT_STATE",
+                    "dataType": "FP32",
+                    "dims": [1],
+                    "initialState": {"name": "zero", "dataType": "FP32", "dims": [1], "zeroData": True},
+                }
+            ],
+        },
+    }
+    doc = doc_of("state", [model], [])
+    monkeypatch.setattr(rules, "states_kept", lambda spec, i: iter(()))
+    repo = Repository.merge([compile_doc(doc)])
+    root = tmp_path / "models"
+    (root / "acc" / "1").mkdir(parents=True)
+    shutil.copy(STATE_PROBE, root / "acc" / "1" / "model.py")
+    totals = []
+    with triton(tmp_path, repo, root) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        try:
+            for k, value in enumerate([1.0, 2.0, 3.0]):
+                x = grpcclient.InferInput("VALUE", [1], "FP32")
+                x.set_data_from_numpy(np.array([value], dtype=np.float32))
+                result = client.infer("acc", [x], sequence_id=5, sequence_start=k == 0, sequence_end=k == 2)
+                totals.append(float(result.as_numpy("TOTAL")[0]))
+        finally:
+            client.close()
+    assert totals != [1.0, 3.0, 6.0], (
+        "the Python backend kept the state: STATE_WITHOUT_BACKEND_SUPPORT may go"
+    )
+    assert totals == [1.0, 2.0, 3.0]  # the zero initial state every time (a missing one would give -999)
