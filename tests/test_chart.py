@@ -389,6 +389,24 @@ def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 @pytest.mark.helm
+def test_no_plain_env_value_looks_like_a_secret_to_linters(helm):
+    """Linters' secret-in-env checks (kube-linter env-var-secret, checkov) flag a plain value under a name
+    that says secret, password or token; the pull-secret names reach the operator under another name."""
+    docs = helm.template(
+        "rel", "ops", set_values=["imagePullSecrets[0].name=ngc", "imagePullSecrets[1].name=m"]
+    )
+    (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
+    flagged = [
+        e["name"] for e in c["env"] if "value" in e and re.search("secret|password|token", e["name"], re.I)
+    ]
+    assert flagged == []
+    with pytest.MonkeyPatch.context() as m:
+        for key, value in env_of(docs).items():
+            m.setenv(key, value)
+        assert Settings.from_env().assembler_pull_secrets == ("ngc", "m")
+
+
+@pytest.mark.helm
 def test_security_grants_reach_the_operator(helm):
     """The chart's grants become the operator's settings (off and empty by default)."""
     assert {k: v for k, v in env_of(helm.template("rel", "ops")).items() if "ALLOW" in k} == {

@@ -209,7 +209,7 @@ The operator's permissions inside a namespace (or in all of them), derived from 
 {{- end }}
 
 {{/*
-The names of a list of {name: ...} pull secrets, comma-separated (TRITONPIPELINE_ASSEMBLER_PULL_SECRETS).
+The names of a list of {name: ...} pull secrets, comma-separated (TRITONPIPELINE_ASSEMBLER_IMAGE_PULL_REFS).
 */}}
 {{- define "triton-pipeline.pullSecretNames" -}}
 {{- $names := list -}}
