@@ -208,6 +208,10 @@ def test_helm_lint_strict(helm, scenario):
         ),
         (["webhook.certManager.issuerRef.name=ca"], "webhook.certManager.issuerRef needs name and kind"),
         (["operator.logFormat=text"], "at '/operator/logFormat'"),
+        (
+            ["metrics.operatorServiceMonitor.enabled=true"],
+            "operatorServiceMonitor.enabled with networkPolicy.enabled needs networkPolicy.metricsFrom",
+        ),
         (["security.allowedServiceAccounts={ML/Reader}"], "at '/security/allowedServiceAccounts/0'"),
         (["security.allowedImageRegistries={nvcr.io/nvidia}"], "at '/security/allowedImageRegistries/0'"),
         (
@@ -228,7 +232,7 @@ def test_default_render(helm):
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
         "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
-        "ClusterRoleBinding", "Deployment", "Service", "Service", "ServiceAccount",
+        "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Service", "Service", "ServiceAccount",
         "ValidatingWebhookConfiguration",
     ]  # fmt: skip
     dep = deployment_of(docs)
@@ -346,7 +350,11 @@ def test_servicemonitor_only_when_enabled(helm):
 def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
     """The operator's own ServiceMonitor selects the metrics Service by its labels and scrapes its
     `metrics` port, which is the container port the operator serves /metrics on."""
-    values = ["metrics.operatorServiceMonitor.enabled=true", "operator.logFormat=json"]
+    values = [
+        "metrics.operatorServiceMonitor.enabled=true",
+        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring",
+        "operator.logFormat=json",
+    ]
     docs = helm.template("rel", "ops", set_values=values)
     (sm,) = by_kind(docs, "ServiceMonitor")  # the Triton pods' one stays off
     assert sm["metadata"]["name"] == "rel-triton-pipeline-operator"
@@ -357,7 +365,7 @@ def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
     (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
     assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in c["ports"]
     assert c["command"][c["command"].index("--log-format") + 1] == "json"
-    both = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]], set_values=values[:1])
+    both = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]], set_values=values[:2])
     assert sorted(d["metadata"]["name"] for d in by_kind(both, "ServiceMonitor")) == [
         "rel-triton-pipeline-operator", "rel-triton-pipeline-tritonserver",
     ]  # fmt: skip
@@ -386,6 +394,34 @@ def test_custom_values_render(helm):
 def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
     (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e["value"] for e in c["env"] if "value" in e}
+
+
+@pytest.mark.helm
+def test_the_operator_pod_admits_only_the_webhook_and_the_metrics_readers(helm):
+    """The default NetworkPolicy selects the operator pod and opens only the webhook's container port (to
+    the API server, from anywhere); the metrics port only to the configured peers; none when disabled."""
+    docs = helm.template("rel", "ops")
+    (policy,) = by_kind(docs, "NetworkPolicy")
+    pod = deployment_of(docs)["spec"]["template"]
+    assert all(
+        pod["metadata"]["labels"][k] == v for k, v in policy["spec"]["podSelector"]["matchLabels"].items()
+    )
+    (c,) = pod["spec"]["containers"]
+    webhook_port = next(p["containerPort"] for p in c["ports"] if p["name"] == "webhook")
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": webhook_port, "protocol": "TCP"}]}]
+    peer = {"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}
+    docs = helm.template(
+        "rel",
+        "ops",
+        set_values=["networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring"],
+    )
+    (policy,) = by_kind(docs, "NetworkPolicy")
+    assert policy["spec"]["ingress"][1] == {"from": [peer], "ports": [{"port": 8081, "protocol": "TCP"}]}
+    assert (
+        by_kind(helm.template("rel", "ops", set_values=["networkPolicy.enabled=false"]), "NetworkPolicy")
+        == []
+    )
 
 
 @pytest.mark.helm

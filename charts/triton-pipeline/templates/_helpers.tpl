@@ -122,6 +122,9 @@ that depends on them, so `helm template`, `helm lint` and `helm install` all sto
 {{- fail "webhook.certManager.issuerRef needs name and kind (Issuer or ClusterIssuer), or leave it empty for the chart's self-signed Issuer" }}
 {{- end }}
 {{- end }}
+{{- if and .Values.networkPolicy.enabled .Values.metrics.operatorServiceMonitor.enabled (not .Values.networkPolicy.metricsFrom) }}
+{{- fail "metrics.operatorServiceMonitor.enabled with networkPolicy.enabled needs networkPolicy.metricsFrom (your Prometheus's namespace or pods): the NetworkPolicy would keep Prometheus from the operator's metrics" }}
+{{- end }}
 {{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) }}
 {{- fail (printf "watchNamespaces has duplicates: %v" .Values.watchNamespaces) }}
 {{- end }}
