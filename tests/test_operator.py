@@ -290,6 +290,7 @@ def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
         ("v1", "Service"),
         ("autoscaling/v2", "HorizontalPodAutoscaler"),
         ("networking.k8s.io/v1", "NetworkPolicy"),
+        ("policy/v1", "PodDisruptionBudget"),
         ("v1", "Secret"),
     ]
     selector = f"{SELECTOR}=vision"
@@ -599,6 +600,7 @@ def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, 
         [{"podSelector": {}}],
         [monitoring],
     ]
+    assert kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision") is None  # one replica
     # later reconciles keep the key: the Secret is created once, never rewritten
     doc["spec"]["server"]["replicas"] = 2
     del doc["spec"]["networkPolicy"]
@@ -607,6 +609,13 @@ def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, 
     again, later = _admin_key(kube, namespace, "vision-admin-key")
     assert again == key and later["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
     assert kube.get(*NETWORK_POLICY_API[:1], NETWORK_POLICY_API[1], namespace, "vision") is None
+    # two replicas: a budget of one pod at a time, accepted by the real apiserver; gone again at one
+    pdb = kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision")
+    assert pdb is not None and pdb["spec"]["maxUnavailable"] == 1
+    doc["spec"]["server"]["replicas"] = 1
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 3)
+    assert kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision") is None
 
 
 def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace, run_operator):

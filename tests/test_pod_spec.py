@@ -368,3 +368,35 @@ def test_container_errors_reach_the_pod_status() -> None:
     pod = pod_spec(cluster_doc())
     for c in [*pod["initContainers"], *pod["containers"]]:
         assert c["terminationMessagePolicy"] == "FallbackToLogsOnError", c["name"]
+
+
+@pytest.mark.parametrize(
+    ("server", "autoscaling", "budget"),
+    [
+        ({"replicas": 1}, None, False),
+        ({"replicas": 3}, None, True),
+        ({"replicas": 1}, {"maxReplicas": 4}, True),
+    ],
+)
+def test_several_replicas_get_a_disruption_budget_of_one_pod(server, autoscaling, budget) -> None:
+    """A drain may take one Triton pod at a time; a pipeline of one replica has no budget, which could
+    only block the drain."""
+    doc = cluster_doc(**server)
+    if autoscaling:
+        doc["spec"]["autoscaling"] = autoscaling
+    tp = parse_pipeline(doc)
+    children = render_children(tp, compile_pipeline(tp), Settings())
+    pdb = children.disruption_budget
+    if not budget:
+        assert pdb is None
+        return
+    assert pdb is not None and pdb in children.all()
+    assert (pdb["apiVersion"], pdb["kind"], pdb["metadata"]["name"]) == (
+        "policy/v1",
+        "PodDisruptionBudget",
+        "vision",
+    )
+    assert pdb["spec"]["maxUnavailable"] == 1
+    pod_labels = children.deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"] == children.deployment["spec"]["selector"]["matchLabels"]
+    assert all(pod_labels[k] == v for k, v in pdb["spec"]["selector"]["matchLabels"].items())

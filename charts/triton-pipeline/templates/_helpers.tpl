@@ -155,7 +155,8 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     collector delete it). RBAC cannot narrow create by name (the name is not known at authorisation
     time), so this is the narrowest grant. A pipeline's secretRef and adminKeySecretRef are read by
     the kubelet for its pods, never by the operator;
-  - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects.
+  - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects;
+  - PodDisruptionBudgets (a pipeline with several replicas or an autoscaler) likewise.
   - Pods: list + watch (kopf watches the Triton pods by label): their status (a failed init container's
     message, a stuck image pull, an unschedulable pod) goes into the pipeline's Ready condition. Never
     written, never exec'd, no logs.
@@ -181,6 +182,9 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   verbs: ["create"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
   verbs: ["create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]

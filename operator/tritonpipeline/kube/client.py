@@ -29,6 +29,7 @@ _PLURALS = {
     "Secret": "secrets",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "NetworkPolicy": "networkpolicies",
+    "PodDisruptionBudget": "poddisruptionbudgets",
     "Event": "events",
     "Namespace": "namespaces",
     "Pod": "pods",

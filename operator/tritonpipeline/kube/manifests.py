@@ -67,6 +67,7 @@ class Children:
     routing: RoutingChildren = field(default_factory=RoutingChildren)
     scaled_object: dict[str, Any] | None = None
     network_policy: dict[str, Any] | None = None
+    disruption_budget: dict[str, Any] | None = None
 
     def all(self) -> list[dict[str, Any]]:
         """The objects every cluster can take (the admin-key Secret is not one: see kube/access.py)."""
@@ -77,6 +78,7 @@ class Children:
             *self.routing.objects,
             *([self.hpa] if self.hpa else []),
             *([self.network_policy] if self.network_policy else []),
+            *([self.disruption_budget] if self.disruption_budget else []),
         ]
 
 
@@ -422,6 +424,24 @@ def deployment(
     }
 
 
+PDB_API = ("policy/v1", "PodDisruptionBudget")
+
+
+def disruption_budget(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
+    """A PodDisruptionBudget for a pipeline that may run several replicas (replicas > 1, or an autoscaler):
+    voluntary evictions (a node drain, a cluster upgrade) take one Triton pod at a time, so the others keep
+    serving. maxUnavailable, not minAvailable, so that a pipeline scaled down to one pod can still be
+    drained. None for a single-replica pipeline: a budget there could only block a drain."""
+    if tp.spec.autoscaling is None and tp.spec.server.replicas <= 1:
+        return None
+    return {
+        "apiVersion": PDB_API[0],
+        "kind": PDB_API[1],
+        "metadata": _meta(tp.name, tp, settings),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(tp.name)}},
+    }
+
+
 def service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "selector": selector_labels(tp.name),
@@ -457,6 +477,7 @@ def render_children(tp: TritonPipeline, artifacts: Artifacts, settings: Settings
         routing=routing_children(tp, settings),
         scaled_object=autoscaling.scaled_object(tp, settings),
         network_policy=access.network_policy(tp, settings),
+        disruption_budget=disruption_budget(tp, settings),
     )
 
 

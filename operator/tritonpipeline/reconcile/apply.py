@@ -16,7 +16,7 @@ from ..kube import access, autoscaling
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, is_transient
-from ..kube.manifests import PIPELINE_LABEL, Children
+from ..kube.manifests import PDB_API, PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
 from ..settings import Settings
@@ -217,6 +217,7 @@ def _optional_candidates(tp: TritonPipeline) -> list[tuple[str, str, str]]:
         ("autoscaling/v2", "HorizontalPodAutoscaler", tp.name),
         (*autoscaling.SCALED_OBJECT_API, tp.name),
         (*access.NETWORK_POLICY_API, tp.name),
+        (*PDB_API, tp.name),
     ]
 
 
@@ -228,6 +229,7 @@ def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, 
         *([children.hpa] if children.hpa else []),
         *([children.scaled_object] if children.scaled_object else []),
         *([children.network_policy] if children.network_policy else []),
+        *([children.disruption_budget] if children.disruption_budget else []),
     ]
     names = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in rendered}
     return names & set(_optional_candidates(tp))
