@@ -170,12 +170,35 @@ def test_images_only_from_allowed_registries_when_the_admin_says(image: str, ok:
 
 def test_default_requests_only_where_the_spec_sets_nothing() -> None:
     triton = pod_spec(cluster_doc())["containers"][0]["resources"]
-    assert triton["requests"]["cpu"] == "1" and triton["requests"]["memory"] == "2Gi"
+    assert triton["requests"] == {
+        "cpu": "1",
+        "memory": "2Gi",
+        "ephemeral-storage": "2Gi",
+        "nvidia.com/gpu": "1",
+    }
+    assert triton["limits"] == {"memory": "16Gi", "nvidia.com/gpu": "1"}  # one pipeline cannot take the node
     # a limit alone: Kubernetes takes the request from it; a default request could exceed it
     mine = {"limits": {"cpu": "500m"}, "requests": {"memory": "8Gi"}}
     triton = pod_spec(cluster_doc(resources=mine))["containers"][0]["resources"]
     assert "cpu" not in triton["requests"] and triton["requests"]["memory"] == "8Gi"
     assert triton["limits"]["cpu"] == "500m" and triton["limits"]["nvidia.com/gpu"] == "1"
+    assert "memory" not in triton["limits"]  # the user's memory request: no default limit below it
+
+
+def test_every_volume_of_the_pod_has_a_size_limit() -> None:
+    for doc in (
+        cluster_doc(),
+        cluster_doc(replicas=2),
+        cluster_doc(shmSizeLimit="4Gi", modelsSizeLimit="200Gi"),
+    ):
+        pod = pod_spec(doc)
+        dirs = {v["name"]: v["emptyDir"] for v in pod["volumes"] if "emptyDir" in v}
+        assert dirs and all(d.get("sizeLimit") for d in dirs.values()), dirs
+    assert dirs["dshm"] == {"medium": "Memory", "sizeLimit": "4Gi"}
+    assert dirs["models"] == {"sizeLimit": "200Gi"}
+    with pytest.raises(SpecError) as err:
+        pod_spec(cluster_doc(shmSizeLimit="lots"))
+    assert "spec.server.shmSizeLimit" in str(err.value) and "a Kubernetes quantity" in str(err.value)
 
 
 def test_init_container_resources_default_and_override() -> None:

@@ -44,6 +44,7 @@ NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 # tensor names come from exported models (input.1, onnx::Gemm_0, /model/embed/input, 1234, input:0) and
 # Triton takes any text; only control characters (C0, DEL, C1: Unicode category Cc) are refused
 TENSOR_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]{1,256}$")
+QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 K8S_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 BACKEND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 HEADER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
@@ -145,6 +146,7 @@ RULE_TEXT = {
     "header": "an HTTP header name: letters, digits and '-'",
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
+    "quantity": "a Kubernetes quantity such as 512Mi, 2Gi or 1.5G",
     "secret key": "a Secret data key: letters, digits, '-', '_' or '.'",
     "region": "a region name such as us-east-1: lowercase letters, digits and '-'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
@@ -158,6 +160,7 @@ RULE_TEXT = {
     "at most 63 characters",
 }
 
+Quantity = Annotated[str, _name_rule(QUANTITY_RE, "quantity")]
 Name = Annotated[str, _name_rule(NAME_RE, "name")]
 TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name", most=MAX_TENSOR_NAME)]
 NONZERO_DIM = Rule(lambda d: d != 0, "self != 0", "a dimension is -1 (any size) or a positive size, not 0")
@@ -721,8 +724,15 @@ class Server(_Base):
     resources: dict[str, Any] = Field(
         default={},
         description="CPU/memory `requests`/`limits` of the Triton container, passed through; a request of "
-        "`cpu: 1` and `memory: 2Gi` is added for each of the two that sets neither a request nor a limit, "
-        "so pods are not BestEffort.",
+        "`cpu: 1`, `memory: 2Gi` and `ephemeral-storage: 2Gi` is added for each that sets neither a request "
+        "nor a limit (so pods are not BestEffort), and a `memory: 16Gi` limit when memory is not set at all "
+        "(so one pipeline cannot take a node's memory).",
+    )
+    shm_size_limit: Quantity = Field(
+        default="2Gi", description="Size limit of the pod's `/dev/shm` (memory; Python-backend tensors)."
+    )
+    models_size_limit: Quantity = Field(
+        default="50Gi", description="Size limit of the volume the init container copies the models into."
     )
     node_selector: dict[str, str] = Field(default={}, description="Passed through to the pod.")
     tolerations: list[dict[str, Any]] = Field(

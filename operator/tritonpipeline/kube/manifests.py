@@ -210,7 +210,9 @@ CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
     "capabilities": {"drop": ["ALL"]},
 }
 # requests where the spec sets neither a request nor a limit, so pods are not BestEffort (evicted first)
-TRITON_REQUESTS = {"cpu": "1", "memory": "2Gi"}
+TRITON_REQUESTS = {"cpu": "1", "memory": "2Gi", "ephemeral-storage": "2Gi"}
+# a limit where the spec sets no memory at all, so that one pipeline cannot take a node's memory
+TRITON_LIMITS = {"memory": "16Gi"}
 INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
 PROBE_PERIOD_SECONDS = 5
 
@@ -248,6 +250,9 @@ def _with_default_requests(resources: dict[str, Any], defaults: dict[str, str]) 
 def _resources(tp: TritonPipeline) -> dict[str, Any]:
     server = tp.spec.server
     resources = _with_default_requests(server.resources, TRITON_REQUESTS)
+    for name, value in TRITON_LIMITS.items():
+        if not any(name in server.resources.get(part, {}) for part in ("requests", "limits")):
+            resources.setdefault("limits", {})[name] = value
     if server.gpus > 0:
         for part in ("limits", "requests"):
             resources.setdefault(part, {})[server.gpu_resource] = str(server.gpus)
@@ -309,8 +314,8 @@ def deployment(
             "name": "generated",
             "projected": {"sources": [{"configMap": {"name": n}} for n in configmap_names]},
         },
-        {"name": "models", "emptyDir": {}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "models", "emptyDir": {"sizeLimit": server.models_size_limit}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": server.shm_size_limit}},
         *source.volumes,
     ]
     models_mount = {"name": "models", "mountPath": MODELS_DIR}
@@ -376,7 +381,7 @@ def deployment(
     else:
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
         container["volumeMounts"].append({"name": "run", "mountPath": autoscaling.DRAIN_DIR})
-        volumes.append({"name": "run", "emptyDir": {}})
+        volumes.append({"name": "run", "emptyDir": {"sizeLimit": "1Mi"}})  # the drain flag file
     resources = _resources(tp)
     if resources:
         container["resources"] = resources
