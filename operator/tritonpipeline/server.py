@@ -258,7 +258,8 @@ class LocalTriton:
             return exc.code, exc.read()
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        """Block until /v2/health/ready answers 200; raise TritonError with the log tail otherwise."""
+        """Block until /v2/health/ready answers 200 and the metrics endpoint answers too (tritonserver
+        starts it a moment after the HTTP service); raise TritonError with the log tail otherwise."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process is None or self.process.poll() is not None:
@@ -269,7 +270,8 @@ class LocalTriton:
             try:
                 status, _ = self._get("/v2/health/ready")
                 if status == 200:
-                    return
+                    with urllib.request.urlopen(self.metrics_url, timeout=5):
+                        return
             except (OSError, urllib.error.URLError):
                 pass
             time.sleep(0.1)
