@@ -19,8 +19,6 @@ from __future__ import annotations
 import queue
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ import tritonclient.grpc as grpcclient
 import yaml
 
 from helpers import CLI, EXAMPLES
+from test_triton_loads import serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.repository import write_repository
 from tritonpipeline.server import LocalTriton
@@ -39,20 +38,6 @@ pytestmark = pytest.mark.tritonserver
 
 PUBLISHED = EXAMPLES / "published"
 Answer = list[dict[str, list[Any]]]  # the responses to one request, each output as a list
-
-
-@contextmanager
-def serving(repo: Path, log: Path) -> Iterator[LocalTriton]:
-    server = LocalTriton(repo, log_file=log, extra_args=["--exit-timeout-secs=5"])
-    server.start()
-    try:
-        server.wait_ready(timeout=240)
-        yield server
-    except BaseException:
-        print(f"\n===== tritonserver log ({log}) =====\n{server.log_tail(80)}")
-        raise
-    finally:
-        server.stop(timeout=15)
 
 
 def imported(repo: Path, tmp_path: Path) -> Path:

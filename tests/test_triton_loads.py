@@ -98,27 +98,28 @@ def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.Monk
 
 
 @contextmanager
-def triton(tmp_path: Path, repo: Repository, model_root: Path) -> Iterator[LocalTriton]:
-    """tritonserver on the repository; a model that fails to load leaves the others serving."""
-    path = write_repository(repo, tmp_path / "repo", model_root)
-    server = LocalTriton(
-        path,
-        log_file=tmp_path / "triton.log",
-        extra_args=[
-            "--exit-on-error=false",
-            "--strict-readiness=false",
-            "--exit-timeout-secs=5",
-        ],
-    )
+def serving(path: Path, log: Path, *extra_args: str) -> Iterator[LocalTriton]:
+    """tritonserver on the model repository at `path`, stopped at the end; its log tail on a failure."""
+    server = LocalTriton(path, log_file=log, extra_args=["--exit-timeout-secs=5", *extra_args])
     server.start()
     try:
         server.wait_ready(timeout=240)
         yield server
     except BaseException:
-        print(f"\n===== tritonserver log =====\n{server.log_tail(80)}")
+        print(f"\n===== tritonserver log ({log}) =====\n{server.log_tail(80)}")
         raise
     finally:
         server.stop(timeout=15)
+
+
+@contextmanager
+def triton(tmp_path: Path, repo: Repository, model_root: Path) -> Iterator[LocalTriton]:
+    """tritonserver on the repository; a model that fails to load leaves the others serving."""
+    path = write_repository(repo, tmp_path / "repo", model_root)
+    with serving(
+        path, tmp_path / "triton.log", "--exit-on-error=false", "--strict-readiness=false"
+    ) as server:
+        yield server
 
 
 def model_states(server: LocalTriton) -> dict[str, tuple[str, str]]:
