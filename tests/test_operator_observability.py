@@ -67,7 +67,7 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
     assert "reconcile created (generation 1): 3 objects (" in created
     assert "Deployment/vision" in created and "waiting for pods (0/1 ready)" in created  # no kubelet here
 
-    # a replica change updates exactly the Deployment
+    # a replica change updates exactly the Deployment, and two replicas get their disruption budget
     doc["spec"]["server"]["replicas"] = 2
     kube.apply(doc)
     wait_reconciled(kube, namespace, "vision", 2)
@@ -76,8 +76,8 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
         lambda: [x for x in outcome_lines(op, namespace, "vision") if "(generation 2)" in x],
     )
     assert (
-        "reconcile updated (generation 2): updated Deployment/vision; waiting for pods (0/2 ready)"
-        in updated[0]
+        "reconcile updated (generation 2): created PodDisruptionBudget/vision; updated Deployment/vision; "
+        "waiting for pods (0/2 ready)" in updated[0]
     )
 
     # the resync re-applies an unchanged spec: nothing changed, the pods are still missing
@@ -86,7 +86,8 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
         lambda: [x for x in outcome_lines(op, namespace, "vision") if "reconcile waiting" in x],
     )
     waiting = next(x for x in outcome_lines(op, namespace, "vision") if "reconcile waiting" in x)
-    assert "reconcile waiting (generation 2): 3 objects unchanged; waiting for pods (0/2 ready)" in waiting
+    # ConfigMap, Deployment, Service and the disruption budget of two replicas
+    assert "reconcile waiting (generation 2): 4 objects unchanged; waiting for pods (0/2 ready)" in waiting
 
     # a deleted child: the line names the pipeline it belongs to, and the reconcile re-creates it
     kube.delete("v1", "ConfigMap", namespace, "vision-repo-0")
