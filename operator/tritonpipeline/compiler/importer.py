@@ -5,8 +5,8 @@ the directories without one; `cli.cmd_import` reads the repository, prints the f
 YAML (`document_yaml`).
 
 What is carried: one small function per config section, reading the Triton field -> spec field tables
-(`Carry` rows in the `*_FIELDS` constants), so a field the spec gains is one row there (a row whose spec
-field does not exist yet is skipped, and its Triton field reported). Everything else a parsed config
+(`Carry` rows in the `*_FIELDS` constants), so a field the spec gains is one row there (a row naming a
+field the spec does not have raises). Everything else a parsed config
 holds is found by a walk of the protobuf message (`ListFields()`, recursively) against the fields the
 mapper took, and reported as a NOT_CARRIED finding (`MODEL: field: why`): a field Triton adds later is
 reported, never dropped. Values Triton treats exactly like what the render writes are not reported;
@@ -524,8 +524,11 @@ def _report_rest(cfg: Message, r: _Reading) -> None:
 
 
 def _spec_field(owner: type[BaseModel], alias: str) -> Any:
-    """The pydantic field of `owner` spelled `alias` in the YAML, or None (the spec does not have it)."""
-    return next((f for n, f in owner.model_fields.items() if (f.alias or n) == alias), None)
+    """The pydantic field of `owner` spelled `alias` in the YAML (a table row naming another is a bug)."""
+    found = next((f for n, f in owner.model_fields.items() if (f.alias or n) == alias), None)
+    if found is None:
+        raise KeyError(f"{owner.__name__} has no field {alias!r}")
+    return found
 
 
 def _copy(
@@ -536,8 +539,6 @@ def _copy(
     out: dict[str, Any] = {}
     for row in rows:
         spec_field = _spec_field(owner, row.spec)
-        if spec_field is None:  # a row ahead of the spec: its Triton field stays reported
-            continue
         path = triton + row.triton
         r.seen.update(_parents(path))  # a message holding only defaults of carried fields is carried too
         raw, present = _get(msg, row.triton)
@@ -619,7 +620,7 @@ def _model(cfg: Any, r: _Reading) -> dict[str, Any]:
             DynamicBatching,
         )
         entry["dynamicBatching"].update(_queue_policies(cfg.dynamic_batching, r))
-    if cfg.HasField("version_policy") and _spec_field(Model, "versionPolicy") is not None:
+    if cfg.HasField("version_policy"):
         policy = _version_policy(cfg.version_policy, r)
         if policy is not None:
             entry["versionPolicy"] = policy
@@ -717,8 +718,7 @@ def _state(st: Any, k: int, r: _Reading) -> dict[str, Any]:
     path, spec = f"sequence_batching.state[{k}]", f"sequenceBatching.states[{k}]"
     r.origin[spec] = path
     out = _copy(r, st, STATE_FIELDS, State, path + ".", spec)
-    field = _spec_field(State, "initialState")
-    initial = _nested_model(field.annotation) if field is not None else None
+    initial = _nested_model(_spec_field(State, "initialState").annotation)
     if initial is not None and len(st.initial_state) == 1:  # more than one: reported (Triton takes one)
         r.see(f"{path}.initial_state[0]", f"{spec}.initialState")
         found = _copy(
@@ -770,8 +770,7 @@ def _controls(sb: Any, r: _Reading) -> dict[str, str]:
             r.add(NOT_CARRIED, cpath, message)
         r.take(f"{path}.name")  # its controls are reported one by one
     for alias in (FLAG_TYPE, CORRID_TYPE):  # the spec's defaults are left out
-        field = _spec_field(Controls, alias)
-        if alias in out and (field is None or out[alias] == field.default):
+        if alias in out and out[alias] == _spec_field(Controls, alias).default:
             del out[alias]
     return out
 
@@ -792,9 +791,8 @@ def _control_type(control: Any) -> tuple[str | None, str]:
 
 
 def _literal_values(owner: type[BaseModel], alias: str) -> list[str]:
-    """The values a Literal spec field allows; [] when the spec has no such field."""
-    field = _spec_field(owner, alias)
-    return [str(v) for v in get_args(field.annotation)] if field is not None else []
+    """The values a Literal spec field allows."""
+    return [str(v) for v in get_args(_spec_field(owner, alias).annotation)]
 
 
 def _or(values: Sequence[str]) -> str:
