@@ -124,6 +124,44 @@ def test_header_ingress_options_and_custom_header():
         assert ing["spec"]["tls"] == [{"hosts": ["triton.example.com"], "secretName": "triton-tls"}]
 
 
+def test_the_streaming_example_ingress_carries_grpc_as_written():
+    """ingress-nginx serves gRPC over HTTP/2 only with TLS: the example as shipped names a host, a class
+    and a TLS Secret for that host, and its gRPC Ingress speaks GRPC to the pods."""
+    from tritonpipeline.kube import checks
+
+    tp, kids = children(doc())  # the example's own routing
+    http, grpc = kids.routing.provider_objects
+    for ing in (http, grpc):
+        (rule,) = ing["spec"]["rules"]
+        assert rule["host"] == "streaming.example.com"
+        assert ing["spec"]["ingressClassName"] == "nginx"
+        assert ing["spec"]["tls"] == [{"hosts": ["streaming.example.com"], "secretName": "streaming-tls"}]
+    assert grpc["metadata"]["annotations"][routing.BACKEND_PROTOCOL_ANNOTATION] == "GRPC"
+    assert not [w for w in checks.warnings(tp) if w.path.startswith("spec.routing")]
+
+
+@pytest.mark.parametrize(
+    ("route", "warned"),
+    [
+        ({"sessionAffinity": "Header", "provider": "ingress-nginx"}, True),
+        ({"sessionAffinity": "Header", "provider": "ingress-nginx", "tlsSecretName": "t"}, False),
+        ({"sessionAffinity": "Header", "provider": "istio"}, False),
+        ({"sessionAffinity": "ClientIP"}, False),
+    ],
+)
+def test_a_grpc_ingress_without_tls_is_warned_at_its_field(route, warned):
+    from tritonpipeline.kube import checks
+
+    found = [
+        w
+        for w in checks.warnings(parse_pipeline(doc(routing=route)))
+        if w.path == "spec.routing.tlsSecretName"
+    ]
+    assert [("streaming-grpc" in w.message and "HTTP/2" in w.message) for w in found] == (
+        [True] if warned else []
+    )
+
+
 def test_header_istio_destination_rule_on_the_cluster_ip_service():
     _, kids = children(doc(routing={"sessionAffinity": "Header", "provider": "istio"}))
     (dr,) = kids.routing.provider_objects

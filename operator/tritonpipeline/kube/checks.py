@@ -142,7 +142,8 @@ def mig_problems(tp: TritonPipeline) -> list[Problem]:
 
 ADMIN_GRANT = (
     "; a TritonPipeline gets no more than Pod Security 'restricted' allows unless the cluster admin "
-    "grants it (chart value security.allowPrivilegedPipelines)"
+    "grants it, in every namespace or in this one (chart values security.allowPrivilegedPipelines, "
+    "security.privilegedNamespaces)"
 )
 RESTRICTED_FORBIDS = "{what}: Pod Security 'restricted' forbids it" + ADMIN_GRANT
 SERVICE_ACCOUNT_NOT_ALLOWED = (
@@ -242,8 +243,9 @@ def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
     from .manifests import container_security, pod_security  # manifests imports this module
 
     server = tp.spec.server
+    namespace = tp.metadata.namespace or "default"
     found: list[Problem] = []
-    if not settings.allow_privileged:
+    if not (settings.allow_privileged or namespace in settings.privileged_namespaces):
         for field_name, violations in (
             ("podSecurityContext", pod_violations(pod_security(tp))),
             ("securityContext", container_violations(container_security(tp))),
@@ -252,7 +254,6 @@ def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
                 found.append(
                     Problem(f"spec.server.{field_name}.{where}", RESTRICTED_FORBIDS.format(what=what))
                 )
-    namespace = tp.metadata.namespace or "default"
     account = server.service_account_name
     if account and not _allowed_account(account, namespace, settings.allowed_service_accounts):
         allowed = ", ".join(settings.allowed_service_accounts) or "none allowed"
@@ -323,6 +324,9 @@ def warnings(tp: TritonPipeline) -> list[Problem]:
             for j, inst in enumerate(model.instances)
             if inst.gpus
         ]
+    no_tls = routing.ingress_problem(tp)
+    if no_tls:
+        found.append(Problem("spec.routing.tlsSecretName", no_tls))
     route = tp.spec.routing
     if route.session_affinity == "Header" and route.provider == "gateway-api":
         found.append(Problem("spec.routing.provider", routing.GATEWAY_SESSION_CAVEAT))

@@ -92,6 +92,23 @@ def affinity_problem(tp: TritonPipeline) -> str | None:
     )
 
 
+GRPC_INGRESS_WITHOUT_TLS = (
+    "no tlsSecretName: the gRPC Ingress {name} gets no TLS, and ingress-nginx serves gRPC (HTTP/2) only over "
+    "TLS, so gRPC clients cannot reach the pipeline through it (the HTTP Ingress works); set "
+    "spec.routing.tlsSecretName to a TLS Secret for the host in this namespace"
+)
+
+
+def ingress_problem(tp: TritonPipeline) -> str | None:
+    """Why the Ingresses will not carry what they are for, or None."""
+    routing = tp.spec.routing
+    if routing.session_affinity != "Header" or routing.provider != "ingress-nginx":
+        return None
+    if routing.tls_secret_name is None:
+        return GRPC_INGRESS_WITHOUT_TLS.format(name=ingress_name(tp, INGRESS_KINDS[1]))
+    return None
+
+
 def nginx_variable(header: str) -> str:
     """The nginx variable holding a request header: `x-triton-sequence-id` -> `$http_x_triton_sequence_id`."""
     return "$http_" + header.lower().replace("-", "_")
