@@ -9,7 +9,7 @@ CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 # where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
 NODE_DIR ?= /tmp/tritonpipeline-node
 
-.PHONY: help venv system-deps demo test test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv system-deps demo test lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
@@ -65,11 +65,12 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
 	@$(PHASE) build-node+images $(SUBMAKE) node-if-possible
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
+	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
 	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver and not haproxy
+	and not cli and not node and not minio and not gcsserver and not haproxy and not linters
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -86,6 +87,17 @@ lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.to
 	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness tools
 	$(VENV)/bin/mypy
 	$(PY) tools/generate.py --check
+
+# every example (and variants) as the operator applies it and the chart with each ci/ values file, checked by
+# kubeconform -strict (schemas from Kubernetes' OpenAPI and the CRDs), kube-score and helm lint --strict; the
+# tools are built from Go modules on first use (cached). Findings must be excused in tools/lint-exceptions.yaml.
+lint-manifests: $(STAMP) ## render every example and the chart, check them with kubeconform, kube-score, helm lint
+	@$(PY) -m harness.manifest_lint
+
+# for `make test`: without Go only warn (nothing to build the linters with)
+lint-manifests-if-go: $(STAMP)
+	@if [ -n "$$(. e2e/find-go.sh; echo $$GO)" ]; then $(PY) -m harness.manifest_lint; \
+	else echo ">> Go is not installed: lint-manifests skipped (it builds kubeconform and kube-score from Go modules)"; fi
 
 # the CRD (from the spec), its copy in the chart, the prometheus-adapter rules and the README field table
 generate: $(STAMP) ## regenerate every file derived from the code (tools/generate.py; a test checks they are current)

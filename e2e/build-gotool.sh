@@ -21,6 +21,10 @@
 #   e2e/build-gotool.sh prometheus-adapter  the custom metrics API server the HPA reads (tests/test_node_autoscaling.py)
 #   e2e/build-gotool.sh prometheus        Prometheus with Kubernetes service discovery (Debian's package is built
 #                                         without it), only that discovery plugin compiled in (same test)
+#   e2e/build-gotool.sh kubeconform       kubeconform, the manifest schema validator (make lint-manifests)
+#   e2e/build-gotool.sh kube-score        kube-score, the manifest best-practice checker (make lint-manifests)
+#   e2e/build-gotool.sh kubernetes-openapi  Kubernetes' OpenAPI document (api/openapi-spec/swagger.json of
+#                                         k8s.io/kubernetes at the control plane's version): kubeconform's schemas
 #   e2e/build-gotool.sh coredns           CoreDNS with its kubernetes plugin (the cluster DNS that answers a headless
 #                                         Service's name; harness/coredns.py), only the plugins listed below compiled in
 set -euo pipefail
@@ -39,6 +43,10 @@ PROMETHEUS_VERSION=v0.316.0   # Prometheus 3.16.0 (its Go module numbers v3.X.Y 
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 # a server of Cloud Storage's JSON API (no authentication): the gs:// download of tests/test_gcs_source.py
 FAKE_GCS_SERVER_VERSION=v1.56.1
+KUBECONFORM_VERSION=v0.8.0    # latest kubeconform on the module proxy when pinned
+KUBE_SCORE_VERSION=v1.20.0    # latest kube-score on the module proxy when pinned
+# the Kubernetes version whose API the control plane serves (its go.mod pins it): the schemas match it
+KUBERNETES_VERSION="$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$(dirname "$0")/controlplane/kube-apiserver/go.mod")"
 COREDNS_VERSION=v1.15.0       # latest CoreDNS on the module proxy when pinned (needs Go >= 1.26)
 # the CoreDNS plugins compiled in (upstream's plugin.cfg names, kept in its order): the kubernetes plugin
 # and what a Corefile around it uses; the cloud back ends (Azure, Route 53, ...) are most of the build
@@ -57,7 +65,10 @@ case "$tool" in
   prometheus-adapter) pkg="sigs.k8s.io/prometheus-adapter/cmd/adapter"; version="$PROMETHEUS_ADAPTER_VERSION" ;;
   prometheus) pkg="github.com/prometheus/prometheus/cmd/prometheus"; version="$PROMETHEUS_VERSION" ;;
   coredns) pkg="github.com/coredns/coredns"; version="$COREDNS_VERSION" ;;
-  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus|coredns [--if-go|--print-path]" >&2; exit 2 ;;
+  kubeconform) pkg="github.com/yannh/kubeconform/cmd/kubeconform"; version="$KUBECONFORM_VERSION" ;;
+  kube-score) pkg="github.com/zegl/kube-score/cmd/kube-score"; version="$KUBE_SCORE_VERSION" ;;
+  kubernetes-openapi) pkg="k8s.io/kubernetes"; version="$KUBERNETES_VERSION" ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
@@ -68,6 +79,7 @@ case "$tool" in
   istio-crds) BIN="$OUT/customresourcedefinitions.gen.yaml" ;;
   gateway-api-crds) BIN="$OUT/experimental-routes.yaml" ;;
   gateway-api-standard-crds) BIN="$OUT/standard-routes.yaml" ;;
+  kubernetes-openapi) BIN="$OUT/swagger.json" ;;
 esac
 
 if_go=0
@@ -110,12 +122,14 @@ if [ "$tool" = servicemonitor-crd ]; then
   exit 0
 fi
 case "$tool" in
-  keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds)
-    # CRDs of third-party projects, files of their Go modules (checked against sum.golang.org)
+  keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|kubernetes-openapi)
+    # CRDs of third-party projects and Kubernetes' OpenAPI document, files of their Go modules (checked
+    # against sum.golang.org)
     dir="$("$GO" mod download -json "$pkg@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
     [ -n "$dir" ] || { echo "go mod download $pkg@$version failed" >&2; exit 1; }
     case "$tool" in
       keda-crd) cat "$dir/config/crd/bases/keda.sh_scaledobjects.yaml" > "$BIN.tmp" ;;
+      kubernetes-openapi) cat "$dir/api/openapi-spec/swagger.json" > "$BIN.tmp" ;;
       istio-crds) cat "$dir/kubernetes/customresourcedefinitions.gen.yaml" > "$BIN.tmp" ;;
       gateway-api-crds|gateway-api-standard-crds)
         channel=experimental; [ "$tool" = gateway-api-standard-crds ] && channel=standard

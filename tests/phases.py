@@ -26,6 +26,7 @@ GROUP_ORDER = (
     "nginx",
     "prometheus",
     "haproxy",
+    "linters",
     "image",
     "cli",
 )

@@ -384,7 +384,8 @@ def test_custom_values_render(helm):
     assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == "registry.example.com/ml/tritonpipeline-assembler:0.1.0"
     assert env["TRITONPIPELINE_RESYNC_SECONDS"] == "30" and env["LOG_FORMAT"] == "plain"
     assert env["TRITONPIPELINE_CONFIGMAP_MAX_BYTES"] == "524288"
-    assert c["resources"]["limits"] == {"cpu": "2", "memory": "1Gi"}
+    # helm merges maps: the values' limits, and the default's ephemeral-storage the values do not set
+    assert c["resources"]["limits"] == {"cpu": "2", "memory": "1Gi", "ephemeral-storage": "1Gi"}
     assert pod["serviceAccountName"] == "tp-operator-sa"
     assert pod["tolerations"][0]["key"] == "dedicated" and pod["nodeSelector"] == {
         "kubernetes.io/os": "linux"
@@ -451,8 +452,10 @@ def test_security_grants_reach_the_operator(helm):
         "TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS": "",
         "TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES": "",
     }
+    assert env_of(helm.template("rel", "ops"))["TRITONPIPELINE_PRIVILEGED_NAMESPACES"] == ""
     granted = [
         "security.allowPrivilegedPipelines=true",
+        "security.privilegedNamespaces={research,ml}",
         "security.allowedServiceAccounts={model-reader,ml/irsa}",
         "security.allowedImageRegistries={nvcr.io,registry.example.com:5000}",
     ]
@@ -462,6 +465,7 @@ def test_security_grants_reach_the_operator(helm):
             m.setenv(key, value)
         settings = Settings.from_env()
     assert settings.allow_privileged is True
+    assert settings.privileged_namespaces == ("research", "ml")
     assert settings.allowed_service_accounts == ("model-reader", "ml/irsa")
     assert settings.allowed_image_registries == ("nvcr.io", "registry.example.com:5000")
 

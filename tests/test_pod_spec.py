@@ -39,6 +39,39 @@ def test_pods_are_restricted_by_default() -> None:
     for c in [*pod["initContainers"], *pod["containers"]]:
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    # the init container writes only into the models volume; Triton's backends write caches, so its root
+    # filesystem stays writable unless the spec says otherwise
+    (init,) = pod["initContainers"]
+    assert init["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "readOnlyRootFilesystem" not in pod["containers"][0]["securityContext"]
+
+
+def test_several_replicas_are_spread_over_nodes_unless_the_spec_says_where() -> None:
+    spread = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {
+                            "matchLabels": {
+                                "app.kubernetes.io/name": "triton-pipeline",
+                                "app.kubernetes.io/instance": "vision",
+                            }
+                        },
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+    assert "affinity" not in pod_spec(cluster_doc())  # one replica: nothing to spread
+    assert pod_spec(cluster_doc(replicas=2))["affinity"] == spread
+    scaled = cluster_doc()
+    scaled["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3}
+    assert pod_spec(scaled)["affinity"] == spread
+    mine = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    assert pod_spec(cluster_doc(replicas=2, affinity=mine))["affinity"] == mine
 
 
 def test_security_contexts_are_merged_over_the_restricted_defaults() -> None:
@@ -59,6 +92,8 @@ def test_security_contexts_are_merged_over_the_restricted_defaults() -> None:
             "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
             "readOnlyRootFilesystem": True,
         }
+    off = pod_spec(cluster_doc(securityContext={"readOnlyRootFilesystem": False}))
+    assert off["initContainers"][0]["securityContext"]["readOnlyRootFilesystem"] is False  # the spec's word
 
 
 # (server fields, the field path refused, words of the reason): each breaks Pod Security "restricted"
@@ -112,6 +147,18 @@ def test_more_than_restricted_is_refused_unless_the_admin_grants_it(server, path
     assert "Pod Security 'restricted' forbids it" in problem.message
     assert "security.allowPrivilegedPipelines" in problem.message
     pod_spec(doc, Settings(allow_privileged=True))  # the cluster admin's grant
+
+
+def test_the_privileged_grant_can_be_limited_to_namespaces() -> None:
+    """security.privilegedNamespaces: the grant holds in the namespaces listed, nowhere else."""
+    doc = cluster_doc(securityContext={"privileged": True})  # in namespace ml
+    granted = pod_spec(doc, Settings(privileged_namespaces=("research", "ml")))
+    assert granted["containers"][0]["securityContext"]["privileged"] is True
+    with pytest.raises(SpecError) as err:
+        pod_spec(doc, Settings(privileged_namespaces=("research", "ml-dev")))
+    (problem,) = err.value.problems
+    assert problem.path == "spec.server.securityContext.privileged"
+    assert "security.privilegedNamespaces" in problem.message
 
 
 def test_the_service_account_token_is_mounted_only_for_a_service_account_of_its_own() -> None:
@@ -203,7 +250,8 @@ def test_every_volume_of_the_pod_has_a_size_limit() -> None:
 
 def test_init_container_resources_default_and_override() -> None:
     init = pod_spec(cluster_doc())["initContainers"][0]["resources"]
-    assert init["requests"] == {"cpu": "100m", "memory": "128Mi"} and init["limits"] == {"memory": "1Gi"}
+    assert init["requests"] == {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "256Mi"}
+    assert init["limits"] == {"memory": "1Gi"}
     mine = {"requests": {"cpu": "2"}}
     assert pod_spec(cluster_doc(initResources=mine))["initContainers"][0]["resources"] == mine
 

@@ -49,9 +49,11 @@ class Settings:
     operator_namespace: str = ""
     operator_labels: tuple[tuple[str, str], ...] = ()
     # the cluster admin's grants to whoever may create TritonPipelines (kube/checks.py, privilege_problems):
-    # securityContexts beyond Pod Security "restricted"; service accounts other than the namespace's
-    # default (`NAME`, `NAMESPACE/NAME` or `*`); registries images may come from (empty: any)
+    # securityContexts beyond Pod Security "restricted" (in every namespace, or only in those listed);
+    # service accounts other than the namespace's default (`NAME`, `NAMESPACE/NAME` or `*`); registries
+    # images may come from (empty: any)
     allow_privileged: bool = False
+    privileged_namespaces: tuple[str, ...] = ()
     allowed_service_accounts: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
 
@@ -79,6 +81,7 @@ class Settings:
             operator_namespace=env.get("TRITONPIPELINE_OPERATOR_NAMESPACE", ""),
             operator_labels=_labels(env.get("TRITONPIPELINE_OPERATOR_LABELS", "")),
             allow_privileged=env.get("TRITONPIPELINE_ALLOW_PRIVILEGED", "").lower() in ("1", "true", "yes"),
+            privileged_namespaces=_items(env.get("TRITONPIPELINE_PRIVILEGED_NAMESPACES", "")),
             allowed_service_accounts=_items(env.get("TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS", "")),
             allowed_image_registries=_items(env.get("TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES", "")),
         )

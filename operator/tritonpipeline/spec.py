@@ -739,14 +739,19 @@ class Server(_Base):
         default=[],
         description="Passed through; the `nvidia.com/gpu` NoSchedule toleration is added when `gpus > 0`.",
     )
-    affinity: dict[str, Any] = Field(default={}, description="Passed through to the pod.")
+    affinity: dict[str, Any] = Field(
+        default={},
+        description="Passed through to the pod. Absent, with more than one replica or an autoscaler: a "
+        "preferred `podAntiAffinity` on `kubernetes.io/hostname` spreads the replicas over nodes.",
+    )
     args: list[str] = Field(default=[], description="Extra `tritonserver` flags.")
     # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
     security_context: dict[str, Any] | None = Field(
         default=None,
         description="Security context of the Triton and init containers. Default (restricted-compliant): "
-        "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`; a mapping is merged over it field by "
-        "field. More than Pod Security `restricted` allows is refused unless the cluster admin allows it.",
+        "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`, and for the init container "
+        "`readOnlyRootFilesystem: true`; a mapping is merged over it field by field. More than Pod Security "
+        "`restricted` allows is refused unless the cluster admin allows it.",
     )
     pod_security_context: dict[str, Any] | None = Field(
         default=None,
@@ -767,7 +772,7 @@ class Server(_Base):
     init_resources: dict[str, Any] = Field(
         default={},
         description="`requests`/`limits` of the init container. Default: requests `cpu: 100m`, `memory: "
-        "128Mi`, limit `memory: 1Gi`.",
+        "128Mi`, `ephemeral-storage: 256Mi`, limit `memory: 1Gi`.",
     )
     startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = Field(
         default=600,

@@ -213,7 +213,16 @@ CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
 TRITON_REQUESTS = {"cpu": "1", "memory": "2Gi", "ephemeral-storage": "2Gi"}
 # a limit where the spec sets no memory at all, so that one pipeline cannot take a node's memory
 TRITON_LIMITS = {"memory": "16Gi"}
-INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+INIT_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "256Mi"},
+    "limits": {"memory": "1Gi"},
+}
+# the init container (our own code) writes only into the models volume: its root filesystem is read-only
+# (Triton's is not: backends write caches under HOME and /tmp; README, Security)
+INIT_SECURITY_CONTEXT: dict[str, Any] = {"readOnlyRootFilesystem": True}
+# several replicas are spread over nodes when the spec says nothing about affinity: preferred, so that a
+# one-node cluster (or a full GPU pool) still schedules them all
+SPREAD_WEIGHT, HOSTNAME_TOPOLOGY = 100, "kubernetes.io/hostname"
 PROBE_PERIOD_SECONDS = 5
 
 
@@ -280,6 +289,24 @@ def container_security(tp: TritonPipeline) -> dict[str, Any]:
     return merged(CONTAINER_SECURITY_CONTEXT, tp.spec.server.security_context)
 
 
+def init_security(tp: TritonPipeline) -> dict[str, Any]:
+    """The init container's securityContext: the spec's merged over the defaults and a read-only root."""
+    return merged({**CONTAINER_SECURITY_CONTEXT, **INIT_SECURITY_CONTEXT}, tp.spec.server.security_context)
+
+
+def affinity(tp: TritonPipeline) -> dict[str, Any] | None:
+    """spec.server.affinity, else (several replicas or an autoscaler) a preferred podAntiAffinity on the
+    node, so that a node drain or failure does not take every replica at once."""
+    server = tp.spec.server
+    if server.affinity:
+        return _copy(server.affinity)
+    if tp.spec.autoscaling is None and server.replicas <= 1:
+        return None
+    term = {"labelSelector": {"matchLabels": selector_labels(tp.name)}, "topologyKey": HOSTNAME_TOPOLOGY}
+    preferred = [{"weight": SPREAD_WEIGHT, "podAffinityTerm": term}]
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+
+
 def pod_security(tp: TritonPipeline) -> dict[str, Any]:
     """The pod's securityContext: the spec's merged over the restricted defaults."""
     return merged(POD_SECURITY_CONTEXT, tp.spec.server.pod_security_context)
@@ -329,7 +356,7 @@ def deployment(
             *source.mounts,
             *source.init_mounts,
         ],
-        "securityContext": container_security(tp),
+        "securityContext": init_security(tp),
         "resources": _init_resources(tp),
         # its error (a missing model directory, an unreachable bucket) becomes the pod status's
         # termination message, which the operator copies into the pipeline's Ready condition
@@ -406,8 +433,9 @@ def deployment(
     tolerations = _gpu_tolerations(tp)
     if tolerations:
         pod_spec["tolerations"] = tolerations
-    if server.affinity:
-        pod_spec["affinity"] = server.affinity
+    spread = affinity(tp)
+    if spread:
+        pod_spec["affinity"] = spread
     spec: dict[str, Any] = {
         "strategy": strategy(tp),
         "selector": {"matchLabels": selector_labels(tp.name)},
