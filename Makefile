@@ -89,9 +89,9 @@ lint: $(STAMP) ## ruff, mypy on operator/ and harness/ (settings in pyproject.to
 	$(PY) tools/generate.py --check
 
 # every example (and variants) as the operator applies it and the chart with each ci/ values file, checked by
-# kubeconform -strict (schemas from Kubernetes' OpenAPI and the CRDs), kube-score and helm lint --strict; the
-# tools are built from Go modules on first use (cached). Findings must be excused in tools/lint-exceptions.yaml.
-lint-manifests: $(STAMP) ## render every example and the chart, check them with kubeconform, kube-score, helm lint
+# kubeconform -strict (schemas from Kubernetes' OpenAPI and the CRDs), kube-score, checkov and helm lint --strict;
+# the Go tools are built from Go modules, checkov installed from PyPI, on first use (cached). Findings must be excused in tools/lint-exceptions.yaml.
+lint-manifests: $(STAMP) ## render every example and the chart, check them with kubeconform, kube-score, checkov, helm lint
 	@$(PY) -m harness.manifest_lint
 
 # for `make test`: without Go only warn (nothing to build the linters with)

@@ -38,7 +38,7 @@ from typing import Any
 from tritonpipeline.server import free_ports
 
 from .gotools import find_go, go_env
-from .paths import E2E
+from .paths import E2E, cache_root
 
 BUILD_SCRIPT = E2E / "build-controlplane.sh"
 GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
@@ -89,10 +89,7 @@ def etcd_version() -> str:
 
 def cache_dir() -> Path:
     """Same directory as `e2e/build-controlplane.sh --print-dir`."""
-    root = os.environ.get("TRITONPIPELINE_CACHE") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonpipeline"
-    )
-    return Path(root) / "controlplane" / kubernetes_version()
+    return cache_root() / "controlplane" / kubernetes_version()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ Then checked by:
   control plane's version) and from the CRDs of every custom kind rendered (harness/kubeschema.py): a
   misspelt or misplaced field, a wrong type, an unknown kind fail;
 - kube-score (its default checks);
+- checkov (its Kubernetes checks; from PyPI, in a virtual environment of its own, cached);
 - helm lint --strict, per values file.
 
 Every finding must match an entry of EXCEPTIONS (tools/lint-exceptions.yaml), each with its reason; an
@@ -30,6 +31,7 @@ import copy
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,10 +42,10 @@ from typing import Any
 
 import yaml
 
-from .gotools import ensure_tool, tool_path
+from .gotools import ensure_tool
 from .helm import CHART, CI_VALUES, Helm
 from .kubeschema import write_crds, write_openapi_v2
-from .paths import CLI, ROOT
+from .paths import CLI, ROOT, cache_root
 
 EXCEPTIONS = ROOT / "tools" / "lint-exceptions.yaml"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -80,6 +82,7 @@ THIRD_PARTY_CRDS = ("servicemonitor-crd", "keda-crd", "istio-crds", "gateway-api
 OUR_CRDS = sorted((ROOT / "crds").glob("*.yaml"))
 SCHEMA_LOCATION = "{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json"
 KUBE_SCORE_FAILING = 5  # kube-score's grades: 1 critical, 5 warning, 7 almost OK, 10 OK
+CHECKOV_VERSION = "3.3.30"  # latest on PyPI when pinned
 
 
 @dataclass(frozen=True)
@@ -307,6 +310,56 @@ def kube_score(binary: Path, renders: Sequence[Render], work: Path) -> list[Find
     return found
 
 
+def checkov_binary(log: Any = sys.stdout) -> Path:
+    """checkov CHECKOV_VERSION in a virtual environment of its own (its dependencies are not ours),
+    installed from PyPI on first use and cached by version (a half-made one is made again)."""
+    venv = cache_root() / "checkov" / CHECKOV_VERSION / "venv"
+    done = venv / ".installed"
+    if done.exists():
+        return venv / "bin" / "checkov"
+    print(f">> installing checkov {CHECKOV_VERSION} from PyPI into {venv} (first time, about 30 s)", file=log)
+    log.flush()
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    proc = subprocess.run([*pip, f"checkov=={CHECKOV_VERSION}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip install checkov=={CHECKOV_VERSION} failed:\n{proc.stderr[-3000:]}")
+    done.touch()
+    return venv / "bin" / "checkov"
+
+
+def _checkov_object(resource: str) -> str:
+    """checkov names a resource `Kind.namespace.name[.labels...]`: Kind/name."""
+    parts = resource.split(".")
+    return f"{parts[0]}/{parts[2] if len(parts) > 2 else parts[-1]}"
+
+
+def checkov(binary: Path, renders: Sequence[Render], work: Path) -> list[Finding]:
+    """checkov's Kubernetes checks over every rendering at once (one file each; it reports per file)."""
+    where = work / "checkov"
+    where.mkdir()
+    sources = {}
+    for i, render in enumerate(renders):
+        path = where / f"render-{i}.yaml"
+        path.write_text(yaml.safe_dump_all(render.objects, sort_keys=False))
+        sources[f"/{path.name}"] = render.source
+    proc = subprocess.run(
+        [str(binary), "--framework", "kubernetes", "-d", str(where), "-o", "json", "--quiet", "--compact"],
+        capture_output=True, text=True, cwd=where,
+    )  # fmt: skip
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"checkov failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    reports = json.loads(proc.stdout or "[]")
+    found = []
+    for report in reports if isinstance(reports, list) else [reports]:
+        for failed in (report.get("results") or {}).get("failed_checks") or []:
+            source = sources.get(failed.get("file_path", ""), failed.get("file_path", ""))
+            obj = _checkov_object(failed.get("resource", ""))
+            found.append(Finding("checkov", failed["check_id"], obj, failed.get("check_name", ""), source))
+    return found
+
+
 def helm_lint(helm: Helm) -> list[Finding]:
     found = []
     for values in [None, *CI_VALUES]:
@@ -338,9 +391,10 @@ class Report:
 
 def run(work: Path, exceptions_path: Path = EXCEPTIONS, log: Any = sys.stdout) -> Report:
     exceptions = load_exceptions(exceptions_path)  # a broken file fails before minutes of building
-    cache = tool_path("kubeconform").parent.parent / "schemas"
+    cache = cache_root() / "kubeconform-schemas"
     cache.mkdir(parents=True, exist_ok=True)
     tools = {t: ensure_tool(t, output=log) for t in ("kubeconform", "kube-score", "helm")}
+    tools["checkov"] = checkov_binary(log)
     helm = Helm(tools["helm"], home=work / "helm")
     print(">> lint-manifests: rendering the examples, their variants and the chart", file=log, flush=True)
     renders = [*pipeline_renders(work), *chart_renders(helm)]
@@ -348,6 +402,7 @@ def run(work: Path, exceptions_path: Path = EXCEPTIONS, log: Any = sys.stdout) -
     findings = [
         *kubeconform(tools["kubeconform"], schemas, renders, work),
         *kube_score(tools["kube-score"], renders, work),
+        *checkov(tools["checkov"], renders, work),
         *helm_lint(helm),
     ]
     unexcused = judge(findings, exceptions)
@@ -370,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     excused = len(report.findings) - len(report.unexcused)
     print(
         f">> lint-manifests: {len(report.renders)} renderings, {objects} objects; kubeconform, kube-score, "
-        f"helm lint: {len(report.findings)} findings, {excused} excused by {args.exceptions.name}"
+        f"checkov, helm lint: {len(report.findings)} findings, {excused} excused by {args.exceptions.name}"
     )
     for f in report.unexcused:
         print(f"finding: {f}", file=sys.stderr)

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "tritonpipeline"  # this venv's entry point
 E2E = ROOT / "e2e"  # the build scripts (build-controlplane.sh, build-gotool.sh, build-node.sh) and Go modules
+
+
+def cache_root() -> Path:
+    """Where built tools are cached outside the repository (the build scripts use the same):
+    $TRITONPIPELINE_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline."""
+    root = os.environ.get("TRITONPIPELINE_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonpipeline"

@@ -133,6 +133,18 @@ def test_kube_score_finds_a_privileged_container_the_exceptions_do_not_excuse(tm
 
 
 @pytest.mark.linters
+def test_checkov_finds_a_pod_on_the_host_network_the_exceptions_do_not_excuse(tmp_path) -> None:
+    binary = lint.checkov_binary(io.StringIO())
+    objects = copy.deepcopy(_streaming())
+    _deployment(objects)["spec"]["template"]["spec"]["hostNetwork"] = True
+    found = lint.checkov(binary, [lint.Render("host network", objects)], tmp_path)
+    left = lint.judge(found, lint.load_exceptions())
+    assert [(f.check, f.obj, f.source) for f in left] == [
+        ("CKV_K8S_19", "Deployment/streaming", "host network")
+    ]
+
+
+@pytest.mark.linters
 @pytest.mark.helm
 def test_a_missing_exception_and_a_stale_one_both_fail_the_run(tmp_path) -> None:
     """The whole run (every rendering, every tool) against the checked-in exceptions but one, plus one
