@@ -46,7 +46,7 @@ def test_pods_are_restricted_by_default() -> None:
     assert "readOnlyRootFilesystem" not in pod["containers"][0]["securityContext"]
 
 
-def test_several_replicas_are_spread_over_nodes_unless_the_spec_says_where() -> None:
+def test_replicas_are_spread_over_nodes_unless_the_spec_says_where() -> None:
     spread = {
         "podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -65,7 +65,8 @@ def test_several_replicas_are_spread_over_nodes_unless_the_spec_says_where() -> 
             ]
         }
     }
-    assert "affinity" not in pod_spec(cluster_doc())  # one replica: nothing to spread
+    # the same for one replica: scaling must not change the pod template (it would roll every pod)
+    assert pod_spec(cluster_doc())["affinity"] == spread
     assert pod_spec(cluster_doc(replicas=2))["affinity"] == spread
     scaled = cluster_doc()
     scaled["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3}

@@ -17,8 +17,9 @@ from .kube.meta import MANAGED_BY, PIPELINE_LABEL
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
-from .reconcile.resync import restore_child, resync_loop
+from .reconcile.resync import reconcile_owner, restore_child, resync_loop
 from .reconcile.status import mirror_pods
+from .reconcile.upgrade import finished_rolling
 from .settings import GROUP, PLURAL, VERSION
 from .state import OperatorState, operator_state
 
@@ -171,4 +172,7 @@ async def deployment_changed(body: kopf.Body, type: str, memo: OperatorState, **
     if type == "DELETED":
         await restore_child(memo, body, owner)
         return
-    await mirror_pods(memo, namespace_of(body), owner["name"])  # as it is now, not as the event said
+    namespace = namespace_of(body)
+    await mirror_pods(memo, namespace, owner["name"])  # as it is now, not as the event said
+    for queued_namespace, queued in finished_rolling(memo, namespace, owner["name"], dict(body)):
+        await reconcile_owner(memo, queued_namespace, queued)  # the next outdated pipeline rolls

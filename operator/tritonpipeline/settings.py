@@ -56,6 +56,10 @@ class Settings:
     privileged_namespaces: tuple[str, ...] = ()
     allowed_service_accounts: tuple[str, ...] = ()
     allowed_image_registries: tuple[str, ...] = ()
+    # pipelines whose pods run an earlier operator's rendering (kube/pinning.py) rolled to this one's, this
+    # many at a time, each until its rollout completes; 0: none (each waits for its spec to change or for
+    # its roll annotation)
+    roll_outdated: int = 0
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
@@ -84,6 +88,7 @@ class Settings:
             privileged_namespaces=_items(env.get("TRITONPIPELINE_PRIVILEGED_NAMESPACES", "")),
             allowed_service_accounts=_items(env.get("TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS", "")),
             allowed_image_registries=_items(env.get("TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES", "")),
+            roll_outdated=int(env.get("TRITONPIPELINE_ROLL_OUTDATED", "0")),
         )
 
 

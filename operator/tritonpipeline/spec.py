@@ -741,8 +741,8 @@ class Server(_Base):
     )
     affinity: dict[str, Any] = Field(
         default={},
-        description="Passed through to the pod. Absent, with more than one replica or an autoscaler: a "
-        "preferred `podAntiAffinity` on `kubernetes.io/hostname` spreads the replicas over nodes.",
+        description="Passed through to the pod. Absent: a preferred `podAntiAffinity` on "
+        "`kubernetes.io/hostname` spreads the replicas over nodes.",
     )
     args: list[str] = Field(default=[], description="Extra `tritonserver` flags.")
     # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)

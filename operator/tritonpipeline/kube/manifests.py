@@ -220,8 +220,8 @@ INIT_RESOURCES: dict[str, Any] = {
 # the init container (our own code) writes only into the models volume: its root filesystem is read-only
 # (Triton's is not: backends write caches under HOME and /tmp; README, Security)
 INIT_SECURITY_CONTEXT: dict[str, Any] = {"readOnlyRootFilesystem": True}
-# several replicas are spread over nodes when the spec says nothing about affinity: preferred, so that a
-# one-node cluster (or a full GPU pool) still schedules them all
+# replicas are spread over nodes when the spec says nothing about affinity: preferred, so that a one-node
+# cluster (or a full GPU pool) still schedules them all
 SPREAD_WEIGHT, HOSTNAME_TOPOLOGY = 100, "kubernetes.io/hostname"
 PROBE_PERIOD_SECONDS = 5
 
@@ -294,14 +294,13 @@ def init_security(tp: TritonPipeline) -> dict[str, Any]:
     return merged({**CONTAINER_SECURITY_CONTEXT, **INIT_SECURITY_CONTEXT}, tp.spec.server.security_context)
 
 
-def affinity(tp: TritonPipeline) -> dict[str, Any] | None:
-    """spec.server.affinity, else (several replicas or an autoscaler) a preferred podAntiAffinity on the
-    node, so that a node drain or failure does not take every replica at once."""
+def affinity(tp: TritonPipeline) -> dict[str, Any]:
+    """spec.server.affinity, else a preferred podAntiAffinity on the node, so that a node drain or failure
+    does not take every replica at once. Whatever the replica count: scaling must not change the pod
+    template (that would roll every pod)."""
     server = tp.spec.server
     if server.affinity:
         return _copy(server.affinity)
-    if tp.spec.autoscaling is None and server.replicas <= 1:
-        return None
     term = {"labelSelector": {"matchLabels": selector_labels(tp.name)}, "topologyKey": HOSTNAME_TOPOLOGY}
     preferred = [{"weight": SPREAD_WEIGHT, "podAffinityTerm": term}]
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
@@ -433,9 +432,7 @@ def deployment(
     tolerations = _gpu_tolerations(tp)
     if tolerations:
         pod_spec["tolerations"] = tolerations
-    spread = affinity(tp)
-    if spread:
-        pod_spec["affinity"] = spread
+    pod_spec["affinity"] = affinity(tp)
     spec: dict[str, Any] = {
         "strategy": strategy(tp),
         "selector": {"matchLabels": selector_labels(tp.name)},

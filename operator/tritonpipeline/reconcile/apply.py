@@ -235,13 +235,19 @@ def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, 
     return names & set(_optional_candidates(tp))
 
 
-async def prune(state: OperatorState, kube: Kube, tp: TritonPipeline, children: Children) -> list[str]:
-    """Delete children a valid spec no longer renders: surplus ConfigMap parts, and a dropped HPA,
-    ScaledObject or routing object. After a restart every candidate is tried once (404s are cheap);
-    later only what this process rendered before."""
+async def prune(
+    state: OperatorState,
+    kube: Kube,
+    tp: TritonPipeline,
+    children: Children,
+    keep_configmaps: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Delete children a valid spec no longer renders: surplus ConfigMap parts (but `keep_configmaps`,
+    those of a pinned pod template), and a dropped HPA, ScaledObject or routing object. After a restart
+    every candidate is tried once (404s are cheap); later only what this process rendered before."""
     namespace, name = pipeline_namespace(tp), tp.name
     selector = f"{PIPELINE_LABEL}={name}"
-    keep = {c["metadata"]["name"] for c in children.configmaps}
+    keep = {c["metadata"]["name"] for c in children.configmaps} | keep_configmaps
     removed = []
     for cm in await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector):
         if cm["metadata"]["name"] not in keep:

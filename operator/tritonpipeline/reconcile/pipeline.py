@@ -12,7 +12,7 @@ import kopf
 from .. import metrics
 from ..compiler import compile_pipeline
 from ..errors import SpecError
-from ..kube import autoscaling, storage
+from ..kube import autoscaling, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError
@@ -23,6 +23,7 @@ from ..state import OperatorState
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .refs import namespace_of
 from .status import list_pods, previous_condition, replica_status, warn, write_status
+from .upgrade import pin
 
 
 def one_line(exc: SpecError) -> str:
@@ -88,11 +89,12 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     try:
         owner = owner_reference(dict(body))
         await ensure_admin_secret(kube, tp, config, owner, logger)
-        applied = await apply_children(kube, tp, children, owner)
+        pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
+        applied = await apply_children(kube, tp, pinned.children, owner)
         optional, conditions = await apply_optional(kube, tp, children, owner, generation)
         applied += optional
         # a new pipeline has nothing to prune
-        stale = [] if event == "Created" else await prune(state, kube, tp, children)
+        stale = [] if event == "Created" else await prune(state, kube, tp, children, pinned.keep_configmaps)
         state.optional[(namespace, name)] = rendered_optional(tp, children)
     except KubeError as exc:
         logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
@@ -128,8 +130,17 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         if event
         or (previous_condition(state, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
     ]
+    if pinned.condition["status"] == "False" and (
+        (previous_condition(state, namespace, name, body, pinning.UP_TO_DATE) or {}).get("reason")
+        != pinned.condition["reason"]
+    ):
+        logger.info(
+            f"{pinning.UP_TO_DATE}=False ({pinned.condition['reason']}): {pinned.condition['message']}"
+        )
     pods = await list_pods(state, namespace, name)
-    replicas = replica_status(deployment, generation, [valid, configured, *conditions, affinity], pods)
+    replicas = replica_status(
+        deployment, generation, [valid, configured, *conditions, affinity, pinned.condition], pods
+    )
     await write_status(
         state,
         namespace,

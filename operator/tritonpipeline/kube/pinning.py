@@ -1,0 +1,196 @@
+"""What a pipeline's pods run changes only when its spec changes, or when someone asks (pure).
+
+A new operator version may render a pipeline's pods differently (another init image, new args, new router
+code in the generated configs). Applying that at once would roll every Triton pod of the cluster on an
+operator upgrade. So the operator records on each Deployment the pipeline generation and the roll request
+its pod template was rendered for (`RENDERED_GENERATION`, `ROLLED`). While both still hold, a reconcile
+keeps the pod template and the generated ConfigMaps as they are (`pinned`) and the pipeline's status says
+what a fresh rendering would change (`UpToDate=False`, `OperatorUpgraded`). The new rendering reaches the
+pods when the spec changes, when someone sets the pipeline's `ROLL_ANNOTATION` to a new value, or when the
+operator's `rollOutdated` setting rolls outdated pipelines N at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..settings import GROUP
+
+# on the TritonPipeline: set to a new value (a timestamp) to have its pods get the operator's rendering
+ROLL_ANNOTATION = f"{GROUP}/roll"
+# on the Deployment: the generation and the roll request its pod template was rendered for
+RENDERED_GENERATION = f"{GROUP}/rendered-generation"
+ROLLED = f"{GROUP}/rolled"
+MAX_DIFFERENCES = 4  # named in the condition's message; the rest are counted
+
+UP_TO_DATE = "UpToDate"
+CURRENT, OPERATOR_UPGRADED, ROLL_QUEUED = "Current", "OperatorUpgraded", "RollQueued"
+PINNED_MESSAGE = (
+    "the pods run what an earlier operator rendered for generation {generation}; this operator's rendering "
+    "differs in {differences}. They get it when the spec changes, or now with `kubectl annotate "
+    "tritonpipeline {name} {annotation}=$(date +%s) --overwrite`"
+)
+QUEUED_MESSAGE = " (queued: the operator rolls {slots} outdated pipeline(s) at a time)"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether the live pod template stays (`pinned`), and what a fresh rendering would change."""
+
+    pinned: bool
+    differences: tuple[str, ...] = ()
+
+
+def roll_request(cr: dict[str, Any]) -> str:
+    """The pipeline's roll request (empty: none)."""
+    return str(((cr.get("metadata") or {}).get("annotations") or {}).get(ROLL_ANNOTATION, ""))
+
+
+def record(deployment: dict[str, Any], generation: int | None, roll: str) -> dict[str, Any]:
+    """The rendered Deployment with the generation and roll request it is rendered for."""
+    out = json.loads(json.dumps(deployment))
+    annotations = out["metadata"].setdefault("annotations", {})
+    annotations[RENDERED_GENERATION] = str(generation)
+    annotations[ROLLED] = roll
+    return out
+
+
+Path = tuple[str | tuple[str], ...]  # keys, and (name,) for the list item of that name
+
+
+def _leaves(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """(path, value) of every leaf of `value`; list items named by their `name` when they all have one."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list) and value and all(isinstance(i, dict) and "name" in i for i in value):
+        for item in value:
+            yield from _leaves(item, (*path, (str(item["name"]),)))
+    else:
+        yield path, value
+
+
+def _at(value: Any, path: Path) -> Any:
+    """The value at `path` in `value` (None when absent)."""
+    for part in path:
+        if isinstance(part, tuple):
+            items = value if isinstance(value, list) else []
+            value = next((i for i in items if isinstance(i, dict) and i.get("name") == part[0]), None)
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _shown(path: Path) -> str:
+    return "".join(f"[{p[0]}]" if isinstance(p, tuple) else f".{p}" for p in path).lstrip(".")
+
+
+def template_differences(rendered: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """What the rendered pod template sets differently from the live one, one `path (old -> new)` each.
+    Only the rendered fields count: the live template also holds the API server's defaults."""
+    return [
+        f"template.{_shown(path)} ({_short(_at(live, path))} -> {_short(value)})"
+        for path, value in _leaves(rendered)
+        if not _same(_at(live, path), value)
+    ]
+
+
+def _same(live: Any, rendered: Any) -> bool:
+    """Equal, counting an empty list or mapping as absent (the API server drops them)."""
+    return live == rendered or (live in (None, [], {}) and rendered in (None, [], {}))
+
+
+def _short(value: Any) -> str:
+    text = "absent" if value is None else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def configmap_differences(rendered: list[dict[str, Any]], live: dict[str, dict[str, Any]]) -> list[str]:
+    """The generated ConfigMaps whose content a fresh rendering changes (live: name -> ConfigMap)."""
+    found = []
+    for cm in rendered:
+        name = cm["metadata"]["name"]
+        old = live.get(name)
+        keys = ("data", "binaryData")
+        if old is None or any((old.get(k) or {}) != (cm.get(k) or {}) for k in keys):
+            found.append(f"the generated configs (ConfigMap {name})")
+    return found
+
+
+def projected_configmaps(template: dict[str, Any]) -> list[str]:
+    """The ConfigMaps a pod template reads the generated configs from."""
+    return [
+        source["configMap"]["name"]
+        for volume in (template.get("spec") or {}).get("volumes") or []
+        for source in (volume.get("projected") or {}).get("sources") or []
+        if "configMap" in source
+    ]
+
+
+def decide(
+    generation: int | None,
+    observed_generation: int | None,
+    roll: str,
+    rendered: dict[str, Any],
+    configmaps: list[dict[str, Any]],
+    live: dict[str, Any] | None,
+    live_configmaps: dict[str, dict[str, Any]],
+) -> Decision:
+    """Keep the live pod template (and its ConfigMaps) when it was rendered for this generation and roll
+    request and a fresh rendering differs; the Deployment of an operator before this rule carries no record,
+    and counts as rendered for the generation the pipeline's status says was last reconciled. Never pinned:
+    a new Deployment, one whose ConfigMaps are gone (its pods could not start again), or no difference."""
+    if live is None:
+        return Decision(False)
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    recorded = annotations.get(RENDERED_GENERATION)
+    if recorded is None:
+        same_spec = observed_generation is not None and observed_generation == generation
+        same_roll = roll == ""
+    else:
+        same_spec, same_roll = recorded == str(generation), annotations.get(ROLLED, "") == roll
+    if not (same_spec and same_roll):
+        return Decision(False)
+    template = (live.get("spec") or {}).get("template") or {}
+    if any(name not in live_configmaps for name in projected_configmaps(template)):
+        return Decision(False)
+    differences = [
+        *template_differences(rendered["spec"]["template"], template),
+        *configmap_differences(configmaps, live_configmaps),
+    ]
+    return Decision(bool(differences), tuple(differences))
+
+
+def pinned_deployment(rendered: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """The rendered Deployment with the live pod template and the live record (nothing the pods see
+    changes; the rest of the Deployment, its replicas and strategy, follows the spec)."""
+    out = json.loads(json.dumps(rendered))
+    out["spec"]["template"] = json.loads(json.dumps(live["spec"]["template"]))
+    live_annotations = (live.get("metadata") or {}).get("annotations") or {}
+    annotations = out["metadata"].setdefault("annotations", {})
+    for key in (RENDERED_GENERATION, ROLLED):
+        if key in live_annotations:
+            annotations[key] = live_annotations[key]
+    return out
+
+
+def describe(differences: tuple[str, ...]) -> str:
+    shown = ", ".join(differences[:MAX_DIFFERENCES])
+    more = len(differences) - MAX_DIFFERENCES
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def rollout_done(deployment: dict[str, Any]) -> bool:
+    """The Deployment controller has brought every replica to the current template, and no old pod is left."""
+    meta, spec, status = (deployment.get(k) or {} for k in ("metadata", "spec", "status"))
+    want = int(spec.get("replicas", 1))
+    updated = int(status.get("updatedReplicas", 0))
+    return (
+        int(status.get("observedGeneration", 0)) >= int(meta.get("generation", 0))
+        and updated >= want
+        and int(status.get("availableReplicas", 0)) >= want
+        and int(status.get("replicas", 0)) == updated
+    )

@@ -1,0 +1,98 @@
+"""Operator upgrades restart no Triton pod by themselves (kube/pinning.py decides; here the live objects
+are read and the fleet roll is paced)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import kopf
+
+from ..kube import pinning
+from ..kube import status as st
+from ..kube.manifests import PIPELINE_LABEL, Children
+from ..kube.meta import namespace_of
+from ..spec import TritonPipeline
+from ..state import OperatorState
+
+
+@dataclasses.dataclass(frozen=True)
+class Pinned:
+    """What to apply (the pinned children or the fresh ones), the UpToDate condition, and the ConfigMaps
+    a prune must keep (those of a pinned pod template)."""
+
+    children: Children
+    condition: dict[str, Any]
+    keep_configmaps: frozenset[str] = frozenset()
+
+
+async def pin(
+    state: OperatorState,
+    tp: TritonPipeline,
+    children: Children,
+    body: kopf.Body,
+    logger: kopf.Logger,
+) -> Pinned:
+    """The children to apply: fresh, or with the live pod template and ConfigMaps kept (pinning.decide).
+    With settings.roll_outdated, an outdated pipeline rolls when fewer than that many are rolling."""
+    generation = body.metadata.get("generation")
+    roll = pinning.roll_request(dict(body))
+    observed = (body.get("status") or {}).get("observedGeneration")
+    namespace, key = namespace_of(tp), (namespace_of(tp), tp.name)
+    rendered = pinning.record(children.deployment, generation, roll)
+    fresh = dataclasses.replace(children, deployment=rendered)
+    kube = state.kube
+    name = rendered["metadata"]["name"]
+    live, configmaps = await asyncio.gather(
+        asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name),
+        asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={tp.name}"),
+    )
+    live_configmaps = {cm["metadata"]["name"]: cm for cm in configmaps}
+    decision = pinning.decide(
+        generation, observed, roll, rendered, list(children.configmaps), live, live_configmaps
+    )
+    current = st.condition(
+        pinning.UP_TO_DATE,
+        True,
+        pinning.CURRENT,
+        f"the pods run what this operator renders for generation {generation}",
+        generation,
+    )
+    if not decision.pinned or live is None:
+        state.queued.pop(key, None)
+        return Pinned(fresh, current)
+    differences = pinning.describe(decision.differences)
+    slots = state.settings.roll_outdated
+    if slots > 0 and (key in state.rolling or len(state.rolling) < slots):
+        state.queued.pop(key, None)
+        state.rolling.add(key)
+        logger.info(
+            f"rolling to this operator's rendering ({len(state.rolling)} of at most {slots} rolling): "
+            f"it differs in {differences}"
+        )
+        return Pinned(fresh, current)
+    message = pinning.PINNED_MESSAGE.format(
+        generation=generation, differences=differences, name=tp.name, annotation=pinning.ROLL_ANNOTATION
+    )
+    reason = pinning.OPERATOR_UPGRADED
+    if slots > 0:
+        state.queued[key] = None
+        message += pinning.QUEUED_MESSAGE.format(slots=slots)
+        reason = pinning.ROLL_QUEUED
+    pinned = dataclasses.replace(fresh, deployment=pinning.pinned_deployment(rendered, live), configmaps=())
+    keep = frozenset(pinning.projected_configmaps(live["spec"]["template"]))
+    return Pinned(pinned, st.condition(pinning.UP_TO_DATE, False, reason, message, generation), keep)
+
+
+def finished_rolling(
+    state: OperatorState, namespace: str, owner: str, deployment: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """After a Deployment event: when it ends a roll of ours, free the slot; the queued pipelines to
+    reconcile now (at most the free slots, oldest first)."""
+    key = (namespace, owner)
+    if key not in state.rolling or not pinning.rollout_done(deployment):
+        return []
+    state.rolling.discard(key)
+    free = max(0, state.settings.roll_outdated - len(state.rolling))
+    return list(state.queued)[:free]

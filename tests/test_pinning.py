@@ -1,0 +1,123 @@
+"""Operator upgrades restart no Triton pod (kube/pinning.py, pure): when the live pod template is kept,
+what a fresh rendering would change, and when a roll is over."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from helpers import example
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.kube import pinning
+from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.settings import Settings
+from tritonpipeline.spec import parse_pipeline
+
+OLD, NEW = "registry.example.com/tritonpipeline:0.1.0", "registry.example.com/tritonpipeline:0.2.0"
+
+
+def rendered(image: str, generation: int = 3, roll: str = "") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    doc = example("fanout")
+    doc["metadata"] = {"name": "vision", "namespace": "ml"}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    tp = parse_pipeline(doc)
+    kids = render_children(tp, compile_pipeline(tp), Settings(assembler_image=image))
+    return pinning.record(kids.deployment, generation, roll), list(kids.configmaps)
+
+
+def as_served(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment as the API server returns it: defaults added to the pod template."""
+    live = copy.deepcopy(deployment)
+    spec = live["spec"]["template"]["spec"]
+    spec.update(
+        {"dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler", "restartPolicy": "Always"}
+    )
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        c.update({"imagePullPolicy": "IfNotPresent", "terminationMessagePath": "/dev/termination-log"})
+    return live
+
+
+def served_configmaps(configmaps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {cm["metadata"]["name"]: cm for cm in configmaps}
+
+
+def test_the_same_rendering_is_not_pinned_whatever_the_api_server_added() -> None:
+    deployment, cms = rendered(OLD)
+    decision = pinning.decide(3, 3, "", deployment, cms, as_served(deployment), served_configmaps(cms))
+    assert decision == pinning.Decision(False, ())
+
+
+def test_a_new_operator_rendering_for_the_same_generation_is_pinned_and_says_what_differs() -> None:
+    old, cms = rendered(OLD)
+    new, new_cms = rendered(NEW)
+    decision = pinning.decide(3, 3, "", new, new_cms, as_served(old), served_configmaps(cms))
+    assert decision.pinned
+    assert decision.differences == (
+        f'template.spec.initContainers[assemble-repository].image ("{OLD}" -> "{NEW}")',
+    )
+    kept = pinning.pinned_deployment(new, as_served(old))
+    assert kept["spec"]["template"] == as_served(old)["spec"]["template"]
+    assert kept["spec"]["replicas"] == new["spec"]["replicas"]
+
+
+@pytest.mark.parametrize(
+    ("generation", "roll", "live_roll"),
+    [
+        (4, "", ""),  # the spec changed
+        (3, "2026-11-25T10:00", ""),  # someone asked for a roll
+        (3, "b", "a"),  # asked again
+    ],
+)
+def test_a_spec_change_or_a_roll_request_takes_the_new_rendering(generation, roll, live_roll) -> None:
+    old, cms = rendered(OLD, 3, live_roll)
+    new, new_cms = rendered(NEW, generation, roll)
+    decision = pinning.decide(generation, 3, roll, new, new_cms, as_served(old), served_configmaps(cms))
+    assert not decision.pinned
+
+
+def test_a_deployment_of_an_operator_before_the_record_counts_as_this_generations_when_status_says_so() -> (
+    None
+):
+    old, cms = rendered(OLD)
+    for key in (pinning.RENDERED_GENERATION, pinning.ROLLED):
+        del old["metadata"]["annotations"][key]
+    new, new_cms = rendered(NEW)
+    live = as_served(old)
+    assert pinning.decide(3, 3, "", new, new_cms, live, served_configmaps(cms)).pinned
+    assert not pinning.decide(3, 2, "", new, new_cms, live, served_configmaps(cms)).pinned  # not reconciled
+    assert not pinning.decide(3, 3, "now", new, new_cms, live, served_configmaps(cms)).pinned
+
+
+def test_generated_configs_that_differ_are_named_and_missing_ones_end_the_pin() -> None:
+    old, cms = rendered(OLD)
+    changed = copy.deepcopy(cms)
+    first = next(iter(changed[0]["data"]))
+    changed[0]["data"][first] += "\n# new router code"
+    decision = pinning.decide(3, 3, "", old, changed, as_served(old), served_configmaps(cms))
+    assert decision.differences == (f"the generated configs (ConfigMap {cms[0]['metadata']['name']})",)
+    # the pinned pods read ConfigMaps that are gone: they could not start again, so they take the new ones
+    assert not pinning.decide(3, 3, "", old, changed, as_served(old), {}).pinned
+    assert pinning.projected_configmaps(old["spec"]["template"]) == [cm["metadata"]["name"] for cm in cms]
+
+
+def test_the_message_names_at_most_four_differences() -> None:
+    assert pinning.describe(tuple("abcdef")) == "a, b, c, d and 2 more"
+    assert pinning.describe(("a",)) == "a"
+
+
+@pytest.mark.parametrize(
+    ("status", "done"),
+    [
+        ({"observedGeneration": 5, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}, True),
+        ({"observedGeneration": 4, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}, False),
+        ({"observedGeneration": 5, "replicas": 3, "updatedReplicas": 2, "availableReplicas": 2}, False),
+        ({"observedGeneration": 5, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}, False),
+        ({"observedGeneration": 5, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 2}, False),
+        ({}, False),
+    ],
+)
+def test_a_rollout_is_done_when_every_replica_runs_the_new_template_and_no_old_pod_is_left(status, done):
+    deployment = {"metadata": {"generation": 5}, "spec": {"replicas": 2}, "status": status}
+    assert pinning.rollout_done(deployment) is done
