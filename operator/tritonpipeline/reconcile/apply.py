@@ -241,15 +241,19 @@ async def prune(
     tp: TritonPipeline,
     children: Children,
     keep_configmaps: frozenset[str] = frozenset(),
+    listed: tuple[dict[str, Any], ...] | None = None,
 ) -> list[str]:
-    """Delete children a valid spec no longer renders: surplus ConfigMap parts (but `keep_configmaps`,
-    those of a pinned pod template), and a dropped HPA, ScaledObject or routing object. After a restart
-    every candidate is tried once (404s are cheap); later only what this process rendered before."""
+    """Delete children a valid spec no longer renders: surplus ConfigMap parts (of `listed`, the
+    pipeline's ConfigMaps before this apply, listed here when None; but `keep_configmaps`, those of a
+    pinned pod template), and a dropped HPA, ScaledObject or routing object. After a restart every
+    candidate is tried once (404s are cheap); later only what this process rendered before."""
     namespace, name = pipeline_namespace(tp), tp.name
     selector = f"{PIPELINE_LABEL}={name}"
     keep = {c["metadata"]["name"] for c in children.configmaps} | keep_configmaps
     removed = []
-    for cm in await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector):
+    if listed is None:
+        listed = tuple(await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector))
+    for cm in listed:
         if cm["metadata"]["name"] not in keep:
             await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, cm["metadata"]["name"])
             removed.append(f"ConfigMap/{cm['metadata']['name']}")

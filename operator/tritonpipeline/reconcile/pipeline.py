@@ -94,7 +94,11 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         optional, conditions = await apply_optional(kube, tp, children, owner, generation)
         applied += optional
         # a new pipeline has nothing to prune
-        stale = [] if event == "Created" else await prune(state, kube, tp, children, pinned.keep_configmaps)
+        stale = (
+            []
+            if event == "Created"
+            else await prune(state, kube, tp, children, pinned.keep_configmaps, pinned.live_configmaps)
+        )
         state.optional[(namespace, name)] = rendered_optional(tp, children)
     except KubeError as exc:
         logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")

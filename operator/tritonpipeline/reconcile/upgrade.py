@@ -19,12 +19,14 @@ from ..state import OperatorState
 
 @dataclasses.dataclass(frozen=True)
 class Pinned:
-    """What to apply (the pinned children or the fresh ones), the UpToDate condition, and the ConfigMaps
-    a prune must keep (those of a pinned pod template)."""
+    """What to apply (the pinned children or the fresh ones), the UpToDate condition, the ConfigMaps a
+    prune must keep (those of a pinned pod template) and the pipeline's ConfigMaps as listed (for the
+    prune: one list per reconcile)."""
 
     children: Children
     condition: dict[str, Any]
     keep_configmaps: frozenset[str] = frozenset()
+    live_configmaps: tuple[dict[str, Any], ...] = ()
 
 
 async def pin(
@@ -59,9 +61,10 @@ async def pin(
         f"the pods run what this operator renders for generation {generation}",
         generation,
     )
+    listed = tuple(configmaps)
     if not decision.pinned or live is None:
         state.queued.pop(key, None)
-        return Pinned(fresh, current)
+        return Pinned(fresh, current, live_configmaps=listed)
     differences = pinning.describe(decision.differences)
     slots = state.settings.roll_outdated
     if slots > 0 and (key in state.rolling or len(state.rolling) < slots):
@@ -71,7 +74,7 @@ async def pin(
             f"rolling to this operator's rendering ({len(state.rolling)} of at most {slots} rolling): "
             f"it differs in {differences}"
         )
-        return Pinned(fresh, current)
+        return Pinned(fresh, current, live_configmaps=listed)
     message = pinning.PINNED_MESSAGE.format(
         generation=generation, differences=differences, name=tp.name, annotation=pinning.ROLL_ANNOTATION
     )
@@ -82,7 +85,8 @@ async def pin(
         reason = pinning.ROLL_QUEUED
     pinned = dataclasses.replace(fresh, deployment=pinning.pinned_deployment(rendered, live), configmaps=())
     keep = frozenset(pinning.projected_configmaps(live["spec"]["template"]))
-    return Pinned(pinned, st.condition(pinning.UP_TO_DATE, False, reason, message, generation), keep)
+    condition = st.condition(pinning.UP_TO_DATE, False, reason, message, generation)
+    return Pinned(pinned, condition, keep, listed)
 
 
 def finished_rolling(
