@@ -336,3 +336,106 @@ def test_killed_operator_pod_is_restarted_and_converges_with_no_duplicate_or_los
     fleet["docs"][changed] = doc
     logs = cluster.kubectl("logs", "-n", RELEASE_NS, new["metadata"]["name"])
     assert "Traceback" not in logs, logs[-3000:]
+
+
+def _full_reference(image: str) -> str:
+    """An image reference as containerd names it (Docker Hub's defaults filled in)."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return image
+    return f"docker.io/{image}" if slash else f"docker.io/library/{image}"
+
+
+def _helm_upgrade(cluster: Cluster, helm_home: Path, *settings: str) -> None:
+    from harness.gotools import ensure_tool
+    from harness.helm import Helm
+
+    helm = Helm(ensure_tool("helm"), home=helm_home, kubeconfig=cluster.kubeconfig)
+    chart = str(ROOT / "charts" / "triton-pipeline")
+    with cluster.network():
+        helm.run("upgrade", RELEASE, chart, "-n", RELEASE_NS, "--reuse-values", *settings)
+    deployment = f"deployment/{RELEASE}-triton-pipeline"
+    proc = cluster.kubectl("rollout", "status", deployment, "-n", RELEASE_NS, "--timeout=180s", check=False)
+    assert "successfully rolled out" in proc, diagnostics(cluster, RELEASE_NS)
+
+
+def _deployment(cluster: Cluster, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(
+        cluster.kubectl("get", "deployment", name, "-n", NAMESPACE, "-o", "json")
+    )
+    return found
+
+
+def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pipeline_at_a_time(
+    cluster: Cluster, fleet: dict[str, Any], tmp_path: Path
+) -> None:
+    """`helm upgrade` to an operator whose init image differs (what a new release changes in every pod
+    template): no Triton pod restarts, no request fails, every pipeline says what differs. Then
+    operator.rollOutdated=1: the pipelines take the new rendering one at a time, each Ready again before
+    the next, still answering correctly."""
+    from node_cluster import NodeCluster
+    from tritonpipeline.kube import pinning
+
+    if not isinstance(cluster, NodeCluster):
+        pytest.skip(
+            "tags the operator image under a second name in the node's containerd (the node bed only)"
+        )
+    image = cluster.images["operator"].name
+    upgraded = f"{image}-upgraded"  # the same image under another name: a different pod template
+    cluster.node.ctr("images", "tag", "--force", _full_reference(image), _full_reference(upgraded))
+    names = list(fleet["docs"])
+    before = {n: children(cluster, n) for n in names}
+    load = LoadClient(cluster, fleet["docs"]["graphs"], fleet["dir"])
+    try:
+        time.sleep(3)
+        t = time.monotonic()
+        _helm_upgrade(cluster, tmp_path / "helm", "--set", f"assemblerImage={upgraded}")
+
+        def outdated() -> bool:
+            reasons = {n: condition(cluster, n, pinning.UP_TO_DATE).get("reason") for n in names}
+            return all(r == pinning.OPERATOR_UPGRADED for r in reasons.values())
+
+        wait("every pipeline reporting the new operator's view", outdated, 180,
+             lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
+        view_s = time.monotonic() - t
+        time.sleep(10)  # room for a restart or a rollout to show
+        for name in names:
+            assert children(cluster, name) == before[name], name  # pods included: none restarted
+        message = condition(cluster, names[0], pinning.UP_TO_DATE)["message"]
+        assert f'initContainers[assemble-repository].image ("{image}" -> "{upgraded}")' in message
+
+        # the admin's bounded roll: one pipeline at a time
+        t = time.monotonic()
+        _helm_upgrade(cluster, tmp_path / "helm", "--set", "operator.rollOutdated=1")
+        most = 0
+
+        def new_template(name: str) -> bool:
+            init = _deployment(cluster, name)["spec"]["template"]["spec"]["initContainers"][0]
+            return bool(init["image"] == upgraded)
+
+        def all_rolled() -> bool:
+            nonlocal most
+            rolling = [
+                n for n in names if new_template(n) and not pinning.rollout_done(_deployment(cluster, n))
+            ]
+            most = max(most, len(rolling))
+            return not rolling and all(new_template(n) and ready(cluster, n) for n in names)
+
+        wait("every pipeline rolled", all_rolled, 600, lambda: diagnostics(cluster, NAMESPACE))
+        roll_s = time.monotonic() - t
+        time.sleep(3)
+    finally:
+        counts = load.stop()
+    print(
+        f">> operator upgrade: {len(names)} pipelines, 0 Triton pods restarted, new view after "
+        f"{view_s:.1f}s; fleet roll (rollOutdated=1) {roll_s:.1f}s, at most {most} rolling at once; "
+        f"load on graphs: {counts}"
+    )
+    assert most == 1
+    assert counts["failed"] == 0 and counts["ok"] > 50, counts
+    for name in names:
+        assert condition(cluster, name, pinning.UP_TO_DATE)["status"] == "True", name
+        proc = check_pipeline(cluster, fleet["docs"][name], fleet["dir"])
+        assert proc.returncode == 0, proc.stdout
+    # back to the chart's defaults: the pods stay as they are (pinned), nothing restarts
+    _helm_upgrade(cluster, tmp_path / "helm", "--set", "assemblerImage=,operator.rollOutdated=0")
