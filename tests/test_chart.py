@@ -764,7 +764,7 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     values = ["rbac.clusterWide=false", f"watchNamespaces={{{watched},{other}}}"]
     notes = cluster_helm.install(release, release_ns, set_values=values)
     assert f"It watches the namespaces {watched}, {other}." in notes
-    assert "kubectl apply --server-side -f charts/triton-pipeline/crds/" in notes
+    assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in notes
     assert "failurePolicy Ignore: while the operator is down, pipelines are stored unchecked" in notes
     wait_established(admin, CRD_NAME)
     docs = cluster_helm.template(release, release_ns, set_values=values)

@@ -59,9 +59,9 @@ def test_every_crd_field_is_in_the_readme_reference():
 def test_readme_keeps_its_first_lines_and_documents_crd_upgrades():
     text = README.read_text()
     assert text.startswith("# triton-pipeline\n\n```sh\nmake demo")
-    assert "kubectl apply --server-side -f charts/triton-pipeline/crds/" in text
+    assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in text
     notes = (ROOT / "charts" / "triton-pipeline" / "templates" / "NOTES.txt").read_text()
-    assert "kubectl apply --server-side -f charts/triton-pipeline/crds/" in notes
+    assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in notes
     assert "leaves the CRD" in notes
     for command in ("kubectl get tp -A", "kubectl apply", "kubectl describe tp", "logs deployment/"):
         assert command in notes, command

@@ -1,0 +1,101 @@
+"""The CRD upgrade README's Upgrade section documents, on a real kube-apiserver: pipelines stored under the
+previous release's CRD (tests/upgrade/, installed the way helm installs a chart's crds/: a create under
+helm's field manager), then the current CRD applied with `kubectl apply --server-side --force-conflicts`
+(the same request: a server-side apply under kubectl's field manager), then the current operator. The
+stored pipelines must stay readable, valid under the new schema and be reconciled as any new one is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.kubeapi import APPLY_PATCH, ensure_namespace, wait_established
+from harness.operator_process import LocalOperator
+from harness.wait import wait_for
+from helpers import condition
+from tritonpipeline.kube.client import Kube, KubeError
+from tritonpipeline.kube.crd import crd
+from tritonpipeline.spec import parse_pipeline
+
+pytestmark = pytest.mark.apiserver
+
+UPGRADE = Path(__file__).with_name("upgrade")
+API = "serving.tritonpipeline.io/v1alpha1"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def _previous_crd() -> dict[str, Any]:
+    (doc,) = [d for d in yaml.safe_load_all((UPGRADE / "previous-crd.yaml").read_text()) if d]
+    return dict(doc)
+
+
+def _previous_pipelines(namespace: str) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all((UPGRADE / "previous-pipelines.yaml").read_text()) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = namespace
+    return docs
+
+
+def _kubectl_server_side_apply(kube: Kube, obj: dict[str, Any], force: bool) -> dict[str, Any]:
+    """What `kubectl apply --server-side [--force-conflicts]` sends."""
+    query = [("fieldManager", "kubectl"), *([("force", "true")] if force else [])]
+    url = f"{CRD_PATH}/{obj['metadata']['name']}"
+    return kube.request("PATCH", url, query=query, body=obj, content_type=APPLY_PATCH, retries=0)
+
+
+def test_pipelines_stored_under_the_previous_crd_survive_the_documented_upgrade(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    from harness.controlplane import ControlPlane
+
+    with ControlPlane(tmp_path / "cp", control_plane.binaries) as cp:
+        kube = Kube(cp.api_client(), "test-admin")
+        previous = _previous_crd()
+        kube.request("POST", CRD_PATH, query=[("fieldManager", "helm")], body=previous)  # helm install
+        wait_established(kube, previous["metadata"]["name"])
+        ensure_namespace(kube, "ml")
+        stored = _previous_pipelines("ml")
+        for doc in stored:
+            kube.apply(doc, field_manager="kubectl")
+
+        current = crd()
+        if current["spec"] != previous["spec"]:
+            # without --force-conflicts, kubectl refuses to take the fields helm's create owns
+            with pytest.raises(KubeError) as conflict:
+                _kubectl_server_side_apply(kube, current, force=False)
+            assert conflict.value.status == 409, conflict.value
+        _kubectl_server_side_apply(kube, current, force=True)  # README's step
+        wait_established(kube, current["metadata"]["name"])
+        served = kube.get(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, current["metadata"]["name"]
+        )
+        assert served is not None and served["spec"]["versions"] == current["spec"]["versions"]
+
+        for doc in stored:
+            name = doc["metadata"]["name"]
+            obj = kube.get(API, "TritonPipeline", "ml", name)
+            assert obj is not None, name
+            # valid for this operator, and meaning what was written (the CRD adds its defaults)
+            assert parse_pipeline(obj).spec == parse_pipeline(doc).spec, name
+            kube.apply({**doc, "metadata": {"name": name, "namespace": "ml"}}, field_manager="kubectl")
+
+        op = LocalOperator(cp.kubeconfig, "ml", tmp_path / "operator.log").start()
+        try:
+            for doc in stored:
+                name = doc["metadata"]["name"]
+
+                def reconciled(name: str = name) -> dict[str, Any] | None:
+                    obj = kube.get(API, "TritonPipeline", "ml", name) or {}
+                    valid = condition(obj, "SpecValid") if obj.get("status") else None
+                    return obj if valid and valid["status"] == "True" else None
+
+                wait_for(f"{name} reconciled under the new CRD", reconciled, 60)
+                assert kube.get("apps/v1", "Deployment", "ml", name) is not None
+        except BaseException:
+            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
+            raise
+        finally:
+            op.stop()
