@@ -359,11 +359,11 @@ def _helm_upgrade(cluster: Cluster, helm_home: Path, *settings: str) -> None:
     assert "successfully rolled out" in proc, diagnostics(cluster, RELEASE_NS)
 
 
-def _deployment(cluster: Cluster, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(
-        cluster.kubectl("get", "deployment", name, "-n", NAMESPACE, "-o", "json")
-    )
-    return found
+def _deployments(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """The namespace's Deployments by name, from one list call (a consistent snapshot: reading them one by
+    one could see one pipeline before its rollout ended and the next after its own began)."""
+    items = json.loads(cluster.kubectl("get", "deployments", "-n", NAMESPACE, "-o", "json"))["items"]
+    return {d["metadata"]["name"]: d for d in items}
 
 
 def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pipeline_at_a_time(
@@ -409,17 +409,18 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
         _helm_upgrade(cluster, tmp_path / "helm", "--set", "operator.rollOutdated=1")
         most = 0
 
-        def new_template(name: str) -> bool:
-            init = _deployment(cluster, name)["spec"]["template"]["spec"]["initContainers"][0]
+        def new_template(deployment: dict[str, Any]) -> bool:
+            init = deployment["spec"]["template"]["spec"]["initContainers"][0]
             return bool(init["image"] == upgraded)
 
         def all_rolled() -> bool:
             nonlocal most
+            snapshot = _deployments(cluster)  # one list: every Deployment as of one moment
             rolling = [
-                n for n in names if new_template(n) and not pinning.rollout_done(_deployment(cluster, n))
+                n for n in names if new_template(snapshot[n]) and not pinning.rollout_done(snapshot[n])
             ]
             most = max(most, len(rolling))
-            return not rolling and all(new_template(n) and ready(cluster, n) for n in names)
+            return not rolling and all(new_template(snapshot[n]) and ready(cluster, n) for n in names)
 
         wait("every pipeline rolled", all_rolled, 600, lambda: diagnostics(cluster, NAMESPACE))
         roll_s = time.monotonic() - t

@@ -52,6 +52,25 @@ def wait_up_to_date(kube: Kube, namespace: str, name: str, status: str, reason: 
     return wait_for(f"{namespace}/{name} {pinning.UP_TO_DATE}={status} ({reason})", seen)
 
 
+def complete_rollout(kube: Kube, namespace: str, name: str) -> None:
+    """The Deployment controller's report that every replica runs the current template."""
+    deployment = kube.get("apps/v1", "Deployment", namespace, name)
+    assert deployment is not None
+    replicas = deployment["spec"]["replicas"]
+    patch_deployment_status(
+        kube,
+        namespace,
+        name,
+        {
+            "observedGeneration": deployment["metadata"]["generation"],
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "availableReplicas": replicas,
+            "readyReplicas": replicas,
+        },
+    )
+
+
 def test_an_upgrade_keeps_the_pods_until_the_spec_changes_or_a_roll_is_asked_for(
     control_plane, kube, namespace, tmp_path
 ) -> None:
@@ -114,6 +133,7 @@ def test_roll_outdated_rolls_one_pipeline_at_a_time_each_until_its_rollout_compl
         for name in names:
             wait_reconciled(kube, namespace, name)
             wait_up_to_date(kube, namespace, name, "True", pinning.CURRENT)
+            complete_rollout(kube, namespace, name)  # their pods run: the new operator's first events say so
     finally:
         old.stop()
     new = operator(control_plane, namespace, tmp_path / "new.log", NEW, TRITONPIPELINE_ROLL_OUTDATED="1")
@@ -135,20 +155,7 @@ def test_roll_outdated_rolls_one_pipeline_at_a_time_each_until_its_rollout_compl
             )
             assert all(init_image(kube, namespace, n) == OLD for n in waiting)  # still waiting their turn
             (name,) = rolling
-            deployment = kube.get("apps/v1", "Deployment", namespace, name)
-            replicas = deployment["spec"]["replicas"]
-            patch_deployment_status(  # the Deployment controller's report: the rollout is complete
-                kube,
-                namespace,
-                name,
-                {
-                    "observedGeneration": deployment["metadata"]["generation"],
-                    "replicas": replicas,
-                    "updatedReplicas": replicas,
-                    "availableReplicas": replicas,
-                    "readyReplicas": replicas,
-                },
-            )
+            complete_rollout(kube, namespace, name)
             done.append(name)
         for name in names:
             wait_up_to_date(kube, namespace, name, "True", pinning.CURRENT)

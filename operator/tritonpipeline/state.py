@@ -55,9 +55,10 @@ class OperatorState:
     )
     # (uid, generation) of each pipeline as last reconciled
     owners: dict[Key, tuple[str | None, int | None]] = field(default_factory=dict)
-    # outdated pipelines (kube/pinning.py) this process rolled whose rollout has not completed, and those
-    # waiting for a slot (settings.roll_outdated), oldest first
-    rolling: set[Key] = field(default_factory=set)
+    # outdated pipelines (kube/pinning.py) this process rolled whose rollout has not completed, with the
+    # Deployment generation the roll's apply produced (None until applied: no event frees the slot before),
+    # and those waiting for a slot (settings.roll_outdated), oldest first
+    rolling: dict[Key, int | None] = field(default_factory=dict)
     queued: dict[Key, None] = field(default_factory=dict)
     # the optional children this process rendered for each pipeline (what a later prune may delete)
     optional: dict[Key, OptionalChildren] = field(default_factory=dict)
@@ -78,10 +79,18 @@ class OperatorState:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop what the operator remembers of a deleted pipeline."""
-        for store in (self.statuses, self.owners, self.optional, self.applied, self.scrapes, self.queued):
+        stores = (
+            self.statuses,
+            self.owners,
+            self.optional,
+            self.applied,
+            self.scrapes,
+            self.queued,
+            self.rolling,
+        )
+        for store in stores:
             store.pop((namespace, name), None)
         self.scrape_failing.discard((namespace, name))
-        self.rolling.discard((namespace, name))
 
     def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
         """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done

@@ -23,7 +23,7 @@ from ..state import OperatorState
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .refs import namespace_of
 from .status import list_pods, previous_condition, replica_status, warn, write_status
-from .upgrade import pin
+from .upgrade import pin, rolled
 
 
 def one_line(exc: SpecError) -> str:
@@ -104,6 +104,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
     deployment = next(o for o in applied if o.get("kind") == "Deployment")
+    if pinned.rolled:
+        rolled(state, (namespace, name), deployment)
     summary = artifacts.graph_summary()
     routers = [r["name"] for r in summary["routers"]]
     logger.debug(

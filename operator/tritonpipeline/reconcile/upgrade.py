@@ -27,6 +27,7 @@ class Pinned:
     condition: dict[str, Any]
     keep_configmaps: frozenset[str] = frozenset()
     live_configmaps: tuple[dict[str, Any], ...] = ()
+    rolled: bool = False  # this apply rolls an outdated pipeline (settings.roll_outdated)
 
 
 async def pin(
@@ -69,12 +70,12 @@ async def pin(
     slots = state.settings.roll_outdated
     if slots > 0 and (key in state.rolling or len(state.rolling) < slots):
         state.queued.pop(key, None)
-        state.rolling.add(key)
+        state.rolling.setdefault(key, None)
         logger.info(
             f"rolling to this operator's rendering ({len(state.rolling)} of at most {slots} rolling): "
             f"it differs in {differences}"
         )
-        return Pinned(fresh, current, live_configmaps=listed)
+        return Pinned(fresh, current, live_configmaps=listed, rolled=True)
     message = pinning.PINNED_MESSAGE.format(
         generation=generation, differences=differences, name=tp.name, annotation=pinning.ROLL_ANNOTATION
     )
@@ -89,14 +90,25 @@ async def pin(
     return Pinned(pinned, condition, keep, listed)
 
 
+def rolled(state: OperatorState, key: tuple[str, str], deployment: dict[str, Any]) -> None:
+    """After the roll's apply: the Deployment generation whose completed rollout frees the slot."""
+    if key in state.rolling:
+        state.rolling[key] = int((deployment.get("metadata") or {}).get("generation", 0))
+
+
 def finished_rolling(
     state: OperatorState, namespace: str, owner: str, deployment: dict[str, Any]
 ) -> list[tuple[str, str]]:
     """After a Deployment event: when it ends a roll of ours, free the slot; the queued pipelines to
-    reconcile now (at most the free slots, oldest first)."""
+    reconcile now (at most the free slots, oldest first). Only the rollout of the roll's own generation
+    counts: an event from before the roll's apply (the listing at start-up, say) shows the old rollout
+    done and must not free the slot."""
     key = (namespace, owner)
-    if key not in state.rolling or not pinning.rollout_done(deployment):
+    generation = state.rolling.get(key)
+    if generation is None or int((deployment.get("metadata") or {}).get("generation", 0)) < generation:
         return []
-    state.rolling.discard(key)
+    if not pinning.rollout_done(deployment):
+        return []
+    del state.rolling[key]
     free = max(0, state.settings.roll_outdated - len(state.rolling))
     return list(state.queued)[:free]
