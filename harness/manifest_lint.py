@@ -92,6 +92,11 @@ class Render:
     source: str
     objects: tuple[dict[str, Any], ...]
 
+    def write(self, path: Path) -> Path:
+        """The objects as one multi-document YAML file, what each tool reads."""
+        path.write_text(yaml.safe_dump_all(self.objects, sort_keys=False))
+        return path
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -173,10 +178,6 @@ def judge(findings: Iterable[Finding], exceptions: list[Exception_]) -> list[Fin
         if not accepted:
             left.append(f)
     return left
-
-
-def name_of(obj: dict[str, Any]) -> str:
-    return f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
 
 
 # --------------------------------------------------------------------------- rendering
@@ -272,8 +273,7 @@ def schema_dir(cache: Path) -> Path:
 def kubeconform(binary: Path, schemas: Path, renders: Sequence[Render], work: Path) -> list[Finding]:
     found = []
     for i, render in enumerate(renders):
-        path = work / f"kubeconform-{i}.yaml"
-        path.write_text(yaml.safe_dump_all(render.objects, sort_keys=False))
+        path = render.write(work / f"kubeconform-{i}.yaml")
         proc = subprocess.run(
             [str(binary), "-strict", "-output", "json", "-schema-location", f"{schemas}/{SCHEMA_LOCATION}",
              str(path)],
@@ -293,8 +293,7 @@ def kubeconform(binary: Path, schemas: Path, renders: Sequence[Render], work: Pa
 def kube_score(binary: Path, renders: Sequence[Render], work: Path) -> list[Finding]:
     found = []
     for i, render in enumerate(renders):
-        path = work / f"kube-score-{i}.yaml"
-        path.write_text(yaml.safe_dump_all(render.objects, sort_keys=False))
+        path = render.write(work / f"kube-score-{i}.yaml")
         proc = subprocess.run([str(binary), "score", "-o", "json", str(path)], capture_output=True, text=True)
         if proc.returncode not in (0, 1):
             raise RuntimeError(f"kube-score failed ({proc.returncode}): {proc.stderr}")
@@ -341,8 +340,7 @@ def checkov(binary: Path, renders: Sequence[Render], work: Path) -> list[Finding
     where.mkdir()
     sources = {}
     for i, render in enumerate(renders):
-        path = where / f"render-{i}.yaml"
-        path.write_text(yaml.safe_dump_all(render.objects, sort_keys=False))
+        path = render.write(where / f"render-{i}.yaml")
         sources[f"/{path.name}"] = render.source
     proc = subprocess.run(
         [str(binary), "--framework", "kubernetes", "-d", str(where), "-o", "json", "--quiet", "--compact"],

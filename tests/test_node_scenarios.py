@@ -340,10 +340,11 @@ def test_killed_operator_pod_is_restarted_and_converges_with_no_duplicate_or_los
 
 def _full_reference(image: str) -> str:
     """An image reference as containerd names it (Docker Hub's defaults filled in)."""
-    first, slash, _ = image.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
+    from tritonpipeline.kube.checks import registry
+
+    if registry(image) != "docker.io" or image.startswith("docker.io/"):
         return image
-    return f"docker.io/{image}" if slash else f"docker.io/library/{image}"
+    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
 
 
 def _helm_upgrade(cluster: Cluster, helm_home: Path, *settings: str) -> None:

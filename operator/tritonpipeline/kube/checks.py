@@ -230,7 +230,7 @@ def _allowed_account(name: str, namespace: str, allowed: tuple[str, ...]) -> boo
     return any(a in ("*", name, f"{namespace}/{name}") for a in allowed)
 
 
-def _registry(image: str) -> str:
+def registry(image: str) -> str:
     """The registry host of an image reference (Docker Hub's for a name without one)."""
     first, slash, _ = image.partition("/")
     return first if slash and ("." in first or ":" in first or first == "localhost") else "docker.io"
@@ -260,7 +260,7 @@ def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
         message = SERVICE_ACCOUNT_NOT_ALLOWED.format(name=account, namespace=namespace, allowed=allowed)
         found.append(Problem("spec.server.serviceAccountName", message))
     registries = settings.allowed_image_registries
-    if registries and _registry(server.image) not in registries:
+    if registries and registry(server.image) not in registries:
         message = IMAGE_NOT_ALLOWED.format(image=server.image, allowed=", ".join(registries))
         found.append(Problem("spec.server.image", message))
     return found
