@@ -37,6 +37,7 @@ from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
 from tritonpipeline.webhook import WebhookSettings
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
+KOPF_CRD_FILE = ROOT / "charts" / "triton-pipeline" / "crds" / "kopfpeerings.kopf.dev.yaml"
 API = "serving.tritonpipeline.io/v1alpha1"
 WEBHOOK_API = "admissionregistration.k8s.io/v1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
@@ -77,6 +78,21 @@ KOPF_NAMESPACES = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["li
 WEBHOOK_RULE = {"apiGroups": ["admissionregistration.k8s.io"],
                 "resources": ["validatingwebhookconfigurations"],
                 "resourceNames": ["rel-triton-pipeline"], "verbs": ["get", "patch"]}  # fmt: skip
+
+
+# kopf's peering (README, High availability): watch the peering objects, keep this release's one
+def peering_rules(resource: str) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": ["kopf.dev"], "resources": [resource], "verbs": ["list", "watch"]},
+        {"apiGroups": ["kopf.dev"], "resources": [resource], "resourceNames": ["rel-triton-pipeline"],
+         "verbs": ["get", "patch"]},
+    ]  # fmt: skip
+
+
+# the self-signed webhook certificate the replicas share: exactly the Secret the chart creates empty
+CERT_SECRET_RULE = {"apiGroups": [""], "resources": ["secrets"],
+                    "resourceNames": ["rel-triton-pipeline-webhook-cert"],
+                    "verbs": ["get", "update"]}  # fmt: skip
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
@@ -127,8 +143,8 @@ def test_chart_crd_is_the_one_generated_from_the_spec():
     """The chart installs the CRD that `tritonpipeline crd` generates from spec.py (checked against the
     generator, not against the other committed copy)."""
     copies = sorted((CHART / "crds").iterdir())
-    assert [p.name for p in copies] == [CRD_FILE.name]
-    assert copies[0].read_text() == crd_yaml(), (
+    assert [p.name for p in copies] == ["kopfpeerings.kopf.dev.yaml", CRD_FILE.name]
+    assert copies[1].read_text() == crd_yaml(), (
         "charts/triton-pipeline/crds/ is out of date: run `make generate`"
     )
 
@@ -187,7 +203,7 @@ def test_helm_lint_strict(helm, scenario):
 @pytest.mark.parametrize(
     ("set_values", "message"),
     [
-        (["replicaCount=2"], "replicaCount must be 1, got 2"),
+        (["replicaCount=0"], "at '/replicaCount': minimum: got 0, want 1"),
         (["image.repository="], "image.repository must not be empty"),
         (["image.repository=  "], "image.repository must not be empty"),
         (["watchNamespaces={team-a}"], "conflicts with rbac.clusterWide=true"),
@@ -232,22 +248,36 @@ def test_default_render(helm):
     docs = helm.template("rel", "ops")
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
-        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
-        "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Service", "Service", "ServiceAccount",
+        "ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+        "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "PodDisruptionBudget",
+        "Role", "RoleBinding", "Secret", "Service", "Service", "ServiceAccount",
         "ValidatingWebhookConfiguration",
     ]  # fmt: skip
     dep = deployment_of(docs)
     assert dep["metadata"]["namespace"] == "ops"
     spec = dep["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    # highly available: two pods, a new one ready before an old one stops, on different nodes if possible
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
     pod = spec["template"]["spec"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    (pdb,) = by_kind(docs, "PodDisruptionBudget")
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": spec["selector"]}
+    (peering,) = by_kind(docs, "ClusterKopfPeering")  # kopf's peering object, named like the release
     (c,) = pod["containers"]
     assert c["image"] == DEFAULT_ASSEMBLER_IMAGE
     assert c["command"] == [
         "tritonpipeline", "run", "--liveness", "http://0.0.0.0:8080/healthz",
         "--metrics", "http://0.0.0.0:8081", "--log-format", "full",
     ]  # fmt: skip
-    env = {e["name"]: e["value"] for e in c["env"]}
+    env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+    assert env["TRITONPIPELINE_PEERING"] == peering["metadata"]["name"] == "rel-triton-pipeline"
+    assert {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
     assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == c["image"]  # the operator image runs `assemble` too
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
@@ -292,8 +322,13 @@ def rules_of(docs: list[dict[str, Any]], kind: str, name: str) -> list[dict[str,
 def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["cluster-wide"]])
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline") == OPERATOR_RULES
-    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS]
-    assert not by_kind(docs, "Role") and not by_kind(docs, "RoleBinding")
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [
+        KOPF_CRDS, *peering_rules("clusterkopfpeerings"),
+    ]  # fmt: skip
+    (role,) = by_kind(docs, "Role")  # in the release's namespace: the shared webhook certificate only
+    assert role["metadata"]["namespace"] == "ops" and role["rules"] == [CERT_SECRET_RULE]
+    (binding,) = by_kind(docs, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
     for binding in by_kind(docs, "ClusterRoleBinding"):
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "rel-triton-pipeline", "namespace": "ops"}
@@ -304,11 +339,16 @@ def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
 @pytest.mark.helm
 def test_rbac_namespaced_is_a_role_per_namespace(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["namespaced"]])
-    roles = by_kind(docs, "Role")
+    roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "rel-triton-pipeline"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     for role in roles:
-        assert role["rules"] == OPERATOR_RULES
-    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["team-a", "team-b"]
+        assert role["rules"] == OPERATOR_RULES + peering_rules("kopfpeerings")
+    peerings = by_kind(docs, "KopfPeering")  # one per watched namespace, where kopf looks for it
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
+    assert {p["metadata"]["name"] for p in peerings} == {"rel-triton-pipeline"}
+    assert not by_kind(docs, "ClusterKopfPeering")
+    bound = sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding"))
+    assert bound == ["ops", "team-a", "team-b"]  # ops: the shared webhook certificate
     # the only cluster-wide grants left: kopf's read-only bookkeeping, the webhook's one configuration
     assert sorted(c["metadata"]["name"] for c in by_kind(docs, "ClusterRole")) == [
         "rel-triton-pipeline-kopf", "rel-triton-pipeline-webhook",
@@ -322,14 +362,23 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
 @pytest.mark.helm
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
 def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
-    """The operator may create a Secret (a pipeline's admin key) but never read, change or delete one."""
+    """The operator may create a Secret (a pipeline's admin key) but never read, change or delete one,
+    except the one the chart creates empty for the shared webhook certificate (get and update only)."""
     docs = helm.template("rel", "ops", [SCENARIOS[scenario]] if scenario != "default" else [])
+    secrets = [d["metadata"]["name"] for d in by_kind(docs, "Secret") if "data" not in d]
+    assert len(secrets) == len(by_kind(docs, "Secret")) <= 1
+    create = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+    shared = {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": secrets,
+        "verbs": ["get", "update"],
+    }
     for doc in docs:
-        assert doc["kind"] != "Secret"
         for rule in doc.get("rules", []):
             assert "*" not in rule["resources"] + rule["verbs"]
             if "secrets" in rule["resources"]:
-                assert rule == {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+                assert rule == create or (rule == shared and secrets), rule
 
 
 @pytest.mark.helm
@@ -380,7 +429,7 @@ def test_custom_values_render(helm):
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"].startswith("registry.example.com/ml/tritonpipeline@sha256:")
-    env = {e["name"]: e["value"] for e in c["env"]}
+    env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
     assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == "registry.example.com/ml/tritonpipeline-assembler:0.1.0"
     assert env["TRITONPIPELINE_RESYNC_SECONDS"] == "30" and env["LOG_FORMAT"] == "plain"
     assert env["TRITONPIPELINE_CONFIGMAP_MAX_BYTES"] == "524288"
@@ -474,7 +523,8 @@ def test_security_grants_reach_the_operator(helm):
 def test_webhook_render_fits_together(helm):
     """The Service forwards to the container's webhook port; the operator is told that Service, the
     configuration's name (created empty, so helm deletes it), the policy and the timeout; it may get and
-    patch that one configuration only. Self-signed TLS by default: no Secret, no cert-manager object."""
+    patch that one configuration only. Self-signed TLS by default: one empty Secret the replicas share it
+    in, no cert-manager object."""
     docs = helm.template("rel", "ops", set_values=["webhook.failurePolicy=Fail", "webhook.timeoutSeconds=5"])
     env = env_of(docs)
     (svc,) = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == "rel-triton-pipeline-webhook"]
@@ -490,6 +540,8 @@ def test_webhook_render_fits_together(helm):
     assert "TRITONPIPELINE_WEBHOOK_CERT_DIR" not in env
     settings = WebhookSettings.from_env(env)  # the operator takes what the chart gives it
     assert "rel-triton-pipeline-webhook.ops.svc" in settings.server_names()  # the self-signed SANs
+    (secret,) = by_kind(docs, "Secret")  # the replicas' shared certificate, written by the operator
+    assert settings.shared_cert == f"ops/{secret['metadata']['name']}" and "data" not in secret
     (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
     assert vwc["metadata"]["name"] == env["TRITONPIPELINE_WEBHOOK_CONFIGURATION"] == "rel-triton-pipeline"
     assert "webhooks" not in vwc and "annotations" not in vwc["metadata"]
@@ -499,6 +551,7 @@ def test_webhook_render_fits_together(helm):
     assert not by_kind(off, "ValidatingWebhookConfiguration")
     assert not [k for k in env_of(off) if k.startswith("TRITONPIPELINE_WEBHOOK_")]
     assert "rel-triton-pipeline-webhook" not in [d["metadata"]["name"] for d in off]
+    assert not by_kind(off, "Secret") and not by_kind(off, "Role")
 
 
 @pytest.mark.helm
@@ -507,6 +560,7 @@ def test_webhook_with_cert_manager(helm):
     operator reads it, and cert-manager's CA injector is pointed at it; a given issuer replaces the chart's
     self-signed Issuer."""
     docs = helm.template("rel", "ops", set_values=["webhook.certManager.enabled=true"])
+    assert not by_kind(docs, "Secret") and "TRITONPIPELINE_WEBHOOK_SHARED_CERT" not in env_of(docs)
     (cert,) = by_kind(docs, "Certificate")
     (issuer,) = by_kind(docs, "Issuer")
     assert issuer["spec"] == {"selfSigned": {}}
@@ -575,6 +629,9 @@ def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemo
     for ns in {release_ns, *(d["metadata"].get("namespace") for d in docs)} - {None}:
         ensure_namespace(admin, ns)
     crd = yaml.safe_load(CRD_FILE.read_text())
+    for peering_crd in yaml.safe_load_all(KOPF_CRD_FILE.read_text()):  # helm installs them from crds/
+        admin.apply(peering_crd)
+        wait_established(admin, peering_crd["metadata"]["name"])
     checked, skipped = [], []
     for obj in [crd, *docs]:
         if obj["kind"] == "ServiceMonitor" and servicemonitor_crd is None:

@@ -323,3 +323,25 @@ def test_bad_run_flags_are_usage_errors(flag, value):
     proc = subprocess.run([str(CLI), "run", flag, value], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"argument {flag}:" in proc.stderr and value in proc.stderr
+
+
+def test_kopf_keeps_connections_for_requests_beside_every_watch_stream() -> None:
+    """Each resource a handler watches holds one of kopf's connections per namespace for good; the
+    connection limit counts them (handlers.WATCHED), or requests such as Event posts wait forever once
+    the streams take every connection (seen with two namespaces and peering)."""
+    import kopf
+
+    from tritonpipeline import handlers
+
+    registry = kopf.get_default_registry()
+    kinds = [registry._changing, registry._watching, registry._spawning, registry._indexing]
+    watched = {
+        (h.selector.group, h.selector.version, h.selector.any_name)
+        for kind in kinds
+        for h in kind.get_all_handlers()
+        if h.selector is not None
+    }
+    assert watched == set(handlers.WATCHED)
+    # two namespaces: 7 streams each (6 resources and the peering object), the CRD and namespace observers
+    assert handlers.watch_streams(("a", "b")) == 16
+    assert handlers.watch_streams(()) == 9

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import datetime
 import ipaddress
 import json
 import os
 import re
 import shutil
+import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +23,8 @@ from typing import Any
 import kopf
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
@@ -190,6 +195,10 @@ def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
             {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_CERT_DIR": "/nonexistent"},
             "tls.crt and tls.key missing",
         ),
+        (
+            {"TRITONPIPELINE_WEBHOOK_LISTEN": ":9443", "TRITONPIPELINE_WEBHOOK_SHARED_CERT": "webhook-cert"},
+            "TRITONPIPELINE_WEBHOOK_SHARED_CERT='webhook-cert': expected NAMESPACE/NAME",
+        ),
     ],
 )
 def test_bad_webhook_setting_is_named(env: dict[str, str], named: str) -> None:
@@ -212,6 +221,52 @@ def test_self_signed_certificate_serves_tls_for_its_names(tmp_path: Path) -> Non
     other = verification.PolicyBuilder().store(store).build_server_verifier(x509.DNSName("evil.example"))
     with pytest.raises(verification.VerificationError):
         other.verify(leaf, [])
+
+
+def _utc(seconds: float = 0) -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+
+
+def _cas(bundle: bytes) -> list[bytes]:
+    return [c.public_bytes(serialization.Encoding.PEM) for c in x509.load_pem_x509_certificates(bundle)]
+
+
+def test_shared_certificate_is_renewed_after_two_thirds_of_its_life_or_for_other_names() -> None:
+    """`due`: a fresh certificate serves on; past two thirds of its life, for other names, or unreadable,
+    every replica that reads it agrees it must be replaced (and says why)."""
+    certs = webhook.new_certs(None, ["wh", "wh.ops.svc"], 300, _utc())
+    assert webhook.due(certs, ["wh.ops.svc", "wh"], _utc()) == ""
+    assert webhook.due(certs, ["wh", "wh.ops.svc"], _utc(190)) == ""  # below 200 s
+    assert "expires at" in webhook.due(certs, ["wh", "wh.ops.svc"], _utc(210))
+    assert "reached as ['other']" in webhook.due(certs, ["other"], _utc())
+    broken = webhook.Certs(certs.ca_bundle, b"not a certificate", certs.key)
+    assert "cannot be read" in webhook.due(broken, ["wh", "wh.ops.svc"], _utc())
+
+
+def test_renewal_keeps_the_previous_ca_trusted_until_it_expires() -> None:
+    """A renewed bundle trusts the previous CA (a replica still serving the previous certificate is
+    reached) and the new one, which signed the new certificate; expired CAs leave it."""
+    first = webhook.new_certs(None, ["127.0.0.1"], 60, _utc())
+    second = webhook.new_certs(first, ["127.0.0.1"], 600, _utc())
+    (first_ca,) = _cas(first.ca_bundle)
+    assert _cas(second.ca_bundle)[0] == first_ca and len(_cas(second.ca_bundle)) == 2
+    leaf = x509.load_pem_x509_certificate(second.cert)
+    assert leaf.issuer == x509.load_pem_x509_certificate(_cas(second.ca_bundle)[1]).subject
+    assert leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(_cas(second.ca_bundle)[1])) is None
+    assert webhook.pruned(second, _utc(30)) == second
+    later = webhook.pruned(second, _utc(120))  # the first CA (60 s) has expired
+    assert _cas(later.ca_bundle) == _cas(second.ca_bundle)[1:] and later.cert == second.cert
+    third = webhook.new_certs(second, ["127.0.0.1"], 600, _utc(120))
+    assert first_ca not in _cas(third.ca_bundle) and len(_cas(third.ca_bundle)) == 2
+
+
+def test_shared_certificate_round_trips_through_a_secret() -> None:
+    certs = webhook.new_certs(None, ["127.0.0.1"], 60, _utc())
+    secret = {"metadata": {"name": "c"}, "data": webhook.secret_data(certs)}
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    assert webhook.certs_of(secret) == certs
+    assert webhook.certs_of({"metadata": {"name": "c"}}) is None  # the chart's empty Secret
+    assert webhook.certs_of({"data": {"ca.crt": "!!", "tls.crt": "", "tls.key": ""}}) is None
 
 
 # ------------------------------------------------------------------- the real kube-apiserver
@@ -422,6 +477,96 @@ def merge_patch(kube: Kube, url: str, patch: dict[str, Any]) -> Any:
     return call(kube, "PATCH", url, patch, content_type="application/merge-patch+json")
 
 
+def handshake(port: int, ca_bundle: bytes) -> bytes:
+    """The certificate the server on loopback `port` presents, verified against `ca_bundle` for
+    127.0.0.1 (what the apiserver checks); raises ssl.SSLError when it does not verify."""
+    context = ssl.create_default_context(cadata=ca_bundle.decode("ascii"))
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+        context.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.mark.apiserver
+def test_replicas_share_one_certificate_and_follow_its_renewal(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two operator processes started at once with one TRITONPIPELINE_WEBHOOK_SHARED_CERT: one writes
+    the certificate, both serve it, and the registered caBundle verifies both at every moment, also
+    while a renewal written by another replica rolls through them (each registers the new CA before it
+    serves the certificate it signed)."""
+    name, secret = f"tp-webhook-{namespace}", "webhook-cert"
+    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret, "namespace": namespace}})
+    ports = [free_port(), free_port()]
+    ops = [
+        OperatorProcess(
+            [str(CLI), "run", "-n", namespace],
+            {
+                **os.environ,
+                "KUBECONFIG": str(control_plane.kubeconfig),
+                "TRITONPIPELINE_WEBHOOK_LISTEN": f"127.0.0.1:{port}",
+                "TRITONPIPELINE_WEBHOOK_CONFIGURATION": name,
+                "TRITONPIPELINE_WEBHOOK_SHARED_CERT": f"{namespace}/{secret}",
+                "TRITONPIPELINE_WEBHOOK_CERT_SECONDS": "60",  # read the Secret every 10 s
+            },
+            tmp_path / f"operator-{i}.log",
+        )
+        for i, port in enumerate(ports)
+    ]
+
+    def trusted() -> bytes:
+        vwc = kube.get(VWC_API, "ValidatingWebhookConfiguration", None, name)
+        assert vwc is not None
+        return base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"])
+
+    def stored() -> webhook.Certs:
+        found = webhook.certs_of(kube.get("v1", "Secret", namespace, secret) or {})
+        assert found is not None
+        return found
+
+    def serving() -> list[bytes]:
+        """What each replica serves, each verified against the caBundle registered now."""
+        bundle = trusted()
+        return [handshake(port, bundle) for port in ports]
+
+    try:
+        for op in ops:
+            op.start()
+        wait_for("both registered", lambda: all("registered" in op.text() for op in ops), 60)
+        wrote = [op.text().count("new self-signed certificate") for op in ops]
+        assert sorted(wrote) == [0, 1], wrote  # one wrote it, the other read it
+        first = stored()
+        assert trusted() == first.ca_bundle
+        assert serving() == [first.cert, first.cert]
+        # another replica renews: a new certificate for the same names, the previous CA kept
+        renewed = webhook.new_certs(first, ["127.0.0.1"], 3600, datetime.datetime.now(datetime.timezone.utc))
+        secret_doc = kube.get("v1", "Secret", namespace, secret)
+        assert secret_doc is not None
+        kube.request(
+            "PUT",
+            f"/api/v1/namespaces/{namespace}/secrets/{secret}",
+            body={**secret_doc, "data": webhook.secret_data(renewed)},
+        )
+        deadline = time.monotonic() + 45  # a Secret check (10 s) and kopf's file check (10 s), with margin
+        seen = serving()
+        while seen != [renewed.cert, renewed.cert] and time.monotonic() < deadline:
+            time.sleep(0.5)
+            seen = serving()  # raises ssl.SSLError if a replica served what the API server does not trust
+        assert seen == [renewed.cert, renewed.cert]
+        assert trusted() == renewed.ca_bundle
+    finally:
+        for op in ops:
+            op.stop()
+        kube.delete(VWC_API, "ValidatingWebhookConfiguration", None, name)
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            for op in ops:
+                print(f"\n===== {op.log.name} =====\n{op.text()[-4000:]}")
+
+
 @pytest.mark.apiserver
 def test_self_signed_certificate_is_renewed_before_it_expires(
     kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
@@ -439,7 +584,8 @@ def test_self_signed_certificate_is_renewed_before_it_expires(
 
     first = trusted()
     assert first.count(b"BEGIN CERTIFICATE") == 1
-    wait_for("the certificate renewed", lambda: "new self-signed certificate" in op.text(), 40)
+    # the first line is the start's certificate; the second, the renewal's
+    wait_for("the certificate renewed", lambda: op.text().count("new self-signed certificate") >= 2, 40)
     wait_for("only the new CA trusted", lambda: first not in trusted() and trusted().count(b"BEGIN") == 1, 30)
     time.sleep(max(0.0, started + 35 - time.monotonic()))  # past the first certificate's expiry
     status, body, _ = create(kube, namespace, cyclic(), dry_run=True)

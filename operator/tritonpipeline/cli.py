@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -497,6 +500,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kubernetes.config import ConfigException
 
     from . import handlers  # noqa: F401 - registers the handlers
+    from .kube import peering
     from .kube.client import Kube, api_client
     from .logs import configure
     from .state import OperatorState
@@ -508,13 +512,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigException as exc:
         print(f"error: no Kubernetes credentials (in-cluster or KUBECONFIG): {exc}", file=sys.stderr)
         return EXIT_INVALID
+    state = OperatorState(settings, kube)
+    # kopf's identity convention (POD_ID: the chart sets it to the pod's name)
+    state.identity = os.environ.get("POD_ID") or f"{getpass.getuser()}@{socket.gethostname()}/{os.getpid()}"
+    state.priority = peering.priority(time.time())
     try:
         kopf.run(
-            standalone=True,
+            standalone=not settings.peering,
+            peering_name=settings.peering or None,
+            priority=state.priority,
+            identity=state.identity,  # type: ignore[arg-type]  # kopf's Identity: a NewType of str
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
             liveness_endpoint=args.liveness,
-            memo=OperatorState(settings, kube),
+            memo=state,
         )
     except Exception as exc:  # kopf's ActivityError (not exported): a start-up handler failed
         outcomes = getattr(exc, "outcomes", None)

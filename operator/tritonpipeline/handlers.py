@@ -14,6 +14,7 @@ import kopf
 
 from . import health, metrics, webhook
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
+from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
@@ -33,6 +34,16 @@ AUTOSCALERS = ("autoscaling", "v2", "horizontalpodautoscalers")
 PODS = ("", "v1", "pods")
 DEPLOYMENTS = ("apps", "v1", "deployments")
 CHILDREN = (CONFIGMAPS, SERVICES, AUTOSCALERS, PODS, DEPLOYMENTS)
+WATCHED = ((GROUP, VERSION, PLURAL), *CHILDREN)  # every resource a handler below watches
+API_CONNECTIONS = 16  # kopf's connections for requests, besides those its watch streams hold
+
+
+def watch_streams(namespaces: tuple[str, ...]) -> int:
+    """The connections kopf's watch streams hold for good: each watched resource and the peering object
+    in each watched namespace (or once, cluster-wide), and its CRD and namespace observers."""
+    return max(len(namespaces), 1) * (len(WATCHED) + 1) + 2
+
+
 CHILD_SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 
 
@@ -62,24 +73,32 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     except webhook.WebhookConfigError as exc:
         raise kopf.PermanentError(str(exc)) from None
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
-    metrics.watch_pipelines(lambda: list(state.statuses.values()))
+    metrics.watch_pipelines(lambda: list(state.statuses.values()) if state.active else [])
     if config.metrics_url:
         try:
             state.metrics_server = await health.serve(config.metrics_url, state.health)
         except OSError as exc:
             raise kopf.PermanentError(f"cannot serve /metrics at {config.metrics_url}: {exc}") from None
+    if config.peering:  # kopf starts paused and resumes when no peer outranks this replica
+        settings.peering.lifetime = config.peering_lifetime_seconds
+        state.active = False
+        metrics.ACTIVE.set(0)
+        state.leadership = asyncio.create_task(leadership_loop(state, logger))
     state.resync = asyncio.create_task(resync_loop(state, logger))
     if config.status_poll_seconds > 0:
         state.poll = asyncio.create_task(poll_loop(state, logger))
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
     served = f"; /metrics and /readyz at {config.metrics_url}" if config.metrics_url else ""
-    logger.info(f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}{served}")
+    peers = f"; replica {state.identity} in peering {config.peering!r}" if config.peering else ""
+    logger.info(
+        f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}{served}{peers}"
+    )
 
 
 @kopf.on.cleanup()
 async def stop(memo: OperatorState, **_: Any) -> None:
     """Stop what start() started."""
-    for task in (memo.resync, memo.poll):
+    for task in (memo.resync, memo.poll, memo.leadership):
         if task is not None:
             task.cancel()
     if memo.metrics_server is not None:
@@ -97,14 +116,17 @@ async def watch_alive(memo: OperatorState, **_: Any) -> str:
 
 @kopf.on.login()
 async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
-    """kopf's own client, with at most 16 connections (its default is unlimited: a burst of 200
-    pipelines opened ~130 TLS connections and +90 MB of buffers, measured with `make bench-controlplane`),
-    traced for the watch health, API errors and watch restarts (health.py)."""
+    """kopf's own client, with API_CONNECTIONS connections for requests besides its watch streams (its
+    default is unlimited: a burst of 200 pipelines opened ~130 TLS connections and +90 MB of buffers,
+    measured with `make bench-controlplane`; a limit below the streams leaves requests such as Event
+    posts waiting forever), traced for the watch health, API errors and watch restarts (health.py)."""
     info = kopf.login_via_client(memo=memo, **kwargs)
     if info is None:
         raise kopf.LoginError("no Kubernetes credentials found (in-cluster or KUBECONFIG)")
     session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=16, ssl=info.as_ssl_context()),
+        connector=aiohttp.TCPConnector(
+            limit=API_CONNECTIONS + watch_streams(memo.settings.namespaces), ssl=info.as_ssl_context()
+        ),
         headers=info.as_http_headers(),
         trace_configs=[health.trace_config(memo.health)],
     )

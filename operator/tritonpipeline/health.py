@@ -5,7 +5,8 @@ closes it then) and after `inactivity_timeout` without events. So a stream that 
 successfully for longer than that, plus a margin, is stuck: the apiserver is unreachable, or the
 watcher hangs. The numbers come from an aiohttp trace on kopf's own client session (handlers.login);
 the same trace counts API errors and watch restarts (metrics.py). Liveness (kopf's /healthz, through
-a probe handler) and readiness (/readyz, here) read them."""
+a probe handler) and readiness (/readyz, here) read them. A standby replica (kube/peering.py) has its
+resource watches closed by kopf's pause: only its peering watch counts then."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ import aiohttp
 import aiohttp.web
 
 from . import metrics
+from .kube.peering import PLURALS
+
+PEERING_PLURALS = frozenset(PLURALS.values())
 
 
 class WatchHealth:
@@ -31,6 +35,19 @@ class WatchHealth:
         self.since = clock()
         self.opened: set[str] = set()
         self.connected: dict[str, float] = {}
+        self._standby = False
+
+    @property
+    def standby(self) -> bool:
+        return self._standby
+
+    @standby.setter
+    def standby(self, standby: bool) -> None:
+        """A standby replica's resource watches are closed; the active one's reopen from now on."""
+        if standby != self._standby:
+            self._standby = standby
+            self.since = self.clock()
+            self.connected = {p: at for p, at in self.connected.items() if _peering(p)}
 
     def opening(self, path: str) -> bool:
         """A watch request starts; True when it re-opens a stream opened before."""
@@ -45,14 +62,15 @@ class WatchHealth:
         """Why the watching is not alive; empty when every stream connected recently."""
         now = self.clock()
         limit = self.stale_after
-        if not self.connected:
+        watched = {p: at for p, at in self.connected.items() if _peering(p) or not self._standby}
+        if not watched:
             age = now - self.since
             return (
                 [f"no watch stream has connected in {age:.0f}s (limit {limit:.0f}s)"] if age > limit else []
             )
         return [
             f"watch {path} has not reconnected for {now - at:.0f}s (limit {limit:.0f}s)"
-            for path, at in sorted(self.connected.items())
+            for path, at in sorted(watched.items())
             if now - at > limit
         ]
 
@@ -62,6 +80,11 @@ class WatchHealth:
             return "no watch stream has connected yet"
         problems = self.problems()
         return "; ".join(problems) if problems else None
+
+
+def _peering(path: str) -> bool:
+    """A watch of kopf's peering objects (it stays open on a standby replica)."""
+    return _resource(path) in PEERING_PLURALS
 
 
 def _resource(path: str) -> str:

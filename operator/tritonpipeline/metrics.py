@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -37,6 +37,12 @@ WATCH_RESTARTS = Counter(
     "Watch streams re-opened after the first, by resource (every server timeout, disconnect or error)",
     ["resource"],
 )
+ACTIVE = Gauge(
+    f"{PREFIX}_active",
+    "1 on the replica that reconciles (the oldest live one, README High availability), 0 on a standby "
+    "(it serves the admission webhook only)",
+)
+ACTIVE.set(1)
 for _outcome in OUTCOMES:  # every outcome is a series from the start (rate() sees the first one)
     RECONCILES.labels(_outcome)
 

@@ -18,6 +18,7 @@ DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator:0.1.0"
 DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
 DEFAULT_CONFIGMAP_MAX_BYTES = 900 * 1024
+DEFAULT_PEERING_LIFETIME_SECONDS = 15
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,12 @@ class Settings:
     # many at a time, each until its rollout completes; 0: none (each waits for its spec to change or for
     # its roll annotation)
     roll_outdated: int = 0
+    # the name of kopf's peering object the replicas share (kube/peering.py: the oldest live replica
+    # reconciles, every replica serves the webhook); empty: this process runs alone (no peering)
+    peering: str = ""
+    # seconds a replica's peering entry lives without a keep-alive: how long a killed active replica
+    # keeps the standby waiting
+    peering_lifetime_seconds: int = DEFAULT_PEERING_LIFETIME_SECONDS
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
@@ -89,6 +96,10 @@ class Settings:
             allowed_service_accounts=_items(env.get("TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS", "")),
             allowed_image_registries=_items(env.get("TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES", "")),
             roll_outdated=int(env.get("TRITONPIPELINE_ROLL_OUTDATED", "0")),
+            peering=env.get("TRITONPIPELINE_PEERING", ""),
+            peering_lifetime_seconds=int(
+                env.get("TRITONPIPELINE_PEERING_LIFETIME_SECONDS", str(DEFAULT_PEERING_LIFETIME_SECONDS))
+            ),
         )
 
 

@@ -68,9 +68,16 @@ class OperatorState:
     scrapes: dict[Key, dict[str, Scrape]] = field(default_factory=dict)
     # the pipelines whose last metrics poll failed (one warning when it starts failing)
     scrape_failing: set[Key] = field(default_factory=set)
-    # the drift-repair loop (reconcile.resync) and the status poll (reconcile.live)
+    # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
+    # status-poll loops run only then); always active without peering (settings.peering empty)
+    identity: str = ""
+    priority: int = 0
+    active: bool = True
+    # the drift-repair loop (reconcile.resync), the status poll (reconcile.live), the peering check
+    # (reconcile.leadership)
     resync: asyncio.Task[None] | None = None
     poll: asyncio.Task[None] | None = None
+    leadership: asyncio.Task[None] | None = None
     # /metrics and /readyz, when served
     metrics_server: aiohttp.web.AppRunner | None = None
 

@@ -2,8 +2,10 @@
 
 `review` is pure: the same parse + compile + cluster checks as `tritonpipeline validate` and the operator
 (kube/checks.py `check`), for a CREATE or an UPDATE that changes the spec. `configuration` renders the
-ValidatingWebhookConfiguration; `Server` is the kopf webhook server with its certificate (self-signed at
-start, or files such as cert-manager's) that registers that configuration once it listens.
+ValidatingWebhookConfiguration; `Server` is the kopf webhook server with its certificate (self-signed, or
+files such as cert-manager's) that registers that configuration once it listens. Replicas of the operator
+share the self-signed certificate through a Secret (`SecretStore`): each serves it, and the configuration
+trusts every CA in it that has not expired, so no replica's registration undoes another's.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .errors import Problem, SpecError
 from .kube import checks
-from .kube.client import Kube, KubeError
+from .kube.client import Kube, KubeError, path
 from .settings import FIELD_MANAGER, GROUP, PLURAL, VERSION, Settings
 from .spec import DNS_SUBDOMAIN_RE, parse_pipeline
 
@@ -44,10 +46,13 @@ MAX_TIMEOUT_SECONDS = 30  # the API's limit for timeoutSeconds
 CERT_SECONDS = 365 * 24 * 3600  # validity of the self-signed CA and serving certificate
 RENEW_AT = 2 / 3  # a new CA and certificate replace them after this part of their validity
 FILE_CHECK_SECONDS = 10.0  # how often kopf's server looks for renewed certificate files
+STORE_CHECK_SECONDS = 30.0  # how often a replica reads the shared certificate (at most a sixth of its life)
+BACKDATE = datetime.timedelta(minutes=5)  # certificates start this early (clocks that run behind)
 REGISTER_RETRY_SECONDS = 10.0
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\s/]*):(?P<port>\d{1,5})$")
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a DNS-1123 label: a namespace or a Service name
 _SERVICE_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>{_LABEL}):(?P<port>\d{{1,5}})$")
+_SECRET_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?)$")
 
 
 class WebhookConfigError(ValueError):
@@ -66,8 +71,11 @@ class WebhookSettings:
     service: str = ""
     # host of that URL when there is no Service (default: the listen host)
     host: str = ""
-    # directory holding tls.crt and tls.key (cert-manager's Secret); empty: self-signed at start
+    # directory holding tls.crt and tls.key (cert-manager's Secret); empty: self-signed
     cert_dir: str = ""
+    # NAMESPACE/NAME of the Secret the replicas share the self-signed certificate in (created and
+    # renewed by whichever replica finds it missing or due); empty: this process keeps its own
+    shared_cert: str = ""
     failure_policy: str = "Ignore"
     timeout_seconds: int = 10
     # validity of the self-signed certificate in seconds (renewed after RENEW_AT of it, and at start)
@@ -94,6 +102,7 @@ class WebhookSettings:
             service=env.get("TRITONPIPELINE_WEBHOOK_SERVICE", ""),
             host=env.get("TRITONPIPELINE_WEBHOOK_HOST", ""),
             cert_dir=env.get("TRITONPIPELINE_WEBHOOK_CERT_DIR", ""),
+            shared_cert=env.get("TRITONPIPELINE_WEBHOOK_SHARED_CERT", ""),
             failure_policy=env.get("TRITONPIPELINE_WEBHOOK_FAILURE_POLICY", "Ignore"),
             timeout_seconds=int(timeout),
             cert_seconds=int(cert_seconds),
@@ -126,6 +135,11 @@ class WebhookSettings:
         if self.service and (service is None or not 0 < int(service["port"]) < 65536):
             raise WebhookConfigError(
                 f"TRITONPIPELINE_WEBHOOK_SERVICE={self.service!r}: expected NAMESPACE/NAME:PORT"
+            )
+        if self.shared_cert and not _SECRET_RE.match(self.shared_cert):
+            raise WebhookConfigError(
+                f"TRITONPIPELINE_WEBHOOK_SHARED_CERT={self.shared_cert!r}: expected NAMESPACE/NAME of a "
+                "Secret"
             )
         if self.cert_dir:
             missing = [f for f in ("tls.crt", "tls.key") if not (Path(self.cert_dir) / f).is_file()]
@@ -287,9 +301,10 @@ def _san(name: str) -> x509.GeneralName:
 
 def self_signed(names: Sequence[str], seconds: int = CERT_SECONDS) -> tuple[bytes, bytes, bytes]:
     """A new CA and a serving certificate it signs for `names` (DNS names or IP addresses):
-    (CA certificate, serving certificate, serving key), PEM. Nothing is written anywhere."""
+    (CA certificate, serving certificate, serving key), PEM. Nothing is written anywhere; the CA's key is
+    dropped (a CA signs one certificate)."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(seconds=seconds)
+    start, end = now - BACKDATE, now + datetime.timedelta(seconds=seconds)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tritonpipeline webhook CA")])
     ca = (
@@ -342,32 +357,166 @@ def _key_usage(cert_sign: bool) -> x509.KeyUsage:
     )
 
 
+@dataclass(frozen=True)
+class Certs:
+    """What the webhook serves (`cert`, `key`) and what the API server trusts (`ca_bundle`: every CA that
+    has not expired, the one that signed `cert` last), PEM."""
+
+    ca_bundle: bytes
+    cert: bytes
+    key: bytes
+
+
+def new_certs(previous: Certs | None, names: Sequence[str], seconds: int, now: datetime.datetime) -> Certs:
+    """A new CA and certificate; the CAs of `previous` that have not expired stay trusted, so a replica
+    still serving the previous certificate is reached until it switches."""
+    ca, cert, key = self_signed(names, seconds)
+    kept = previous.ca_bundle if previous is not None else b""
+    return Certs(_unexpired(kept, now) + ca, cert, key)
+
+
+def due(certs: Certs, names: Sequence[str], now: datetime.datetime) -> str:
+    """Why `certs` must be replaced (a new CA and certificate): "" when they serve on. Renewal comes after
+    RENEW_AT of the certificate's life."""
+    try:
+        leaf = x509.load_pem_x509_certificate(certs.cert)
+        x509.load_pem_x509_certificates(certs.ca_bundle)
+    except ValueError:
+        return "the stored certificate cannot be read"
+    try:
+        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "the stored certificate names no host"
+    served = {str(n.value) for n in sans}
+    if served != set(names):
+        wanted = sorted(set(names))
+        return f"the stored certificate is for {sorted(served)}, the webhook is reached as {wanted}"
+    start, end = leaf.not_valid_before_utc + BACKDATE, leaf.not_valid_after_utc
+    if now >= start + (end - start) * RENEW_AT:
+        return f"the certificate expires at {end.isoformat()}"
+    return ""
+
+
+def pruned(certs: Certs, now: datetime.datetime) -> Certs:
+    """`certs` without the CAs that have expired (no certificate they signed is valid any more)."""
+    return Certs(_unexpired(certs.ca_bundle, now), certs.cert, certs.key)
+
+
+def _unexpired(bundle: bytes, now: datetime.datetime) -> bytes:
+    if not bundle:
+        return b""
+    pem = serialization.Encoding.PEM
+    cas = x509.load_pem_x509_certificates(bundle)
+    return b"".join(ca.public_bytes(pem) for ca in cas if ca.not_valid_after_utc > now)
+
+
+def secret_data(certs: Certs) -> dict[str, str]:
+    """The Secret's data: the keys of a kubernetes.io/tls Secret (ca.crt: what the API server trusts)."""
+    files = {"ca.crt": certs.ca_bundle, "tls.crt": certs.cert, "tls.key": certs.key}
+    return {k: base64.b64encode(v).decode("ascii") for k, v in files.items()}
+
+
+def certs_of(secret: Mapping[str, Any]) -> Certs | None:
+    """The certificates a Secret holds (secret_data's format); None when it holds none."""
+    data = secret.get("data") or {}
+    try:
+        files = {k: base64.b64decode(data[k], validate=True) for k in ("ca.crt", "tls.crt", "tls.key")}
+    except (KeyError, ValueError, TypeError):
+        return None
+    return Certs(files["ca.crt"], files["tls.crt"], files["tls.key"])
+
+
 # -------------------------------------------------------------------------------------- server
+
+
+class MemoryStore:
+    """The self-signed certificate of a process that shares it with none (no Secret named)."""
+
+    def __init__(self) -> None:
+        self.certs: Certs | None = None
+        self.version = 0
+
+    def read(self) -> tuple[Certs | None, str]:
+        return self.certs, str(self.version)
+
+    def write(self, certs: Certs, version: str) -> bool:
+        self.certs, self.version = certs, self.version + 1
+        return True
+
+    def __str__(self) -> str:
+        return "this process"
+
+
+class SecretStore:
+    """The self-signed certificate every replica serves, in a Secret (the chart creates it empty: the
+    operator may only read and update that one). A write replaces the data of the Secret as read, with its
+    resourceVersion (a create when there was none): of two replicas renewing at once, one writes and the
+    other reads what it wrote. The rest of the Secret (helm's labels and annotations) is kept."""
+
+    def __init__(self, kube: Kube, namespace: str, name: str) -> None:
+        self.kube, self.namespace, self.name = kube, namespace, name
+        self.read_last: dict[str, Any] | None = None
+
+    def read(self) -> tuple[Certs | None, str]:
+        """Raises KubeError."""
+        secret = self.kube.get("v1", "Secret", self.namespace, self.name)
+        self.read_last = secret
+        if secret is None:
+            return None, ""
+        return certs_of(secret), str(secret["metadata"].get("resourceVersion", ""))
+
+    def write(self, certs: Certs, version: str) -> bool:
+        """False when another replica wrote first (409). Raises KubeError."""
+        last = self.read_last
+        if version and last is not None and last["metadata"].get("resourceVersion") == version:
+            doc = {**last, "data": secret_data(certs)}
+            url = path("v1", "Secret", self.namespace, self.name)
+            method = "PUT"
+        else:
+            meta = {"name": self.name, "namespace": self.namespace}
+            doc = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": secret_data(certs)}
+            url, method = path("v1", "Secret", self.namespace), "POST"
+        try:
+            self.kube.request(method, url, body=doc, retries=0)
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def __str__(self) -> str:
+        return f"Secret {self.namespace}/{self.name}"
 
 
 class Server:
     """kopf's webhook server with this operator's certificate; registers the configuration (server-side
     apply, retried until it works) each time kopf (re)starts listening: at start, and after the
-    certificate files changed (cert-manager renewed its Secret, or `renew` replaced the self-signed one).
+    certificate files changed (cert-manager renewed its Secret, or the self-signed one was renewed).
     """
 
     def __init__(self, ws: WebhookSettings, namespaces: Sequence[str], kube: Kube) -> None:
         self.ws = ws
         self.namespaces = tuple(namespaces)
         self.kube = kube
-        self.ca_bundle: bytes | None = None  # the self-signed CA the API server is told to trust
+        self.ca_bundle: bytes | None = None  # the self-signed CAs the API server is told to trust
+        self.registering = asyncio.Lock()
+        self.store: MemoryStore | SecretStore = MemoryStore()
+        if ws.shared_cert:
+            namespace, name = ws.shared_cert.split("/", 1)
+            self.store = SecretStore(kube, namespace, name)
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         ws = self.ws
         workdir: Path | None = None
-        renewal: asyncio.Task[None] | None = None
+        follow: asyncio.Task[None] | None = None
         if ws.cert_dir:
             certfile, pkeyfile = Path(ws.cert_dir) / "tls.crt", Path(ws.cert_dir) / "tls.key"
         else:
             workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-webhook-"))  # mode 0700
-            self.ca_bundle, cert, key = self_signed(ws.server_names(), ws.cert_seconds)
-            certfile = pkeyfile = _write_bundle(workdir, cert, key)
-            renewal = asyncio.create_task(self.renew(workdir))
+            certs = await self.current()
+            self.ca_bundle = certs.ca_bundle
+            certfile = pkeyfile = _write_bundle(workdir, certs.cert, certs.key)
+            follow = asyncio.create_task(self.follow(workdir, certs))
         server = kopf.WebhookServer(
             addr=ws.listen_host or None,
             port=ws.port,
@@ -378,45 +527,81 @@ class Server:
         try:
             async with server:
                 async for config in server(fn):
-                    await self.register(self.ca_bundle)
+                    await self.register()
                     yield config
         finally:
-            if renewal is not None:
-                renewal.cancel()
+            if follow is not None:
+                follow.cancel()
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
 
-    async def renew(self, workdir: Path) -> None:
-        """Replace the self-signed CA and certificate before they expire: the API server trusts the old
-        and the new CA while kopf's server switches to the new files, then only the new one."""
-        while True:
-            await asyncio.sleep(self.ws.cert_seconds * RENEW_AT)
-            ca, cert, key = await asyncio.to_thread(self_signed, self.ws.server_names(), self.ws.cert_seconds)
-            await self.register((self.ca_bundle or b"") + ca)
-            self.ca_bundle = ca
-            _write_bundle(workdir, cert, key)
-            log.info("admission webhook: new self-signed certificate; the server restarts with it")
-
-    async def register(self, ca_bundle: bytes | None) -> None:
-        """Apply the configuration; on failure log why and retry (the operator keeps reconciling)."""
-        doc = configuration(self.ws, self.namespaces, ca_bundle)
+    async def current(self) -> Certs:
+        """The self-signed certificate to serve: the stored one, or a new one written to the store when
+        there is none or it is due (`due`), without the CAs that expired. API errors are retried."""
         while True:
             try:
-                await asyncio.to_thread(self.kube.apply, doc)
+                return await asyncio.to_thread(self._current)
             except KubeError as exc:
                 log.error(
-                    f"cannot register the admission webhook (ValidatingWebhookConfiguration "
-                    f"{self.ws.configuration!r}): {exc}; retrying in {REGISTER_RETRY_SECONDS:.0f}s"
+                    f"cannot read or write the webhook certificate ({self.store}): {exc}; "
+                    f"retrying in {REGISTER_RETRY_SECONDS:.0f}s"
                 )
                 await asyncio.sleep(REGISTER_RETRY_SECONDS)
-                continue
-            served = doc["webhooks"][0]["clientConfig"]
-            where = f"Service {self.ws.service}" if self.ws.service else served["url"]
-            log.info(
-                f"admission webhook {WEBHOOK_NAME} registered in ValidatingWebhookConfiguration "
-                f"{self.ws.configuration!r} (failurePolicy {self.ws.failure_policy}, served at {where})"
-            )
-            return
+
+    def _current(self) -> Certs:
+        names = self.ws.server_names()
+        while True:
+            now = datetime.datetime.now(datetime.timezone.utc)
+            stored, version = self.store.read()
+            why = "there is none" if stored is None else due(stored, names, now)
+            if stored is not None and not why:
+                kept = pruned(stored, now)
+                if kept == stored or self.store.write(kept, version):
+                    return kept
+                continue  # another replica wrote first: read what it wrote
+            certs = new_certs(stored, names, self.ws.cert_seconds, now)
+            if self.store.write(certs, version):
+                log.info(f"admission webhook: new self-signed certificate in {self.store} ({why})")
+                return certs
+
+    async def follow(self, workdir: Path, serving: Certs) -> None:
+        """Serve what the store holds: renew when due, switch when another replica renewed. The API
+        server trusts a new CA before this server presents the certificate it signed."""
+        every = min(STORE_CHECK_SECONDS, self.ws.cert_seconds / 6)
+        while True:
+            await asyncio.sleep(every)
+            certs = await self.current()
+            if certs.ca_bundle != self.ca_bundle:
+                self.ca_bundle = certs.ca_bundle
+                await self.register()
+            if certs.cert != serving.cert:
+                _write_bundle(workdir, certs.cert, certs.key)
+                serving = certs
+                log.info("admission webhook: the server restarts with the new certificate")
+
+    async def register(self) -> None:
+        """Apply the configuration with the CAs of now; on failure log why and retry (the operator keeps
+        reconciling). One at a time (kopf's restart and `follow` may both register): the last applied
+        is the latest bundle."""
+        async with self.registering:
+            while True:
+                doc = configuration(self.ws, self.namespaces, self.ca_bundle)
+                try:
+                    await asyncio.to_thread(self.kube.apply, doc)
+                except KubeError as exc:
+                    log.error(
+                        f"cannot register the admission webhook (ValidatingWebhookConfiguration "
+                        f"{self.ws.configuration!r}): {exc}; retrying in {REGISTER_RETRY_SECONDS:.0f}s"
+                    )
+                    await asyncio.sleep(REGISTER_RETRY_SECONDS)
+                    continue
+                served = doc["webhooks"][0]["clientConfig"]
+                where = f"Service {self.ws.service}" if self.ws.service else served["url"]
+                log.info(
+                    f"admission webhook {WEBHOOK_NAME} registered in ValidatingWebhookConfiguration "
+                    f"{self.ws.configuration!r} (failurePolicy {self.ws.failure_policy}, served at {where})"
+                )
+                return
 
 
 def server(settings: Settings, kube: Kube) -> Server | kopf.WebhookServerProtocol:

@@ -90,8 +90,8 @@ Refuse values that cannot work, with a message that says what to change. Include
 that depends on them, so `helm template`, `helm lint` and `helm install` all stop here.
 */}}
 {{- define "triton-pipeline.validate" -}}
-{{- if ne (int .Values.replicaCount) 1 }}
-{{- fail (printf "replicaCount must be 1, got %v: the operator runs kopf standalone (no peering), so a second pod would reconcile every pipeline twice" .Values.replicaCount) }}
+{{- if lt (int .Values.replicaCount) 1 }}
+{{- fail (printf "replicaCount must be at least 1, got %v (2, the default, keeps the webhook and the reconciler up while a pod restarts)" .Values.replicaCount) }}
 {{- end }}
 {{- if not (.Values.image.repository | trim) }}
 {{- fail "image.repository must not be empty" }}
@@ -157,6 +157,10 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     the kubelet for its pods, never by the operator;
   - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects;
   - PodDisruptionBudgets (a pipeline with several replicas or an autoscaler) likewise.
+  - kopf's peering (the replicas agree which one reconciles, README "High availability"): its
+    ClusterKopfPeering (cluster-wide) or KopfPeering (per watched namespace) is listed and watched by
+    every replica, and only the release's own object is read (get, the operator's standby check) and
+    patched (each replica's keep-alive entry); the objects are the chart's (peering.yaml).
   - Pods: list + watch (kopf watches the Triton pods by label): their status (a failed init container's
     message, a stuck image pull, an unschedulable pod) goes into the pipeline's Ready condition. Never
     written, never exec'd, no logs.
@@ -216,6 +220,20 @@ The operator's permissions inside a namespace (or in all of them), derived from 
 {{- end }}
 
 {{/*
+kopf's peering rules for one kind (ClusterKopfPeering or KopfPeering): watched, and the release's own
+object read and patched (see "rules" above).
+*/}}
+{{- define "triton-pipeline.peeringRules" -}}
+- apiGroups: ["kopf.dev"]
+  resources: [{{ .resource | quote }}]
+  verbs: ["list", "watch"]
+- apiGroups: ["kopf.dev"]
+  resources: [{{ .resource | quote }}]
+  resourceNames: [{{ .name | quote }}]
+  verbs: ["get", "patch"]
+{{- end }}
+
+{{/*
 The names of a list of {name: ...} pull secrets, comma-separated (TRITONPIPELINE_ASSEMBLER_IMAGE_PULL_REFS).
 */}}
 {{- define "triton-pipeline.pullSecretNames" -}}
@@ -229,6 +247,13 @@ The webhook's Service (and, with cert-manager, its Certificate and Secret): RELE
 */}}
 {{- define "triton-pipeline.webhookService" -}}
 {{- printf "%s-webhook" (include "triton-pipeline.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The Secret the operator replicas share the self-signed webhook certificate in (TRITONPIPELINE_WEBHOOK_SHARED_CERT).
+*/}}
+{{- define "triton-pipeline.webhookCertSecret" -}}
+{{- printf "%s-cert" (include "triton-pipeline.webhookService" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{/*

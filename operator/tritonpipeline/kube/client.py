@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .. import metrics
 from ..settings import API_VERSION, KIND, PLURAL
+from . import peering
 
 T = TypeVar("T")
 
@@ -36,6 +37,7 @@ _PLURALS = {
     KIND: PLURAL,
     "CustomResourceDefinition": "customresourcedefinitions",
     "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    **peering.PLURALS,
 }
 # Failures worth trying again later: no HTTP answer at all (status 0: refused, reset, timed out), overload
 # (429) or a gateway or server that is not there (502, 503, 504). Anything else (400, 403, 404, 422...)

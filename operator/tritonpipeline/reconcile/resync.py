@@ -34,8 +34,11 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
 
 async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str) -> list[dict[str, Any]]:
     """Every pipeline in the namespaces the operator watches, for an operator-level loop (`what` names
-    it in the warning when a namespace cannot be listed; that namespace is skipped this round)."""
+    it in the warning when a namespace cannot be listed; that namespace is skipped this round). None on
+    a standby replica: the active one does this work (kube/peering.py)."""
     config: Settings = state.settings
+    if not state.active:
+        return []
     found: list[dict[str, Any]] = []
     for ns in config.namespaces or (None,):
         try:

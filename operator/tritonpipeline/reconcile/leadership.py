@@ -1,0 +1,63 @@
+"""The active replica (kube/peering.py decides): read the peering objects, tell the rest of the process."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import kopf
+
+from .. import metrics
+from ..kube import peering
+from ..kube.client import KubeError
+from ..state import OperatorState
+
+CHECK_SECONDS = 3.0  # how often a replica reads the peering objects
+
+
+def read_blockers(state: OperatorState) -> list[str]:
+    """The peers this replica waits for, in every peering object it takes part in (one per watched
+    namespace, or the cluster's); a missing object blocks (kopf waits for it too). Raises KubeError."""
+    config = state.settings
+    kind = peering.NAMESPACED_KIND if config.namespaces else peering.CLUSTER_KIND
+    now = datetime.datetime.now(datetime.timezone.utc)
+    found: list[str] = []
+    for ns in config.namespaces or (None,):
+        obj = state.kube.get(peering.API_VERSION, kind, ns, config.peering)
+        if obj is None:
+            where = f" in namespace {ns}" if ns else ""
+            found.append(f"(no {kind} {config.peering!r}{where})")
+            continue
+        found += peering.blockers(obj.get("status"), state.identity, state.priority, now)
+    return sorted(set(found))
+
+
+def set_active(
+    state: OperatorState, active: bool, blockers: list[str], logger: kopf.Logger, first: bool = False
+) -> None:
+    """Record whether this replica reconciles; log the first answer and each change."""
+    metrics.ACTIVE.set(1 if active else 0)
+    state.health.standby = not active
+    if active == state.active and not first:
+        return
+    state.active = active
+    if active:
+        logger.info(f"replica {state.identity} is now the active reconciler")
+    else:
+        waits = ", ".join(blockers)
+        logger.info(f"replica {state.identity} is standby (it serves the webhook); active: {waits}")
+
+
+async def leadership_loop(state: OperatorState, logger: kopf.Logger) -> None:
+    """Every CHECK_SECONDS, whether this replica is the active one (what kopf decides from the same
+    objects; an API error keeps the last answer)."""
+    first = True  # a replica starts standby (handlers.start): say so too, not only a change
+    while True:
+        try:
+            blockers = await asyncio.to_thread(read_blockers, state)
+        except KubeError as exc:
+            logger.warning(f"cannot read the peering object {state.settings.peering!r}: {exc}")
+        else:
+            set_active(state, not blockers, blockers, logger, first)
+            first = False
+        await asyncio.sleep(CHECK_SECONDS)
