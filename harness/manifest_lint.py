@@ -80,7 +80,7 @@ VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 # the CRDs of the custom kinds the renders hold (e2e/build-gotool.sh fetches the third-party ones)
 THIRD_PARTY_CRDS = ("servicemonitor-crd", "keda-crd", "istio-crds", "gateway-api-crds")
 # ours, and kopf's peering CRDs the chart ships (crds/ holds the TritonPipeline CRD the chart copies)
-OUR_CRDS = sorted((ROOT / "crds").glob("*.yaml")) + [CHART / "crds" / "kopfpeerings.kopf.dev.yaml"]
+OUR_CRDS = [*sorted((ROOT / "crds").glob("*.yaml")), CHART / "crds" / "kopfpeerings.kopf.dev.yaml"]
 SCHEMA_LOCATION = "{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json"
 KUBE_SCORE_FAILING = 5  # kube-score's grades: 1 critical, 5 warning, 7 almost OK, 10 OK
 CHECKOV_VERSION = "3.3.30"  # latest on PyPI when pinned

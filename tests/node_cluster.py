@@ -294,9 +294,40 @@ def install_chart(cluster: Cluster, helm_home: Path) -> dict[str, Any]:
     cluster.kubectl("get", deployment, "-n", RELEASE_NS)
     proc = cluster.kubectl("rollout", "status", deployment, "-n", RELEASE_NS, "--timeout=180s", check=False)
     assert "successfully rolled out" in proc, diagnostics(cluster, RELEASE_NS)
-    print(f">> helm install -> operator pod Ready: {time.monotonic() - t:.1f}s")
-    (pod,) = json.loads(cluster.kubectl("get", "pods", "-n", RELEASE_NS, "-o", "json"))["items"]
+    pod = active_operator_pod(cluster)
+    took = time.monotonic() - t
+    print(f">> helm install -> operator pods Ready, {pod['metadata']['name']} active: {took:.1f}s")
     return pod
+
+
+def operator_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    """The operator Deployment's pods (every one serves the webhook, one reconciles)."""
+    deployment = json.loads(
+        cluster.kubectl("get", "deployment", f"{RELEASE}-triton-pipeline", "-n", RELEASE_NS, "-o", "json")
+    )
+    selector = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+    return json.loads(cluster.kubectl("get", "pods", "-n", RELEASE_NS, "-l", selector, "-o", "json"))["items"]
+
+
+ACTIVE_LINE = "is now the active reconciler"  # reconcile/leadership.py's log line
+
+
+def active_operator_pod(cluster: Cluster, not_uid: str = "", timeout: float = 60) -> dict[str, Any]:
+    """The operator pod that reconciles: the one running pod whose log says it became active last (and
+    is not `not_uid`: a pod being replaced)."""
+
+    def active() -> dict[str, Any] | None:
+        found = []
+        for pod in operator_pods(cluster):
+            if pod["metadata"]["uid"] == not_uid or pod["metadata"].get("deletionTimestamp"):
+                continue
+            name = pod["metadata"]["name"]
+            log = cluster.kubectl("logs", "-n", RELEASE_NS, name, check=False)
+            if ACTIVE_LINE in log:
+                found.append(pod)
+        return found[0] if len(found) == 1 else None
+
+    return wait("one active operator pod", active, timeout, lambda: diagnostics(cluster, RELEASE_NS))
 
 
 def models_claim(cluster: Cluster) -> str:
