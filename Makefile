@@ -194,7 +194,7 @@ gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bun
 	python3 bench/gpu/check.py
 
 # --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
-.PHONY: node node-if-possible node-up node-down e2e-node e2e-autoscaling bench-e2e-node bench-streams
+.PHONY: node node-if-possible node-up node-down e2e-node e2e-autoscaling bench-e2e-node bench-streams bench-upgrade
 
 # kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
 # CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
@@ -234,3 +234,6 @@ bench-streams: $(STAMP) node ## real pods: interleaved sequences through scaling
 
 bench-e2e-node: $(STAMP) node ## apply -> first correct inference through the Service (p50, max), rollout time, on the node
 	$(PY) -m bench.e2e_node
+
+bench-upgrade: $(STAMP) node ## real pods: helm upgrade of the operator under load (restarts, failed requests, refused applies), then a bounded roll
+	$(PY) -m bench.upgrade

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -268,8 +269,9 @@ def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -
     return install_chart(cluster, tmp_path_factory.mktemp("helm"))
 
 
-def install_chart(cluster: Cluster, helm_home: Path) -> dict[str, Any]:
-    """The chart installed as RELEASE in RELEASE_NS; returns the operator pod once its rollout is done."""
+def install_chart(cluster: Cluster, helm_home: Path, *settings: str) -> dict[str, Any]:
+    """The chart installed as RELEASE in RELEASE_NS (with helm `settings`, e.g. "--set", "k=v"); returns
+    the active operator pod once the rollout is done."""
     from e2e.images import chart_image
     from harness.gotools import ensure_tool
     from harness.helm import Helm
@@ -289,6 +291,7 @@ def install_chart(cluster: Cluster, helm_home: Path) -> dict[str, Any]:
             RELEASE_NS,
             "--create-namespace",
             *chosen,
+            *settings,
         )
     deployment = f"deployment/{RELEASE}-triton-pipeline"
     cluster.kubectl("get", deployment, "-n", RELEASE_NS)
@@ -534,3 +537,51 @@ def fleet_docs(cluster: Cluster, uri: str) -> list[dict[str, Any]]:
         }
         docs.append(pipeline_doc(cluster, cr, uri))
     return docs
+
+
+class LoadClient:
+    """e2e/infer.py --loop inside the cluster network: checked requests until stopped, then its counts."""
+
+    def __init__(self, cluster: Cluster, doc: dict[str, Any], workdir: Path) -> None:
+        cmd = [
+            sys.executable,
+            str(ROOT / "e2e" / "infer.py"),
+            "--url",
+            endpoint(cluster, doc["metadata"]["name"]),
+        ]
+        self.proc = cluster.start([*cmd, "--spec", str(spec_file(doc, workdir)), "--loop"])
+
+    def stop(self) -> dict[str, Any]:
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=60)
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def full_reference(image: str) -> str:
+    """An image reference as containerd names it (Docker Hub's defaults filled in)."""
+    from tritonpipeline.kube.checks import registry
+
+    if registry(image) != "docker.io" or image.startswith("docker.io/"):
+        return image
+    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
+
+
+def helm_upgrade(cluster: Cluster, helm_home: Path, *settings: str) -> None:
+    """`helm upgrade --reuse-values` of the release with `settings`, until the operator's rollout is done."""
+    from harness.gotools import ensure_tool
+    from harness.helm import Helm
+
+    helm = Helm(ensure_tool("helm"), home=helm_home, kubeconfig=cluster.kubeconfig)
+    chart = str(ROOT / "charts" / "triton-pipeline")
+    with cluster.network():
+        helm.run("upgrade", RELEASE, chart, "-n", RELEASE_NS, "--reuse-values", *settings)
+    deployment = f"deployment/{RELEASE}-triton-pipeline"
+    proc = cluster.kubectl("rollout", "status", deployment, "-n", RELEASE_NS, "--timeout=180s", check=False)
+    assert "successfully rolled out" in proc, diagnostics(cluster, RELEASE_NS)
+
+
+def deployments(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """The namespace's Deployments by name, from one list call (a consistent snapshot: reading them one by
+    one could see one pipeline before its rollout ended and the next after its own began)."""
+    items = json.loads(cluster.kubectl("get", "deployments", "-n", NAMESPACE, "-o", "json"))["items"]
+    return {d["metadata"]["name"]: d for d in items}

@@ -281,6 +281,8 @@ def test_default_render(helm):
     assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == c["image"]  # the operator image runs `assemble` too
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # a stopping pod serves the webhook on while the Service's endpoints drop it
+    assert c["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "5"]}}}
     assert c["ports"] == [
         {"name": "http", "containerPort": 8080, "protocol": "TCP"},
         {"name": "metrics", "containerPort": 8081, "protocol": "TCP"},

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,19 +26,21 @@ from node_cluster import (
     NOT_EXAMPLES,
     RELEASE,
     RELEASE_NS,
-    ROOT,
     Cluster,
+    LoadClient,
     active_operator_pod,
     check_pipeline,
     children,
     condition,
+    deployments,
     diagnostics,
     fleet_docs,
+    full_reference,
+    helm_upgrade,
     models_claim,
     operator_pods,
     pod_ready,
     pods,
-    spec_file,
     wait,
 )
 from tritonpipeline.kube.meta import PIPELINE_LABEL
@@ -146,26 +146,6 @@ def test_pipeline_pods_are_ready_and_answer_correctly_through_the_cluster_ip(
         assert f"PASS {pipeline['name']}" in proc.stdout
     if any("sequenceBatching" in m for m in doc["spec"]["models"]):
         assert "interleaved sequences" in proc.stdout
-
-
-class LoadClient:
-    """e2e/infer.py --loop inside the cluster network: checked requests until stopped, then its counts."""
-
-    def __init__(self, cluster: Cluster, doc: dict[str, Any], workdir: Path) -> None:
-        from node_cluster import endpoint
-
-        cmd = [
-            sys.executable,
-            str(ROOT / "e2e" / "infer.py"),
-            "--url",
-            endpoint(cluster, doc["metadata"]["name"]),
-        ]
-        self.proc = cluster.start([*cmd, "--spec", str(spec_file(doc, workdir)), "--loop"])
-
-    def stop(self) -> dict[str, Any]:
-        self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=60)
-        return dict(json.loads(out.strip().splitlines()[-1]))
 
 
 def rolled(cluster: Cluster, name: str, old_pods: set[str], old_rs: set[str]) -> bool:
@@ -339,35 +319,6 @@ def test_killed_operator_pod_is_restarted_and_converges_with_no_duplicate_or_los
         assert "Traceback" not in logs, logs[-3000:]
 
 
-def _full_reference(image: str) -> str:
-    """An image reference as containerd names it (Docker Hub's defaults filled in)."""
-    from tritonpipeline.kube.checks import registry
-
-    if registry(image) != "docker.io" or image.startswith("docker.io/"):
-        return image
-    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
-
-
-def _helm_upgrade(cluster: Cluster, helm_home: Path, *settings: str) -> None:
-    from harness.gotools import ensure_tool
-    from harness.helm import Helm
-
-    helm = Helm(ensure_tool("helm"), home=helm_home, kubeconfig=cluster.kubeconfig)
-    chart = str(ROOT / "charts" / "triton-pipeline")
-    with cluster.network():
-        helm.run("upgrade", RELEASE, chart, "-n", RELEASE_NS, "--reuse-values", *settings)
-    deployment = f"deployment/{RELEASE}-triton-pipeline"
-    proc = cluster.kubectl("rollout", "status", deployment, "-n", RELEASE_NS, "--timeout=180s", check=False)
-    assert "successfully rolled out" in proc, diagnostics(cluster, RELEASE_NS)
-
-
-def _deployments(cluster: Cluster) -> dict[str, dict[str, Any]]:
-    """The namespace's Deployments by name, from one list call (a consistent snapshot: reading them one by
-    one could see one pipeline before its rollout ended and the next after its own began)."""
-    items = json.loads(cluster.kubectl("get", "deployments", "-n", NAMESPACE, "-o", "json"))["items"]
-    return {d["metadata"]["name"]: d for d in items}
-
-
 def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pipeline_at_a_time(
     cluster: Cluster, fleet: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -384,14 +335,14 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
         )
     image = cluster.images["operator"].name
     upgraded = f"{image}-upgraded"  # the same image under another name: a different pod template
-    cluster.node.ctr("images", "tag", "--force", _full_reference(image), _full_reference(upgraded))
+    cluster.node.ctr("images", "tag", "--force", full_reference(image), full_reference(upgraded))
     names = list(fleet["docs"])
     before = {n: children(cluster, n) for n in names}
     load = LoadClient(cluster, fleet["docs"]["graphs"], fleet["dir"])
     try:
         time.sleep(3)
         t = time.monotonic()
-        _helm_upgrade(cluster, tmp_path / "helm", "--set", f"assemblerImage={upgraded}")
+        helm_upgrade(cluster, tmp_path / "helm", "--set", f"assemblerImage={upgraded}")
 
         def outdated() -> bool:
             reasons = {n: condition(cluster, n, pinning.UP_TO_DATE).get("reason") for n in names}
@@ -408,7 +359,7 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
 
         # the admin's bounded roll: one pipeline at a time
         t = time.monotonic()
-        _helm_upgrade(cluster, tmp_path / "helm", "--set", "operator.rollOutdated=1")
+        helm_upgrade(cluster, tmp_path / "helm", "--set", "operator.rollOutdated=1")
         most = 0
 
         def new_template(deployment: dict[str, Any]) -> bool:
@@ -417,7 +368,7 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
 
         def all_rolled() -> bool:
             nonlocal most
-            snapshot = _deployments(cluster)  # one list: every Deployment as of one moment
+            snapshot = deployments(cluster)  # one list: every Deployment as of one moment
             rolling = [
                 n for n in names if new_template(snapshot[n]) and not pinning.rollout_done(snapshot[n])
             ]
@@ -441,4 +392,4 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
         proc = check_pipeline(cluster, fleet["docs"][name], fleet["dir"])
         assert proc.returncode == 0, proc.stdout
     # back to the chart's defaults: the pods stay as they are (pinned), nothing restarts
-    _helm_upgrade(cluster, tmp_path / "helm", "--set", "assemblerImage=,operator.rollOutdated=0")
+    helm_upgrade(cluster, tmp_path / "helm", "--set", "assemblerImage=,operator.rollOutdated=0")
