@@ -48,6 +48,7 @@ from node_cluster import (  # noqa: E402
     fleet_docs,
     install_chart,
     models_claim,
+    node_bed,
 )
 
 POLL = 0.2
@@ -152,16 +153,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from e2e.images import all_images
-    from e2e.node import Node
-
-    node = Node(workdir / "node")
-    node.start()
-    try:
-        images = all_images()
-        for image in images.values():
-            node.ctr("images", "import", str(image.archive))
-        cluster = NodeCluster(node, images)
+    with node_bed(workdir) as cluster:
         t = time.monotonic()
         install_chart(cluster, workdir / "helm")
         operator_s = time.monotonic() - t
@@ -173,7 +165,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             rollouts.append(rollout(cluster, graphs, 100 + 100 * k, workdir))
             print(f">> rollout {k + 1}: {rollouts[-1]}", flush=True)
         return {
-            "node_start_s": round(node.timings["total"], 2),
+            "node_start_s": round(cluster.node.timings["total"], 2),
             "helm_install_to_operator_ready_s": round(operator_s, 2),
             "apply_to_ready_s": summary([p["ready"] for p in per_pipeline.values()]),
             "apply_to_first_correct_inference_s": summary([p["answer"] for p in per_pipeline.values()]),
@@ -183,8 +175,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "rollouts": rollouts,
             "rollout_failed_requests": sum(r["requests_failed"] for r in rollouts),
         }
-    finally:
-        node.stop()
 
 
 def table(result: dict[str, Any]) -> str:

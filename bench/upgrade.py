@@ -52,6 +52,7 @@ from node_cluster import (  # noqa: E402
     helm_upgrade,
     install_chart,
     models_claim,
+    node_bed,
     wait,
 )
 
@@ -117,17 +118,9 @@ def upgraded_condition(cluster: NodeCluster, names: list[str], reason: str) -> b
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from e2e.images import all_images
-    from e2e.node import Node
     from tritonpipeline.kube import pinning
 
-    node = Node(workdir / "node")
-    node.start()
-    try:
-        images = all_images()
-        for image in images.values():
-            node.ctr("images", "import", str(image.archive))
-        cluster = NodeCluster(node, images)
+    with node_bed(workdir) as cluster:
         install_chart(cluster, workdir / "helm", "--set", "webhook.failurePolicy=Fail")
         uri = models_claim(cluster)
         docs = {d["metadata"]["name"]: d for d in fleet_docs(cluster, uri)}
@@ -136,9 +129,20 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         docs["fanout-b"] = second
         docs = dict(list(docs.items())[:PIPELINES])
         names = list(docs)
-        apply(cluster, *docs.values())
+
+        def applied() -> bool:  # the webhook Service reaches a pod once kube-proxy has its endpoints
+            try:
+                apply(cluster, *docs.values())
+            except NodeError as exc:
+                print(f">> apply refused, retrying: {str(exc)[-160:]}", flush=True)
+                return False
+            return True
+
+        wait("the pipelines applied (the webhook reachable)", applied, 120)
 
         def all_answer() -> bool:
+            if not all(condition(cluster, n, "Ready").get("status") == "True" for n in docs):
+                return False
             return all(check_pipeline(cluster, d, workdir).returncode == 0 for d in docs.values())
 
         wait(f"{len(docs)} pipelines answering correctly", all_answer, 600)
@@ -152,7 +156,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             image = cluster.images["operator"].name
             repository, _, tag = image.rpartition(":")
             new_tag = f"{tag}-next"
-            node.ctr(
+            cluster.node.ctr(
                 "images", "tag", "--force", full_reference(image), full_reference(f"{repository}:{new_tag}")
             )
             before = triton_pods(cluster)
@@ -220,8 +224,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             if proc.returncode != 0:
                 raise AssertionError(f"{doc['metadata']['name']} answers wrong after the roll: {proc.stdout}")
         return result
-    finally:
-        node.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -218,6 +218,24 @@ def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) 
     assert not changed, f"the host was not restored: {changed}\nbefore {host_before}\nafter {after}"
 
 
+@contextlib.contextmanager
+def node_bed(workdir: Path) -> Iterator[NodeCluster]:
+    """A node started under `workdir` with the images imported, as a `NodeCluster` (the benches); stopped
+    at the end."""
+    from e2e.images import all_images
+    from e2e.node import Node
+
+    node = Node(workdir / "node")
+    node.start()
+    try:
+        images = all_images()
+        for image in images.values():
+            node.ctr("images", "import", str(image.archive))
+        yield NodeCluster(node, images)
+    finally:
+        node.stop()
+
+
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Cluster:
     """The node with the operator and CPU Triton images imported (built from the repository's recipes),
@@ -312,12 +330,13 @@ def operator_pods(cluster: Cluster) -> list[dict[str, Any]]:
     return json.loads(cluster.kubectl("get", "pods", "-n", RELEASE_NS, "-l", selector, "-o", "json"))["items"]
 
 
-ACTIVE_LINE = "is now the active reconciler"  # reconcile/leadership.py's log line
+# reconcile/leadership.py's log lines: a pod's role is the last one it logged
+ACTIVE_LINE, STANDBY_LINE = "is now the active reconciler", "is standby (it serves the webhook)"
 
 
 def active_operator_pod(cluster: Cluster, not_uid: str = "", timeout: float = 60) -> dict[str, Any]:
-    """The operator pod that reconciles: the one running pod whose log says it became active last (and
-    is not `not_uid`: a pod being replaced)."""
+    """The operator pod that reconciles: the one pod (not `not_uid`, a pod being replaced, nor one being
+    deleted) whose last role line in its log says active."""
 
     def active() -> dict[str, Any] | None:
         found = []
@@ -326,7 +345,7 @@ def active_operator_pod(cluster: Cluster, not_uid: str = "", timeout: float = 60
                 continue
             name = pod["metadata"]["name"]
             log = cluster.kubectl("logs", "-n", RELEASE_NS, name, check=False)
-            if ACTIVE_LINE in log:
+            if log.rfind(ACTIVE_LINE) > log.rfind(STANDBY_LINE):
                 found.append(pod)
         return found[0] if len(found) == 1 else None
 

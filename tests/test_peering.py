@@ -271,27 +271,7 @@ def test_setting_the_same_role_again_does_not_restart_the_clock():
     assert "31s" in problem
 
 
-# --- leadership.read_blockers: the peering objects it reads ------------------------------------------------
-
-
-class FakeKube:
-    def __init__(self, objects: dict[tuple[str, str | None, str], dict[str, Any]]) -> None:
-        self.objects = objects
-        self.calls: list[tuple[str, str, str | None, str]] = []
-
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        self.calls.append((api_version, kind, namespace, name))
-        return self.objects.get((kind, namespace, name))
-
-
-def _state(namespaces: tuple[str, ...], objects: dict[tuple[str, str | None, str], dict[str, Any]]) -> Any:
-    from tritonpipeline.settings import Settings
-    from tritonpipeline.state import OperatorState
-
-    kube: Any = FakeKube(objects)
-    state = OperatorState(Settings(namespaces=namespaces, peering="tp"), kube)
-    state.identity, state.priority = "me", OURS
-    return state
+# --- blockers_in: every peering object a replica takes part in ------------------------------------------
 
 
 def _live(priority: int) -> dict[str, Any]:
@@ -299,32 +279,35 @@ def _live(priority: int) -> dict[str, Any]:
     return {"priority": priority, "lifetime": 60, "lastseen": seen}
 
 
-def test_a_namespaced_replica_reads_the_kopfpeering_of_every_watched_namespace():
-    from tritonpipeline.reconcile.leadership import read_blockers
+def _blockers_in(objects: dict[str | None, Any], kind: str = "KopfPeering") -> list[str]:
+    now = datetime.datetime.now(UTC)
+    return peering.blockers_in(objects, kind, "tp", "me", OURS, now)
 
+
+def test_a_namespaced_replica_waits_for_a_peer_that_outranks_it_in_any_watched_namespace():
     objects = {
-        ("KopfPeering", "a", "tp"): {"status": {"me": _live(OURS), "new": _live(OURS - 1)}},
-        ("KopfPeering", "b", "tp"): {"status": {"me": _live(OURS), "old": _live(OURS + 1)}},
+        "a": {"status": {"me": _live(OURS), "new": _live(OURS - 1)}},
+        "b": {"status": {"me": _live(OURS), "old": _live(OURS + 1)}},
     }
-    state = _state(("a", "b"), objects)
-    assert read_blockers(state) == ["old"]
-    assert state.kube.calls == [
-        ("kopf.dev/v1", "KopfPeering", "a", "tp"),
-        ("kopf.dev/v1", "KopfPeering", "b", "tp"),
-    ]
+    assert _blockers_in(objects) == ["old"]
+    assert _blockers_in({"a": objects["a"]}) == []
 
 
 def test_a_missing_peering_object_blocks_as_it_pauses_kopf():
-    from tritonpipeline.reconcile.leadership import read_blockers
-
-    state = _state(("a",), {})
-    (blocker,) = read_blockers(state)
-    assert "KopfPeering" in blocker and "'tp'" in blocker and "a" in blocker
+    (blocker,) = _blockers_in({"a": {"status": {"me": _live(OURS)}}, "b": None})
+    assert "KopfPeering" in blocker and "'tp'" in blocker and "namespace b" in blocker
 
 
-def test_a_cluster_wide_replica_reads_the_clusterkopfpeering():
-    from tritonpipeline.reconcile.leadership import read_blockers
+def test_a_replica_is_not_active_before_its_own_entry_is_in_the_object():
+    """Two replicas started together: each reads the object before the other's entry is there; waiting
+    for its own entry (kopf writes it before it reads) means the one that wrote first is seen."""
+    (blocker,) = _blockers_in({None: {"status": {}}}, "ClusterKopfPeering")
+    assert "not yet in ClusterKopfPeering 'tp'" in blocker
+    assert _blockers_in({None: {"status": {"me": _live(OURS)}}}, "ClusterKopfPeering") == []
+    assert _blockers_in({None: {"status": {"me": _live(OURS), "twin": _live(OURS)}}}) == ["twin"]
 
-    state = _state((), {("ClusterKopfPeering", None, "tp"): {"status": {"me": _live(OURS)}}})
-    assert read_blockers(state) == []
-    assert state.kube.calls == [("kopf.dev/v1", "ClusterKopfPeering", None, "tp")]
+
+def test_replicas_started_in_the_same_millisecond_get_different_priorities():
+    started = 1_767_225_600.123
+    a, b = peering.priority(started, 17), peering.priority(started, 912)
+    assert a != b and max(a, b) > peering.priority(started + 0.001, 999)  # still older first

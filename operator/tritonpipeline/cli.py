@@ -8,6 +8,7 @@ import contextlib
 import getpass
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -515,7 +516,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     state = OperatorState(settings, kube)
     # kopf's identity convention (POD_ID: the chart sets it to the pod's name)
     state.identity = os.environ.get("POD_ID") or f"{getpass.getuser()}@{socket.gethostname()}/{os.getpid()}"
-    state.priority = peering.priority(time.time())
+    state.priority = peering.priority(time.time(), random.randrange(1000))
     try:
         kopf.run(
             standalone=not settings.peering,

@@ -25,9 +25,11 @@ NAMESPACED_KIND = "KopfPeering"
 PLURALS = {CLUSTER_KIND: "clusterkopfpeerings", NAMESPACED_KIND: "kopfpeerings"}
 
 
-def priority(started: float) -> int:
-    """The priority of a replica started at `started` (epoch seconds): older is higher."""
-    return -int(started * 1000)
+def priority(started: float, salt: int = 0) -> int:
+    """The priority of a replica started at `started` (epoch seconds): older is higher. `salt` (0 to
+    999, random per process) orders replicas started in the same millisecond: kopf pauses every replica
+    of a tie, for good."""
+    return -(int(started * 1000) * 1000 + salt)
 
 
 @dataclass(frozen=True)
@@ -65,3 +67,28 @@ def blockers(
         for p in peers(status)
         if p.identity != identity and p.deadline > now and p.priority >= own_priority
     )
+
+
+def blockers_in(
+    objects: Mapping[str | None, Mapping[str, Any] | None],
+    kind: str,
+    name: str,
+    identity: str,
+    own_priority: int,
+    now: datetime.datetime,
+) -> list[str]:
+    """What this replica waits for in the peering objects it takes part in (namespace, or None for the
+    cluster's -> the object, None when missing): live peers that outrank it, a missing object (kopf waits
+    for it too), and an object without this replica's entry yet (kopf writes it first, so a replica that
+    started earlier is seen by then)."""
+    found: list[str] = []
+    for namespace, obj in objects.items():
+        where = f" in namespace {namespace}" if namespace else ""
+        if obj is None:
+            found.append(f"(no {kind} {name!r}{where})")
+            continue
+        status = obj.get("status") or {}
+        if identity not in status:
+            found.append(f"(this replica's entry, not yet in {kind} {name!r}{where})")
+        found += blockers(status, identity, own_priority, now)
+    return sorted(set(found))

@@ -16,20 +16,16 @@ CHECK_SECONDS = 3.0  # how often a replica reads the peering objects
 
 
 def read_blockers(state: OperatorState) -> list[str]:
-    """The peers this replica waits for, in every peering object it takes part in (one per watched
-    namespace, or the cluster's); a missing object blocks (kopf waits for it too). Raises KubeError."""
+    """The peers this replica waits for (kube/peering.py `blockers_in`), read from every peering object
+    it takes part in: one per watched namespace, or the cluster's. Raises KubeError."""
     config = state.settings
     kind = peering.NAMESPACED_KIND if config.namespaces else peering.CLUSTER_KIND
+    objects = {
+        ns: state.kube.get(peering.API_VERSION, kind, ns, config.peering)
+        for ns in config.namespaces or (None,)
+    }
     now = datetime.datetime.now(datetime.timezone.utc)
-    found: list[str] = []
-    for ns in config.namespaces or (None,):
-        obj = state.kube.get(peering.API_VERSION, kind, ns, config.peering)
-        if obj is None:
-            where = f" in namespace {ns}" if ns else ""
-            found.append(f"(no {kind} {config.peering!r}{where})")
-            continue
-        found += peering.blockers(obj.get("status"), state.identity, state.priority, now)
-    return sorted(set(found))
+    return peering.blockers_in(objects, kind, config.peering, state.identity, state.priority, now)
 
 
 def set_active(
@@ -44,7 +40,8 @@ def set_active(
     if active:
         logger.info(f"replica {state.identity} is now the active reconciler")
     else:
-        waits = ", ".join(blockers)
+        peers = [b for b in blockers if not b.startswith("(")]  # the peers, else why it waits
+        waits = ", ".join(peers or blockers)
         logger.info(f"replica {state.identity} is standby (it serves the webhook); active: {waits}")
 
 
