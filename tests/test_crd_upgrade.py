@@ -1,11 +1,16 @@
 """The CRD upgrade README's Upgrade section documents, on a real kube-apiserver: pipelines stored under the
 previous release's CRD (tests/upgrade/, installed the way helm installs a chart's crds/: a create under
-helm's field manager), then the current CRD applied with `kubectl apply --server-side --force-conflicts`
-(the same request: a server-side apply under kubectl's field manager), then the current operator. The
-stored pipelines must stay readable, valid under the new schema and be reconciled as any new one is."""
+helm's field manager) and reconciled by the previous release's operator (its source at PREVIOUS, from
+git), then the current CRD applied with `kubectl apply --server-side --force-conflicts` (the same
+request: a server-side apply under kubectl's field manager), then the current operator. The stored
+pipelines must stay readable, valid under the new schema and be reconciled, their pods left as the
+previous operator made them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +18,9 @@ import pytest
 import yaml
 
 from harness.kubeapi import APPLY_PATCH, ensure_namespace, wait_established
-from harness.operator_process import LocalOperator
+from harness.operator_process import LocalOperator, OperatorProcess
 from harness.wait import wait_for
-from helpers import condition
+from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.spec import parse_pipeline
@@ -25,6 +30,24 @@ pytestmark = pytest.mark.apiserver
 UPGRADE = Path(__file__).with_name("upgrade")
 API = "serving.tritonpipeline.io/v1alpha1"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+PREVIOUS = "18e91de"  # the release tests/upgrade/ was taken from (its files say so)
+
+
+def _previous_operator(workdir: Path, kubeconfig: Path, namespace: str, log: Path) -> OperatorProcess:
+    """The previous release's operator: its source at PREVIOUS (`git archive`), run with this venv."""
+    if not (ROOT / ".git").exists():
+        pytest.skip(f"the previous operator's source comes from git history ({PREVIOUS}); no .git here")
+    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS}^{{commit}}"], check=False)
+    if found.returncode != 0:
+        pytest.skip(f"commit {PREVIOUS} (the previous release) is not in this clone's history (shallow?)")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", PREVIOUS, "operator"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITONPIPELINE_")}
+    env |= {"KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(workdir / "operator")}
+    code = "import sys; from tritonpipeline.cli import main; sys.exit(main())"
+    return OperatorProcess([sys.executable, "-c", code, "run", "-n", namespace], env, log)
 
 
 def _previous_crd() -> dict[str, Any]:
@@ -60,6 +83,16 @@ def test_pipelines_stored_under_the_previous_crd_survive_the_documented_upgrade(
         stored = _previous_pipelines("ml")
         for doc in stored:
             kube.apply(doc, field_manager="kubectl")
+        previous_dir = tmp_path / "previous"
+        previous_dir.mkdir()
+        old = _previous_operator(previous_dir, cp.kubeconfig, "ml", tmp_path / "previous-operator.log")
+        with old:
+            for doc in stored:
+                name = doc["metadata"]["name"]
+                wait_for(f"{name} reconciled by the previous operator", lambda n=name: _valid(kube, n), 60)
+        assert "Traceback" not in old.text(), old.text()[-3000:]
+        # what the previous operator made: each pipeline's Deployment
+        before = {d["metadata"]["name"]: _deployment(kube, d["metadata"]["name"]) for d in stored}
 
         current = crd()
         if current["spec"] != previous["spec"]:
@@ -87,15 +120,32 @@ def test_pipelines_stored_under_the_previous_crd_survive_the_documented_upgrade(
             for doc in stored:
                 name = doc["metadata"]["name"]
 
-                def reconciled(name: str = name) -> dict[str, Any] | None:
-                    obj = kube.get(API, "TritonPipeline", "ml", name) or {}
-                    valid = condition(obj, "SpecValid") if obj.get("status") else None
-                    return obj if valid and valid["status"] == "True" else None
-
-                wait_for(f"{name} reconciled under the new CRD", reconciled, 60)
-                assert kube.get("apps/v1", "Deployment", "ml", name) is not None
+                # reconciled by this operator: it says whether the pods run its rendering
+                wait_for(f"{name} reconciled under the new CRD", lambda n=name: _up_to_date(kube, n), 60)
+                after = _deployment(kube, name)
+                # the pods stay as the previous operator made them: the same pod template, so the same
+                # ReplicaSet and pods (the record annotations this operator adds bump the Deployment's
+                # generation, as any annotation change does, but start no rollout)
+                assert after["spec"]["template"] == before[name]["spec"]["template"], name
         except BaseException:
             print(f"\n===== operator log =====\n{op.text()[-6000:]}")
             raise
         finally:
             op.stop()
+
+
+def _valid(kube: Kube, name: str) -> dict[str, Any] | None:
+    obj = kube.get(API, "TritonPipeline", "ml", name) or {}
+    valid = condition(obj, "SpecValid") if obj.get("status") else None
+    return obj if valid and valid["status"] == "True" else None
+
+
+def _up_to_date(kube: Kube, name: str) -> dict[str, Any] | None:
+    obj = _valid(kube, name)
+    return obj if obj and condition(obj, "UpToDate") else None
+
+
+def _deployment(kube: Kube, name: str) -> dict[str, Any]:
+    deployment = kube.get("apps/v1", "Deployment", "ml", name)
+    assert deployment is not None, name
+    return deployment
