@@ -52,7 +52,6 @@ REGISTER_RETRY_SECONDS = 10.0
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\s/]*):(?P<port>\d{1,5})$")
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a DNS-1123 label: a namespace or a Service name
 _SERVICE_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>{_LABEL}):(?P<port>\d{{1,5}})$")
-_SECRET_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?)$")
 
 
 class WebhookConfigError(ValueError):
@@ -136,7 +135,8 @@ class WebhookSettings:
             raise WebhookConfigError(
                 f"TRITONPIPELINE_WEBHOOK_SERVICE={self.service!r}: expected NAMESPACE/NAME:PORT"
             )
-        if self.shared_cert and not _SECRET_RE.match(self.shared_cert):
+        namespace, _, secret = self.shared_cert.partition("/")
+        if self.shared_cert and not (re.fullmatch(_LABEL, namespace) and DNS_SUBDOMAIN_RE.fullmatch(secret)):
             raise WebhookConfigError(
                 f"TRITONPIPELINE_WEBHOOK_SHARED_CERT={self.shared_cert!r}: expected NAMESPACE/NAME of a "
                 "Secret"
