@@ -64,13 +64,14 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-minio+gcs $(SUBMAKE) minio-if-go
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
 	@$(PHASE) build-node+images $(SUBMAKE) node-if-possible
+	@$(PHASE) kind-node-image $(SUBMAKE) kind-if-possible
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
 	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver and not haproxy and not linters
+	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -133,7 +134,7 @@ clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache
 
 # --- Helm chart, operator image, end-to-end ----------------------------------------------------------
-.PHONY: helm helm-if-go chart-crd test-chart e2e e2e-local
+.PHONY: helm helm-if-go chart-crd test-chart e2e e2e-local kind-if-possible
 
 # third-party CRDs the routing/autoscaling tests install into the real apiserver (from their Go modules)
 PROVIDER_CRDS := keda-crd istio-crds gateway-api-crds gateway-api-standard-crds
@@ -170,11 +171,20 @@ test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the opera
 e2e-local: $(STAMP) controlplane helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
 	$(PY) -m e2e.local
 
-# prerequisites are checked first (seconds), before the venv is built
-e2e: ## kind + GPU end-to-end (needs Docker, an NVIDIA GPU, the NVIDIA container toolkit; see e2e/README.md)
-	@bash e2e/kind-gpu.sh --check
-	@$(MAKE) --no-print-directory venv
-	@bash e2e/kind-gpu.sh
+# kind: one control-plane node and two workers on the running Docker engine (or Debian's, started in a
+# network namespace of its own and stopped after; root), kind's published node image or one built here from
+# Go modules and Debian (KIND_NODE_IMAGE=local forces it), the chart as README installs it, every example and
+# the scenario tests (E2E_SCENARIOS=0: the examples only); a table and bench/results/e2e-kind.json. With an
+# NVIDIA GPU and Docker's nvidia runtime it runs the GPU variant (e2e/kind-gpu.sh) instead.
+# for `make test`: kind's node image (built here when the published one cannot be pulled) and the images,
+# so the kind test (tests/test_kind.py) starts from them; where no engine can run, only say so
+kind-if-possible: $(STAMP) controlplane-if-go
+	@if [ "$$(id -u)" != 0 ] && ! command -v docker >/dev/null 2>&1; then echo ">> not root and no Docker: the kind test will skip"; \
+	elif [ -z "$$(. e2e/find-go.sh; echo $$GO)" ]; then echo ">> Go is not installed: no kind, the kind test will skip"; \
+	else $(PY) -m e2e.kind --prepare; fi
+
+e2e: $(STAMP) ## kind cluster (3 nodes): chart, every example, the scenario tests; GPU nodes where the NVIDIA toolkit is
+	$(PY) -m e2e.kind
 
 # --- GPU check ------------------------------------------------------------------------------------------
 .PHONY: gpu-pack gpu-check gpu-run

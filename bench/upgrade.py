@@ -48,7 +48,6 @@ from node_cluster import (  # noqa: E402
     condition,
     deployments,
     fleet_docs,
-    full_reference,
     helm_upgrade,
     install_chart,
     models_claim,
@@ -156,9 +155,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             image = cluster.images["operator"].name
             repository, _, tag = image.rpartition(":")
             new_tag = f"{tag}-next"
-            cluster.node.ctr(
-                "images", "tag", "--force", full_reference(image), full_reference(f"{repository}:{new_tag}")
-            )
+            cluster.tag_image(image, f"{repository}:{new_tag}")
             before = triton_pods(cluster)
             applier = Applier(cluster, docs["fanout"])
             applier.start()

@@ -49,8 +49,10 @@ KUBE_SCORE_VERSION=v1.20.0    # latest kube-score on the module proxy when pinne
 KUBERNETES_VERSION="$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$(dirname "$0")/controlplane/kube-apiserver/go.mod")"
 COREDNS_VERSION=v1.15.0       # latest CoreDNS on the module proxy when pinned (needs Go >= 1.26)
 # the CoreDNS plugins compiled in (upstream's plugin.cfg names, kept in its order): the kubernetes plugin
-# and what a Corefile around it uses; the cloud back ends (Azure, Route 53, ...) are most of the build
-COREDNS_PLUGINS="bind ready health errors log loadbalance kubernetes whoami"
+# and what a Corefile around it uses (kubeadm's Corefile: errors health ready kubernetes prometheus forward
+# cache loop reload loadbalance; the kind node image's CoreDNS runs it); the cloud back ends (Azure,
+# Route 53, ...) are most of the build. The set is part of the cache path.
+COREDNS_PLUGINS="bind ready health errors log loadbalance kubernetes whoami prometheus forward cache loop reload"
 
 tool="${1:-}"
 case "$tool" in
@@ -72,6 +74,7 @@ case "$tool" in
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
+[ "$tool" = coredns ] && OUT="$OUT-$(printf '%s' "$COREDNS_PLUGINS" | sha256sum | cut -c1-8)"
 BIN="$OUT/$tool"
 case "$tool" in
   servicemonitor-crd) BIN="$OUT/monitoring.coreos.com_servicemonitors.yaml" ;;

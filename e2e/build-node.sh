@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Build the node test bed's components (e2e/node.py), cached outside the repo next to the control plane
-# and sharing its Go module and build caches (the node components reuse most of kube-apiserver's
-# compiled packages):
-#   <cache>/node/<k8s>/bin/   kubelet kube-controller-manager kube-scheduler kube-proxy kubectl  (e2e/node/, k8s <k8s>)
+# Build the node components of the node test bed (e2e/node.py) and of the locally built kind node image
+# (e2e/kind_image.py), cached outside the repo next to the control plane and sharing its Go module and
+# build caches (the node components reuse most of kube-apiserver's compiled packages):
+#   <cache>/node/<k8s>/bin/   kubelet kube-controller-manager kube-scheduler kube-proxy kubectl kubeadm
+#                                                             (e2e/node/, k8s <k8s>)
 #                            containerd containerd-shim-runc-v2 ctr   (containerd $CONTAINERD_VERSION)
+#                            crictl                           (cri-tools $CRICTL_VERSION; kind's node image)
+#                            local-path-provisioner           ($LOCAL_PATH_VERSION; kind's default StorageClass)
 #                            pause hello                      (e2e/node/images/: static, packed by e2e/node.py)
-#   <cache>/node/<k8s>/cni/  bridge host-local loopback portmap  (CNI plugins $CNI_VERSION)
+#   <cache>/node/<k8s>/cni/  bridge host-local loopback portmap ptp  (CNI plugins $CNI_VERSION)
 # with <cache> = ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}. runc comes from
 # Debian (installed here when missing and root). A second run only prints where everything is;
 # <dir>/node.env lists the paths and versions, <dir>/build-times.log how long each build took.
@@ -19,6 +22,8 @@ SRC="$HERE/node"
 
 CONTAINERD_VERSION=v2.2.9
 CNI_VERSION=v1.9.1
+CRICTL_VERSION=v1.36.0        # the cri-tools release kind v0.33's base image carries
+LOCAL_PATH_VERSION=v0.0.30    # rancher/local-path-provisioner (its module zip's vendor/ is incomplete: no -mod=vendor)
 CONTAINERD_TAGS=no_btrfs,no_devmapper,no_zfs
 
 modver() { awk -v m="$1" '($1==m || ($1=="require" && $2==m)) {print $NF; exit}' "$2"; }
@@ -27,9 +32,10 @@ ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/node/$K8S"
 BIN="$OUT/bin"
 CNI="$OUT/cni"
-K8S_BINS=(kubelet kube-controller-manager kube-scheduler kube-proxy kubectl)
+K8S_BINS=(kubelet kube-controller-manager kube-scheduler kube-proxy kubectl kubeadm)
+GO_TOOLS=(crictl local-path-provisioner)
 CTR_BINS=(containerd containerd-shim-runc-v2 ctr)
-CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap)
+CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap main/ptp)
 
 if_go=0
 case "${1:-}" in
@@ -44,7 +50,7 @@ src_sum() { cat "$SRC/images/$1"/*.go | sha256sum | cut -c1-16; }
 fresh() { [ -x "$BIN/$1" ] && [ "$(cat "$BIN/$1.src-sum" 2>/dev/null)" = "$(src_sum "$1")" ]; }
 
 missing=()
-for b in "${K8S_BINS[@]}" "${CTR_BINS[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+for b in "${K8S_BINS[@]}" "${CTR_BINS[@]}" "${GO_TOOLS[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
 for b in pause hello; do fresh "$b" || missing+=("$b"); done
 for p in "${CNI_PLUGINS[@]}"; do [ -x "$CNI/${p##*/}" ] || missing+=("${p##*/}"); done
 
@@ -53,6 +59,8 @@ write_env() {
 KUBERNETES_VERSION=$K8S
 CONTAINERD_VERSION=$CONTAINERD_VERSION
 CNI_VERSION=$CNI_VERSION
+CRICTL_VERSION=$CRICTL_VERSION
+LOCAL_PATH_VERSION=$LOCAL_PATH_VERSION
 BIN_DIR=$BIN
 CNI_BIN_DIR=$CNI
 ENV
@@ -147,7 +155,10 @@ if [ "$ctr_missing" = 1 ]; then
   pkgs=(); for b in "${CTR_BINS[@]}"; do pkgs+=("github.com/containerd/containerd/v2/cmd/$b@$CONTAINERD_VERSION"); done
   timed "containerd, containerd-shim-runc-v2, ctr" "$CONTAINERD_VERSION" goinstall "$BIN" "$CONTAINERD_TAGS" "${pkgs[@]}"
 fi
-for b in kube-scheduler kube-proxy kube-controller-manager kubelet kubectl; do
+[ -x "$BIN/crictl" ] || timed crictl "$CRICTL_VERSION" goinstall "$BIN" "" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+[ -x "$BIN/local-path-provisioner" ] \
+  || timed local-path-provisioner "$LOCAL_PATH_VERSION" goinstall "$BIN" "" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION"
+for b in kube-scheduler kube-proxy kube-controller-manager kubelet kubectl kubeadm; do
   [ -x "$BIN/$b" ] || timed "$b" "$K8S" gobuild "$b"
 done
 write_env

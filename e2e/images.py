@@ -240,35 +240,38 @@ def apt_mirror(suite: str = SUITE, apt_dir: Path = Path("/etc/apt")) -> str:
     raise ImageError(f"no Debian mirror for {suite} in apt's sources ({apt_dir}/sources.list[.d])")
 
 
-def rootfs_layer() -> Path:
-    """The debootstrap rootfs as an uncompressed layer tar, built once (about 2 minutes)."""
-    out = images_dir() / f"rootfs-{SUITE}-{_key(SUITE, DEBIAN_PACKAGES)}.tar"
+# what a rootfs layer leaves out: the kernel's and the runtime's mount points stay empty
+ROOTFS_EXCLUDE = ("dev/*", "proc/*", "sys/*", "run/*", "tmp/*")
+
+
+def debootstrap(target: Path, packages: tuple[str, ...]) -> None:
+    """Debian SUITE (minbase + `packages`) from the mirror apt uses here into `target`, apt's caches
+    emptied (about a minute for a few packages)."""
+    if shutil.which("debootstrap") is None and not Path("/usr/sbin/debootstrap").exists():
+        raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
+    log(f"debootstrap {SUITE} minbase + {', '.join(packages)} (a minute or two)")
+    t = time.monotonic()
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(target)]
+    proc = subprocess.run([*cmd, apt_mirror()], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"debootstrap failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
+    log(f"debootstrap done in {time.monotonic() - t:.0f}s")
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for entry in (target / junk).glob("*"):
+            if entry.is_file():
+                entry.unlink()
+
+
+def rootfs_layer(packages: tuple[str, ...] = DEBIAN_PACKAGES, label: str = "rootfs") -> Path:
+    """A debootstrap rootfs with `packages` as an uncompressed layer tar, built once per package set."""
+    out = images_dir() / f"{label}-{SUITE}-{_key(SUITE, packages)}.tar"
     if out.exists():
         return out
-    if shutil.which("debootstrap") is None:
-        raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    mirror = apt_mirror()
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         target = Path(tmp) / "rootfs"
-        log(f"debootstrap {SUITE} minbase + {', '.join(DEBIAN_PACKAGES)} (about 2 minutes)")
-        t = time.monotonic()
-        cmd = [
-            "debootstrap",
-            "--variant=minbase",
-            f"--include={','.join(DEBIAN_PACKAGES)}",
-            SUITE,
-            str(target),
-        ]
-        proc = subprocess.run([*cmd, mirror], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0:
-            raise ImageError(f"debootstrap failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
-        log(f"debootstrap done in {time.monotonic() - t:.0f}s; packing the layer")
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for entry in (target / junk).glob("*"):
-                if entry.is_file():
-                    entry.unlink()
-        _dir_layer(target, out.with_suffix(".part"), exclude=("dev/*", "proc/*", "sys/*", "run/*", "tmp/*"))
+        debootstrap(target, packages)
+        _dir_layer(target, out.with_suffix(".part"), exclude=ROOTFS_EXCLUDE)
         out.with_suffix(".part").rename(out)
     return out
 

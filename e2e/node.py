@@ -138,11 +138,14 @@ def ensure_node_binaries() -> NodeBinaries:
 # OCI image archives (no registry): one layer with a static binary
 
 
-def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
+CONTAINER_DIRS = (("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777))
+
+
+def _layer(files: dict[str, tuple[bytes, int]], dirs: tuple[tuple[str, int], ...] = CONTAINER_DIRS) -> bytes:
     """A reproducible tar of `files` (path -> (content, mode)) plus the directories a container wants."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for d, mode in (("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777)):
+        for d, mode in dirs:
             info = tarfile.TarInfo(d)
             info.type, info.mode = tarfile.DIRTYPE, mode
             tar.addfile(info)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tritonpipeline.kube.checks import full_reference
 from tritonpipeline.kube.meta import PIPELINE_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +112,10 @@ class Cluster:
         with self.network():
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
+    def tag_image(self, image: str, alias: str) -> None:
+        """`image`, already on every node, also under the name `alias` (no registry: no pull)."""
+        raise NotImplementedError
+
 
 class NodeCluster(Cluster):
     """The node test bed as a `Cluster`: everything runs inside its network namespace."""
@@ -131,6 +136,9 @@ class NodeCluster(Cluster):
 
         return in_netns(self.node.netns)
 
+    def tag_image(self, image: str, alias: str) -> None:
+        self.node.ctr("images", "tag", "--force", full_reference(image), full_reference(alias))
+
 
 @dataclass(frozen=True)
 class ImageRef:
@@ -146,19 +154,26 @@ class KubeconfigCluster(Cluster):
     stage_models = False
 
     def __init__(
-        self, kubeconfig: Path, images: dict[str, Any], models_dir: Path, netns: str | None = None
+        self,
+        kubeconfig: Path,
+        images: dict[str, Any],
+        models_dir: Path,
+        netns: str | None = None,
+        nodes: tuple[str, ...] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
         self.images = images
         self.models_dir = models_dir
         self.netns = netns
+        self.nodes = nodes  # the node containers (kind), for `docker exec`
         self.kubectl_bin = shutil.which("kubectl") or "kubectl"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> KubeconfigCluster:
         """TRITONPIPELINE_E2E_KUBECONFIG (the cluster), _NETNS (the client's network namespace file),
         _TRITON_IMAGE (default NVIDIA's tritonserver), _OPERATOR_IMAGE (default the chart's image),
-        _MODELS_DIR (the node directory holding triton/, default /models as e2e/kind-gpu.sh mounts it)."""
+        _MODELS_DIR (the node directory holding triton/, default /models as e2e/kind-gpu.sh mounts it),
+        _NODES (the node containers, comma-separated: kind's, reached with `docker exec`)."""
         from e2e.images import chart_image
 
         env = dict(os.environ if env is None else env)
@@ -169,7 +184,9 @@ class KubeconfigCluster(Cluster):
             ),
         }
         models = Path(env.get("TRITONPIPELINE_E2E_MODELS_DIR") or "/models")
-        return cls(Path(env[KUBECONFIG_ENV]), images, models, env.get("TRITONPIPELINE_E2E_NETNS") or None)
+        nodes = tuple(n for n in env.get("TRITONPIPELINE_E2E_NODES", "").split(",") if n)
+        netns = env.get("TRITONPIPELINE_E2E_NETNS") or None
+        return cls(Path(env[KUBECONFIG_ENV]), images, models, netns, nodes)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         from e2e.node import run_kubectl
@@ -185,6 +202,13 @@ class KubeconfigCluster(Cluster):
         from e2e.node import in_netns_path
 
         return in_netns_path(self.netns)
+
+    def tag_image(self, image: str, alias: str) -> None:
+        if not self.nodes:
+            pytest.skip("TRITONPIPELINE_E2E_NODES names no node container to tag an image in")
+        tag = ["ctr", "-n", "k8s.io", "images", "tag", "--force", *map(full_reference, (image, alias))]
+        for node in self.nodes:
+            subprocess.run(["docker", "exec", node, *tag], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="session")
@@ -574,15 +598,6 @@ class LoadClient:
         self.proc.send_signal(signal.SIGINT)
         out, _ = self.proc.communicate(timeout=60)
         return dict(json.loads(out.strip().splitlines()[-1]))
-
-
-def full_reference(image: str) -> str:
-    """An image reference as containerd names it (Docker Hub's defaults filled in)."""
-    from tritonpipeline.kube.checks import registry
-
-    if registry(image) != "docker.io" or image.startswith("docker.io/"):
-        return image
-    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
 
 
 def helm_upgrade(cluster: Cluster, helm_home: Path, *settings: str) -> None:

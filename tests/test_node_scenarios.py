@@ -35,7 +35,6 @@ from node_cluster import (
     deployments,
     diagnostics,
     fleet_docs,
-    full_reference,
     helm_upgrade,
     models_claim,
     operator_pods,
@@ -326,16 +325,11 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
     template): no Triton pod restarts, no request fails, every pipeline says what differs. Then
     operator.rollOutdated=1: the pipelines take the new rendering one at a time, each Ready again before
     the next, still answering correctly."""
-    from node_cluster import NodeCluster
     from tritonpipeline.kube import pinning
 
-    if not isinstance(cluster, NodeCluster):
-        pytest.skip(
-            "tags the operator image under a second name in the node's containerd (the node bed only)"
-        )
     image = cluster.images["operator"].name
     upgraded = f"{image}-upgraded"  # the same image under another name: a different pod template
-    cluster.node.ctr("images", "tag", "--force", full_reference(image), full_reference(upgraded))
+    cluster.tag_image(image, upgraded)
     names = list(fleet["docs"])
     before = {n: children(cluster, n) for n in names}
     load = LoadClient(cluster, fleet["docs"]["graphs"], fleet["dir"])

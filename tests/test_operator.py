@@ -343,6 +343,21 @@ def test_drift_is_repaired(kube, namespace, run_operator):
     wait_for("the Service to come back", lambda: kube.get("v1", "Service", namespace, "vision"), timeout=30)
 
 
+def test_a_namespace_being_deleted_is_not_repaired(kube, namespace, run_operator):
+    """Deleting a namespace deletes the pipeline and its children in no order: a child gone first is not
+    restored (the apiserver refuses writes there with cause NamespaceTerminating), and that is no error."""
+    op = run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "1"})
+    kube.apply(cluster_doc("vision", namespace))
+    wait_reconciled(kube, namespace, "vision")
+    # no namespace controller here: the namespace stays Terminating with its objects
+    kube.delete("v1", "Namespace", None, namespace)
+    kube.delete("v1", "Service", namespace, "vision")
+    wait_for("the skipped repair in the log", lambda: "is being deleted" in op.text(), timeout=30)
+    time.sleep(2)  # resyncs meanwhile
+    assert "reconcile error" not in op.text(), op.text()[-3000:]
+    assert kube.get("v1", "Service", namespace, "vision") is None
+
+
 def test_oversized_configmap_is_reported_not_crashed(kube, namespace, run_operator):
     op = run_operator({"TRITONPIPELINE_CONFIGMAP_MAX_BYTES": "1500"})
     kube.apply(cluster_doc("vision", namespace))

@@ -230,10 +230,20 @@ def _allowed_account(name: str, namespace: str, allowed: tuple[str, ...]) -> boo
     return any(a in ("*", name, f"{namespace}/{name}") for a in allowed)
 
 
+DOCKER_HUB = "docker.io"  # the registry of an image reference that names none
+
+
 def registry(image: str) -> str:
     """The registry host of an image reference (Docker Hub's for a name without one)."""
     first, slash, _ = image.partition("/")
-    return first if slash and ("." in first or ":" in first or first == "localhost") else "docker.io"
+    return first if slash and ("." in first or ":" in first or first == "localhost") else DOCKER_HUB
+
+
+def full_reference(image: str) -> str:
+    """An image reference as containerd and `docker save` name it (Docker Hub's defaults filled in)."""
+    if registry(image) != DOCKER_HUB or image.startswith(f"{DOCKER_HUB}/"):
+        return image
+    return f"{DOCKER_HUB}/{image}" if "/" in image else f"{DOCKER_HUB}/library/{image}"
 
 
 def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:

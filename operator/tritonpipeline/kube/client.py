@@ -61,13 +61,24 @@ def api_client() -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
-class KubeError(RuntimeError):
-    """An API call failed for good (after retries): carries the HTTP status and the server's message."""
+# the cause the apiserver gives for a write into a namespace that is being deleted (403 Forbidden)
+NAMESPACE_TERMINATING = "NamespaceTerminating"
 
-    def __init__(self, status: int, message: str) -> None:
+
+class KubeError(RuntimeError):
+    """An API call failed for good (after retries): carries the HTTP status, the server's message and the
+    causes its Status names (details.causes[].reason)."""
+
+    def __init__(self, status: int, message: str, causes: tuple[str, ...] = ()) -> None:
         self.status = status
         self.message = message
+        self.causes = causes
         super().__init__(f"HTTP {status}: {message}")
+
+
+def namespace_terminating(exc: KubeError) -> bool:
+    """Whether the call was refused because its namespace is being deleted (nothing to repair there)."""
+    return exc.status == 403 and NAMESPACE_TERMINATING in exc.causes
 
 
 def is_transient(exc: KubeError) -> bool:
@@ -125,7 +136,7 @@ class Kube:
             except ApiException as exc:
                 metrics.api_error(exc.status or 0)
                 if exc.status not in RETRYABLE or attempt == retries:
-                    raise KubeError(exc.status or 0, _message(exc)) from None
+                    raise KubeError(exc.status or 0, _message(exc), _causes(exc)) from None
             except OSError as exc:  # connection reset, refused: transient
                 metrics.api_error(0)
                 if attempt == retries:
@@ -224,6 +235,14 @@ class Kube:
         except ApiException:
             return False
         return any(r.get("kind") == kind for r in resources)
+
+
+def _causes(exc: ApiException) -> tuple[str, ...]:
+    try:
+        causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
+        return tuple(str(c.get("reason", "")) for c in causes if isinstance(c, dict))
+    except (ValueError, AttributeError):
+        return ()
 
 
 def _message(exc: ApiException) -> str:

@@ -15,7 +15,7 @@ from ..errors import SpecError
 from ..kube import autoscaling, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
-from ..kube.client import Kube, KubeError
+from ..kube.client import Kube, KubeError, namespace_terminating
 from ..kube.manifests import endpoint, owner_reference, render_children
 from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
@@ -101,6 +101,10 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         )
         state.optional[(namespace, name)] = rendered_optional(tp, children)
     except KubeError as exc:
+        if namespace_terminating(exc):
+            # deleting the namespace deletes the pipeline and its children: nothing to restore
+            logger.info(f"namespace {namespace} is being deleted: generation {generation} is not applied")
+            return "unchanged"
         logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
     deployment = next(o for o in applied if o.get("kind") == "Deployment")

@@ -1,0 +1,268 @@
+"""The Docker engine `make e2e` runs kind on: the running one, or Debian's started here and stopped after.
+
+    existing  `docker info` answers (DOCKER_HOST or the default socket): used as it is, left as it is
+    own       none answers: Debian's dockerd (installed from Debian's mirror when missing, as root) started
+              in a network namespace of its own with its own socket, exec root and cgroup parent, and its
+              data root in the cache (<cache>/kind/docker: the node image stays loaded between runs).
+              Bridges, iptables rules and the API server's published port stay inside that namespace; the
+              caller runs kubectl, helm and the test client there (`inside()`). Stopped by its PID at the
+              end, its namespace, cgroups, mounts and the host directories it made (/lib/modules, which
+              kind's docker provider mounts into every node) removed: the host is left as found.
+
+Privileged containers (kind's nodes) ask runc for every capability. Where this host's capability bounding
+set lacks some (CAP_SYS_RESOURCE on some VMs), runc fails with "unable to apply caps". The engine started
+here then gets a runtime wrapper as its default runtime (e2e/runc_capfilter.py): it drops the capabilities the
+bounding set lacks from the OCI spec (create/run) and from the process file (exec: kind runs every node
+command with `docker exec --privileged`), then execs the real runc. An existing engine is only checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from e2e.images import images_dir
+from e2e.node import (
+    _cgroup_mounts,
+    _remove_cgroups,
+    _restore_netns_run_dir,
+    _unmount_under,
+    in_netns,
+    netns_run_dir_state,
+)
+from harness.controlplane import _pid_alive
+
+HERE = Path(__file__).resolve().parent
+CAPFILTER = HERE / "runc_capfilter.py"
+NETNS_PREFIX = "tpkind-"  # + the starting process's pid; also the engine's cgroup parent
+HOST_MODULES = Path("/lib/modules")
+START_TIMEOUT = 60.0
+
+
+class EngineError(RuntimeError):
+    """No Docker engine can be used or started here."""
+
+
+def log(msg: str) -> None:
+    print(f">> docker: {msg}", flush=True)
+
+
+def capability_bounding_set() -> int:
+    status = Path("/proc/self/status").read_text()
+    found = re.search(r"^CapBnd:\s*([0-9a-f]+)", status, re.M)
+    return int(found.group(1), 16) if found else 0
+
+
+def last_capability() -> int:
+    return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+
+
+def missing_capabilities(capbnd: int, last_cap: int) -> list[int]:
+    """The capabilities up to the kernel's last that the bounding set lacks: runc fails to give a
+    privileged container any of them."""
+    return [cap for cap in range(last_cap + 1) if not capbnd & (1 << cap)]
+
+
+def daemon_config(
+    workdir: Path, data_root: Path, cgroup_parent: str, capfilter: Path | None
+) -> dict[str, Any]:
+    """dockerd's configuration: everything private to this run but the data root (the cache)."""
+    config: dict[str, Any] = {
+        "data-root": str(data_root),
+        "exec-root": str(workdir / "exec"),
+        "pidfile": str(workdir / "dockerd.pid"),
+        "hosts": [f"unix://{workdir / 'docker.sock'}"],
+        "cgroup-parent": cgroup_parent,
+        "exec-opts": ["native.cgroupdriver=cgroupfs"],
+        "storage-driver": "overlay2",
+        "log-level": "warn",
+    }
+    if capfilter is not None:
+        config["runtimes"] = {"capfilter": {"path": str(capfilter)}}
+        config["default-runtime"] = "capfilter"
+    return config
+
+
+class Engine:
+    """A Docker engine: `docker(...)` runs the CLI against it; `env` is the environment kind needs."""
+
+    def __init__(self, env: dict[str, str], *, netns: str | None = None) -> None:
+        self.env = env
+        self.netns = netns
+        self.own = netns is not None
+        self.state: dict[str, Any] = {}
+
+    def docker(
+        self, *args: str, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["docker", *args], env=self.env, capture_output=True, text=True, check=False, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise EngineError(
+                f"docker {' '.join(args[:3])} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}"
+            )
+        return proc
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        """Where the engine's networks are: its own namespace, or the host's for an existing engine."""
+        if self.netns is None:
+            yield
+        else:
+            with in_netns(self.netns):
+                yield
+
+    def describe(self) -> str:
+        if not self.own:
+            return "the running Docker engine"
+        wrapped = " with the capability filter" if self.state.get("capfilter") else ""
+        return f"Debian's dockerd in network namespace {self.netns}{wrapped}"
+
+    # -------------------------------------------------------------------------------- start / stop
+
+    @classmethod
+    def find_or_start(cls, workdir: Path) -> Engine:
+        env = dict(os.environ)
+        if (
+            shutil.which("docker")
+            and subprocess.run(
+                ["docker", "info"], env=env, capture_output=True, check=False, timeout=20
+            ).returncode
+            == 0
+        ):
+            log("using the running Docker engine")
+            return cls(env)
+        if os.geteuid() != 0:
+            raise EngineError(
+                "no Docker engine answers `docker info` and this is not root, so none can be started here: "
+                "install and start Docker (https://docs.docker.com/engine/install/) and let this user use it"
+            )
+        engine = cls(env, netns=f"{NETNS_PREFIX}{os.getpid()}")
+        try:
+            engine._start(workdir)
+        except BaseException:
+            engine.stop()
+            raise
+        return engine
+
+    def _start(self, workdir: Path) -> None:
+        _ensure_debian_docker()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.state = {"workdir": str(workdir), "netns_run_dir": netns_run_dir_state()}
+        missing = missing_capabilities(capability_bounding_set(), last_capability())
+        capfilter = CAPFILTER if missing else None
+        self.state["capfilter"] = bool(capfilter)
+        if missing:
+            log(f"CapBnd lacks {missing}: dockerd's runtime drops them (e2e/runc_capfilter.py)")
+        if not HOST_MODULES.exists():
+            HOST_MODULES.mkdir(parents=True)
+            self.state["made_host_modules"] = True
+        subprocess.run(["ip", "netns", "add", self.netns], check=True, capture_output=True)
+        self.state["netns_created"] = True
+        subprocess.run(["ip", "-n", self.netns, "link", "set", "lo", "up"], check=True, capture_output=True)
+        data_root = images_dir().parent / "kind" / "docker"
+        data_root.mkdir(parents=True, exist_ok=True)
+        cgroup_parent = f"/{self.netns}"
+        self.state["cgroup_parent"] = cgroup_parent
+        config = workdir / "daemon.json"
+        config.write_text(json.dumps(daemon_config(workdir, data_root, cgroup_parent, capfilter), indent=2))
+        logf = (workdir / "dockerd.log").open("ab")
+        proc = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{self.netns}", "dockerd", "--config-file", str(config)],
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.state["pid"] = proc.pid
+        self.env["DOCKER_HOST"] = f"unix://{workdir / 'docker.sock'}"
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise EngineError(f"dockerd exited ({proc.returncode}): {_tail(workdir / 'dockerd.log')}")
+            if self.docker("info", check=False, timeout=10).returncode == 0:
+                log(f"started {self.describe()} (pid {proc.pid}, data root {data_root})")
+                return
+            time.sleep(0.5)
+        raise EngineError(f"dockerd did not answer in {START_TIMEOUT:.0f}s: {_tail(workdir / 'dockerd.log')}")
+
+    def stop(self) -> list[str]:
+        """Stop what was started here, by PID, and undo what it changed on the host; returns what was done."""
+        if not self.own:
+            return []
+        done: list[str] = []
+        pid = self.state.get("pid")
+        if pid and _pid_alive(pid, "dockerd"):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and _pid_alive(pid, "dockerd"):
+                time.sleep(0.2)
+            if _pid_alive(pid, "dockerd"):
+                os.kill(pid, signal.SIGKILL)
+            done.append(f"stopped dockerd (pid {pid})")
+        # whatever still runs in the namespace (containerd shims of containers dockerd did not stop)
+        if self.state.get("netns_created"):
+            pids = subprocess.run(
+                ["ip", "netns", "pids", self.netns], capture_output=True, text=True
+            ).stdout.split()
+            for p in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(p), signal.SIGKILL)
+        workdir = Path(self.state.get("workdir", "/nonexistent"))
+        data_root = images_dir().parent / "kind" / "docker"
+        _unmount_under([str(workdir), str(data_root)])
+        parent = self.state.get("cgroup_parent")
+        if parent:
+            _remove_cgroups([str(m / parent.lstrip("/")) for m in _cgroup_mounts()])
+        if self.state.get("netns_created"):
+            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+            done.append(f"removed network namespace {self.netns}")
+        done += _restore_netns_run_dir(self.state.get("netns_run_dir", {}))
+        if self.state.get("made_host_modules"):
+            with contextlib.suppress(OSError):
+                HOST_MODULES.rmdir()
+                done.append(f"removed {HOST_MODULES}")
+        shutil.rmtree(workdir / "exec", ignore_errors=True)
+        self.state = {}
+        return done
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+def _ensure_debian_docker() -> None:
+    """Debian's docker.io when dockerd is missing, installed without starting its service (a
+    policy-rc.d that denies it exists only during the install)."""
+    if shutil.which("dockerd"):
+        return
+    if shutil.which("apt-get") is None:
+        raise EngineError("no Docker engine and no apt-get to install Debian's docker.io: install Docker")
+    log("installing Debian's docker.io (dockerd; its service is not started)")
+    policy = Path("/usr/sbin/policy-rc.d")
+    made = not policy.exists()
+    if made:
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+    try:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io"]
+        if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
+            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise EngineError(f"apt-get install docker.io failed: {proc.stderr[-2000:]}")
+    finally:
+        if made:
+            policy.unlink()

@@ -1,0 +1,625 @@
+"""`make e2e`: the operator on a kind cluster (one control-plane node, two workers), as users try it.
+
+  1. a Docker engine: the running one, or Debian's started here (e2e/docker_engine.py)
+  2. kind's node image: the published one when the engine can pull it, else built here from Go modules and
+     Debian's mirror (e2e/kind_image.py; KIND_NODE_IMAGE=local forces that, =published forbids it)
+  3. the cluster: kind's default CNI replaced by a static ptp configuration per node (one pod /24 each,
+     routes between the nodes), the example models mounted at /models/triton on every node
+  4. the operator image (the Dockerfile) and a CPU Triton image built here and `kind load`ed
+  5. the chart installed as README says; every example applied, Ready, and answering right (e2e/infer.py
+     against its Service, from inside a worker's network namespace)
+  6. with E2E_SCENARIOS=1 (the default), the pod-level scenario tests on this cluster
+  7. a pass/fail table, bench/results/e2e-kind.json; the cluster deleted (also on failure and Ctrl-C), the
+     engine stopped when it was started here: the host is left as found
+
+On a machine with an NVIDIA GPU, Docker's nvidia runtime and the container toolkit, `make e2e` runs the GPU
+variant instead (e2e/kind-gpu.sh). KEEP_CLUSTER=1 keeps the cluster (and the engine) and says how to reach it.
+
+    .venv/bin/python -m e2e.kind [--workers N] [--no-scenarios] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.docker_engine import Engine, EngineError
+from e2e.images import ImageError, all_images, chart_image
+from e2e.kind_image import ImageError as NodeImageError
+from e2e.kind_image import lacks_sys_resource, local_node_image, published_node_image
+from e2e.local import Report
+from e2e.node import ensure_node_binaries
+from harness.gotools import ensure_tool, tool_path
+from harness.helm import Helm
+from harness.paths import ROOT
+from tritonpipeline.kube.meta import PIPELINE_LABEL
+
+CLUSTER_NAME = "tritonpipeline-e2e"
+POD_SUBNET = "10.244.0.0/16"
+MODELS_DIR = "/models"  # on every node; the example models at MODELS_DIR/triton
+NAMESPACE = "e2e-examples"  # the scenario tests use their own ("pipelines")
+RELEASE, RELEASE_NS = "tp", "triton-system"
+RESULTS = ROOT / "bench" / "results" / "e2e-kind.json"
+SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}}
+CNI_CONF = "/etc/cni/net.d/10-tritonpipeline.conflist"
+# the pod-level scenario tests that run on any cluster given by a kubeconfig (node_cluster.KubeconfigCluster)
+SCENARIO_TESTS = (
+    "test_node_pipeline.py",
+    "test_node_scenarios.py",
+    "test_node_webhook.py",
+    "test_node_status.py",
+    "test_node_stream_drain.py",
+)
+READY_TIMEOUT = 300.0
+
+
+def log(msg: str) -> None:
+    print(f">> e2e: {msg}", flush=True)
+
+
+class StepFailed(Exception):
+    """A step the rest depends on failed (its row says why): straight to the report and cleanup."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# pure: the cluster's configuration
+
+
+def cgroup_v1(mountinfo: str) -> bool:
+    """Whether /sys/fs/cgroup is a cgroup v1 hierarchy (a tmpfs of controllers), from /proc/self/mountinfo."""
+    for line in mountinfo.splitlines():
+        pre, _, post = line.partition(" - ")
+        if pre.split()[4] == "/sys/fs/cgroup":
+            return post.split()[0] != "cgroup2"
+    return False
+
+
+def cluster_config(workers: int, models: Path, *, cgroup_v1: bool, no_sys_resource: bool) -> dict[str, Any]:
+    """kind's Cluster: one control-plane node and `workers` workers, each with `models` at MODELS_DIR/triton;
+    no default CNI (install_cni); kubelet settings only where the host needs them."""
+    mount = {"hostPath": str(models), "containerPath": f"{MODELS_DIR}/triton", "readOnly": True}
+    nodes = [{"role": "control-plane", "extraMounts": [mount]}]
+    nodes += [{"role": "worker", "extraMounts": [mount]} for _ in range(workers)]
+    config: dict[str, Any] = {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "networking": {"disableDefaultCNI": True, "podSubnet": POD_SUBNET},
+        "nodes": nodes,
+    }
+    kubelet: dict[str, Any] = {"kind": "KubeletConfiguration"}
+    if cgroup_v1:
+        kubelet["failCgroupV1"] = False  # kubelet 1.35+ refuses cgroup v1 otherwise
+    patches = []
+    if no_sys_resource:
+        # a node may not lower oom_score_adj without CAP_SYS_RESOURCE
+        kubelet["oomScoreAdj"] = 0
+        patches.append(yaml.safe_dump({"kind": "KubeProxyConfiguration", "oomScoreAdj": 0}))
+        config["containerdConfigPatches"] = [
+            '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true'
+        ]
+    if len(kubelet) > 1:
+        patches.insert(0, yaml.safe_dump(kubelet))
+    if patches:
+        config["kubeadmConfigPatches"] = patches
+    return config
+
+
+def cni_conflist(pod_cidr: str) -> dict[str, Any]:
+    """The node's CNI configuration: ptp with host-local addresses from its own pod CIDR (what kindnetd
+    writes), portmap for hostPort."""
+    ipaddress.ip_network(pod_cidr)  # raises on a malformed CIDR
+    return {
+        "cniVersion": "0.3.1",
+        "name": "tritonpipeline",
+        "plugins": [
+            {
+                "type": "ptp",
+                "ipMasq": False,
+                "mtu": 1500,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": "/run/cni-ipam-state",
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "ranges": [[{"subnet": pod_cidr}]],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def node_routes(nodes: dict[str, tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """For each node (name -> (address, pod CIDR)), the routes to every other node's pods: (CIDR, via)."""
+    return {
+        name: [(cidr, address) for other, (address, cidr) in sorted(nodes.items()) if other != name]
+        for name in nodes
+    }
+
+
+def example_doc(path: Path, triton_image: str) -> dict[str, Any]:
+    """An example CR in NAMESPACE, its models from the claim `models`, on CPU with small requests."""
+    doc = yaml.safe_load(path.read_text())
+    doc["metadata"] = {"name": doc["metadata"]["name"], "namespace": NAMESPACE}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    doc["spec"].setdefault("server", {}).update(gpus=0, image=triton_image, resources=SMALL)
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------
+# the cluster
+
+
+class KindCluster:
+    def __init__(self, engine: Engine, name: str, workdir: Path, kubectl: str) -> None:
+        self.engine = engine
+        self.name = name
+        self.workdir = workdir
+        self.kind = str(tool_path("kind"))
+        self.kubeconfig = workdir / "kubeconfig"
+        self.kubectl_bin = kubectl
+
+    def run_kind(self, *args: str, timeout: float = 900) -> str:
+        proc = subprocess.run(
+            [self.kind, *args],
+            env=self.engine.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"kind {' '.join(args[:2])} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+            )
+        return proc.stdout + proc.stderr
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(
+            [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args[:3])} failed: {proc.stderr.strip()[-2000:]}")
+        return proc.stdout
+
+    def node_names(self) -> list[str]:
+        return self.run_kind("get", "nodes", "--name", self.name).split()
+
+    def address(self, node: str) -> str:
+        fmt = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+        return self.engine.docker("inspect", "-f", fmt, node).stdout.strip()
+
+    def netns(self, node: str) -> str:
+        """The node container's network namespace (ClusterIPs and pod IPs are routed there)."""
+        pid = self.engine.docker("inspect", "-f", "{{.State.Pid}}", node).stdout.strip()
+        return f"/proc/{pid}/ns/net"
+
+    def create(self, image: str, config: dict[str, Any]) -> None:
+        self.run_kind("delete", "cluster", "--name", self.name)
+        path = self.workdir / "kind.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        scratch = self.workdir / "kind-kubeconfig"
+        self.run_kind(
+            "create", "cluster", "--name", self.name, "--image", image, "--config", str(path),
+            "--kubeconfig", str(scratch), "--wait", "0s",
+        )  # fmt: skip
+        # the API server at the control-plane node's address: the same from the engine's network, the
+        # nodes' and (on a Linux host) the host's, unlike the port kind publishes on 127.0.0.1
+        kc = yaml.safe_load(scratch.read_text())
+        kc["clusters"][0]["cluster"]["server"] = f"https://{self.address(self.name + '-control-plane')}:6443"
+        self.kubeconfig.write_text(yaml.safe_dump(kc))
+        self.kubeconfig.chmod(0o600)
+        scratch.unlink()
+
+    def install_cni(self, timeout: float = 120) -> dict[str, tuple[str, str]]:
+        """Each node's pod CIDR (from the controller manager) as a ptp conflist on it, and routes to the
+        others' pods; returns name -> (address, CIDR) once every node is Ready."""
+        deadline = time.monotonic() + timeout
+        nodes: dict[str, tuple[str, str]] = {}
+        while time.monotonic() < deadline:
+            items = json.loads(self.kubectl("get", "nodes", "-o", "json"))["items"]
+            nodes = {
+                n["metadata"]["name"]: (self.address(n["metadata"]["name"]), n["spec"].get("podCIDR", ""))
+                for n in items
+            }
+            if len(nodes) == len(self.node_names()) and all(cidr for _, cidr in nodes.values()):
+                break
+            time.sleep(1)
+        else:
+            raise RuntimeError(f"nodes without a pod CIDR after {timeout:.0f}s: {nodes}")
+        routes = node_routes(nodes)
+        for name, (_, cidr) in nodes.items():
+            script = ["sysctl -qw net.ipv4.ip_forward=1"]
+            script += [f"ip route replace {dst} via {via}" for dst, via in routes[name]]
+            script.append(f"cat > {CNI_CONF}.tmp && mv {CNI_CONF}.tmp {CNI_CONF}")
+            proc = subprocess.run(
+                ["docker", "exec", "-i", name, "sh", "-ec", "; ".join(script)],
+                input=json.dumps(cni_conflist(cidr), indent=2),
+                env=self.engine.env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"CNI on {name}: {proc.stderr.strip()}")
+        self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={int(timeout)}s")
+        return nodes
+
+    def load(self, archive: Path) -> None:
+        self.run_kind("load", "image-archive", str(archive), "--name", self.name)
+
+    def delete(self) -> None:
+        with_engine = subprocess.run(
+            [self.kind, "delete", "cluster", "--name", self.name],
+            env=self.engine.env,
+            capture_output=True,
+            check=False,
+        )
+        if with_engine.returncode != 0:
+            log(f"kind delete cluster failed: {with_engine.stderr.decode(errors='replace').strip()}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the run
+
+
+def has_gpu_runtime() -> bool:
+    if shutil.which("nvidia-smi") is None or shutil.which("docker") is None:
+        return False
+    info = subprocess.run(
+        ["docker", "info", "--format", "{{.DefaultRuntime}}"], capture_output=True, text=True
+    )
+    return info.returncode == 0 and info.stdout.strip() == "nvidia"
+
+
+def node_image(engine: Engine, mode: str) -> tuple[str, str]:
+    """(image, "published" | "local") per KIND_NODE_IMAGE (auto, local, published)."""
+    if mode not in ("auto", "local", "published"):
+        raise SystemExit(f"KIND_NODE_IMAGE must be auto, local or published, not {mode!r}")
+    if mode != "local":
+        found = published_node_image(engine.docker)
+        if found:
+            return found, "published"
+        if mode == "published":
+            raise NodeImageError(
+                "KIND_NODE_IMAGE=published, and kind's published node image cannot be pulled"
+            )
+    return local_node_image(engine.docker, engine.env), "local"
+
+
+def models_claim(cluster: KindCluster) -> None:
+    """A hostPath PersistentVolume at MODELS_DIR (the example models on every node) bound to `models`."""
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{NAMESPACE}-models"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "hostPath": {"path": MODELS_DIR, "type": "Directory"},
+                "claimRef": {"namespace": NAMESPACE, "name": "models"},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "models", "namespace": NAMESPACE},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "volumeName": f"{NAMESPACE}-models",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    ]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+
+
+def wait_ready(cluster: KindCluster, name: str, timeout: float = READY_TIMEOUT) -> float:
+    t0 = time.monotonic()
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Ready",
+        f"tritonpipeline/{name}",
+        "-n",
+        NAMESPACE,
+        f"--timeout={int(timeout)}s",
+    )
+    return time.monotonic() - t0
+
+
+def check_example(cluster: KindCluster, doc: dict[str, Any], client_netns: str, work: Path) -> str:
+    """Every pipeline of the example checked through its Service against the reference evaluation."""
+    from e2e.node import in_netns_path
+
+    name = doc["metadata"]["name"]
+    service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
+    spec = work / f"{name}.json"
+    spec.write_text(json.dumps(doc))
+    cmd = [sys.executable, str(ROOT / "e2e" / "infer.py"), "--url", f"{service['spec']['clusterIP']}:{port}"]
+    with in_netns_path(client_netns):
+        proc = subprocess.run([*cmd, "--spec", str(spec)], capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name}: {proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    return proc.stdout.strip().splitlines()[-1][:200] if proc.stdout.strip() else "ok"
+
+
+def replica_nodes(cluster: KindCluster, name: str) -> dict[str, str]:
+    selector = f"{PIPELINE_LABEL}={name}"
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))["items"]
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
+
+
+def run_scenarios(cluster: KindCluster, images: dict[str, str], client_netns: str, report: Report) -> None:
+    """The pod-level scenario tests (tests/test_node_*.py that take a kubeconfig) on this cluster."""
+    env = {
+        **cluster.engine.env,
+        "TRITONPIPELINE_E2E_KUBECONFIG": str(cluster.kubeconfig),
+        "TRITONPIPELINE_E2E_NODES": ",".join(cluster.node_names()),
+        "TRITONPIPELINE_E2E_OPERATOR_IMAGE": images["operator"],
+        "TRITONPIPELINE_E2E_TRITON_IMAGE": images["triton"],
+        "TRITONPIPELINE_E2E_MODELS_DIR": MODELS_DIR,
+        "TRITONPIPELINE_E2E_NETNS": client_netns,
+        "PATH": f"{Path(cluster.kubectl_bin).parent}:{os.environ.get('PATH', '')}",
+    }
+    junit = cluster.workdir / "scenarios.xml"
+    tests = [str(ROOT / "tests" / t) for t in SCENARIO_TESTS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "node",
+        f"--junitxml={junit}",
+        *tests,
+    ]
+    subprocess.run(cmd, env=env, cwd=ROOT, check=False)
+    import xml.etree.ElementTree as ET
+
+    if not junit.exists():
+        report.rows.append(_row("scenarios", False, 0.0, "pytest wrote no report"))
+        return
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        failed = case.find("failure") is not None or case.find("error") is not None
+        skipped = case.find("skipped")
+        if skipped is not None:  # proves nothing here: not a pass
+            failed, detail = True, f"skipped: {skipped.get('message', '')[:150]}"
+        else:
+            detail = (
+                (case.find("failure") or case.find("error") or case).get("message", "")[:150]
+                if failed
+                else ""
+            )
+        report.rows.append(
+            _row(f"scenario {case.get('name')}", not failed, float(case.get("time", 0)), detail)
+        )
+
+
+def _row(step: str, ok: bool, seconds: float, detail: str) -> Any:
+    from e2e.local import Row
+
+    return Row(step, ok, seconds, detail)
+
+
+def write_results(report: Report, nodes: int, image_kind: str, timings: dict[str, float]) -> None:
+    scenarios = {
+        r.step: {"passed": r.ok, "seconds": round(r.seconds, 1), **({"detail": r.detail} if r.detail else {})}
+        for r in report.rows
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "nodes": nodes,
+                "node_image": image_kind,
+                "scenarios": scenarios,
+                "timings": {k: round(v, 1) for k, v in timings.items()},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.kind", description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", type=int, default=2, help="worker nodes (default 2)")
+    parser.add_argument(
+        "--no-scenarios", action="store_true", help="only the examples, not the scenario tests"
+    )
+    parser.add_argument("--keep", action="store_true", default=os.environ.get("KEEP_CLUSTER") == "1")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tritonpipeline-kind")
+    parser.add_argument(
+        "--prepare", action="store_true", help="only build (or find) the node image and the images, then stop"
+    )
+    args = parser.parse_args(argv)
+    if args.prepare:
+        return prepare(args.workdir)
+    scenarios = not args.no_scenarios and os.environ.get("E2E_SCENARIOS", "1") != "0"
+    if has_gpu_runtime():
+        log("an NVIDIA GPU and Docker's nvidia runtime are here: the GPU variant (e2e/kind-gpu.sh)")
+        os.execvp("bash", ["bash", str(ROOT / "e2e" / "kind-gpu.sh")])
+
+    def interrupted(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+    report = Report()
+    timings: dict[str, float] = {}
+    t_all = time.monotonic()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    engine: Engine | None = None
+    cluster: KindCluster | None = None
+    image_kind = "none"
+    try:
+        t = time.monotonic()
+        try:
+            engine = Engine.find_or_start(args.workdir / "docker")
+        except EngineError as err:
+            print(f"make e2e: {err}", file=sys.stderr)
+            return 2
+        timings["engine"] = time.monotonic() - t
+        t = time.monotonic()
+        image, image_kind = node_image(engine, os.environ.get("KIND_NODE_IMAGE", "auto"))
+        timings["node_image"] = time.monotonic() - t
+        t = time.monotonic()
+        images = all_images()
+        timings["images"] = time.monotonic() - t
+        kubectl = ensure_node_binaries()["kubectl"]
+        helm = Helm(ensure_tool("helm"), home=args.workdir / "helm", kubeconfig=args.workdir / "kubeconfig")
+        config = cluster_config(
+            args.workers,
+            ROOT / "model_repository",
+            cgroup_v1=cgroup_v1(Path("/proc/self/mountinfo").read_text()),
+            no_sys_resource=lacks_sys_resource(),
+        )
+        with engine.inside():
+            cluster = KindCluster(engine, CLUSTER_NAME, args.workdir, kubectl)
+
+            def create() -> str:
+                t = time.monotonic()
+                cluster.create(image, config)
+                timings["kind_create"] = time.monotonic() - t
+                nodes = cluster.install_cni()
+                timings["cluster_ready"] = time.monotonic() - t
+                return f"{len(nodes)} nodes Ready ({image_kind} node image): " + ", ".join(
+                    f"{n} {cidr}" for n, (_, cidr) in sorted(nodes.items())
+                )
+
+            if not report.run(f"kind cluster: 1 control plane + {args.workers} workers", create):
+                raise StepFailed
+
+            def load() -> str:
+                t = time.monotonic()
+                for image_ in images.values():
+                    cluster.load(image_.archive)
+                timings["kind_load"] = time.monotonic() - t
+                return ", ".join(f"{i.name} ({i.size_mb:.0f} MB)" for i in images.values())
+
+            def install() -> str:
+                t = time.monotonic()
+                operator = images["operator"].name
+                repository, _, tag = operator.rpartition(":")
+                chosen = (
+                    []
+                    if operator == chart_image()
+                    else ["--set", f"image.repository={repository},image.tag={tag}"]
+                )
+                helm.run(
+                    "install", RELEASE, str(ROOT / "charts" / "triton-pipeline"), "-n", RELEASE_NS,
+                    "--create-namespace", *chosen, "--wait", "--timeout", "5m",
+                )  # fmt: skip
+                timings["helm_install"] = time.monotonic() - t
+                return f"{RELEASE}-triton-pipeline rolled out in {timings['helm_install']:.0f}s"
+
+            if not report.run("kind load: operator and CPU Triton images", load):
+                raise StepFailed
+            if not report.run("helm install (README)", install):
+                raise StepFailed
+            models_claim(cluster)
+            workers = [n for n in cluster.node_names() if not n.endswith("control-plane")]
+            client_netns = cluster.netns(workers[0] if workers else cluster.name + "-control-plane")
+            work = args.workdir / "specs"
+            work.mkdir(exist_ok=True)
+            for example in sorted((ROOT / "examples").glob("*.yaml")):
+                doc = example_doc(example, images["triton"].name)
+                name = doc["metadata"]["name"]
+
+                def apply_and_check(doc: dict[str, Any] = doc, name: str = name) -> str:
+                    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+                    ready = wait_ready(cluster, name)
+                    timings[f"ready_{name}"] = ready
+                    answer = check_example(cluster, doc, client_netns, work)
+                    where = sorted(set(replica_nodes(cluster, name).values()))
+                    return f"Ready {ready:.0f}s on {', '.join(where)}; {answer}"
+
+                report.run(f"example {example.name}: Ready and answering right", apply_and_check)
+            if scenarios:
+                # the examples' pods leave the CPU to the scenarios
+                cluster.kubectl("delete", "namespace", NAMESPACE, "--timeout=120s", check=False)
+                t = time.monotonic()
+                run_scenarios(cluster, {k: v.name for k, v in images.items()}, client_netns, report)
+                timings["scenarios"] = time.monotonic() - t
+    except StepFailed:
+        pass
+    except (ImageError, NodeImageError) as err:
+        report.rows.append(_row("node image and images", False, 0.0, str(err).splitlines()[0][:300]))
+        print(str(err), file=sys.stderr)
+    except KeyboardInterrupt:
+        log("interrupted: cleaning up")
+        report.rows.append(_row("interrupted", False, 0.0, "Ctrl-C or SIGTERM"))
+    finally:
+        timings["total"] = time.monotonic() - t_all
+    return finish(report, args, timings, image_kind, engine, cluster)
+
+
+def prepare(workdir: Path) -> int:
+    """What a run needs before its cluster (`make test` does it as a phase of its own): the node image in
+    the engine (started and stopped here when it is ours) and the operator and Triton images."""
+    if os.geteuid() != 0 and shutil.which("docker") is None:
+        log("not root and no Docker engine: the kind test will skip")
+        return 0
+    try:
+        engine = Engine.find_or_start(workdir / "docker")
+    except EngineError as err:
+        log(f"{err}: the kind test will skip")
+        return 0
+    try:
+        image, image_kind = node_image(engine, os.environ.get("KIND_NODE_IMAGE", "auto"))
+        all_images()
+        log(f"ready: the {image_kind} node image {image} and the operator and CPU Triton images")
+    finally:
+        for line in engine.stop():
+            log(line)
+    return 0
+
+
+def finish(
+    report: Report, args: argparse.Namespace, timings: dict[str, float], image_kind: str,
+    engine: Engine | None, cluster: KindCluster | None,
+) -> int:  # fmt: skip
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleanup is not interrupted
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        if args.keep and cluster is not None:
+            log(f"kept: KUBECONFIG={cluster.kubeconfig}; the engine: {engine.describe() if engine else ''}")
+        else:
+            t = time.monotonic()
+            if cluster is not None:
+                cluster.delete()
+            for line in engine.stop() if engine else []:
+                log(line)
+            timings["teardown"] = time.monotonic() - t
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if report.rows:
+        print(report.table())
+        write_results(report, args.workers + 1, image_kind, timings)
+        rounded = {k: round(v) for k, v in timings.items()}
+        log(f"results: {RESULTS.relative_to(ROOT)}; timings {json.dumps(rounded)}")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

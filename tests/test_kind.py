@@ -1,0 +1,300 @@
+"""`make e2e` on kind: the pure parts (cluster configuration, CNI, routes, the Docker engine's settings, the
+runc capability filter, docker archives) and, marked `kind`, the whole run on a real kind cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from e2e import docker_engine, kind, kind_image, runc_capfilter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# ----------------------------------------------------------------------------------- cluster config
+
+
+def test_cluster_config_one_control_plane_then_workers_each_with_the_models() -> None:
+    config = kind.cluster_config(2, Path("/repo/model_repository"), cgroup_v1=False, no_sys_resource=False)
+    assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker", "worker"]
+    for n in config["nodes"]:
+        assert n["extraMounts"] == [
+            {"hostPath": "/repo/model_repository", "containerPath": "/models/triton", "readOnly": True}
+        ]
+    assert config["networking"] == {"disableDefaultCNI": True, "podSubnet": kind.POD_SUBNET}
+    # a host that needs nothing special gets nothing special
+    assert "kubeadmConfigPatches" not in config and "containerdConfigPatches" not in config
+
+
+def test_cluster_config_patches_only_what_the_host_needs() -> None:
+    v1 = kind.cluster_config(0, Path("/m"), cgroup_v1=True, no_sys_resource=False)
+    assert [n["role"] for n in v1["nodes"]] == ["control-plane"]
+    (patch,) = v1["kubeadmConfigPatches"]
+    assert kind.yaml.safe_load(patch) == {"kind": "KubeletConfiguration", "failCgroupV1": False}
+    assert "containerdConfigPatches" not in v1
+
+    capless = kind.cluster_config(1, Path("/m"), cgroup_v1=False, no_sys_resource=True)
+    patches = [kind.yaml.safe_load(p) for p in capless["kubeadmConfigPatches"]]
+    assert {"kind": "KubeletConfiguration", "oomScoreAdj": 0} in patches
+    assert {"kind": "KubeProxyConfiguration", "oomScoreAdj": 0} in patches
+    assert "restrict_oom_score_adj = true" in capless["containerdConfigPatches"][0]
+
+
+MOUNTINFO_V1 = """\
+25 30 0:23 / /sys rw,nosuid - sysfs sysfs rw
+26 25 0:24 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
+27 26 0:25 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+28 26 0:26 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+"""
+MOUNTINFO_V2 = "25 30 0:23 / /sys rw - sysfs sysfs rw\n26 25 0:24 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+
+
+def test_cgroup_version_from_mountinfo() -> None:
+    assert kind.cgroup_v1(MOUNTINFO_V1) is True
+    assert kind.cgroup_v1(MOUNTINFO_V2) is False
+    assert kind.cgroup_v1("25 30 0:23 / /sys rw - sysfs sysfs rw\n") is False
+
+
+def test_cni_conflist_gives_the_node_its_own_pod_cidr() -> None:
+    conf = kind.cni_conflist("10.244.2.0/24")
+    ptp, portmap = conf["plugins"]
+    assert ptp["type"] == "ptp" and ptp["ipam"]["ranges"] == [[{"subnet": "10.244.2.0/24"}]]
+    assert portmap == {"type": "portmap", "capabilities": {"portMappings": True}}
+    with pytest.raises(ValueError):
+        kind.cni_conflist("10.244.2.0/33")
+
+
+def test_node_routes_reach_every_other_node_pods_and_not_its_own() -> None:
+    nodes = {
+        "cp": ("172.18.0.2", "10.244.0.0/24"),
+        "w1": ("172.18.0.3", "10.244.1.0/24"),
+        "w2": ("172.18.0.4", "10.244.2.0/24"),
+    }
+    routes = kind.node_routes(nodes)
+    assert routes["cp"] == [("10.244.1.0/24", "172.18.0.3"), ("10.244.2.0/24", "172.18.0.4")]
+    assert routes["w2"] == [("10.244.0.0/24", "172.18.0.2"), ("10.244.1.0/24", "172.18.0.3")]
+    assert kind.node_routes({"only": ("172.18.0.2", "10.244.0.0/24")}) == {"only": []}
+
+
+def test_example_doc_serves_from_the_claim_on_cpu() -> None:
+    doc = kind.example_doc(ROOT / "examples" / "fanout.yaml", "local/triton:cpu")
+    assert doc["metadata"] == {"name": "vision", "namespace": kind.NAMESPACE}
+    assert doc["spec"]["modelRepository"]["uri"] == "pvc://models/triton"
+    server = doc["spec"]["server"]
+    assert (server["gpus"], server["image"], server["resources"]) == (0, "local/triton:cpu", kind.SMALL)
+
+
+# ----------------------------------------------------------------------------------- the Docker engine
+
+
+def test_missing_capabilities_from_the_bounding_set() -> None:
+    assert docker_engine.missing_capabilities(0x000001FFFEFFFFFF, 40) == [24]  # CAP_SYS_RESOURCE
+    assert docker_engine.missing_capabilities(0x000001FFFFFFFFFF, 40) == []
+    assert docker_engine.missing_capabilities(0x0000000000000000, 2) == [0, 1, 2]
+
+
+def test_daemon_config_keeps_everything_but_the_data_root_in_the_run_directory(tmp_path: Path) -> None:
+    config = docker_engine.daemon_config(tmp_path, Path("/cache/docker"), "/tpkind-1", None)
+    assert config["data-root"] == "/cache/docker"
+    for key in ("exec-root", "pidfile"):
+        assert config[key].startswith(str(tmp_path))
+    assert config["hosts"] == [f"unix://{tmp_path}/docker.sock"]
+    assert config["cgroup-parent"] == "/tpkind-1"
+    assert "runtimes" not in config and "default-runtime" not in config
+    wrapped = docker_engine.daemon_config(tmp_path, Path("/c"), "/p", Path("/x/runc_capfilter.py"))
+    assert wrapped["runtimes"] == {"capfilter": {"path": "/x/runc_capfilter.py"}}
+    assert wrapped["default-runtime"] == "capfilter"
+
+
+CAPS = ["CAP_CHOWN", "CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_BPF"]
+
+
+def test_capfilter_keeps_only_allowed_capabilities() -> None:
+    caps = {"bounding": list(CAPS), "effective": list(CAPS), "ambient": []}
+    runc_capfilter.filter_caps(caps, {"CAP_CHOWN", "CAP_BPF"})
+    assert caps == {
+        "bounding": ["CAP_CHOWN", "CAP_BPF"],
+        "effective": ["CAP_CHOWN", "CAP_BPF"],
+        "ambient": [],
+    }
+    assert runc_capfilter.option(["--bundle", "/b", "id"], "--bundle", "-b") == "/b"
+    assert runc_capfilter.option(["-b=/c", "id"], "--bundle", "-b") == "/c"
+    assert runc_capfilter.option(["id"], "--bundle", "-b") is None
+
+
+def _fake_runc(tmp_path: Path) -> Path:
+    """A stand-in for the real runc that records its arguments and the spec it was handed."""
+    fake = tmp_path / "runc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path}/args\n'
+        'for a in "$@"; do case "$prev" in --bundle|-b) cp "$a/config.json" '
+        f'{tmp_path}/seen.json;; --process|-p) cp "$a" {tmp_path}/seen.json;; esac; prev="$a"; done\n'
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+def test_capfilter_rewrites_create_and_exec_specs_then_runs_runc(tmp_path: Path) -> None:
+    """The wrapper as dockerd runs it: what the bounding set lacks is gone from the spec runc gets, the
+    rest and the arguments are unchanged."""
+    allowed = runc_capfilter.allowed()
+    want = [c for c in CAPS if c in allowed]
+    env = {**os.environ, "CAPFILTER_RUNC": str(_fake_runc(tmp_path))}
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    spec = {"ociVersion": "1.2.0", "process": {"capabilities": {"bounding": CAPS, "permitted": CAPS}}}
+    (bundle / "config.json").write_text(json.dumps(spec))
+    wrapper = str(ROOT / "e2e" / "runc_capfilter.py")
+    args = ["--root", "/r", "create", "--bundle", str(bundle), "ctr1"]
+    subprocess.run([wrapper, *args], env=env, check=True)
+    assert (tmp_path / "args").read_text().split() == args
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["process"]["capabilities"] == {"bounding": want, "permitted": want}
+    assert seen["ociVersion"] == "1.2.0"
+
+    process = tmp_path / "process.json"
+    process.write_text(json.dumps({"args": ["sh"], "capabilities": {"effective": CAPS}}))
+    subprocess.run([wrapper, "exec", "--process", str(process), "ctr1"], env=env, check=True)
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == {"args": ["sh"], "capabilities": {"effective": want}}
+
+
+# ----------------------------------------------------------------------------------- the node image
+
+
+def test_docker_archive_lists_tags_first_and_stores_shared_layers_once(tmp_path: Path) -> None:
+    shared = kind_image._file_layer(tmp_path / "a.tar", {"usr/local/bin/x": (b"x", 0o755)})
+    own = kind_image._file_layer(tmp_path / "b.tar", {"y": (b"y", 0o644)})
+    images = [
+        kind_image.ArchiveImage(["registry.k8s.io/one:v1"], [shared], {"Entrypoint": ["/x"]}),
+        kind_image.ArchiveImage(["kindest/two:v2", "kindest/two:latest"], [shared, own], {}),
+    ]
+    out = kind_image.write_docker_archive(images, tmp_path / "images.tar")
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        assert names[0] == "repositories"  # kind reads the tags from the first metadata entry
+        manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+        repositories = json.load(tar.extractfile("repositories"))  # type: ignore[arg-type]
+        assert [m["RepoTags"] for m in manifest] == [
+            ["registry.k8s.io/one:v1"],
+            ["docker.io/kindest/two:v2", "docker.io/kindest/two:latest"],
+        ]
+        assert sorted(repositories) == ["docker.io/kindest/two", "registry.k8s.io/one"]
+        assert sum(n.endswith("layer.tar") for n in names) == 2
+        for m in manifest:
+            config = json.load(tar.extractfile(m["Config"]))  # type: ignore[arg-type]
+            for layer, diff_id in zip(m["Layers"], config["rootfs"]["diff_ids"], strict=True):
+                data = tar.extractfile(layer).read()  # type: ignore[union-attr]
+                assert diff_id == "sha256:" + hashlib.sha256(data).hexdigest()
+        assert json.load(tar.extractfile(manifest[0]["Config"]))["config"] == {"Entrypoint": ["/x"]}  # type: ignore[arg-type]
+
+
+def test_cri_base_spec_adds_kinds_hook_and_drops_rlimits() -> None:
+    default = {"process": {"rlimits": [{"type": "RLIMIT_NOFILE"}], "cwd": "/"}, "hooks": {}}
+    spec = kind_image.cri_base_spec(default)
+    assert spec["hooks"]["createContainer"] == [{"path": "/kind/bin/mount-product-files.sh"}]
+    assert spec["process"] == {"cwd": "/"}
+    assert default["process"]["rlimits"]  # the input is left as it was
+
+
+def test_kind_source_reads_the_image_names_from_kinds_module(tmp_path: Path) -> None:
+    root = tmp_path / "kind"
+    (root / "pkg/build/nodeimage").mkdir(parents=True)
+    (root / "pkg/apis/config/defaults").mkdir(parents=True)
+    (root / "images/base/files/etc/containerd").mkdir(parents=True)
+    (root / "pkg/build/nodeimage/const_cni.go").write_text(
+        'const kindnetdImage = "docker.io/kindest/kindnetd:v1"\n'
+    )
+    (root / "pkg/build/nodeimage/const_storage.go").write_text(
+        'const storageProvisionerImage = "docker.io/kindest/lpp:v2"\n'
+        'const storageHelperImage = "docker.io/kindest/h:v3"\n'
+    )
+    (root / "pkg/apis/config/defaults/image.go").write_text(
+        'const Image = "kindest/node:v1.37.0@sha256:ab"\n'
+    )
+    (root / "images/base/files/etc/containerd/config.toml").write_text(
+        '[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.10"\n'
+    )
+    src = kind_image.KindSource("v0", root)
+    assert src.addon_images() == {
+        "kindnetd": "docker.io/kindest/kindnetd:v1",
+        "local-path-provisioner": "docker.io/kindest/lpp:v2",
+        "local-path-helper": "docker.io/kindest/h:v3",
+    }
+    assert src.sandbox_image() == "registry.k8s.io/pause:3.10"
+    assert src.default_node_image() == "kindest/node:v1.37.0@sha256:ab"
+    (root / "pkg/build/nodeimage/const_cni.go").write_text("// renamed\n")
+    with pytest.raises(kind_image.ImageError, match="kindnetdImage"):
+        src.addon_images()
+
+
+def test_sys_resource_from_the_bounding_set() -> None:
+    assert kind_image.lacks_sys_resource(0x000001FFFEFFFFFF) is True
+    assert kind_image.lacks_sys_resource(0x000001FFFFFFFFFF) is False
+
+
+# ----------------------------------------------------------------------------------- the whole run
+
+
+@pytest.mark.kind
+@pytest.mark.timeout(1800)
+def test_make_e2e_on_kind(tmp_path: Path) -> None:
+    """`python -m e2e.kind --no-scenarios` (what `make e2e` runs, without the scenario suite): three nodes
+    Ready, the chart installed, every example Ready and answering right, results written, the cluster
+    deleted and the host as it was."""
+    from node_cluster import host_state
+
+    if os.geteuid() != 0:
+        pytest.skip("not root: no Docker engine can be started here for kind")
+    before = host_state()
+    results = kind.RESULTS
+    saved = results.read_bytes() if results.exists() else None
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "e2e.kind", "--no-scenarios", "--workdir", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1700,
+        )
+        print(proc.stdout[-6000:], proc.stderr[-3000:])
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        report = json.loads(results.read_text())
+    finally:
+        if saved is not None:
+            results.write_bytes(saved)
+    assert report["nodes"] == 3
+    assert report["node_image"] in ("local", "published")
+    steps = report["scenarios"]
+    examples = sorted(p.name for p in (ROOT / "examples").glob("*.yaml"))
+    assert sorted(s.split()[1].rstrip(":") for s in steps if s.startswith("example ")) == examples
+    assert all(s["passed"] for s in steps.values()), steps
+    assert "3 nodes Ready" in steps["kind cluster: 1 control plane + 2 workers"]["detail"]
+    after = host_state()
+    changed = [key for key in before if after[key] != before[key]]
+    assert not changed, f"the host was not restored: {changed}"
+
+
+@pytest.mark.parametrize(
+    ("image", "full"),
+    [
+        ("kindest/kindnetd:v1", "docker.io/kindest/kindnetd:v1"),
+        ("busybox:1", "docker.io/library/busybox:1"),
+        ("docker.io/kindest/x:1", "docker.io/kindest/x:1"),
+        ("registry.k8s.io/pause:3.10", "registry.k8s.io/pause:3.10"),
+        ("localhost/x:1", "localhost/x:1"),
+        ("host:5000/x:1", "host:5000/x:1"),
+    ],
+)
+def test_image_names_in_an_archive_are_fully_qualified(image: str, full: str) -> None:
+    """kind reads an archive's tags as containerd names them: Docker Hub's defaults filled in."""
+    from tritonpipeline.kube.checks import full_reference
+
+    assert full_reference(image) == full
