@@ -54,8 +54,10 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 PHASE := bash tools/phase.sh
 SUBMAKE := $(MAKE) --no-print-directory
 
-# everything, the `node` tests (real pods) included (node-if-possible builds their bed first), except the
-# minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
+# everything, the real-pod tests included: the pod-level scenarios (marker anycluster) on a kind cluster of
+# three nodes (tests/test_kind.py runs them through e2e/kind.py), the rest of the `node` tests on the node bed
+# (node-if-possible builds it first); not the minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
+# nor the streams bench (streams)
 test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
 	@$(PHASE) venv $(SUBMAKE) venv
 	@$(PHASE) system-deps $(SUBMAKE) system-deps
@@ -67,7 +69,7 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) kind-node-image $(SUBMAKE) kind-if-possible
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
-	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams"
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams and not anycluster"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \

@@ -54,13 +54,15 @@ RELEASE, RELEASE_NS = "tp", "triton-system"
 RESULTS = ROOT / "bench" / "results" / "e2e-kind.json"
 SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 CNI_CONF = "/etc/cni/net.d/10-tritonpipeline.conflist"
-# the pod-level scenario tests that run on any cluster given by a kubeconfig (node_cluster.KubeconfigCluster)
+# the pod-level scenario tests that run on any cluster given by a kubeconfig (node_cluster.KubeconfigCluster;
+# marker anycluster: tests/test_kind.py checks this list against the marker)
 SCENARIO_TESTS = (
     "test_node_pipeline.py",
     "test_node_scenarios.py",
     "test_node_webhook.py",
     "test_node_status.py",
     "test_node_stream_drain.py",
+    "test_kind_nodes.py",  # what only several nodes show: replicas spread, a worker drained
 )
 READY_TIMEOUT = 300.0
 
@@ -369,7 +371,9 @@ def replica_nodes(cluster: KindCluster, name: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods}
 
 
-def run_scenarios(cluster: KindCluster, images: dict[str, str], client_netns: str, report: Report) -> None:
+def run_scenarios(
+    cluster: KindCluster, images: dict[str, str], client_netns: str, files: list[str], report: Report
+) -> None:
     """The pod-level scenario tests (tests/test_node_*.py that take a kubeconfig) on this cluster."""
     env = {
         **cluster.engine.env,
@@ -382,7 +386,7 @@ def run_scenarios(cluster: KindCluster, images: dict[str, str], client_netns: st
         "PATH": f"{Path(cluster.kubectl_bin).parent}:{os.environ.get('PATH', '')}",
     }
     junit = cluster.workdir / "scenarios.xml"
-    tests = [str(ROOT / "tests" / t) for t in SCENARIO_TESTS]
+    tests = [str(ROOT / "tests" / t) for t in files]
     cmd = [
         sys.executable,
         "-m",
@@ -395,25 +399,38 @@ def run_scenarios(cluster: KindCluster, images: dict[str, str], client_netns: st
         *tests,
     ]
     subprocess.run(cmd, env=env, cwd=ROOT, check=False)
-    import xml.etree.ElementTree as ET
-
     if not junit.exists():
         report.rows.append(_row("scenarios", False, 0.0, "pytest wrote no report"))
         return
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        failed = case.find("failure") is not None or case.find("error") is not None
+    report.rows += junit_rows(junit.read_text())
+
+
+def junit_rows(junit: str) -> list[Any]:
+    """A report row per test case of pytest's JUnit XML: failed, errored and skipped are not passes (a
+    skip proves nothing); the figures are the test's record_property() values."""
+    import xml.etree.ElementTree as ET
+
+    rows = []
+    for case in ET.fromstring(junit).iter("testcase"):
+        problem = next((e for e in (case.find("failure"), case.find("error")) if e is not None), None)
         skipped = case.find("skipped")
         if skipped is not None:  # proves nothing here: not a pass
-            failed, detail = True, f"skipped: {skipped.get('message', '')[:150]}"
-        else:
-            detail = (
-                (case.find("failure") or case.find("error") or case).get("message", "")[:150]
-                if failed
-                else ""
-            )
-        report.rows.append(
-            _row(f"scenario {case.get('name')}", not failed, float(case.get("time", 0)), detail)
-        )
+            problem = skipped
+        detail = "" if problem is None else problem.get("message", "")[:150]
+        if skipped is not None:
+            detail = f"skipped: {detail}"
+        row = _row(f"scenario {case.get('name')}", problem is None, float(case.get("time", 0)), detail)
+        # what the test measured: its record_property() figures
+        row.figures = {prop.get("name", ""): _number(prop.get("value", "")) for prop in case.iter("property")}
+        rows.append(row)
+    return rows
+
+
+def _number(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _row(step: str, ok: bool, seconds: float, detail: str) -> Any:
@@ -424,7 +441,12 @@ def _row(step: str, ok: bool, seconds: float, detail: str) -> Any:
 
 def write_results(report: Report, nodes: int, image_kind: str, timings: dict[str, float]) -> None:
     scenarios = {
-        r.step: {"passed": r.ok, "seconds": round(r.seconds, 1), **({"detail": r.detail} if r.detail else {})}
+        r.step: {
+            "passed": r.ok,
+            "seconds": round(r.seconds, 1),
+            **({"detail": r.detail} if r.detail else {}),
+            **r.figures,
+        }
         for r in report.rows
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -448,6 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-scenarios", action="store_true", help="only the examples, not the scenario tests"
     )
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIO_TESTS),
+        help="the scenario test files of tests/ to run, comma-separated (default: all of them)",
+    )
     parser.add_argument("--keep", action="store_true", default=os.environ.get("KEEP_CLUSTER") == "1")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tritonpipeline-kind")
     parser.add_argument(
@@ -456,7 +483,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare(args.workdir)
-    scenarios = not args.no_scenarios and os.environ.get("E2E_SCENARIOS", "1") != "0"
+    off = args.no_scenarios or os.environ.get("E2E_SCENARIOS", "1") == "0"
+    scenarios = [] if off else args.scenarios.split(",")
+    unknown = [t for t in scenarios if not (ROOT / "tests" / t).is_file()]
+    if unknown:
+        parser.error(f"--scenarios: no such test file in tests/: {', '.join(unknown)}")
     if has_gpu_runtime():
         log("an NVIDIA GPU and Docker's nvidia runtime are here: the GPU variant (e2e/kind-gpu.sh)")
         os.execvp("bash", ["bash", str(ROOT / "e2e" / "kind-gpu.sh")])
@@ -559,7 +590,8 @@ def main(argv: list[str] | None = None) -> int:
                 # the examples' pods leave the CPU to the scenarios
                 cluster.kubectl("delete", "namespace", NAMESPACE, "--timeout=120s", check=False)
                 t = time.monotonic()
-                run_scenarios(cluster, {k: v.name for k, v in images.items()}, client_netns, report)
+                names = {k: v.name for k, v in images.items()}
+                run_scenarios(cluster, names, client_netns, scenarios, report)
                 timings["scenarios"] = time.monotonic() - t
     except StepFailed:
         pass

@@ -55,6 +55,7 @@ class Row:
     ok: bool
     seconds: float
     detail: str
+    figures: dict[str, Any] = field(default_factory=dict)  # what the step measured (JSON values)
 
 
 @dataclass

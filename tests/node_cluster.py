@@ -619,3 +619,32 @@ def deployments(cluster: Cluster) -> dict[str, dict[str, Any]]:
     one could see one pipeline before its rollout ended and the next after its own began)."""
     items = json.loads(cluster.kubectl("get", "deployments", "-n", NAMESPACE, "-o", "json"))["items"]
     return {d["metadata"]["name"]: d for d in items}
+
+
+def stream_pipeline(cluster: Cluster, name: str, drain_s: int = 120) -> dict[str, Any]:
+    """examples/streaming.yaml as `name` with two replicas and `routing.sessionAffinity: Stream` (the mode
+    README recommends for streams): a leaving pod serves its open streams up to `drain_s` seconds."""
+    doc = pipeline_doc(cluster, ROOT / "examples" / "streaming.yaml", models_claim(cluster), name)
+    doc["spec"]["server"]["replicas"] = 2
+    doc["spec"]["routing"] = {"sessionAffinity": "Stream", "streamDrainSeconds": drain_s}
+    accumulator = next(m for m in doc["spec"]["models"] if m["name"] == "accumulator")
+    accumulator["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 10_000_000
+    return doc
+
+
+def start_streams(cluster: Cluster, name: str, lanes: int, chunks: int, gap: float) -> subprocess.Popen[str]:
+    """e2e/sequence_load.py in stream mode against the pipeline's Service (gRPC): `lanes` sequences at a
+    time of `chunks` chunks `gap` seconds apart, every running total checked, until SIGTERM."""
+    service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
+    url = f"{service['spec']['clusterIP']}:8001"
+    cmd = [sys.executable, "-m", "e2e.sequence_load", "--mode", "stream", "--url", url,
+           "--lanes", str(lanes), "--chunks", str(chunks), "--gap", str(gap)]  # fmt: skip
+    return cluster.start(cmd)
+
+
+def stream_results(out: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """From sequence_load's output: every sequence, and the broken ones (an error after the first chunk)."""
+    records = [
+        r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{")) if "lane" in r
+    ]
+    return records, [r for r in records if r["error"] and r["sent"] > 0]

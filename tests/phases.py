@@ -1,10 +1,10 @@
 """Wall time per test group, printed at the end of the run and added to the phase log of tools/phase.sh.
 
-A test's group is the heaviest real component it starts (its marker, pyproject.toml): `node` (real pods),
-then `apiserver`, `helm`, `tritonserver`, the smaller servers, `cli`; a test with none is `pure`. Its time
-is setup + call + teardown, so a session fixture (the node bed, the control plane) counts in the group of
-the test that started it. With TRITONPIPELINE_PHASE_LOG set (.ci/run), each group is appended there as
-`pytest/GROUP`.
+A test's group is the heaviest real component it starts (its marker, pyproject.toml): `kind` (a kind
+cluster), `node` (real pods), then `apiserver`, `helm`, `tritonserver`, the smaller servers, `cli`; a test
+with none is `pure`. Its time is setup + call + teardown, so a session fixture (the node bed, the control
+plane) counts in the group of the test that started it. With TRITONPIPELINE_PHASE_LOG set (.ci/run), each
+group is appended there as `pytest/GROUP`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 GROUP_ORDER = (
+    "kind",
     "node",
     "apiserver",
     "helm",

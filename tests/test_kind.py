@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -88,6 +89,27 @@ def test_example_doc_serves_from_the_claim_on_cpu() -> None:
     assert doc["spec"]["modelRepository"]["uri"] == "pvc://models/triton"
     server = doc["spec"]["server"]
     assert (server["gpus"], server["image"], server["resources"]) == (0, "local/triton:cpu", kind.SMALL)
+
+
+JUNIT = """<testsuites><testsuite>
+<testcase name="a" time="1.5"><properties><property name="broken" value="0"/>
+<property name="node" value="w1"/></properties></testcase>
+<testcase name="b" time="2"><failure message="boom"/></testcase>
+<testcase name="c" time="0"><error message="setup"/></testcase>
+<testcase name="d" time="0"><skipped message="needs two nodes"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_scenario_rows_from_junit_count_only_real_passes() -> None:
+    rows = {r.step: r for r in kind.junit_rows(JUNIT)}
+    assert [(r.ok, r.detail) for r in rows.values()] == [
+        (True, ""),
+        (False, "boom"),
+        (False, "setup"),
+        (False, "skipped: needs two nodes"),
+    ]
+    assert rows["scenario a"].figures == {"broken": 0, "node": "w1"}
+    assert rows["scenario a"].seconds == 1.5
 
 
 # ----------------------------------------------------------------------------------- the Docker engine
@@ -246,9 +268,10 @@ def test_sys_resource_from_the_bounding_set() -> None:
 @pytest.mark.kind
 @pytest.mark.timeout(1800)
 def test_make_e2e_on_kind(tmp_path: Path) -> None:
-    """`python -m e2e.kind --no-scenarios` (what `make e2e` runs, without the scenario suite): three nodes
-    Ready, the chart installed, every example Ready and answering right, results written, the cluster
-    deleted and the host as it was."""
+    """`python -m e2e.kind`, what `make e2e` runs: three nodes Ready, the chart installed, every example Ready
+    and answering right, every pod-level scenario (marker anycluster) passed on the cluster, a worker drained
+    with no sequence broken among them, results written, the cluster deleted and the host as it was. This is
+    where `make test` runs the scenarios (its own pytest session deselects them)."""
     from node_cluster import host_state
 
     if os.geteuid() != 0:
@@ -258,7 +281,7 @@ def test_make_e2e_on_kind(tmp_path: Path) -> None:
     saved = results.read_bytes() if results.exists() else None
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "e2e.kind", "--no-scenarios", "--workdir", str(tmp_path)],
+            [sys.executable, "-m", "e2e.kind", f"--workdir={tmp_path}"],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -277,9 +300,24 @@ def test_make_e2e_on_kind(tmp_path: Path) -> None:
     assert sorted(s.split()[1].rstrip(":") for s in steps if s.startswith("example ")) == examples
     assert all(s["passed"] for s in steps.values()), steps
     assert "3 nodes Ready" in steps["kind cluster: 1 control plane + 2 workers"]["detail"]
+    scenarios = [s for s in steps if s.startswith("scenario ")]
+    assert len(scenarios) >= 15, scenarios
+    drain = steps["scenario test_replicas_spread_over_the_workers_and_a_drained_worker_keeps_streams_whole"]
+    assert drain["passed"] and drain["broken"] == 0 and drain["sequences"] >= 12, drain
     after = host_state()
     changed = [key for key in before if after[key] != before[key]]
     assert not changed, f"the host was not restored: {changed}"
+
+
+def test_the_scenario_list_is_every_anycluster_test_file() -> None:
+    """e2e/kind.py runs SCENARIO_TESTS; `make test` deselects marker anycluster: the two must agree, or a
+    scenario would run nowhere."""
+    marked = sorted(
+        p.name
+        for p in (ROOT / "tests").glob("test_*.py")
+        if re.search(r"^pytestmark = .*pytest\.mark\.anycluster\b", p.read_text(), re.M)
+    )
+    assert sorted(kind.SCENARIO_TESTS) == marked
 
 
 @pytest.mark.parametrize(

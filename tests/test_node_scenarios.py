@@ -44,7 +44,7 @@ from node_cluster import (
 )
 from tritonpipeline.kube.meta import PIPELINE_LABEL
 
-pytestmark = [pytest.mark.node, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(1500)]
 
 
 def apply(cluster: Cluster, *docs: dict[str, Any]) -> None:

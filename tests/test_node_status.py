@@ -29,7 +29,7 @@ from node_cluster import (
     wait,
 )
 
-pytestmark = [pytest.mark.node, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(900)]
 NAME = "observed"
 POLL_SECONDS = 30  # the chart's operator.statusPollSeconds default
 

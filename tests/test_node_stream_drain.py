@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import time
 from typing import Any
 
@@ -16,18 +15,18 @@ import pytest
 
 from node_cluster import (
     NAMESPACE,
-    ROOT,
     Cluster,
     condition,
     diagnostics,
-    models_claim,
-    pipeline_doc,
     pods,
+    start_streams,
+    stream_pipeline,
+    stream_results,
     wait,
 )
 from tritonpipeline.kube.autoscaling import PRE_STOP_SECONDS
 
-pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(600)]
 
 NAME = "drained"
 DRAIN_S = 120  # the cap; the pod must leave long before it
@@ -38,20 +37,12 @@ LANES = 6
 def test_scale_down_keeps_stream_sequences_whole_and_the_pod_leaves_when_they_end(
     cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
-    doc = pipeline_doc(cluster, ROOT / "examples" / "streaming.yaml", models_claim(cluster), NAME)
-    doc["spec"]["server"]["replicas"] = 2
-    doc["spec"]["routing"] = {"sessionAffinity": "Stream", "streamDrainSeconds": DRAIN_S}
-    accumulator = next(m for m in doc["spec"]["models"] if m["name"] == "accumulator")
-    accumulator["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 10_000_000
+    doc = stream_pipeline(cluster, NAME, DRAIN_S)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
     try:
         wait("2 pods Ready", lambda: condition(cluster, NAME, "Ready").get("status") == "True"
              and len(pods(cluster, NAME)) == 2, 240, lambda: diagnostics(cluster, NAMESPACE))  # fmt: skip
-        service = json.loads(cluster.kubectl("get", "service", NAME, "-n", NAMESPACE, "-o", "json"))
-        url = f"{service['spec']['clusterIP']}:8001"
-        cmd = [sys.executable, "-m", "e2e.sequence_load", "--mode", "stream", "--url", url,
-               "--lanes", str(LANES), "--chunks", str(CHUNKS), "--gap", str(GAP)]  # fmt: skip
-        load = cluster.start(cmd)
+        load = start_streams(cluster, NAME, LANES, CHUNKS, GAP)
         try:
             time.sleep(CHUNKS * GAP / 2)  # sequences open on both pods
             cluster.kubectl("patch", "tritonpipeline", NAME, "-n", NAMESPACE, "--type", "merge",
@@ -65,10 +56,7 @@ def test_scale_down_keeps_stream_sequences_whole_and_the_pod_leaves_when_they_en
             out, _ = load.communicate(timeout=120)
     finally:
         cluster.kubectl("delete", "tritonpipeline", NAME, "-n", NAMESPACE, "--wait=false", check=False)
-    records = [
-        r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{")) if "lane" in r
-    ]
-    broken = [r for r in records if r["error"] and r["sent"] > 0]
+    records, broken = stream_results(out)
     print(f">> {len(records)} sequences, {len(broken)} broken; the leaving pod was gone after {gone_s:.1f}s")
     assert len(records) >= 2 * LANES and not broken, broken[:3]
     # it waited for the streams open on it (the 10 s propagation wait, then up to one sequence more) and

@@ -13,7 +13,7 @@ import pytest
 from node_cluster import NAMESPACE, NodeCluster, namespace
 from test_webhook import cyclic
 
-pytestmark = [pytest.mark.node, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(600)]
 
 CYCLE = "spec.pipelines[0].steps[1].inputs: cycle in pipeline"
 
