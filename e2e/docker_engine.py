@@ -46,6 +46,7 @@ CAPFILTER = HERE / "runc_capfilter.py"
 NETNS_PREFIX = "tpkind-"  # + the starting process's pid; also the engine's cgroup parent
 HOST_MODULES = Path("/lib/modules")
 START_TIMEOUT = 60.0
+STATE_FILE = "engine.json"
 
 
 class EngineError(RuntimeError):
@@ -73,14 +74,15 @@ def missing_capabilities(capbnd: int, last_cap: int) -> list[int]:
 
 
 def daemon_config(
-    workdir: Path, data_root: Path, cgroup_parent: str, capfilter: Path | None
+    run_dir: Path, data_root: Path, cgroup_parent: str, capfilter: Path | None
 ) -> dict[str, Any]:
-    """dockerd's configuration: everything private to this run but the data root (the cache)."""
+    """dockerd's configuration: everything private to this run (sockets, exec root and pidfile in `run_dir`,
+    short enough for unix socket paths) but the data root (the cache)."""
     config: dict[str, Any] = {
         "data-root": str(data_root),
-        "exec-root": str(workdir / "exec"),
-        "pidfile": str(workdir / "dockerd.pid"),
-        "hosts": [f"unix://{workdir / 'docker.sock'}"],
+        "exec-root": str(run_dir / "exec"),
+        "pidfile": str(run_dir / "dockerd.pid"),
+        "hosts": [f"unix://{run_dir / 'docker.sock'}"],
         "cgroup-parent": cgroup_parent,
         "exec-opts": ["native.cgroupdriver=cgroupfs"],
         "storage-driver": "overlay2",
@@ -174,8 +176,13 @@ class Engine:
         data_root.mkdir(parents=True, exist_ok=True)
         cgroup_parent = f"/{self.netns}"
         self.state["cgroup_parent"] = cgroup_parent
+        # sockets live in a short directory of their own: a unix socket path has at most 107 bytes, and
+        # containerd's under the exec root is 45 longer than the directory
+        run_dir = Path("/run") / self.netns
+        run_dir.mkdir(mode=0o700)
+        self.state["run_dir"] = str(run_dir)
         config = workdir / "daemon.json"
-        config.write_text(json.dumps(daemon_config(workdir, data_root, cgroup_parent, capfilter), indent=2))
+        config.write_text(json.dumps(daemon_config(run_dir, data_root, cgroup_parent, capfilter), indent=2))
         logf = (workdir / "dockerd.log").open("ab")
         proc = subprocess.Popen(
             ["nsenter", f"--net=/run/netns/{self.netns}", "dockerd", "--config-file", str(config)],
@@ -184,16 +191,35 @@ class Engine:
             start_new_session=True,
         )
         self.state["pid"] = proc.pid
-        self.env["DOCKER_HOST"] = f"unix://{workdir / 'docker.sock'}"
+        self.env["DOCKER_HOST"] = f"unix://{run_dir / 'docker.sock'}"
+        self.save()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise EngineError(f"dockerd exited ({proc.returncode}): {_tail(workdir / 'dockerd.log')}")
-            if self.docker("info", check=False, timeout=10).returncode == 0:
-                log(f"started {self.describe()} (pid {proc.pid}, data root {data_root})")
-                return
+            with contextlib.suppress(subprocess.TimeoutExpired):  # dockerd still starting
+                if self.docker("info", check=False, timeout=10).returncode == 0:
+                    log(f"started {self.describe()} (pid {proc.pid}, data root {data_root})")
+                    return
             time.sleep(0.5)
         raise EngineError(f"dockerd did not answer in {START_TIMEOUT:.0f}s: {_tail(workdir / 'dockerd.log')}")
+
+    def save(self) -> None:
+        """The state a later `stop` needs (`python -m e2e.kind --down` after KEEP_CLUSTER=1)."""
+        workdir = Path(self.state["workdir"])
+        record = {"netns": self.netns, "state": self.state, "docker_host": self.env.get("DOCKER_HOST")}
+        (workdir / STATE_FILE).write_text(json.dumps(record))
+
+    @classmethod
+    def saved(cls, workdir: Path) -> Engine | None:
+        """The engine an earlier run started and kept under `workdir`, or None."""
+        try:
+            record = json.loads((workdir / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        engine = cls({**os.environ, "DOCKER_HOST": record["docker_host"]}, netns=record["netns"])
+        engine.state = record["state"]
+        return engine
 
     def stop(self) -> list[str]:
         """Stop what was started here, by PID, and undo what it changed on the host; returns what was done."""
@@ -218,8 +244,9 @@ class Engine:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(p), signal.SIGKILL)
         workdir = Path(self.state.get("workdir", "/nonexistent"))
+        run_dir = Path(self.state.get("run_dir", "/nonexistent"))
         data_root = images_dir().parent / "kind" / "docker"
-        _unmount_under([str(workdir), str(data_root)])
+        _unmount_under([str(run_dir), str(data_root)])
         parent = self.state.get("cgroup_parent")
         if parent:
             _remove_cgroups([str(m / parent.lstrip("/")) for m in _cgroup_mounts()])
@@ -231,7 +258,9 @@ class Engine:
             with contextlib.suppress(OSError):
                 HOST_MODULES.rmdir()
                 done.append(f"removed {HOST_MODULES}")
-        shutil.rmtree(workdir / "exec", ignore_errors=True)
+        if self.state.get("run_dir"):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        (workdir / STATE_FILE).unlink(missing_ok=True)
         self.state = {}
         return done
 

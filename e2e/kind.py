@@ -15,7 +15,9 @@
 On a machine with an NVIDIA GPU, Docker's nvidia runtime and the container toolkit, `make e2e` runs the GPU
 variant instead (e2e/kind-gpu.sh). KEEP_CLUSTER=1 keeps the cluster (and the engine) and says how to reach it.
 
-    .venv/bin/python -m e2e.kind [--workers N] [--no-scenarios] [--keep]
+    .venv/bin/python -m e2e.kind [--workers N] [--no-scenarios | --scenarios FILE,...] [--keep]
+    .venv/bin/python -m e2e.kind --prepare      # only the node image and the images (a phase of make test)
+    .venv/bin/python -m e2e.kind --down         # what --keep / KEEP_CLUSTER=1 left: deleted, engine stopped
 """
 
 from __future__ import annotations
@@ -385,6 +387,7 @@ def run_scenarios(
         "TRITONPIPELINE_E2E_NETNS": client_netns,
         "PATH": f"{Path(cluster.kubectl_bin).parent}:{os.environ.get('PATH', '')}",
     }
+    env.pop("TRITONPIPELINE_PHASE_LOG", None)  # the caller's pytest session reports this run as one test
     junit = cluster.workdir / "scenarios.xml"
     tests = [str(ROOT / "tests" / t) for t in files]
     cmd = [
@@ -480,9 +483,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--prepare", action="store_true", help="only build (or find) the node image and the images, then stop"
     )
+    parser.add_argument(
+        "--down", action="store_true", help="delete a cluster kept with KEEP_CLUSTER=1 and stop its engine"
+    )
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare(args.workdir)
+    if args.down:
+        return down(args.workdir)
     off = args.no_scenarios or os.environ.get("E2E_SCENARIOS", "1") == "0"
     scenarios = [] if off else args.scenarios.split(",")
     unknown = [t for t in scenarios if not (ROOT / "tests" / t).is_file()]
@@ -491,6 +499,13 @@ def main(argv: list[str] | None = None) -> int:
     if has_gpu_runtime():
         log("an NVIDIA GPU and Docker's nvidia runtime are here: the GPU variant (e2e/kind-gpu.sh)")
         os.execvp("bash", ["bash", str(ROOT / "e2e" / "kind-gpu.sh")])
+    if os.geteuid() != 0:
+        print(
+            "make e2e: the test client runs inside a kind node's network namespace (ClusterIPs are routed "
+            "there), which needs root: sudo -E make e2e",
+            file=sys.stderr,
+        )
+        return 2
 
     def interrupted(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -606,6 +621,16 @@ def main(argv: list[str] | None = None) -> int:
     return finish(report, args, timings, image_kind, engine, cluster)
 
 
+def down(workdir: Path) -> int:
+    """What KEEP_CLUSTER=1 left: the cluster deleted, the engine stopped when a run started it."""
+    engine = Engine.saved(workdir / "docker") or Engine(dict(os.environ))
+    KindCluster(engine, CLUSTER_NAME, workdir, "kubectl").delete()
+    for line in engine.stop():
+        log(line)
+    log(f"cluster {CLUSTER_NAME} deleted")
+    return 0
+
+
 def prepare(workdir: Path) -> int:
     """What a run needs before its cluster (`make test` does it as a phase of its own): the node image in
     the engine (started and stopped here when it is ours) and the operator and Triton images."""
@@ -635,7 +660,9 @@ def finish(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         if args.keep and cluster is not None:
-            log(f"kept: KUBECONFIG={cluster.kubeconfig}; the engine: {engine.describe() if engine else ''}")
+            where = f"nsenter --net=/run/netns/{engine.netns} " if engine and engine.netns else ""
+            log(f"kept: {where}{cluster.kubectl_bin} --kubeconfig {cluster.kubeconfig} get nodes")
+            log(f"delete it with: .venv/bin/python -m e2e.kind --down --workdir {args.workdir}")
         else:
             t = time.monotonic()
             if cluster is not None:

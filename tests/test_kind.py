@@ -7,9 +7,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -121,15 +123,16 @@ def test_missing_capabilities_from_the_bounding_set() -> None:
     assert docker_engine.missing_capabilities(0x0000000000000000, 2) == [0, 1, 2]
 
 
-def test_daemon_config_keeps_everything_but_the_data_root_in_the_run_directory(tmp_path: Path) -> None:
-    config = docker_engine.daemon_config(tmp_path, Path("/cache/docker"), "/tpkind-1", None)
+def test_daemon_config_keeps_everything_but_the_data_root_in_the_run_directory() -> None:
+    run = Path("/run/tpkind-1")
+    config = docker_engine.daemon_config(run, Path("/cache/docker"), "/tpkind-1", None)
     assert config["data-root"] == "/cache/docker"
     for key in ("exec-root", "pidfile"):
-        assert config[key].startswith(str(tmp_path))
-    assert config["hosts"] == [f"unix://{tmp_path}/docker.sock"]
+        assert config[key].startswith(str(run))
+    assert config["hosts"] == ["unix:///run/tpkind-1/docker.sock"]
     assert config["cgroup-parent"] == "/tpkind-1"
     assert "runtimes" not in config and "default-runtime" not in config
-    wrapped = docker_engine.daemon_config(tmp_path, Path("/c"), "/p", Path("/x/runc_capfilter.py"))
+    wrapped = docker_engine.daemon_config(run, Path("/c"), "/p", Path("/x/runc_capfilter.py"))
     assert wrapped["runtimes"] == {"capfilter": {"path": "/x/runc_capfilter.py"}}
     assert wrapped["default-runtime"] == "capfilter"
 
@@ -336,3 +339,46 @@ def test_image_names_in_an_archive_are_fully_qualified(image: str, full: str) ->
     from tritonpipeline.kube.checks import full_reference
 
     assert full_reference(image) == full
+
+
+@pytest.mark.kind
+@pytest.mark.timeout(900)
+def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) once the cluster is up: the run reports the interruption, deletes the cluster, stops
+    the engine it started and undoes what it changed on the host."""
+    from node_cluster import host_state
+
+    if os.geteuid() != 0:
+        pytest.skip("not root: no Docker engine can be started here for kind")
+    before = host_state()
+    results = kind.RESULTS
+    saved = results.read_bytes() if results.exists() else None
+    log = tmp_path / "run.log"
+    try:
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "e2e.kind", "--no-scenarios", f"--workdir={tmp_path / 'run'}"],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            deadline = time.monotonic() + 600
+            while "nodes Ready" not in log.read_text() and proc.poll() is None:
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.5)
+            assert proc.poll() is None, log.read_text()[-3000:]
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait(timeout=300)
+        text = log.read_text()
+        print(text[-3000:])
+        assert rc == 1, text[-3000:]
+        report = json.loads(results.read_text())
+    finally:
+        if saved is not None:
+            results.write_bytes(saved)
+    assert report["scenarios"]["interrupted"]["passed"] is False
+    assert "removed network namespace" in text or "running Docker engine" in text
+    after = host_state()
+    changed = [key for key in before if after[key] != before[key]]
+    assert not changed, f"the host was not restored: {changed}"
