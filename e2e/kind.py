@@ -510,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     def interrupted(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
+    # also where the caller started us with SIGINT ignored (a background job of a non-interactive shell, as
+    # CI runs make): Ctrl-C and SIGTERM always end in the cleanup below
+    signal.signal(signal.SIGINT, interrupted)
     signal.signal(signal.SIGTERM, interrupted)
     report = Report()
     timings: dict[str, float] = {}
