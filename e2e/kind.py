@@ -41,7 +41,7 @@ from e2e.docker_engine import Engine, EngineError
 from e2e.images import ImageError, all_images, chart_image
 from e2e.kind_image import ImageError as NodeImageError
 from e2e.kind_image import lacks_sys_resource, local_node_image, published_node_image
-from e2e.local import Report
+from e2e.local import Report, Row
 from e2e.node import ensure_node_binaries
 from harness.gotools import ensure_tool, tool_path
 from harness.helm import Helm
@@ -403,12 +403,12 @@ def run_scenarios(
     ]
     subprocess.run(cmd, env=env, cwd=ROOT, check=False)
     if not junit.exists():
-        report.rows.append(_row("scenarios", False, 0.0, "pytest wrote no report"))
+        report.rows.append(Row("scenarios", False, 0.0, "pytest wrote no report"))
         return
     report.rows += junit_rows(junit.read_text())
 
 
-def junit_rows(junit: str) -> list[Any]:
+def junit_rows(junit: str) -> list[Row]:
     """A report row per test case of pytest's JUnit XML: failed, errored and skipped are not passes (a
     skip proves nothing); the figures are the test's record_property() values."""
     import xml.etree.ElementTree as ET
@@ -422,7 +422,7 @@ def junit_rows(junit: str) -> list[Any]:
         detail = "" if problem is None else problem.get("message", "")[:150]
         if skipped is not None:
             detail = f"skipped: {detail}"
-        row = _row(f"scenario {case.get('name')}", problem is None, float(case.get("time", 0)), detail)
+        row = Row(f"scenario {case.get('name')}", problem is None, float(case.get("time", 0)), detail)
         # what the test measured: its record_property() figures
         row.figures = {prop.get("name", ""): _number(prop.get("value", "")) for prop in case.iter("property")}
         rows.append(row)
@@ -434,12 +434,6 @@ def _number(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
-
-
-def _row(step: str, ok: bool, seconds: float, detail: str) -> Any:
-    from e2e.local import Row
-
-    return Row(step, ok, seconds, detail)
 
 
 def write_results(report: Report, nodes: int, image_kind: str, timings: dict[str, float]) -> None:
@@ -614,11 +608,11 @@ def main(argv: list[str] | None = None) -> int:
     except StepFailed:
         pass
     except (ImageError, NodeImageError) as err:
-        report.rows.append(_row("node image and images", False, 0.0, str(err).splitlines()[0][:300]))
+        report.rows.append(Row("node image and images", False, 0.0, str(err).splitlines()[0][:300]))
         print(str(err), file=sys.stderr)
     except KeyboardInterrupt:
         log("interrupted: cleaning up")
-        report.rows.append(_row("interrupted", False, 0.0, "Ctrl-C or SIGTERM"))
+        report.rows.append(Row("interrupted", False, 0.0, "Ctrl-C or SIGTERM"))
     finally:
         timings["total"] = time.monotonic() - t_all
     return finish(report, args, timings, image_kind, engine, cluster)
