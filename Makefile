@@ -139,7 +139,7 @@ clean: ## remove the venv and caches
 .PHONY: helm helm-if-go chart-crd test-chart e2e e2e-local kind-if-possible
 
 # third-party CRDs the routing/autoscaling tests install into the real apiserver (from their Go modules)
-PROVIDER_CRDS := keda-crd istio-crds gateway-api-crds gateway-api-standard-crds
+PROVIDER_CRDS := keda-crd istio-crds gateway-api-crds gateway-api-standard-crds envoy-gateway-crds
 
 # helm (and the upstream ServiceMonitor CRD the chart tests validate against, and PROVIDER_CRDS) from Go modules, cached
 # under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/helm/<version>/ (first build: about 70 s on 2 cores).

@@ -15,9 +15,11 @@
 #                                         from its Go module (tests validate the chart's ServiceMonitor)
 #   e2e/build-gotool.sh keda-crd          KEDA's ScaledObject CRD (github.com/kedacore/keda/v2)
 #   e2e/build-gotool.sh istio-crds        Istio's CRDs, DestinationRule among them (istio.io/api)
-#   e2e/build-gotool.sh gateway-api-crds  Gateway API HTTPRoute + GRPCRoute CRDs, experimental channel
-#                                         (the one with sessionPersistence; sigs.k8s.io/gateway-api)
-#   e2e/build-gotool.sh gateway-api-standard-crds  the same two from the standard channel
+#   e2e/build-gotool.sh gateway-api-crds  Gateway API GatewayClass, Gateway, HTTPRoute and GRPCRoute CRDs,
+#                                         experimental channel (the one with sessionPersistence;
+#                                         sigs.k8s.io/gateway-api)
+#   e2e/build-gotool.sh gateway-api-standard-crds  the same four from the standard channel
+#   e2e/build-gotool.sh envoy-gateway-crds  Envoy Gateway's BackendTrafficPolicy CRD (github.com/envoyproxy/gateway)
 #   e2e/build-gotool.sh prometheus-adapter  the custom metrics API server the HPA reads (tests/test_node_autoscaling.py)
 #   e2e/build-gotool.sh prometheus        Prometheus with Kubernetes service discovery (Debian's package is built
 #                                         without it), only that discovery plugin compiled in (same test)
@@ -36,6 +38,7 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 KEDA_VERSION=v2.21.0          # latest KEDA v2 on the module proxy when pinned
 ISTIO_API_VERSION=v1.31.1     # latest istio.io/api when pinned
 GATEWAY_API_VERSION=v1.6.3    # v1.7.0 needs Go >= 1.27
+ENVOY_GATEWAY_VERSION=v1.9.1  # latest Envoy Gateway on the module proxy when pinned
 PROMETHEUS_ADAPTER_VERSION=v0.12.0  # latest sigs.k8s.io/prometheus-adapter release on the module proxy when pinned
 PROMETHEUS_VERSION=v0.316.0   # Prometheus 3.16.0 (its Go module numbers v3.X.Y as v0.3XX.Y), latest when pinned
 # MinIO tags releases as RELEASE.<date>, which the module proxy does not serve: pin the pseudo-version of
@@ -64,13 +67,14 @@ case "$tool" in
   keda-crd) pkg="github.com/kedacore/keda/v2"; version="$KEDA_VERSION" ;;
   istio-crds) pkg="istio.io/api"; version="$ISTIO_API_VERSION" ;;
   gateway-api-crds|gateway-api-standard-crds) pkg="sigs.k8s.io/gateway-api"; version="$GATEWAY_API_VERSION" ;;
+  envoy-gateway-crds) pkg="github.com/envoyproxy/gateway"; version="$ENVOY_GATEWAY_VERSION" ;;
   prometheus-adapter) pkg="sigs.k8s.io/prometheus-adapter/cmd/adapter"; version="$PROMETHEUS_ADAPTER_VERSION" ;;
   prometheus) pkg="github.com/prometheus/prometheus/cmd/prometheus"; version="$PROMETHEUS_VERSION" ;;
   coredns) pkg="github.com/coredns/coredns"; version="$COREDNS_VERSION" ;;
   kubeconform) pkg="github.com/yannh/kubeconform/cmd/kubeconform"; version="$KUBECONFORM_VERSION" ;;
   kube-score) pkg="github.com/zegl/kube-score/cmd/kube-score"; version="$KUBE_SCORE_VERSION" ;;
   kubernetes-openapi) pkg="k8s.io/kubernetes"; version="$KUBERNETES_VERSION" ;;
-  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi [--if-go|--print-path]" >&2; exit 2 ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
@@ -80,8 +84,9 @@ case "$tool" in
   servicemonitor-crd) BIN="$OUT/monitoring.coreos.com_servicemonitors.yaml" ;;
   keda-crd) BIN="$OUT/keda.sh_scaledobjects.yaml" ;;
   istio-crds) BIN="$OUT/customresourcedefinitions.gen.yaml" ;;
-  gateway-api-crds) BIN="$OUT/experimental-routes.yaml" ;;
-  gateway-api-standard-crds) BIN="$OUT/standard-routes.yaml" ;;
+  gateway-api-crds) BIN="$OUT/experimental-gateways-and-routes.yaml" ;;
+  gateway-api-standard-crds) BIN="$OUT/standard-gateways-and-routes.yaml" ;;
+  envoy-gateway-crds) BIN="$OUT/gateway.envoyproxy.io_backendtrafficpolicies.yaml" ;;
   kubernetes-openapi) BIN="$OUT/swagger.json" ;;
 esac
 
@@ -125,7 +130,7 @@ if [ "$tool" = servicemonitor-crd ]; then
   exit 0
 fi
 case "$tool" in
-  keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|kubernetes-openapi)
+  keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|kubernetes-openapi)
     # CRDs of third-party projects and Kubernetes' OpenAPI document, files of their Go modules (checked
     # against sum.golang.org)
     dir="$("$GO" mod download -json "$pkg@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
@@ -136,8 +141,11 @@ case "$tool" in
       istio-crds) cat "$dir/kubernetes/customresourcedefinitions.gen.yaml" > "$BIN.tmp" ;;
       gateway-api-crds|gateway-api-standard-crds)
         channel=experimental; [ "$tool" = gateway-api-standard-crds ] && channel=standard
-        { cat "$dir/config/crd/$channel/gateway.networking.k8s.io_httproutes.yaml"; echo "---";
-          cat "$dir/config/crd/$channel/gateway.networking.k8s.io_grpcroutes.yaml"; } > "$BIN.tmp" ;;
+        for kind in gatewayclasses gateways httproutes grpcroutes; do
+          cat "$dir/config/crd/$channel/gateway.networking.k8s.io_$kind.yaml"; echo "---"
+        done > "$BIN.tmp" ;;
+      envoy-gateway-crds)
+        cat "$dir/charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml" > "$BIN.tmp" ;;
     esac
     chmod 644 "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
     echo ">> $tool from $pkg $version -> $BIN"

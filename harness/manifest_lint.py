@@ -71,14 +71,27 @@ VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "routing": {
                 "sessionAffinity": "Header",
                 "provider": "gateway-api",
-                "gateway": {"name": "public", "namespace": "gateways"},
+                "gateway": {"name": "public", "namespace": "gateways", "implementation": "envoy-gateway"},
             }
         },
     ),
     ("streaming-stream", "streaming", {"routing": {"sessionAffinity": "Stream"}}),
+    (
+        "streaming-ingress",  # the deprecated provider, still rendered
+        "streaming",
+        {
+            "routing": {
+                "sessionAffinity": "Header",
+                "provider": "ingress-nginx",
+                "host": "streaming.example.com",
+                "ingressClassName": "nginx",
+                "tlsSecretName": "streaming-tls",
+            }
+        },
+    ),
 )
 # the CRDs of the custom kinds the renders hold (e2e/build-gotool.sh fetches the third-party ones)
-THIRD_PARTY_CRDS = ("servicemonitor-crd", "keda-crd", "istio-crds", "gateway-api-crds")
+THIRD_PARTY_CRDS = ("servicemonitor-crd", "keda-crd", "istio-crds", "gateway-api-crds", "envoy-gateway-crds")
 # ours, and kopf's peering CRDs the chart ships (crds/ holds the TritonPipeline CRD the chart copies)
 OUR_CRDS = [*sorted((ROOT / "crds").glob("*.yaml")), CHART / "crds" / "kopfpeerings.kopf.dev.yaml"]
 SCHEMA_LOCATION = "{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json"

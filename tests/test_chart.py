@@ -69,10 +69,17 @@ OPERATOR_RULES = [
      "verbs": ["create", "patch", "delete"]},
     {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes", "grpcroutes"],
      "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": ["gateway.envoyproxy.io"], "resources": ["backendtrafficpolicies"],
+     "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": ["gateway.nginx.org"], "resources": ["upstreamsettingspolicies"],
+     "verbs": ["create", "patch", "delete"]},
     {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["create", "patch", "delete"]},
 ]  # fmt: skip
 KOPF_CRDS = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
              "verbs": ["list", "watch"]}  # fmt: skip
+# which implementation serves a pipeline's Gateway (its GatewayClass's controllerName): get only
+GATEWAYS = {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways", "gatewayclasses"],
+            "verbs": ["get"]}  # fmt: skip
 KOPF_NAMESPACES = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
 # the admission webhook's registration: exactly the configuration the chart creates (helm deletes it)
 WEBHOOK_RULE = {"apiGroups": ["admissionregistration.k8s.io"],
@@ -325,7 +332,7 @@ def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["cluster-wide"]])
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline") == OPERATOR_RULES
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [
-        KOPF_CRDS, *peering_rules("clusterkopfpeerings"),
+        KOPF_CRDS, GATEWAYS, *peering_rules("clusterkopfpeerings"),
     ]  # fmt: skip
     (role,) = by_kind(docs, "Role")  # in the release's namespace: the shared webhook certificate only
     assert role["metadata"]["namespace"] == "ops" and role["rules"] == [CERT_SECRET_RULE]
@@ -356,7 +363,7 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
         "rel-triton-pipeline-kopf", "rel-triton-pipeline-webhook",
     ]  # fmt: skip
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE]
-    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS, KOPF_NAMESPACES]
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS, GATEWAYS, KOPF_NAMESPACES]
     command = deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
 

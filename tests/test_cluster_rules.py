@@ -47,7 +47,7 @@ def operator_problems(doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _header(doc: dict[str, Any], name: str) -> None:
     doc["metadata"]["name"] = name
-    doc["spec"]["routing"] = {"sessionAffinity": "Header"}
+    doc["spec"]["routing"] = {"sessionAffinity": "Header", "provider": "istio"}
 
 
 def _hpa(doc: dict[str, Any], pipeline: str, metric: str = "queueTime") -> None:
@@ -89,15 +89,18 @@ def test_names_at_the_limit_pass_both(tmp_path: Path, capsys: pytest.CaptureFixt
 
 SPECS = {
     "header-ingress-hpa": lambda d: d["spec"].update(
-        routing={"sessionAffinity": "Header"}, autoscaling={"maxReplicas": 3}
+        routing={"sessionAffinity": "Header", "provider": "ingress-nginx"}, autoscaling={"maxReplicas": 3}
     ),
     "istio-keda": lambda d: d["spec"].update(
         routing={"sessionAffinity": "Header", "provider": "istio"},
         autoscaling={"maxReplicas": 3, "engine": "keda"},
     ),
-    "gateway-api": lambda d: d["spec"].update(
-        routing={"sessionAffinity": "Header", "provider": "gateway-api", "gateway": {"name": "gw"}}
-    ),
+    **{
+        f"gateway-api-{impl}": lambda d, impl=impl: d["spec"].update(
+            routing={"sessionAffinity": "Header", "gateway": {"name": "gw", "implementation": impl}}
+        )
+        for impl in ("envoy-gateway", "istio", "nginx-gateway-fabric", "standard")
+    },
     "client-ip": lambda d: d["spec"].update(routing={"sessionAffinity": "ClientIP"}),
 }
 

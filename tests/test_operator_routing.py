@@ -48,11 +48,21 @@ GATEWAY = {"name": "public", "namespace": "gateways"}
 run_operator = test_operator.run_operator
 
 
-def routed(name: str, ns: str, provider: str, source: str = "streaming") -> dict[str, Any]:
+def routed(
+    name: str,
+    ns: str,
+    provider: str,
+    source: str = "streaming",
+    implementation: str | None = None,
+    gateway: dict[str, str] = GATEWAY,
+) -> dict[str, Any]:
     doc = cluster_doc(name, ns, source)
     doc["spec"]["routing"] = {"sessionAffinity": "Header", "provider": provider}
     if provider == "gateway-api":
-        doc["spec"]["routing"]["gateway"] = GATEWAY
+        doc["spec"]["routing"]["gateway"] = {
+            **gateway,
+            **({"implementation": implementation} if implementation else {}),
+        }
     return doc
 
 
@@ -94,9 +104,19 @@ def test_header_ingress_nginx_creates_headless_service_and_ingresses_then_prunes
         )
     assert grpc["metadata"]["annotations"]["nginx.ingress.kubernetes.io/backend-protocol"] == "GRPC"
     routing = condition(cr, "RoutingConfigured")
-    assert (routing["status"], routing["reason"]) == ("True", "Configured")
+    # configured, and deprecated: ingress-nginx is retired upstream
+    assert (routing["status"], routing["reason"]) == ("True", "ProviderDeprecated")
     assert "Ingress stream-http" in routing["message"] and "Service stream-headless" in routing["message"]
+    assert "Migrating from ingress-nginx" in routing["message"]
     assert condition(cr, "SessionAffinity")["reason"] == "SequencesRouted"
+    wait_for(
+        "a ProviderDeprecated Warning event",
+        lambda: [
+            e
+            for e in events(kube, namespace, "stream")
+            if e["type"] == "Warning" and e["reason"] == "ProviderDeprecated"
+        ],
+    )
     # affinity off: the routing objects go, the main Service stays
     doc["spec"]["routing"] = {"sessionAffinity": "ClientIP"}
     kube.apply(doc)
@@ -111,17 +131,28 @@ def test_header_ingress_nginx_creates_headless_service_and_ingresses_then_prunes
 
 
 @pytest.mark.parametrize(
-    ("provider", "missing"),
+    ("provider", "implementation", "missing"),
     [
-        ("istio", "DestinationRule (networking.istio.io/v1)"),
-        ("gateway-api", "HTTPRoute (gateway.networking.k8s.io/v1), GRPCRoute (gateway.networking.k8s.io/v1)"),
+        ("istio", None, "DestinationRule (networking.istio.io/v1)"),
+        ("gateway-api", None, "Gateway (gateway.networking.k8s.io/v1)"),  # the lookup finds no Gateway API
+        (
+            "gateway-api",
+            "standard",
+            "HTTPRoute (gateway.networking.k8s.io/v1), GRPCRoute (gateway.networking.k8s.io/v1)",
+        ),
+        (
+            "gateway-api",
+            "envoy-gateway",
+            "HTTPRoute (gateway.networking.k8s.io/v1), GRPCRoute (gateway.networking.k8s.io/v1), "
+            "BackendTrafficPolicy (gateway.envoyproxy.io/v1alpha1)",
+        ),
     ],
 )
 def test_provider_not_installed_is_a_condition_and_everything_else_is_applied(
-    kube, namespace, run_operator, provider, missing
+    kube, namespace, run_operator, provider, implementation, missing
 ):
     op = run_operator()
-    kube.apply(routed("stream", namespace, provider))
+    kube.apply(routed("stream", namespace, provider, implementation=implementation))
     cr = wait_reconciled(kube, namespace, "stream")
     routing = condition(cr, "RoutingConfigured")
     assert (routing["status"], routing["reason"]) == ("False", "ProviderNotInstalled")
@@ -224,6 +255,7 @@ KEDA = ("keda-crd", ())
 ISTIO = ("istio-crds", ("destinationrules.networking.istio.io",))
 GATEWAY_EXPERIMENTAL = ("gateway-api-crds", ())
 GATEWAY_STANDARD = ("gateway-api-standard-crds", ())
+ENVOY_GATEWAY = ("envoy-gateway-crds", ())
 
 
 def install(kube: Kube, docs: list[dict[str, Any]]) -> None:
@@ -269,9 +301,48 @@ def plane_factory(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(scope="module")
 def providers(plane_factory: Any) -> Plane:
-    """A cluster with KEDA's ScaledObject, Istio's DestinationRule and the Gateway API's
-    experimental-channel HTTPRoute and GRPCRoute."""
-    return plane_factory(KEDA, ISTIO, GATEWAY_EXPERIMENTAL)
+    """A cluster with KEDA's ScaledObject, Istio's DestinationRule, the Gateway API's experimental
+    channel (GatewayClass, Gateway, HTTPRoute, GRPCRoute) and Envoy Gateway's BackendTrafficPolicy;
+    GatewayClasses of three controllers and a Gateway of each (gateway_classes)."""
+    plane = plane_factory(KEDA, ISTIO, GATEWAY_EXPERIMENTAL, ENVOY_GATEWAY)
+    gateway_classes(plane.kube)
+    return plane
+
+
+# GatewayClass -> controllerName, and the Gateway in namespace "gateways" of each
+CONTROLLERS = {
+    "eg": "gateway.envoyproxy.io/gatewayclass-controller",
+    "istio": "istio.io/gateway-controller",
+    "traefik": "traefik.io/gateway-controller",  # one the operator knows no hash policy for
+}
+GATEWAYS = {"public": "eg", "mesh": "istio", "edge": "traefik"}
+
+
+def gateway(name: str, gateway_class: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": GATEWAY["namespace"]},
+        "spec": {
+            "gatewayClassName": gateway_class,
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+        },
+    }
+
+
+def gateway_classes(kube: Kube) -> None:
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY["namespace"]}})
+    for name, controller in CONTROLLERS.items():
+        kube.apply(
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "GatewayClass",
+                "metadata": {"name": name},
+                "spec": {"controllerName": controller},
+            }
+        )
+    for name, gateway_class in GATEWAYS.items():
+        kube.apply(gateway(name, gateway_class))
 
 
 ROUTINGS = [
@@ -280,9 +351,13 @@ ROUTINGS = [
     {"sessionAffinity": "Header", "provider": "ingress-nginx", "host": "t.example.com",
      "ingressClassName": "nginx", "tlsSecretName": "t-tls"},
     {"sessionAffinity": "Header", "provider": "istio"},
-    {"sessionAffinity": "Header", "provider": "gateway-api", "host": "t.example.com",
-     "gateway": {"name": "public", "namespace": "gateways", "sectionName": "https"}},
+    *({"sessionAffinity": "Header", "provider": "gateway-api", "host": "t.example.com",
+       "gateway": {"name": "public", "namespace": "gateways", "sectionName": "https",
+                   "implementation": implementation}}
+      for implementation in ("envoy-gateway", "istio", "standard")),
 ]  # fmt: skip
+# NGINX Gateway Fabric's UpstreamSettingsPolicy is not among them: its Go module is not served by the
+# module proxy, so no CRD of it can be installed here (its rendering is tested in test_routing_autoscaling)
 
 
 @pytest.mark.parametrize("source", ["fanout", "streaming"])
@@ -311,17 +386,23 @@ def test_apiserver_accepts_every_generated_object(providers, source):
         for obj in objects:
             result = dry_run_apply(providers.kube, obj)
             assert result["kind"] == obj["kind"]
-            if obj["kind"] in ("HTTPRoute", "GRPCRoute"):
+            implementation = (variant["routing"].get("gateway") or {}).get("implementation")
+            if obj["kind"] in ("HTTPRoute", "GRPCRoute") and implementation == "standard":
                 assert result["spec"]["rules"][0]["sessionPersistence"] == {
                     "sessionName": "x-triton-sequence-id",
                     "type": "Header",
                 }
+            if obj["kind"] == "BackendTrafficPolicy":  # as written, after the CRD's defaults
+                assert result["spec"]["loadBalancer"]["consistentHash"]["headers"] == [
+                    {"name": "x-triton-sequence-id"}
+                ]
             if obj["kind"] == "HorizontalPodAutoscaler" and source == "streaming":
                 assert result["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
             checked[obj["kind"]] = checked.get(obj["kind"], 0) + 1
     print(f"\n{source}: strict server-side dry run accepted {checked}")
     assert checked["HorizontalPodAutoscaler"] == checked["ScaledObject"] == len(ROUTINGS) * 3
-    assert {"Ingress", "DestinationRule", "HTTPRoute", "GRPCRoute", "Deployment", "Service"} <= set(checked)
+    kinds = {"Ingress", "DestinationRule", "HTTPRoute", "GRPCRoute", "BackendTrafficPolicy", "Deployment"}
+    assert kinds <= set(checked)
 
 
 def test_operator_creates_provider_objects_when_their_crds_exist(providers):
@@ -347,12 +428,18 @@ def test_operator_creates_provider_objects_when_their_crds_exist(providers):
         assert condition(gw, "RoutingConfigured")["reason"] == "Configured", condition(
             gw, "RoutingConfigured"
         )
+        assert "hashed by envoy-gateway" in condition(gw, "RoutingConfigured")["message"]
         for kind in ("HTTPRoute", "GRPCRoute"):
             route = kube.get("gateway.networking.k8s.io/v1", kind, ns, "gw")
-            assert route["spec"]["rules"][0]["sessionPersistence"]["type"] == "Header"
+            assert "sessionPersistence" not in route["spec"]["rules"][0]  # the policy hashes instead
             assert route["spec"]["parentRefs"] == [
                 {"group": "gateway.networking.k8s.io", "kind": "Gateway", **GATEWAY}  # defaulted by the CRD
             ]
+        policy = kube.get("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", ns, "gw")
+        assert policy["spec"]["loadBalancer"]["consistentHash"]["headers"] == [
+            {"name": "x-triton-sequence-id"}
+        ]
+        assert policy["metadata"]["ownerReferences"][0]["name"] == "gw"
         scaled = get_cr(kube, ns, "scaled")
         scaling = condition(scaled, "AutoscalingConfigured")
         assert (scaling["status"], scaling["reason"]) == ("True", "ScaledObject")
@@ -381,7 +468,8 @@ def test_operator_creates_provider_objects_when_their_crds_exist(providers):
 
 
 def test_gateway_api_crds_installed_later_standard_then_experimental(plane_factory):
-    """No Gateway API at first (ProviderNotInstalled); then the standard-channel CRDs, which lack
+    """Implementation `standard` (the routes' own sessionPersistence). No Gateway API at first
+    (ProviderNotInstalled); then the standard-channel CRDs, which lack
     sessionPersistence: the apiserver refuses the routes (server-side apply of an undeclared field) and
     the operator says why (ProviderRejected); then the experimental channel: Configured. Each step is
     picked up by the resync loop, with no change to the pipeline."""
@@ -390,7 +478,7 @@ def test_gateway_api_crds_installed_later_standard_then_experimental(plane_facto
     ns = plane.namespace()
     op = plane.operator(ns, {"TRITONPIPELINE_RESYNC_SECONDS": "1"})
     try:
-        doc = routed("gw", ns, "gateway-api")
+        doc = routed("gw", ns, "gateway-api", implementation="standard")
         kube.apply(doc)
         wait_for(
             "ProviderNotInstalled",
@@ -431,6 +519,75 @@ def test_gateway_api_crds_installed_later_standard_then_experimental(plane_facto
         raise
     finally:
         op.stop()
+
+
+def test_gateway_implementation_is_read_from_its_gateway_class(providers):
+    """provider gateway-api without implementation: the operator reads the Gateway's GatewayClass and
+    renders that controller's hash policy next to the routes (Envoy Gateway: BackendTrafficPolicy;
+    Istio: DestinationRule); an unknown controller or a missing Gateway gets no route, a False condition
+    and a Warning event, until the Gateway appears (the resync picks it up); moving to another Gateway
+    prunes the old policy."""
+    kube = providers.kube
+    ns = providers.namespace()
+    op = providers.operator(ns, {"TRITONPIPELINE_RESYNC_SECONDS": "1"})
+    route_api = "gateway.networking.k8s.io/v1"
+    with operator_log_on_failure(op):
+        edge = routed("edge", ns, "gateway-api", gateway={"name": "edge", "namespace": "gateways"})
+        later = routed("later", ns, "gateway-api", gateway={"name": "later", "namespace": "gateways"})
+        kube.apply(edge)
+        kube.apply(later)
+        unknown = wait_for(
+            "UnknownGatewayImplementation",
+            condition_is(kube, ns, "edge", "RoutingConfigured", "False", "UnknownGatewayImplementation"),
+        )
+        assert "traefik.io/gateway-controller" in unknown["message"]
+        assert "routing.gateway.implementation" in unknown["message"]
+        assert get(kube, route_api, "HTTPRoute", ns, "edge") is None  # never a route without affinity
+        assert get(kube, route_api, "GRPCRoute", ns, "edge") is None
+        wait_for(
+            "an UnknownGatewayImplementation Warning event",
+            lambda: [e for e in events(kube, ns, "edge") if e["reason"] == "UnknownGatewayImplementation"],
+        )
+        missing = wait_for(
+            "GatewayNotFound",
+            condition_is(kube, ns, "later", "RoutingConfigured", "False", "GatewayNotFound"),
+        )
+        assert "Gateway gateways/later does not exist" in missing["message"]
+        assert kube.get("apps/v1", "Deployment", ns, "later") is not None  # the rest is applied
+
+        kube.apply(gateway("later", "eg"))  # the Gateway appears: the resync finds it
+        wait_for(
+            "Configured after the Gateway appeared",
+            condition_is(kube, ns, "later", "RoutingConfigured", "True", "Configured"),
+            timeout=30,
+        )
+        assert kube.get("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", ns, "later") is not None
+        assert kube.get(route_api, "GRPCRoute", ns, "later") is not None
+
+        # the same pipeline moved to a Gateway that Istio serves: a DestinationRule, the Envoy policy pruned
+        moved = routed("later", ns, "gateway-api", gateway={"name": "mesh", "namespace": "gateways"})
+        kube.apply(moved)
+        wait_reconciled(kube, ns, "later", 2)
+        configured = condition(get_cr(kube, ns, "later"), "RoutingConfigured")
+        assert configured["reason"] == "Configured" and "hashed by istio" in configured["message"]
+        rule = kube.get("networking.istio.io/v1", "DestinationRule", ns, "later")
+        assert rule["spec"]["trafficPolicy"]["loadBalancer"]["consistentHash"] == {
+            "httpHeaderName": "x-triton-sequence-id"
+        }
+        assert get(kube, "gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", ns, "later") is None
+        route = kube.get(route_api, "HTTPRoute", ns, "later")
+        assert route["spec"]["parentRefs"][0]["name"] == "mesh"
+
+        # named in the spec, the implementation wins over the GatewayClass
+        edge["spec"]["routing"]["gateway"]["implementation"] = "envoy-gateway"
+        kube.apply(edge)
+        wait_for(
+            "Configured with the implementation named",
+            condition_is(kube, ns, "edge", "RoutingConfigured", "True", "Configured"),
+            timeout=30,
+        )
+        assert kube.get("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", ns, "edge") is not None
+        assert op.proc is not None and op.proc.poll() is None
 
 
 OLD_ISTIO_CRD = {

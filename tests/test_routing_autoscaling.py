@@ -109,6 +109,7 @@ def test_header_ingress_options_and_custom_header():
         doc(
             routing={
                 "sessionAffinity": "Header",
+                "provider": "ingress-nginx",
                 "header": "X-Stream-Key",
                 "host": "triton.example.com",
                 "ingressClassName": "nginx",
@@ -124,19 +125,34 @@ def test_header_ingress_options_and_custom_header():
         assert ing["spec"]["tls"] == [{"hosts": ["triton.example.com"], "secretName": "triton-tls"}]
 
 
-def test_the_streaming_example_ingress_carries_grpc_as_written():
-    """ingress-nginx serves gRPC over HTTP/2 only with TLS: the example as shipped names a host, a class
-    and a TLS Secret for that host, and its gRPC Ingress speaks GRPC to the pods."""
+def test_the_streaming_example_routes_grpc_through_a_tls_listener():
+    """The example as shipped: gateway-api (the default) with a host and a Gateway listener named https;
+    its comment shows that listener with TLS and GRPCRoute allowed (gRPC needs HTTP/2 end to end), and
+    the Gateway in it is the one the routing refers to."""
     from tritonpipeline.kube import checks
 
+    text = (ROOT / "examples" / "streaming.yaml").read_text()
+    shown = yaml.safe_load(
+        "\n".join(line.split("#   ", 1)[1] for line in text.splitlines() if line.lstrip().startswith("#   "))
+    )
+    (listener,) = shown["spec"]["listeners"]
+    assert listener["protocol"] == "HTTPS" and listener["tls"]["mode"] == "Terminate"
+    assert {"kind": "GRPCRoute"} in listener["allowedRoutes"]["kinds"]
     tp, kids = children(doc())  # the example's own routing
-    http, grpc = kids.routing.provider_objects
-    for ing in (http, grpc):
-        (rule,) = ing["spec"]["rules"]
-        assert rule["host"] == "streaming.example.com"
-        assert ing["spec"]["ingressClassName"] == "nginx"
-        assert ing["spec"]["tls"] == [{"hosts": ["streaming.example.com"], "secretName": "streaming-tls"}]
-    assert grpc["metadata"]["annotations"][routing.BACKEND_PROTOCOL_ANNOTATION] == "GRPC"
+    assert tp.spec.routing.provider == "gateway-api"
+    assert tp.spec.routing.host == listener["hostname"]
+    gateway = tp.spec.routing.gateway
+    assert gateway is not None and gateway.implementation is None  # read from the GatewayClass
+    assert (gateway.name, gateway.namespace, gateway.section_name) == (
+        shown["metadata"]["name"], shown["metadata"]["namespace"], listener["name"],
+    )  # fmt: skip
+    assert kids.routing.gateway_pending and kids.routing.provider_objects == ()
+    resolved = routing.routing_children(tp, Settings(), "envoy-gateway")
+    grpc = next(o for o in resolved.provider_objects if o["kind"] == "GRPCRoute")
+    assert grpc["spec"]["parentRefs"] == [
+        {"name": "inference", "namespace": "gateways", "sectionName": "https"}
+    ]
+    assert grpc["spec"]["hostnames"] == ["streaming.example.com"]
     assert not [w for w in checks.warnings(tp) if w.path.startswith("spec.routing")]
 
 
@@ -173,59 +189,167 @@ def test_header_istio_destination_rule_on_the_cluster_ip_service():
     assert len(kids.routing.objects) == 1  # the headless Service is there for every provider
 
 
-def test_header_gateway_api_routes_with_session_persistence():
-    gateway = {"name": "public", "namespace": "gateways", "sectionName": "http"}
-    _, kids = children(
-        doc(
-            routing={
-                "sessionAffinity": "Header",
-                "provider": "gateway-api",
-                "gateway": gateway,
-                "host": "t.io",
-            }
-        )
-    )
-    http, grpc = kids.routing.provider_objects
+GATEWAY = {"name": "public", "namespace": "gateways", "sectionName": "http"}
+
+
+def gateway_doc(implementation: str | None = None, **more: Any) -> dict[str, Any]:
+    gateway = {**GATEWAY, **({"implementation": implementation} if implementation else {})}
+    return doc(routing={"sessionAffinity": "Header", "gateway": gateway, "host": "t.io", **more})
+
+
+def test_header_gateway_api_is_the_default_provider_and_needs_the_implementation():
+    tp, kids = children(gateway_doc())
+    assert tp.spec.routing.provider == "gateway-api"
+    assert routing.needs_gateway_lookup(tp)
+    # nothing but the headless Service until the operator knows whose policy hashes the header
+    assert kids.routing.gateway_pending and kids.routing.provider_objects == ()
+    assert [o["kind"] for o in kids.routing.objects] == ["Service"]
+    assert "GatewayClass" in kids.routing.description
+
+
+@pytest.mark.parametrize("implementation", ["envoy-gateway", "istio", "nginx-gateway-fabric", "standard"])
+def test_header_gateway_api_routes(implementation):
+    tp, _ = children(gateway_doc())
+    kids = routing.routing_children(tp, Settings(), implementation)
+    http, grpc = kids.provider_objects[:2]
     assert (http["kind"], grpc["kind"]) == ("HTTPRoute", "GRPCRoute")
     for route in (http, grpc):
         assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
-        assert route["spec"]["parentRefs"] == [gateway]
+        assert route["spec"]["parentRefs"] == [GATEWAY]
         assert route["spec"]["hostnames"] == ["t.io"]
         (rule,) = route["spec"]["rules"]
-        assert rule["sessionPersistence"] == {"sessionName": "x-triton-sequence-id", "type": "Header"}
+        # only `standard` relies on sessionPersistence: the others hash with their own policy
+        assert ("sessionPersistence" in rule) == (implementation == "standard")
     assert http["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8000}]
     assert grpc["spec"]["rules"][0]["matches"] == [
         {"method": {"type": "Exact", "service": "inference.GRPCInferenceService"}}
     ]
     assert grpc["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8001}]
+    served = {(o["apiVersion"], o["kind"]) for o in kids.provider_objects}
+    assert served == set(kids.provider_apis)  # every kind rendered is checked for being served
+    possible = {(a, k, n) for a, k, n in routing.possible_names(tp)}
+    assert {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in kids.provider_objects} <= possible
 
 
-def test_gateway_api_does_not_claim_routing_by_the_clients_key():
+def test_envoy_gateway_hashes_the_header_on_both_routes():
+    tp, _ = children(gateway_doc(header="X-Stream-Key"))
+    *_, policy = routing.routing_children(tp, Settings(), "envoy-gateway").provider_objects
+    assert (policy["apiVersion"], policy["kind"]) == (
+        "gateway.envoyproxy.io/v1alpha1",
+        "BackendTrafficPolicy",
+    )
+    assert policy["spec"]["targetRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "streaming"},
+        {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute", "name": "streaming"},
+    ]
+    assert policy["spec"]["loadBalancer"] == {
+        "type": "ConsistentHash",
+        "consistentHash": {"type": "Headers", "headers": [{"name": "X-Stream-Key"}]},
+    }
+
+
+def test_istio_gateway_gets_the_destination_rule_of_the_backend_service():
+    tp, _ = children(gateway_doc())
+    *_, policy = routing.routing_children(tp, Settings(), "istio").provider_objects
+    assert policy == routing.destination_rule(tp, Settings())
+    assert policy["spec"]["host"] == "streaming"  # the routes' backend Service
+
+
+def test_nginx_gateway_fabric_hashes_consistently_on_the_header_variable():
+    tp, _ = children(gateway_doc(header="X-Stream-Key"))
+    *_, policy = routing.routing_children(tp, Settings(), "nginx-gateway-fabric").provider_objects
+    assert (policy["apiVersion"], policy["kind"]) == ("gateway.nginx.org/v1alpha1", "UpstreamSettingsPolicy")
+    assert policy["spec"] == {
+        "targetRefs": [{"group": "", "kind": "Service", "name": "streaming"}],
+        "loadBalancingMethod": "hash consistent",
+        "hashMethodKey": "$http_x_stream_key",
+    }
+
+
+def test_nginx_gateway_fabric_cannot_hash_a_header_with_digits():
+    """Its hashMethodKey must match ^\\$[a-z_]+$: named in the spec, it is refused at the header; read from
+    the GatewayClass, no route is rendered and the reason says why."""
+    with pytest.raises(SpecError) as err:
+        parse_pipeline(gateway_doc("nginx-gateway-fabric", header="x-seq2"))
+    assert "spec.routing.header" in str(err.value) and "letters" in str(err.value)
+    tp, _ = children(gateway_doc(header="x-seq2"))
+    problem = routing.gateway_problem(tp, "nginx-gateway-fabric")
+    assert problem is not None and "x-seq2" in problem and "gateways/public" in problem
+    assert routing.routing_children(tp, Settings(), "nginx-gateway-fabric").gateway_pending
+    assert routing.gateway_problem(tp, "envoy-gateway") is None
+
+
+@pytest.mark.parametrize(
+    ("controller", "implementation"),
+    [
+        ("gateway.envoyproxy.io/gatewayclass-controller", "envoy-gateway"),
+        ("istio.io/gateway-controller", "istio"),
+        ("gateway.nginx.org/nginx-gateway-controller", "nginx-gateway-fabric"),
+        ("traefik.io/gateway-controller", None),
+        ("", None),
+    ],
+)
+def test_implementation_from_the_gateway_class_controller_name(controller, implementation):
+    assert routing.implementation_of(controller) == implementation
+
+
+def test_unknown_implementation_says_what_is_missing():
+    message = routing.unknown_implementation("gateways/public", "traefik", "traefik.io/gateway-controller")
+    assert "traefik.io/gateway-controller" in message and "no route is created" in message
+    assert "routing.gateway.implementation" in message
+    for name in routing.GATEWAY_CONTROLLERS:
+        assert name in message
+
+
+def test_implementation_named_in_the_spec_needs_no_lookup():
+    tp, kids = children(gateway_doc("envoy-gateway"))
+    assert not routing.needs_gateway_lookup(tp) and not kids.routing.gateway_pending
+    assert [o["kind"] for o in kids.routing.provider_objects] == [
+        "HTTPRoute",
+        "GRPCRoute",
+        "BackendTrafficPolicy",
+    ]
+
+
+def test_standard_session_persistence_does_not_claim_routing_by_the_clients_key():
     """sessionPersistence pins sessions by a gateway-issued value, not by the client's sequence ID: status
-    and validate say so instead of claiming the header routes."""
+    and validate say so instead of claiming the header routes; the hashing implementations do not."""
     from tritonpipeline.kube import checks
 
-    routing = {"sessionAffinity": "Header", "provider": "gateway-api", "gateway": {"name": "public"}}
-    tp, kids = children(doc(routing=routing))
-    assert (
-        "value it issues" in kids.routing.description and "ingress-nginx or istio" in kids.routing.description
+    tp, kids = children(gateway_doc("standard"))
+    assert "value it issues" in kids.routing.description
+    (warning,) = [w for w in checks.warnings(tp) if w.path == "spec.routing.gateway.implementation"]
+    assert "client-chosen sequence ID" in warning.message
+    for other in (
+        gateway_doc("envoy-gateway"),
+        gateway_doc(),
+        doc(routing={"sessionAffinity": "Header", "provider": "istio"}),
+    ):
+        assert not [w for w in checks.warnings(children(other)[0]) if w.path.startswith("spec.routing")]
+
+
+def test_ingress_nginx_is_deprecated_with_a_pointer_to_the_migration():
+    from tritonpipeline.kube import checks
+
+    tp, _ = children(
+        doc(routing={"sessionAffinity": "Header", "provider": "ingress-nginx", "tlsSecretName": "t"})
     )
     (warning,) = [w for w in checks.warnings(tp) if w.path == "spec.routing.provider"]
-    assert "client-chosen sequence ID" in warning.message
-    istio = {"sessionAffinity": "Header", "provider": "istio"}
-    assert not [
-        w for w in checks.warnings(children(doc(routing=istio))[0]) if w.path == "spec.routing.provider"
-    ]
+    assert "deprecated" in warning.message and "Migrating from ingress-nginx" in warning.message
+    assert "## Migrating from ingress-nginx" in (ROOT / "README.md").read_text()
 
 
 def test_gateway_api_needs_a_gateway():
     with pytest.raises(SpecError) as err:
         parse_pipeline(doc(routing={"sessionAffinity": "Header", "provider": "gateway-api"}))
     assert "spec.routing" in str(err.value) and "needs routing.gateway" in str(err.value)
+    with pytest.raises(SpecError) as err:  # the default provider too
+        parse_pipeline(doc(routing={"sessionAffinity": "Header"}))
+    assert "(the default) needs routing.gateway" in str(err.value)
 
 
 def test_headless_name_too_long_is_a_spec_error():
-    d = doc(routing={"sessionAffinity": "Header"})
+    d = doc(routing={"sessionAffinity": "Header", "provider": "istio"})
     d["metadata"]["name"] = "s" * 60
     d["spec"]["pipelines"][0]["name"] = "streaming"
     with pytest.raises(SpecError) as err:
@@ -247,7 +371,7 @@ ONE = {"server": {"replicas": 1}}
         ({**NO_AFFINITY, **ONE}, False),
         ({**NO_AFFINITY, **ONE, "autoscaling": {"maxReplicas": 3}}, True),
         ({**NO_AFFINITY, **ONE, "autoscaling": {"maxReplicas": 1}}, False),
-        ({"routing": {"sessionAffinity": "Header"}}, False),
+        ({"routing": {"sessionAffinity": "Header", "provider": "istio"}}, False),
         ({"routing": {"sessionAffinity": "ClientIP"}}, False),
     ],
 )

@@ -819,6 +819,13 @@ class Server(_Base):
         return selector
 
 
+# The Gateway API implementations whose header-hashing policy the operator renders (kube/routing.py), and
+# `standard`: the Gateway API's own sessionPersistence
+GatewayImplementation = Literal["envoy-gateway", "istio", "nginx-gateway-fabric", "standard"]
+# NGINX Gateway Fabric takes the hash key as an nginx variable matching ^\$[a-z_]+$: no digits
+NGINX_GATEWAY_HEADER_RE = re.compile(r"^[A-Za-z-]+$")
+
+
 class GatewayRef(_Base):
     """The Gateway that the HTTPRoute and GRPCRoute attach to (provider gateway-api)."""
 
@@ -828,6 +835,13 @@ class GatewayRef(_Base):
     )
     section_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
         default=None, description="One listener of the Gateway."
+    )
+    implementation: GatewayImplementation | None = Field(
+        default=None,
+        description="Whose consistent-hash policy on the header goes with the routes: `envoy-gateway` "
+        "(BackendTrafficPolicy), `istio` (DestinationRule), `nginx-gateway-fabric` (UpstreamSettingsPolicy) "
+        "or `standard` (the routes' own `sessionPersistence`, which pins a value the gateway issues, not "
+        "the client's key); absent: read from the controllerName of the Gateway's GatewayClass.",
     )
 
 
@@ -848,10 +862,11 @@ class Routing(_Base):
         default="x-triton-sequence-id", description="Header to hash on, with `Header`."
     )
     provider: Literal["ingress-nginx", "istio", "gateway-api"] = Field(
-        default="ingress-nginx",
-        description="Who routes on the header: `ingress-nginx` (two Ingresses with `upstream-hash-by`), "
-        "`istio` (a DestinationRule with `consistentHash.httpHeaderName`) or `gateway-api` (HTTPRoute + "
-        "GRPCRoute with `sessionPersistence`).",
+        default="gateway-api",
+        description="Who routes on the header: `gateway-api` (HTTPRoute + GRPCRoute attached to "
+        "`gateway`, with the consistent-hash policy of the Gateway's implementation), `istio` (a "
+        "DestinationRule with `consistentHash.httpHeaderName`) or `ingress-nginx` (deprecated: retired "
+        "upstream; two Ingresses with `upstream-hash-by`).",
     )
     host: Annotated[str, _name_rule(HOST_RE, "host")] | None = Field(
         default=None, description="Host name for the Ingress rules / route `hostnames`; absent: any host."
@@ -878,8 +893,23 @@ class Routing(_Base):
         Rule(
             lambda r: r.session_affinity != "Header" or r.provider != "gateway-api" or r.gateway is not None,
             "self.sessionAffinity != 'Header' || self.provider != 'gateway-api' || has(self.gateway)",
-            "provider gateway-api needs routing.gateway (the Gateway the HTTPRoute and GRPCRoute attach to)",
+            "provider gateway-api (the default) needs routing.gateway, the Gateway the HTTPRoute and "
+            "GRPCRoute attach to; or set routing.provider to istio",
             ".gateway",
+        ),
+        Rule(
+            lambda r: (
+                r.gateway is None
+                or r.gateway.implementation != "nginx-gateway-fabric"
+                or NGINX_GATEWAY_HEADER_RE.fullmatch(r.header) is not None
+            ),
+            "!has(self.gateway) || !has(self.gateway.implementation) || "
+            "self.gateway.implementation != 'nginx-gateway-fabric' || self.header.matches('"
+            + NGINX_GATEWAY_HEADER_RE.pattern
+            + "')",
+            "NGINX Gateway Fabric hashes on an nginx variable of letters and underscores: a header for "
+            "implementation nginx-gateway-fabric has letters and '-' only",
+            ".header",
         ),
     )
 

@@ -140,7 +140,11 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     does not exist yet; kopf watches each kind by label (on.event handlers: list + watch);
   - only surplus ConfigMap parts and children a spec no longer renders are ever deleted (_prune): a
     dropped HPA or ScaledObject, and routing objects (the headless Service, Ingresses, DestinationRule,
-    HTTPRoute/GRPCRoute) when session affinity or its provider changes. Nothing else is;
+    HTTPRoute/GRPCRoute, Envoy Gateway's BackendTrafficPolicy, NGINX Gateway Fabric's
+    UpstreamSettingsPolicy) when session affinity, its provider or the Gateway's implementation changes.
+    Nothing else is;
+  - a pipeline's Gateway and its GatewayClass are read (GET, cluster-wide: a Gateway usually lives in a
+    namespace of its own; see kopf-clusterrole.yaml) to learn which implementation hashes the header;
   - routing and KEDA objects are not watched (the resync loop repairs them), so they need no list/watch;
     whether their API exists is read from discovery, which every authenticated user may read.
   - children carry owner references with blockOwnerDeletion: true, which the
@@ -213,6 +217,12 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   verbs: ["create", "patch", "delete"]
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes", "grpcroutes"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["gateway.envoyproxy.io"]
+  resources: ["backendtrafficpolicies"]
+  verbs: ["create", "patch", "delete"]
+- apiGroups: ["gateway.nginx.org"]
+  resources: ["upstreamsettingspolicies"]
   verbs: ["create", "patch", "delete"]
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]

@@ -338,8 +338,10 @@ def warnings(tp: TritonPipeline) -> list[Problem]:
     if no_tls:
         found.append(Problem("spec.routing.tlsSecretName", no_tls))
     route = tp.spec.routing
-    if route.session_affinity == "Header" and route.provider == "gateway-api":
-        found.append(Problem("spec.routing.provider", routing.GATEWAY_SESSION_CAVEAT))
+    if route.session_affinity == "Header" and route.gateway and route.gateway.implementation == "standard":
+        found.append(Problem("spec.routing.gateway.implementation", routing.GATEWAY_SESSION_CAVEAT))
+    if route.session_affinity == "Header" and route.provider == "ingress-nginx":
+        found.append(Problem("spec.routing.provider", routing.INGRESS_NGINX_RETIRED))
     repo = tp.spec.model_repository
     if repo.secret_ref is not None and repo.scheme not in SECRET_SCHEMES:
         where = "a local path" if repo.scheme == "local" else f"a {repo.scheme}:// uri"

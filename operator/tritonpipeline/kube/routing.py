@@ -2,7 +2,7 @@
 
 Triton carries `sequence_id` in the request body only, so a load balancer in front of several replicas
 needs something it can read: the client's IP (`ClientIP`, done by the Service itself) or a header
-(`Header`, done by a provider: ingress-nginx, Istio or a Gateway API implementation). The client helper
+(`Header`, done by a provider: a Gateway API implementation, Istio or ingress-nginx). The client helper
 `tritonpipeline.client` puts the sequence ID into that header.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..settings import Settings
-from ..spec import TritonPipeline
+from ..spec import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, TritonPipeline
 from .meta import GRPC_PORT, HTTP_PORT, metadata, selector_labels
 
 HASH_BY_ANNOTATION = "nginx.ingress.kubernetes.io/upstream-hash-by"
@@ -31,10 +31,27 @@ DESTINATION_RULE_API = ("networking.istio.io/v1", "DestinationRule")
 OLDER_API_VERSIONS = {DESTINATION_RULE_API: "networking.istio.io/v1beta1"}
 HTTP_ROUTE_API = ("gateway.networking.k8s.io/v1", "HTTPRoute")
 GRPC_ROUTE_API = ("gateway.networking.k8s.io/v1", "GRPCRoute")
+GATEWAY_API = ("gateway.networking.k8s.io/v1", "Gateway")
+GATEWAY_CLASS_API = ("gateway.networking.k8s.io/v1", "GatewayClass")
+BACKEND_TRAFFIC_POLICY_API = ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy")
+UPSTREAM_SETTINGS_POLICY_API = ("gateway.nginx.org/v1alpha1", "UpstreamSettingsPolicy")
 PROVIDER_APIS: dict[str, tuple[tuple[str, str], ...]] = {
     "ingress-nginx": (INGRESS_API,),
     "istio": (DESTINATION_RULE_API,),
     "gateway-api": (HTTP_ROUTE_API, GRPC_ROUTE_API),
+}
+# A Gateway's implementation, from its GatewayClass's spec.controllerName (each project's documented name)
+GATEWAY_CONTROLLERS: dict[str, GatewayImplementation] = {
+    "gateway.envoyproxy.io/gatewayclass-controller": "envoy-gateway",
+    "istio.io/gateway-controller": "istio",
+    "gateway.nginx.org/nginx-gateway-controller": "nginx-gateway-fabric",
+}
+# What each implementation hashes the header with, next to the routes
+GATEWAY_POLICY_APIS: dict[GatewayImplementation, tuple[str, str] | None] = {
+    "envoy-gateway": BACKEND_TRAFFIC_POLICY_API,
+    "istio": DESTINATION_RULE_API,
+    "nginx-gateway-fabric": UPSTREAM_SETTINGS_POLICY_API,
+    "standard": None,  # the routes' own sessionPersistence
 }
 
 
@@ -47,6 +64,7 @@ class RoutingChildren:
     provider_objects: tuple[dict[str, Any], ...] = ()
     provider_apis: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    gateway_pending: bool = False  # gateway-api: the implementation is not known (yet); no route rendered
 
 
 # --------------------------------------------------------------------------- what the spec implies
@@ -223,11 +241,86 @@ def destination_rule(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
 GATEWAY_SESSION_CAVEAT = (
     "the gateway pins a session by a value it issues in that header on the first response, which the "
     "client must send back; a client-chosen sequence ID such as the client helper sends does not pin "
-    "it: for routing by the client's own key use provider ingress-nginx or istio"
+    "it: leave routing.gateway.implementation unset (or name envoy-gateway, istio or "
+    "nginx-gateway-fabric) to hash the client's own key"
+)
+PROVIDER_NOT_INSTALLED = (
+    "routing.provider {provider} needs {missing}, which this cluster does not serve: install {provider} (its "
+    "CRDs) and the routing objects are created at the next reconcile; everything else, the headless "
+    "Service {headless} included, is applied"
+)
+PROVIDER_DEPRECATED = "ProviderDeprecated"  # RoutingConfigured's reason (True, with a Warning event)
+INGRESS_NGINX_RETIRED = (
+    "provider ingress-nginx is deprecated: Kubernetes retired ingress-nginx (no releases or security fixes "
+    "since March 2026); move to provider gateway-api (README: Migrating from ingress-nginx)"
+)
+GATEWAY_PENDING = (
+    "HTTPRoute and GRPCRoute {name} with the consistent-hash policy of the implementation named by the "
+    "controllerName of Gateway {gateway}'s GatewayClass (read by the operator; "
+    "routing.gateway.implementation names it instead)"
+)
+GATEWAY_NOT_FOUND = (
+    "{what} does not exist, so the operator cannot tell which implementation hashes the header: no route "
+    "is created until it does (the next reconcile or resync looks again); create it, or set "
+    "routing.gateway.implementation"
+)
+GATEWAY_NOT_READABLE = (
+    "the operator may not read {what}, so it cannot tell which implementation hashes the header: no route "
+    "is created; grant get on it (the chart does) or set routing.gateway.implementation"
+)
+UNKNOWN_GATEWAY_IMPLEMENTATION = (
+    "Gateway {gateway} is served by controller {controller} (GatewayClass {gateway_class}), for which the "
+    "operator knows no consistent-hash policy (it knows {known}): no route is created, so no request "
+    "reaches the pipeline through that Gateway without affinity; set routing.gateway.implementation to "
+    "one of envoy-gateway, istio, nginx-gateway-fabric, or standard (the Gateway API's sessionPersistence, "
+    "if that controller supports it)"
+)
+NGINX_GATEWAY_HEADER = (
+    "Gateway {gateway} is NGINX Gateway Fabric, which hashes on an nginx variable of letters and "
+    "underscores: header {header} has other characters; no route is created; choose a header of letters "
+    "and '-' (routing.header, and the client helper's header=)"
 )
 
 
-def _route_spec(tp: TritonPipeline, rule: dict[str, Any]) -> dict[str, Any]:
+def gateway_ref(tp: TritonPipeline) -> tuple[str, str]:
+    """(namespace, name) of the Gateway the routes attach to."""
+    gateway = tp.spec.routing.gateway
+    assert gateway is not None  # the spec requires it with gateway-api
+    return gateway.namespace or tp.metadata.namespace or "default", gateway.name
+
+
+def needs_gateway_lookup(tp: TritonPipeline) -> bool:
+    """Whether the implementation is read from the cluster (Gateway -> GatewayClass -> controllerName)."""
+    routing = tp.spec.routing
+    return (
+        routing.session_affinity == "Header"
+        and routing.provider == "gateway-api"
+        and routing.gateway is not None
+        and routing.gateway.implementation is None
+    )
+
+
+def implementation_of(controller_name: str) -> GatewayImplementation | None:
+    return GATEWAY_CONTROLLERS.get(controller_name)
+
+
+def unknown_implementation(gateway: str, gateway_class: str, controller: str) -> str:
+    known = ", ".join(f"{impl} ({name})" for name, impl in GATEWAY_CONTROLLERS.items())
+    return UNKNOWN_GATEWAY_IMPLEMENTATION.format(
+        gateway=gateway, gateway_class=gateway_class, controller=controller, known=known
+    )
+
+
+def gateway_problem(tp: TritonPipeline, implementation: GatewayImplementation) -> str | None:
+    """Why `implementation` cannot hash this spec's header, or None."""
+    header = tp.spec.routing.header
+    if implementation == "nginx-gateway-fabric" and not NGINX_GATEWAY_HEADER_RE.fullmatch(header):
+        namespace, name = gateway_ref(tp)
+        return NGINX_GATEWAY_HEADER.format(gateway=f"{namespace}/{name}", header=header)
+    return None
+
+
+def _route_spec(tp: TritonPipeline, rule: dict[str, Any], persistence: bool) -> dict[str, Any]:
     routing = tp.spec.routing
     assert routing.gateway is not None  # the spec requires it with gateway-api
     parent: dict[str, Any] = {"name": routing.gateway.name}
@@ -238,12 +331,13 @@ def _route_spec(tp: TritonPipeline, rule: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"parentRefs": [parent]}
     if routing.host:
         spec["hostnames"] = [routing.host]
-    persistence = {"sessionName": routing.header, "type": "Header"}
-    spec["rules"] = [{**rule, "sessionPersistence": persistence}]
+    if persistence:
+        rule = {**rule, "sessionPersistence": {"sessionName": routing.header, "type": "Header"}}
+    spec["rules"] = [rule]
     return spec
 
 
-def http_route(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+def http_route(tp: TritonPipeline, settings: Settings, persistence: bool = False) -> dict[str, Any]:
     rule = {
         "matches": [{"path": {"type": "PathPrefix", "value": HTTP_PATH}}],
         "backendRefs": [{"name": tp.name, "port": HTTP_PORT}],
@@ -252,11 +346,11 @@ def http_route(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
         "apiVersion": HTTP_ROUTE_API[0],
         "kind": HTTP_ROUTE_API[1],
         "metadata": metadata(tp.name, tp, settings, "routing"),
-        "spec": _route_spec(tp, rule),
+        "spec": _route_spec(tp, rule, persistence),
     }
 
 
-def grpc_route(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+def grpc_route(tp: TritonPipeline, settings: Settings, persistence: bool = False) -> dict[str, Any]:
     rule = {
         "matches": [{"method": {"type": "Exact", "service": GRPC_SERVICE}}],
         "backendRefs": [{"name": tp.name, "port": GRPC_PORT}],
@@ -265,11 +359,66 @@ def grpc_route(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
         "apiVersion": GRPC_ROUTE_API[0],
         "kind": GRPC_ROUTE_API[1],
         "metadata": metadata(tp.name, tp, settings, "routing"),
-        "spec": _route_spec(tp, rule),
+        "spec": _route_spec(tp, rule, persistence),
     }
 
 
-def routing_children(tp: TritonPipeline, settings: Settings) -> RoutingChildren:
+def backend_traffic_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+    """Envoy Gateway: consistent hashing (Envoy's ring hash) on the header for both routes' backends."""
+    group = HTTP_ROUTE_API[0].split("/")[0]
+    return {
+        "apiVersion": BACKEND_TRAFFIC_POLICY_API[0],
+        "kind": BACKEND_TRAFFIC_POLICY_API[1],
+        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "spec": {
+            "targetRefs": [
+                {"group": group, "kind": HTTP_ROUTE_API[1], "name": tp.name},
+                {"group": group, "kind": GRPC_ROUTE_API[1], "name": tp.name},
+            ],
+            "loadBalancer": {
+                "type": "ConsistentHash",
+                "consistentHash": {"type": "Headers", "headers": [{"name": tp.spec.routing.header}]},
+            },
+        },
+    }
+
+
+def upstream_settings_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+    """NGINX Gateway Fabric: nginx's `hash $http_<header> consistent` on the upstream of the routes'
+    backend Service (the policy attaches to the Service)."""
+    return {
+        "apiVersion": UPSTREAM_SETTINGS_POLICY_API[0],
+        "kind": UPSTREAM_SETTINGS_POLICY_API[1],
+        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": tp.name}],
+            "loadBalancingMethod": "hash consistent",
+            "hashMethodKey": nginx_variable(tp.spec.routing.header),
+        },
+    }
+
+
+def gateway_objects(
+    tp: TritonPipeline, settings: Settings, implementation: GatewayImplementation
+) -> list[dict[str, Any]]:
+    """The routes, and the policy that makes `implementation` hash the header."""
+    standard = implementation == "standard"
+    routes = [http_route(tp, settings, standard), grpc_route(tp, settings, standard)]
+    if implementation == "envoy-gateway":
+        return [*routes, backend_traffic_policy(tp, settings)]
+    if implementation == "istio":  # Istio's gateway applies the DestinationRule of the backend Service
+        return [*routes, destination_rule(tp, settings)]
+    if implementation == "nginx-gateway-fabric":
+        return [*routes, upstream_settings_policy(tp, settings)]
+    return routes
+
+
+def routing_children(
+    tp: TritonPipeline, settings: Settings, implementation: GatewayImplementation | None = None
+) -> RoutingChildren:
+    """What session affinity adds. With provider gateway-api, `implementation` is the one the operator
+    read from the cluster (routing.gateway.implementation wins); with neither, no route is rendered
+    (`gateway_pending`): a route without the policy would carry sequences without affinity."""
     routing = tp.spec.routing
     if routing.session_affinity == "ClientIP":
         return RoutingChildren(
@@ -285,20 +434,30 @@ def routing_children(tp: TritonPipeline, settings: Settings) -> RoutingChildren:
         return RoutingChildren(description="no session affinity (routing.sessionAffinity None)")
     headless = headless_service(tp, settings)
     provider: list[dict[str, Any]]
+    how = f"header {routing.header} routed by {routing.provider}"
+    apis = PROVIDER_APIS[routing.provider]
     if routing.provider == "ingress-nginx":
         provider = ingresses(tp, settings)
     elif routing.provider == "istio":
         provider = [destination_rule(tp, settings)]
     else:
-        provider = [http_route(tp, settings), grpc_route(tp, settings)]
+        assert routing.gateway is not None  # the spec requires it with gateway-api
+        chosen = routing.gateway.implementation or implementation
+        if chosen is None or gateway_problem(tp, chosen):
+            namespace, name = gateway_ref(tp)
+            pending = GATEWAY_PENDING.format(name=tp.name, gateway=f"{namespace}/{name}")
+            return RoutingChildren(objects=(headless,), gateway_pending=True, description=pending)
+        provider = gateway_objects(tp, settings, chosen)
+        policy = GATEWAY_POLICY_APIS[chosen]
+        apis = (*apis, policy) if policy else apis
+        how = f"header {routing.header} hashed by {chosen} on gateway-api routes"
+        if chosen == "standard":
+            how = f"gateway-api session persistence on header {routing.header} ({GATEWAY_SESSION_CAVEAT})"
     names = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in [headless, *provider])
-    how = f"header {routing.header} routed by {routing.provider}"
-    if routing.provider == "gateway-api":
-        how = f"{routing.provider} session persistence on header {routing.header} ({GATEWAY_SESSION_CAVEAT})"
     return RoutingChildren(
         objects=(headless,),
         provider_objects=tuple(provider),
-        provider_apis=PROVIDER_APIS[routing.provider],
+        provider_apis=apis,
         description=f"{how}: {names}",
     )
 
@@ -320,4 +479,6 @@ def possible_names(tp: TritonPipeline) -> list[tuple[str, str, str]]:
         (*DESTINATION_RULE_API, tp.name),
         (*HTTP_ROUTE_API, tp.name),
         (*GRPC_ROUTE_API, tp.name),
+        (*BACKEND_TRAFFIC_POLICY_API, tp.name),
+        (*UPSTREAM_SETTINGS_POLICY_API, tp.name),
     ]

@@ -22,6 +22,7 @@ from ..kube.meta import owned
 from ..settings import Settings
 from ..spec import TritonPipeline
 from ..state import OperatorState
+from .gateway import GatewayLookup
 
 
 def _epoch(stamp: str | None) -> float:
@@ -120,11 +121,16 @@ async def _apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str
 
 
 async def apply_optional(
-    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any], generation: int | None
+    kube: Kube,
+    tp: TritonPipeline,
+    children: Children,
+    owner: dict[str, Any],
+    generation: int | None,
+    gateway: GatewayLookup | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Apply the children that need a provider's API when the cluster serves it, owned by the pipeline
     like the others. Returns what was applied and the RoutingConfigured / AutoscalingConfigured
-    conditions saying what happened."""
+    conditions saying what happened (`gateway`: what the Gateway's lookup found, with gateway-api)."""
     applied: list[dict[str, Any]] = []
     r = children.routing
     provider = tp.spec.routing.provider
@@ -134,7 +140,10 @@ async def apply_optional(
         older_api = (rt.OLDER_API_VERSIONS.get(api, ""), api[1])
         if older is not None and await _served(kube, (api,)) and not await _served(kube, (older_api,)):
             provider_objects = older
-    if not r.provider_objects:
+    if r.gateway_pending:
+        reason, message = (gateway.reason, gateway.message) if gateway else ("GatewayNotFound", r.description)
+        routing = st.condition("RoutingConfigured", False, reason, message, generation)
+    elif not r.provider_objects:
         how = tp.spec.routing.session_affinity
         if how in ("ClientIP", "Stream"):
             reason = "ServiceAffinity" if how == "ClientIP" else "StreamAffinity"
@@ -148,15 +157,19 @@ async def apply_optional(
             "RoutingConfigured",
             False,
             "ProviderNotInstalled",
-            f"routing.provider {provider} needs {', '.join(missing)}, which this cluster does not serve: "
-            f"install {provider} (its CRDs) and the routing objects are created at the next reconcile; "
-            f"everything else, the headless Service {rt.headless_name(tp)} included, is applied",
+            rt.PROVIDER_NOT_INSTALLED.format(
+                provider=provider, missing=", ".join(missing), headless=rt.headless_name(tp)
+            ),
             generation,
         )
     else:
         try:
             applied += [await asyncio.to_thread(kube.apply, owned(obj, owner), 1) for obj in provider_objects]
-            routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
+            if provider == "ingress-nginx":
+                message = f"{r.description}; {rt.INGRESS_NGINX_RETIRED}"
+                routing = st.condition("RoutingConfigured", True, rt.PROVIDER_DEPRECATED, message, generation)
+            else:
+                routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
         except KubeError as exc:
             raise_if_transient(exc)
             hint = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -21,6 +22,7 @@ from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
 from ..state import OperatorState
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
+from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import list_pods, previous_condition, replica_status, warn, write_status
 from .upgrade import pin, rolled
@@ -88,10 +90,13 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     since = time.time()
     try:
         owner = owner_reference(dict(body))
+        gateway = await lookup_gateway(kube, tp) if rt.needs_gateway_lookup(tp) else None
+        if gateway is not None and gateway.implementation is not None:
+            children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
         await ensure_admin_secret(kube, tp, config, owner, logger)
         pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
         applied = await apply_children(kube, tp, pinned.children, owner)
-        optional, conditions = await apply_optional(kube, tp, children, owner, generation)
+        optional, conditions = await apply_optional(kube, tp, children, owner, generation, gateway)
         applied += optional
         # a new pipeline has nothing to prune
         stale = (
@@ -132,7 +137,9 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         live_claim = await asyncio.to_thread(kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
         source = storage.model_source_condition(tp, live_claim, generation)
         conditions = [*conditions, *([source] if source else [])]
-    warnings = [c for c in [*conditions, affinity] if c["status"] == "False"]
+    warnings = [
+        c for c in [*conditions, affinity] if c["status"] == "False" or c["reason"] == rt.PROVIDER_DEPRECATED
+    ]
     # warn on a user's change, or when a problem is new (not on every resync)
     warnings = [
         c
