@@ -826,3 +826,28 @@ def test_manifests_are_plain_yaml_without_anchors(tmp_path: Path, name: str) -> 
     assert not re.search(r"[&*]id\d+", result.stdout), result.stdout
     objects = list(yaml.safe_load_all(result.stdout))
     assert any(o["kind"] == "Deployment" for o in objects)
+
+
+@pytest.mark.cli
+def test_manifests_of_a_gateway_route_say_what_the_operator_reads(tmp_path: Path) -> None:
+    """gateway-api without routing.gateway.implementation: the operator reads the policy's kind from the
+    Gateway's GatewayClass, so `manifests` leaves the routes out and says so on stderr;
+    --gateway-implementation renders what the operator would apply for that implementation."""
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(example("streaming", uri="pvc://models/triton")))
+    result = run_cli("manifests", path)
+    assert result.returncode == 0, result.stderr
+    assert "routes left out" in result.stderr and "--gateway-implementation" in result.stderr
+    kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout)]
+    assert "HTTPRoute" not in kinds and "Service" in kinds
+    for implementation, policy in [
+        ("envoy-gateway", "BackendTrafficPolicy"),
+        ("istio", "DestinationRule"),
+        ("nginx-gateway-fabric", "UpstreamSettingsPolicy"),
+    ]:
+        result = run_cli("manifests", path, "--gateway-implementation", implementation)
+        assert result.returncode == 0 and "left out" not in result.stderr, result.stderr
+        kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout)]
+        assert kinds[-3:] == ["HTTPRoute", "GRPCRoute", policy], kinds
+    result = run_cli("manifests", path, "--gateway-implementation", "traefik")
+    assert result.returncode == 2 and "invalid choice: 'traefik'" in result.stderr

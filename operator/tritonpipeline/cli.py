@@ -17,8 +17,9 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import extras, security, tritonserver_options, yamltext
@@ -47,7 +48,7 @@ from .repository import (
     write_repository,
 )
 from .settings import Settings
-from .spec import TritonPipeline, load_file
+from .spec import GatewayImplementation, TritonPipeline, load_file
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
 DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
@@ -554,6 +555,7 @@ def cmd_manifests(args: argparse.Namespace) -> int:
     """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
     from .compiler import compile_pipeline
     from .kube.manifests import render_children
+    from .kube.routing import routing_children
     from .spec import parse_pipeline
 
     compiled = compile_file(args.file, models=args.models)
@@ -571,6 +573,15 @@ def cmd_manifests(args: argparse.Namespace) -> int:
             children = render_children(tp, artifacts, settings)
         except SpecError as exc:
             raise SpecError(exc.problems, args.file) from None
+        if children.routing.gateway_pending and args.gateway_implementation:
+            routing = routing_children(tp, settings, args.gateway_implementation)
+            children = replace(children, routing=routing)
+        if children.routing.gateway_pending:
+            print(
+                f"{tp.name}: routes left out: {children.routing.description}; pass --gateway-implementation "
+                "to render them",
+                file=sys.stderr,
+            )
         objects += [*children.all(), *children.routing.provider_objects]
         objects += [children.scaled_object] if children.scaled_object else []
     sys.stdout.write(yamltext.dump_all(objects))
@@ -710,6 +721,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--name", help="only this TritonPipeline, when the file holds several")
     p.add_argument("-n", "--namespace", help="the namespace to render for (default: the CR's, else default)")
+    p.add_argument(
+        "--gateway-implementation",
+        choices=typing.get_args(GatewayImplementation),
+        help="with routing.provider gateway-api: whose hash policy to render with the routes, as the "
+        "operator would read it from the Gateway's GatewayClass (default: routing.gateway.implementation; "
+        "without either, the routes are left out and stderr says so)",
+    )
     common(p)
     p.set_defaults(func=cmd_manifests)
 
