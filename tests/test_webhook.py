@@ -99,6 +99,12 @@ def test_valid_spec_is_allowed_with_its_warnings() -> None:
     assert verdict.allowed
     assert [w.path for w in verdict.warnings] == ["spec.routing.sessionAffinity"]
     assert "chunks of one sequence will reach different replicas" in verdict.warnings[0].message
+    # the retired ingress-nginx is still allowed, with a warning that points to the migration
+    doc["spec"]["routing"] = {"sessionAffinity": "Header", "provider": "ingress-nginx", "tlsSecretName": "t"}
+    verdict = webhook.verdict(doc)
+    assert verdict.allowed
+    assert [w.path for w in verdict.warnings] == ["spec.routing.provider"]
+    assert "deprecated" in verdict.warnings[0].message and "Migrating from" in verdict.warnings[0].message
 
 
 @pytest.mark.parametrize("name", ["tensorrtllm", "asr"])
