@@ -32,8 +32,8 @@ venv: $(STAMP) ## create .venv and install the package with dev tools
 # in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
 # hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py.
 # Each is installed only if its command is missing; without root the tests that need it skip and say why.
-SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy
-system-deps: ## install graphviz, nginx, prometheus, curl and haproxy from Debian if missing (needs root; skipped otherwise)
+SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy gcc:gcc
+system-deps: ## install graphviz, nginx, prometheus, curl, haproxy and gcc from Debian if missing (needs root; skipped otherwise)
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 	  cmd=$${dep%%:*}; pkg=$${dep##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $$pkg"; \
@@ -123,7 +123,7 @@ cluster-down: ## stop the control plane started by cluster-up
 
 bench: bench-dataplane bench-controlplane ## all benchmarks
 
-bench-dataplane: $(STAMP) ## router vs shared vs BLS vs per-step round trips on a real tritonserver
+bench-dataplane: $(STAMP) ## router (Python and native) vs shared vs BLS vs per-step round trips on a real tritonserver
 	$(PY) -m bench.dataplane
 
 bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic batching) vs shared, side by side

@@ -2,6 +2,7 @@
 """Data-plane benchmark: four ways to run the fan-out of examples/fanout.yaml on one real tritonserver.
 
     router    compiled ensemble, fanOut: router (one router model copies FEATS_A to both heads)
+    native    the same ensemble with the native router (a C backend, tritonpipeline.native_router)
     shared    compiled ensemble, fanOut: shared (both heads read FEATS_A directly)
     bls       a Python BLS model: extractor, then head_b and head_c concurrently (async_exec)
     per_step  the client composes: extractor, then head_b and head_c concurrently, one round trip each
@@ -52,6 +53,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from harness.load import LoadResult, WrongAnswer, closed_loop
+from tritonpipeline import native_router
 from tritonpipeline.compiler import Artifacts, compile_pipeline
 from tritonpipeline.repository import local_model_root, write_repository
 from tritonpipeline.server import LocalTriton, TritonError
@@ -65,9 +67,10 @@ BLS_MODEL = BENCH_MODELS / "bls_fanout"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 ROUTER_PIPELINE = "vision"
+NATIVE_PIPELINE = "vision_native"
 SHARED_PIPELINE = "vision_shared"
 BLS_NAME = "bls_fanout"
-VARIANTS = ("router", "shared", "bls", "per_step")
+VARIANTS = ("router", "native", "shared", "bls", "per_step")
 CONCURRENCIES = (1, 16)
 
 # The compute workload: the same fan-out on bench-only models that also do real numpy work.
@@ -104,7 +107,8 @@ QUICK = Mode(
 
 
 def variant_docs() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The two CRs, built from examples/fanout.yaml: `vision` (fanOut router), `vision_shared` (shared)."""
+    """The two CRs, built from examples/fanout.yaml: `vision` (fanOut router), `vision_shared` (shared).
+    The native variant is `vision` renamed NATIVE_PIPELINE (native_doc)."""
     doc = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     pipelines = doc["spec"]["pipelines"]
     if len(pipelines) != 1:
@@ -117,6 +121,14 @@ def variant_docs() -> tuple[dict[str, Any], dict[str, Any]]:
     shared["metadata"]["name"] = f"{doc['metadata']['name']}-shared"
     shared["spec"]["pipelines"][0].update(name=SHARED_PIPELINE, fanOut="shared")
     return router, shared
+
+
+def native_doc(router: dict[str, Any]) -> dict[str, Any]:
+    """The router CR with its pipeline renamed NATIVE_PIPELINE (its router gets a name of its own)."""
+    doc = copy.deepcopy(router)
+    doc["metadata"]["name"] = f"{doc['metadata']['name']}-native"
+    doc["spec"]["pipelines"][0]["name"] = NATIVE_PIPELINE
+    return doc
 
 
 def compute_docs(
@@ -203,12 +215,15 @@ def build_repository(dest: Path, models: Path) -> dict[str, Any]:
         )
     }
     arts = {key: compile_pipeline(tp, cpu_only=True) for key, tp in tps.items()}
+    native_tp = parse_pipeline(native_doc(router_doc), str(EXAMPLE))
+    arts["native"] = compile_pipeline(native_tp, cpu_only=True, native_router=native_router.build())
     if arts["router"].models != arts["shared"].models:
         raise SystemExit("router and shared CRs declare different models")
     if arts["compute_router"].models != arts["compute_shared"].models:
         raise SystemExit("compute router and shared CRs declare different models")
     write_repository(arts["router"], dest, local_model_root(tps["router"], EXAMPLE))
     add_artifacts(arts["shared"], dest, None)
+    add_artifacts(arts["native"], dest, None)
     compute_root = local_model_root(tps["compute_router"], EXAMPLE)
     add_artifacts(arts["compute_router"], dest, compute_root)
     add_artifacts(arts["compute_shared"], dest, compute_root)
@@ -218,7 +233,11 @@ def build_repository(dest: Path, models: Path) -> dict[str, Any]:
     return {
         "toy": {
             "declared_models": list(arts["router"].models),
-            "graph": {"router": arts["router"].graph_summary(), "shared": arts["shared"].graph_summary()},
+            "graph": {
+                "router": arts["router"].graph_summary(),
+                "native": arts["native"].graph_summary(),
+                "shared": arts["shared"].graph_summary(),
+            },
         },
         "compute": {
             "model_root": "temporary directory linking model_repository/* and bench/models/*",
@@ -318,6 +337,7 @@ def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict
     toy_models = {m: m for m in COMPUTE_MODELS}
     return {
         ("toy", "router"): lambda x: model(ROUTER_PIPELINE, x),
+        ("toy", "native"): lambda x: model(NATIVE_PIPELINE, x),
         ("toy", "shared"): lambda x: model(SHARED_PIPELINE, x),
         ("toy", "bls"): lambda x: model(BLS_NAME, x),
         ("toy", "per_step"): lambda x: per_step(toy_models, x),
@@ -395,12 +415,23 @@ def target_checks(results: dict[str, dict[str, dict[str, Any]]], total_errors: i
         }
     )
     for c in CONCURRENCIES:
-        ens = {v: p50(v, c) for v in ("router", "shared")}
+        native = p50("native", c) / p50("shared", c)
+        checks.append(
+            {
+                "name": f"native_within_5pct_of_shared_c{c}",
+                "description": f"native router p50 / shared p50 at concurrency {c} <= 1.05",
+                "value": round(native, 3),
+                "python_router": round(p50("router", c) / p50("shared", c), 3),
+                "pass": bool(native <= 1.05),
+            }
+        )
+    for c in CONCURRENCIES:
+        ens = {v: p50(v, c) for v in ("router", "native", "shared")}
         rest = {v: p50(v, c) for v in ("bls", "per_step")}
         checks.append(
             {
                 "name": f"ensembles_beat_bls_and_per_step_c{c}",
-                "description": f"router and shared p50 lower than bls and per_step p50 at concurrency {c}",
+                "description": f"router, native and shared p50 below bls and per_step p50 at concurrency {c}",
                 "value": {k: round(v, 3) for k, v in {**ens, **rest}.items()},
                 "pass": bool(max(ens.values()) < min(rest.values())),
             }
@@ -524,7 +555,7 @@ async def bench(server: LocalTriton, mode: Mode) -> dict[str, Any]:
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         meta = await client.get_server_metadata()
-        names = (ROUTER_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c")
+        names = (ROUTER_PIPELINE, NATIVE_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c")
         for name in (*names, *COMPUTE_PIPELINES.values(), *COMPUTE_MODELS.values()):
             if not await client.is_model_ready(name):
                 raise TritonError(f"model {name!r} is not ready:\n{server.log_tail()}")

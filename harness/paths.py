@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -13,8 +12,7 @@ E2E = ROOT / "e2e"  # the build scripts (build-controlplane.sh, build-gotool.sh,
 
 def cache_root() -> Path:
     """Where built tools are cached outside the repository (the build scripts use the same):
-    $TRITONPIPELINE_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline."""
-    root = os.environ.get("TRITONPIPELINE_CACHE")
-    if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonpipeline"
+    tritonpipeline.server.cache_root()."""
+    from tritonpipeline.server import cache_root as root
+
+    return root()

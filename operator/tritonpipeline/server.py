@@ -42,6 +42,16 @@ HOME_ENV = "TRITONPIPELINE_SERVER_HOME"
 _LAYOUT = "l2"  # bump when the cached tree's layout changes (l2: lib/ beside bin/)
 
 
+def cache_root() -> Path:
+    """Where built and unpacked tools are cached, outside any repository (the tritonserver tree, the
+    native router, and the harness's and build scripts' tools): $TRITONPIPELINE_CACHE, else
+    ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline."""
+    root = os.environ.get("TRITONPIPELINE_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tritonpipeline"
+
+
 def server_home() -> Path:
     """A ready-to-run tritonserver tree: `bin/tritonserver`, `backends/` (with the Python backend's stub
     for this interpreter) and optionally `lib/`, laid out like NVIDIA's image (`/opt/tritonserver`).
@@ -61,7 +71,7 @@ def server_home() -> Path:
     dist = _pytriton_dist() / "tritonserver"
     version = metadata.version("nvidia-pytriton")
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tritonpipeline"
+    cache = cache_root()
     # keyed by the wheel's location too: the tree links into it, and another venv has another path
     where = hashlib.sha256(str(dist).encode()).hexdigest()[:8]
     home = cache / f"tritonserver-{version}-py{py}-{where}-{_LAYOUT}"

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..spec import TritonPipeline
 from .plan import plan_repository
-from .plan_types import OPEN_STREAMS_GAUGE, OPEN_STREAMS_MODEL, RepositoryPlan
+from .plan_types import NATIVE_ROUTER_LIBRARY, OPEN_STREAMS_GAUGE, OPEN_STREAMS_MODEL, RepositoryPlan
 from .triton_config import ensemble_config, model_config, open_streams_config, router_config, to_text
 
 __all__ = [
@@ -84,10 +84,15 @@ class Artifacts:
         }
 
 
-def compile_pipeline(tp: TritonPipeline, *, cpu_only: bool = False) -> Artifacts:
+def compile_pipeline(
+    tp: TritonPipeline, *, cpu_only: bool = False, native_router: bytes | None = None
+) -> Artifacts:
     """Check every rule (raising SpecError with all problems) and render every config.
 
     cpu_only turns GPU instance groups into CPU ones (also implied by spec.server.gpus == 0).
+    native_router: the native router's library (tritonpipeline.native_router.build()) for the target's
+    architecture: every router then runs on it, the library in its version directory; None: the Python
+    router.
     """
     plan = plan_repository(tp, cpu_only=cpu_only)
     files: dict[str, bytes] = {}
@@ -98,8 +103,11 @@ def compile_pipeline(tp: TritonPipeline, *, cpu_only: bool = False) -> Artifacts
         files[f"{ensemble.name}/config.pbtxt"] = to_text(ensemble_config(ensemble))
         files[f"{ensemble.name}/1/.keep"] = b""
         for router in ensemble.routers:
-            files[f"{router.name}/config.pbtxt"] = to_text(router_config(router))
-            files[f"{router.name}/1/model.py"] = code
+            files[f"{router.name}/config.pbtxt"] = to_text(router_config(router, native_router is not None))
+            if native_router is None:
+                files[f"{router.name}/1/model.py"] = code
+            else:
+                files[f"{router.name}/1/{NATIVE_ROUTER_LIBRARY}"] = native_router
     if tracks_open_streams(tp):
         files[f"{OPEN_STREAMS_MODEL}/config.pbtxt"] = to_text(open_streams_config(OPEN_STREAMS_MODEL))
         files[f"{OPEN_STREAMS_MODEL}/1/model.py"] = open_streams_source()

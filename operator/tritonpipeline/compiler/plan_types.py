@@ -12,6 +12,10 @@ from ..spec import Model, Pipeline, PipelineSpec
 
 INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
 ROUTER_INPUT = "INPUT"  # the one input of every generated router
+# the native router (native_router.c): Triton's backend name and the library Triton loads for it from the
+# router's version directory (libtriton_<backend>.so)
+NATIVE_ROUTER_BACKEND = "tprouter"
+NATIVE_ROUTER_LIBRARY = f"libtriton_{NATIVE_ROUTER_BACKEND}.so"
 # the generated open-streams gauge of Stream pipelines (open_streams_model.py, which names the gauge too)
 OPEN_STREAMS_MODEL = "tritonpipeline__open_streams"
 OPEN_STREAMS_GAUGE = "tritonpipeline_open_streams"

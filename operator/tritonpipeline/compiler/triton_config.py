@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from google.protobuf import text_format
 
 from ..spec import Model, QueuePolicy, VersionPolicy
-from .plan_types import ROUTER_INPUT, EnsemblePlan, RouterPlan
+from .plan_types import NATIVE_ROUTER_BACKEND, ROUTER_INPUT, EnsemblePlan, RouterPlan
 
 # Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
 # of the pinned release, BSD-3-Clause): carried here so that the compiler and the operator need neither
@@ -191,9 +191,11 @@ def _sequence_batching(sb: mc.ModelSequenceBatching, model: Model) -> None:
     sb.iterative_sequence = spec.iterative_sequence
 
 
-def router_config(router: RouterPlan) -> mc.ModelConfig:
-    """Python-backend router: one input, one output per consumer, GPU tensors kept on the GPU."""
-    cfg = mc.ModelConfig(name=router.name, backend="python", max_batch_size=router.max_batch_size)
+def router_config(router: RouterPlan, native: bool = False) -> mc.ModelConfig:
+    """A router: one input, one output per consumer, GPU tensors kept on the GPU. Python backend
+    (router_model.py), or with `native` the native router's backend (native_router.c)."""
+    backend = NATIVE_ROUTER_BACKEND if native else "python"
+    cfg = mc.ModelConfig(name=router.name, backend=backend, max_batch_size=router.max_batch_size)
     dtype = data_type(router.data_type)
     cfg.input.add(name=ROUTER_INPUT, data_type=dtype, dims=router.dims, optional=router.optional)
     for out, _ in router.outputs:
@@ -202,7 +204,8 @@ def router_config(router: RouterPlan) -> mc.ModelConfig:
     group = cfg.instance_group.add(kind=kind, count=1)
     if router.pinned_gpu is not None:
         group.gpus.append(router.pinned_gpu)
-    cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
+    if not native:  # the native router takes each tensor where it is anyway
+        cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
     return cfg
 
 
