@@ -851,3 +851,24 @@ def test_manifests_of_a_gateway_route_say_what_the_operator_reads(tmp_path: Path
         assert kinds[-3:] == ["HTTPRoute", "GRPCRoute", policy], kinds
     result = run_cli("manifests", path, "--gateway-implementation", "traefik")
     assert result.returncode == 2 and "invalid choice: 'traefik'" in result.stderr
+
+
+@pytest.mark.cli
+def test_serve_router_native_without_a_compiler_says_why(tmp_path: Path) -> None:
+    """--router native insists: exit 1 with the reason, and no server is started."""
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}
+    result = run_cli("serve", EXAMPLES / "fanout.yaml", "--cpu", "--router", "native", env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "--router native: no C compiler" in result.stderr and "no-such-cc" in result.stderr
+    assert "starting tritonserver" not in result.stdout
+
+
+def test_serve_router_auto_falls_back_to_python_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    (compiled,) = cli.compile_file(str(EXAMPLES / "fanout.yaml"), cpu_only=True)
+    chosen = cli._with_router(compiled, "auto", True)
+    assert chosen.artifacts.router_backend == "python" and chosen is compiled
+    assert "note: the routers run on the Python backend (no C compiler" in capsys.readouterr().out
+    assert [r["backend"] for r in chosen.artifacts.graph_summary()["routers"]] == ["python"]

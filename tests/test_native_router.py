@@ -209,3 +209,23 @@ def test_concurrent_requests_batched_together_keep_their_own_rows(library: bytes
         assert stats["execution_count"] < 32  # some requests were executed together
     finally:
         server.stop(timeout=15)
+
+
+def test_the_library_needs_only_an_old_libc(library: bytes, tmp_path: Path) -> None:
+    """It loads into any Triton image of the supported range: no library but libc (CUDA is a weak
+    reference, bound only where the server has it) and no glibc symbol newer than 2.17."""
+    import re
+    import shutil
+
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump is not installed (Debian package binutils, which gcc brings)")
+    lib = tmp_path / NATIVE_ROUTER_LIBRARY
+    lib.write_bytes(library)
+    dynamic = subprocess.run([objdump, "-p", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert re.findall(r"NEEDED\s+(\S+)", dynamic) == ["libc.so.6"]
+    symbols = subprocess.run([objdump, "-T", str(lib)], capture_output=True, text=True, check=True).stdout
+    versions = {tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_(\d+(?:\.\d+)+)", symbols)}
+    assert versions and max(versions) <= (2, 17), sorted(versions)
+    cuda = [line for line in symbols.splitlines() if line.endswith(" cudaMemcpy")]
+    assert len(cuda) == 1 and " w " in f" {cuda[0]} ", cuda  # weak: unresolved is allowed

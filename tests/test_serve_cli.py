@@ -50,14 +50,21 @@ def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:
     pytest.fail("serve did not become ready:\n" + "".join(lines))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_serve_answers_then_stops_cleanly(sig):
-    proc, http, lines = _serve([])
+@pytest.mark.parametrize(
+    ("sig", "router"),
+    [(signal.SIGINT, "auto"), (signal.SIGTERM, "python")],
+    ids=["ctrl-c-native-router", "sigterm-python-router"],
+)
+def test_serve_answers_then_stops_cleanly(sig, router):
+    """The router runs on the native backend by default where gcc builds it (make system-deps installs
+    gcc), on the Python backend with --router python; the answers are the same."""
+    proc, http, lines = _serve(["--router", router])
     text = "".join(lines)
+    backend = "python" if router == "python" or shutil.which("gcc") is None else "native"
     try:
         assert f"HTTP http://127.0.0.1:{http}" in text
         assert re.search(r"model vision__extract__FEATS_A__router\s+version 1\s+READY", text), text
-        assert "router vision__extract__FEATS_A__router: extract.FEATS_A ->" in text
+        assert f"router vision__extract__FEATS_A__router ({backend}): extract.FEATS_A ->" in text, text
         repo = Path(re.search(r"generated files in (\S+)", text).group(1))
         assert repo.is_dir()
         client = httpclient.InferenceServerClient(f"127.0.0.1:{http}")

@@ -408,6 +408,24 @@ def _gpu_present() -> bool:
     return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
 
 
+def _with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
+    """The pipeline with its routers on the backend `choice` asks for (serve --router): `auto` takes the
+    native router when it builds here (a C compiler) and says why not otherwise; `native` insists."""
+    from .compiler import compile_pipeline
+    from .native_router import NativeRouterUnavailable, build
+
+    if choice == "python" or not c.artifacts.plan.routers:
+        return c
+    try:
+        library = build()
+    except (NativeRouterUnavailable, RuntimeError) as exc:
+        if choice == "native":
+            raise SpecError.one(f"--router native: {exc}") from None
+        print(f"note: the routers run on the Python backend ({exc})")
+        return c
+    return replace(c, artifacts=compile_pipeline(c.pipeline, cpu_only=cpu, native_router=library))
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     extras.need("serve", "tritonpipeline serve")
     from .server import LocalTriton, TritonError, installed_numpy, numpy_warning
@@ -427,6 +445,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if cpu and args.cpu is None:
         print("no GPU found: GPU instance groups run on the CPU (pass --gpu to keep them)")
+    c = _with_router(c, args.router, cpu)
     warning = numpy_warning(installed_numpy())
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
@@ -446,7 +465,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for flag, why in left_out:
             print(f"note: spec.server.args[{flag.index}] {flag.text} is not used locally ({why})")
         for r in c.artifacts.plan.routers:
-            print(f"  router {r.name}: {r.source} -> {', '.join(cons.label for _, cons in r.outputs)}")
+            consumers = ", ".join(cons.label for _, cons in r.outputs)
+            print(f"  router {r.name} ({c.artifacts.router_backend}): {r.source} -> {consumers}")
         server = LocalTriton(
             repo,
             http_port=args.http_port,
@@ -681,6 +701,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
     p.add_argument("--exit-timeout", type=int, default=10, help="seconds Triton waits for in-flight requests")
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
+    p.add_argument(
+        "--router",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="what the routers run on: the native router (a C backend built here with gcc, cached) or the "
+        "Python backend; auto: native when it builds here (default)",
+    )
     common(p)
     p.set_defaults(func=cmd_serve, usage_error=p.error)
     p = sub.add_parser("run", help="run the Kubernetes operator")

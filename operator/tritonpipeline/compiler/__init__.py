@@ -55,6 +55,7 @@ class Artifacts:
     files: dict[str, bytes]
     models: tuple[str, ...]  # declared models: their files come from modelRepository.uri/<name>/
     plan: RepositoryPlan
+    router_backend: str = "python"  # what the routers run on: "python" (router_model.py) or "native"
 
     def digest(self) -> str:
         """files_digest of every generated file; equal specs give equal digests."""
@@ -78,6 +79,7 @@ class Artifacts:
                     "pipeline": r.pipeline,
                     "source": r.source,
                     "consumers": [c.label for _, c in r.outputs],
+                    "backend": self.router_backend,
                 }
                 for r in self.plan.routers
             ],
@@ -115,4 +117,5 @@ def compile_pipeline(
         files=dict(sorted(files.items())),
         models=tuple(m.name for m in plan.models),
         plan=plan,
+        router_backend="python" if native_router is None else "native",
     )

@@ -3,19 +3,18 @@
  * the Python backend's round trip to its stub process. Each request's one input is copied to every
  * output the request asks for (the ensemble asks for the ones its consumers read; a direct request that
  * names none gets all of them), same datatype, same shape, in the memory the input lives in: a GPU
- * tensor is copied on the GPU (cudaMemcpy with cudaMemcpyDefault, looked up in the server process; no
- * trip through the host). A request without the input (an optional pipeline input left out) gets a
+ * tensor is copied on the GPU (cudaMemcpy with cudaMemcpyDefault, bound weakly to the server process's CUDA
+ * runtime; no trip through the host). A request without the input (an optional pipeline input left out) gets a
  * response without outputs, so that the steps after it see their optional inputs left out too. BYTES
  * tensors are copied as Triton serializes them (each element's 4-byte length, then its bytes).
  *
  * Triton's backend C API is declared here from its documentation (tritonbackend.h and tritonserver.h
  * of the server's repositories describe the same functions): only what this file calls. The symbols are
  * resolved in the server process (libtritonserver), so the library links against nothing but libc.
- * Built by harness/native_router.py: gcc -O2 -shared -fPIC, no other step.
+ * Built by tritonpipeline/native_router.py: gcc -O2 -shared -fPIC, no other step.
  */
 
 #define _GNU_SOURCE /* memmem */
-#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,21 +98,11 @@ typedef struct {
   int batching; /* max_batch_size > 0: the first dimension of every shape is the batch */
 } ModelState;
 
-/* cudaMemcpy, when the server process has the CUDA runtime (NVIDIA's images, the wheel): looked up
-   at the first copy that touches GPU memory, so that this library needs no CUDA to load */
-typedef int (*CudaMemcpy)(void* dst, const void* src, size_t count, int kind);
+/* cudaMemcpy, when the server process has the CUDA runtime (NVIDIA's images, the wheel): a weak
+   reference, bound when the library is loaded into a process that has it and NULL otherwise, so that
+   this library needs no CUDA to load (and no newer glibc than its memcpy's) */
+extern int cudaMemcpy(void* dst, const void* src, size_t count, int kind) __attribute__((weak));
 #define CUDA_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: the direction from the pointers (unified addressing) */
-
-static CudaMemcpy cuda_memcpy(void)
-{
-  static CudaMemcpy found = NULL;
-  static int looked = 0;
-  if (!looked) {
-    found = (CudaMemcpy)dlsym(RTLD_DEFAULT, "cudaMemcpy");
-    looked = 1;
-  }
-  return found;
-}
 
 static uint64_t now_ns(void)
 {
@@ -179,10 +168,9 @@ static TRITONSERVER_Error* copy(void* dst, TRITONSERVER_MemoryType dst_type, con
     memcpy(dst, src, size);
     return NULL;
   }
-  CudaMemcpy cuda = cuda_memcpy();
-  if (cuda == NULL)
+  if (cudaMemcpy == NULL)
     return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime in this server", NULL);
-  int status = cuda(dst, src, size, CUDA_MEMCPY_DEFAULT);
+  int status = cudaMemcpy(dst, src, size, CUDA_MEMCPY_DEFAULT);
   if (status != 0) {
     char detail[32];
     snprintf(detail, sizeof detail, "cudaMemcpy returned %d", status);
