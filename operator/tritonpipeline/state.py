@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     import aiohttp.web
 
     from .kube.triton_metrics import Scrape
-    from .reconcile.apply import Seen
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
+Seen = dict[str, tuple[str, float, int]]  # Kind/name -> (uid, our Apply time, hash of spec/data)
 OptionalChildren = set[tuple[str, str, str]]  # (apiVersion, kind, name) of optional children
 
 

@@ -21,6 +21,7 @@ from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
 from . import packing, routing
 from .meta import configmap_name
+from .security_context import container_security, pod_security
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,6 @@ def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
     """What a TritonPipeline may not obtain through the pods the operator creates for it, unless the cluster
     admin's settings allow it: more than Pod Security 'restricted' (judged on the securityContexts as
     rendered, the spec's merged over the defaults), another service account, another registry."""
-    from .manifests import container_security, pod_security  # manifests imports this module
 
     server = tp.spec.server
     namespace = tp.metadata.namespace or "default"

@@ -4,7 +4,6 @@ Routing objects live in kube/routing.py, autoscaling objects and queries in kube
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +24,11 @@ from .meta import (
     selector_labels,
 )
 from .meta import metadata as _meta
+from .meta import (
+    plain_copy as _copy,
+)
 from .routing import RoutingChildren, client_ip_timeout, routing_children
+from .security_context import container_security, init_security, pod_security
 
 GENERATED_DIR = "/tp/generated"
 SOURCE_DIR = "/tp/source"
@@ -195,20 +198,6 @@ def _gpu_tolerations(tp: TritonPipeline) -> list[dict[str, Any]]:
     return tolerations
 
 
-# Restricted-compliant defaults (Pod Security "restricted"); spec.server.podSecurityContext and
-# securityContext replace them. 1000 is the uid of the triton-server user in NVIDIA's image, as in
-# NVIDIA's and KServe's manifests; the init container runs with the same ids, so Triton reads its files.
-POD_SECURITY_CONTEXT: dict[str, Any] = {
-    "runAsNonRoot": True,
-    "runAsUser": 1000,
-    "runAsGroup": 1000,
-    "fsGroup": 1000,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-}
 # requests where the spec sets neither a request nor a limit, so pods are not BestEffort (evicted first)
 TRITON_REQUESTS = {"cpu": "1", "memory": "2Gi", "ephemeral-storage": "2Gi"}
 # a limit where the spec sets no memory at all, so that one pipeline cannot take a node's memory
@@ -217,9 +206,6 @@ INIT_RESOURCES: dict[str, Any] = {
     "requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "256Mi"},
     "limits": {"memory": "1Gi"},
 }
-# the init container (our own code) writes only into the models volume: its root filesystem is read-only
-# (Triton's is not: backends write caches under HOME and /tmp; README, Security)
-INIT_SECURITY_CONTEXT: dict[str, Any] = {"readOnlyRootFilesystem": True}
 # replicas are spread over nodes when the spec says nothing about affinity: preferred, so that a one-node
 # cluster (or a full GPU pool) still schedules them all
 SPREAD_WEIGHT, HOSTNAME_TOPOLOGY = 100, "kubernetes.io/hostname"
@@ -240,10 +226,6 @@ def strategy(tp: TritonPipeline) -> dict[str, Any]:
     several = tp.spec.autoscaling is not None or server.replicas > 1
     surge, unavailable = (0, 1) if server.gpus > 0 and several else (1, 0)
     return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}
-
-
-def _copy(data: Any) -> Any:
-    return json.loads(json.dumps(data))  # deep copy of plain data
 
 
 def _with_default_requests(resources: dict[str, Any], defaults: dict[str, str]) -> dict[str, Any]:
@@ -272,28 +254,6 @@ def _init_resources(tp: TritonPipeline) -> dict[str, Any]:
     return _copy(tp.spec.server.init_resources) if tp.spec.server.init_resources else _copy(INIT_RESOURCES)
 
 
-def merged(defaults: dict[str, Any], mine: dict[str, Any] | None) -> dict[str, Any]:
-    """`mine` over `defaults` field by field: a mapping on both sides is merged the same way, anything
-    else (a value, a list) of `mine` replaces the default."""
-    out = _copy(defaults)
-    for key, value in (mine or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = _copy(value)
-    return out
-
-
-def container_security(tp: TritonPipeline) -> dict[str, Any]:
-    """The containers' securityContext: the spec's merged over the restricted defaults."""
-    return merged(CONTAINER_SECURITY_CONTEXT, tp.spec.server.security_context)
-
-
-def init_security(tp: TritonPipeline) -> dict[str, Any]:
-    """The init container's securityContext: the spec's merged over the defaults and a read-only root."""
-    return merged({**CONTAINER_SECURITY_CONTEXT, **INIT_SECURITY_CONTEXT}, tp.spec.server.security_context)
-
-
 def affinity(tp: TritonPipeline) -> dict[str, Any]:
     """spec.server.affinity, else a preferred podAntiAffinity on the node, so that a node drain or failure
     does not take every replica at once. Whatever the replica count: scaling must not change the pod
@@ -304,11 +264,6 @@ def affinity(tp: TritonPipeline) -> dict[str, Any]:
     term = {"labelSelector": {"matchLabels": selector_labels(tp.name)}, "topologyKey": HOSTNAME_TOPOLOGY}
     preferred = [{"weight": SPREAD_WEIGHT, "podAffinityTerm": term}]
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
-
-
-def pod_security(tp: TritonPipeline) -> dict[str, Any]:
-    """The pod's securityContext: the spec's merged over the restricted defaults."""
-    return merged(POD_SECURITY_CONTEXT, tp.spec.server.pod_security_context)
 
 
 def triton_args(tp: TritonPipeline) -> list[str]:

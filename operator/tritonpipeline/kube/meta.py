@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..settings import API_VERSION, GROUP, KIND, OPERATOR_NAME, Settings
@@ -65,3 +66,8 @@ def metadata(
 
 def namespace_of(tp: TritonPipeline) -> str:
     return tp.metadata.namespace or "default"
+
+
+def plain_copy(data: Any) -> Any:
+    """A deep copy of plain data (what JSON holds): dicts, lists, strings, numbers."""
+    return json.loads(json.dumps(data))

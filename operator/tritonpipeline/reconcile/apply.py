@@ -21,7 +21,7 @@ from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
 from ..settings import Settings
 from ..spec import TritonPipeline
-from ..state import OperatorState
+from ..state import OperatorState, Seen
 from .gateway import GatewayLookup
 
 
@@ -30,9 +30,6 @@ def _epoch(stamp: str | None) -> float:
     if not stamp:
         return 0.0
     return float(calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
-
-
-Seen = dict[str, tuple[str, float, int]]  # Kind/name -> (uid, our Apply time, hash of spec/data)
 
 
 def _seen(obj: dict[str, Any], manager: str) -> tuple[str, float, int]:
