@@ -1,6 +1,6 @@
 """Regenerate every file derived from the code (`make generate`), or list the stale ones (`--check`).
 
-- crds/<plural>.<group>.yaml: the CRD, generated from operator/tritonpipeline/spec.py (kube/crd.py)
+- crds/<plural>.<group>.yaml: the CRD, generated from operator/tritonpipeline/spec/ (kube/crd.py)
 - charts/triton-pipeline/crds/: the chart's copy of that CRD (helm installs it from there)
 - charts/triton-pipeline/files/prometheus-adapter-rules.yaml: kube/autoscaling.py's adapter rules
 - README.md, between the field-reference markers: the field table, from the CRD's schema, so each row

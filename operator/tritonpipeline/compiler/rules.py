@@ -326,7 +326,7 @@ def generated_names_free(spec: PipelineSpec) -> Iterator[Problem]:
 
 def check_spec(spec: PipelineSpec) -> list[Problem]:
     """The document-wide rules, per model in declaration order, then pipeline names. (minReplicas <=
-    maxReplicas is a spec Rule: spec.py refuses it before this runs, and the CRD at admission.)"""
+    maxReplicas is a spec Rule: the spec refuses it before this runs, and the CRD at admission.)"""
     problems: list[Problem] = []
     first_model = first_index(m.name for m in spec.models)
     for i in range(len(spec.models)):

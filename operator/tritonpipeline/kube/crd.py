@@ -1,6 +1,6 @@
 """The TritonPipeline CRD, generated from the typed spec so the two cannot drift apart: types, enums,
 bounds, defaults, name patterns, list limits, descriptions and the spec's Rules (as CEL) all come from
-spec.py.
+the spec package (spec/).
 
 `tritonpipeline crd` prints it; `make generate` writes crds/ and the chart's copy, and a test checks
 they are current.
@@ -205,5 +205,5 @@ def crd() -> dict[str, Any]:
 
 
 def crd_yaml() -> str:
-    header = "# Generated from operator/tritonpipeline/spec.py by `make generate`; do not edit.\n"
+    header = "# Generated from operator/tritonpipeline/spec/ by `make generate`; do not edit.\n"
     return header + yamltext.dump(crd(), width=110)

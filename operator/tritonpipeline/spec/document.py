@@ -1,0 +1,371 @@
+"""The whole TritonPipeline (spec, metadata) and reading it from YAML with field-path errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from ..errors import Problem, SpecError, quote
+from ..settings import API_VERSION, KIND
+from .autoscaling import Autoscaling, NetworkPolicy
+from .base import DNS_LABEL_RE, K8S_NAME_RE, MAX_MODELS, MAX_PIPELINES, FieldProblems, _Base, _name_rule
+from .models import Instance, Model
+from .pipelines import Pipeline
+from .routing import Routing
+from .server import ModelRepository, Server
+
+
+class PipelineSpec(_Base):
+    server: Server = Field(default=Server(), description="The Triton pods.")
+    model_repository: ModelRepository = Field(description="Where the model files live.")
+    models: Annotated[list[Model], Field(min_length=1, max_length=MAX_MODELS)] = Field(
+        description="Every model the pipelines use; files under `uri/<name>/`. Unique names."
+    )
+    pipelines: Annotated[list[Pipeline], Field(max_length=MAX_PIPELINES)] = Field(
+        default=[],
+        description="Each becomes one ensemble model named after it. Unique names. None: the models are "
+        "served on their own (a BLS model that calls the others, say).",
+    )
+    routing: Routing = Field(default=Routing(), description="Session affinity across pods.")
+    autoscaling: Autoscaling | None = Field(default=None, description="Absent = fixed `server.replicas`.")
+    network_policy: NetworkPolicy | None = Field(
+        default=None,
+        description="Absent: no NetworkPolicy. Present: one NetworkPolicy (ingress only) on the pipeline's "
+        "pods (see the README's Security section).",
+    )
+
+    @model_validator(mode="after")
+    def _instance_gpus(self) -> PipelineSpec:
+        found = [
+            (f".models[{i}].instances[{j}].gpus", message)
+            for i, model in enumerate(self.models)
+            for j, inst in enumerate(model.instances)
+            if (message := _gpus_problem(inst, self.server.gpus))
+        ]
+        if found:
+            raise FieldProblems(found)
+        return self
+
+
+def _gpus_problem(inst: Instance, server_gpus: int) -> str | None:
+    """Why an instance group's GPU indices cannot work in a pod with `server_gpus` GPUs, or None.
+    With server.gpus 0 every GPU group runs on the CPU and its indices are dropped (a warning)."""
+    if not inst.gpus:
+        return None
+    if inst.kind != "GPU":
+        return f"gpus pins GPU devices, so it needs kind GPU (this group has kind {inst.kind})"
+    wrong = [g for g in inst.gpus if g >= server_gpus]
+    if server_gpus and wrong:
+        return (
+            f"GPU index {', '.join(map(str, wrong))} does not exist in the pod: spec.server.gpus is "
+            f"{server_gpus}, so the valid indices are 0..{server_gpus - 1}"
+        )
+    return None
+
+
+class Metadata(BaseModel):
+    """Kubernetes ObjectMeta: only name/namespace matter; the apiserver's other fields are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: Annotated[str, _name_rule(K8S_NAME_RE, "metadata.name")]
+    namespace: Annotated[str, _name_rule(DNS_LABEL_RE, "namespace")] | None = None
+    generation: int | None = None
+
+
+class TritonPipeline(_Base):
+    api_version: str
+    kind: str
+    metadata: Metadata
+    spec: PipelineSpec
+    status: dict[str, Any] | None = None
+
+    @field_validator("api_version")
+    @classmethod
+    def _api_version(cls, value: str) -> str:
+        if value != API_VERSION:
+            raise ValueError(f"expected {API_VERSION!r}, got {quote(value)}")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if value != KIND:
+            raise ValueError(f"expected {KIND!r}, got {quote(value)}")
+        return value
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    # only keys written in this mapping count: a `<<` merge key's entries may be overridden on purpose
+    explicit = [k for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"]
+    loader.flatten_mapping(node)
+    seen: dict[Any, yaml.Node] = {}
+    for key_node in explicit:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            first = seen[key].start_mark
+            mark = key_node.start_mark
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first defined at line {first.line + 1}); "
+                "YAML would silently keep only the last one",
+                mark,
+            )
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _duplicate_keys(node: yaml.Node | None, path: str, seen_nodes: set[int]) -> list[Problem]:
+    """Duplicate mapping keys anywhere under a composed node, reported at their field path."""
+    if node is None or id(node) in seen_nodes:
+        return []
+    seen_nodes.add(id(node))
+    found: list[Problem] = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[tuple[str, str], yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None
+            child = f"{path}.{key}" if path and key is not None else (key or path)
+            if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
+                if (key_node.tag, key) in first:
+                    was, mark = first[(key_node.tag, key)].start_mark, key_node.start_mark
+                    found.append(
+                        Problem(
+                            child,
+                            f"duplicate key {key!r} at line {mark.line + 1}, column {mark.column + 1} (first "
+                            f"defined at line {was.line + 1}); YAML would silently keep only the last one",
+                        )
+                    )
+                first.setdefault((key_node.tag, key), key_node)
+            found += _duplicate_keys(value_node, child, seen_nodes)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += _duplicate_keys(item, f"{path}[{i}]", seen_nodes)
+    return found
+
+
+def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
+    """Parse YAML text (one or several documents) refusing duplicate keys; empty documents are skipped."""
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_StrictLoader))
+        dups = [
+            Problem((f"document {i + 1}: " if len(nodes) > 1 and p.path else "") + p.path, p.message)
+            for i, node in enumerate(nodes)
+            for p in _duplicate_keys(node, "", set())
+        ]
+        if dups:
+            raise SpecError(dups, source)
+        docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError([Problem(where, f"invalid YAML: {exc.problem or exc}")], source) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem("", f"invalid YAML: {exc}")], source) from None
+    if not docs:
+        raise SpecError([Problem("", "no TritonPipeline document found")], source)
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise SpecError(
+                [Problem(f"document {i + 1}", f"expected a mapping (a TritonPipeline), got {_kind(doc)}")],
+                source,
+            )
+    return docs
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    names = {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def format_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    """('spec', 'models', 0, 'name') -> 'spec.models[0].name'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _allowed_fields(model: type[BaseModel]) -> list[str]:
+    return sorted((f.alias or n) for n, f in model.model_fields.items())
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk the model tree along a location to find which model class holds it."""
+    current: Any = TritonPipeline
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = next((f for n, f in current.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return current
+        current = _unwrap(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    args = getattr(annotation, "__args__", None)
+    while args:
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if models:
+            return models[0]
+        inner = [a for a in args if getattr(a, "__args__", None)]
+        if not inner:
+            break
+        annotation = inner[0]
+        args = getattr(annotation, "__args__", None)
+    return annotation
+
+
+def _message(err: ErrorDetails) -> str:
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        owner = _model_at(tuple(err["loc"][:-1]))
+        allowed = f" (allowed: {', '.join(_allowed_fields(owner))})" if owner else ""
+        return f"unknown field{allowed}"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected', '')}, got {quote(value)}"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected an integer, got {_kind(value)} {quote(value)}"
+    if kind in ("float_type", "float_parsing"):
+        return f"expected a number, got {_kind(value)} {quote(value)}"
+    if kind in ("string_type",):
+        return f"expected a string, got {_kind(value)}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"expected true or false, got {_kind(value)} {quote(value)}"
+    if kind in ("list_type",):
+        return f"expected a list, got {_kind(value)}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected a mapping, got {_kind(value)}"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}, got {quote(value)}"
+    if kind == "greater_than":
+        return f"must be > {ctx.get('gt')}, got {quote(value)}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}, got {quote(value)}"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"allows at most {ctx.get('max_length')} item(s)"
+    if kind in ("string_too_short",):
+        return "must not be empty"
+    return str(err["msg"])
+
+
+def _problems(exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        error = (err.get("ctx") or {}).get("error")
+        if isinstance(error, FieldProblems):
+            problems += [Problem(format_path(loc) + sub, message) for sub, message in error.items]
+            continue
+        problems.append(Problem(format_path(loc), _message(err)))
+    return problems
+
+
+def parse_pipeline(doc: dict[str, Any], source: str | None = None) -> TritonPipeline:
+    """Validate one TritonPipeline mapping. Raises SpecError listing every problem found."""
+    try:
+        return TritonPipeline.model_validate(doc)
+    except ValidationError as exc:
+        raise SpecError(_problems(exc), source) from None
+
+
+def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
+    """Parse every TritonPipeline document in a YAML text; problems from all documents are collected."""
+    docs = load_documents(text, source)
+    out: list[TritonPipeline] = []
+    problems: list[Problem] = []
+    for i, doc in enumerate(docs):
+        prefix = f"document {i + 1}: " if len(docs) > 1 else ""
+        try:
+            out.append(parse_pipeline(doc))
+        except SpecError as exc:
+            problems += [
+                Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
+                for p in exc.problems
+            ]
+    problems += _same_names(out) if not problems else []
+    if problems:
+        raise SpecError(problems, source)
+    return out
+
+
+def _same_names(pipelines: list[TritonPipeline]) -> list[Problem]:
+    """Two documents for one object (same name and namespace): a cluster would keep only the last."""
+    first: dict[tuple[str | None, str], int] = {}
+    found = []
+    for i, tp in enumerate(pipelines):
+        key = (tp.metadata.namespace, tp.name)
+        if key in first:
+            where = f" in namespace {key[0]!r}" if key[0] else ""
+            found.append(
+                Problem(
+                    f"document {i + 1}: metadata.name",
+                    f"a second TritonPipeline named {tp.name!r}{where} (also document {first[key] + 1}); "
+                    "applying the file would keep only the last one",
+                )
+            )
+        first.setdefault(key, i)
+    return found
+
+
+def load_file(path: str | Path) -> list[TritonPipeline]:
+    """Read and parse a YAML file of TritonPipeline documents."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read file: {exc.strerror}")], str(p)) from None
+    except UnicodeDecodeError:
+        raise SpecError([Problem("", "file is not UTF-8 text")], str(p)) from None
+    return parse_text(text, str(p))

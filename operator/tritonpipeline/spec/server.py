@@ -1,0 +1,285 @@
+"""spec.server and spec.modelRepository: the Triton pods and where the model files come from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from .. import tritonserver_options
+from .base import (
+    DEFAULT_IMAGE,
+    DNS_SUBDOMAIN_RE,
+    LABEL_NAME_RE,
+    LABEL_VALUE_RE,
+    NVIDIA_GPU,
+    REGION_RE,
+    RESOURCE_RE,
+    RULE_TEXT,
+    SECRET_KEY_RE,
+    URI_SCHEMES,
+    URL_RE,
+    FieldProblems,
+    Quantity,
+    Rule,
+    _Base,
+    _name_rule,
+)
+
+
+class SecretRef(_Base):
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="Name of a Secret in the pipeline's namespace."
+    )
+
+
+class AdminKeyRef(_Base):
+    """A Secret (in the pipeline's namespace) holding the key of Triton's administrative APIs."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="The Secret's name (in the pipeline's namespace)."
+    )
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="admin-key", description="Its data key holding the key."
+    )
+
+
+class KeyRef(_Base):
+    """One key of a Secret or ConfigMap in the pipeline's namespace."""
+
+    name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] = Field(
+        description="The Secret's or ConfigMap's name (in the pipeline's namespace)."
+    )
+    key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="ca.crt", description="Its data key holding the PEM CA bundle."
+    )
+
+
+class S3Options(_Base):
+    """How the init container reaches an S3 or S3-compatible store (MinIO, Ceph RGW, ...)."""
+
+    endpoint: Annotated[str, _name_rule(URL_RE, "url")] | None = Field(
+        default=None, description="URL of an S3-compatible store (`https://minio.storage:9000`); absent: AWS."
+    )
+    region: Annotated[str, _name_rule(REGION_RE, "region")] | None = Field(
+        default=None, description="The bucket's region (`us-east-1`)."
+    )
+    addressing_style: Literal["auto", "path", "virtual"] | None = Field(
+        default=None,
+        description="Bucket in the path or in the host name; absent: path-style with an endpoint (in-cluster "
+        "host names take no bucket prefix), else boto3's choice.",
+    )
+    ca_secret_ref: KeyRef | None = Field(
+        default=None,
+        description="A Secret key holding the PEM CA bundle that signed the endpoint's certificate.",
+    )
+    ca_config_map_ref: KeyRef | None = Field(
+        default=None, description="The same CA bundle from a ConfigMap key (give one of the two)."
+    )
+
+    RULES = (
+        Rule(
+            lambda o: o.ca_secret_ref is None or o.ca_config_map_ref is None,
+            "!(has(self.caSecretRef) && has(self.caConfigMapRef))",
+            "give the CA bundle once: caSecretRef or caConfigMapRef, not both",
+            ".caConfigMapRef",
+        ),
+        Rule(
+            lambda o: (
+                (o.ca_secret_ref is None and o.ca_config_map_ref is None)
+                or not (o.endpoint or "").startswith("http://")
+            ),
+            "!((has(self.caSecretRef) || has(self.caConfigMapRef)) && has(self.endpoint)"
+            " && self.endpoint.startsWith('http://'))",
+            "a CA bundle needs an https:// endpoint",
+            ".endpoint",
+        ),
+    )
+
+
+class GcsOptions(_Base):
+    """gs:// credentials: the key of modelRepository.secretRef holding a service-account JSON key, mounted
+    as a file for GOOGLE_APPLICATION_CREDENTIALS. Without secretRef the pod's identity is used
+    (Workload Identity through spec.server.serviceAccountName)."""
+
+    credentials_key: Annotated[str, _name_rule(SECRET_KEY_RE, "secret key")] = Field(
+        default="key.json",
+        description="The key of modelRepository.secretRef holding the service-account key.",
+    )
+
+
+class ModelRepository(_Base):
+    uri: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
+        description="`pvc://CLAIM/PATH`, `s3://BUCKET/PATH`, `gs://BUCKET/PATH`; a local path (relative to "
+        "the file) for the CLI only."
+    )
+    secret_ref: SecretRef | None = Field(
+        default=None,
+        description="Cloud credentials for the init container: for s3:// a Secret whose keys become its "
+        "environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); for gs:// a Secret "
+        "holding a service-account JSON key, mounted as a file (GOOGLE_APPLICATION_CREDENTIALS). Unset: the "
+        "pod's identity (IRSA, Workload Identity through server.serviceAccountName).",
+    )
+    s3: S3Options | None = Field(
+        default=None, description="s3:// only: endpoint, region, addressing style and CA bundle of the store."
+    )
+    gcs: GcsOptions | None = Field(
+        default=None, description="gs:// only: which key of secretRef holds the key."
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, uri: str) -> str:
+        if "://" in uri:
+            scheme, _, rest = uri.partition("://")
+            if scheme not in URI_SCHEMES:
+                raise ValueError(
+                    f"unsupported scheme {scheme!r} in {uri!r}: expected pvc://, s3://, gs:// or a local path"
+                )
+            head = rest.split("/", 1)[0]
+            if not head:
+                what = "claim" if scheme == "pvc" else "bucket"
+                raise ValueError(f"{uri!r} has no {what} name: expected {scheme}://{what.upper()}/PATH")
+            if scheme == "pvc" and not DNS_SUBDOMAIN_RE.fullmatch(head):
+                raise ValueError(f"invalid claim name {head!r} in {uri!r}: {RULE_TEXT['object name']}")
+        if any(c in uri for c in "\n\r\0"):
+            raise ValueError("the uri contains control characters")
+        return uri
+
+    RULES = (
+        Rule(
+            lambda r: r.s3 is None or r.uri.startswith("s3://"),
+            "!has(self.s3) || self.uri.startsWith('s3://')",
+            "applies to s3:// sources only",
+            ".s3",
+        ),
+        Rule(
+            lambda r: r.gcs is None or r.uri.startswith("gs://"),
+            "!has(self.gcs) || self.uri.startsWith('gs://')",
+            "applies to gs:// sources only",
+            ".gcs",
+        ),
+    )
+
+    @property
+    def scheme(self) -> str:
+        return self.uri.partition("://")[0] if "://" in self.uri else "local"
+
+
+class Server(_Base):
+    image: Annotated[str, Field(min_length=1)] = Field(
+        default=DEFAULT_IMAGE,
+        description="tritonserver image of the pods; `validate` warns for a Triton release older than the "
+        "known security fixes (see the README's Security section).",
+    )
+    replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=1, description="Pods; ignored when `autoscaling` is set (the HPA owns replicas)."
+    )
+    gpus: Annotated[int, Field(ge=0, le=64)] = Field(
+        default=1, description="GPUs per pod; `0` = CPU only (GPU instance groups become CPU ones)."
+    )
+    gpu_resource: Annotated[str, _name_rule(RESOURCE_RE, "resource name")] = Field(
+        default=NVIDIA_GPU,
+        description="Extended resource to request, e.g. a MIG profile `nvidia.com/mig-1g.10gb` (then `gpus` "
+        "must be 1, since one process uses one MIG device, and `autoscaling.metric` cannot be "
+        "`gpuUtilization`: Triton reads no GPU metrics from MIG devices).",
+    )
+    resources: dict[str, Any] = Field(
+        default={},
+        description="CPU/memory `requests`/`limits` of the Triton container, passed through; a request of "
+        "`cpu: 1`, `memory: 2Gi` and `ephemeral-storage: 2Gi` is added for each that sets neither a request "
+        "nor a limit (so pods are not BestEffort), and a `memory: 16Gi` limit when memory is not set at all "
+        "(so one pipeline cannot take a node's memory).",
+    )
+    shm_size_limit: Quantity = Field(
+        default="2Gi", description="Size limit of the pod's `/dev/shm` (memory; Python-backend tensors)."
+    )
+    models_size_limit: Quantity = Field(
+        default="50Gi", description="Size limit of the volume the init container copies the models into."
+    )
+    node_selector: dict[str, str] = Field(default={}, description="Passed through to the pod.")
+    tolerations: list[dict[str, Any]] = Field(
+        default=[],
+        description="Passed through; the `nvidia.com/gpu` NoSchedule toleration is added when `gpus > 0`.",
+    )
+    affinity: dict[str, Any] = Field(
+        default={},
+        description="Passed through to the pod. Absent: a preferred `podAntiAffinity` on "
+        "`kubernetes.io/hostname` spreads the replicas over nodes.",
+    )
+    args: list[str] = Field(default=[], description="Extra `tritonserver` flags.")
+    # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
+    security_context: dict[str, Any] | None = Field(
+        default=None,
+        description="Security context of the Triton and init containers. Default (restricted-compliant): "
+        "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`, and for the init container "
+        "`readOnlyRootFilesystem: true`; a mapping is merged over it field by field. More than Pod Security "
+        "`restricted` allows is refused unless the cluster admin allows it.",
+    )
+    pod_security_context: dict[str, Any] | None = Field(
+        default=None,
+        description="Pod security context. Default: `runAsNonRoot`, uid/gid/fsGroup 1000 (NVIDIA's "
+        "`triton-server` user), `seccompProfile: RuntimeDefault`, so pods run in namespaces enforcing Pod "
+        "Security `restricted`; a mapping is merged over it field by field.",
+    )
+    service_account_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
+        default=None,
+        description="ServiceAccount of the Triton pods (IRSA, Workload Identity); default: the namespace's "
+        "`default`.",
+    )
+    image_pull_secrets: list[SecretRef] = Field(
+        default=[],
+        description="`[{name: SECRET}]` for the Triton image; the chart's `imagePullSecrets` (the init "
+        "container's image) are added.",
+    )
+    init_resources: dict[str, Any] = Field(
+        default={},
+        description="`requests`/`limits` of the init container. Default: requests `cpu: 100m`, `memory: "
+        "128Mi`, `ephemeral-storage: 256Mi`, limit `memory: 1Gi`.",
+    )
+    startup_timeout_seconds: Annotated[int, Field(ge=10, le=86400)] = Field(
+        default=600,
+        description="How long Triton may take to load its models before the startup probe restarts it (large "
+        "models load for minutes).",
+    )
+    # the Deployment's strategy, passed through; None: the operator's default (kube/manifests.py)
+    strategy: dict[str, Any] | None = Field(
+        default=None,
+        description="The Deployment's `strategy`, passed through. Default: GPU pipelines with more than one "
+        "replica (or an autoscaler) replace pods in place (`maxSurge: 0`, `maxUnavailable: 1`: a surge "
+        "pod needs a free GPU, and in a full pool it stays Pending and the rollout stalls); a single GPU "
+        "replica and CPU pods surge (`maxSurge: 1`, `maxUnavailable: 0`). A stalled rollout shows as "
+        "`Progressing=False`, `RolloutStalled`.",
+    )
+    admin_key_secret_ref: AdminKeyRef | None = Field(
+        default=None,
+        description="A Secret of yours holding the admin-API key; absent: the operator creates "
+        "`<name>-admin-key` with a random key (see the README's Security section).",
+    )
+
+    @field_validator("args")
+    @classmethod
+    def _flags(cls, args: list[str]) -> list[str]:
+        found = tritonserver_options.problems(args)
+        if found:
+            raise FieldProblems([(f"[{p.index}]", p.message) for p in found])
+        return args
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
+        found = [
+            (f".{key}", f"invalid {what} {text!r}: {RULE_TEXT[what]}")
+            for key, value in selector.items()
+            for what, text, pattern in (
+                ("label key", key, LABEL_NAME_RE),
+                ("label value", value, LABEL_VALUE_RE),
+            )
+            if not pattern.fullmatch(text)
+        ]
+        if found:
+            raise FieldProblems(found)
+        return selector
