@@ -183,8 +183,14 @@ def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_
         sampler.add("replica-b", b)
         wait_for("replica-b standby", logged(b, "replica replica-b is standby"), 60)
         assert "active: replica-a" in b.text()
-        status = peering_status(kube, namespace)
-        assert set(status) == {"replica-a", "replica-b"}
+        # a replica may decide it is standby (it sees the older peer) before its own keep-alive entry is
+        # written: both entries appear within a keep-alive round
+        both = {"replica-a", "replica-b"}
+        status = wait_for(
+            "both replicas in the peering status",
+            lambda: found if set(found := peering_status(kube, namespace)) == both else None,
+            30,
+        )
         assert status["replica-a"]["priority"] > status["replica-b"]["priority"]
         assert status["replica-a"]["lifetime"] == LIFETIME
 
