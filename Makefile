@@ -9,7 +9,7 @@ CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 # where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
 NODE_DIR ?= /tmp/tritonpipeline-node
 
-.PHONY: help venv system-deps demo test lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv system-deps demo test docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
@@ -68,6 +68,7 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-node+images $(SUBMAKE) node-if-possible
 	@$(PHASE) kind-node-image $(SUBMAKE) kind-if-possible
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
+	@$(PHASE) docs $(SUBMAKE) docs
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
 	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams and not anycluster"
 
@@ -102,9 +103,19 @@ lint-manifests-if-go: $(STAMP)
 	@if [ -n "$$(. e2e/find-go.sh; echo $$GO)" ]; then $(PY) -m harness.manifest_lint; \
 	else echo ">> Go is not installed: lint-manifests skipped (it builds kubeconform and kube-score from Go modules)"; fi
 
-# the CRD (from the spec), its copy in the chart, the prometheus-adapter rules and the README field table
+# the CRD (from the spec), its copy in the chart, the prometheus-adapter rules, the reference pages under
+# docs/reference/ and README's pictures
 generate: $(STAMP) ## regenerate every file derived from the code (tools/generate.py; a test checks they are current)
 	$(PY) tools/generate.py
+
+# the documentation site (mkdocs.yml): docs/ built into site/ by MkDocs Material with --strict, so a broken link
+# or anchor, a missing page or one left out of nav fails; the pictures are drawn from the code as it builds
+docs: $(STAMP) ## build the docs site into site/ (strict; part of `make test`)
+	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --clean
+	@echo ">> docs built: site/index.html"
+
+docs-serve: $(STAMP) ## serve the docs site at http://127.0.0.1:8000, rebuilt on every change
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/ (first build: about 4 minutes on 2 cores).

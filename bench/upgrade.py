@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An operator upgrade on real pods, measured (README, Upgrade): nothing that serves is disturbed.
+"""An operator upgrade on real pods, measured (docs/how-to/upgrade.md): nothing that serves is disturbed.
 
 The node test bed (e2e/node.py), the chart installed as a user does but with `webhook.failurePolicy=Fail`
 (so a webhook that is down refuses writes and is counted), five pipelines (every example, `graphs`, and

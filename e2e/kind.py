@@ -6,8 +6,8 @@
   3. the cluster: kind's default CNI replaced by a static ptp configuration per node (one pod /24 each,
      routes between the nodes), the example models mounted at /models/triton on every node
   4. the operator image (the Dockerfile) and a CPU Triton image built here and `kind load`ed
-  5. the chart installed as README says; every example applied, Ready, and answering right (e2e/infer.py
-     against its Service, from inside a worker's network namespace)
+  5. the chart installed as docs/getting-started/cluster.md says; every example applied, Ready, and
+     answering right (e2e/infer.py against its Service, from inside a worker's network namespace)
   6. with E2E_SCENARIOS=1 (the default), the pod-level scenario tests on this cluster
   7. a pass/fail table, bench/results/e2e-kind.json; the cluster deleted (also on failure and Ctrl-C), the
      engine stopped when it was started here: the host is left as found
@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
 
             if not report.run("kind load: operator and CPU Triton images", load):
                 raise StepFailed
-            if not report.run("helm install (README)", install):
+            if not report.run("helm install (docs)", install):
                 raise StepFailed
             models_claim(cluster)
             workers = [n for n in cluster.node_names() if not n.endswith("control-plane")]

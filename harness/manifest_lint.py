@@ -19,7 +19,7 @@ Then checked by:
 
 Every finding must match an entry of EXCEPTIONS (tools/lint-exceptions.yaml), each with its reason; an
 entry that matches nothing fails too, so the file cannot outlive what it excuses. Polaris and kube-linter
-are not run: the Go module proxy here serves neither (README, Security).
+are not run: the Go module proxy here serves neither (docs/concepts/security.md).
 
     python -m harness.manifest_lint            # builds the tools on first use (cached), prints findings
 """

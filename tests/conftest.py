@@ -14,6 +14,9 @@ import pytest
 
 from node_cluster import chart_operator, cluster, host_before, node  # noqa: F401  (the `node` tests' fixtures)
 
+# tools/ holds scripts, not a package: its modules (generate.py, pictures.py, ...) are imported by name
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
 pytest_plugins = ["phases"]  # time per test group (tests/phases.py)
 
 # the marker of the real component a fixture starts: a test that uses the fixture must carry it

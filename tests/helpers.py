@@ -9,9 +9,10 @@ import yaml
 
 from harness.paths import CLI, ROOT
 
-__all__ = ["CLI", "EXAMPLES", "MODELS", "ROOT", "condition", "example"]
+__all__ = ["CLI", "DOCS", "EXAMPLES", "MODELS", "ROOT", "condition", "docs_page", "example"]
 
 EXAMPLES = ROOT / "examples"
+DOCS = ROOT / "docs"
 MODELS = ROOT / "model_repository"
 
 
@@ -38,3 +39,8 @@ def imported_example(name: str, uri: str = "pvc://models/triton") -> dict[str, A
     result = import_repository(found.configs, found.no_config, name=name, uri=uri)
     assert result.document is not None, [str(f) for f in result.findings]
     return result.document
+
+
+def docs_page(name: str) -> str:
+    """The Markdown of the docs site's page `docs/NAME` (for tests that hold a page to the code)."""
+    return (DOCS / name).read_text()

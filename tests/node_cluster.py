@@ -623,7 +623,8 @@ def deployments(cluster: Cluster) -> dict[str, dict[str, Any]]:
 
 def stream_pipeline(cluster: Cluster, name: str, drain_s: int = 120) -> dict[str, Any]:
     """examples/streaming.yaml as `name` with two replicas and `routing.sessionAffinity: Stream` (the mode
-    README recommends for streams): a leaving pod serves its open streams up to `drain_s` seconds."""
+    docs/concepts/sequences.md recommends for streams): a leaving pod serves its open streams up to
+    `drain_s` seconds."""
     doc = pipeline_doc(cluster, ROOT / "examples" / "streaming.yaml", models_claim(cluster), name)
     doc["spec"]["server"]["replicas"] = 2
     doc["spec"]["routing"] = {"sessionAffinity": "Stream", "streamDrainSeconds": drain_s}

@@ -86,7 +86,7 @@ async def run_sequences(url: str, protocol: str, header: str | None, first_id: i
     outcome = Outcome()
     plans = [[rng.randint(-50, 50) for _ in range(CHUNKS)] for _ in range(SEQUENCES)]
     delays = [[rng.uniform(0, 0.01) for _ in range(CHUNKS)] for _ in range(SEQUENCES)]
-    # every sequence needs its own connection (HTTP) or stream (gRPC): see README, "Sequences and slots"
+    # every sequence needs its own connection (HTTP) or stream (gRPC): see docs/concepts/sequences.md
     limits = {"conn_limit": SEQUENCES + 8} if protocol == "http" else {}
     client = AsyncTritonClient(url, protocol=protocol, header=header, **limits)
 

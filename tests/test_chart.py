@@ -87,7 +87,7 @@ WEBHOOK_RULE = {"apiGroups": ["admissionregistration.k8s.io"],
                 "resourceNames": ["rel-triton-pipeline"], "verbs": ["get", "patch"]}  # fmt: skip
 
 
-# kopf's peering (README, High availability): watch the peering objects, keep this release's one
+# kopf's peering (docs/how-to/operate.md): watch the peering objects, keep this release's one
 def peering_rules(resource: str) -> list[dict[str, Any]]:
     return [
         {"apiGroups": ["kopf.dev"], "resources": [resource], "verbs": ["list", "watch"]},

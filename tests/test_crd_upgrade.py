@@ -1,4 +1,4 @@
-"""The CRD upgrade README's Upgrade section documents, on a real kube-apiserver: pipelines stored under the
+"""The CRD upgrade steps of docs/how-to/upgrade.md, on a real kube-apiserver: pipelines stored under the
 previous release's CRD (tests/upgrade/, installed the way helm installs a chart's crds/: a create under
 helm's field manager) and reconciled by the previous release's operator (its source at PREVIOUS, from
 git), then the current CRD applied with `kubectl apply --server-side --force-conflicts` (the same
@@ -100,7 +100,7 @@ def test_pipelines_stored_under_the_previous_crd_survive_the_documented_upgrade(
             with pytest.raises(KubeError) as conflict:
                 _kubectl_server_side_apply(kube, current, force=False)
             assert conflict.value.status == 409, conflict.value
-        _kubectl_server_side_apply(kube, current, force=True)  # README's step
+        _kubectl_server_side_apply(kube, current, force=True)  # docs/how-to/upgrade.md's step
         wait_established(kube, current["metadata"]["name"])
         served = kube.get(
             "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, current["metadata"]["name"]

@@ -1,5 +1,6 @@
-"""README stays in sync with the CRD: every spec field has a row in the field reference, and every row
-names a field that exists."""
+"""The docs stay in sync with the code: every spec field has a row in the field reference and every row
+names a field that exists; README keeps its first lines and its links land on pages; every pointer to a
+docs page, anywhere in the repository, names a page that exists; every condition reason has its row."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from helpers import ROOT
+from helpers import DOCS, ROOT, docs_page
 
 README = ROOT / "README.md"
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
@@ -36,30 +37,34 @@ def crd_fields() -> dict[str, str]:
     return dict(field_paths(spec))
 
 
-def readme_rows() -> dict[str, str]:
-    section = README.read_text().split("## TritonPipeline field reference", 1)[1].split("\n## ", 1)[0]
+def reference_rows() -> dict[str, str]:
     rows = {}
-    for line in section.splitlines():
+    for line in docs_page("reference/fields.md").splitlines():
         m = re.match(r"^\| `(spec[^`]*)` \| ([^|]+) \|", line)
         if m:
             rows[m.group(1)] = m.group(2).strip()
     return rows
 
 
-def test_every_crd_field_is_in_the_readme_reference():
-    fields, rows = crd_fields(), readme_rows()
-    missing = [f"| `{p}` | {t} |  | (describe) |" for p, t in fields.items() if p not in rows]
-    assert not missing, "README field reference lacks these rows:\n" + "\n".join(missing)
+def test_every_crd_field_is_in_the_field_reference():
+    fields, rows = crd_fields(), reference_rows()
+    missing = [f"| `{p}` | {t} |" for p, t in fields.items() if p not in rows]
+    assert not missing, "docs/reference/fields.md lacks these rows (make generate):\n" + "\n".join(missing)
     gone = sorted(set(rows) - set(fields))
-    assert not gone, f"README field reference lists fields the CRD does not have: {gone}"
+    assert not gone, f"the field reference lists fields the CRD does not have: {gone}"
     wrong = {p: (rows[p], t) for p, t in fields.items() if rows[p] != t}
-    assert not wrong, f"README types differ from the CRD (readme, crd): {wrong}"
+    assert not wrong, f"the field reference's types differ from the CRD (page, crd): {wrong}"
 
 
-def test_readme_keeps_its_first_lines_and_documents_crd_upgrades():
+def test_readme_keeps_its_first_lines_stays_short_and_documents_crd_upgrades():
     text = README.read_text()
     assert text.startswith("# triton-pipeline\n\n```sh\nmake demo")
+    assert text.splitlines()[4].startswith("make test")
+    assert len(text.splitlines()) <= 150
     assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in text
+    assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in docs_page(
+        "how-to/upgrade.md"
+    )
     notes = (ROOT / "charts" / "triton-pipeline" / "templates" / "NOTES.txt").read_text()
     assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in notes
     assert "leaves the CRD" in notes
@@ -85,9 +90,47 @@ def written_reasons() -> set[str]:
 
 
 def test_every_condition_reason_is_documented():
-    """Every reason the operator writes (anywhere in the package) has a row in 'Reading status'."""
+    """Every reason the operator writes (anywhere in the package) has a row in docs/how-to/status.md."""
     reasons = written_reasons()
     assert {"Valid", "InvalidSpec", "AllReplicasReady"} <= reasons  # the parser found them
-    section = README.read_text().split("## Reading status", 1)[1].split("\n## ", 1)[0]
+    section = docs_page("how-to/status.md")
     undocumented = sorted(r for r in reasons if f"`{r}`" not in section)
-    assert not undocumented, f"condition reasons without a row in README 'Reading status': {undocumented}"
+    assert not undocumented, f"condition reasons without a row in docs/how-to/status.md: {undocumented}"
+
+
+# a pointer to a docs page in code, charts, tests and docs: `docs/concepts/security.md`
+DOCS_POINTER = re.compile(r"\bdocs/((?:[a-z-]+/)*[a-z-]+\.md)")
+POINTER_SOURCES = ("operator", "charts", "tests", "harness", "e2e", "bench", "tools", "examples", "crds")
+
+
+def docs_pointers() -> Iterator[tuple[str, str]]:
+    """(file, page) of every `docs/PAGE.md` written in the repository's text files and README."""
+    files = [README, *(p for top in POINTER_SOURCES for p in (ROOT / top).rglob("*") if p.is_file())]
+    for path in files:
+        if path.suffix not in {".py", ".md", ".yaml", ".yml", ".tpl", ".txt", ".json", ".sh", ".c"}:
+            continue
+        for m in DOCS_POINTER.finditer(path.read_text(errors="replace")):
+            yield str(path.relative_to(ROOT)), m[1]
+
+
+def test_every_pointer_to_a_docs_page_names_a_page_that_exists():
+    pointers = list(docs_pointers())
+    assert len(pointers) > 20  # README's links and the code's pointers were found
+    broken = sorted({f"{where}: docs/{page}" for where, page in pointers if not (DOCS / page).is_file()})
+    assert not broken, f"pointers to docs pages that do not exist: {broken}"
+
+
+def test_readme_links_land_on_docs_pages_and_their_headings():
+    """README is not built by MkDocs, so its links are checked here: each `docs/PAGE.md#anchor` names a page
+    and, with an anchor, one of its headings (slugged as MkDocs' toc does)."""
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", README.read_text())
+    assert len(links) > 15
+    for page, anchor in links:
+        assert (ROOT / page).is_file(), page
+        text = (ROOT / page).read_text()
+        if anchor:
+            slugs = {
+                re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", h.strip().lower()))
+                for h in re.findall(r"^#+ (.+)$", text, re.M)
+            }
+            assert anchor in slugs, (page, anchor, sorted(slugs))

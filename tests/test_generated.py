@@ -1,15 +1,15 @@
 """Docs and files that cannot drift: everything tools/generate.py (`make generate`) writes is current,
-every spec field carries a description (the CRD's, which `kubectl explain` serves, and the README's
-row), and the generator's README table shows what the schema says."""
+every spec field carries a description (the CRD's, which `kubectl explain` serves, and the field
+reference's row), the generator's field table shows what the schema says, and README's pictures are the
+compiler's."""
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import pytest
 
 from helpers import ROOT
 from tritonpipeline.kube.crd import crd
@@ -64,16 +64,34 @@ def test_the_table_has_a_row_per_field_with_its_description_and_bounds() -> None
     assert "| at most 16 items |" in rows["spec.models[].instances"]
     assert "| `50`, > 0 |" in rows["spec.autoscaling.target"]
     assert "`GPU` \\| `CPU` \\| `AUTO` \\| `MODEL`" in rows["spec.models[].instances[].kind"]
-    # a pointer to a README section becomes a link in the README
-    assert "(see [Security](#security))" in rows["spec.networkPolicy"]
+    # a description's pointer to a docs page becomes a link on the reference page
+    assert "(see [concepts/security.md](../concepts/security.md))" in rows["spec.networkPolicy"]
 
 
-def test_a_hand_edited_table_is_stale_and_the_markers_are_required() -> None:
+def test_a_hand_edited_reference_or_picture_is_stale() -> None:
+    def edited(path: Path) -> str | None:
+        text = generate.read(path)
+        if text is not None and path in (generate.FIELDS_PAGE, generate.README):
+            return text.replace("GPUs per pod;", "GPUs per pod (edited);").replace("head_b", "head_x")
+        return text
+
+    assert generate.stale() == []
+    assert generate.stale(edited) == [generate.FIELDS_PAGE, generate.README]
+
+
+def test_readme_pictures_are_the_compilers_graph() -> None:
+    import pictures
+
+    from tritonpipeline.compiler import compile_pipeline
+    from tritonpipeline.compiler.visualize import to_mermaid
+    from tritonpipeline.spec import load_file
+
     readme = (ROOT / "README.md").read_text()
-    table = generate.field_table(crd())
-    assert generate.readme_with_table(readme, table) == readme
-    edited = readme.replace("GPUs per pod;", "GPUs per pod (edited);")
-    assert edited != readme
-    assert generate.readme_with_table(edited, table) == readme
-    with pytest.raises(ValueError, match="needs the markers"):
-        generate.readme_with_table(readme.replace(generate.END, ""), table)
+    (tp,) = load_file(str(ROOT / "examples" / "fanout.yaml"))
+    drawn = to_mermaid(compile_pipeline(tp).plan).rstrip()
+    assert f"<!-- picture: graph examples/fanout.yaml -->\n```mermaid\n{drawn}\n```" in readme
+    assert "router vision__extract__FEATS_A__router" in drawn  # the fan-out's router is in the picture
+    # a stale picture after its marker is replaced, and the text around it kept
+    assert pictures.expand("a\n<!-- picture: graph examples/fanout.yaml -->\n```mermaid\nold\n```\nb\n") == (
+        f"a\n<!-- picture: graph examples/fanout.yaml -->\n```mermaid\n{drawn}\n```\nb\n"
+    )

@@ -1,7 +1,8 @@
 """What only several nodes show, on the kind cluster of `make e2e` (one control plane, two workers): a
 pipeline's replicas spread over both workers, and a worker drained with `kubectl drain` while streams run:
-no sequence broken (routing.sessionAffinity Stream, the mode README recommends for streams), the pipeline
-whole again on the other worker, the operator rescheduled there and applying a spec change made meanwhile.
+no sequence broken (routing.sessionAffinity Stream, the mode docs/concepts/sequences.md recommends for
+streams), the pipeline whole again on the other worker, the operator rescheduled there and applying a
+spec change made meanwhile.
 Marker `node`; it needs two schedulable nodes, so on the single-node bed it skips and says so."""
 
 from __future__ import annotations

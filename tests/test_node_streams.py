@@ -54,7 +54,7 @@ RESULTS = ROOT / "bench" / "results" / "streams.json"
 # sequences open at once: at most the accumulator's 8 sequence slots (direct strategy: maxBatchSize x 1
 # instance) even if every one lands on the same pod. A 9th waits in Triton's backlog, and one that waits
 # there longer than the idle timeout is ended as soon as it gets a slot ("must specify the START flag"):
-# seen with 12 (4 of the first 12 sequences, whatever the routing). README: the slot limit.
+# seen with 12 (4 of the first 12 sequences, whatever the routing); docs/concepts/sequences.md, the slots.
 LANES = 8
 CHUNKS = 50
 GAP = 0.4  # seconds between chunks: a sequence lasts about 20 s, twice the sequence idle timeout

@@ -23,7 +23,7 @@ from test_operator import API, CLI, cluster_doc, operator_log_on_failure, privat
 from tritonpipeline.health import WatchHealth
 from tritonpipeline.reconcile.apply import changes
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPERATE_PAGE = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "operate.md"
 FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")
 PLAIN_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) +")
 
@@ -203,8 +203,8 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, prom
         assert prom.value('tritonpipeline_operator_pipelines{ready="False"}') == 1.0
         restarts = prom.value("sum(tritonpipeline_operator_watch_restarts_total)")
         assert restarts is not None and restarts > 0
-        # the README's alert expressions are valid PromQL over these series
-        section = README.read_text().split("## Operating the operator", 1)[1].split("\n## ", 1)[0]
+        # the alert expressions of docs/how-to/operate.md are valid PromQL over these series
+        section = OPERATE_PAGE.read_text()
         exprs = re.findall(r"^  expr: (.+)$", section, re.M)
         assert len(exprs) == 3
         for expr in exprs:

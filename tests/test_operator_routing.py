@@ -107,7 +107,7 @@ def test_header_ingress_nginx_creates_headless_service_and_ingresses_then_prunes
     # configured, and deprecated: ingress-nginx is retired upstream
     assert (routing["status"], routing["reason"]) == ("True", "ProviderDeprecated")
     assert "Ingress stream-http" in routing["message"] and "Service stream-headless" in routing["message"]
-    assert "Migrating from ingress-nginx" in routing["message"]
+    assert "docs/how-to/migrate-ingress-nginx.md" in routing["message"]
     assert condition(cr, "SessionAffinity")["reason"] == "SequencesRouted"
     wait_for(
         "a ProviderDeprecated Warning event",

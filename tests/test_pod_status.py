@@ -90,14 +90,44 @@ def test_ready_condition_carries_the_problem_only_when_not_ready() -> None:
     assert (ready["status"], ready["reason"]) == ("True", "AllReplicasReady")
 
 
+# what the Deployment controller copies from its ReplicaSet when the API server refuses the pods (the text of
+# a Pod Security refusal as the real apiserver words it: tests/test_pod_spec.py sees it there)
+REFUSED = (
+    'pods "vision-7c9d-x2" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation '
+    '!= false (container "tritonserver" must set securityContext.allowPrivilegeEscalation=false)'
+)
+
+
+def test_pods_the_api_server_refuses_are_named_in_ready() -> None:
+    from tritonpipeline.reconcile.status import replica_status
+
+    deployment = {
+        "metadata": {"generation": 2},
+        "spec": {"replicas": 2},
+        "status": {
+            "observedGeneration": 2,
+            "replicas": 0,
+            "conditions": [
+                {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable"},
+                {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": REFUSED},
+            ],
+        },
+    }
+    ready = replica_status(deployment, 2, [], pods=[])["conditions"][-1]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "PodsRefused")
+    assert ready["message"] == f"0/2 Triton replicas ready; pods cannot be created: {REFUSED}"
+    # the condition cleared (the namespace's policy relaxed, the pods created): starting, no reason given
+    deployment["status"]["conditions"][1]["status"] = "False"
+    assert replica_status(deployment, 2, [], pods=[])["conditions"][-1]["reason"] == "ReplicasNotReady"
+
+
 def test_every_pod_problem_reason_is_documented() -> None:
     """The reasons pod_problem can give are not literals in a condition() call (tests/test_docs.py reads
-    those): each needs its row in README 'Reading status' too."""
-    from pathlib import Path
+    those): each needs its row in docs/how-to/status.md too."""
+    from helpers import docs_page
+    from tritonpipeline.kube.status import INIT_FAILED, PODS_REFUSED, STUCK_WAITING
 
-    from tritonpipeline.kube.status import INIT_FAILED, STUCK_WAITING
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Reading status", 1)[1].split("\n## ", 1)[0]
-    missing = [r for r in (INIT_FAILED, "Unschedulable", *STUCK_WAITING) if f"`{r}`" not in section]
+    section = docs_page("how-to/status.md")
+    reasons = (INIT_FAILED, PODS_REFUSED, "Unschedulable", *STUCK_WAITING)
+    missing = [r for r in reasons if f"`{r}`" not in section]
     assert not missing, missing

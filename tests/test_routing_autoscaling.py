@@ -335,8 +335,8 @@ def test_ingress_nginx_is_deprecated_with_a_pointer_to_the_migration():
         doc(routing={"sessionAffinity": "Header", "provider": "ingress-nginx", "tlsSecretName": "t"})
     )
     (warning,) = [w for w in checks.warnings(tp) if w.path == "spec.routing.provider"]
-    assert "deprecated" in warning.message and "Migrating from ingress-nginx" in warning.message
-    assert "## Migrating from ingress-nginx" in (ROOT / "README.md").read_text()
+    assert "deprecated" in warning.message and "docs/how-to/migrate-ingress-nginx.md" in warning.message
+    assert (ROOT / "docs" / "how-to" / "migrate-ingress-nginx.md").is_file()
 
 
 def test_gateway_api_needs_a_gateway():

@@ -266,7 +266,7 @@ def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
     wait_for("no open sequence", lambda: gauge() == 0, timeout=10)
     rss = stub_rss_kib(server, OPEN_STREAMS_MODEL)
     print(f"\nopen-streams stub process: {rss / 1024:.1f} MiB resident")
-    assert rss < 64 * 1024  # the budget README states
+    assert rss < 64 * 1024  # the budget docs/how-to/status.md states
 
 
 def test_the_gauge_model_only_with_stream_routing():

@@ -104,7 +104,8 @@ def test_valid_spec_is_allowed_with_its_warnings() -> None:
     verdict = webhook.verdict(doc)
     assert verdict.allowed
     assert [w.path for w in verdict.warnings] == ["spec.routing.provider"]
-    assert "deprecated" in verdict.warnings[0].message and "Migrating from" in verdict.warnings[0].message
+    message = verdict.warnings[0].message
+    assert "deprecated" in message and "docs/how-to/migrate-ingress-nginx.md" in message
 
 
 @pytest.mark.parametrize("name", ["tensorrtllm", "asr"])

@@ -170,5 +170,5 @@ def warning(image: str, advisories: tuple[Advisory, ...] = ADVISORIES) -> str | 
     return (
         f"{image!r} is a Triton release older than {label(oldest_safe(advisories))}, the oldest that carries "
         f"the fixes of NVIDIA's Triton security bulletins known to tritonpipeline; it lacks those of "
-        f"bulletins {named} (README 'Security' lists their CVEs); use a newer tritonserver image"
+        f"bulletins {named} (docs/concepts/security.md lists their CVEs); use a newer tritonserver image"
     )

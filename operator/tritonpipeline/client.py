@@ -34,7 +34,7 @@ Everything else is tritonclient's own API: `infer` takes its keyword arguments a
 InferResult, and `.raw` is the underlying InferenceServerClient.
 
 The pipeline's administrative APIs (logging, trace, shared memory, model repository and config,
-statistics) answer only requests that carry its admin key (README "Security"). Give it as `admin_key`
+statistics) answer only requests that carry its admin key (docs/concepts/security.md). Give it as `admin_key`
 and call them through `.admin`, which adds the header (HTTP) or metadata (gRPC) to every call:
 
     client = TritonClient(url, protocol="http", admin_key=read_key("/path/to/admin-key"))

@@ -13,6 +13,7 @@ import aiohttp
 import kopf
 
 from . import health, metrics, webhook
+from . import log_events as events
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
 from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
@@ -88,10 +89,12 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     if config.status_poll_seconds > 0:
         state.poll = asyncio.create_task(poll_loop(state, logger))
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
-    served = f"; /metrics and /readyz at {config.metrics_url}" if config.metrics_url else ""
-    peers = f"; replica {state.identity} in peering {config.peering!r}" if config.peering else ""
-    logger.info(
-        f"tritonpipeline operator: watching {scope}; init image {config.assembler_image}{served}{peers}"
+    served = events.STARTED_METRICS.format(url=config.metrics_url) if config.metrics_url else ""
+    peers = ""
+    if config.peering:
+        peers = events.STARTED_PEERING.format(identity=state.identity, peering=config.peering)
+    events.OPERATOR_STARTED.log(
+        logger, scope=scope, image=config.assembler_image, metrics=served, peering=peers
     )
 
 

@@ -28,8 +28,8 @@ RECONCILE_SECONDS = Histogram(
 )
 API_ERRORS = Counter(
     f"{PREFIX}_api_errors",
-    "Failed Kubernetes API calls by HTTP status code (`connection` when no answer came back); "
-    "404 includes the normal lookups of objects that do not exist",
+    "Failed Kubernetes API calls, kopf's and the operator's, by HTTP status code (`connection` when no "
+    "answer came back); 404 includes the normal lookups of objects that do not exist",
     ["code"],
 )
 WATCH_RESTARTS = Counter(
@@ -39,7 +39,7 @@ WATCH_RESTARTS = Counter(
 )
 ACTIVE = Gauge(
     f"{PREFIX}_active",
-    "1 on the replica that reconciles (the oldest live one, README High availability), 0 on a standby "
+    "1 on the replica that reconciles (the oldest live one, see High availability), 0 on a standby "
     "(it serves the admission webhook only)",
 )
 ACTIVE.set(1)
@@ -67,7 +67,9 @@ class PipelinesCollector(Collector):
             state = ready.get("status", "Unknown")
             counts[state if state in counts else "Unknown"] += 1
         family = GaugeMetricFamily(
-            f"{PREFIX}_pipelines", "TritonPipelines by the status of their Ready condition", labels=["ready"]
+            f"{PREFIX}_pipelines",
+            "Watched TritonPipelines by the status of their Ready condition: True, False or Unknown",
+            labels=["ready"],
         )
         for state, n in counts.items():
             family.add_metric([state], n)

@@ -1,9 +1,15 @@
-"""Operator settings, read once at start-up from flags and environment variables."""
+"""Operator settings, read once at start-up from flags and environment variables.
+
+Each setting is declared once, on its field (`setting(...)`): its variable, how its text is read, its
+description and the `tritonpipeline run` flag that overrides it; `read_env` reads every declared one,
+and docs/reference/settings.md is generated from the same declarations (tools/reference.py)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
 
 GROUP = "serving.tritonpipeline.io"
 VERSION = "v1alpha1"
@@ -19,96 +25,227 @@ DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
 DEFAULT_CONFIGMAP_MAX_BYTES = 900 * 1024
 DEFAULT_PEERING_LIFETIME_SECONDS = 15
+DEFAULT_WATCH_TIMEOUT_SECONDS = 270
+# liveness fails after a watch stream has not reconnected for the watch timeout plus this long
+WATCH_STALE_MARGIN_SECONDS = 60
+ENV_PREFIX = "TRITONPIPELINE_"
+SETTING = "setting"  # the key of a field's EnvSetting in its dataclasses metadata
+BAD_VALUE = "{env}={text!r}: {why}"  # a variable whose text cannot be read
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """How one field is read from the environment, and what the settings page says about it."""
+
+    env: str  # the variable
+    description: str
+    parse: Callable[[str], Any] = str  # its text to the field's value (ValueError: cannot be read)
+    flag: str = ""  # the `tritonpipeline run` flag that overrides the variable
+    default_text: str = ""  # the default in words, where it is computed rather than the field's default
+
+
+def setting(
+    default: Any,
+    env: str,
+    description: str,
+    parse: Callable[[str], Any] = str,
+    *,
+    flag: str = "",
+    default_text: str = "",
+) -> Any:
+    """A dataclass field read from `env` (`ENV_PREFIX` + `env`) when that variable is set."""
+    declared = EnvSetting(ENV_PREFIX + env, description, parse, flag, default_text)
+    return field(default=default, metadata={SETTING: declared})
+
+
+def declared(cls: type) -> list[tuple[Field[Any], EnvSetting]]:
+    """The fields of dataclass `cls` that an environment variable sets, in their order."""
+    return [(f, f.metadata[SETTING]) for f in fields(cls) if SETTING in f.metadata]
+
+
+def env_name(cls: type, name: str) -> str:
+    """The variable that sets field `name` of dataclass `cls`."""
+    return next(s.env for f, s in declared(cls) if f.name == name)
+
+
+def read_env(
+    cls: type, env: Mapping[str, str], error: Callable[[str], Exception] = ValueError
+) -> dict[str, Any]:
+    """The values of `cls`'s declared fields whose variables `env` sets (set but empty counts as set);
+    a text that cannot be read raises `error` with `BAD_VALUE`."""
+    values: dict[str, Any] = {}
+    for f, s in declared(cls):
+        if s.env in env:
+            try:
+                values[f.name] = s.parse(env[s.env])
+            except ValueError as exc:
+                raise error(BAD_VALUE.format(env=s.env, text=env[s.env], why=exc)) from None
+    return values
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """Comma-separated names, empty ones left out."""
+    return tuple(n for n in text.split(",") if n)
+
+
+def _items(text: str) -> tuple[str, ...]:
+    """Comma-separated items, each stripped, empty ones left out."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _labels(text: str) -> tuple[tuple[str, str], ...]:
+    """Comma-separated `key=value` pairs (an item without `=` is ignored)."""
+    pairs = (item.split("=", 1) for item in text.split(",") if "=" in item)
+    return tuple(sorted((k.strip(), v.strip()) for k, v in pairs))
+
+
+def _flag(text: str) -> bool:
+    """`1`, `true` or `yes` (any case) turn it on; anything else leaves it off."""
+    return text.lower() in ("1", "true", "yes")
 
 
 @dataclass(frozen=True)
 class Settings:
     """What the operator needs besides the CRs themselves."""
 
-    # image of the init container that assembles the model repository (this package's image)
-    assembler_image: str = DEFAULT_ASSEMBLER_IMAGE
-    # namespaces to watch; empty = cluster-wide
-    namespaces: tuple[str, ...] = ()
-    # seconds between drift repairs of each pipeline
-    resync_seconds: float = 60.0
-    configmap_max_bytes: int = DEFAULT_CONFIGMAP_MAX_BYTES
+    assembler_image: str = setting(
+        DEFAULT_ASSEMBLER_IMAGE,
+        "ASSEMBLER_IMAGE",
+        "Image of the init container that assembles each Triton pod's model repository "
+        "(`tritonpipeline assemble`): normally the operator's own image.",
+    )
+    namespaces: tuple[str, ...] = setting(
+        (),
+        "NAMESPACES",
+        "Namespaces whose TritonPipelines the operator watches; empty: every namespace.",
+        _names,
+        flag="--namespace",
+    )
+    resync_seconds: float = setting(
+        60.0,
+        "RESYNC_SECONDS",
+        "Seconds between drift repairs: every pipeline's children are re-applied this often.",
+        float,
+    )
+    configmap_max_bytes: int = setting(
+        DEFAULT_CONFIGMAP_MAX_BYTES,
+        "CONFIGMAP_MAX_BYTES",
+        "Largest ConfigMap payload in bytes before the generated repository is split over several "
+        "ConfigMaps (the API limit is 1 MiB).",
+        int,
+    )
     field_manager: str = FIELD_MANAGER
-    # Prometheus that KEDA ScaledObjects query, unless a pipeline sets autoscaling.prometheusAddress
-    prometheus_address: str = DEFAULT_PROMETHEUS_ADDRESS
-    # pull secrets of the assembler image (the chart's imagePullSecrets), added to every Triton pod
-    assembler_pull_secrets: tuple[str, ...] = ()
-    # longest watch request; the apiserver ends it then and kopf reopens it
-    watch_timeout_seconds: int = 270
-    # liveness fails when a watch stream has not (re)connected for this long (default: timeout + 60)
-    watch_stale_seconds: float = 330.0
-    # serve /metrics and /readyz here (http://HOST:PORT); empty: not served
-    metrics_url: str = ""
-    # seconds between reads of the pipelines' pod metrics and autoscalers into their status; 0: never
-    status_poll_seconds: float = 30.0
-    # the operator's own namespace and pod labels (the chart sets them): a pipeline's NetworkPolicy lets
-    # these pods read metrics on 8002 for the status poll; empty: not added
-    operator_namespace: str = ""
-    operator_labels: tuple[tuple[str, str], ...] = ()
-    # the cluster admin's grants to whoever may create TritonPipelines (kube/checks.py, privilege_problems):
-    # securityContexts beyond Pod Security "restricted" (in every namespace, or only in those listed);
-    # service accounts other than the namespace's default (`NAME`, `NAMESPACE/NAME` or `*`); registries
-    # images may come from (empty: any)
-    allow_privileged: bool = False
-    privileged_namespaces: tuple[str, ...] = ()
-    allowed_service_accounts: tuple[str, ...] = ()
-    allowed_image_registries: tuple[str, ...] = ()
-    # pipelines whose pods run an earlier operator's rendering (kube/pinning.py) rolled to this one's, this
-    # many at a time, each until its rollout completes; 0: none (each waits for its spec to change or for
-    # its roll annotation)
-    roll_outdated: int = 0
-    # the name of kopf's peering object the replicas share (kube/peering.py: the oldest live replica
-    # reconciles, every replica serves the webhook); empty: this process runs alone (no peering)
-    peering: str = ""
-    # seconds a replica's peering entry lives without a keep-alive: how long a killed active replica
-    # keeps the standby waiting
-    peering_lifetime_seconds: int = DEFAULT_PEERING_LIFETIME_SECONDS
+    prometheus_address: str = setting(
+        DEFAULT_PROMETHEUS_ADDRESS,
+        "PROMETHEUS_ADDRESS",
+        "The Prometheus that KEDA ScaledObjects query, unless a pipeline sets "
+        "`autoscaling.prometheusAddress`.",
+    )
+    # the names of Secrets, not secrets: named so that linters' secret-in-env checks do not take it for one
+    assembler_pull_secrets: tuple[str, ...] = setting(
+        (),
+        "ASSEMBLER_IMAGE_PULL_REFS",
+        "Names of the pull secrets of the assembler image (the chart's imagePullSecrets), added to every "
+        "Triton pod.",
+        _items,
+    )
+    watch_timeout_seconds: int = setting(
+        DEFAULT_WATCH_TIMEOUT_SECONDS,
+        "WATCH_TIMEOUT_SECONDS",
+        "Longest watch request: the API server ends it then and kopf reopens it.",
+        int,
+    )
+    watch_stale_seconds: float = setting(
+        float(DEFAULT_WATCH_TIMEOUT_SECONDS + WATCH_STALE_MARGIN_SECONDS),
+        "WATCH_STALE_SECONDS",
+        "Liveness (/healthz) and readiness (/readyz) fail when a watch stream has not (re)connected "
+        "for this many seconds.",
+        float,
+        default_text=f"`TRITONPIPELINE_WATCH_TIMEOUT_SECONDS` + {WATCH_STALE_MARGIN_SECONDS}",
+    )
+    metrics_url: str = setting(
+        "",
+        "METRICS_URL",
+        "Serve Prometheus /metrics and /readyz here (`http://HOST:PORT`); empty: not served.",
+        flag="--metrics",
+    )
+    status_poll_seconds: float = setting(
+        30.0,
+        "STATUS_POLL_SECONDS",
+        "Seconds between reads of each pipeline's pod metrics (port 8002) and autoscaler into its status "
+        "(status.steps, status.bottleneck, status.autoscaler); 0: never.",
+        float,
+    )
+    operator_namespace: str = setting(
+        "",
+        "OPERATOR_NAMESPACE",
+        "The operator's own namespace (the chart sets it): a pipeline's NetworkPolicy lets the operator's "
+        "pods read metrics on port 8002 for the status poll; empty: no such rule.",
+    )
+    operator_labels: tuple[tuple[str, str], ...] = setting(
+        (),
+        "OPERATOR_LABELS",
+        "The operator pods' labels (the chart sets them), which that NetworkPolicy rule selects.",
+        _labels,
+    )
+    # the cluster admin's grants to whoever may create TritonPipelines (kube/checks.py, privilege_problems)
+    allow_privileged: bool = setting(
+        False,
+        "ALLOW_PRIVILEGED",
+        'Let pipelines ask for securityContexts beyond Pod Security "restricted" (privileged, added '
+        "capabilities, root...) in every namespace; off: refused with the field path.",
+        _flag,
+    )
+    privileged_namespaces: tuple[str, ...] = setting(
+        (),
+        "PRIVILEGED_NAMESPACES",
+        "The same grant in these namespaces only.",
+        _items,
+    )
+    allowed_service_accounts: tuple[str, ...] = setting(
+        (),
+        "ALLOWED_SERVICE_ACCOUNTS",
+        "Service accounts Triton pods may run as besides the namespace's default: `NAME` (any "
+        "namespace), `NAMESPACE/NAME` or `*` (any).",
+        _items,
+    )
+    allowed_image_registries: tuple[str, ...] = setting(
+        (),
+        "ALLOWED_IMAGE_REGISTRIES",
+        "Registries `spec.server.image` may come from (a host, with its port if it has one); empty: any.",
+        _items,
+    )
+    roll_outdated: int = setting(
+        0,
+        "ROLL_OUTDATED",
+        "Pipelines whose pods run an earlier operator's rendering (kube/pinning.py) are rolled to this "
+        "one's this many at a time, each until its rollout completes; 0: none (each waits for its spec to "
+        "change or for its roll annotation).",
+        int,
+    )
+    peering: str = setting(
+        "",
+        "PEERING",
+        "Name of kopf's peering object the replicas share: the oldest live replica reconciles, every "
+        "replica serves the webhook (kube/peering.py); empty: this process runs alone.",
+    )
+    peering_lifetime_seconds: int = setting(
+        DEFAULT_PEERING_LIFETIME_SECONDS,
+        "PEERING_LIFETIME_SECONDS",
+        "Seconds a replica's peering entry lives without a keep-alive: how long a killed active replica "
+        "keeps the standby waiting.",
+        int,
+    )
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
         """The settings in the environment; `namespaces` and `metrics_url` (flags) override theirs."""
-        env = os.environ
-        watch = int(env.get("TRITONPIPELINE_WATCH_TIMEOUT_SECONDS", "270"))
-        ns = namespaces or tuple(n for n in env.get("TRITONPIPELINE_NAMESPACES", "").split(",") if n)
-        return cls(
-            assembler_image=env.get("TRITONPIPELINE_ASSEMBLER_IMAGE", DEFAULT_ASSEMBLER_IMAGE),
-            namespaces=ns,
-            resync_seconds=float(env.get("TRITONPIPELINE_RESYNC_SECONDS", "60")),
-            configmap_max_bytes=int(
-                env.get("TRITONPIPELINE_CONFIGMAP_MAX_BYTES", str(DEFAULT_CONFIGMAP_MAX_BYTES))
-            ),
-            prometheus_address=env.get("TRITONPIPELINE_PROMETHEUS_ADDRESS", DEFAULT_PROMETHEUS_ADDRESS),
-            # the names of Secrets, not secrets: named so that linters' secret-in-env checks do not take
-            # it for one
-            assembler_pull_secrets=_items(env.get("TRITONPIPELINE_ASSEMBLER_IMAGE_PULL_REFS", "")),
-            watch_timeout_seconds=watch,
-            metrics_url=env.get("TRITONPIPELINE_METRICS_URL", "") if metrics_url is None else metrics_url,
-            watch_stale_seconds=float(env.get("TRITONPIPELINE_WATCH_STALE_SECONDS", str(watch + 60))),
-            status_poll_seconds=float(env.get("TRITONPIPELINE_STATUS_POLL_SECONDS", "30")),
-            operator_namespace=env.get("TRITONPIPELINE_OPERATOR_NAMESPACE", ""),
-            operator_labels=_labels(env.get("TRITONPIPELINE_OPERATOR_LABELS", "")),
-            allow_privileged=env.get("TRITONPIPELINE_ALLOW_PRIVILEGED", "").lower() in ("1", "true", "yes"),
-            privileged_namespaces=_items(env.get("TRITONPIPELINE_PRIVILEGED_NAMESPACES", "")),
-            allowed_service_accounts=_items(env.get("TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS", "")),
-            allowed_image_registries=_items(env.get("TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES", "")),
-            roll_outdated=int(env.get("TRITONPIPELINE_ROLL_OUTDATED", "0")),
-            peering=env.get("TRITONPIPELINE_PEERING", ""),
-            peering_lifetime_seconds=int(
-                env.get("TRITONPIPELINE_PEERING_LIFETIME_SECONDS", str(DEFAULT_PEERING_LIFETIME_SECONDS))
-            ),
-        )
-
-
-def _labels(text: str) -> tuple[tuple[str, str], ...]:
-    """`k=v,k=v` as sorted pairs (an item without `=` is ignored)."""
-    pairs = (item.split("=", 1) for item in text.split(",") if "=" in item)
-    return tuple(sorted((k.strip(), v.strip()) for k, v in pairs))
-
-
-def _items(text: str) -> tuple[str, ...]:
-    """A comma-separated list, items stripped, empty ones left out."""
-    return tuple(item.strip() for item in text.split(",") if item.strip())
+        values = read_env(cls, os.environ)
+        if "watch_stale_seconds" not in values:  # its default follows the watch timeout
+            watch = values.get("watch_timeout_seconds", DEFAULT_WATCH_TIMEOUT_SECONDS)
+            values["watch_stale_seconds"] = float(watch + WATCH_STALE_MARGIN_SECONDS)
+        if namespaces:
+            values["namespaces"] = namespaces
+        if metrics_url is not None:
+            values["metrics_url"] = metrics_url
+        return cls(**values)

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,21 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from . import log_events as events
 from .errors import Problem, SpecError
 from .kube import checks
 from .kube.client import Kube, KubeError, path
-from .settings import FIELD_MANAGER, GROUP, PLURAL, VERSION, Settings
+from .settings import (
+    BAD_VALUE,
+    FIELD_MANAGER,
+    GROUP,
+    PLURAL,
+    VERSION,
+    Settings,
+    env_name,
+    read_env,
+    setting,
+)
 from .spec import DNS_SUBDOMAIN_RE, parse_pipeline
 
 log = logging.getLogger(__name__)
@@ -58,54 +69,80 @@ class WebhookConfigError(ValueError):
     """A webhook setting (environment variable) that cannot work; the message names it."""
 
 
+def _whole_seconds(low: float, high: int | None = None) -> Callable[[str], int]:
+    """A reader of whole seconds from `low` (to `high`), whose docstring says so (the settings page)."""
+    what = f"whole seconds, at least {low:.0f}" if high is None else f"whole seconds from {low:.0f} to {high}"
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < low or (high is not None and int(text) > high):
+            raise ValueError(f"expected {what}")
+        return int(text)
+
+    parse.__doc__ = what[0].upper() + what[1:] + "."
+    return parse
+
+
 @dataclass(frozen=True)
 class WebhookSettings:
     """Where and how the webhook is served and registered (TRITONPIPELINE_WEBHOOK_* variables)."""
 
-    # HOST:PORT to serve HTTPS on; empty: no webhook (the operator reports problems in status only)
-    listen: str = ""
-    # name of the ValidatingWebhookConfiguration the operator keeps up to date
-    configuration: str = FIELD_MANAGER
-    # NAMESPACE/NAME:PORT of the Service in front of the webhook; empty: the apiserver calls a URL
-    service: str = ""
-    # host of that URL when there is no Service (default: the listen host)
-    host: str = ""
-    # directory holding tls.crt and tls.key (cert-manager's Secret); empty: self-signed
-    cert_dir: str = ""
-    # NAMESPACE/NAME of the Secret the replicas share the self-signed certificate in (created and
-    # renewed by whichever replica finds it missing or due); empty: this process keeps its own
-    shared_cert: str = ""
-    failure_policy: str = "Ignore"
-    timeout_seconds: int = 10
-    # validity of the self-signed certificate in seconds (renewed after RENEW_AT of it, and at start)
-    cert_seconds: int = CERT_SECONDS
+    listen: str = setting(
+        "",
+        "WEBHOOK_LISTEN",
+        "`HOST:PORT` to serve the admission webhook on (HTTPS); empty: no webhook (the operator reports "
+        "problems in status only).",
+    )
+    configuration: str = setting(
+        FIELD_MANAGER,
+        "WEBHOOK_CONFIGURATION",
+        "Name of the ValidatingWebhookConfiguration the operator keeps up to date.",
+    )
+    service: str = setting(
+        "",
+        "WEBHOOK_SERVICE",
+        "`NAMESPACE/NAME:PORT` of the Service in front of the webhook; empty: the API server calls "
+        "`https://HOST:PORT/validate`.",
+    )
+    host: str = setting(
+        "",
+        "WEBHOOK_HOST",
+        "Host of that URL when there is no Service; empty: the listen host.",
+    )
+    cert_dir: str = setting(
+        "",
+        "WEBHOOK_CERT_DIR",
+        "Directory holding `tls.crt` and `tls.key` (e.g. cert-manager's Secret, reloaded when they "
+        "change); empty: a self-signed certificate.",
+    )
+    shared_cert: str = setting(
+        "",
+        "WEBHOOK_SHARED_CERT",
+        "`NAMESPACE/NAME` of the Secret the replicas share the self-signed certificate in (created and "
+        "renewed by whichever replica finds it missing or due); empty: this process keeps its own.",
+    )
+    failure_policy: str = setting(
+        "Ignore",
+        "WEBHOOK_FAILURE_POLICY",
+        "What the API server does when it cannot reach the webhook: `Ignore` (store unchecked; the "
+        "operator reports in status) or `Fail` (refuse).",
+    )
+    timeout_seconds: int = setting(
+        10,
+        "WEBHOOK_TIMEOUT_SECONDS",
+        "Seconds the API server waits for the webhook.",
+        _whole_seconds(1, MAX_TIMEOUT_SECONDS),
+    )
+    cert_seconds: int = setting(
+        CERT_SECONDS,
+        "WEBHOOK_CERT_SECONDS",
+        "Validity of the self-signed CA and certificate in seconds (replaced after two thirds of it, and "
+        "at start).",
+        _whole_seconds(3 * FILE_CHECK_SECONDS),
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
-        env = os.environ if env is None else env
-        timeout = env.get("TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS", "10")
-        if not timeout.isdigit() or not 1 <= int(timeout) <= MAX_TIMEOUT_SECONDS:
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS={timeout!r}: expected whole seconds from 1 to "
-                f"{MAX_TIMEOUT_SECONDS}"
-            )
-        cert_seconds = env.get("TRITONPIPELINE_WEBHOOK_CERT_SECONDS", str(CERT_SECONDS))
-        if not cert_seconds.isdigit() or int(cert_seconds) < 3 * FILE_CHECK_SECONDS:
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_CERT_SECONDS={cert_seconds!r}: expected whole seconds, at least "
-                f"{3 * FILE_CHECK_SECONDS:.0f}"
-            )
-        ws = cls(
-            listen=env.get("TRITONPIPELINE_WEBHOOK_LISTEN", ""),
-            configuration=env.get("TRITONPIPELINE_WEBHOOK_CONFIGURATION", FIELD_MANAGER),
-            service=env.get("TRITONPIPELINE_WEBHOOK_SERVICE", ""),
-            host=env.get("TRITONPIPELINE_WEBHOOK_HOST", ""),
-            cert_dir=env.get("TRITONPIPELINE_WEBHOOK_CERT_DIR", ""),
-            shared_cert=env.get("TRITONPIPELINE_WEBHOOK_SHARED_CERT", ""),
-            failure_policy=env.get("TRITONPIPELINE_WEBHOOK_FAILURE_POLICY", "Ignore"),
-            timeout_seconds=int(timeout),
-            cert_seconds=int(cert_seconds),
-        )
+        ws = cls(**read_env(cls, os.environ if env is None else env, WebhookConfigError))
         ws.check()
         return ws
 
@@ -116,37 +153,31 @@ class WebhookSettings:
     def check(self) -> None:
         """Raise WebhookConfigError naming the first setting that cannot work."""
         if self.failure_policy not in FAILURE_POLICIES:
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_FAILURE_POLICY={self.failure_policy!r}: expected Ignore or Fail"
-            )
+            raise self._bad("failure_policy", "expected Ignore or Fail")
         if not self.enabled:
             return
         if len(self.configuration) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(self.configuration):
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_CONFIGURATION={self.configuration!r}: expected a DNS-1123 subdomain "
-                "(lowercase letters, digits, '-' and '.')"
+            raise self._bad(
+                "configuration", "expected a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')"
             )
         if not _LISTEN_RE.match(self.listen) or not 0 < self.port < 65536:
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_LISTEN={self.listen!r}: expected HOST:PORT, e.g. 0.0.0.0:9443"
-            )
+            raise self._bad("listen", "expected HOST:PORT, e.g. 0.0.0.0:9443")
         service = _SERVICE_RE.match(self.service)
         if self.service and (service is None or not 0 < int(service["port"]) < 65536):
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_SERVICE={self.service!r}: expected NAMESPACE/NAME:PORT"
-            )
+            raise self._bad("service", "expected NAMESPACE/NAME:PORT")
         namespace, _, secret = self.shared_cert.partition("/")
         if self.shared_cert and not (re.fullmatch(_LABEL, namespace) and DNS_SUBDOMAIN_RE.fullmatch(secret)):
-            raise WebhookConfigError(
-                f"TRITONPIPELINE_WEBHOOK_SHARED_CERT={self.shared_cert!r}: expected NAMESPACE/NAME of a "
-                "Secret"
-            )
+            raise self._bad("shared_cert", "expected NAMESPACE/NAME of a Secret")
         if self.cert_dir:
             missing = [f for f in ("tls.crt", "tls.key") if not (Path(self.cert_dir) / f).is_file()]
             if missing:
-                raise WebhookConfigError(
-                    f"TRITONPIPELINE_WEBHOOK_CERT_DIR={self.cert_dir!r}: {' and '.join(missing)} missing"
-                )
+                raise self._bad("cert_dir", f"{' and '.join(missing)} missing")
+
+    def _bad(self, name: str, why: str) -> WebhookConfigError:
+        """The error for field `name`: its variable, its value and `why`."""
+        return WebhookConfigError(
+            BAD_VALUE.format(env=env_name(type(self), name), text=getattr(self, name), why=why)
+        )
 
     @property
     def listen_host(self) -> str:
@@ -226,7 +257,7 @@ async def admit(
     try:
         result = await asyncio.to_thread(verdict, new, settings)
     except Exception as exc:
-        log.exception("admission review failed")
+        events.WEBHOOK_REVIEW_FAILED.log(log)
         warnings.append(f"not checked at admission ({type(exc).__name__}); the operator reports in status")
         return
     warnings.extend(map(str, result.warnings))
@@ -542,9 +573,8 @@ class Server:
             try:
                 return await asyncio.to_thread(self._current)
             except KubeError as exc:
-                log.error(
-                    f"cannot read or write the webhook certificate ({self.store}): {exc}; "
-                    f"retrying in {REGISTER_RETRY_SECONDS:.0f}s"
+                events.WEBHOOK_CERT_STORE_FAILED.log(
+                    log, store=self.store, error=exc, retry=REGISTER_RETRY_SECONDS
                 )
                 await asyncio.sleep(REGISTER_RETRY_SECONDS)
 
@@ -561,7 +591,7 @@ class Server:
                 continue  # another replica wrote first: read what it wrote
             certs = new_certs(stored, names, self.ws.cert_seconds, now)
             if self.store.write(certs, version):
-                log.info(f"admission webhook: new self-signed certificate in {self.store} ({why})")
+                events.WEBHOOK_CERT_ISSUED.log(log, store=self.store, why=why)
                 return certs
 
     async def follow(self, workdir: Path, serving: Certs) -> None:
@@ -577,7 +607,7 @@ class Server:
             if certs.cert != serving.cert:
                 _write_bundle(workdir, certs.cert, certs.key)
                 serving = certs
-                log.info("admission webhook: the server restarts with the new certificate")
+                events.WEBHOOK_CERT_RELOADED.log(log)
 
     async def register(self) -> None:
         """Apply the configuration with the CAs of now; on failure log why and retry (the operator keeps
@@ -589,17 +619,19 @@ class Server:
                 try:
                     await asyncio.to_thread(self.kube.apply, doc)
                 except KubeError as exc:
-                    log.error(
-                        f"cannot register the admission webhook (ValidatingWebhookConfiguration "
-                        f"{self.ws.configuration!r}): {exc}; retrying in {REGISTER_RETRY_SECONDS:.0f}s"
+                    events.WEBHOOK_REGISTER_FAILED.log(
+                        log, configuration=self.ws.configuration, error=exc, retry=REGISTER_RETRY_SECONDS
                     )
                     await asyncio.sleep(REGISTER_RETRY_SECONDS)
                     continue
                 served = doc["webhooks"][0]["clientConfig"]
                 where = f"Service {self.ws.service}" if self.ws.service else served["url"]
-                log.info(
-                    f"admission webhook {WEBHOOK_NAME} registered in ValidatingWebhookConfiguration "
-                    f"{self.ws.configuration!r} (failurePolicy {self.ws.failure_policy}, served at {where})"
+                events.WEBHOOK_REGISTERED.log(
+                    log,
+                    webhook=WEBHOOK_NAME,
+                    configuration=self.ws.configuration,
+                    failure_policy=self.ws.failure_policy,
+                    where=where,
                 )
                 return
 

@@ -161,7 +161,7 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     the kubelet for its pods, never by the operator;
   - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects;
   - PodDisruptionBudgets (a pipeline with several replicas or an autoscaler) likewise.
-  - kopf's peering (the replicas agree which one reconciles, README "High availability"): its
+  - kopf's peering (the replicas agree which one reconciles, docs/how-to/operate.md): its
     ClusterKopfPeering (cluster-wide) or KopfPeering (per watched namespace) is listed and watched by
     every replica, and only the release's own object is read (get, the operator's standby check) and
     patched (each replica's keep-alive entry); the objects are the chart's (peering.yaml).

@@ -138,7 +138,7 @@ def adapter_rules_yaml() -> str:
         "# prometheus-adapter rules for TritonPipeline autoscaling (HPA engine). Generated from\n"
         "# tritonpipeline.kube.autoscaling by `make generate`; a test checks it is current.\n"
         "# Use it as prometheus-adapter's config.yaml (the chart's prometheusAdapter.rulesConfigMap), or\n"
-        "# merge `rules` into the prometheus-adapter chart's `rules.custom` (README: Autoscaling).\n"
+        "# merge `rules` into the prometheus-adapter chart's `rules.custom` (docs/concepts/autoscaling.md).\n"
     )
     return header + yamltext.dump(adapter_rules(), width=200)
 

@@ -1,4 +1,4 @@
-"""Which replica reconciles (README, High availability): kopf's peering, with the oldest replica active.
+"""Which replica reconciles (docs/how-to/operate.md): kopf's peering, with the oldest replica active.
 
 Every replica runs kopf with peering on one peering object (a ClusterKopfPeering when the operator watches
 every namespace, a KopfPeering in each watched namespace otherwise; the chart creates them). Each replica

@@ -252,7 +252,7 @@ PROVIDER_NOT_INSTALLED = (
 PROVIDER_DEPRECATED = "ProviderDeprecated"  # RoutingConfigured's reason (True, with a Warning event)
 INGRESS_NGINX_RETIRED = (
     "provider ingress-nginx is deprecated: Kubernetes retired ingress-nginx (no releases or security fixes "
-    "since March 2026); move to provider gateway-api (README: Migrating from ingress-nginx)"
+    "since March 2026); move to provider gateway-api (docs/how-to/migrate-ingress-nginx.md)"
 )
 GATEWAY_PENDING = (
     "HTTPRoute and GRPCRoute {name} with the consistent-hash policy of the implementation named by the "

@@ -24,7 +24,7 @@ CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
     "capabilities": {"drop": ["ALL"]},
 }
 # the init container (our own code) writes only into the models volume: its root filesystem is read-only
-# (Triton's is not: backends write caches under HOME and /tmp; README, Security)
+# (Triton's is not: backends write caches under HOME and /tmp; docs/concepts/security.md)
 INIT_SECURITY_CONTEXT: dict[str, Any] = {"readOnlyRootFilesystem": True}
 
 

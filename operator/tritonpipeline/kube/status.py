@@ -65,6 +65,9 @@ STUCK_WAITING = (
     "RunContainerError",
 )
 INIT_FAILED = "InitContainerFailed"
+# the Deployment's ReplicaSet could not create pods: admission refused them (Pod Security, a quota, a policy
+# webhook) or their spec is invalid; no pod exists to tell why, only the Deployment's ReplicaFailure condition
+PODS_REFUSED = "PodsRefused"
 
 
 def _terminated_failure(status: dict[str, Any]) -> dict[str, Any] | None:
@@ -161,6 +164,16 @@ def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
         elif old.get(key) != value:
             return True
     return False
+
+
+def creation_problem(deployment_status: dict[str, Any]) -> tuple[str, str] | None:
+    """(PODS_REFUSED, the API server's refusal) when the Deployment reports ReplicaFailure: its pods are not
+    created at all, e.g. `pods "vision-..." is forbidden: violates PodSecurity "restricted:latest": ...`."""
+    for c in deployment_status.get("conditions") or []:
+        if c.get("type") == "ReplicaFailure" and c.get("status") == "True":
+            why = str(c.get("message") or c.get("reason") or "the ReplicaSet cannot create pods")
+            return PODS_REFUSED, f"pods cannot be created: {why}"
+    return None
 
 
 def stalled_message(deployment_status: dict[str, Any]) -> str | None:

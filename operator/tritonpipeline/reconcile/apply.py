@@ -11,6 +11,7 @@ from typing import Any
 
 import kopf
 
+from .. import log_events as events
 from .. import security
 from ..kube import access, autoscaling
 from ..kube import routing as rt
@@ -76,7 +77,7 @@ async def ensure_admin_secret(
         return
     secret = owned(access.admin_secret(tp, security.new_key(), config), owner)
     if await asyncio.to_thread(kube.create_if_absent, secret):
-        logger.info(f"created Secret {access.admin_secret_name(tp)} holding the admin key")
+        events.ADMIN_SECRET_CREATED.log(logger, secret=access.admin_secret_name(tp))
 
 
 async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:

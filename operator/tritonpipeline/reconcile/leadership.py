@@ -7,6 +7,7 @@ import datetime
 
 import kopf
 
+from .. import log_events as events
 from .. import metrics
 from ..kube import peering
 from ..kube.client import KubeError
@@ -38,11 +39,11 @@ def set_active(
         return
     state.active = active
     if active:
-        logger.info(f"replica {state.identity} is now the active reconciler")
+        events.REPLICA_ACTIVE.log(logger, identity=state.identity)
     else:
         peers = [b for b in blockers if not b.startswith("(")]  # the peers, else why it waits
         waits = ", ".join(peers or blockers)
-        logger.info(f"replica {state.identity} is standby (it serves the webhook); active: {waits}")
+        events.REPLICA_STANDBY.log(logger, identity=state.identity, active=waits)
 
 
 async def leadership_loop(state: OperatorState, logger: kopf.Logger) -> None:
@@ -53,7 +54,7 @@ async def leadership_loop(state: OperatorState, logger: kopf.Logger) -> None:
         try:
             blockers = await asyncio.to_thread(read_blockers, state)
         except KubeError as exc:
-            logger.warning(f"cannot read the peering object {state.settings.peering!r}: {exc}")
+            events.PEERING_UNREADABLE.log(logger, peering=state.settings.peering, error=exc)
         else:
             set_active(state, not blockers, blockers, logger, first)
             first = False

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import kopf
 
+from .. import log_events as events
 from ..errors import SpecError
 from ..kube import autoscaling
 from ..kube import triton_metrics as tm
@@ -89,7 +90,7 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
         _report_failures(state, key, failed, log)
         new["autoscaler"] = await _autoscaler(state, tp, namespace)
     except KubeError as exc:
-        log.warning(f"status poll: cannot read the pipeline's pods or autoscaler: {exc}")
+        events.STATUS_POLL_UNREADABLE.log(log, error=exc)
         return
     await write_status(state, namespace, name, new)
 
@@ -108,16 +109,12 @@ def _report_failures(state: OperatorState, key: tuple[str, str], failed: dict[st
     """One warning when a pipeline's scrapes start failing, one info line when they work again."""
     if failed and key not in state.scrape_failing:
         state.scrape_failing.add(key)
-        first = next(iter(failed.items()))
-        more = f" (and {len(failed) - 1} more pods)" if len(failed) > 1 else ""
-        log.warning(
-            f"status poll: cannot read Triton metrics of pod {first[0]} on port {METRICS_PORT}: "
-            f"{first[1]}{more}; "
-            "status.steps leaves those pods out (a NetworkPolicy without the operator as a metrics peer?)"
-        )
+        pod, error = next(iter(failed.items()))
+        more = events.MORE_PODS.format(count=len(failed) - 1) if len(failed) > 1 else ""
+        events.METRICS_UNREADABLE.log(log, pod=pod, port=METRICS_PORT, error=error, more=more)
     elif not failed and key in state.scrape_failing:
         state.scrape_failing.discard(key)
-        log.info("status poll: Triton metrics readable again")
+        events.METRICS_READABLE_AGAIN.log(log)
 
 
 async def poll_loop(state: OperatorState, logger: kopf.Logger) -> None:
@@ -130,4 +127,4 @@ async def poll_loop(state: OperatorState, logger: kopf.Logger) -> None:
             try:
                 await poll_pipeline(state, cr, state.logger_for(cr))
             except Exception as exc:  # a poll never stops the loop
-                state.logger_for(cr).warning(f"status poll failed: {type(exc).__name__}: {exc}")
+                events.STATUS_POLL_FAILED.log(state.logger_for(cr), error_type=type(exc).__name__, error=exc)

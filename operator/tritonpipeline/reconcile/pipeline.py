@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 
+from .. import log_events as events
 from .. import metrics
 from ..compiler import compile_pipeline
 from ..errors import SpecError
@@ -66,10 +67,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         children = render_children(tp, artifacts, config)
     except SpecError as exc:
         message = one_line(exc)
-        logger.warning(
-            f"reconcile invalid (generation {generation}): {first_error(exc)}; last good deployment kept"
-        )
-        logger.debug(f"every problem of generation {generation}: {message}")
+        events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc))
+        events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
         await write_status(
             state,
             namespace,
@@ -108,19 +107,23 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     except KubeError as exc:
         if namespace_terminating(exc):
             # deleting the namespace deletes the pipeline and its children: nothing to restore
-            logger.info(f"namespace {namespace} is being deleted: generation {generation} is not applied")
+            events.NAMESPACE_DELETING.log(logger, namespace=namespace, generation=generation)
             return "unchanged"
-        logger.error(f"reconcile error (generation {generation}): apply failed, retried in 10s: {exc}")
+        events.RECONCILE_ERROR.log(logger, generation=generation, error=exc)
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
     deployment = next(o for o in applied if o.get("kind") == "Deployment")
     if pinned.rolled:
         rolled(state, (namespace, name), deployment)
     summary = artifacts.graph_summary()
     routers = [r["name"] for r in summary["routers"]]
-    logger.debug(
-        f"applied {len(applied)} objects ({len(children.configmaps)} ConfigMaps, repository "
-        f"{artifacts.digest()[:12]}, routers: {', '.join(routers) or 'none'}); pruned {stale or 'nothing'}; "
-        f"autoscaling: {autoscaling.describe(tp)}"
+    events.RECONCILE_DETAILS.log(
+        logger,
+        objects=len(applied),
+        configmaps=len(children.configmaps),
+        digest=artifacts.digest()[:12],
+        routers=", ".join(routers) or "none",
+        pruned=stale or "nothing",
+        autoscaling=autoscaling.describe(tp),
     )
     configured = st.condition(
         "ModelsConfigured",
@@ -151,8 +154,11 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         (previous_condition(state, namespace, name, body, pinning.UP_TO_DATE) or {}).get("reason")
         != pinned.condition["reason"]
     ):
-        logger.info(
-            f"{pinning.UP_TO_DATE}=False ({pinned.condition['reason']}): {pinned.condition['message']}"
+        events.NOT_UP_TO_DATE.log(
+            logger,
+            condition=pinning.UP_TO_DATE,
+            reason=pinned.condition["reason"],
+            message=pinned.condition["message"],
         )
     pods = await list_pods(state, namespace, name)
     replicas = replica_status(
@@ -169,9 +175,11 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         applied, config.field_manager, since, state.applied.get((namespace, name))
     )
     outcome, line = _outcome(len(applied), created, updated, stale, deployment)
-    logger.info(f"reconcile {outcome} (generation {generation}): {line}")
+    events.RECONCILE_DONE.log(logger, outcome=outcome, generation=generation, summary=line)
     for c in warnings:
-        logger.warning(f"{c['type']}={c['status']} ({c['reason']}): {c['message']}")
+        events.CONDITION_WARNING.log(
+            logger, type=c["type"], status=c["status"], reason=c["reason"], message=c["message"]
+        )
         await warn(kube, body, c["reason"], c["message"])
     if event:
         kopf.info(

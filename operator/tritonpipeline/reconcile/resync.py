@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import kopf
 
+from .. import log_events as events
 from ..kube.client import KubeError
 from ..settings import API_VERSION, KIND, Settings
 from ..state import OperatorState
@@ -28,7 +29,7 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
     """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children."""
     namespace = namespace_of(body)
     log = state.logger_for(pipeline_ref(namespace, owner["name"], owner.get("uid")))
-    log.info(f"{body.get('kind')}/{body.metadata.name} was deleted; restoring it")
+    events.CHILD_RESTORED.log(log, kind=body.get("kind"), name=body.metadata.name)
     await reconcile_owner(state, namespace, owner["name"])
 
 
@@ -44,7 +45,7 @@ async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str
         try:
             found += await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
         except KubeError as exc:
-            logger.warning(f"{what}: cannot list pipelines: {exc}")
+            events.LIST_FAILED.log(logger, loop=what, error=exc)
     return found
 
 

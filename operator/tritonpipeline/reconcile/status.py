@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import kopf
 
+from .. import log_events as events
 from ..kube import status as st
 from ..kube.client import Kube, KubeError
 from ..kube.manifests import PIPELINE_LABEL
@@ -97,7 +98,7 @@ async def warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:
     try:
         await asyncio.to_thread(kube.create, event)
     except KubeError as exc:  # an event is worth a try, never a failed reconcile
-        logging.getLogger(__name__).warning(f"cannot post event {reason}: {exc}")
+        events.EVENT_NOT_POSTED.log(logging.getLogger(__name__), reason=reason, error=exc)
 
 
 def replica_status(
@@ -106,7 +107,8 @@ def replica_status(
     extra: list[dict[str, Any]],
     pods: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """replicas, readyReplicas and the conditions; Ready says why when `pods` show a problem."""
+    """replicas, readyReplicas and the conditions; Ready says why when `pods` show a problem, or when the
+    Deployment cannot create them."""
     spec, dstatus = deployment.get("spec", {}), deployment.get("status", {})
     desired = int(spec.get("replicas", 1))
     fresh = dstatus.get("observedGeneration", 0) >= deployment.get("metadata", {}).get("generation", 0)
@@ -124,7 +126,7 @@ def replica_status(
                 desired,
                 generation,
                 st.stalled_message(dstatus),
-                st.pod_problem(pods or []),
+                st.pod_problem(pods or []) or st.creation_problem(dstatus),
             ),
         ],
     }
@@ -174,4 +176,6 @@ async def mirror_deployment(body: kopf.Body, state: OperatorState, owner: dict[s
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
     if await write_status(state, namespace, owner["name"], new):
         log = state.logger_for(pipeline_ref(namespace, owner["name"], uid))
-        log.info(f"pods: {new['readyReplicas']}/{new['replicas']} ready (Deployment/{body.metadata.name})")
+        events.PODS_READY.log(
+            log, ready=new["readyReplicas"], replicas=new["replicas"], deployment=body.metadata.name
+        )

@@ -9,6 +9,7 @@ from typing import Any
 
 import kopf
 
+from .. import log_events as events
 from ..kube import pinning
 from ..kube import status as st
 from ..kube.manifests import PIPELINE_LABEL, Children
@@ -71,10 +72,7 @@ async def pin(
     if slots > 0 and (key in state.rolling or len(state.rolling) < slots):
         state.queued.pop(key, None)
         state.rolling.setdefault(key, None)
-        logger.info(
-            f"rolling to this operator's rendering ({len(state.rolling)} of at most {slots} rolling): "
-            f"it differs in {differences}"
-        )
+        events.ROLLING.log(logger, rolling=len(state.rolling), slots=slots, differences=differences)
         return Pinned(fresh, current, live_configmaps=listed, rolled=True)
     message = pinning.PINNED_MESSAGE.format(
         generation=generation, differences=differences, name=tp.name, annotation=pinning.ROLL_ANNOTATION

@@ -4,7 +4,7 @@ The one home of the spec's shape: types, enums, bounds, name patterns, list limi
 description, the Rules between one object's fields (and server.gpus against the instance groups' GPU
 indices); unknown fields and duplicate YAML keys are refused here too. kube/crd.py generates the CRD from
 it (patterns, limits and Rules become the schema and its CEL rules, descriptions what `kubectl explain`
-shows), tools/generate.py the README's field reference. The graph's rules (steps, tensors, shapes,
+shows), tools/generate.py docs/reference/fields.md. The graph's rules (steps, tensors, shapes,
 routers) are the compiler's.
 """
 

@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from ..errors import quote
 
-DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-py3"  # README "Security": why this release
+DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.08-py3"  # docs/concepts/security.md: why this release
 # the NVIDIA device plugin's resource, and the key of the taint GPU nodes usually carry
 NVIDIA_GPU = "nvidia.com/gpu"
 

@@ -42,7 +42,7 @@ class PipelineSpec(_Base):
     network_policy: NetworkPolicy | None = Field(
         default=None,
         description="Absent: no NetworkPolicy. Present: one NetworkPolicy (ingress only) on the pipeline's "
-        "pods (see the README's Security section).",
+        "pods (see docs/concepts/security.md).",
     )
 
     @model_validator(mode="after")

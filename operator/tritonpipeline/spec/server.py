@@ -173,7 +173,7 @@ class Server(_Base):
     image: Annotated[str, Field(min_length=1)] = Field(
         default=DEFAULT_IMAGE,
         description="tritonserver image of the pods; `validate` warns for a Triton release older than the "
-        "known security fixes (see the README's Security section).",
+        "known security fixes (see docs/concepts/security.md).",
     )
     replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
         default=1, description="Pods; ignored when `autoscaling` is set (the HPA owns replicas)."
@@ -257,7 +257,7 @@ class Server(_Base):
     admin_key_secret_ref: AdminKeyRef | None = Field(
         default=None,
         description="A Secret of yours holding the admin-API key; absent: the operator creates "
-        "`<name>-admin-key` with a random key (see the README's Security section).",
+        "`<name>-admin-key` with a random key (see docs/concepts/security.md).",
     )
 
     @field_validator("args")

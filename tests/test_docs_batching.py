@@ -1,19 +1,20 @@
-"""The README's rule for a pipeline's default maxBatchSize is the compiler's rule: the sentences are
-checked verbatim, and the rule they state is checked against the compiler on several pipelines."""
+"""The docs' rule for a pipeline's default maxBatchSize is the compiler's rule: the sentences (the pipelines
+and rules pages, the field reference) are checked verbatim, and the rule they state is checked against
+the compiler on several pipelines."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers import example
+from helpers import docs_page, example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
 from tritonpipeline.spec import parse_pipeline
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+# where the rule is stated: the pipelines page, the rules page and the generated field reference
+PAGES = ("concepts/pipelines.md", "concepts/validation.md", "reference/fields.md")
 
 DEFAULT_RULE = (
     "A pipeline's `maxBatchSize` defaults to the smallest `maxBatchSize` among its batching steps (a step "
@@ -47,12 +48,12 @@ def ensemble_batch_size(doc: dict[str, Any]) -> int:
     return plan.max_batch_size
 
 
-def readme_text() -> str:
-    return " ".join(README.read_text().split())
+def docs_text() -> str:
+    return " ".join(" ".join(docs_page(page) for page in PAGES).split())
 
 
-def test_readme_states_the_rules() -> None:
-    text = readme_text()
+def test_the_docs_state_the_rules() -> None:
+    text = docs_text()
     assert DEFAULT_RULE in text
     assert EXPLICIT_RULE in text
     assert f"| `spec.pipelines[].maxBatchSize` | integer | 0.. | {FIELD_ROW} |" in text

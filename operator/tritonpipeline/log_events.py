@@ -1,0 +1,274 @@
+"""Every line the operator logs, in one place: a named `LogEvent` each, with its level, its message
+template (str.format, named fields) and when it appears. The call sites log `EVENT.log(logger, **fields)`;
+docs/reference/log-events.md is generated from this module (tools/reference.py). kopf's own lines
+(`Handler 'on_create' succeeded.`, ...) are not here.
+
+Lines about one pipeline carry its `[namespace/name]` (`--log-format full` and `plain`) or its
+`object` (`json`): the call sites log them on the pipeline's logger."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One kind of log line: `template` rendered with named fields, logged at `level`."""
+
+    name: str  # the constant's name in this module
+    level: int  # logging.INFO, ...
+    template: str  # str.format with named fields
+    explanation: str  # when it appears, what it means, what to do
+    traceback: bool = False  # logged with the current exception's traceback
+
+    def format(self, **fields: Any) -> str:
+        """The line's message."""
+        return self.template.format(**fields)
+
+    def log(self, logger: Logger, /, **fields: Any) -> None:
+        """Log the line on `logger` (a pipeline's, for lines about one) at this event's level."""
+        if self.traceback:  # only then: a record's exc_info stays None, as logger.info leaves it
+            logger.log(self.level, self.format(**fields), exc_info=True, stacklevel=2)
+        else:
+            logger.log(self.level, self.format(**fields), stacklevel=2)
+
+    @property
+    def level_name(self) -> str:
+        return logging.getLevelName(self.level)
+
+
+# optional parts of OPERATOR_STARTED and METRICS_UNREADABLE (empty when they do not apply)
+STARTED_METRICS = "; /metrics and /readyz at {url}"
+STARTED_PEERING = "; replica {identity} in peering {peering!r}"
+MORE_PODS = " (and {count} more pods)"
+
+# start-up and leadership
+
+OPERATOR_STARTED = LogEvent(
+    "OPERATOR_STARTED",
+    logging.INFO,
+    "tritonpipeline operator: watching {scope}; init image {image}{metrics}{peering}",
+    "The operator started: the namespaces it watches (`all namespaces` without `-n` or "
+    "TRITONPIPELINE_NAMESPACES) and the assembler image; `{metrics}` is `; /metrics and /readyz at URL` "
+    "with `--metrics`, `{peering}` is `; replica ID in peering 'NAME'` with TRITONPIPELINE_PEERING.",
+)
+REPLICA_ACTIVE = LogEvent(
+    "REPLICA_ACTIVE",
+    logging.INFO,
+    "replica {identity} is now the active reconciler",
+    "With several replicas (peering): this one is now the oldest live replica, so it reconciles; the "
+    "others are standby.",
+)
+REPLICA_STANDBY = LogEvent(
+    "REPLICA_STANDBY",
+    logging.INFO,
+    "replica {identity} is standby (it serves the webhook); active: {active}",
+    "With several replicas: another replica (named) reconciles; this one serves the admission webhook "
+    "and takes over when the active one's peering entry expires. Logged at start and on every change.",
+)
+PEERING_UNREADABLE = LogEvent(
+    "PEERING_UNREADABLE",
+    logging.WARNING,
+    "cannot read the peering object {peering!r}: {error}",
+    "The replica could not read kopf's peering object, so it keeps its last answer (active or "
+    "standby) and tries again; check the operator's RBAC on the peering object and the API server.",
+)
+
+# reconciles of a pipeline: exactly one outcome line each (RECONCILE_DONE, RECONCILE_INVALID or
+# RECONCILE_ERROR), the same outcome as the tritonpipeline_operator_reconciles_total metric counts
+
+RECONCILE_DONE = LogEvent(
+    "RECONCILE_DONE",
+    logging.INFO,
+    "reconcile {outcome} (generation {generation}): {summary}",
+    "The outcome line of a reconcile that applied the pipeline's children: `created` (every child "
+    "was new: how many and which), `updated` (which objects were created, updated or pruned), "
+    "`unchanged` (nothing changed and the pods are ready) or `waiting` (nothing changed, pods not all "
+    "ready); any outcome ends with `waiting for pods (ready/desired ready)` while they are not.",
+)
+RECONCILE_INVALID = LogEvent(
+    "RECONCILE_INVALID",
+    logging.WARNING,
+    "reconcile invalid (generation {generation}): {error}; last good deployment kept",
+    "The outcome line of a reconcile whose spec was refused: the first error with its field path; "
+    "nothing was changed, the last good children keep serving. Every problem is in the SpecValid "
+    "condition and at DEBUG; fix the spec (`tritonpipeline validate` shows the same errors).",
+)
+RECONCILE_ERROR = LogEvent(
+    "RECONCILE_ERROR",
+    logging.ERROR,
+    "reconcile error (generation {generation}): apply failed, retried in 10s: {error}",
+    "The outcome line of a reconcile whose apply failed (an API call was refused or did not answer); "
+    "kopf retries it in 10 s. Persistent errors: check the operator's RBAC and the API server.",
+)
+RECONCILE_PROBLEMS = LogEvent(
+    "RECONCILE_PROBLEMS",
+    logging.DEBUG,
+    "every problem of generation {generation}: {problems}",
+    "With `--verbose`, after RECONCILE_INVALID: every problem of the refused spec on one line.",
+)
+RECONCILE_DETAILS = LogEvent(
+    "RECONCILE_DETAILS",
+    logging.DEBUG,
+    "applied {objects} objects ({configmaps} ConfigMaps, repository {digest}, routers: {routers}); "
+    "pruned {pruned}; autoscaling: {autoscaling}",
+    "With `--verbose`, before the outcome line: what the reconcile applied, the generated repository's "
+    "digest, the inserted routers, what it pruned and the autoscaling it rendered.",
+)
+NAMESPACE_DELETING = LogEvent(
+    "NAMESPACE_DELETING",
+    logging.INFO,
+    "namespace {namespace} is being deleted: generation {generation} is not applied",
+    "The pipeline's namespace is terminating, which deletes the pipeline and its children: nothing "
+    "is applied or restored (counted as `unchanged`).",
+)
+ADMIN_SECRET_CREATED = LogEvent(
+    "ADMIN_SECRET_CREATED",
+    logging.INFO,
+    "created Secret {secret} holding the admin key",
+    "The operator created the Secret with the pipeline's Triton admin key (its value is never logged), "
+    "because the spec names no `server.adminKeySecretRef`.",
+)
+CONDITION_WARNING = LogEvent(
+    "CONDITION_WARNING",
+    logging.WARNING,
+    "{type}={status} ({reason}): {message}",
+    "A condition of the pipeline's status needs attention (it is False, such as SessionAffinity=False, "
+    "or names a deprecated routing provider): logged and posted as a Warning event on a change of the "
+    "spec or when its reason changes; the message says what to change.",
+)
+NOT_UP_TO_DATE = LogEvent(
+    "NOT_UP_TO_DATE",
+    logging.INFO,
+    "{condition}=False ({reason}): {message}",
+    "After an operator upgrade: the pipeline's pods keep an earlier operator's rendering (no restart) "
+    "until its spec changes, it is annotated to roll, or TRITONPIPELINE_ROLL_OUTDATED rolls it; the "
+    "message says what differs and how to roll.",
+)
+ROLLING = LogEvent(
+    "ROLLING",
+    logging.INFO,
+    "rolling to this operator's rendering ({rolling} of at most {slots} rolling): it differs in "
+    "{differences}",
+    "TRITONPIPELINE_ROLL_OUTDATED rolls this outdated pipeline to this operator's rendering now (its "
+    "pods restart), at most that many pipelines at a time.",
+)
+PODS_READY = LogEvent(
+    "PODS_READY",
+    logging.INFO,
+    "pods: {ready}/{replicas} ready (Deployment/{deployment})",
+    "The pipeline's ready pods changed (the Deployment's status, mirrored into the pipeline's "
+    "status.readyReplicas).",
+)
+EVENT_NOT_POSTED = LogEvent(
+    "EVENT_NOT_POSTED",
+    logging.WARNING,
+    "cannot post event {reason}: {error}",
+    "A Warning event could not be created (RBAC on events, API server): the reconcile goes on, the "
+    "status still carries the condition.",
+)
+
+# the resync loop and child events
+
+CHILD_RESTORED = LogEvent(
+    "CHILD_RESTORED",
+    logging.INFO,
+    "{kind}/{name} was deleted; restoring it",
+    "A child object of the pipeline was deleted by someone else: the operator re-applies the pipeline.",
+)
+LIST_FAILED = LogEvent(
+    "LIST_FAILED",
+    logging.WARNING,
+    "{loop}: cannot list pipelines: {error}",
+    "The resync loop or the status poll could not list the TritonPipelines of a watched namespace; "
+    "that namespace is skipped this round.",
+)
+
+# the status poll (TRITONPIPELINE_STATUS_POLL_SECONDS)
+
+STATUS_POLL_UNREADABLE = LogEvent(
+    "STATUS_POLL_UNREADABLE",
+    logging.WARNING,
+    "status poll: cannot read the pipeline's pods or autoscaler: {error}",
+    "The status poll could not list the pipeline's pods or read its HorizontalPodAutoscaler; its "
+    "status keeps the last numbers until the next poll.",
+)
+METRICS_UNREADABLE = LogEvent(
+    "METRICS_UNREADABLE",
+    logging.WARNING,
+    "status poll: cannot read Triton metrics of pod {pod} on port {port}: {error}{more}; "
+    "status.steps leaves those pods out (a NetworkPolicy without the operator as a metrics peer?)",
+    "Once, when the Triton metrics of a pipeline's pods stop being readable: status.steps leaves "
+    "those pods out. Let the operator's pods reach port 8002 (the chart sets "
+    "TRITONPIPELINE_OPERATOR_NAMESPACE and TRITONPIPELINE_OPERATOR_LABELS for the pipeline's "
+    "NetworkPolicy).",
+)
+METRICS_READABLE_AGAIN = LogEvent(
+    "METRICS_READABLE_AGAIN",
+    logging.INFO,
+    "status poll: Triton metrics readable again",
+    "After METRICS_UNREADABLE: every ready pod's metrics are read again.",
+)
+STATUS_POLL_FAILED = LogEvent(
+    "STATUS_POLL_FAILED",
+    logging.WARNING,
+    "status poll failed: {error_type}: {error}",
+    "An unexpected error in one pipeline's status poll; the loop goes on with the others and polls "
+    "it again next period. Report it if it repeats.",
+)
+
+# the admission webhook (TRITONPIPELINE_WEBHOOK_*)
+
+WEBHOOK_REGISTERED = LogEvent(
+    "WEBHOOK_REGISTERED",
+    logging.INFO,
+    "admission webhook {webhook} registered in ValidatingWebhookConfiguration {configuration!r} "
+    "(failurePolicy {failure_policy}, served at {where})",
+    "The operator wrote its ValidatingWebhookConfiguration: `kubectl apply` of a TritonPipeline is now "
+    "checked by the whole compiler.",
+)
+WEBHOOK_REGISTER_FAILED = LogEvent(
+    "WEBHOOK_REGISTER_FAILED",
+    logging.ERROR,
+    "cannot register the admission webhook (ValidatingWebhookConfiguration {configuration!r}): {error}; "
+    "retrying in {retry:.0f}s",
+    "The ValidatingWebhookConfiguration could not be written (RBAC: the chart's webhook ClusterRole "
+    "allows exactly that object); the operator keeps reconciling and retries.",
+)
+WEBHOOK_CERT_ISSUED = LogEvent(
+    "WEBHOOK_CERT_ISSUED",
+    logging.INFO,
+    "admission webhook: new self-signed certificate in {store} ({why})",
+    "This replica made a new self-signed CA and serving certificate (none yet, expired or due for "
+    "renewal) and stored it for every replica.",
+)
+WEBHOOK_CERT_STORE_FAILED = LogEvent(
+    "WEBHOOK_CERT_STORE_FAILED",
+    logging.ERROR,
+    "cannot read or write the webhook certificate ({store}): {error}; retrying in {retry:.0f}s",
+    "The Secret the replicas share the webhook certificate in could not be read or written (RBAC, "
+    "API server); the replica retries.",
+)
+WEBHOOK_CERT_RELOADED = LogEvent(
+    "WEBHOOK_CERT_RELOADED",
+    logging.INFO,
+    "admission webhook: the server restarts with the new certificate",
+    "The webhook server switches to a renewed certificate (renewed here or by another replica).",
+)
+WEBHOOK_REVIEW_FAILED = LogEvent(
+    "WEBHOOK_REVIEW_FAILED",
+    logging.ERROR,
+    "admission review failed",
+    "An unexpected error while checking a TritonPipeline at admission (logged with its traceback): "
+    "the request is allowed with a warning and the operator reports any problem in status. Report it.",
+    traceback=True,
+)
+
+
+def catalog() -> list[LogEvent]:
+    """Every event of this module, in the order declared."""
+    return [value for value in globals().values() if isinstance(value, LogEvent)]
