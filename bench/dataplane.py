@@ -2,7 +2,7 @@
 """Data-plane benchmark: four ways to run the fan-out of examples/fanout.yaml on one real tritonserver.
 
     router    compiled ensemble, fanOut: router (one router model copies FEATS_A to both heads)
-    native    the same ensemble with the native router (a C backend, tritonpipeline.native_router)
+    native    the same ensemble with the native router (a C backend, tritonpipeline.local.native_router)
     shared    compiled ensemble, fanOut: shared (both heads read FEATS_A directly)
     bls       a Python BLS model: extractor, then head_b and head_c concurrently (async_exec)
     per_step  the client composes: extractor, then head_b and head_c concurrently, one round trip each
@@ -53,10 +53,10 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from harness.load import LoadResult, WrongAnswer, closed_loop
-from tritonpipeline import native_router
 from tritonpipeline.compiler import Artifacts, compile_pipeline
-from tritonpipeline.repository import local_model_root, write_repository
-from tritonpipeline.server import LocalTriton, TritonError
+from tritonpipeline.local import native_router
+from tritonpipeline.local.repository import local_model_root, write_repository
+from tritonpipeline.local.server import LocalTriton, TritonError
 from tritonpipeline.spec import TritonPipeline, parse_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -48,8 +48,8 @@ from bench.dataplane import (  # the toy workload of the data-plane bench
 )
 from harness.load import format_table
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.repository import local_model_root, write_repository
-from tritonpipeline.server import LocalTriton
+from tritonpipeline.local.repository import local_model_root, write_repository
+from tritonpipeline.local.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 RESULTS = Path(__file__).resolve().parent / "results"

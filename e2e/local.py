@@ -149,7 +149,7 @@ def run_init_container(deployment: dict[str, Any], configmaps: list[dict[str, An
 def serve_and_check(repo: Path, pipeline: str, log: Path) -> str:
     import tritonclient.http as httpclient
 
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.server import LocalTriton
 
     with LocalTriton(repo, log_file=log, extra_args=["--exit-timeout-secs=5"]) as server:
         server.wait_ready(timeout=180)

@@ -51,8 +51,8 @@ def _module_id(item: pytest.Item) -> str:
 def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int) -> Any:
     """A ready LocalTriton serving the compiled doc (CPU) from workdir/repo<index>."""
     from tritonpipeline.compiler import compile_pipeline
-    from tritonpipeline.repository import check_model_dirs, write_repository
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.repository import check_model_dirs, write_repository
+    from tritonpipeline.local.server import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tp = parse_pipeline(doc)

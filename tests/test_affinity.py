@@ -51,8 +51,8 @@ class Outcome:
 def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:
     """3 real tritonservers serving the compiled streaming example (CPU)."""
     from tritonpipeline.compiler import compile_pipeline
-    from tritonpipeline.repository import write_repository
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.repository import write_repository
+    from tritonpipeline.local.server import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tmp = tmp_path_factory.mktemp("replicas")

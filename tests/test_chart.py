@@ -33,8 +33,8 @@ from harness.wait import wait_for
 from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd_yaml
+from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
-from tritonpipeline.webhook import WebhookSettings
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 KOPF_CRD_FILE = ROOT / "charts" / "triton-pipeline" / "crds" / "kopfpeerings.kopf.dev.yaml"

@@ -20,8 +20,8 @@ from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline, router_source
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
-from tritonpipeline.repository import MARKER, write_repository
-from tritonpipeline.server import free_ports
+from tritonpipeline.local.repository import MARKER, write_repository
+from tritonpipeline.local.server import free_ports
 from tritonpipeline.spec import parse_pipeline
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))

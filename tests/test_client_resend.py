@@ -31,7 +31,7 @@ class Servers:
 
     def __init__(self, tmp_path: Path) -> None:
         from tritonpipeline.compiler import compile_pipeline
-        from tritonpipeline.repository import write_repository
+        from tritonpipeline.local.repository import write_repository
         from tritonpipeline.spec import parse_pipeline
 
         tp = parse_pipeline(_diamond())
@@ -44,7 +44,7 @@ class Servers:
         self.started = 0
 
     def replace(self) -> None:
-        from tritonpipeline.server import LocalTriton
+        from tritonpipeline.local.server import LocalTriton
 
         if self.server is not None:
             self.server.stop(timeout=30)

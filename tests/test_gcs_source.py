@@ -26,9 +26,9 @@ from storage_helpers import (
     rendered_init,
     source_arg,
 )
-from tritonpipeline.assemble import assemble
 from tritonpipeline.errors import SpecError
-from tritonpipeline.server import free_port
+from tritonpipeline.local.assemble import assemble
+from tritonpipeline.local.server import free_port
 
 pytestmark = pytest.mark.gcsserver
 

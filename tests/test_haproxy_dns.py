@@ -41,7 +41,7 @@ from harness.kubeapi import apply_object
 from harness.wait import wait_for
 from helpers import example
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
-from tritonpipeline.server import free_ports
+from tritonpipeline.local.server import free_ports
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.haproxy, pytest.mark.tritonserver]
 
@@ -89,8 +89,8 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, lo_addresses: list[str]) 
     """3 real tritonservers serving the compiled streaming example (CPU), one on each of lo_addresses,
     all on the same three ports, as pods of one Service are."""
     from tritonpipeline.compiler import compile_pipeline
-    from tritonpipeline.repository import write_repository
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.repository import write_repository
+    from tritonpipeline.local.server import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tmp = tmp_path_factory.mktemp("replicas")

@@ -30,7 +30,7 @@ from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler import importer as imp
 from tritonpipeline.compiler.importer import ERROR, NOT_CARRIED, WARNING, import_repository, pipeline_name
 from tritonpipeline.compiler.triton_config import mc, parse_text
-from tritonpipeline.repository import local_model_root
+from tritonpipeline.local.repository import local_model_root
 from tritonpipeline.spec import load_file, parse_pipeline
 
 # --------------------------------------------------------------------------- configs

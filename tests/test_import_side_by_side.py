@@ -30,8 +30,8 @@ import yaml
 from helpers import CLI, EXAMPLES
 from test_triton_loads import serving
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.repository import write_repository
-from tritonpipeline.server import LocalTriton
+from tritonpipeline.local.repository import write_repository
+from tritonpipeline.local.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver

@@ -1,4 +1,4 @@
-"""The native router (compiler/native_router.c, built by tritonpipeline.native_router) on a real
+"""The native router (compiler/native_router.c, built by tritonpipeline.local.native_router) on a real
 tritonserver: every example with routers answers exactly as with the Python router, and the router's own
 contract holds for each datatype (FP32, FP16, INT64, BYTES), batching (concurrent requests batched
 together), a request that asks for some outputs only, and an optional input left out."""
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.tritonserver
 
 @pytest.fixture(scope="module")
 def library() -> bytes:
-    from tritonpipeline.native_router import NativeRouterUnavailable, build
+    from tritonpipeline.local.native_router import NativeRouterUnavailable, build
 
     try:
         return build()
@@ -34,7 +34,7 @@ def library() -> bytes:
 
 
 def serve(repo: Path, tmp_path: Path) -> Any:
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.server import LocalTriton
 
     server = LocalTriton(repo, log_file=tmp_path / "triton.log", extra_args=["--exit-timeout-secs=5"])
     server.start()
@@ -75,7 +75,7 @@ def test_native_routers_are_rendered_with_their_library(name: str) -> None:
 def test_examples_answer_the_same_with_native_routers(name: str, library: bytes, tmp_path: Path) -> None:
     """e2e/infer.py --spec computes each pipeline's outputs from what the models compute, on seeded
     random requests, and compares every output with Triton's answer."""
-    from tritonpipeline.repository import write_repository
+    from tritonpipeline.local.repository import write_repository
     from tritonpipeline.spec import parse_pipeline
 
     doc = example(name)

@@ -402,7 +402,7 @@ def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator,
     import numpy as np
     import tritonclient.http as httpclient
 
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.server import LocalTriton
 
     run_operator()
     doc = cluster_doc(source, namespace, source)

@@ -20,8 +20,8 @@ from harness.operator_process import LocalOperator
 from harness.prometheus import Prometheus
 from harness.wait import wait_for
 from test_operator import API, CLI, cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
-from tritonpipeline.health import WatchHealth
 from tritonpipeline.reconcile.apply import changes
+from tritonpipeline.runtime.health import WatchHealth
 
 OPERATE_PAGE = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "operate.md"
 FULL_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) +\S+ ")

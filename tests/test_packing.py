@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from helpers import example
-from tritonpipeline.assemble import read_generated_dir
 from tritonpipeline.compiler import compile_pipeline, files_digest
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import configmaps
 from tritonpipeline.kube.packing import Part, entries_of, pack, unpack
+from tritonpipeline.local.assemble import read_generated_dir
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tritonpipeline.health import WatchHealth
 from tritonpipeline.kube import peering
+from tritonpipeline.runtime.health import WatchHealth
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -22,10 +22,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import REGISTRY
 
 from helpers import ROOT
-from tritonpipeline import log_events, metrics
 from tritonpipeline.cli import build_parser
+from tritonpipeline.runtime import log_events, metrics
+from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import ENV_PREFIX, Settings, declared, read_env
-from tritonpipeline.webhook import WebhookSettings
 
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
@@ -189,7 +189,7 @@ def test_every_setting_is_on_the_settings_page() -> None:
 
 def test_no_variable_is_read_outside_the_declarations() -> None:
     """settings.py and webhook.py read the environment only through `read_env`."""
-    for path in (PACKAGE / "settings.py", PACKAGE / "webhook.py"):
+    for path in (PACKAGE / "settings.py", PACKAGE / "runtime" / "webhook.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("get", "getenv"):
                 texts = [a.value for a in node.args if isinstance(a, ast.Constant)]

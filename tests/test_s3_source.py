@@ -23,9 +23,9 @@ from storage_helpers import (
     rendered_init,
     source_arg,
 )
-from tritonpipeline.assemble import assemble
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import CA_DIR
+from tritonpipeline.local.assemble import assemble
 
 pytestmark = pytest.mark.minio
 

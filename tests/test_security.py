@@ -21,7 +21,6 @@ from tritonclient.utils import InferenceServerException
 
 from helpers import ROOT, example
 from test_serve_cli import _serve
-from tritonpipeline import advisories, security
 from tritonpipeline.client import TritonClient, read_key
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
@@ -29,6 +28,7 @@ from tritonpipeline.kube import checks
 from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import DEFAULT_IMAGE, parse_pipeline
+from tritonpipeline.triton import advisories, security
 
 
 def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
@@ -208,7 +208,7 @@ def test_the_secret_is_no_applied_child_and_carries_its_key_only_in_the_secret()
 
 
 def test_restricted_args_are_valid_tritonserver_options():
-    from tritonpipeline import tritonserver_options as opts
+    from tritonpipeline.triton import tritonserver_options as opts
 
     flags, problems = opts.parse(security.restricted_args(security.new_key()))
     assert not problems and [f.option for f in flags] == ["http-restricted-api", "grpc-restricted-protocol"]

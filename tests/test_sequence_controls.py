@@ -24,7 +24,7 @@ from tritonpipeline.client import TritonClient, affinity_headers
 from tritonpipeline.compiler import rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.kube import checks
-from tritonpipeline.server import LocalTriton
+from tritonpipeline.local.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 PROBE = Path(__file__).resolve().parent / "triton_models" / "sequence_probe_model.py"

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from helpers import CLI, ROOT
-from tritonpipeline.server import free_ports
+from tritonpipeline.local.server import free_ports
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.cli]
 

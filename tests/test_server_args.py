@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from helpers import CLI, ROOT
-from tritonpipeline import tritonserver_options as opts
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import triton_args
-from tritonpipeline.server import free_ports, server_env, server_home
+from tritonpipeline.local.server import free_ports, server_env, server_home
 from tritonpipeline.spec import parse_pipeline
+from tritonpipeline.triton import tritonserver_options as opts
 
 
 def doc_with(args: list[str]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers import example
-from tritonpipeline.server import HOME_ENV, LocalTriton, TritonError, numpy_warning, server_home
+from tritonpipeline.local.server import HOME_ENV, LocalTriton, TritonError, numpy_warning, server_home
 
 
 def test_numpy_warning_only_for_numpy_2() -> None:
@@ -32,7 +32,7 @@ def test_a_tree_laid_out_like_nvidias_image_serves(tmp_path: Path, monkeypatch) 
     wheel) named by TRITONPIPELINE_SERVER_HOME serves a compiled pipeline."""
     from tritonpipeline.client import TritonClient
     from tritonpipeline.compiler import compile_pipeline
-    from tritonpipeline.repository import write_repository
+    from tritonpipeline.local.repository import write_repository
     from tritonpipeline.spec import parse_pipeline
 
     wheel_tree = server_home()

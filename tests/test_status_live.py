@@ -295,8 +295,8 @@ def test_operator_reads_a_ready_pods_triton_metrics_into_status(kube, namespace,
     Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, the pod
     object's status written as the kubelet would) and writes status.steps and status.bottleneck."""
     from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
-    from tritonpipeline.repository import write_repository
-    from tritonpipeline.server import LocalTriton
+    from tritonpipeline.local.repository import write_repository
+    from tritonpipeline.local.server import LocalTriton
 
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", METRICS_PORT)) == 0:

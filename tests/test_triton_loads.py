@@ -29,8 +29,8 @@ from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
-from tritonpipeline.repository import check_model_dirs, write_repository
-from tritonpipeline.server import LocalTriton
+from tritonpipeline.local.repository import check_model_dirs, write_repository
+from tritonpipeline.local.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver

@@ -30,11 +30,11 @@ from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
 from helpers import CLI, ROOT, condition, example, imported_example
 from test_spec_errors import CASES, Case
-from tritonpipeline import webhook
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.client import Kube
-from tritonpipeline.server import free_port
+from tritonpipeline.local.server import free_port
+from tritonpipeline.runtime import webhook
 from tritonpipeline.settings import Settings
 
 API = "serving.tritonpipeline.io/v1alpha1"

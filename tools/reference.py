@@ -1,7 +1,7 @@
 """The reference pages under docs/reference/ that are read off the code (tools/generate.py writes them):
 the CLI (argparse), the chart's values (values.yaml's `# --` comments), the operator's settings (the
 `setting(...)` declarations), its metrics (the prometheus_client objects) and its log lines
-(tritonpipeline.log_events). Pure functions: each returns a page's text."""
+(tritonpipeline.runtime.log_events). Pure functions: each returns a page's text."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from tritonpipeline import log_events, metrics
 from tritonpipeline.cli import build_parser
+from tritonpipeline.runtime import log_events, metrics
+from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import Settings, declared
-from tritonpipeline.webhook import WebhookSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "triton-pipeline"
@@ -310,7 +310,7 @@ def settings_page(templates: Iterable[str], values_text: str) -> str:
     operator_rows = settings_rows(Settings, chart, values)
     webhook_rows = settings_rows(WebhookSettings, chart, values)
     return page(
-        "the `setting(...)` declarations of tritonpipeline/settings.py and webhook.py",
+        "the `setting(...)` declarations of tritonpipeline/settings.py and runtime/webhook.py",
         "Operator settings",
         "What `tritonpipeline run` reads from its environment at start-up: each variable's type, its "
         "default, the flag of `tritonpipeline run` that overrides it, and the chart value that sets it "
@@ -338,7 +338,7 @@ class Metric:
 
 
 def operator_metrics() -> list[Metric]:
-    """The metrics of tritonpipeline/metrics.py: its metric objects, and the families its collectors
+    """The metrics of tritonpipeline/runtime/metrics.py: its metric objects, and the families its collectors
     yield (read at scrape time; here over no pipeline)."""
     found = []
     for obj in vars(metrics).values():
@@ -361,7 +361,7 @@ def metrics_page() -> str:
         for m in operator_metrics()
     ]
     return page(
-        "the metric objects of tritonpipeline/metrics.py",
+        "the metric objects of tritonpipeline/runtime/metrics.py",
         "Operator metrics",
         "What `tritonpipeline run --metrics http://HOST:PORT` serves at `/metrics` (the chart: port 8081, "
         "Service `RELEASE-triton-pipeline-metrics`), besides the client library's `process_*` and "
@@ -385,7 +385,7 @@ def log_events_page() -> str:
         for e in log_events.catalog()
     ]
     return page(
-        "tritonpipeline/log_events.py",
+        "tritonpipeline/runtime/log_events.py",
         "Log events",
         "Every line the operator itself logs (kopf's own lines, such as `Handler 'on_create' succeeded.`, "
         "are not listed). A line about a pipeline carries its `[namespace/name]` (`--log-format full` or "

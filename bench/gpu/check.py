@@ -96,7 +96,7 @@ def prepare(work: Path) -> dict[str, Any]:
     sys.path[:0] = paths
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     os.environ["TRITONPIPELINE_SERVER_HOME"] = str(home)
-    from tritonpipeline.server import server_env
+    from tritonpipeline.local.server import server_env
 
     for binary in (
         home / "bin" / "tritonserver",
@@ -172,7 +172,7 @@ class Serve:
     """`tritonpipeline serve FILE` in a subprocess; ready once it prints `serving;`."""
 
     def __init__(self, file: Path, log_path: Path, *, flags: list[str], env: dict[str, str] | None = None):
-        from tritonpipeline.server import free_ports
+        from tritonpipeline.local.server import free_ports
 
         self.ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
         self.lines: list[str] = []
@@ -212,7 +212,7 @@ class Serve:
 
     def admin_headers(self) -> dict[str, str]:
         """The administrative APIs' key, from the file whose path `serve` printed."""
-        from tritonpipeline import security
+        from tritonpipeline.triton import security
 
         line = next(line for line in self.lines if "need the key in " in line)
         path = line.split("need the key in ", 1)[1].split(" (mode", 1)[0]

@@ -22,7 +22,7 @@ import urllib.parse
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import extras, security, tritonserver_options, yamltext
+from . import extras, yamltext
 from .compiler import Artifacts
 from .compiler.importer import (
     CONFIG,
@@ -38,8 +38,7 @@ from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
 from .kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
-from .logs import FORMATS
-from .repository import (
+from .local.repository import (
     check_model_dirs,
     has_version_dir,
     local_model_root,
@@ -47,8 +46,10 @@ from .repository import (
     overlap_problem,
     write_repository,
 )
+from .runtime.logs import FORMATS
 from .settings import Settings
 from .spec import GatewayImplementation, TritonPipeline, load_file
+from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
 DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
@@ -412,7 +413,7 @@ def _with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
     """The pipeline with its routers on the backend `choice` asks for (serve --router): `auto` takes the
     native router when it builds here (a C compiler) and says why not otherwise; `native` insists."""
     from .compiler import compile_pipeline
-    from .native_router import NativeRouterUnavailable, build
+    from .local.native_router import NativeRouterUnavailable, build
 
     if choice == "python" or not c.artifacts.plan.routers:
         return c
@@ -428,7 +429,7 @@ def _with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     extras.need("serve", "tritonpipeline serve")
-    from .server import LocalTriton, TritonError, installed_numpy, numpy_warning
+    from .local.server import LocalTriton, TritonError, installed_numpy, numpy_warning
 
     cpu = args.cpu if args.cpu is not None else not _gpu_present()
     c = _select(compile_file(args.file, cpu_only=cpu, models=args.models), args.name, args.file)
@@ -524,8 +525,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import handlers  # noqa: F401 - registers the handlers
     from .kube import peering
     from .kube.client import Kube, api_client
-    from .logs import configure
-    from .state import OperatorState
+    from .runtime.logs import configure
+    from .runtime.state import OperatorState
 
     settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
     configure(args.log_format, args.verbose)
@@ -561,7 +562,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_assemble(args: argparse.Namespace) -> int:
     """The init container: build the model repository from the ConfigMaps and the model source."""
-    from .assemble import assemble
+    from .local.assemble import assemble
 
     generated = assemble(Path(args.generated), args.source, Path(args.out))
     print(

@@ -55,8 +55,8 @@ try:
 except ModuleNotFoundError as exc:
     raise MissingExtra(missing_message("client", exc.name or "numpy", "tritonpipeline.client")) from exc
 
-from .security import headers as key_headers
-from .security import read_key
+from .triton.security import headers as key_headers
+from .triton.security import read_key
 
 __all__ = [
     "DEFAULT_HEADER",

@@ -12,8 +12,6 @@ from typing import Any
 import aiohttp
 import kopf
 
-from . import health, metrics, webhook
-from . import log_events as events
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
 from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
@@ -22,8 +20,10 @@ from .reconcile.refs import namespace_of, owner_of
 from .reconcile.resync import reconcile_owner, restore_child, resync_loop
 from .reconcile.status import mirror_pods
 from .reconcile.upgrade import finished_rolling
+from .runtime import health, metrics, webhook
+from .runtime import log_events as events
+from .runtime.state import OperatorState, operator_state
 from .settings import GROUP, PLURAL, VERSION
-from .state import OperatorState, operator_state
 
 # The children whose events the operator handles. kopf's `labels=` filters on the client, after listing
 # and watching every object of the kind in the cluster (300 unrelated 500 KB ConfigMaps: 694 MB peak

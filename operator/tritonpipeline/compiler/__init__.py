@@ -92,7 +92,7 @@ def compile_pipeline(
     """Check every rule (raising SpecError with all problems) and render every config.
 
     cpu_only turns GPU instance groups into CPU ones (also implied by spec.server.gpus == 0).
-    native_router: the native router's library (tritonpipeline.native_router.build()) for the target's
+    native_router: the native router's library (tritonpipeline.local.native_router.build()) for the target's
     architecture: every router then runs on it, the library in its version directory; None: the Python
     router.
     """

@@ -11,7 +11,7 @@
  * Triton's backend C API is declared here from its documentation (tritonbackend.h and tritonserver.h
  * of the server's repositories describe the same functions): only what this file calls. The symbols are
  * resolved in the server process (libtritonserver), so the library links against nothing but libc.
- * Built by tritonpipeline/native_router.py: gcc -O2 -shared -fPIC, no other step.
+ * Built by tritonpipeline/local/native_router.py: gcc -O2 -shared -fPIC, no other step.
  */
 
 #define _GNU_SOURCE /* memmem */

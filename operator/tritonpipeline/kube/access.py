@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import security
 from ..settings import Settings
 from ..spec import TritonPipeline
+from ..triton import security
 from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, selector_labels
 from .meta import metadata as _meta
 

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import tritonserver_options, yamltext
+from .. import yamltext
 from ..settings import Settings
 from ..spec import AutoscalingMetric, TritonPipeline
+from ..triton import tritonserver_options
 from .meta import GRPC_PORT, HTTP_PORT, metadata, namespace_of
 from .routing import longest_idle_seconds, sequence_models
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import advisories
 from ..compiler import Artifacts, compile_pipeline
 from ..errors import Problem, SpecError
 from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
+from ..triton import advisories
 from . import packing, routing
 from .meta import configmap_name
 from .security_context import container_security, pod_security

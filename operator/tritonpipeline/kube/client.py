@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from .. import metrics
+from ..runtime import metrics
 from ..settings import API_VERSION, KIND, PLURAL
 from . import peering
 

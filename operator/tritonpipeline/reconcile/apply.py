@@ -11,8 +11,6 @@ from typing import Any
 
 import kopf
 
-from .. import log_events as events
-from .. import security
 from ..kube import access, autoscaling
 from ..kube import routing as rt
 from ..kube import status as st
@@ -20,9 +18,11 @@ from ..kube.client import Kube, KubeError, is_transient
 from ..kube.manifests import PDB_API, PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
+from ..runtime import log_events as events
+from ..runtime.state import OperatorState, Seen
 from ..settings import Settings
 from ..spec import TritonPipeline
-from ..state import OperatorState, Seen
+from ..triton import security
 from .gateway import GatewayLookup
 
 

@@ -7,11 +7,11 @@ import datetime
 
 import kopf
 
-from .. import log_events as events
-from .. import metrics
 from ..kube import peering
 from ..kube.client import KubeError
-from ..state import OperatorState
+from ..runtime import log_events as events
+from ..runtime import metrics
+from ..runtime.state import OperatorState
 
 CHECK_SECONDS = 3.0  # how often a replica reads the peering objects
 

@@ -11,14 +11,14 @@ from typing import Any
 import aiohttp
 import kopf
 
-from .. import log_events as events
 from ..errors import SpecError
 from ..kube import autoscaling
 from ..kube import triton_metrics as tm
 from ..kube.client import KubeError
 from ..kube.meta import METRICS_PORT, PIPELINE_LABEL
+from ..runtime import log_events as events
+from ..runtime.state import OperatorState
 from ..spec import TritonPipeline, parse_pipeline
-from ..state import OperatorState
 from .resync import watched_pipelines
 from .status import write_status
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import kopf
 
-from .. import log_events as events
-from .. import metrics
 from ..compiler import compile_pipeline
 from ..errors import SpecError
 from ..kube import autoscaling, pinning, storage
@@ -19,9 +17,11 @@ from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, namespace_terminating
 from ..kube.manifests import endpoint, owner_reference, render_children
+from ..runtime import log_events as events
+from ..runtime import metrics
+from ..runtime.state import OperatorState
 from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
-from ..state import OperatorState
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of

@@ -8,10 +8,10 @@ from typing import Any, cast
 
 import kopf
 
-from .. import log_events as events
 from ..kube.client import KubeError
+from ..runtime import log_events as events
+from ..runtime.state import OperatorState
 from ..settings import API_VERSION, KIND, Settings
-from ..state import OperatorState
 from .pipeline import reconcile
 from .refs import namespace_of, pipeline_ref
 

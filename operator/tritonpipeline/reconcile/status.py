@@ -9,12 +9,12 @@ from typing import Any, cast
 
 import kopf
 
-from .. import log_events as events
 from ..kube import status as st
 from ..kube.client import Kube, KubeError
 from ..kube.manifests import PIPELINE_LABEL
+from ..runtime import log_events as events
+from ..runtime.state import OperatorState
 from ..settings import API_VERSION, KIND, OPERATOR_NAME
-from ..state import OperatorState
 from .apply import raise_if_transient
 from .refs import namespace_of, owner_of, pipeline_ref
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import kopf
 
-from .. import log_events as events
 from ..kube import pinning
 from ..kube import status as st
 from ..kube.manifests import PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of
+from ..runtime import log_events as events
+from ..runtime.state import OperatorState
 from ..spec import TritonPipeline
-from ..state import OperatorState
 
 
 @dataclasses.dataclass(frozen=True)

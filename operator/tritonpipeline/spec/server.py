@@ -9,7 +9,7 @@ from pydantic import (
     field_validator,
 )
 
-from .. import tritonserver_options
+from ..triton import tritonserver_options
 from .base import (
     DEFAULT_IMAGE,
     DNS_SUBDOMAIN_RE,

@@ -13,7 +13,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from .compiler.plan_types import NATIVE_ROUTER_LIBRARY
+from ..compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from .server import cache_root
 
 SOURCE = "native_router.c"

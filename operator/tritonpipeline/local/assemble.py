@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from . import extras
-from .errors import Problem, SpecError, clip, quote
-from .kube.manifests import S3_ADDRESSING_ENV
-from .kube.packing import Unpacked, unpack
+from .. import extras
+from ..errors import Problem, SpecError, clip, quote
+from ..kube.manifests import S3_ADDRESSING_ENV
+from ..kube.packing import Unpacked, unpack
 from .repository import write_repository
 
 

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import kopf
 
+from ..kube.client import Kube
+from ..settings import Settings
 from .health import WatchHealth
-from .kube.client import Kube
-from .settings import Settings
 
 if TYPE_CHECKING:
     import logging
 
     import aiohttp.web
 
-    from .kube.triton_metrics import Scrape
+    from ..kube.triton_metrics import Scrape
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
 Seen = dict[str, tuple[str, float, int]]  # Kind/name -> (uid, our Apply time, hash of spec/data)

@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 import aiohttp.web
 
+from ..kube.peering import PLURALS
 from . import metrics
-from .kube.peering import PLURALS
 
 PEERING_PLURALS = frozenset(PLURALS.values())
 

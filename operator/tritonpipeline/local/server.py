@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from . import security
+from ..triton import security
 
 
 class TritonError(RuntimeError):

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from .errors import Problem, SpecError, quote, reason
-from .spec import TritonPipeline
+from ..errors import Problem, SpecError, quote, reason
+from ..spec import TritonPipeline
 
 MARKER = ".tritonpipeline-rendered"  # in every rendered repository: the entries it wrote (JSON)
 

@@ -30,11 +30,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from . import log_events as events
-from .errors import Problem, SpecError
-from .kube import checks
-from .kube.client import Kube, KubeError, path
-from .settings import (
+from ..errors import Problem, SpecError
+from ..kube import checks
+from ..kube.client import Kube, KubeError, path
+from ..settings import (
     BAD_VALUE,
     FIELD_MANAGER,
     GROUP,
@@ -45,7 +44,8 @@ from .settings import (
     read_env,
     setting,
 )
-from .spec import DNS_SUBDOMAIN_RE, parse_pipeline
+from ..spec import DNS_SUBDOMAIN_RE, parse_pipeline
+from . import log_events as events
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,3 @@
+"""The operator process around the kopf handlers (handlers.py): its memory (state), its log lines (logs,
+log_events), its Prometheus metrics and health probes, and the admission webhook it serves. Nothing here
+renders; it imports settings, errors, spec, compiler and kube, never reconcile, handlers or cli."""

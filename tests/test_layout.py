@@ -1,0 +1,95 @@
+"""The package's layout says which way its imports run (DESIGN.md, "Which way the imports run"): every module
+belongs to one layer, and imports only from its own part of its layer or the layers below. Parsed from the
+source, so a new import that runs upward fails here with the module and the line."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from helpers import ROOT
+
+PACKAGE = ROOT / "operator" / "tritonpipeline"
+# lowest first; a module's layer is its top-level name in the package (a module or a subpackage)
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "settings", "extras", "yamltext", "triton"),  # the foundation: no other part of the package
+    ("spec",),  # the typed CR
+    ("compiler",),  # spec -> Triton artifacts; knows no cluster and no local server
+    ("kube",),  # spec + artifacts -> manifests, status; the thin API client
+    ("local", "runtime", "client"),  # disk and tritonserver; the operator process; the client helper
+    ("reconcile",),  # one reconcile: parse, render, apply, report
+    ("handlers",),  # the kopf handlers
+    ("cli",),  # the command line, over all of it
+)
+# the one import that runs across: the API client counts failed calls in the operator's metrics, a leaf
+# module (prometheus_client only)
+ALLOWED = {("kube", "tritonpipeline.runtime.metrics")}
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(dotted: str) -> bool:
+    where = PACKAGE.parent.joinpath(*dotted.split("."))
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+def imports(path: Path, text: str | None = None) -> Iterator[tuple[int, str]]:
+    """(line, absolute module) of every import of the package's own modules in `path` (or in `text`, read as
+    if it were that file's): `from X import a` names X.a where that is a module."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text() if text is None else text)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            names = [f"{target}.{a.name}" if is_module(f"{target}.{a.name}") else target for a in node.names]
+            yield from ((node.lineno, t) for t in dict.fromkeys(names) if t.startswith("tritonpipeline."))
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names if a.name.startswith("tritonpipeline."))
+
+
+def layer_of(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    tops = {
+        layer_of(module_name(p))
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py" or p.parent != PACKAGE
+    }
+    assert tops - {"__main__"} <= set(LAYER), sorted(tops - set(LAYER))
+    # the root keeps only the foundation, the client, the handlers and the CLI: the rest is grouped by role
+    loose = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    assert loose == ["cli", "client", "errors", "extras", "handlers", "settings", "yamltext"], loose
+
+
+def test_imports_run_downward_only() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        here = layer_of(module_name(path)) if path.parent != PACKAGE or path.name != "__init__.py" else None
+        if here is None:
+            continue
+        for line, target in imports(path):
+            there = layer_of(target)
+            # above, or beside (a part of the same layer that is not this one: local and runtime)
+            against = LAYER[there] > LAYER[here] or (LAYER[there] == LAYER[here] and there != here)
+            if against and (here, target) not in ALLOWED:
+                upward.append(f"{path.relative_to(ROOT)}:{line}: {here} imports {target}")
+    assert not upward, "imports against the layers (tests/test_layout.py LAYERS):\n" + "\n".join(upward)
+
+
+def test_an_upward_import_is_caught() -> None:
+    # the rule applied to a source the test writes: the compiler importing the operator's reconcile
+    text = "from ..reconcile.pipeline import reconcile\nfrom . import rules\n"
+    found = [t for _, t in imports(PACKAGE / "compiler" / "example.py", text)]
+    assert found == ["tritonpipeline.reconcile.pipeline", "tritonpipeline.compiler.rules"]
+    assert LAYER[layer_of(found[0])] > LAYER["compiler"]
