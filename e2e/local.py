@@ -17,6 +17,7 @@ Prints a pass/fail table and exits 1 on any failure (with the operator and trito
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,10 @@ from harness.kubeconfig import token_kubeconfig
 from harness.operator_process import ChartOperator
 from harness.paths import CLI, ROOT
 from harness.wait import wait_for
+from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from tritonpipeline.kube.packing import entries_of
+from tritonpipeline.local.native_router import INSTALLED_ENV
+from tritonpipeline.local.native_router import build as build_native_router
 
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
@@ -138,7 +142,11 @@ def run_init_container(deployment: dict[str, Any], configmaps: list[dict[str, An
 
     assert init["args"][0] == "assemble", init["args"]
     args = [host(a) for a in init["args"]]
-    proc = subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=120)
+    # what the operator image carries for its native routers: the library, built here for this machine
+    library = pod / NATIVE_ROUTER_LIBRARY
+    library.write_bytes(build_native_router())
+    env = {**os.environ, INSTALLED_ENV: str(library)}
+    proc = subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=120, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"tritonpipeline {' '.join(args)} failed:\n{proc.stderr}")
     out = Path(args[args.index("--out") + 1])

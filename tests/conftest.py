@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from helpers import compile_to_serve, native_router_or_skip
 from node_cluster import chart_operator, cluster, host_before, node  # noqa: F401  (the `node` tests' fixtures)
 
 # tools/ holds scripts, not a package: its modules (generate.py, pictures.py, ...) are imported by name
@@ -48,15 +49,27 @@ def _module_id(item: pytest.Item) -> str:
     return module.nodeid if module is not None else ""
 
 
+@pytest.fixture(scope="session")
+def native_router_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What the operator image sets for its init container: the variable naming its native router library
+    (here the one built on this machine)."""
+    from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
+    from tritonpipeline.local.native_router import INSTALLED_ENV
+
+    path = tmp_path_factory.mktemp("native-router") / NATIVE_ROUTER_LIBRARY
+    path.write_bytes(native_router_or_skip())
+    return {INSTALLED_ENV: str(path)}
+
+
 def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int) -> Any:
-    """A ready LocalTriton serving the compiled doc (CPU) from workdir/repo<index>."""
-    from tritonpipeline.compiler import compile_pipeline
+    """A ready LocalTriton serving the compiled doc (CPU) from workdir/repo<index>; its routers on the
+    native router when the doc's spec.server.router says `native`, else on the Python router."""
     from tritonpipeline.local.repository import check_model_dirs, write_repository
     from tritonpipeline.local.server import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tp = parse_pipeline(doc)
-    artifacts = compile_pipeline(tp, cpu_only=True)
+    artifacts = compile_to_serve(doc)
     root = Path(tp.spec.model_repository.uri)
     assert not check_model_dirs(tp, root)
     repo = write_repository(artifacts, workdir / f"repo{index}", root)

@@ -5,11 +5,25 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 import yaml
 
 from harness.paths import CLI, ROOT
 
-__all__ = ["CLI", "DOCS", "EXAMPLES", "MODELS", "ROOT", "condition", "docs_page", "example"]
+__all__ = [
+    "CLI",
+    "DOCS",
+    "EXAMPLES",
+    "MODELS",
+    "ROOT",
+    "ROUTERS",
+    "compile_to_serve",
+    "condition",
+    "docs_page",
+    "example",
+    "native_router_or_skip",
+    "with_router",
+]
 
 EXAMPLES = ROOT / "examples"
 DOCS = ROOT / "docs"
@@ -44,3 +58,37 @@ def imported_example(name: str, uri: str = "pvc://models/triton") -> dict[str, A
 def docs_page(name: str) -> str:
     """The Markdown of the docs site's page `docs/NAME` (for tests that hold a page to the code)."""
     return (DOCS / name).read_text()
+
+
+def native_router_or_skip() -> bytes:
+    """The native router built here (gcc, cached), as `serve` builds it; skips with the reason without a C
+    compiler."""
+    from tritonpipeline.local.native_router import NativeRouterUnavailable, build
+
+    try:
+        return build()
+    except NativeRouterUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+# what a router test runs its routers on: both backends (tests/conftest.py builds the native one)
+ROUTERS = ("python", "native")
+
+
+def with_router(doc: dict[str, Any], router: str) -> dict[str, Any]:
+    """The pipeline doc with spec.server.router set: the shared and per-test tritonserver fixtures serve its
+    routers on that backend."""
+    out = copy.deepcopy(doc)
+    out["spec"].setdefault("server", {})["router"] = router
+    return out
+
+
+def compile_to_serve(doc: dict[str, Any], cpu_only: bool = True) -> Any:
+    """The doc compiled for a local tritonserver: its routers on the native router (built here) when its
+    spec.server.router says `native`, else on the Python router."""
+    from tritonpipeline.compiler import compile_pipeline
+    from tritonpipeline.spec import parse_pipeline
+
+    tp = parse_pipeline(doc)
+    library = native_router_or_skip() if tp.spec.server.router == "native" else None
+    return compile_pipeline(tp, cpu_only=cpu_only, native_router=library)

@@ -15,6 +15,8 @@ import time
 import pytest
 
 from helpers import ROOT
+from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
+from tritonpipeline.local.native_router import INSTALLED_ENV as NATIVE_ENV
 
 DOCKERFILE = ROOT / "Dockerfile"
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
@@ -50,7 +52,7 @@ def stages(text: str) -> list[list[tuple[str, str]]]:
 
 def test_dockerfile_shape():
     text = DOCKERFILE.read_text()
-    build, final = stages(text)
+    build, native, final = stages(text)
     args = dict(a.split("=", 1) for w, a in instructions(text) if w == "ARG" and "=" in a)
     image = args["PYTHON_IMAGE"]
     # a pinned slim Python (patch version and Debian release), one the package supports
@@ -58,8 +60,14 @@ def test_dockerfile_shape():
     assert m, image
     assert 10 <= int(m.group(1)) <= 13
     assert build[0] == ("FROM", "${PYTHON_IMAGE} AS wheel")
+    assert native[0] == ("FROM", "${PYTHON_IMAGE} AS native-router")
     assert final[0] == ("FROM", "${PYTHON_IMAGE}")
     assert ("COPY", "--from=wheel /wheels /wheels") in final
+    # the native router, built for the image's architecture, where the init container looks for it
+    env = " ".join(a for w, a in final if w == "ENV")
+    (library,) = re.findall(rf"{NATIVE_ENV}=(\S+)", env)
+    copied = [a.split() for w, a in final if w == "COPY" and a.startswith("--from=native-router")]
+    assert [c[-1] for c in copied] == [library] and library.endswith(f"/{NATIVE_ROUTER_LIBRARY}")
     assert ("USER", "10001:10001") in final
     assert ("ENTRYPOINT", '["tritonpipeline"]') in final
     users = [a for w, a in final if w == "RUN" and "useradd" in a]
@@ -74,8 +82,11 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
     (the image sets PIP_NO_CACHE_DIR=1 to stay small)."""
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
-    build, final = stages(DOCKERFILE.read_text())
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed (make system-deps installs it): the native router's stage needs it")
+    build, native, final = stages(DOCKERFILE.read_text())
     src, wheels, prefix = tmp_path / "src", tmp_path / "wheels", tmp_path / "opt"
+    built = tmp_path / "native-router"
     # the build stage's COPY lines, honouring .dockerignore's exclusions
     src.mkdir()
     for word, args in build:
@@ -94,11 +105,15 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
         cmd = cmd.replace("/opt/tritonpipeline", str(prefix / "tritonpipeline")).replace(
             "/wheels", str(wheels)
         )
+        cmd = cmd.replace("/native-router/", f"{built}/").replace("/build/", f"{tmp_path}/build/")
+        cmd = cmd.replace("-m venv /build", f"-m venv {tmp_path}/build")
         return re.sub(r"(^|&& )python ", rf"\1{sys.executable} ", cmd)
 
     runs = [("build", a) for w, a in build if w == "RUN"]
+    # the native router's build (not its apt-get of gcc: the host has gcc, a system dependency of the tests)
+    runs += [("native", a) for w, a in native if w == "RUN" and "apt-get" not in a]
     runs += [("final", a) for w, a in final if w == "RUN" and re.search(r"\bpip\b", a)]
-    assert len(runs) == 2, runs
+    assert len(runs) == 3, runs
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     timings = {}
@@ -116,6 +131,8 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
         assert proc.returncode == 0, f"{host(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     print(f"Dockerfile steps: {timings}")
     assert not wheels.exists()  # the install step removes the wheels, as in the image
+    # the native router the image carries: a shared library for this machine, as `serve` builds it
+    assert (built / NATIVE_ROUTER_LIBRARY).read_bytes()[:4] == b"\x7fELF"
     cli = prefix / "tritonpipeline" / "bin" / "tritonpipeline"
     assert cli.exists()
     clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}

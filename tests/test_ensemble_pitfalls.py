@@ -35,7 +35,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import np_to_triton_dtype
 
-from helpers import MODELS
+from helpers import MODELS, ROUTERS, with_router
 from test_spec_errors import problems_of
 from test_triton_loads import Repository, compile_doc, doc_of, triton
 from tritonpipeline.compiler import compile_pipeline, rules
@@ -334,12 +334,17 @@ TOTALS = {7: [1.0, 3.0, 6.0], 8: [5.0, 15.0, 30.0]}
 
 
 @pytest.mark.tritonserver
-def test_a_sequence_step_behind_a_router_keeps_interleaved_sequences_apart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("router", ROUTERS)
+def test_a_sequence_step_behind_a_router_keeps_interleaved_sequences_apart(
+    router: str, tmp_path: Path
+) -> None:
     """The router is a plain model between the pipeline's request and the accumulator: the sequence ID and
     the START/END flags must still reach the accumulator, once per request, so each of two interleaved
     sequences gets its own running totals; asking for TOTAL alone (a subset of the outputs) changes nothing
     but what comes back."""
-    artifacts = compile_doc(doc_of("router", [dequantize(), accumulator()], [BEHIND_ROUTER]))
+    artifacts = compile_doc(
+        with_router(doc_of("router", [dequantize(), accumulator()], [BEHIND_ROUTER]), router)
+    )
     assert [r.name for r in artifacts.plan.routers] == ["behind_router__dequantize__VALUE__router"]
     requests = [
         Request(
@@ -495,7 +500,8 @@ def test_order_before_a_sequence_step_on_the_real_server(
 
 
 @pytest.mark.tritonserver
-def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("router", ROUTERS)
+def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(router: str, tmp_path: Path) -> None:
     """`partial` declares Y and Z and writes only Y. Read by one step, Z's absence fails the request with
     Triton's error naming that step's model; read by two (a router in between), naming the router, whose
     name says the producer and the tensor. Never a hang: every answer came within the quiet time."""
@@ -520,7 +526,7 @@ def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(tmp_pat
         ],
         {"Y": "partial.Y", "N": "n.Y", "O": "o.Y"},
     )
-    artifacts = compile_doc(doc_of("p", [partial, plain("mid")], [one, two]))
+    artifacts = compile_doc(with_router(doc_of("p", [partial, plain("mid")], [one, two]), router))
     root = tmp_path / "models"
     for name in ("partial", "mid"):  # mid: Y = X, all it declares
         (root / name / "1").mkdir(parents=True)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from helpers import example
+from helpers import ROUTERS, example, with_router
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
@@ -207,12 +207,13 @@ class TritonPythonModel:
 
 
 @pytest.mark.tritonserver
-def test_real_triton_serves_exported_tensor_names(tmp_path: Path, serve_pipeline: Any) -> None:
+@pytest.mark.parametrize("router", ROUTERS)
+def test_real_triton_serves_exported_tensor_names(tmp_path: Path, serve_pipeline: Any, router: str) -> None:
     models = tmp_path / "models"
     for name in ("embed", "head_a", "head_b"):
         (models / name / "1").mkdir(parents=True)
         (models / name / "1" / "model.py").write_text(ECHO_ADD)
-    server = serve_pipeline(_exported(models))
+    server = serve_pipeline(with_router(_exported(models), router))
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     client = httpclient.InferenceServerClient(server.http_url)
     tensor = httpclient.InferInput("IMAGE", list(x.shape), "FP32")

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as http
 import yaml
 
-from helpers import ROOT, example
+from helpers import ROOT, example, native_router_or_skip
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_BACKEND, NATIVE_ROUTER_LIBRARY
 
@@ -25,12 +25,7 @@ pytestmark = pytest.mark.tritonserver
 
 @pytest.fixture(scope="module")
 def library() -> bytes:
-    from tritonpipeline.local.native_router import NativeRouterUnavailable, build
-
-    try:
-        return build()
-    except NativeRouterUnavailable as exc:
-        pytest.skip(str(exc))
+    return native_router_or_skip()
 
 
 def serve(repo: Path, tmp_path: Path) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import CLI, condition, example
 from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
@@ -395,10 +397,15 @@ def test_kill_9_mid_reconcile_then_restart_converges(kube, namespace, run_operat
 
 
 @pytest.mark.tritonserver
-@pytest.mark.parametrize("source", ["fanout", "streaming"])
-def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator, tmp_path, source):
+@pytest.mark.parametrize(
+    ("source", "router"), [("fanout", "native"), ("fanout", "python"), ("streaming", "auto")]
+)
+def test_pod_path_configmaps_assembled_and_served(
+    kube, namespace, run_operator, tmp_path, source, router, native_router_env
+):
     """What a pod does, minus kubelet: the init container's assembly over the ConfigMaps the operator
-    wrote, then the real tritonserver on the result."""
+    wrote (with the operator image's native router library, for the routers the operator chose it for),
+    then the real tritonserver on the result."""
     import numpy as np
     import tritonclient.http as httpclient
 
@@ -407,8 +414,11 @@ def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator,
     run_operator()
     doc = cluster_doc(source, namespace, source)
     doc["spec"]["server"]["gpus"] = 0  # this machine has no GPU: what a CPU-only pipeline gets
+    doc["spec"]["server"]["router"] = router
     kube.apply(doc)
     wait_reconciled(kube, namespace, source)
+    graph = kube.get(API, "TritonPipeline", namespace, source)["status"]["graph"]
+    assert {r["backend"] for r in graph["routers"]} <= {"native" if router == "native" else "python"}
     cms = children(kube, namespace, source)["configmaps"]
     # a projected volume puts every key of every ConfigMap into one directory
     generated = tmp_path / "generated"
@@ -423,8 +433,12 @@ def test_pod_path_configmaps_assembled_and_served(kube, namespace, run_operator,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, **native_router_env},
     )
     assert proc.returncode == 0, proc.stderr
+    if source == "fanout":  # the router runs on what the operator chose, its library placed from the image
+        code = NATIVE_ROUTER_LIBRARY if router == "native" else "model.py"
+        assert [p.name for p in (out / "vision__extract__FEATS_A__router" / "1").iterdir()] == [code]
     with LocalTriton(out, log_file=tmp_path / "triton.log", extra_args=["--exit-timeout-secs=5"]) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         try:

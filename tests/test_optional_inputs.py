@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
+from helpers import ROUTERS, with_router
 from test_spec_errors import problems_of
 from test_triton_loads import Repository, compile_doc, doc_of, triton
 from tritonpipeline.compiler import rules
@@ -180,8 +181,9 @@ REQUESTS: list[tuple[list[str], dict[str, float]]] = [
 
 
 @pytest.mark.tritonserver
-def test_requests_leaving_optional_inputs_out_are_served(tmp_path: Path) -> None:
-    repo = Repository.merge([compile_doc(llm_doc())])
+@pytest.mark.parametrize("router", ROUTERS)
+def test_requests_leaving_optional_inputs_out_are_served(router: str, tmp_path: Path) -> None:
+    repo = Repository.merge([compile_doc(with_router(llm_doc(), router))])
     wrong = {}
     with triton(tmp_path, repo, model_root(tmp_path, [m["name"] for m in MODELS])) as server:
         for sent, expected in REQUESTS:

@@ -12,7 +12,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 
-from helpers import example
+from helpers import ROUTERS, example, with_router
 
 pytestmark = pytest.mark.tritonserver
 
@@ -54,11 +54,13 @@ def model_states(server) -> dict[str, str]:
     return {m["name"]: m.get("state", "") for m in server.models()}
 
 
-@pytest.mark.parametrize("fan_out", ["router", "shared"])
-def test_fanout_outputs_are_correct(shared_pipeline, fan_out):
+@pytest.mark.parametrize(
+    ("fan_out", "router"), [("router", "python"), ("router", "native"), ("shared", "python")]
+)
+def test_fanout_outputs_are_correct(router, shared_pipeline, fan_out):
     doc = example("fanout")
     doc["spec"]["pipelines"][0]["fanOut"] = fan_out
-    server = shared_pipeline(doc)
+    server = shared_pipeline(with_router(doc, router))
     states = model_states(server)
     routers = [n for n in states if n.endswith("__router")]
     assert len(routers) == (1 if fan_out == "router" else 0)
@@ -72,15 +74,17 @@ def test_fanout_outputs_are_correct(shared_pipeline, fan_out):
     assert out["SCORE_C"].shape == (3, 1)
 
 
-def test_diamond_fan_in(shared_pipeline):
-    server = shared_pipeline(example("diamond"))
+@pytest.mark.parametrize("router", ROUTERS)
+def test_diamond_fan_in(router, shared_pipeline):
+    server = shared_pipeline(with_router(example("diamond"), router))
     x = RNG.normal(size=(5, 4)).astype(np.float32)
     out = infer(server, "diamond", {"IMAGE": x})
     feats = extractor(x)
     np.testing.assert_allclose(out["RESULT"], head_b(feats) - head_c(feats), rtol=1e-5, atol=1e-5)
 
 
-def test_pipeline_input_fan_out_gets_a_router(shared_pipeline):
+@pytest.mark.parametrize("router", ROUTERS)
+def test_pipeline_input_fan_out_gets_a_router(router, shared_pipeline):
     """One pipeline input read by two steps: a router copies it to both."""
     doc = example("fanout")
     pipe = doc["spec"]["pipelines"][0]
@@ -89,7 +93,7 @@ def test_pipeline_input_fan_out_gets_a_router(shared_pipeline):
         {"name": "SCORE_B", "from": "head_b.OUTPUT_B"},
         {"name": "SCORE_C", "from": "head_c.OUTPUT_C"},
     ]
-    server = shared_pipeline(doc)
+    server = shared_pipeline(with_router(doc, router))
     assert "vision__inputs__IMAGE__router" in model_states(server)
     x = RNG.normal(size=(2, 4)).astype(np.float32)
     out = infer(server, "vision", {"IMAGE": x})
@@ -97,7 +101,8 @@ def test_pipeline_input_fan_out_gets_a_router(shared_pipeline):
     np.testing.assert_allclose(out["SCORE_C"], head_c(extractor(x)), rtol=1e-5)
 
 
-def test_non_batching_pipeline_dims_include_batch(shared_pipeline):
+@pytest.mark.parametrize("router", ROUTERS)
+def test_non_batching_pipeline_dims_include_batch(router, shared_pipeline):
     """maxBatchSize 0 everywhere: dims are full shapes, and -1 matches any size."""
     doc = example("diamond")
     for m in doc["spec"]["models"]:
@@ -105,7 +110,7 @@ def test_non_batching_pipeline_dims_include_batch(shared_pipeline):
         for t in m["inputs"] + m["outputs"]:
             t["dims"] = [-1, *t["dims"]]
     doc["spec"]["pipelines"][0]["inputs"][0]["dims"] = [-1, 4]
-    server = shared_pipeline(doc)
+    server = shared_pipeline(with_router(doc, router))
     x = RNG.normal(size=(3, 4)).astype(np.float32)
     out = infer(server, "diamond", {"IMAGE": x})
     feats = extractor(x)
@@ -164,14 +169,15 @@ def test_concurrent_async_sequences(shared_pipeline):
         np.testing.assert_allclose(seen[seq], np.cumsum(values * 0.5), err_msg=f"sequence {seq}")
 
 
-def test_non_batching_step_inside_a_batching_ensemble(shared_pipeline):
+@pytest.mark.parametrize("router", ROUTERS)
+def test_non_batching_step_inside_a_batching_ensemble(router, shared_pipeline):
     """Triton exempts maxBatchSize-0 steps from the ensemble's batch size; their full dims must match."""
     doc = example("diamond")
     join = next(m for m in doc["spec"]["models"] if m["name"] == "join")
     join["maxBatchSize"] = 0
     for t in join["inputs"] + join["outputs"]:
         t["dims"] = [-1, *t["dims"]]
-    server = shared_pipeline(doc)
+    server = shared_pipeline(with_router(doc, router))
     x = RNG.normal(size=(3, 4)).astype(np.float32)
     out = infer(server, "diamond", {"IMAGE": x})
     feats = extractor(x)
@@ -196,7 +202,8 @@ ROUTED_VALUES = {
 }
 
 
-def test_router_passes_every_data_type_unchanged(shared_pipeline, tmp_path):
+@pytest.mark.parametrize("router", ROUTERS)
+def test_router_passes_every_data_type_unchanged(router, shared_pipeline, tmp_path):
     """The router hands each consumer the exact input, for every data type (DLPack on the CPU, numpy
     for BYTES), checked value by value on the real tritonserver."""
     from tritonpipeline.compiler import compile_pipeline
@@ -236,7 +243,7 @@ def test_router_passes_every_data_type_unchanged(shared_pipeline, tmp_path):
         )
     plan = compile_pipeline(parse_pipeline(doc)).plan
     assert len(plan.routers) == len(ROUTED_VALUES)  # one router per pipeline input read twice
-    server = shared_pipeline(doc)
+    server = shared_pipeline(with_router(doc, router))
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         for dtype, value in ROUTED_VALUES.items():
@@ -251,7 +258,8 @@ def test_router_passes_every_data_type_unchanged(shared_pipeline, tmp_path):
         client.close()
 
 
-def test_router_routes_tensors_whose_names_are_awkward(shared_pipeline, tmp_path):
+@pytest.mark.parametrize("router", ROUTERS)
+def test_router_routes_tensors_whose_names_are_awkward(router, shared_pipeline, tmp_path):
     """Names reach the router through its config, never through its code: model tensor names with quotes,
     a backslash, braces, spaces and non-ASCII, names with '-', ':', a leading '_' and the full 64
     characters. On the real tritonserver the fanned-out tensor arrives unchanged at every consumer and
@@ -297,7 +305,7 @@ def test_router_routes_tensors_whose_names_are_awkward(shared_pipeline, tmp_path
             ],
         },
     }
-    server = shared_pipeline(doc)
+    server = shared_pipeline(with_router(doc, router))
     assert sum(n.endswith("__router") for n in model_states(server)) == 1
     x = RNG.normal(size=(3, 4)).astype(np.float32)
     out = infer(server, "vision-v2_" + "x" * 54, {"IMAGE:0": x})

@@ -25,6 +25,7 @@ import tritonclient.grpc as grpcclient
 import yaml
 
 import pipeline_gen as gen
+from helpers import ROUTERS, compile_to_serve, with_router
 from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
@@ -87,7 +88,7 @@ def generic_model_root(root: Path, docs: Iterable[dict[str, Any]]) -> Path:
 
 
 def compile_doc(doc: dict[str, Any]) -> Artifacts:
-    return compile_pipeline(parse_pipeline(doc), cpu_only=True)
+    return compile_to_serve(doc)  # type: ignore[no-any-return]
 
 
 def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Artifacts:
@@ -241,11 +242,15 @@ def shapes(result: Any) -> dict[str, tuple[int, ...]]:
     return {o.name: tuple(o.shape) for o in result.get_response().outputs}
 
 
-@pytest.mark.parametrize("fan_out", ["router", "shared"])
-def test_rank1_output_of_a_non_batching_step_loads_and_answers(tmp_path: Path, fan_out: str) -> None:
+@pytest.mark.parametrize(
+    ("fan_out", "router"), [("router", "python"), ("router", "native"), ("shared", "python")]
+)
+def test_rank1_output_of_a_non_batching_step_loads_and_answers(
+    tmp_path: Path, fan_out: str, router: str
+) -> None:
     """Through the pipeline, each output has the shape its step returns when called directly (the
     rank-1 outputs too: one value per batch item, also for a batch of one)."""
-    doc = rank1_doc(fan_out)
+    doc = with_router(rank1_doc(fan_out), router)
     repo = Repository.merge([compile_doc(doc)])
     with triton(tmp_path, repo, generic_model_root(tmp_path / "models", [doc])) as server:
         states = model_states(server)
@@ -375,7 +380,8 @@ def test_decoupled_origins_mirror_triton(tmp_path: Path, monkeypatch: pytest.Mon
         assert state == "UNAVAILABLE" and TRITON_DECOUPLED_MIX in reason, (name, states[name])
 
 
-def test_router_passes_bf16_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("router", ROUTERS)
+def test_router_passes_bf16_on(tmp_path: Path, router: str) -> None:
     """numpy has no bfloat16: the router copies a BF16 tensor through DLPack (found by the property)."""
     head = py_model("head", 8, {"X": [3]}, {"Y": ([3], [3])})
     head["inputs"][0]["dataType"] = "BF16"
@@ -388,7 +394,7 @@ def test_router_passes_bf16_on(tmp_path: Path) -> None:
         ],
         "outputs": [{"name": "A", "from": "a.Y"}, {"name": "B", "from": "b.Y"}],
     }
-    doc = doc_of("bf16", [head], [pipeline])
+    doc = with_router(doc_of("bf16", [head], [pipeline]), router)
     artifacts = compile_doc(doc)
     assert len(artifacts.plan.routers) == 1
     with triton(tmp_path, Repository.merge([artifacts]), generic_model_root(tmp_path / "m", [doc])) as server:
@@ -494,8 +500,9 @@ def generated_family() -> list[gen.Generated]:
     ]
 
 
+@pytest.mark.parametrize("router", ROUTERS)
 def test_everything_the_compiler_accepts_loads_and_answers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, router: str
 ) -> None:
     """Random DAGs (fan-out, fan-in, batching mixes, -1 dims, every data type, decoupled steps): each
     one the compiler accepts loads READY and answers one request with the declared types and shapes.
@@ -533,8 +540,10 @@ def test_everything_the_compiler_accepts_loads_and_answers(
     bypassed = [*refused[:REFUSED_LOADED], *misses]
     repo = Repository.merge(
         [
-            compile_doc(gen.document("family", MODELS_URI, accepted)),
-            compile_without_decoupled_rule(gen.document("refused", MODELS_URI, bypassed), monkeypatch),
+            compile_doc(with_router(gen.document("family", MODELS_URI, accepted), router)),
+            compile_without_decoupled_rule(
+                with_router(gen.document("refused", MODELS_URI, bypassed), router), monkeypatch
+            ),
         ]
     )
     root = generic_model_root(

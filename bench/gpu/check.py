@@ -5,14 +5,16 @@ Needs the bundle of bench/gpu/pack.py (.gpu/) and, on the GPU host, only a Pytho
 (a CUDA + PyTorch image); no network. What it does, all through the product's own `tritonpipeline serve`:
 
 1. bench/gpu/pipeline.yaml served with no --gpu/--cpu flag (GPU instance groups must be kept because a
-   GPU is present): the router of gpu_router must run as a KIND_GPU instance, its consumers refuse host
-   tensors, outputs are checked numerically for router, shared and the CPU control; interleaved
-   sequences through the GPU sequence-batched accumulator are checked chunk by chunk.
+   GPU is present), once with each router (--router python, --router native: the bundle's native
+   router, as the operator image carries it): the router of gpu_router must run as a KIND_GPU instance,
+   its consumers refuse host tensors, outputs are checked numerically for router, shared and the CPU
+   control; interleaved sequences through the GPU sequence-batched accumulator are checked chunk by chunk.
 2. Device-to-host copies per request on each path, counted by CUPTI (memcpy_counter.c, injected into
    tritonserver and every Python-backend stub with CUDA_INJECTION64_PATH). The control pipeline, whose
    consumer is a CPU instance, must show the 1 MiB copy, or the counter proves nothing.
-3. Router vs shared fan-out, p50/p99/throughput at concurrency 1 and 16, interleaved rounds on one
-   server without the counter; medians over rounds.
+3. Router vs shared fan-out, p50/p99/throughput at concurrency 1 and 16, for both routers side by side:
+   two servers (Python routers, native routers) up at once, rounds interleaved over the four paths, no
+   counter; medians over rounds.
 4. nv_gpu_utilization and GPU memory from /metrics under load and idle; the raw scrapes go to
    bench/results/gpu-metrics.prom, where tests/test_gpu_metrics.py evaluates the autoscaling query
    for gpuUtilization with the real Prometheus.
@@ -52,6 +54,7 @@ FANOUT = ROOT / "examples" / "fanout.yaml"
 ROWS = 65536  # gpu_producer's FEATS rows: 4 floats each, 1 MiB a request row
 FEATS_BYTES = ROWS * 4 * 4
 EXIT_NO_GPU = 2
+ROUTERS = ("python", "native")  # what the routers run on, each checked and measured
 FANOUT_PIPELINES = {
     "gpu_router": ("SUMS_B", "SUMS_C"),
     "gpu_shared": ("SUMS_B", "SUMS_C"),
@@ -106,6 +109,13 @@ def prepare(work: Path) -> dict[str, Any]:
         missing = [line.strip() for line in ldd.stdout.splitlines() if "not found" in line]
         if missing:
             log(f"WARNING: {binary.name} cannot load: {'; '.join(missing)}")
+    from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
+    from tritonpipeline.local.native_router import INSTALLED_ENV
+
+    native = BUNDLE / "native-router" / NATIVE_ROUTER_LIBRARY
+    if native.exists():  # serve's native routers take it, as the operator image's init container does
+        shutil.copytree(native.parent, work / "native-router")
+        os.environ[INSTALLED_ENV] = str(work / "native-router" / NATIVE_ROUTER_LIBRARY)
     counter = None
     if (BUNDLE / "cupti" / "libtp_memcpy.so").exists():
         counter = work / "cupti" / "libtp_memcpy.so"
@@ -413,34 +423,42 @@ def gpu_samples(text: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the run
 
 
-async def bench(server: Serve, rounds: int, requests: dict[int, int]) -> dict[str, Any]:
-    """Router vs shared, side by side: each round runs both at each concurrency, in alternating order."""
+async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]) -> dict[str, Any]:
+    """Router vs shared for each router backend, side by side: each round runs the four paths (two per
+    server) at each concurrency, in alternating order; medians over rounds."""
+    import contextlib
+
     import numpy as np
 
     from harness.load import closed_loop
     from tritonpipeline.client import AsyncTritonClient
 
     seeds = np.random.default_rng(1).normal(size=(64, 1, 4)).astype(np.float32)
-    runs: dict[str, dict[int, list[dict[str, float]]]] = {"gpu_router": {}, "gpu_shared": {}}
-    async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
-        calls = {m: fanout_call(client, m, seeds, ("SUMS_B", "SUMS_C")) for m in runs}
-        for _m, call in calls.items():
+    paths = [(b, m) for b in servers for m in ("gpu_router", "gpu_shared")]
+    runs: dict[tuple[str, str], dict[int, list[dict[str, float]]]] = {p: {} for p in paths}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {
+            b: await stack.enter_async_context(AsyncTritonClient(s.grpc, protocol="grpc"))
+            for b, s in servers.items()
+        }
+        calls = {(b, m): fanout_call(clients[b], m, seeds, ("SUMS_B", "SUMS_C")) for b, m in paths}
+        for call in calls.values():
             await closed_loop(call, concurrency=8, requests=200)  # warm-up
         for r in range(rounds):
-            order = list(runs) if r % 2 == 0 else list(reversed(runs))
+            order = paths if r % 2 == 0 else list(reversed(paths))
             for c, n in requests.items():
-                for model in order:
-                    res = await closed_loop(calls[model], concurrency=c, requests=n, max_seconds=60)
-                    runs[model].setdefault(c, []).append(
+                for path in order:
+                    res = await closed_loop(calls[path], concurrency=c, requests=n, max_seconds=60)
+                    runs[path].setdefault(c, []).append(
                         {"p50_ms": res.p50, "p99_ms": res.p99, "rps": res.throughput, "errors": res.errors}
                     )
                     log(
-                        f"round {r + 1}/{rounds} {model} c={c}: p50 {res.p50:.3f} ms p99 {res.p99:.3f} ms "
-                        f"{res.throughput:.0f} req/s errors {res.errors}"
+                        f"round {r + 1}/{rounds} {path[0]} {path[1]} c={c}: p50 {res.p50:.3f} ms "
+                        f"p99 {res.p99:.3f} ms {res.throughput:.0f} req/s errors {res.errors}"
                     )
-    summary: dict[str, Any] = {}
-    for model, per_c in runs.items():
-        summary[model] = {
+    summary: dict[str, Any] = {b: {} for b in servers}
+    for (b, model), per_c in runs.items():
+        summary[b][model] = {
             str(c): {
                 "p50_ms": float(np.median([x["p50_ms"] for x in xs])),
                 "p99_ms": float(np.median([x["p99_ms"] for x in xs])),
@@ -451,9 +469,18 @@ async def bench(server: Serve, rounds: int, requests: dict[int, int]) -> dict[st
             for c, xs in per_c.items()
         }
     summary["ratio_router_over_shared_p50"] = {
-        str(c): summary["gpu_router"][str(c)]["p50_ms"] / summary["gpu_shared"][str(c)]["p50_ms"]
-        for c in requests
+        b: {
+            str(c): summary[b]["gpu_router"][str(c)]["p50_ms"] / summary[b]["gpu_shared"][str(c)]["p50_ms"]
+            for c in requests
+        }
+        for b in servers
     }
+    if {"native", "python"} <= set(servers):
+        summary["ratio_native_over_python_router_p50"] = {
+            str(c): summary["native"]["gpu_router"][str(c)]["p50_ms"]
+            / summary["python"]["gpu_router"][str(c)]["p50_ms"]
+            for c in requests
+        }
     return summary
 
 
@@ -513,7 +540,6 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
     keep = ["--keep"] if args.work else []  # the rendered repositories and tritonserver logs, to debug
     results: dict[str, Any] = {"checks": {}, "errors": {}}
-    checks = results["checks"]
 
     def failed(section: str, server: Serve) -> None:
         results["errors"][section] = traceback.format_exc()[-3000:]
@@ -524,64 +550,81 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
     seeds = np.random.default_rng(0).normal(size=(32, 1, 4)).astype(np.float32)
 
-    # 1 + 2: correctness and the copy counter, on a server with the counter injected
-    counter_dir = work / "memcpy"
-    counter_dir.mkdir()
-    counter_env = {}
-    if env["counter"] is not None:
-        counter_env = {"CUDA_INJECTION64_PATH": str(env["counter"]), "TP_MEMCPY_DIR": str(counter_dir)}
-    log("serving bench/gpu/pipeline.yaml (no --gpu/--cpu flag), with the CUPTI copy counter")
-    server = Serve(
-        PIPELINE, work / "serve-counted.log", flags=["--keep", "--exit-timeout=30"], env=counter_env
-    )
-    try:
-        server.wait()
-        results["serve_output"] = [line for line in server.lines if not line.startswith("  model")][:12]
-        router = next(
-            line.split()[1].rstrip(":") for line in server.lines if line.strip().startswith("router ")
+    # 1 + 2: correctness and the copy counter, on a server with the counter injected, for each router
+    results["device_to_host"] = {}
+    results["serve_exit_code"] = {}
+    for backend in ROUTERS:
+        checks = results["checks"].setdefault(backend, {})
+        counter_dir = work / f"memcpy-{backend}"
+        counter_dir.mkdir()
+        counter_env = {}
+        if env["counter"] is not None:
+            counter_env = {"CUDA_INJECTION64_PATH": str(env["counter"]), "TP_MEMCPY_DIR": str(counter_dir)}
+        log(f"serving bench/gpu/pipeline.yaml (no --gpu/--cpu flag, --router {backend}), copies counted")
+        server = Serve(
+            PIPELINE,
+            work / f"serve-counted-{backend}.log",
+            flags=["--keep", "--exit-timeout=30", "--router", backend],
+            env=counter_env,
         )
-        kinds = {
-            m: instance_kinds(server, m)
-            for m in (router, "gpu_producer", "gpu_head", "cpu_head", "gpu_accumulator")
-        }
-        checks["instance_kinds"] = kinds
-        checks["no_gpu_message_absent"] = not any("no GPU found" in line for line in server.lines)
-        async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
-            for model, outs in FANOUT_PIPELINES.items():
-                checks[f"{model}_outputs"] = await check_fanout(client, model, outs, seeds)
-                log(f"{model}: {checks[f'{model}_outputs']}")
-            checks["gpu_stream"] = await check_stream(client, args.sequences, args.chunks)
-            log(f"gpu_stream: {checks['gpu_stream']}")
-            if env["counter"] is not None:
-                copies = {}
+        try:
+            server.wait()
+            results.setdefault("serve_output", {})[backend] = [
+                line for line in server.lines if not line.startswith("  model")
+            ][:12]
+            line = next(line for line in server.lines if line.strip().startswith("router "))
+            router = line.split()[1].rstrip(":")
+            checks["router_line"] = line.strip()
+            kinds = {
+                m: instance_kinds(server, m)
+                for m in (router, "gpu_producer", "gpu_head", "cpu_head", "gpu_accumulator")
+            }
+            checks["instance_kinds"] = kinds
+            checks["no_gpu_message_absent"] = not any("no GPU found" in line for line in server.lines)
+            async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
                 for model, outs in FANOUT_PIPELINES.items():
-                    copies[model] = await counted(counter_dir, fanout_call(client, model, seeds, outs), 200)
-                    log(f"copies on {model}: {copies[model]['bytes_per_request']} bytes/request")
-                copies["feats_bytes_per_request"] = FEATS_BYTES
-                copies["processes_counted"] = sorted(read_counters(counter_dir))
-                results["device_to_host"] = copies
-    except Exception:
-        failed("correctness and copies", server)
-    finally:
-        results["serve_exit_code"] = server.stop()
+                    checks[f"{model}_outputs"] = await check_fanout(client, model, outs, seeds)
+                    log(f"{backend}: {model}: {checks[f'{model}_outputs']}")
+                checks["gpu_stream"] = await check_stream(client, args.sequences, args.chunks)
+                log(f"{backend}: gpu_stream: {checks['gpu_stream']}")
+                if env["counter"] is not None:
+                    copies = {}
+                    for model, outs in FANOUT_PIPELINES.items():
+                        call = fanout_call(client, model, seeds, outs)
+                        copies[model] = await counted(counter_dir, call, 200)
+                        per_request = copies[model]["bytes_per_request"]
+                        log(f"{backend}: copies on {model}: {per_request} bytes a request")
+                    copies["feats_bytes_per_request"] = FEATS_BYTES
+                    copies["processes_counted"] = sorted(read_counters(counter_dir))
+                    results["device_to_host"][backend] = copies
+        except Exception:
+            failed(f"correctness and copies ({backend} router)", server)
+        finally:
+            results["serve_exit_code"][backend] = server.stop()
 
-    # 3 + 4: latency and metrics, on a server without the counter
-    log("serving bench/gpu/pipeline.yaml again without the counter: router vs shared, then /metrics")
-    server = Serve(PIPELINE, work / "serve-bench.log", flags=keep)
+    # 3 + 4: latency and metrics, without the counter: a server per router, both up at once
+    log("serving bench/gpu/pipeline.yaml twice without the counter (each router): router vs shared, /metrics")
+    servers: dict[str, Serve] = {}
     try:
-        server.wait()
-        results["latency"] = await bench(server, args.rounds, {1: args.requests_c1, 16: args.requests_c16})
+        for backend in ROUTERS:  # one after the other: each takes its free ports once the last is up
+            servers[backend] = Serve(
+                PIPELINE, work / f"serve-bench-{backend}.log", flags=[*keep, "--router", backend]
+            )
+            servers[backend].wait()
+        results["latency"] = await bench(servers, args.rounds, {1: args.requests_c1, 16: args.requests_c16})
         results["metrics"] = await metrics_under_load(
-            server, args.metrics_seconds, RESULTS / "gpu-metrics.prom"
+            servers[ROUTERS[-1]], args.metrics_seconds, RESULTS / "gpu-metrics.prom"
         )
         tp = load_file(str(PIPELINE))[0]
         results["metrics"]["autoscaling_query"] = autoscaling.pipeline_query(
             tp, "gpuUtilization", namespace="default"
         )
     except Exception:
-        failed("latency and metrics", server)
+        for server in servers.values():
+            failed("latency and metrics", server)
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
 
     # 5: the product's default on a GPU host, with the plain example
     log("serving examples/fanout.yaml with no flag: GPU instance groups must be kept")
@@ -592,13 +635,14 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
         async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
             r = await client.infer("vision", [client.input("IMAGE", x)])
         feats = 2 * x + 1
-        checks["fanout_example_default"] = {
+        results["checks"]["fanout_example_default"] = {
+            "router_lines": [line.strip() for line in server.lines if line.strip().startswith("router ")],
             "no_gpu_message_absent": not any("no GPU found" in line for line in server.lines),
             "extractor_kinds": instance_kinds(server, "extractor"),
             "score_b_correct": bool(np.allclose(r.as_numpy("SCORE_B"), 3 * feats - 2)),
             "score_c_correct": bool(np.allclose(r.as_numpy("SCORE_C"), feats.sum(axis=-1, keepdims=True))),
         }
-        log(f"fanout example: {checks['fanout_example_default']}")
+        log(f"fanout example: {results['checks']['fanout_example_default']}")
     except Exception:
         failed("fanout example", server)
     finally:
@@ -607,38 +651,42 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
 
 def verdicts(results: dict[str, Any]) -> dict[str, bool]:
-    """Each claim of the GPU check, true or false."""
-    checks = results["checks"]
-    kinds = checks.get("instance_kinds", {})
-    router = next((k for k in kinds if k.endswith("__router")), None)
-    copies = results.get("device_to_host", {})
+    """Each claim of the GPU check, true or false; the router's claims once per router backend."""
     feats = FEATS_BYTES
-    out = {
-        "router runs as a KIND_GPU instance": bool(router) and kinds[router] == ["KIND_GPU"],
-        "router path: consumers got GPU tensors, outputs right": all(
-            checks.get("gpu_router_outputs", {}).get(k) == v
-            for k, v in (("errors", 0), ("batch8_correct", True))
-        ),
-        "shared path: consumers got GPU tensors, outputs right": all(
-            checks.get("gpu_shared_outputs", {}).get(k) == v
-            for k, v in (("errors", 0), ("batch8_correct", True))
-        ),
-        "CPU control: outputs right": checks.get("gpu_control_outputs", {}).get("errors") == 0,
-        "interleaved GPU sequences all right": checks.get("gpu_stream", {}).get("wrong", 1) == 0,
-        "fanout example keeps GPU groups on a GPU host and answers right": all(
-            checks.get("fanout_example_default", {}).get(k)
-            for k in ("no_gpu_message_absent", "score_b_correct")
-        ),
-    }
-    if copies:
-        out["counter sees the control's 1 MiB device-to-host copy"] = (
-            copies["gpu_control"]["bytes_per_request"].get("DtoH", 0) >= feats
+    out: dict[str, bool] = {}
+    for backend in ROUTERS:
+        checks = results["checks"].get(backend, {})
+        kinds = checks.get("instance_kinds", {})
+        router = next((k for k in kinds if k.endswith("__router")), None)
+        on = f"({backend} router)"
+        out[f"router runs as a KIND_GPU instance {on}"] = bool(router) and kinds[router] == ["KIND_GPU"]
+        out[f"serve ran the routers on the {backend} router"] = f"({backend})" in checks.get(
+            "router_line", ""
         )
-        out["router path: no FEATS device-to-host copy"] = (
-            copies["gpu_router"]["bytes_per_request"].get("DtoH", 0) < feats / 100
-        )
-        out["shared path: no FEATS device-to-host copy"] = (
-            copies["gpu_shared"]["bytes_per_request"].get("DtoH", 0) < feats / 100
+        for path in ("gpu_router", "gpu_shared"):
+            out[f"{path} path: consumers got GPU tensors, outputs right {on}"] = all(
+                checks.get(f"{path}_outputs", {}).get(k) == v
+                for k, v in (("errors", 0), ("batch8_correct", True))
+            )
+        out[f"CPU control: outputs right {on}"] = checks.get("gpu_control_outputs", {}).get("errors") == 0
+        out[f"interleaved GPU sequences all right {on}"] = checks.get("gpu_stream", {}).get("wrong", 1) == 0
+        copies = results.get("device_to_host", {}).get(backend)
+        if copies:
+            dtoh = {m: copies[m]["bytes_per_request"].get("DtoH", 0) for m in FANOUT_PIPELINES}
+            out[f"counter sees the control's 1 MiB device-to-host copy {on}"] = dtoh["gpu_control"] >= feats
+            out[f"router path: no FEATS device-to-host copy {on}"] = dtoh["gpu_router"] < feats / 100
+            out[f"shared path: no FEATS device-to-host copy {on}"] = dtoh["gpu_shared"] < feats / 100
+    default = results["checks"].get("fanout_example_default", {})
+    out["fanout example keeps GPU groups on a GPU host and answers right"] = all(
+        default.get(k) for k in ("no_gpu_message_absent", "score_b_correct")
+    )
+    out["fanout example's default router is the native one"] = any(
+        "(native)" in line for line in default.get("router_lines", [])
+    )
+    ratios = results.get("latency", {}).get("ratio_router_over_shared_p50", {}).get("native", {})
+    if ratios:
+        out["native router/shared p50 <= 1.05 at c1 and c16"] = all(
+            ratios.get(c, 9) <= 1.05 for c in ("1", "16")
         )
     out["every section ran to the end"] = not results.get("errors")
     metrics = results.get("metrics", {})
@@ -752,22 +800,22 @@ def print_table(results: dict[str, Any]) -> None:
     lat = results.get("latency", {})
     rows = []
     for c in ("1", "16"):
-        for model in ("gpu_router", "gpu_shared"):
-            if c in lat.get(model, {}):
-                x = lat[model][c]
-                rows.append(
-                    [
-                        model,
-                        c,
-                        f"{x['p50_ms']:.3f}",
-                        f"{x['p99_ms']:.3f}",
-                        f"{x['rps']:.0f}",
-                        str(x["errors"]),
-                    ]
-                )
+        for backend in ROUTERS:
+            for model in ("gpu_router", "gpu_shared"):
+                x = lat.get(backend, {}).get(model, {}).get(c)
+                if x:
+                    row = [backend, model, c, f"{x['p50_ms']:.3f}", f"{x['p99_ms']:.3f}", f"{x['rps']:.0f}"]
+                    rows.append([*row, str(x["errors"])])
     if rows:
-        print(format_table(["pipeline", "concurrency", "p50 ms", "p99 ms", "req/s", "errors"], rows))
-        print("router/shared p50:", {c: round(v, 3) for c, v in lat["ratio_router_over_shared_p50"].items()})
+        head = ["routers", "pipeline", "concurrency", "p50 ms", "p99 ms", "req/s", "errors"]
+        print(format_table(head, rows))
+        for backend, ratios in lat["ratio_router_over_shared_p50"].items():
+            print(f"{backend} router/shared p50:", {c: round(v, 3) for c, v in ratios.items()})
+        if "ratio_native_over_python_router_p50" in lat:
+            print(
+                "native/python router p50:",
+                {c: round(v, 3) for c, v in lat["ratio_native_over_python_router_p50"].items()},
+            )
     for claim, ok in results["verdicts"].items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
 

@@ -6,6 +6,8 @@
                                client need beyond what a CUDA + PyTorch image has (for --python-version)
     .gpu/cupti/                the device-to-host copy counter (memcpy_counter.c built against CUPTI
                                from PyPI's CUDA wheels) and the libcupti it links (xz)
+    .gpu/native-router/        the native router (compiler/native_router.c) built here, as the operator
+                               image carries it (it needs only an old libc)
     .gpu/manifest.json         versions and sizes
 
 Runs in the project's venv on a machine that reaches PyPI. bench/gpu/check.py unpacks and uses it.
@@ -17,6 +19,7 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -145,6 +148,16 @@ def build_counter(out: Path, cache: Path) -> dict[str, object]:
     return {"cupti": next(wheels.glob("nvidia_cuda_cupti_cu12-*.whl")).name.split("-")[1]}
 
 
+def build_native_router(out: Path) -> dict[str, object]:
+    """The native router for this machine's architecture (the GPU host's: x86_64), as `serve` builds it."""
+    from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
+    from tritonpipeline.local.native_router import build
+
+    out.mkdir(parents=True)
+    (out / NATIVE_ROUTER_LIBRARY).write_bytes(build())
+    return {"library": NATIVE_ROUTER_LIBRARY, "machine": platform.machine()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python-version", default="3.12", help="the GPU host's Python (default 3.12)")
@@ -166,6 +179,8 @@ def main() -> int:
     pip_download([pinned(n) for n in WHEELS], OUT / "wheels", args.python_version, binary_platforms=True)
     log("building the device-to-host copy counter (CUPTI)")
     manifest["counter"] = build_counter(OUT / "cupti", cache)
+    log("building the native router")
+    manifest["native_router"] = build_native_router(OUT / "native-router")
     files = sorted(p for p in OUT.rglob("*") if p.is_file())
     manifest["files"] = {
         str(p.relative_to(OUT)): {

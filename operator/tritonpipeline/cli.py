@@ -410,15 +410,19 @@ def _gpu_present() -> bool:
 
 
 def _with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
-    """The pipeline with its routers on the backend `choice` asks for (serve --router): `auto` takes the
-    native router when it builds here (a C compiler) and says why not otherwise; `native` insists."""
+    """The pipeline with its routers on the backend `choice` asks for (serve --router), or with `auto` on
+    the one spec.server.router names: `auto` takes the native router when it builds here (a C compiler) and
+    says why not otherwise; `native` insists. A library this machine carries (TRITONPIPELINE_NATIVE_ROUTER,
+    as the operator image sets it) is used instead of a build."""
     from .compiler import compile_pipeline
-    from .local.native_router import NativeRouterUnavailable, build
+    from .local.native_router import INSTALLED_ENV, NativeRouterUnavailable, build, installed
 
+    if choice == "auto":
+        choice = c.pipeline.spec.server.router
     if choice == "python" or not c.artifacts.plan.routers:
         return c
     try:
-        library = build()
+        library = installed() if os.environ.get(INSTALLED_ENV) else build()
     except (NativeRouterUnavailable, RuntimeError) as exc:
         if choice == "native":
             raise SpecError.one(f"--router native: {exc}") from None
@@ -575,6 +579,7 @@ def cmd_assemble(args: argparse.Namespace) -> int:
 def cmd_manifests(args: argparse.Namespace) -> int:
     """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
     from .compiler import compile_pipeline
+    from .compiler.router_choice import choose_router
     from .kube.manifests import render_children
     from .kube.routing import routing_children
     from .spec import parse_pipeline
@@ -589,7 +594,8 @@ def cmd_manifests(args: argparse.Namespace) -> int:
             doc = tp.model_dump(mode="json", by_alias=True, exclude_none=True)
             doc["metadata"] = {"name": tp.name, "namespace": args.namespace}
             tp = parse_pipeline(doc, args.file)
-            artifacts = compile_pipeline(tp)
+        # the routers' backend as the operator chooses it (its router setting from the same variable)
+        artifacts = compile_pipeline(tp, router=choose_router(tp, settings.router))
         try:
             children = render_children(tp, artifacts, settings)
         except SpecError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, get_args
 
 GROUP = "serving.tritonpipeline.io"
 VERSION = "v1alpha1"
@@ -28,6 +28,9 @@ DEFAULT_PEERING_LIFETIME_SECONDS = 15
 DEFAULT_WATCH_TIMEOUT_SECONDS = 270
 # liveness fails after a watch stream has not reconnected for the watch timeout plus this long
 WATCH_STALE_MARGIN_SECONDS = 60
+# what a pipeline's routers run on: the spec's server.router and the operator's router setting
+RouterMode = Literal["auto", "native", "python"]
+ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
 ENV_PREFIX = "TRITONPIPELINE_"
 SETTING = "setting"  # the key of a field's EnvSetting in its dataclasses metadata
 BAD_VALUE = "{env}={text!r}: {why}"  # a variable whose text cannot be read
@@ -91,6 +94,13 @@ def _names(text: str) -> tuple[str, ...]:
 def _items(text: str) -> tuple[str, ...]:
     """Comma-separated items, each stripped, empty ones left out."""
     return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _router_mode(text: str) -> str:
+    """`auto`, `native` or `python`."""
+    if text not in ROUTER_MODES:
+        raise ValueError(f"expected one of {', '.join(ROUTER_MODES)}")
+    return text
 
 
 def _labels(text: str) -> tuple[tuple[str, str], ...]:
@@ -228,6 +238,14 @@ class Settings:
         "PEERING",
         "Name of kopf's peering object the replicas share: the oldest live replica reconciles, every "
         "replica serves the webhook (kube/peering.py); empty: this process runs alone.",
+    )
+    router: RouterMode = setting(  # noqa: RUF009  (a Literal alias: immutable, as every setting's value)
+        "auto",
+        "ROUTER",
+        "What the routers of pipelines whose spec.server.router is `auto` run on: `native` or `python` for "
+        "all of them; `auto`: native where the pipeline's Triton image is known to run it "
+        "(compiler/router_choice.py). The operator's image carries the native router for its architecture.",
+        _router_mode,
     )
     peering_lifetime_seconds: int = setting(
         DEFAULT_PEERING_LIFETIME_SECONDS,

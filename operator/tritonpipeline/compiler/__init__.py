@@ -10,7 +10,15 @@ from typing import Any
 
 from ..spec import TritonPipeline
 from .plan import plan_repository
-from .plan_types import NATIVE_ROUTER_LIBRARY, OPEN_STREAMS_GAUGE, OPEN_STREAMS_MODEL, RepositoryPlan
+from .plan_types import (
+    NATIVE_ROUTER_LIBRARY,
+    NATIVE_ROUTER_SLOT,
+    NATIVE_ROUTER_SLOT_TEXT,
+    OPEN_STREAMS_GAUGE,
+    OPEN_STREAMS_MODEL,
+    RepositoryPlan,
+)
+from .router_choice import RouterBackend, RouterChoice
 from .triton_config import ensemble_config, model_config, open_streams_config, router_config, to_text
 
 __all__ = [
@@ -55,15 +63,17 @@ class Artifacts:
     files: dict[str, bytes]
     models: tuple[str, ...]  # declared models: their files come from modelRepository.uri/<name>/
     plan: RepositoryPlan
-    router_backend: str = "python"  # what the routers run on: "python" (router_model.py) or "native"
+    router_backend: RouterBackend = "python"  # what the routers run on: router_model.py, or the native router
+    router_reason: str = ""  # why (compiler/router_choice.py), when the operator chose
 
     def digest(self) -> str:
         """files_digest of every generated file; equal specs give equal digests."""
         return files_digest(self.files)
 
     def graph_summary(self) -> dict[str, Any]:
-        """What a user sees in status.graph: ensembles and the routers inserted for them."""
-        return {
+        """What a user sees in status.graph: ensembles, the routers inserted for them and what they run on
+        (with the operator's reason)."""
+        summary: dict[str, Any] = {
             "ensembles": [
                 {
                     "name": e.name,
@@ -84,18 +94,29 @@ class Artifacts:
                 for r in self.plan.routers
             ],
         }
+        if self.router_reason:
+            summary["routerBackend"] = {"backend": self.router_backend, "reason": self.router_reason}
+        return summary
 
 
 def compile_pipeline(
-    tp: TritonPipeline, *, cpu_only: bool = False, native_router: bytes | None = None
+    tp: TritonPipeline,
+    *,
+    cpu_only: bool = False,
+    native_router: bytes | None = None,
+    router: RouterChoice | None = None,
 ) -> Artifacts:
     """Check every rule (raising SpecError with all problems) and render every config.
 
     cpu_only turns GPU instance groups into CPU ones (also implied by spec.server.gpus == 0).
     native_router: the native router's library (tritonpipeline.local.native_router.build()) for the target's
-    architecture: every router then runs on it, the library in its version directory; None: the Python
-    router.
+    architecture: every router then runs on it, the library in its version directory.
+    router: the operator's choice (router_choice.choose_router); native without the library's bytes puts
+    NATIVE_ROUTER_SLOT where the library goes, for the init container. Neither: the Python router.
     """
+    backend: RouterBackend = "native" if native_router is not None else "python"
+    if router is not None:
+        backend = router.backend
     plan = plan_repository(tp, cpu_only=cpu_only)
     files: dict[str, bytes] = {}
     for model in plan.models:
@@ -104,12 +125,14 @@ def compile_pipeline(
     for ensemble in plan.ensembles:
         files[f"{ensemble.name}/config.pbtxt"] = to_text(ensemble_config(ensemble))
         files[f"{ensemble.name}/1/.keep"] = b""
-        for router in ensemble.routers:
-            files[f"{router.name}/config.pbtxt"] = to_text(router_config(router, native_router is not None))
-            if native_router is None:
-                files[f"{router.name}/1/model.py"] = code
+        for r in ensemble.routers:
+            files[f"{r.name}/config.pbtxt"] = to_text(router_config(r, backend == "native"))
+            if backend == "python":
+                files[f"{r.name}/1/model.py"] = code
+            elif native_router is not None:
+                files[f"{r.name}/1/{NATIVE_ROUTER_LIBRARY}"] = native_router
             else:
-                files[f"{router.name}/1/{NATIVE_ROUTER_LIBRARY}"] = native_router
+                files[f"{r.name}/1/{NATIVE_ROUTER_SLOT}"] = NATIVE_ROUTER_SLOT_TEXT
     if tracks_open_streams(tp):
         files[f"{OPEN_STREAMS_MODEL}/config.pbtxt"] = to_text(open_streams_config(OPEN_STREAMS_MODEL))
         files[f"{OPEN_STREAMS_MODEL}/1/model.py"] = open_streams_source()
@@ -117,5 +140,6 @@ def compile_pipeline(
         files=dict(sorted(files.items())),
         models=tuple(m.name for m in plan.models),
         plan=plan,
-        router_backend="python" if native_router is None else "native",
+        router_backend=backend,
+        router_reason="" if router is None else router.reason,
     )

@@ -16,6 +16,13 @@ ROUTER_INPUT = "INPUT"  # the one input of every generated router
 # router's version directory (libtriton_<backend>.so)
 NATIVE_ROUTER_BACKEND = "tprouter"
 NATIVE_ROUTER_LIBRARY = f"libtriton_{NATIVE_ROUTER_BACKEND}.so"
+# in a repository rendered for a cluster (ConfigMaps hold text), this file stands where the library goes:
+# the init container (tritonpipeline assemble) puts its image's library beside it
+NATIVE_ROUTER_SLOT = f"{NATIVE_ROUTER_LIBRARY}.from-image"
+NATIVE_ROUTER_SLOT_TEXT = (
+    f"tritonpipeline assemble puts {NATIVE_ROUTER_LIBRARY} here, built for the pod's architecture and "
+    "carried by the operator image\n"
+).encode()
 # the generated open-streams gauge of Stream pipelines (open_streams_model.py, which names the gauge too)
 OPEN_STREAMS_MODEL = "tritonpipeline__open_streams"
 OPEN_STREAMS_GAUGE = "tritonpipeline_open_streams"

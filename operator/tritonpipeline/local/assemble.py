@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from .. import extras
 from ..errors import Problem, SpecError, clip, quote
 from ..kube.manifests import S3_ADDRESSING_ENV
 from ..kube.packing import Unpacked, unpack
+from .native_router import NativeRouterUnavailable, fill_slots
 from .repository import write_repository
 
 
@@ -139,5 +141,9 @@ def assemble(generated_dir: Path, source: str, out: Path) -> Unpacked:
                 for m in missing
             ]
         )
+    try:  # the native routers' library, from this image, beside each of them
+        generated = replace(generated, files=fill_slots(generated.files))
+    except NativeRouterUnavailable as exc:
+        raise SpecError([Problem("spec.server.router", str(exc))]) from None
     write_repository(generated, out, root, force=True)
     return generated

@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 
 from ..compiler import compile_pipeline
+from ..compiler.router_choice import choose_router
 from ..errors import SpecError
 from ..kube import autoscaling, pinning, storage
 from ..kube import routing as rt
@@ -63,7 +64,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     state.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
         tp = parse_pipeline(dict(body))
-        artifacts = compile_pipeline(tp)
+        artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
         children = render_children(tp, artifacts, config)
     except SpecError as exc:
         message = one_line(exc)

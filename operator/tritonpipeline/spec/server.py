@@ -9,6 +9,7 @@ from pydantic import (
     field_validator,
 )
 
+from ..settings import RouterMode
 from ..triton import tritonserver_options
 from .base import (
     DEFAULT_IMAGE,
@@ -253,6 +254,16 @@ class Server(_Base):
         "pod needs a free GPU, and in a full pool it stays Pending and the rollout stalls); a single GPU "
         "replica and CPU pods surge (`maxSurge: 1`, `maxUnavailable: 0`). A stalled rollout shows as "
         "`Progressing=False`, `RolloutStalled`.",
+    )
+    router: RouterMode = Field(
+        default="auto",
+        description="What the routers inserted for fan-out run on. `native`: a small Triton backend in C "
+        "that copies each input to its outputs on the device it lives on (the operator image carries it; the "
+        "init container puts it beside each router). `python`: the same router on Triton's Python "
+        "backend. `auto`: the operator's setting (`operator.router` in the chart) when that names one, "
+        "else native for a Triton image the native router is known to run on (NVIDIA's "
+        "`tritonserver:YY.MM` from 24.10) and Python otherwise; `status.graph.routerBackend` says which "
+        "was chosen and why.",
     )
     admin_key_secret_ref: AdminKeyRef | None = Field(
         default=None,
