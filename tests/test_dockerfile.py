@@ -175,6 +175,17 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
         "error: tritonpipeline serve needs the 'serve' extra (pytriton is not installed): "
         "pip install 'tritonpipeline[serve]'",
     )
+    # with a tritonserver tree of its own (NVIDIA's image, the GPU check's bundle) the wheel is not needed:
+    # serve goes on to that tree (here not one, which it says)
+    tree = {**clean, "TRITONPIPELINE_SERVER_HOME": str(tmp_path / "no-tree")}
+    serve = subprocess.run(
+        [str(cli), "serve", str(ROOT / "examples" / "fanout.yaml"), "--cpu"],
+        capture_output=True,
+        text=True,
+        env=tree,
+        timeout=60,
+    )
+    assert "'serve' extra" not in serve.stderr and "not a tritonserver tree" in serve.stderr, serve.stderr
     # the installed package is the wheel, not this checkout
     where = installed_python("import tritonpipeline; print(tritonpipeline.__file__)")
     assert str(prefix) in where, where

@@ -450,8 +450,16 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
                 for path in order:
                     res = await closed_loop(calls[path], concurrency=c, requests=n, max_seconds=60)
                     runs[path].setdefault(c, []).append(
-                        {"p50_ms": res.p50, "p99_ms": res.p99, "rps": res.throughput, "errors": res.errors}
+                        {
+                            "p50_ms": res.p50,
+                            "p99_ms": res.p99,
+                            "rps": res.throughput,
+                            "errors": res.errors,
+                            "error_samples": list(res.error_samples),
+                        }
                     )
+                    for sample in res.error_samples[:2]:
+                        log(f"  error on {path[0]} {path[1]} c={c}: {sample[:400]}")
                     log(
                         f"round {r + 1}/{rounds} {path[0]} {path[1]} c={c}: p50 {res.p50:.3f} ms "
                         f"p99 {res.p99:.3f} ms {res.throughput:.0f} req/s errors {res.errors}"

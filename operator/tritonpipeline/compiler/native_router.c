@@ -4,7 +4,10 @@
  * output the request asks for (the ensemble asks for the ones its consumers read; a direct request that
  * names none gets all of them), same datatype, same shape, in the memory the input lives in: a GPU
  * tensor is copied on the GPU (cudaMemcpy with cudaMemcpyDefault, bound weakly to the server process's CUDA
- * runtime; no trip through the host). A request without the input (an optional pipeline input left out) gets a
+ * runtime; no trip through the host), and the copies are waited for before the response is sent: a
+ * device-to-device cudaMemcpy returns before it is done, and the consumers read the outputs on streams of
+ * their own (measured on an H100: without the wait, about one request in a thousand at concurrency 16 got
+ * another request's numbers). A request without the input (an optional pipeline input left out) gets a
  * response without outputs, so that the steps after it see their optional inputs left out too. BYTES
  * tensors are copied as Triton serializes them (each element's 4-byte length, then its bytes).
  *
@@ -103,6 +106,8 @@ typedef struct {
    this library needs no CUDA to load (and no newer glibc than its memcpy's) */
 extern int cudaMemcpy(void* dst, const void* src, size_t count, int kind) __attribute__((weak));
 #define CUDA_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: the direction from the pointers (unified addressing) */
+/* the legacy default stream, where cudaMemcpy runs: waited for once a request's copies are issued */
+extern int cudaStreamSynchronize(void* stream) __attribute__((weak));
 
 static uint64_t now_ns(void)
 {
@@ -160,22 +165,27 @@ TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model)
 
 /* ------------------------------------------------------------------------------------ one request */
 
+static TRITONSERVER_Error* cuda_failed(const char* call, int status)
+{
+  char detail[48];
+  snprintf(detail, sizeof detail, "%s returned %d", call, status);
+  return error(TRITONSERVER_ERROR_INTERNAL, "copying a tensor failed", detail);
+}
+
+/* one copy; *on_gpu is set when it ran on the GPU (to be waited for) */
 static TRITONSERVER_Error* copy(void* dst, TRITONSERVER_MemoryType dst_type, const void* src,
-                                TRITONSERVER_MemoryType src_type, uint64_t size)
+                                TRITONSERVER_MemoryType src_type, uint64_t size, int* on_gpu)
 {
   if (size == 0) return NULL;
   if (dst_type != TRITONSERVER_MEMORY_GPU && src_type != TRITONSERVER_MEMORY_GPU) {
     memcpy(dst, src, size);
     return NULL;
   }
-  if (cudaMemcpy == NULL)
+  if (cudaMemcpy == NULL || cudaStreamSynchronize == NULL)
     return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime in this server", NULL);
   int status = cudaMemcpy(dst, src, size, CUDA_MEMCPY_DEFAULT);
-  if (status != 0) {
-    char detail[32];
-    snprintf(detail, sizeof detail, "cudaMemcpy returned %d", status);
-    return error(TRITONSERVER_ERROR_INTERNAL, "copying a tensor failed", detail);
-  }
+  if (status != 0) return cuda_failed("cudaMemcpy", status);
+  *on_gpu = 1;
   return NULL;
 }
 
@@ -198,6 +208,7 @@ static TRITONSERVER_Error* route(TRITONBACKEND_Request* request, TRITONBACKEND_R
   TRY(TRITONBACKEND_InputProperties(input, &name, &datatype, &shape, &dims, &size, &buffers));
   if (batching && dims > 0) *batch = shape[0] > 0 ? (uint64_t)shape[0] : 0;
   TRY(TRITONBACKEND_RequestOutputCount(request, &outputs));
+  int on_gpu = 0;
   for (uint32_t o = 0; o < outputs; o++) {
     const char* output_name;
     TRITONBACKEND_Output* output;
@@ -222,9 +233,13 @@ static TRITONSERVER_Error* route(TRITONBACKEND_Request* request, TRITONBACKEND_R
       TRY(TRITONBACKEND_InputBuffer(input, b, &part, &part_size, &part_type, &part_id));
       if (offset + part_size > size)
         return error(TRITONSERVER_ERROR_INTERNAL, "the input's buffers exceed its size", name);
-      TRY(copy((char*)out + offset, out_type, part, part_type, part_size));
+      TRY(copy((char*)out + offset, out_type, part, part_type, part_size, &on_gpu));
       offset += part_size;
     }
+  }
+  if (on_gpu) { /* every copy done before the response goes out and the input is released */
+    int status = cudaStreamSynchronize(NULL);
+    if (status != 0) return cuda_failed("cudaStreamSynchronize", status);
   }
   return NULL;
 }
