@@ -302,6 +302,9 @@ def test_make_e2e_on_kind(tmp_path: Path) -> None:
     examples = sorted(p.name for p in (ROOT / "examples").glob("*.yaml"))
     assert sorted(s.split()[1].rstrip(":") for s in steps if s.startswith("example ")) == examples
     assert all(s["passed"] for s in steps.values()), steps
+    # the examples with a fan-out ran their routers on the native router, from the operator image
+    for name in ("fanout.yaml", "diamond.yaml"):
+        assert "native router(s)" in steps[f"example {name}: Ready and answering right"]["detail"], steps
     assert "3 nodes Ready" in steps["kind cluster: 1 control plane + 2 workers"]["detail"]
     scenarios = [s for s in steps if s.startswith("scenario ")]
     assert len(scenarios) >= 15, scenarios
