@@ -21,6 +21,7 @@ from harness.wait import wait_for
 from helpers import CLI, condition, example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
+from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
@@ -143,7 +144,9 @@ def test_example_children_match_the_compiled_pipeline(kube, namespace, run_opera
     cr = wait_reconciled(kube, namespace, source)
     kids = children(kube, namespace, source)
     tp = parse_pipeline(doc)
-    artifacts = compile_pipeline(tp)
+    # the routers on what the operator chooses for this image (its setting left at auto): native
+    artifacts = compile_pipeline(tp, router=choose_router(tp))
+    assert artifacts.router_backend == "native" or not artifacts.plan.routers
     # ConfigMaps carry exactly the compiled repository
     assert configmap_files(kids["configmaps"]) == artifacts.files
     dep = kids["deployment"]
