@@ -146,32 +146,3 @@ def test_assemble_refuses_a_slot_it_cannot_fill(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv(INSTALLED_ENV, str(library))
     assemble(generated, str(models), tmp_path / "out")
     assert (tmp_path / "out" / ROUTER / "1" / NATIVE_ROUTER_LIBRARY).read_bytes() == b"\x7fELF"
-
-
-def test_native_routers_on_gpus_get_a_cuda_pool_unless_the_user_set_one() -> None:
-    from tritonpipeline.compiler.router_choice import (
-        CUDA_POOL_FLAG,
-        NATIVE_ROUTER_CUDA_POOL_BYTES,
-        router_pool_args,
-    )
-    from tritonpipeline.kube.manifests import triton_args
-
-    assert router_pool_args("native", 1, 2, []) == [
-        f"{CUDA_POOL_FLAG}=0:{NATIVE_ROUTER_CUDA_POOL_BYTES}",
-        f"{CUDA_POOL_FLAG}=1:{NATIVE_ROUTER_CUDA_POOL_BYTES}",
-    ]
-    assert router_pool_args("python", 1, 2, []) == []
-    assert router_pool_args("native", 0, 2, []) == []
-    assert router_pool_args("native", 1, 0, []) == []
-    assert router_pool_args("native", 1, 1, [f"{CUDA_POOL_FLAG}=0:1024"]) == []
-    # the pod's tritonserver: the pool before the user's args, for a GPU pipeline with native routers only
-    tp = fanout()
-    native = triton_args(tp, compile_pipeline(tp, router=choose_router(tp)))
-    assert f"{CUDA_POOL_FLAG}=0:{NATIVE_ROUTER_CUDA_POOL_BYTES}" in native
-    python = triton_args(tp, compile_pipeline(tp, router=choose_router(fanout(router="python"))))
-    assert not any(a.startswith(CUDA_POOL_FLAG) for a in python)
-    cpu = parse_pipeline({**example("fanout"), "spec": {**example("fanout")["spec"], "server": {"gpus": 0}}})
-    assert not any(
-        a.startswith(CUDA_POOL_FLAG)
-        for a in triton_args(cpu, compile_pipeline(cpu, router=choose_router(cpu)))
-    )

@@ -20,12 +20,12 @@ from tritonpipeline.compiler.visualize import to_mermaid
 from tritonpipeline.kube.meta import GRPC_PORT
 from tritonpipeline.kube.routing import routing_children
 from tritonpipeline.settings import Settings
-from tritonpipeline.spec import TritonPipeline, load_file
+from tritonpipeline.spec import GatewayImplementation, TritonPipeline, load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"^<!-- picture: (graph|flow) (\S+) -->$", re.MULTILINE)
 # the implementation the flow is drawn for (its policy object is the one named in the picture)
-FLOW_IMPLEMENTATION = "envoy-gateway"
+FLOW_IMPLEMENTATION: GatewayImplementation = "envoy-gateway"
 
 
 def _pipelines(path: str) -> list[TritonPipeline]:

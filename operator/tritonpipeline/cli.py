@@ -34,7 +34,6 @@ from .compiler.importer import (
     import_repository,
     pipeline_name,
 )
-from .compiler.router_choice import router_pool_args
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
 from .kube import checks
@@ -410,16 +409,6 @@ def _gpu_present() -> bool:
     return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
 
 
-def _gpu_count() -> int:
-    """The GPUs this process sees: CUDA_VISIBLE_DEVICES when set, else the /dev/nvidiaN devices (at least
-    one where only /dev/nvidiactl shows)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
-    found = sum(1 for p in Path("/dev").glob("nvidia[0-9]*"))
-    return found or (1 if _gpu_present() else 0)
-
-
 def _with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
     """The pipeline with its routers on the backend `choice` asks for (serve --router), or with `auto` on
     the one spec.server.router names: `auto` takes the native router when it builds here (a C compiler) and
@@ -483,12 +472,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server_args, left_out = tritonserver_options.for_serve(c.pipeline.spec.server.args)
         for flag, why in left_out:
             print(f"note: spec.server.args[{flag.index}] {flag.text} is not used locally ({why})")
-        routers = len(c.artifacts.plan.routers)
-        gpus = 0 if cpu else _gpu_count()
-        server_args = [
-            *router_pool_args(c.artifacts.router_backend, routers, gpus, server_args),
-            *server_args,
-        ]
         for r in c.artifacts.plan.routers:
             consumers = ", ".join(cons.label for _, cons in r.outputs)
             print(f"  router {r.name} ({c.artifacts.router_backend}): {r.source} -> {consumers}")

@@ -59,22 +59,3 @@ def by_image(tp: TritonPipeline) -> RouterChoice:
 def choose_router(tp: TritonPipeline, default: RouterMode = "auto") -> RouterChoice:
     """The spec's choice, else the operator's setting, else what the Triton image runs."""
     return forced_by_spec(tp) or forced_by_operator(default) or by_image(tp)
-
-
-# Triton allocates a non-Python backend's GPU outputs (the native router's copies) from its CUDA memory pool,
-# 64 MiB a GPU by default, and falls back to pinned host memory when the pool is used up: under load the
-# copies would then leave the GPU (measured on an H100: requests failed at concurrency 16 where the consumer
-# takes GPU tensors only). Pods and `serve` running native routers on GPUs get this pool on each GPU
-# instead, unless spec.server.args sets one.
-NATIVE_ROUTER_CUDA_POOL_BYTES = 512 * 2**20
-CUDA_POOL_FLAG = "--cuda-memory-pool-byte-size"
-
-
-def router_pool_args(backend: RouterBackend, routers: int, gpus: int, args: list[str]) -> list[str]:
-    """tritonserver's CUDA pool flags for native routers on `gpus` GPUs (device IDs 0..gpus-1); none
-    for Python routers, no router, no GPU, or a pool the user's `args` set."""
-    if backend != "native" or routers == 0 or gpus <= 0:
-        return []
-    if any(a == CUDA_POOL_FLAG or a.startswith(f"{CUDA_POOL_FLAG}=") for a in args):
-        return []
-    return [f"{CUDA_POOL_FLAG}={gpu}:{NATIVE_ROUTER_CUDA_POOL_BYTES}" for gpu in range(gpus)]

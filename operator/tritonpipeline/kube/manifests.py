@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiler import Artifacts
-from ..compiler.router_choice import router_pool_args
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
@@ -267,14 +266,9 @@ def affinity(tp: TritonPipeline) -> dict[str, Any]:
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
 
 
-def triton_args(tp: TritonPipeline, artifacts: Artifacts | None = None) -> list[str]:
+def triton_args(tp: TritonPipeline) -> list[str]:
     """tritonserver's args: the operator's own (ports, repository, the admin APIs restricted to the key
-    in the container's env, expanded by the kubelet; the CUDA pool native routers on GPUs need), then
-    spec.server.args."""
-    pool = []
-    if artifacts is not None:
-        routers = len(artifacts.plan.routers)
-        pool = router_pool_args(artifacts.router_backend, routers, tp.spec.server.gpus, tp.spec.server.args)
+    in the container's env, expanded by the kubelet), then spec.server.args."""
     return [
         f"--model-repository={REPOSITORY_DIR}",
         f"--http-port={HTTP_PORT}",
@@ -284,7 +278,6 @@ def triton_args(tp: TritonPipeline, artifacts: Artifacts | None = None) -> list[
         f"--allow-gpu-metrics={'true' if tp.spec.server.gpus > 0 else 'false'}",
         "--strict-readiness=true",
         *access.admin_args(),
-        *pool,
         *tp.spec.server.args,
     ]
 
@@ -342,7 +335,7 @@ def deployment(
         "name": "tritonserver",
         "image": server.image,
         "command": ["tritonserver"],
-        "args": triton_args(tp, artifacts),
+        "args": triton_args(tp),
         "env": access.admin_env(tp),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT},
