@@ -197,6 +197,7 @@ kind-if-possible: $(STAMP) controlplane-if-go
 	else $(PY) -m e2e.kind --prepare; fi
 
 e2e: $(STAMP) ## kind cluster (3 nodes): chart, every example, the scenario tests; GPU nodes where the NVIDIA toolkit is
+	@bash e2e/build-gotool.sh minio
 	$(PY) -m e2e.kind
 
 # --- GPU check ------------------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ SCENARIO_TESTS = (
     "test_node_status.py",
     "test_node_stream_drain.py",
     "test_kind_nodes.py",  # what only several nodes show: replicas spread, a worker drained
+    "test_node_storage.py",  # s3:// from MinIO over TLS, outside the cluster
 )
 READY_TIMEOUT = 300.0
 # what the examples' routers run on here: the native router, from the operator image
@@ -266,8 +267,13 @@ class KindCluster:
         self.kubectl("wait", "--for=condition=Ready", "nodes", "--all", f"--timeout={int(timeout)}s")
         return nodes
 
-    def load(self, archive: Path) -> None:
-        self.run_kind("load", "image-archive", str(archive), "--name", self.name)
+    def load(self, archive: Path, nodes: list[str]) -> None:
+        self.run_kind("load", "image-archive", str(archive), "--name", self.name, "--nodes", ",".join(nodes))
+
+    def workload_nodes(self) -> list[str]:
+        """The nodes pods run on: the workers (kind taints its control plane when it has any)."""
+        names = self.node_names()
+        return [n for n in names if not n.endswith("-control-plane")] or names
 
     def delete(self) -> None:
         with_engine = subprocess.run(
@@ -396,7 +402,7 @@ def run_scenarios(
     env = {
         **cluster.engine.env,
         "TRITONPIPELINE_E2E_KUBECONFIG": str(cluster.kubeconfig),
-        "TRITONPIPELINE_E2E_NODES": ",".join(cluster.node_names()),
+        "TRITONPIPELINE_E2E_NODES": ",".join(cluster.workload_nodes()),
         "TRITONPIPELINE_E2E_OPERATOR_IMAGE": images["operator"],
         "TRITONPIPELINE_E2E_TRITON_IMAGE": images["triton"],
         "TRITONPIPELINE_E2E_MODELS_DIR": MODELS_DIR,
@@ -572,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
             def load() -> str:
                 t = time.monotonic()
                 for image_ in images.values():
-                    cluster.load(image_.archive)
+                    cluster.load(image_.archive, cluster.workload_nodes())
                 timings["kind_load"] = time.monotonic() - t
                 return ", ".join(f"{i.name} ({i.size_mb:.0f} MB)" for i in images.values())
 
@@ -600,8 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             if not report.run("helm install (docs)", install):
                 raise StepFailed
             models_claim(cluster)
-            workers = [n for n in cluster.node_names() if not n.endswith("control-plane")]
-            client_netns = cluster.netns(workers[0] if workers else cluster.name + "-control-plane")
+            client_netns = cluster.netns(cluster.workload_nodes()[0])
             work = args.workdir / "specs"
             work.mkdir(exist_ok=True)
             for example in sorted((ROOT / "examples").glob("*.yaml")):

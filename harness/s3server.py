@@ -2,7 +2,8 @@
 
 It serves TLS with a certificate from a CA of its own (the CA a pipeline's caSecretRef carries), in a
 region of its own (requests signed for another region are refused, so a test sees the region applied),
-on a loopback port or an address inside a network namespace the caller created. Started and ended by PID.
+on a loopback port, or on an address of the network namespace the calling thread is in (a cluster node's:
+start it inside `Cluster.network()`; the process and the readiness probe stay there). Ended by PID.
 
     python -m harness.s3server     start one on loopback until Ctrl-C (prints the endpoint and the CA file)
 """
@@ -129,9 +130,8 @@ def start(
     host: str = "127.0.0.1",
     port: int | None = None,
     addresses: tuple[str, ...] = (),
-    netns: str | None = None,
 ) -> S3Server:
-    """Start MinIO serving https://host:port (inside network namespace `netns` when given), with a
+    """Start MinIO serving https://host:port in the calling thread's network namespace, with a
     certificate valid for `host` and `addresses`. Waits until it answers its health check."""
     binary = minio_binary()
     port = port or free_port()
@@ -153,22 +153,20 @@ def start(
         "MINIO_UPDATE": "off",
     }
     cmd = [str(binary), "server", str(data), "--address", f"{host}:{port}", "--certs-dir", str(certs)]
-    cmd += ["--console-address", f"{host}:{free_port() if netns is None else port + 1}", "--quiet"]
-    if netns is not None:
-        cmd = ["ip", "netns", "exec", netns, *cmd]
+    cmd += ["--console-address", f"{host}:{free_port()}", "--quiet"]
     log_file = workdir / "minio.log"
     with log_file.open("wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = S3Server(f"https://{host}:{port}", ca, data, proc, log_file)
     try:
-        _wait_ready(server, netns)
+        _wait_ready(server)
     except BaseException:
         server.stop()
         raise
     return server
 
 
-def _wait_ready(server: S3Server, netns: str | None) -> None:
+def _wait_ready(server: S3Server) -> None:
     deadline = time.monotonic() + READY_SECONDS
     url = f"{server.endpoint}/minio/health/live"
     while time.monotonic() < deadline:
@@ -176,28 +174,13 @@ def _wait_ready(server: S3Server, netns: str | None) -> None:
             raise RuntimeError(
                 f"MinIO exited ({server.proc.returncode}):\n{server.log_file.read_text()[-2000:]}"
             )
-        if _live(url, server.ca_file, netns):
+        if _live(url, server.ca_file):
             return
         time.sleep(0.3)
     raise RuntimeError(f"MinIO not ready in {READY_SECONDS}s:\n{server.log_file.read_text()[-2000:]}")
 
 
-def _live(url: str, ca_file: Path, netns: str | None) -> bool:
-    if netns is not None:  # the address is only reachable inside the namespace
-        probe = [
-            "ip",
-            "netns",
-            "exec",
-            netns,
-            "curl",
-            "-sf",
-            "--cacert",
-            str(ca_file),
-            "-o",
-            "/dev/null",
-            url,
-        ]
-        return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+def _live(url: str, ca_file: Path) -> bool:
     try:
         context = ssl.create_default_context(cafile=str(ca_file))
         with urllib.request.urlopen(url, context=context, timeout=2) as response:

@@ -17,9 +17,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +118,11 @@ class Cluster:
         """`image`, already on every node, also under the name `alias` (no registry: no pull)."""
         raise NotImplementedError
 
+    def address(self) -> str:
+        """The client's address inside the cluster network: pods reach a server the test starts there
+        (inside `network()`), as they reach a service outside the cluster."""
+        raise NotImplementedError
+
 
 class NodeCluster(Cluster):
     """The node test bed as a `Cluster`: everything runs inside its network namespace."""
@@ -138,6 +145,11 @@ class NodeCluster(Cluster):
 
     def tag_image(self, image: str, alias: str) -> None:
         self.node.ctr("images", "tag", "--force", full_reference(image), full_reference(alias))
+
+    def address(self) -> str:
+        from e2e.node import NODE_ADDRESS
+
+        return NODE_ADDRESS
 
 
 @dataclass(frozen=True)
@@ -209,6 +221,14 @@ class KubeconfigCluster(Cluster):
         tag = ["ctr", "-n", "k8s.io", "images", "tag", "--force", *map(full_reference, (image, alias))]
         for node in self.nodes:
             subprocess.run(["docker", "exec", node, *tag], check=True, capture_output=True)
+
+    def address(self) -> str:
+        """The source address of the client's route to the apiserver (a kind node's own address)."""
+        server = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        host = urllib.parse.urlsplit(server).hostname or ""
+        with self.network(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 443))  # UDP: no packet is sent, only the route is chosen
+            return str(probe.getsockname()[0])
 
 
 @pytest.fixture(scope="session")

@@ -319,7 +319,7 @@ def test_killed_operator_pod_is_restarted_and_converges_with_no_duplicate_or_los
 
 
 def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pipeline_at_a_time(
-    cluster: Cluster, fleet: dict[str, Any], tmp_path: Path
+    cluster: Cluster, fleet: dict[str, Any], tmp_path: Path, record_property: Any
 ) -> None:
     """`helm upgrade` to an operator whose init image differs (what a new release changes in every pod
     template): no Triton pod restarts, no request fails, every pipeline says what differs. Then
@@ -337,6 +337,7 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
         time.sleep(3)
         t = time.monotonic()
         helm_upgrade(cluster, tmp_path / "helm", "--set", f"assemblerImage={upgraded}")
+        record_property("helm_upgrade_seconds", round(time.monotonic() - t, 1))
 
         def outdated() -> bool:
             reasons = {n: condition(cluster, n, pinning.UP_TO_DATE).get("reason") for n in names}
@@ -371,6 +372,9 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
 
         wait("every pipeline rolled", all_rolled, 600, lambda: diagnostics(cluster, NAMESPACE))
         roll_s = time.monotonic() - t
+        record_property("view_seconds", round(view_s, 1))
+        record_property("roll_seconds", round(roll_s, 1))
+        record_property("pipelines", len(names))
         time.sleep(3)
     finally:
         counts = load.stop()

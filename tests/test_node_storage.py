@@ -1,11 +1,12 @@
 """s3:// on real pods: a real S3-compatible server (MinIO built from Go modules, TLS from a test CA, a
-region of its own) runs inside the node's network namespace, started by the test and ended by PID;
+region of its own) runs outside the cluster on the client's address in the cluster network (a kind
+node's address; the node bed's), started by the test and ended by PID;
 model_repository/ is uploaded with folder marker objects; a pipeline with an s3:// uri, the endpoint,
 region, CA bundle (a Secret) and credentials (a Secret) becomes Ready, and the Triton pods it serves
 answer correctly through the Service's ClusterIP. The init container of the operator image downloads
 the models: the image's boto3 (the s3 extra) is what is proven here.
 
-Marker `node`: `.venv/bin/pytest -m node tests/test_node_storage.py -s` (root).
+Marker `anycluster`: `make e2e` runs it on kind (MinIO from `e2e/build-gotool.sh minio`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 import pytest
 import yaml
 
-from node_cluster import RESTRICTED, ROOT, SMALL, NodeCluster, diagnostics, wait
+from node_cluster import RESTRICTED, ROOT, SMALL, Cluster, diagnostics, wait
 
-pytestmark = [pytest.mark.node, pytest.mark.minio, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.minio, pytest.mark.timeout(1200)]
 
 NAMESPACE = "storage"  # a namespace of its own: the other node modules share the session's cluster
 BUCKET, PREFIX = "models", "team/triton"
@@ -32,26 +33,26 @@ MINIO_PORT = 19000
 
 
 @pytest.fixture(scope="module")
-def minio_in_node(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """MinIO listening on the node's address inside its network namespace (pods reach it there)."""
-    from e2e.node import NODE_ADDRESS, in_netns
+def minio_in_node(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """MinIO listening on the client's address in the cluster network (pods reach it there)."""
     from harness import s3server
 
     try:
-        server = s3server.start(
-            tmp_path_factory.mktemp("minio"), host=NODE_ADDRESS, port=MINIO_PORT, netns=cluster.node.netns
-        )
+        with cluster.network():
+            server = s3server.start(tmp_path_factory.mktemp("minio"), host=cluster.address(), port=MINIO_PORT)
     except s3server.S3ServerUnavailable as exc:
         pytest.skip(str(exc))
     try:
         tree = tmp_path_factory.mktemp("tree")
         for model in ("extractor", "head_b", "head_c"):
             shutil.copytree(ROOT / "model_repository" / model, tree / model)
-        with in_netns(cluster.node.netns):
+        with cluster.network():
             keys = server.upload_tree(BUCKET, PREFIX, tree)
         assert any(k.endswith("/") for k in keys)  # folder markers, which the download must skip
         yield server
     finally:
+        # the module's pipelines go first (their pods would take CPU from the scenarios after it)
+        cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
         server.stop()
 
 
@@ -65,7 +66,7 @@ def _secret(name: str, data: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _pipeline(cluster: NodeCluster, server: Any, name: str) -> dict[str, Any]:
+def _pipeline(cluster: Cluster, server: Any, name: str) -> dict[str, Any]:
     doc = yaml.safe_load((ROOT / "examples" / "fanout.yaml").read_text())
     doc["metadata"] = {"name": name, "namespace": NAMESPACE}
     doc["spec"]["modelRepository"] = {
@@ -77,13 +78,13 @@ def _pipeline(cluster: NodeCluster, server: Any, name: str) -> dict[str, Any]:
     return doc
 
 
-def _ready(cluster: NodeCluster, name: str) -> dict[str, Any]:
+def _ready(cluster: Cluster, name: str) -> dict[str, Any]:
     cr = json.loads(cluster.kubectl("get", "tritonpipeline", name, "-n", NAMESPACE, "-o", "json"))
     return next((c for c in (cr.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
 
 
 def test_fanout_from_minio_over_tls_is_served_through_the_cluster_ip(
-    cluster: NodeCluster, chart_operator: dict[str, Any], minio_in_node: Any
+    cluster: Cluster, chart_operator: dict[str, Any], minio_in_node: Any
 ) -> None:
     server = minio_in_node
     namespace = {
@@ -133,7 +134,7 @@ def test_fanout_from_minio_over_tls_is_served_through_the_cluster_ip(
 
 
 def test_wrong_credentials_are_reported_in_the_status(
-    cluster: NodeCluster, chart_operator: dict[str, Any], minio_in_node: Any
+    cluster: Cluster, chart_operator: dict[str, Any], minio_in_node: Any
 ) -> None:
     """The init container's one-line error reaches the pipeline's Ready condition."""
     server = minio_in_node
