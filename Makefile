@@ -245,19 +245,19 @@ e2e-node: $(STAMP) node minio-if-go ## real pods: hello Deployment; helm install
 
 # not in `make test` (yet): two scale-up/scale-down cycles take minutes (the rate window, then the
 # stabilization window); the timeline goes to bench/results/autoscaling.json
-e2e-autoscaling: $(STAMP) node ## real pods: Prometheus + prometheus-adapter + the HPA controller scale a pipeline up and down
+e2e-autoscaling: $(STAMP) ## kind: Prometheus + prometheus-adapter + the HPA controller scale a pipeline up and down
 	@bash e2e/build-gotool.sh prometheus-adapter
 	@bash e2e/build-gotool.sh prometheus
-	$(VENV)/bin/pytest -m node tests/test_node_autoscaling.py -s
+	$(PY) -m e2e.kind --scenarios test_node_autoscaling.py
 
 # broken sequences per routing mode and event (scale-up, scale-down, rollout) and the scale-up reaction
 # time, side by side; the table goes to bench/results/streams.json
-bench-streams: $(STAMP) node ## real pods: interleaved sequences through scaling and a rollout, per routing mode
+bench-streams: $(STAMP) ## kind: interleaved sequences through scaling and a rollout, per routing mode
 	@bash e2e/build-gotool.sh coredns
-	$(VENV)/bin/pytest -m node tests/test_node_streams.py -s
+	$(PY) -m e2e.kind --scenarios test_node_streams.py
 
-bench-e2e-node: $(STAMP) node ## apply -> first correct inference through the Service (p50, max), rollout time, on the node
-	$(PY) -m bench.e2e_node
+bench-e2e-node: $(STAMP) ## kind: apply -> first correct inference through the Service (p50, max), rollout time
+	$(PY) -m e2e.kind --bench bench.e2e_node
 
-bench-upgrade: $(STAMP) node ## real pods: helm upgrade of the operator under load (restarts, failed requests, refused applies), then a bounded roll
-	$(PY) -m bench.upgrade
+bench-upgrade: $(STAMP) ## kind: helm upgrade of the operator under load (restarts, failed requests, refused applies), then a bounded roll
+	$(PY) -m e2e.kind --bench bench.upgrade

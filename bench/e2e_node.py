@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """User-facing figures on real pods: `kubectl apply` to the first correct inference through the Service,
-and the rollout time of a spec change, on the node test bed (e2e/node.py).
+and the rollout time of a spec change, on kind (`make bench-e2e-node`: e2e/kind.py --bench bench.e2e_node).
 
-One node, the chart installed as a user does (the operator as a pod, its image built from the
+Three nodes, the chart installed as README says (the operator as a pod, its image built from the
 Dockerfile), the models on a hostPath PV. Then:
 
     apply       each CR of the scenarios (every example, plus `graphs`: a chain, a 3-way fan-out
@@ -10,15 +10,17 @@ Dockerfile), the models on a hostPath PV. Then:
                 fresh names, applied one at a time; from the `kubectl apply` until the
                 pipeline's Ready condition is True, and until the first answer through the Service's
                 ClusterIP whose numbers are right (e2e/infer.py's reference evaluation; polled every
-                0.2 s from inside the node's network namespace). p50 and max over the pipelines.
+                0.2 s from inside a worker's network namespace). p50 and max over the pipelines.
     rollout     a model's config of the stateless `graphs` CR changed ROLLOUTS times, while a
                 client checks answers through the ClusterIP the whole time: from the apply until every
                 old pod is gone and the pipeline is Ready again; the client's failed requests are
                 counted (0 expected).
 
+    make bench-e2e-node     (on a kind cluster it starts; root, as make e2e)
     .venv/bin/python -m bench.e2e_node [--rounds 2] [--rollouts 3] [--out bench/results/e2e-node.json]
+                            (on the cluster TRITONPIPELINE_E2E_KUBECONFIG names)
 
-Needs root and `ip netns` (exit 2 otherwise). Writes the figures as JSON and prints a table.
+Writes the figures as JSON and prints a table.
 """
 
 from __future__ import annotations
@@ -42,23 +44,23 @@ sys.path.insert(0, str(ROOT / "tests"))  # tests/node_cluster.py: the scenarios'
 from e2e.infer import Checker  # noqa: E402
 from node_cluster import (  # noqa: E402
     NAMESPACE,
-    NodeCluster,
+    Cluster,
+    bench_cluster,
     condition,
     endpoint,
     fleet_docs,
     install_chart,
     models_claim,
-    node_bed,
 )
 
 POLL = 0.2
 
 
-def apply(cluster: NodeCluster, doc: dict[str, Any]) -> None:
+def apply(cluster: Cluster, doc: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
 
 
-def first_answer(cluster: NodeCluster, doc: dict[str, Any], timeout: float = 300) -> dict[str, float]:
+def first_answer(cluster: Cluster, doc: dict[str, Any], timeout: float = 300) -> dict[str, float]:
     """Seconds from now (the apply) to Ready and to the first correct answer of every pipeline in `doc`."""
     name, t0 = doc["metadata"]["name"], time.monotonic()
     seen: dict[str, float] = {}
@@ -82,7 +84,7 @@ def first_answer(cluster: NodeCluster, doc: dict[str, Any], timeout: float = 300
     raise TimeoutError(f"{name}: {seen} within {timeout:.0f}s")
 
 
-def measure_applies(cluster: NodeCluster, uri: str, rounds: int) -> dict[str, dict[str, float]]:
+def measure_applies(cluster: Cluster, uri: str, rounds: int) -> dict[str, dict[str, float]]:
     """Each CR of the scenarios applied alone, `rounds` times under fresh names: CR name -> seconds to
     Ready ("ready") and to the first correct answer ("answer")."""
     measured = {}
@@ -97,7 +99,7 @@ def measure_applies(cluster: NodeCluster, uri: str, rounds: int) -> dict[str, di
     return measured
 
 
-def pods(cluster: NodeCluster, name: str) -> dict[str, bool]:
+def pods(cluster: Cluster, name: str) -> dict[str, bool]:
     """The pipeline's pods: uid -> Ready."""
     from tritonpipeline.kube.meta import PIPELINE_LABEL
 
@@ -110,7 +112,7 @@ def pods(cluster: NodeCluster, name: str) -> dict[str, bool]:
     }
 
 
-def rollout(cluster: NodeCluster, doc: dict[str, Any], delay_us: int, workdir: Path) -> dict[str, Any]:
+def rollout(cluster: Cluster, doc: dict[str, Any], delay_us: int, workdir: Path) -> dict[str, Any]:
     """Change a model's config under load: seconds until a new pod is Ready ("new_pod_ready_s") and until
     the old pods are gone with the pipeline Ready ("seconds"); the load client's counts."""
     from node_cluster import spec_file
@@ -153,28 +155,27 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    with node_bed(workdir) as cluster:
-        t = time.monotonic()
-        install_chart(cluster, workdir / "helm")
-        operator_s = time.monotonic() - t
-        uri = models_claim(cluster)
-        per_pipeline = measure_applies(cluster, uri, args.rounds)
-        graphs = next(d for d in fleet_docs(cluster, uri) if d["metadata"]["name"] == "graphs")
-        rollouts = []
-        for k in range(args.rollouts):
-            rollouts.append(rollout(cluster, graphs, 100 + 100 * k, workdir))
-            print(f">> rollout {k + 1}: {rollouts[-1]}", flush=True)
-        return {
-            "node_start_s": round(cluster.node.timings["total"], 2),
-            "helm_install_to_operator_ready_s": round(operator_s, 2),
-            "apply_to_ready_s": summary([p["ready"] for p in per_pipeline.values()]),
-            "apply_to_first_correct_inference_s": summary([p["answer"] for p in per_pipeline.values()]),
-            "per_pipeline": per_pipeline,
-            "rollout_new_pod_ready_s": summary([r["new_pod_ready_s"] for r in rollouts]),
-            "rollout_s": summary([r["seconds"] for r in rollouts]),
-            "rollouts": rollouts,
-            "rollout_failed_requests": sum(r["requests_failed"] for r in rollouts),
-        }
+    cluster = bench_cluster("bench-e2e-node")
+    t = time.monotonic()
+    install_chart(cluster, workdir / "helm")
+    operator_s = time.monotonic() - t
+    uri = models_claim(cluster)
+    per_pipeline = measure_applies(cluster, uri, args.rounds)
+    graphs = next(d for d in fleet_docs(cluster, uri) if d["metadata"]["name"] == "graphs")
+    rollouts = []
+    for k in range(args.rollouts):
+        rollouts.append(rollout(cluster, graphs, 100 + 100 * k, workdir))
+        print(f">> rollout {k + 1}: {rollouts[-1]}", flush=True)
+    return {
+        "helm_upgrade_to_operator_ready_s": round(operator_s, 2),
+        "apply_to_ready_s": summary([p["ready"] for p in per_pipeline.values()]),
+        "apply_to_first_correct_inference_s": summary([p["answer"] for p in per_pipeline.values()]),
+        "per_pipeline": per_pipeline,
+        "rollout_new_pod_ready_s": summary([r["new_pod_ready_s"] for r in rollouts]),
+        "rollout_s": summary([r["seconds"] for r in rollouts]),
+        "rollouts": rollouts,
+        "rollout_failed_requests": sum(r["requests_failed"] for r in rollouts),
+    }
 
 
 def table(result: dict[str, Any]) -> str:
@@ -201,12 +202,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rollouts", type=int, default=3, help="spec changes under load (%(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "e2e-node.json")
     args = parser.parse_args(argv)
-    from e2e.node import missing_prerequisite
-
-    reason = missing_prerequisite()
-    if reason:
-        print(f"cannot run the node bench: {reason}", file=sys.stderr)
-        return 2
     with tempfile.TemporaryDirectory(prefix="bench-e2e-node-") as tmp:
         result = run(args, Path(tmp))
     result = {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An operator upgrade on real pods, measured (docs/how-to/upgrade.md): nothing that serves is disturbed.
 
-The node test bed (e2e/node.py), the chart installed as a user does but with `webhook.failurePolicy=Fail`
+On kind (`make bench-upgrade`: e2e/kind.py --bench bench.upgrade), the chart installed as README says but
+with `webhook.failurePolicy=Fail`
 (so a webhook that is down refuses writes and is counted), five pipelines (every example, `graphs`, and
 `fanout` a second time) each under a checking client (e2e/infer.py --loop, through the Service's
 ClusterIP). Then:
@@ -17,9 +18,11 @@ ClusterIP). Then:
                 (from one list of the Deployments each poll), the seconds until all run the new
                 rendering, and the failed requests meanwhile.
 
+    make bench-upgrade      (on a kind cluster it starts; root, as make e2e)
     .venv/bin/python -m bench.upgrade [--roll N] [--out bench/results/upgrade.json]
+                            (on the cluster TRITONPIPELINE_E2E_KUBECONFIG names)
 
-Needs root and `ip netns` (exit 2 otherwise). Writes the figures as JSON and prints them.
+Writes the figures as JSON and prints them.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/node_cluster.py: the scenarios' Cluster and CRs, shared
 
-from e2e.node import NodeError  # noqa: E402
 from node_cluster import (  # noqa: E402
     NAMESPACE,
+    Cluster,
     LoadClient,
-    NodeCluster,
+    bench_cluster,
     check_pipeline,
     condition,
     deployments,
@@ -51,7 +54,6 @@ from node_cluster import (  # noqa: E402
     helm_upgrade,
     install_chart,
     models_claim,
-    node_bed,
     wait,
 )
 
@@ -59,13 +61,13 @@ APPLY_EVERY = 0.5  # seconds between the dry-run applies during the upgrade
 PIPELINES = 5
 
 
-def apply(cluster: NodeCluster, *docs: dict[str, Any]) -> None:
+def apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
     cluster.kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)})
     )
 
 
-def triton_pods(cluster: NodeCluster) -> dict[str, int]:
+def triton_pods(cluster: Cluster) -> dict[str, int]:
     """Every pipeline pod: uid -> restarts of its containers."""
     items = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
     return {
@@ -83,7 +85,7 @@ class Applier(threading.Thread):
     """`kubectl apply --dry-run=server` of a valid pipeline (a CREATE: the webhook checks it) until
     stopped: how many were tried and refused, with the first refusals' messages."""
 
-    def __init__(self, cluster: NodeCluster, doc: dict[str, Any]) -> None:
+    def __init__(self, cluster: Cluster, doc: dict[str, Any]) -> None:
         super().__init__(daemon=True)
         self.cluster, self.doc = cluster, json.loads(json.dumps(doc))
         self.doc["metadata"]["name"] = "upgrade-probe"
@@ -98,7 +100,7 @@ class Applier(threading.Thread):
                 self.cluster.kubectl(
                     "apply", "--dry-run=server", "-n", NAMESPACE, "-f", "-", input=json.dumps(self.doc)
                 )
-            except NodeError as exc:  # kubectl's non-zero exit, its stderr
+            except AssertionError as exc:  # kubectl's non-zero exit, its stderr
                 self.refused += 1
                 if len(self.messages) < 5:
                     self.messages.append(str(exc)[:300])
@@ -110,7 +112,7 @@ class Applier(threading.Thread):
         return {"tried": self.tried, "refused": self.refused, "messages": self.messages}
 
 
-def upgraded_condition(cluster: NodeCluster, names: list[str], reason: str) -> bool:
+def upgraded_condition(cluster: Cluster, names: list[str], reason: str) -> bool:
     from tritonpipeline.kube import pinning
 
     return all(condition(cluster, n, pinning.UP_TO_DATE).get("reason") == reason for n in names)
@@ -119,108 +121,106 @@ def upgraded_condition(cluster: NodeCluster, names: list[str], reason: str) -> b
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from tritonpipeline.kube import pinning
 
-    with node_bed(workdir) as cluster:
-        install_chart(cluster, workdir / "helm", "--set", "webhook.failurePolicy=Fail")
-        uri = models_claim(cluster)
-        docs = {d["metadata"]["name"]: d for d in fleet_docs(cluster, uri)}
-        second = json.loads(json.dumps(docs["fanout"]))
-        second["metadata"]["name"] = "fanout-b"
-        docs["fanout-b"] = second
-        docs = dict(list(docs.items())[:PIPELINES])
-        names = list(docs)
+    cluster = bench_cluster("bench-upgrade")
+    install_chart(cluster, workdir / "helm", "--set", "webhook.failurePolicy=Fail")
+    uri = models_claim(cluster)
+    docs = {d["metadata"]["name"]: d for d in fleet_docs(cluster, uri)}
+    second = json.loads(json.dumps(docs["fanout"]))
+    second["metadata"]["name"] = "fanout-b"
+    docs["fanout-b"] = second
+    docs = dict(list(docs.items())[:PIPELINES])
+    names = list(docs)
 
-        def applied() -> bool:  # the webhook Service reaches a pod once kube-proxy has its endpoints
-            try:
-                apply(cluster, *docs.values())
-            except NodeError as exc:
-                print(f">> apply refused, retrying: {str(exc)[-160:]}", flush=True)
-                return False
-            return True
-
-        wait("the pipelines applied (the webhook reachable)", applied, 120)
-
-        def all_answer() -> bool:
-            if not all(condition(cluster, n, "Ready").get("status") == "True" for n in docs):
-                return False
-            return all(check_pipeline(cluster, d, workdir).returncode == 0 for d in docs.values())
-
-        wait(f"{len(docs)} pipelines answering correctly", all_answer, 600)
-        print(f">> {len(docs)} pipelines serving: {', '.join(names)}", flush=True)
-        wait("every pipeline up to date", lambda: upgraded_condition(cluster, names, pinning.CURRENT), 120)
-        loads = {n: LoadClient(cluster, d, workdir) for n, d in docs.items()}
-        result: dict[str, Any] = {"pipelines": names}
+    def applied() -> bool:  # the webhook Service reaches a pod once kube-proxy has its endpoints
         try:
-            time.sleep(5)
-            # the upgrade: a new operator build, the operator image under another tag
-            image = cluster.images["operator"].name
-            repository, _, tag = image.rpartition(":")
-            new_tag = f"{tag}-next"
-            cluster.tag_image(image, f"{repository}:{new_tag}")
-            before = triton_pods(cluster)
-            applier = Applier(cluster, docs["fanout"])
-            applier.start()
-            t = time.monotonic()
-            helm_upgrade(
-                cluster, workdir / "helm", "--set", f"image.repository={repository},image.tag={new_tag}"
-            )
-            operator_rollout_s = time.monotonic() - t
-            wait(
-                "every pipeline reporting the new operator's view",
-                lambda: upgraded_condition(cluster, names, pinning.OPERATOR_UPGRADED),
-                300,
-            )
-            view_s = time.monotonic() - t
-            time.sleep(10)  # room for a restart to show
-            applies = applier.stop()
-            after = triton_pods(cluster)
-            result["upgrade"] = {
-                "operator_image": f"{image} -> {repository}:{new_tag}",
-                "operator_rollout_s": round(operator_rollout_s, 1),
-                "seconds_until_every_pipeline_reports_the_new_view": round(view_s, 1),
-                "triton_pods_before": len(before),
-                "triton_pod_restarts": restarts(before, after),
-                "applies_during_upgrade": applies["tried"],
-                "refused_applies": applies["refused"],
-                "refusals": applies["messages"],
-            }
-            print(f">> upgrade: {result['upgrade']}", flush=True)
+            apply(cluster, *docs.values())
+        except AssertionError as exc:  # KubeconfigCluster.kubectl: the refusal
+            print(f">> apply refused, retrying: {str(exc)[-160:]}", flush=True)
+            return False
+        return True
 
-            # the admin's bounded roll
-            most = 0
+    wait("the pipelines applied (the webhook reachable)", applied, 120)
 
-            def new_template(deployment: dict[str, Any]) -> bool:
-                init = deployment["spec"]["template"]["spec"]["initContainers"][0]
-                return bool(init["image"] == f"{repository}:{new_tag}")
+    def all_answer() -> bool:
+        if not all(condition(cluster, n, "Ready").get("status") == "True" for n in docs):
+            return False
+        return all(check_pipeline(cluster, d, workdir).returncode == 0 for d in docs.values())
 
-            def all_rolled() -> bool:
-                nonlocal most
-                snapshot = deployments(cluster)
-                rolling = [
-                    n for n in names if new_template(snapshot[n]) and not pinning.rollout_done(snapshot[n])
-                ]
-                most = max(most, len(rolling))
-                done = all(new_template(snapshot[n]) for n in names) and not rolling
-                return done and upgraded_condition(cluster, names, pinning.CURRENT)
+    wait(f"{len(docs)} pipelines answering correctly", all_answer, 600)
+    print(f">> {len(docs)} pipelines serving: {', '.join(names)}", flush=True)
+    wait("every pipeline up to date", lambda: upgraded_condition(cluster, names, pinning.CURRENT), 120)
+    loads = {n: LoadClient(cluster, d, workdir) for n, d in docs.items()}
+    result: dict[str, Any] = {"pipelines": names}
+    try:
+        time.sleep(5)
+        # the upgrade: a new operator build, the operator image under another tag
+        image = cluster.images["operator"].name
+        repository, _, tag = image.rpartition(":")
+        new_tag = f"{tag}-next"
+        cluster.tag_image(image, f"{repository}:{new_tag}")
+        before = triton_pods(cluster)
+        applier = Applier(cluster, docs["fanout"])
+        applier.start()
+        t = time.monotonic()
+        helm_upgrade(cluster, workdir / "helm", "--set", f"image.repository={repository},image.tag={new_tag}")
+        operator_rollout_s = time.monotonic() - t
+        wait(
+            "every pipeline reporting the new operator's view",
+            lambda: upgraded_condition(cluster, names, pinning.OPERATOR_UPGRADED),
+            300,
+        )
+        view_s = time.monotonic() - t
+        time.sleep(10)  # room for a restart to show
+        applies = applier.stop()
+        after = triton_pods(cluster)
+        result["upgrade"] = {
+            "operator_image": f"{image} -> {repository}:{new_tag}",
+            "operator_rollout_s": round(operator_rollout_s, 1),
+            "seconds_until_every_pipeline_reports_the_new_view": round(view_s, 1),
+            "triton_pods_before": len(before),
+            "triton_pod_restarts": restarts(before, after),
+            "applies_during_upgrade": applies["tried"],
+            "refused_applies": applies["refused"],
+            "refusals": applies["messages"],
+        }
+        print(f">> upgrade: {result['upgrade']}", flush=True)
 
-            t = time.monotonic()
-            helm_upgrade(cluster, workdir / "helm", "--set", f"operator.rollOutdated={args.roll}")
-            wait("every pipeline rolled", all_rolled, 900)
-            result["roll"] = {
-                "roll_outdated": args.roll,
-                "max_rolling_at_once": most,
-                "seconds": round(time.monotonic() - t, 1),
-            }
-            time.sleep(3)
-        finally:
-            counts = {n: load.stop() for n, load in loads.items()}
-        result["requests"] = counts
-        result["requests_ok"] = sum(c["ok"] for c in counts.values())
-        result["failed_requests"] = sum(c["failed"] for c in counts.values())
-        for doc in docs.values():  # still correct after all of it
-            proc = check_pipeline(cluster, doc, workdir)
-            if proc.returncode != 0:
-                raise AssertionError(f"{doc['metadata']['name']} answers wrong after the roll: {proc.stdout}")
-        return result
+        # the admin's bounded roll
+        most = 0
+
+        def new_template(deployment: dict[str, Any]) -> bool:
+            init = deployment["spec"]["template"]["spec"]["initContainers"][0]
+            return bool(init["image"] == f"{repository}:{new_tag}")
+
+        def all_rolled() -> bool:
+            nonlocal most
+            snapshot = deployments(cluster)
+            rolling = [
+                n for n in names if new_template(snapshot[n]) and not pinning.rollout_done(snapshot[n])
+            ]
+            most = max(most, len(rolling))
+            done = all(new_template(snapshot[n]) for n in names) and not rolling
+            return done and upgraded_condition(cluster, names, pinning.CURRENT)
+
+        t = time.monotonic()
+        helm_upgrade(cluster, workdir / "helm", "--set", f"operator.rollOutdated={args.roll}")
+        wait("every pipeline rolled", all_rolled, 900)
+        result["roll"] = {
+            "roll_outdated": args.roll,
+            "max_rolling_at_once": most,
+            "seconds": round(time.monotonic() - t, 1),
+        }
+        time.sleep(3)
+    finally:
+        counts = {n: load.stop() for n, load in loads.items()}
+    result["requests"] = counts
+    result["requests_ok"] = sum(c["ok"] for c in counts.values())
+    result["failed_requests"] = sum(c["failed"] for c in counts.values())
+    for doc in docs.values():  # still correct after all of it
+        proc = check_pipeline(cluster, doc, workdir)
+        if proc.returncode != 0:
+            raise AssertionError(f"{doc['metadata']['name']} answers wrong after the roll: {proc.stdout}")
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,12 +230,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "upgrade.json")
     args = parser.parse_args(argv)
-    from e2e.node import missing_prerequisite
-
-    reason = missing_prerequisite()
-    if reason:
-        print(f"cannot run the upgrade bench: {reason}", file=sys.stderr)
-        return 2
     with tempfile.TemporaryDirectory(prefix="bench-upgrade-") as tmp:
         measured = run(args, Path(tmp))
     upgrade, roll = measured["upgrade"], measured["roll"]

@@ -399,17 +399,7 @@ def run_scenarios(
     cluster: KindCluster, images: dict[str, str], client_netns: str, files: list[str], report: Report
 ) -> None:
     """The pod-level scenario tests (tests/test_node_*.py that take a kubeconfig) on this cluster."""
-    env = {
-        **cluster.engine.env,
-        "TRITONPIPELINE_E2E_KUBECONFIG": str(cluster.kubeconfig),
-        "TRITONPIPELINE_E2E_NODES": ",".join(cluster.workload_nodes()),
-        "TRITONPIPELINE_E2E_OPERATOR_IMAGE": images["operator"],
-        "TRITONPIPELINE_E2E_TRITON_IMAGE": images["triton"],
-        "TRITONPIPELINE_E2E_MODELS_DIR": MODELS_DIR,
-        "TRITONPIPELINE_E2E_NETNS": client_netns,
-        "PATH": f"{Path(cluster.kubectl_bin).parent}:{os.environ.get('PATH', '')}",
-    }
-    env.pop("TRITONPIPELINE_PHASE_LOG", None)  # the caller's pytest session reports this run as one test
+    env = cluster_env(cluster, images, client_netns)
     junit = cluster.workdir / "scenarios.xml"
     tests = [str(ROOT / "tests" / t) for t in files]
     cmd = [
@@ -428,6 +418,32 @@ def run_scenarios(
         report.rows.append(Row("scenarios", False, 0.0, "pytest wrote no report"))
         return
     report.rows += junit_rows(junit.read_text())
+
+
+def run_bench(cluster: KindCluster, images: dict[str, str], client_netns: str, module: str) -> str:
+    """`python -m MODULE` (a bench of bench/) on this cluster, given to it as to the scenarios."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module], env=cluster_env(cluster, images, client_netns), cwd=ROOT, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"python -m {module} exited {proc.returncode}")
+    return f"python -m {module}: done"
+
+
+def cluster_env(cluster: KindCluster, images: dict[str, str], client_netns: str) -> dict[str, str]:
+    """What node_cluster.KubeconfigCluster.from_env reads: this cluster, its images, the client's netns."""
+    env = {
+        **cluster.engine.env,
+        "TRITONPIPELINE_E2E_KUBECONFIG": str(cluster.kubeconfig),
+        "TRITONPIPELINE_E2E_NODES": ",".join(cluster.workload_nodes()),
+        "TRITONPIPELINE_E2E_OPERATOR_IMAGE": images["operator"],
+        "TRITONPIPELINE_E2E_TRITON_IMAGE": images["triton"],
+        "TRITONPIPELINE_E2E_MODELS_DIR": MODELS_DIR,
+        "TRITONPIPELINE_E2E_NETNS": client_netns,
+        "PATH": f"{Path(cluster.kubectl_bin).parent}:{os.environ.get('PATH', '')}",
+    }
+    env.pop("TRITONPIPELINE_PHASE_LOG", None)  # the caller's pytest session reports this run as one test
+    return env
 
 
 def junit_rows(junit: str) -> list[Row]:
@@ -458,7 +474,7 @@ def _number(text: str) -> Any:
         return text
 
 
-def write_results(report: Report, nodes: int, image_kind: str, timings: dict[str, float]) -> None:
+def write_results(path: Path, report: Report, nodes: int, image_kind: str, timings: dict[str, float]) -> None:
     scenarios = {
         r.step: {
             "passed": r.ok,
@@ -468,8 +484,8 @@ def write_results(report: Report, nodes: int, image_kind: str, timings: dict[str
         }
         for r in report.rows
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
         json.dumps(
             {
                 "nodes": nodes,
@@ -492,7 +508,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenarios",
         default=",".join(SCENARIO_TESTS),
-        help="the scenario test files of tests/ to run, comma-separated (default: all of them)",
+        help="the scenario test files of tests/ to run, comma-separated (default: every anycluster file; "
+        "the benches name theirs)",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help=f"where the report goes (default {RESULTS.relative_to(ROOT)} for the default scenarios, else "
+        "e2e-kind.json in the workdir: a bench's run keeps the committed report)",
+    )
+    parser.add_argument(
+        "--bench",
+        metavar="MODULE",
+        help="after the examples, run `python -m MODULE` on the cluster instead of the scenarios "
+        "(make bench-e2e-node, bench-upgrade)",
     )
     parser.add_argument("--keep", action="store_true", default=os.environ.get("KEEP_CLUSTER") == "1")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tritonpipeline-kind")
@@ -507,8 +536,11 @@ def main(argv: list[str] | None = None) -> int:
         return prepare(args.workdir)
     if args.down:
         return down(args.workdir)
-    off = args.no_scenarios or os.environ.get("E2E_SCENARIOS", "1") == "0"
+    off = args.no_scenarios or bool(args.bench) or os.environ.get("E2E_SCENARIOS", "1") == "0"
     scenarios = [] if off else args.scenarios.split(",")
+    if args.results is None:
+        default = not args.bench and (off or scenarios == list(SCENARIO_TESTS))
+        args.results = RESULTS if default else args.workdir / "e2e-kind.json"
     unknown = [t for t in scenarios if not (ROOT / "tests" / t).is_file()]
     if unknown:
         parser.error(f"--scenarios: no such test file in tests/: {', '.join(unknown)}")
@@ -622,13 +654,17 @@ def main(argv: list[str] | None = None) -> int:
                     return f"Ready {ready:.0f}s on {', '.join(where)}; {answer}{router_note(cluster, name)}"
 
                 report.run(f"example {example.name}: Ready and answering right", apply_and_check)
-            if scenarios:
+            names = {k: v.name for k, v in images.items()}
+            if scenarios or args.bench:
                 # the examples' pods leave the CPU to the scenarios
                 cluster.kubectl("delete", "namespace", NAMESPACE, "--timeout=120s", check=False)
+            if scenarios:
                 t = time.monotonic()
-                names = {k: v.name for k, v in images.items()}
                 run_scenarios(cluster, names, client_netns, scenarios, report)
                 timings["scenarios"] = time.monotonic() - t
+            if args.bench:
+                bench = args.bench
+                report.run(f"bench {bench}", lambda: run_bench(cluster, names, client_netns, bench))
     except StepFailed:
         pass
     except (ImageError, NodeImageError) as err:
@@ -695,9 +731,9 @@ def finish(
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if report.rows:
         print(report.table())
-        write_results(report, args.workers + 1, image_kind, timings)
+        write_results(args.results, report, args.workers + 1, image_kind, timings)
         rounded = {k: round(v) for k, v in timings.items()}
-        log(f"results: {RESULTS.relative_to(ROOT)}; timings {json.dumps(rounded)}")
+        log(f"results: {args.results}; timings {json.dumps(rounded)}")
     return 0 if report.ok else 1
 
 

@@ -262,6 +262,18 @@ def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) 
     assert not changed, f"the host was not restored: {changed}\nbefore {host_before}\nafter {after}"
 
 
+def bench_cluster(target: str) -> KubeconfigCluster:
+    """The cluster a bench of bench/ runs on: the kind cluster `make TARGET` starts for it (`python -m
+    e2e.kind --bench MODULE`), given by the TRITONPIPELINE_E2E_* variables. Exits naming the target
+    when there is none."""
+    if not os.environ.get(KUBECONFIG_ENV):
+        raise SystemExit(
+            f"no cluster to run on: `make {target}` starts a kind cluster and runs this bench on it "
+            f"(or set {KUBECONFIG_ENV} and the other variables of KubeconfigCluster.from_env)"
+        )
+    return KubeconfigCluster.from_env()
+
+
 @contextlib.contextmanager
 def node_bed(workdir: Path) -> Iterator[NodeCluster]:
     """A node started under `workdir` with the images imported, as a `NodeCluster` (the benches); stopped

@@ -1,13 +1,13 @@
 """The HPA loop closed on real pods: a stateless pipeline with `autoscaling` (engine hpa) scales up
-under load and back down after it, through real parts only: Triton pods on the node test bed,
+under load and back down after it, through real parts only: Triton pods on the cluster (kind's),
 Prometheus discovering them through the apiserver, prometheus-adapter serving the chart's rules as
-custom.metrics.k8s.io, and the HPA controller of kube-controller-manager (e2e/node_metrics.py; both
+custom.metrics.k8s.io, and the HPA controller of kube-controller-manager (e2e/cluster_metrics.py; both
 Prometheus and prometheus-adapter built from their Go modules by e2e/build-gotool.sh).
 
 One scenario per metric (queueTime, pendingRequests). Each records its timeline in seconds from the
 load start (metric visible above target, scale decision, new pod Ready, new pod answering, metric back
 under target, load stop, scale-down) into bench/results/autoscaling.json and prints it as a table.
-Marker `node`: `make e2e-autoscaling`.
+Markers `node`, `hpa`: `make e2e-autoscaling` runs it on kind (`python -m e2e.kind --scenarios ...`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 from node_cluster import (
     NAMESPACE,
     ROOT,
-    NodeCluster,
+    Cluster,
     condition,
     diagnostics,
     fanout,
@@ -62,8 +62,10 @@ EVENTS = (
 
 
 @pytest.fixture(scope="module")
-def metrics(cluster: NodeCluster, chart_operator: dict[str, Any]) -> Iterator[Any]:
-    from e2e.node_metrics import NodeMetrics
+def metrics(
+    cluster: Cluster, chart_operator: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    from e2e.cluster_metrics import ClusterMetrics
     from harness.gotools import ToolUnavailable, ensure_tool
 
     try:
@@ -71,7 +73,7 @@ def metrics(cluster: NodeCluster, chart_operator: dict[str, Any]) -> Iterator[An
     except ToolUnavailable as err:
         pytest.skip(f"the metrics path cannot be built here: {err}")
     models_claim(cluster)  # also creates NAMESPACE, the namespace Prometheus watches
-    m = NodeMetrics(cluster.node, binaries, [NAMESPACE]).start()
+    m = ClusterMetrics(cluster, binaries, [NAMESPACE], tmp_path_factory.mktemp("metrics")).start()
     print(f">> metrics path up: {json.dumps({k: round(v, 1) for k, v in m.timings.items()})}")
     try:
         yield m
@@ -79,7 +81,7 @@ def metrics(cluster: NodeCluster, chart_operator: dict[str, Any]) -> Iterator[An
         m.stop()
 
 
-def pipeline(cluster: NodeCluster, name: str, metric: str) -> dict[str, Any]:
+def pipeline(cluster: Cluster, name: str, metric: str) -> dict[str, Any]:
     """examples/fanout.yaml (its ensemble is ENSEMBLE) on the CPU image with small requests, autoscaled."""
     doc = fanout(cluster, models_claim(cluster), name=name)
     doc["spec"]["autoscaling"] = {
@@ -124,7 +126,7 @@ class Timeline:
             self.mark("under_target", self.under_since[0])
 
 
-def observe(cluster: NodeCluster, name: str) -> dict[str, Any]:
+def observe(cluster: Cluster, name: str) -> dict[str, Any]:
     """One look at the HPA, the Deployment and the pipeline's pods."""
     out = cluster.kubectl(
         "get", "hpa,deployment,pods", "-n", NAMESPACE, "-l", f"{PIPELINE_LABEL}={name}", "-o", "json"
@@ -158,14 +160,12 @@ def answered_per_pod(metrics: Any, name: str) -> dict[str, float]:
     return {r["metric"]["pod"]: float(r["value"][1]) for r in metrics.query(q)}
 
 
-def start_load(cluster: NodeCluster, name: str, log: Path) -> subprocess.Popen[str]:
-    from e2e.node import in_netns
-
+def start_load(cluster: Cluster, name: str, log: Path) -> subprocess.Popen[str]:
     service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
     url = f"{service['spec']['clusterIP']}:{port}"
     cmd = [sys.executable, "-m", "e2e.autoscale_load", "--url", url, "--pipeline", ENSEMBLE]
-    with in_netns(cluster.node.netns), open(log, "w") as out:
+    with cluster.network(), open(log, "w") as out:
         return subprocess.Popen(
             [*cmd, "--concurrency", str(CONCURRENCY)],
             stdout=out,
@@ -200,7 +200,7 @@ def record(result: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("metric", ["queueTime", "pendingRequests"])
 def test_hpa_scales_the_pipeline_up_under_load_and_down_after_it(
-    cluster: NodeCluster, metrics: Any, metric: str, tmp_path: Path
+    cluster: Cluster, metrics: Any, metric: str, tmp_path: Path
 ) -> None:
     name = f"scale-{metric.lower()}"
     target = TARGETS[metric]
@@ -224,7 +224,7 @@ def test_hpa_scales_the_pipeline_up_under_load_and_down_after_it(
             and metrics.custom_metric(NAMESPACE, metric_name, selector)
         ),
         120,
-        lambda: cluster.node.log_tail("prometheus-adapter"),
+        lambda: metrics.log_tail("prometheus-adapter"),
     )
     assert idle[first_pod] < target, idle
 
@@ -301,9 +301,9 @@ def test_hpa_scales_the_pipeline_up_under_load_and_down_after_it(
     assert timeline.events["scale_down"] > timeline.events["load_stop"]
 
 
-def test_metric_path_ran_under_least_privilege(cluster: NodeCluster, metrics: Any) -> None:
+def test_metric_path_ran_under_least_privilege(cluster: Cluster, metrics: Any) -> None:
     """After the scenarios: Prometheus and the adapter did their work (above) with their own narrow
     identities, and none of their requests to the apiserver was refused."""
     for component in ("prometheus", "prometheus-adapter"):
-        log = (cluster.node.workdir / f"{component}.log").read_text(errors="replace")
+        log = metrics.log_path(component).read_text(errors="replace")
         assert "forbidden" not in log.lower(), log[-3000:]

@@ -1,51 +1,68 @@
-"""The autoscaling loop's metric path on the node test bed (e2e/node.py), all of it real:
+"""The autoscaling loop's metric path on a running cluster (`make e2e-autoscaling`: kind), all of it real:
 
-- Prometheus discovers the Triton pods through the node's kube-apiserver
-  (`kubernetes_sd_configs`, role pod, limited to the namespaces given) and scrapes their `metrics` port,
-  labelling every series with `namespace` and `pod` as the chart's prometheus-adapter rules expect.
-  Built from its Go module by e2e/build-gotool.sh with only Kubernetes discovery compiled in: Debian's
-  package (2.42) is built without Kubernetes service discovery (`kubernetes_sd_configs` is an unknown
-  field there);
+- Prometheus discovers the Triton pods through the kube-apiserver (`kubernetes_sd_configs`, role pod,
+  limited to the namespaces given) and scrapes their `metrics` port, labelling every series with
+  `namespace` and `pod` as the chart's prometheus-adapter rules expect. Built from its Go module by
+  e2e/build-gotool.sh with only Kubernetes discovery compiled in: Debian's package (2.42) is built without
+  Kubernetes service discovery (`kubernetes_sd_configs` is an unknown field there);
 - prometheus-adapter (built from its Go module by e2e/build-gotool.sh) serves the chart's rules
   (charts/triton-pipeline/files/prometheus-adapter-rules.yaml) as the aggregated custom metrics API:
   an APIService v1beta1.custom.metrics.k8s.io backed by a Service without selector whose EndpointSlice
-  points at the adapter, a process on the node address;
-- the HPA controller of the node's kube-controller-manager reads that API (e2e/node.py sets its sync
-  period to HPA_SYNC_PERIOD).
+  points at the adapter, a process on the client's address in the cluster network, serving a certificate
+  of a CA of its own (the APIService's caBundle);
+- the HPA controller of the cluster's kube-controller-manager reads that API.
 
-Both run as processes inside the node's network namespace (Node.spawn: teardown ends them by PID), each
-with a client certificate for an identity of its own that RBAC grants only what it needs: Prometheus
-may list and watch pods in the scraped namespaces; the adapter may read the objects its rules name
-(namespaces, pods), delegate authentication and authorization (system:auth-delegator) and read the
-apiserver's request-header configuration (extension-apiserver-authentication-reader in kube-system).
+Both run as processes in the cluster network (`Cluster.network()`: a kind node's network namespace), ended
+by PID, each as a ServiceAccount of its own (a token from `kubectl create token`, as in a pod) that RBAC
+grants only what it needs: Prometheus may list and watch pods in the scraped namespaces; the adapter may
+read the objects its rules name (namespaces, pods), delegate authentication and authorization
+(system:auth-delegator) and read the apiserver's request-header configuration
+(extension-apiserver-authentication-reader in kube-system).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import subprocess
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
-from e2e.node import NODE_ADDRESS, Node, NodeError
-from harness.controlplane import _issue
+from harness.controlplane import _issue, _make_ca
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_RULES = ROOT / "charts" / "triton-pipeline" / "files" / "prometheus-adapter-rules.yaml"
 MONITORING_NS = "monitoring"
 ADAPTER_NAME = "prometheus-adapter"
-ADAPTER_PORT = 6445  # on the node address (the apiserver has 6443 there)
-PROMETHEUS_PORT = 9090  # on the namespace's loopback: the adapter and the test query it there
-PROMETHEUS_USER = "tritonpipeline-e2e:prometheus"
-ADAPTER_USER = "tritonpipeline-e2e:prometheus-adapter"
+PROMETHEUS_NAME = "prometheus"
+ADAPTER_PORT = 6445  # on the client's address in the cluster network
+PROMETHEUS_PORT = 9090  # on that network namespace's loopback: the adapter and the test query it there
 CUSTOM_METRICS = ("custom.metrics.k8s.io", "v1beta1")
 # the label the operator puts on every pod of a pipeline, as Prometheus names pod labels
 PIPELINE_POD_LABEL = "__meta_kubernetes_pod_label_serving_tritonpipeline_io_pipeline"
+
+
+class MetricsError(RuntimeError):
+    pass
+
+
+class ClusterAccess(Protocol):
+    """What the metric path needs of a cluster (tests/node_cluster.py's `Cluster`)."""
+
+    kubeconfig: Path
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str: ...
+
+    def network(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def address(self) -> str: ...
 
 
 def prometheus_config(kubeconfig: Path, namespaces: Sequence[str], interval: str) -> dict[str, Any]:
@@ -91,7 +108,7 @@ def _cluster_role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _binding(
-    kind: str, name: str, role_kind: str, role: str, user: str, namespace: str | None = None
+    kind: str, name: str, role_kind: str, role: str, account: str, namespace: str | None = None
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {})}
     return {
@@ -99,37 +116,49 @@ def _binding(
         "kind": kind,
         "metadata": meta,
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": MONITORING_NS}],
     }
 
 
 def rbac(namespaces: Sequence[str]) -> list[dict[str, Any]]:
-    """Least privilege for the two identities (see the module docstring)."""
+    """The two identities, ServiceAccounts, with least privilege (see the module docstring)."""
     prom, adapter = "tritonpipeline-e2e-prometheus", "tritonpipeline-e2e-prometheus-adapter"
     watch_pods = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
     read_pods = [{"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]}]
-    objects = [_cluster_role(prom, watch_pods), _cluster_role(adapter, read_pods)]
-    objects += [_binding("RoleBinding", prom, "ClusterRole", prom, PROMETHEUS_USER, ns) for ns in namespaces]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MONITORING_NS}},
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": n, "namespace": MONITORING_NS},
+            }
+            for n in (PROMETHEUS_NAME, ADAPTER_NAME)
+        ),
+        _cluster_role(prom, watch_pods),
+        _cluster_role(adapter, read_pods),
+    ]
+    objects += [_binding("RoleBinding", prom, "ClusterRole", prom, PROMETHEUS_NAME, ns) for ns in namespaces]
     objects += [
-        _binding("ClusterRoleBinding", adapter, "ClusterRole", adapter, ADAPTER_USER),
+        _binding("ClusterRoleBinding", adapter, "ClusterRole", adapter, ADAPTER_NAME),
         _binding(
             "ClusterRoleBinding", f"{adapter}-auth-delegator", "ClusterRole", "system:auth-delegator",
-            ADAPTER_USER,
+            ADAPTER_NAME,
         ),
         _binding(
             "RoleBinding", f"{adapter}-auth-reader", "Role", "extension-apiserver-authentication-reader",
-            ADAPTER_USER, "kube-system",
+            ADAPTER_NAME, "kube-system",
         ),
     ]  # fmt: skip
     return objects
 
 
-def api_service_objects(ca_bundle: bytes) -> list[dict[str, Any]]:
-    """The adapter behind a Service without selector (an EndpointSlice names the node address) and the
-    APIService that makes the apiserver proxy custom.metrics.k8s.io to it, its certificate checked."""
+def api_service_objects(ca_bundle: bytes, address: str) -> list[dict[str, Any]]:
+    """The adapter behind a Service without selector (an EndpointSlice names `address`, where the
+    adapter listens) and the APIService that makes the apiserver proxy custom.metrics.k8s.io to it, its
+    certificate checked against `ca_bundle`."""
     group, version = CUSTOM_METRICS
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MONITORING_NS}},
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -148,7 +177,7 @@ def api_service_objects(ca_bundle: bytes) -> list[dict[str, Any]]:
             },
             "addressType": "IPv4",
             "ports": [{"name": "https", "port": ADAPTER_PORT, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [NODE_ADDRESS], "conditions": {"ready": True}}],
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
         },
         {
             "apiVersion": "apiregistration.k8s.io/v1",
@@ -166,55 +195,94 @@ def api_service_objects(ca_bundle: bytes) -> list[dict[str, Any]]:
     ]
 
 
+def token_kubeconfig(admin: dict[str, Any], token: str) -> dict[str, Any]:
+    """A kubeconfig for a ServiceAccount's `token`: the server and CA of the `admin` kubeconfig's cluster."""
+    cluster = admin["clusters"][0]["cluster"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "cluster", "user": "sa"}}],
+        "current-context": "sa",
+    }
+
+
 def _as_list(items: list[dict[str, Any]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
 
-class NodeMetrics:
-    """Prometheus + prometheus-adapter + the APIService on a started `Node`."""
+class ClusterMetrics:
+    """Prometheus + prometheus-adapter + the APIService on a running cluster."""
 
     def __init__(
-        self, node: Node, binaries: dict[str, Path], namespaces: Sequence[str], interval: str = "2s"
+        self,
+        cluster: ClusterAccess,
+        binaries: dict[str, Path],
+        namespaces: Sequence[str],
+        workdir: Path,
+        interval: str = "2s",
     ) -> None:
         """`binaries`: the built "prometheus" and "prometheus-adapter" (e2e/build-gotool.sh)."""
-        self.node = node
+        self.cluster = cluster
         self.binaries = binaries
         self.namespaces = list(namespaces)
         self.interval = interval
-        self.workdir = node.workdir / "metrics"
+        self.workdir = workdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.timings: dict[str, float] = {}
 
     @property
     def prometheus_url(self) -> str:
         return f"http://127.0.0.1:{PROMETHEUS_PORT}"
 
-    def start(self, timeout: float = 90) -> NodeMetrics:
-        assert self.node.cp is not None
+    def log_path(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def start(self, timeout: float = 90) -> ClusterMetrics:
         self.workdir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        self.node.kubectl("apply", "-f", "-", input=_as_list(rbac(self.namespaces)))
-        self._start_prometheus(str(self.binaries["prometheus"]))
-        self._start_adapter()
+        self.cluster.kubectl("apply", "-f", "-", input=_as_list(rbac(self.namespaces)))
+        address = self.cluster.address()
+        self._start_prometheus()
+        self._start_adapter(address)
         deadline = time.monotonic() + timeout
         self._wait(
-            "Prometheus ready", lambda: self._get(f"{self.prometheus_url}/-/ready"), deadline, "prometheus"
+            "Prometheus ready",
+            lambda: self.fetch(f"{self.prometheus_url}/-/ready"),
+            deadline,
+            PROMETHEUS_NAME,
         )
         self.timings["prometheus-ready"] = time.monotonic() - t0
         self._wait("the APIService Available", self._api_service_available, deadline, ADAPTER_NAME)
         self.timings["custom-metrics-api-available"] = time.monotonic() - t0
         return self
 
-    def _start_prometheus(self, binary: str) -> None:
-        assert self.node.cp is not None
-        kubeconfig = self.node.cp.write_kubeconfig(self.workdir / "prometheus.kubeconfig", PROMETHEUS_USER)
+    def _kubeconfig(self, account: str) -> Path:
+        token = self.cluster.kubectl("create", "token", account, "-n", MONITORING_NS, "--duration=2h").strip()
+        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        path = self.workdir / f"{account}.kubeconfig"
+        path.write_text(yaml.safe_dump(token_kubeconfig(admin, token), sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def _spawn(self, name: str, cmd: list[str]) -> None:
+        with self.cluster.network(), self.log_path(name).open("ab") as out:
+            self.procs[name] = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def _start_prometheus(self) -> None:
+        kubeconfig = self._kubeconfig(PROMETHEUS_NAME)
         conf = self.workdir / "prometheus.yml"
         conf.write_text(
             yaml.safe_dump(prometheus_config(kubeconfig, self.namespaces, self.interval), sort_keys=False)
         )
-        self.node.spawn(
-            "prometheus",
+        self._spawn(
+            PROMETHEUS_NAME,
             [
-                binary,
+                str(self.binaries[PROMETHEUS_NAME]),
                 f"--config.file={conf}",
                 f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
                 "--storage.tsdb.retention.time=2h",
@@ -223,25 +291,22 @@ class NodeMetrics:
             ],
         )
 
-    def _start_adapter(self) -> None:
-        cp = self.node.cp
-        assert cp is not None
-        kubeconfig = cp.write_kubeconfig(self.workdir / "adapter.kubeconfig", ADAPTER_USER)
+    def _start_adapter(self, address: str) -> None:
+        kubeconfig = self._kubeconfig(ADAPTER_NAME)
         host = f"{ADAPTER_NAME}.{MONITORING_NS}.svc"
-        crt = cp.pki / f"{ADAPTER_NAME}.crt"
-        key = cp.pki / f"{ADAPTER_NAME}.key"
-        if not crt.exists():
-            crt, key = _issue(
-                cp.pki,
-                ADAPTER_NAME,
-                f"/CN={host}",
-                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-                f"extendedKeyUsage=serverAuth\nsubjectAltName=DNS:{host},IP:{NODE_ADDRESS}\n",
-            )
-        self.node.kubectl(
-            "apply", "-f", "-", input=_as_list(api_service_objects((cp.pki / "ca.crt").read_bytes()))
+        pki = self.workdir / "pki"
+        pki.mkdir(exist_ok=True)
+        _make_ca(pki)  # the adapter's own CA: the APIService's caBundle
+        crt, key = _issue(
+            pki,
+            ADAPTER_NAME,
+            f"/CN={host}",
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+            f"extendedKeyUsage=serverAuth\nsubjectAltName=DNS:{host},IP:{address}\n",
         )
-        self.node.spawn(
+        objects = api_service_objects((pki / "ca.crt").read_bytes(), address)
+        self.cluster.kubectl("apply", "-f", "-", input=_as_list(objects))
+        self._spawn(
             ADAPTER_NAME,
             [
                 str(self.binaries[ADAPTER_NAME]),
@@ -249,7 +314,7 @@ class NodeMetrics:
                 f"--prometheus-url={self.prometheus_url}/",
                 # series found within this long are served; new pods' series appear after one relist
                 f"--metrics-relist-interval={self.interval_seconds * 2}s",
-                f"--bind-address={NODE_ADDRESS}",
+                f"--bind-address={address}",
                 f"--secure-port={ADAPTER_PORT}",
                 f"--tls-cert-file={crt}",
                 f"--tls-private-key-file={key}",
@@ -262,22 +327,38 @@ class NodeMetrics:
 
     def stop(self) -> None:
         """Remove the APIService first (an unavailable aggregated API slows every discovery client and
-        blocks namespace deletion), then end the adapter and Prometheus by PID."""
+        blocks namespace deletion), then end the adapter and Prometheus by PID, then their objects."""
         group, version = CUSTOM_METRICS
-        self.node.kubectl("delete", "apiservice", f"{version}.{group}", "--ignore-not-found", check=False)
-        for name in (ADAPTER_NAME, "prometheus"):
-            self.node.end(name)
+        self.cluster.kubectl("delete", "apiservice", f"{version}.{group}", "--ignore-not-found", check=False)
+        for name in (ADAPTER_NAME, PROMETHEUS_NAME):
+            proc = self.procs.pop(name, None)
+            if proc is None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(15)
+        objects = _as_list(rbac(self.namespaces))
+        self.cluster.kubectl(
+            "delete", "-f", "-", "--ignore-not-found", "--wait=false", input=objects, check=False
+        )
 
     @property
     def interval_seconds(self) -> int:
         return int(self.interval.rstrip("s"))
 
-    def _wait(self, what: str, check: Any, deadline: float, log_name: str) -> None:
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        path = self.log_path(name)
+        text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else ["(no log)"]
+        return f"===== {path} =====\n" + "\n".join(text)
+
+    def _wait(self, what: str, check: Any, deadline: float, name: str) -> None:
         last: Any = None
         while time.monotonic() < deadline:
-            pid = self.node.state["pids"].get(log_name)
-            if pid and not Path(f"/proc/{pid}").exists():
-                raise NodeError(f"{log_name} exited\n{self.node.log_tail(log_name)}")
+            if self.procs[name].poll() is not None:
+                raise MetricsError(f"{name} exited\n{self.log_tail(name)}")
             try:
                 last = check()
             except OSError as err:
@@ -285,14 +366,16 @@ class NodeMetrics:
             if last:
                 return
             time.sleep(0.5)
-        raise NodeError(f"{what}: not in time ({last!r})\n{self.node.log_tail(log_name)}")
+        raise MetricsError(f"{what}: not in time ({last!r})\n{self.log_tail(name)}")
 
-    def _get(self, url: str) -> str:
-        return self.node.fetch(url)
+    def fetch(self, url: str, timeout: float = 5) -> str:
+        """GET `url` from the cluster network (where Prometheus listens)."""
+        with self.cluster.network(), urllib.request.urlopen(url, timeout=timeout) as resp:
+            return str(resp.read().decode())
 
     def _api_service_available(self) -> bool:
         group, version = CUSTOM_METRICS
-        out = self.node.kubectl("get", "apiservice", f"{version}.{group}", "-o", "json", check=False)
+        out = self.cluster.kubectl("get", "apiservice", f"{version}.{group}", "-o", "json", check=False)
         conditions = json.loads(out or "{}").get("status", {}).get("conditions", [])
         return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
 
@@ -301,9 +384,9 @@ class NodeMetrics:
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant PromQL query; the result vector."""
         url = f"{self.prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        answer = json.loads(self._get(url))
+        answer = json.loads(self.fetch(url))
         if answer.get("status") != "success":
-            raise NodeError(f"query failed: {answer}\n{expr}")
+            raise MetricsError(f"query failed: {answer}\n{expr}")
         return list(answer["data"]["result"])
 
     def custom_metric(self, namespace: str, metric: str, metric_selector: str = "") -> dict[str, float]:
@@ -313,7 +396,7 @@ class NodeMetrics:
         path = f"/apis/{group}/{version}/namespaces/{namespace}/pods/*/{metric}"
         if metric_selector:
             path += "?" + urllib.parse.urlencode({"metricLabelSelector": metric_selector})
-        out = self.node.kubectl("get", "--raw", path, check=False)
+        out = self.cluster.kubectl("get", "--raw", path, check=False)
         if not out:
             return {}
         return {i["describedObject"]["name"]: quantity(i["value"]) for i in json.loads(out).get("items", [])}
