@@ -81,7 +81,9 @@ MODES = (
     # the same streams, with routing None: its pods drain for a fixed time (the idle timeout + 5 s), as
     # every stateful pipeline's did before Stream; what waiting for the open streams adds
     Mode("stream-fixed-drain", {"sessionAffinity": "None"}, "stream"),
-    Mode("consistent-hash", {"sessionAffinity": "Header"}, "header"),
+    # HAProxy does the hashing here; the provider only decides which route object the operator renders
+    # (an Ingress needs nothing installed; gateway-api, the default since issue 30, needs a Gateway)
+    Mode("consistent-hash", {"sessionAffinity": "Header", "provider": "ingress-nginx"}, "header"),
 )
 # TRITONPIPELINE_STREAM_MODES=stream,...: run only these modes (a quicker look at one of them)
 CHOSEN = [m for m in os.environ.get("TRITONPIPELINE_STREAM_MODES", "").split(",") if m]
