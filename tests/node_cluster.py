@@ -274,24 +274,6 @@ def bench_cluster(target: str) -> KubeconfigCluster:
     return KubeconfigCluster.from_env()
 
 
-@contextlib.contextmanager
-def node_bed(workdir: Path) -> Iterator[NodeCluster]:
-    """A node started under `workdir` with the images imported, as a `NodeCluster` (the benches); stopped
-    at the end."""
-    from e2e.images import all_images
-    from e2e.node import Node
-
-    node = Node(workdir / "node")
-    node.start()
-    try:
-        images = all_images()
-        for image in images.values():
-            node.ctr("images", "import", str(image.archive))
-        yield NodeCluster(node, images)
-    finally:
-        node.stop()
-
-
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Cluster:
     """The node with the operator and CPU Triton images imported (built from the repository's recipes),
