@@ -6,8 +6,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
-# where `make node-up` keeps the running single-node test bed (state, logs, kubeconfig, containerd, kubelet)
-NODE_DIR ?= /tmp/tritonpipeline-node
 
 .PHONY: help venv system-deps demo test docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane clean \
@@ -55,35 +53,34 @@ PHASE := bash tools/phase.sh
 SUBMAKE := $(MAKE) --no-print-directory
 
 # everything, the real-pod tests included: the pod-level scenarios (marker anycluster) on a kind cluster of
-# three nodes (tests/test_kind.py runs them through e2e/kind.py), the rest of the `node` tests on the node bed
-# (node-if-possible builds it first); not the minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa)
-# nor the streams bench (streams)
-test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, node)
+# three nodes (tests/test_kind.py runs them through e2e/kind.py; kind-if-possible builds its node image and
+# images first); not the minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa) nor the streams
+# bench (streams). pytest itself deselects every `node` test: they run on the cluster e2e/kind.py starts
+test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, kind)
 	@$(PHASE) venv $(SUBMAKE) venv
 	@$(PHASE) system-deps $(SUBMAKE) system-deps
 	@$(PHASE) build-controlplane $(SUBMAKE) controlplane-if-go
 	@$(PHASE) build-helm+crds $(SUBMAKE) helm-if-go
 	@$(PHASE) build-minio+gcs $(SUBMAKE) minio-if-go
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
-	@$(PHASE) build-node+images $(SUBMAKE) node-if-possible
 	@$(PHASE) kind-node-image $(SUBMAKE) kind-if-possible
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) docs $(SUBMAKE) docs
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
-	@$(PHASE) pytest $(VENV)/bin/pytest -m "not hpa and not streams and not anycluster"
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
 	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind
 
-test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or node
+test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or cluster
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
 
 # tests/golden/: reviewed compiler outputs; after an intended change, regenerate and review `git diff`
 golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
 
-test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (not node)
+test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (the scenarios only through the kind test)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
 lint: $(STAMP) ## ruff, mypy on operator/, harness/ and tools/ (settings in pyproject.toml), generated files current
@@ -217,31 +214,8 @@ gpu-check: gpu-pack ## pack, then run the GPU check here (needs an NVIDIA GPU; s
 gpu-run: ## run the GPU check with the host's python3 over an existing .gpu/ bundle (writes bench/results/gpu.json)
 	python3 bench/gpu/check.py
 
-# --- single-node test bed with real pods (e2e/node.py) --------------------------------------------------
-.PHONY: node node-if-possible node-up node-down e2e-node e2e-autoscaling bench-e2e-node bench-streams bench-upgrade
-
-# kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (e2e/node/), containerd 2 + shim + ctr,
-# CNI plugins and the pause/hello image programs, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/node/<k8s>/
-# and sharing the control plane's Go caches; Debian's runc and iptables (as root).
-node: controlplane ## build the node components (cached per version outside the repo)
-	@bash e2e/build-node.sh
-
-# for `make test`: the node components, then the images (each step prints its progress); where this
-# machine cannot run a node (not root, no `ip netns`, no Go) only say so: the `node` tests skip with the reason
-node-if-possible: $(STAMP) controlplane-if-go
-	@if [ "$$(id -u)" != 0 ]; then echo ">> not root: no node test bed, the node tests will skip"; \
-	elif ! ip netns list >/dev/null 2>&1; then echo ">> no \`ip netns\`: no node test bed, the node tests will skip"; \
-	else bash e2e/build-node.sh --if-go && { $(PY) -m e2e.images \
-	  || echo ">> the images could not be built: the node scenarios will skip"; }; fi
-
-node-up: $(STAMP) node ## start etcd, apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy in a netns
-	@$(PY) -m e2e.node up --dir $(NODE_DIR)
-
-node-down: ## stop the node started by node-up and restore the host (by PID; netns, mounts, cgroups, sysctls)
-	@$(PY) -m e2e.node down --dir $(NODE_DIR)
-
-e2e-node: $(STAMP) node minio-if-go ## real pods: hello Deployment; helm install + operator pod; every scenario, S3 and the webhook included (needs root, ip netns)
-	$(VENV)/bin/pytest -m "node and not hpa and not streams" -s
+# --- on kind: the HPA loop and the benches that need real pods ----------------------------------------
+.PHONY: e2e-autoscaling bench-e2e-node bench-streams bench-upgrade
 
 # not in `make test` (yet): two scale-up/scale-down cycles take minutes (the rate window, then the
 # stabilization window); the timeline goes to bench/results/autoscaling.json

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     def applied() -> bool:  # the webhook Service reaches a pod once kube-proxy has its endpoints
         try:
             apply(cluster, *docs.values())
-        except AssertionError as exc:  # KubeconfigCluster.kubectl: the refusal
+        except AssertionError as exc:  # Cluster.kubectl: the refusal
             print(f">> apply refused, retrying: {str(exc)[-160:]}", flush=True)
             return False
         return True

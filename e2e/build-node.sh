@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Build the node components of the node test bed (e2e/node.py) and of the locally built kind node image
-# (e2e/kind_image.py), cached outside the repo next to the control plane and sharing its Go module and
+# Build the node components of the locally built kind node image (e2e/kind_image.py) and the kubectl
+# `make e2e` drives it with, cached outside the repo next to the control plane and sharing its Go module and
 # build caches (the node components reuse most of kube-apiserver's compiled packages):
 #   <cache>/node/<k8s>/bin/   kubelet kube-controller-manager kube-scheduler kube-proxy kubectl kubeadm
 #                                                             (e2e/node/, k8s <k8s>)
 #                            containerd containerd-shim-runc-v2 ctr   (containerd $CONTAINERD_VERSION)
 #                            crictl                           (cri-tools $CRICTL_VERSION; kind's node image)
 #                            local-path-provisioner           ($LOCAL_PATH_VERSION; kind's default StorageClass)
-#                            pause hello                      (e2e/node/images/: static, packed by e2e/node.py)
-#   <cache>/node/<k8s>/cni/  bridge host-local loopback portmap ptp  (CNI plugins $CNI_VERSION)
-# with <cache> = ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}. runc comes from
-# Debian (installed here when missing and root). A second run only prints where everything is;
+#                            pause                            (e2e/node/images/pause: static, the sandbox image)
+#   <cache>/node/<k8s>/cni/  host-local loopback portmap ptp  (CNI plugins $CNI_VERSION)
+# with <cache> = ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}. debootstrap and
+# buildah (the images) come from Debian (installed here when missing and root). A second run only prints where everything is;
 # <dir>/node.env lists the paths and versions, <dir>/build-times.log how long each build took.
 #
 #   e2e/build-node.sh              build what is missing (fails without Go)
@@ -35,7 +35,7 @@ CNI="$OUT/cni"
 K8S_BINS=(kubelet kube-controller-manager kube-scheduler kube-proxy kubectl kubeadm)
 GO_TOOLS=(crictl local-path-provisioner)
 CTR_BINS=(containerd containerd-shim-runc-v2 ctr)
-CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap main/ptp)
+CNI_PLUGINS=(ipam/host-local main/loopback meta/portmap main/ptp)
 
 if_go=0
 case "${1:-}" in
@@ -45,13 +45,13 @@ case "${1:-}" in
   *) echo "usage: $0 [--if-go|--print-dir]" >&2; exit 2 ;;
 esac
 
-# the image programs are ours: rebuilt when their source changes (the sum of their .go files)
+# the image program is ours: rebuilt when their source changes (the sum of their .go files)
 src_sum() { cat "$SRC/images/$1"/*.go | sha256sum | cut -c1-16; }
 fresh() { [ -x "$BIN/$1" ] && [ "$(cat "$BIN/$1.src-sum" 2>/dev/null)" = "$(src_sum "$1")" ]; }
 
 missing=()
 for b in "${K8S_BINS[@]}" "${CTR_BINS[@]}" "${GO_TOOLS[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
-for b in pause hello; do fresh "$b" || missing+=("$b"); done
+fresh pause || missing+=(pause)
 for p in "${CNI_PLUGINS[@]}"; do [ -x "$CNI/${p##*/}" ] || missing+=("${p##*/}"); done
 
 write_env() {
@@ -67,13 +67,9 @@ ENV
   mv "$OUT/node.env.tmp" "$OUT/node.env"
 }
 
-ensure_runc() {  # Debian's runc (crun 1.8 refuses this host's mixed cgroup layout); iptables for kube-proxy;
-  # debootstrap and buildah for the images
+ensure_image_tools() {  # the images (e2e/images.py, e2e/kind_image.py): the Debian rootfs and the operator
+  # image built from the Dockerfile
   local need=()
-  command -v runc >/dev/null 2>&1 || need+=(runc)
-  command -v iptables >/dev/null 2>&1 || need+=(iptables)
-  command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
-  # the images (e2e/images.py): the Debian rootfs and the operator image built from the Dockerfile
   command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
   command -v buildah >/dev/null 2>&1 || need+=(buildah)
   [ ${#need[@]} -eq 0 ] && return 0
@@ -82,13 +78,13 @@ ensure_runc() {  # Debian's runc (crun 1.8 refuses this host's mixed cgroup layo
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null \
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
   else
-    echo ">> ${need[*]} missing and not root: the node test bed cannot run"
+    echo ">> ${need[*]} missing and not root: the images cannot be built"
   fi
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
   [ -f "$OUT/node.env" ] || write_env
-  ensure_runc
+  ensure_image_tools
   echo ">> node components cached: k8s $K8S, containerd $CONTAINERD_VERSION, CNI $CNI_VERSION in $OUT"
   exit 0
 fi
@@ -97,10 +93,10 @@ fi
 . "$(dirname "$0")/find-go.sh"
 if [ -z "$GO" ]; then
   msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build the node components (${missing[*]})"
-  if [ "$if_go" = 1 ]; then echo ">> $msg; node tests will skip"; exit 0; fi
+  if [ "$if_go" = 1 ]; then echo ">> $msg; the kind test will skip"; exit 0; fi
   echo "$msg" >&2; exit 1
 fi
-ensure_runc
+ensure_image_tools
 
 mkdir -p "$BIN" "$CNI"
 # the control plane's caches: kube-apiserver's compiled k8s.io packages are reused as they are
@@ -142,9 +138,7 @@ goinstall() {  # goinstall <dir> <tags> <package@version>...: go install into <d
 }
 
 # smallest first, so a failure shows early
-for b in pause hello; do
-  fresh "$b" || { timed "$b (image program)" "e2e/node/images/$b" gobuild "$b" "images/$b" && src_sum "$b" > "$BIN/$b.src-sum"; }
-done
+fresh pause || { timed "pause (image program)" "e2e/node/images/pause" gobuild pause images/pause && src_sum pause > "$BIN/pause.src-sum"; }
 cni_missing=0; for p in "${CNI_PLUGINS[@]}"; do [ -x "$CNI/${p##*/}" ] || cni_missing=1; done
 if [ "$cni_missing" = 1 ]; then
   pkgs=(); for p in "${CNI_PLUGINS[@]}"; do pkgs+=("github.com/containernetworking/plugins/plugins/$p@$CNI_VERSION"); done

@@ -30,21 +30,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from e2e.images import images_dir
-from e2e.node import (
-    _cgroup_mounts,
-    _remove_cgroups,
-    _restore_netns_run_dir,
-    _unmount_under,
+from e2e.host import (
+    HOST_MODULES,
+    RUN_PREFIX,
+    cgroup_mounts,
     in_netns,
     netns_run_dir_state,
+    remove_cgroups,
+    restore_netns_run_dir,
+    unmount_under,
 )
+from e2e.images import images_dir
 from harness.controlplane import _pid_alive
 
 HERE = Path(__file__).resolve().parent
 CAPFILTER = HERE / "runc_capfilter.py"
-NETNS_PREFIX = "tpkind-"  # + the starting process's pid; also the engine's cgroup parent
-HOST_MODULES = Path("/lib/modules")
 START_TIMEOUT = 60.0
 STATE_FILE = "engine.json"
 
@@ -149,7 +149,7 @@ class Engine:
                 "no Docker engine answers `docker info` and this is not root, so none can be started here: "
                 "install and start Docker (https://docs.docker.com/engine/install/) and let this user use it"
             )
-        engine = cls(env, netns=f"{NETNS_PREFIX}{os.getpid()}")
+        engine = cls(env, netns=f"{RUN_PREFIX}{os.getpid()}")  # also its cgroup parent
         try:
             engine._start(workdir)
         except BaseException:
@@ -246,14 +246,14 @@ class Engine:
         workdir = Path(self.state.get("workdir", "/nonexistent"))
         run_dir = Path(self.state.get("run_dir", "/nonexistent"))
         data_root = images_dir().parent / "kind" / "docker"
-        _unmount_under([str(run_dir), str(data_root)])
+        unmount_under([str(run_dir), str(data_root)])
         parent = self.state.get("cgroup_parent")
         if parent:
-            _remove_cgroups([str(m / parent.lstrip("/")) for m in _cgroup_mounts()])
+            remove_cgroups([str(m / parent.lstrip("/")) for m in cgroup_mounts()])
         if self.state.get("netns_created"):
             subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
             done.append(f"removed network namespace {self.netns}")
-        done += _restore_netns_run_dir(self.state.get("netns_run_dir", {}))
+        done += restore_netns_run_dir(self.state.get("netns_run_dir", {}))
         if self.state.get("made_host_modules"):
             with contextlib.suppress(OSError):
                 HOST_MODULES.rmdir()

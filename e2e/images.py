@@ -1,4 +1,4 @@
-"""Container images for the node test bed, built here with no registry, cached by content.
+"""Container images for `make e2e` (kind), built here with no registry, cached by content.
 
     python base      a Debian bookworm rootfs (debootstrap minbase + Python 3.11, numpy, ca-certificates,
                      curl) packed as an OCI image: the PYTHON_IMAGE the Dockerfile is built on
@@ -8,7 +8,7 @@
                      image (/opt/tritonserver/{bin,lib,backends}, `tritonserver` on PATH), user 1000
 
 Every image is an OCI archive under <cache>/images/ named after the hash of what it is made of; a second
-run only finds it. `ctr -n k8s.io images import` loads an archive into the node's containerd.
+run only finds it. `kind load image-archive` loads an archive into the nodes' containerd.
 
     python -m e2e.images           build (or find) all three, print their names, archives and sizes
 """

@@ -218,7 +218,7 @@ for i in $(seq 1 30); do curl -fsS "http://127.0.0.1:$HOST_PORT/v2/health/ready"
 "$PYTHON" "$HERE/infer.py" --url "127.0.0.1:$HOST_PORT" vision
 say "PASS: the fan-out pipeline served on a GPU by the operator installed from the chart"
 
-# --- 6. optionally, the pod-level scenarios of the node test bed on this cluster (e2e/README.md) ----------
+# --- 6. optionally, pod-level scenarios of make e2e on this cluster (e2e/README.md) ------------------------
 if [ "${E2E_SCENARIOS:-0}" = 1 ]; then
   say "the pod-level scenarios on $CLUSTER_NAME (the client joins the node container's network namespace: root)"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -E"

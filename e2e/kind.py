@@ -38,11 +38,11 @@ from typing import Any
 import yaml
 
 from e2e.docker_engine import Engine, EngineError
+from e2e.host import in_netns_path, read_sysctls, restore_sysctls
 from e2e.images import ImageError, all_images, chart_image
 from e2e.kind_image import ImageError as NodeImageError
-from e2e.kind_image import lacks_sys_resource, local_node_image, published_node_image
+from e2e.kind_image import ensure_node_binaries, lacks_sys_resource, local_node_image, published_node_image
 from e2e.local import Report, Row
-from e2e.node import ensure_node_binaries
 from harness.gotools import ensure_tool, tool_path
 from harness.helm import Helm
 from harness.paths import ROOT
@@ -56,7 +56,7 @@ RELEASE, RELEASE_NS = "tp", "triton-system"
 RESULTS = ROOT / "bench" / "results" / "e2e-kind.json"
 SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 CNI_CONF = "/etc/cni/net.d/10-tritonpipeline.conflist"
-# the pod-level scenario tests that run on any cluster given by a kubeconfig (node_cluster.KubeconfigCluster;
+# the pod-level scenario tests that run on any cluster given by a kubeconfig (node_cluster.Cluster;
 # marker anycluster: tests/test_kind.py checks this list against the marker)
 SCENARIO_TESTS = (
     "test_node_pipeline.py",
@@ -168,6 +168,19 @@ def example_doc(path: Path, triton_image: str) -> dict[str, Any]:
 # the cluster
 
 
+def run_kubectl(
+    binary: str | Path, kubeconfig: str | Path, args: tuple[str, ...], input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl with this kubeconfig, its output captured (the caller decides what a failure means)."""
+    return subprocess.run(
+        [str(binary), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 class KindCluster:
     def __init__(self, engine: Engine, name: str, workdir: Path, kubectl: str) -> None:
         self.engine = engine
@@ -176,6 +189,7 @@ class KindCluster:
         self.kind = str(tool_path("kind"))
         self.kubeconfig = workdir / "kubeconfig"
         self.kubectl_bin = kubectl
+        self.sysctls_file = workdir / "host-sysctls.json"  # the host's, before the cluster
 
     def run_kind(self, *args: str, timeout: float = 900) -> str:
         proc = subprocess.run(
@@ -193,13 +207,7 @@ class KindCluster:
         return proc.stdout + proc.stderr
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        proc = subprocess.run(
-            [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        proc = run_kubectl(self.kubectl_bin, self.kubeconfig, args, input)
         if check and proc.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args[:3])} failed: {proc.stderr.strip()[-2000:]}")
         return proc.stdout
@@ -218,6 +226,9 @@ class KindCluster:
 
     def create(self, image: str, config: dict[str, Any]) -> None:
         self.run_kind("delete", "cluster", "--name", self.name)
+        # the nodes' kubelets rewrite host-wide sysctls: `delete` puts back the values from before
+        if not self.sysctls_file.exists():
+            self.sysctls_file.write_text(json.dumps(read_sysctls()))
         path = self.workdir / "kind.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         scratch = self.workdir / "kind-kubeconfig"
@@ -284,6 +295,15 @@ class KindCluster:
         )
         if with_engine.returncode != 0:
             log(f"kind delete cluster failed: {with_engine.stderr.decode(errors='replace').strip()}")
+        if not self.sysctls_file.exists():
+            return
+        others = self.engine.docker("ps", "-q", "--filter", "label=io.x-k8s.kind.role", check=False)
+        if others.stdout.strip():
+            log("other kind nodes run on this engine: the sysctls their kubelets set are left as they are")
+        else:
+            for line in restore_sysctls(json.loads(self.sysctls_file.read_text())):
+                log(line)
+        self.sysctls_file.unlink()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -374,8 +394,6 @@ def router_note(cluster: KindCluster, name: str) -> str:
 
 def check_example(cluster: KindCluster, doc: dict[str, Any], client_netns: str, work: Path) -> str:
     """Every pipeline of the example checked through its Service against the reference evaluation."""
-    from e2e.node import in_netns_path
-
     name = doc["metadata"]["name"]
     service = json.loads(cluster.kubectl("get", "service", name, "-n", NAMESPACE, "-o", "json"))
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http")
@@ -431,7 +449,7 @@ def run_bench(cluster: KindCluster, images: dict[str, str], client_netns: str, m
 
 
 def cluster_env(cluster: KindCluster, images: dict[str, str], client_netns: str) -> dict[str, str]:
-    """What node_cluster.KubeconfigCluster.from_env reads: this cluster, its images, the client's netns."""
+    """What node_cluster.Cluster.from_env reads: this cluster, its images, the client's netns."""
     env = {
         **cluster.engine.env,
         "TRITONPIPELINE_E2E_KUBECONFIG": str(cluster.kubeconfig),
@@ -623,8 +641,8 @@ def main(argv: list[str] | None = None) -> int:
                     if operator == chart_image()
                     else ["--set", f"image.repository={repository},image.tag={tag}"]
                 )
-                # every router on the native router, carried by the operator image (the node bed's
-                # examples keep the chart's default, which gives this Triton image the Python router)
+                # every router on the native router, carried by the operator image (the scenarios'
+                # `helm upgrade --install` goes back to the chart's default: the Python router)
                 helm.run(
                     "install", RELEASE, str(ROOT / "charts" / "triton-pipeline"), "-n", RELEASE_NS,
                     "--create-namespace", *chosen, "--set", f"operator.router={ROUTER}",

@@ -47,12 +47,12 @@ from e2e.images import (
     images_dir,
     rootfs_layer,
 )
-from e2e.node import _layer, ensure_node_binaries
 from harness.controlplane import ensure_binaries
 from harness.gotools import ensure_tool, find_go, go_env, tool_path
 from tritonpipeline.kube.checks import full_reference
 
 HERE = Path(__file__).resolve().parent
+BUILD_NODE = HERE / "build-node.sh"
 # bump when the way the node image is made changes (part of its cache key)
 RECIPE = 1
 NODE_IMAGE_REPO = "tritonpipeline.local/kind-node"
@@ -175,6 +175,32 @@ class Components:
     versions: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What e2e/build-node.sh built: the node components (bin_dir), CNI plugins, their Kubernetes version."""
+
+    bin_dir: Path
+    cni_dir: Path
+    kubernetes_version: str
+
+    def __getitem__(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+
+def ensure_node_binaries() -> NodeBinaries:
+    """Build (or find cached) the node components with e2e/build-node.sh; its progress goes to stdout."""
+    proc = subprocess.run(["bash", str(BUILD_NODE)], env=go_env(), check=False)
+    if proc.returncode != 0:
+        raise ImageError(f"{BUILD_NODE} failed (exit {proc.returncode})")
+    out = subprocess.run(
+        ["bash", str(BUILD_NODE), "--print-dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    env = dict(
+        line.split("=", 1) for line in (Path(out) / "node.env").read_text().splitlines() if "=" in line
+    )
+    return NodeBinaries(Path(env["BIN_DIR"]), Path(env["CNI_BIN_DIR"]), env["KUBERNETES_VERSION"])
+
+
 def build_components() -> Components:
     """Build (or find cached) every binary: e2e/build-node.sh (node components, kubeadm, containerd, crictl,
     CNI, local-path-provisioner), the control plane (etcd, kube-apiserver), CoreDNS and kind."""
@@ -235,7 +261,17 @@ class ArchiveImage:
 def _file_layer(out: Path, files: dict[str, tuple[bytes, int]]) -> Path:
     """An uncompressed layer tar of `files` (path -> (content, mode)) and the directories they need."""
     dirs = (("etc", 0o755), ("tmp", 0o1777), ("usr", 0o755), ("usr/local", 0o755), ("usr/local/bin", 0o755))
-    out.write_bytes(_layer(files, dirs))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for d, mode in dirs:
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            tar.addfile(info)
+        for path, (data, mode) in sorted(files.items()):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    out.write_bytes(buf.getvalue())
     return out
 
 

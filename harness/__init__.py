@@ -3,7 +3,7 @@ machine (etcd + kube-apiserver, helm, nginx, Prometheus, the operator as a subpr
 tritonserver). Not part of the product: the `tritonpipeline` wheel does not contain it.
 
 Scripts that use it run as modules from the repository root (`python -m bench.controlplane`,
-`python -m e2e.node up`), and pytest finds it through `pythonpath` in pyproject.toml.
+`python -m e2e.kind`), and pytest finds it through `pythonpath` in pyproject.toml.
 
     controlplane      etcd + kube-apiserver on loopback (`python -m harness.controlplane up|down|status`)
     gotools           Go and the tools e2e/build-gotool.sh builds (helm, kind, third-party CRDs)

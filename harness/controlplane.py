@@ -47,13 +47,6 @@ DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
-# node mode: etcd client, etcd peer, apiserver (the node's network namespace is private: fixed ports)
-NODE_MODE_PORTS = (2379, 2380, 6443)
-# the identity kube-apiserver uses towards kubelets (logs, exec, port-forward)
-KUBELET_CLIENT = ("kube-apiserver-kubelet-client", ("system:masters",))
-# the identity kube-apiserver proxies aggregated APIs with (custom.metrics.k8s.io: prometheus-adapter);
-# the extension servers accept request headers only from a certificate with this name
-FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 class ControlPlaneError(RuntimeError):
@@ -213,13 +206,7 @@ class ControlPlane:
     RBAC and Node authorization, x509 client-certificate authentication against a generated CA, a
     service-account signing key. The ServiceAccount admission plugin is off: without a
     controller-manager no `default` ServiceAccount is ever created, and Pods would be refused.
-    No controller-manager, scheduler or kubelet run: objects are stored, nothing reconciles them.
-
-    Node mode (`node_address` given, used by e2e/node.py inside a network namespace of its own): fixed
-    ports, listening on every address of that namespace and advertising `node_address`, ServiceAccount
-    admission and token signing on (kube-controller-manager runs and creates the ServiceAccounts), a
-    client certificate for calls to the kubelet (logs, exec) and the `kubernetes` Service endpoint kept
-    by the lease reconciler."""
+    No controller-manager, scheduler or kubelet run: objects are stored, nothing reconciles them."""
 
     def __init__(
         self,
@@ -228,14 +215,12 @@ class ControlPlane:
         *,
         extra_apiserver_args: tuple[str, ...] = (),
         detach: bool = False,
-        node_address: str | None = None,
     ) -> None:
         self.workdir = Path(workdir).resolve()
         self.binaries = binaries or ensure_binaries()
         self.extra_apiserver_args = tuple(extra_apiserver_args)
         # detach: the servers outlive this Python process (`up`); otherwise they get SIGTERM with it
         self.detach = detach
-        self.node_address = node_address
         self.pki = self.workdir / "pki"
         self.kubeconfig = self.workdir / "kubeconfig"
         self.etcd_log = self.workdir / "etcd.log"
@@ -262,9 +247,7 @@ class ControlPlane:
         fresh = self.port == 0
         for attempt in range(3):
             if fresh:
-                self.etcd_port, self.etcd_peer_port, self.port = (
-                    NODE_MODE_PORTS if self.node_address else free_ports(3)
-                )
+                self.etcd_port, self.etcd_peer_port, self.port = free_ports(3)
                 shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
             self.url = f"https://127.0.0.1:{self.port}"
             try:
@@ -337,7 +320,12 @@ class ControlPlane:
         return [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            *(self._node_mode_args() if self.node_address else self._loopback_args()),
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # needs the `default` ServiceAccount that only kube-controller-manager creates
+            "--disable-admission-plugins=ServiceAccount",
+            # the loopback advertise address is not a valid Endpoints IP; nothing in-cluster needs it
+            "--endpoint-reconciler-type=none",
             f"--secure-port={self.port}",
             f"--tls-cert-file={pki / 'apiserver.crt'}",
             f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -354,38 +342,6 @@ class ControlPlane:
             *self.extra_apiserver_args,
         ]
 
-    @staticmethod
-    def _loopback_args() -> list[str]:
-        return [
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            # needs the `default` ServiceAccount that only kube-controller-manager creates
-            "--disable-admission-plugins=ServiceAccount",
-            # the loopback advertise address is not a valid Endpoints IP; nothing in-cluster needs it
-            "--endpoint-reconciler-type=none",
-        ]
-
-    def _node_mode_args(self) -> list[str]:
-        crt, key = self.client_cert(*KUBELET_CLIENT)
-        proxy_crt, proxy_key = self.client_cert(FRONT_PROXY_CLIENT)
-        return [
-            "--bind-address=0.0.0.0",  # every address of the node's own network namespace
-            f"--advertise-address={self.node_address}",
-            "--endpoint-reconciler-type=lease",
-            f"--kubelet-client-certificate={crt}",
-            f"--kubelet-client-key={key}",
-            "--kubelet-preferred-address-types=InternalIP",
-            # the aggregation layer (APIService objects served by extension servers such as
-            # prometheus-adapter): requests proxied with the front-proxy client certificate
-            f"--requestheader-client-ca-file={self.pki / 'ca.crt'}",
-            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={proxy_crt}",
-            f"--proxy-client-key-file={proxy_key}",
-        ]
-
     def _write_pki(self) -> None:
         if (self.pki / "apiserver.crt").exists():
             return  # restart on the same workdir keeps its CA: old kubeconfigs stay valid
@@ -394,7 +350,6 @@ class ControlPlane:
         tmp.mkdir(mode=0o700)
         _make_ca(tmp)
         sans = ["IP:127.0.0.1", f"IP:{SERVICE_IP}", "DNS:localhost", "DNS:kubernetes"]
-        sans += [f"IP:{self.node_address}"] if self.node_address else []
         sans += [
             "DNS:kubernetes.default",
             "DNS:kubernetes.default.svc",

@@ -2,10 +2,9 @@
 subprocess: the cluster DNS that answers a headless Service's name with the addresses of its ready
 endpoints, read from a real kube-apiserver through a kubeconfig.
 
-The bind address and the kubeconfig are parameters: on the host it listens on 127.0.0.1; for the node bed,
-construct and start it (and query it) inside `with e2e.node.in_netns(netns):`, so that the process is
-started in the node's network namespace and the readiness checks run there too, with the node's
-kubeconfig.
+The bind address and the kubeconfig are parameters: on the host it listens on 127.0.0.1; in a cluster's
+network (a kind node's), construct and start it (and query it) inside that network namespace
+(`Cluster.network()`), so that the readiness checks run there too, with the cluster's kubeconfig.
 
     for obj in rbac_objects():                 # list/watch only, as user system:coredns
         apply_object(kube, obj)                # harness/kubeapi.py

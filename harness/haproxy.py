@@ -93,9 +93,9 @@ class HAProxy:
     ) -> None:
         """`resolver`: CoreDNS's host:port; `fqdn`: the headless Service's name (service_fqdn()); `slots`:
         the most servers the name may resolve to; `host`:`http_port`/`grpc_port`: where it listens (free
-        ports by default); `backend_*_port`: the pods' HTTP and gRPC ports (None: no gRPC frontend). For
-        the node bed, start it inside `with e2e.node.in_netns(netns):` (the stats socket is a file, so
-        servers() and served_by_key() work from anywhere)."""
+        ports by default); `backend_*_port`: the pods' HTTP and gRPC ports (None: no gRPC frontend). In a
+        cluster's network, start it inside that namespace (`Cluster.network()`; the stats socket is a file,
+        so servers() and served_by_key() work from anywhere)."""
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour: expected one of {', '.join(FLAVOURS)}, got {flavour!r}")
         resolver_host, _, resolver_port = resolver.rpartition(":")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from helpers import compile_to_serve, native_router_or_skip
-from node_cluster import chart_operator, cluster, host_before, node  # noqa: F401  (the `node` tests' fixtures)
+from node_cluster import chart_operator, cluster  # noqa: F401  (the `node` tests' fixtures)
 
 # tools/ holds scripts, not a package: its modules (generate.py, pictures.py, ...) are imported by name
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
@@ -28,7 +28,6 @@ FIXTURE_MARKERS = {
     "helm_binary": "helm",
     "nginx_workdir": "nginx",
     "prometheus_dir": "prometheus",
-    "node": "node",
     "cluster": "node",
     "chart_operator": "node",
 }
@@ -176,20 +175,11 @@ def _check_component_markers(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("\n".join([message, *missing]))
 
 
-def _node_order(item: pytest.Item) -> int:
-    if item.get_closest_marker("node") is None:
-        return 0
-    return 1 if item.get_closest_marker("fresh_host") is not None else 2
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
     outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
-    First: every test carries the marker of each real component its fixtures start, and the `node` tests
-    run last (one node for all of them, started when everything else is done), those that start a bed of
-    their own (`fresh_host`) first among them: one bed at a time on a host, and the session's lives on."""
+    First: every test carries the marker of each real component its fixtures start."""
     _check_component_markers(items)
-    items.sort(key=_node_order)  # stable: order kept otherwise
     if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
         return
     from harness.controlplane import (

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ __all__ = [
     "MODELS",
     "ROOT",
     "ROUTERS",
+    "built_kubectl",
     "compile_to_serve",
     "condition",
     "docs_page",
@@ -92,3 +97,18 @@ def compile_to_serve(doc: dict[str, Any], cpu_only: bool = True) -> Any:
     tp = parse_pipeline(doc)
     library = native_router_or_skip() if tp.spec.server.router == "native" else None
     return compile_pipeline(tp, cpu_only=cpu_only, native_router=library)
+
+
+def built_kubectl() -> str | None:
+    """kubectl as e2e/build-node.sh builds it for kind (the apiserver's release), else on PATH; None when
+    neither."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "e2e" / "build-node.sh"), "--print-dir"], capture_output=True, text=True
+    )
+    env_file = Path(proc.stdout.strip()) / "node.env"
+    if proc.returncode == 0 and env_file.is_file():
+        env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+        kubectl = Path(env.get("BIN_DIR", "")) / "kubectl"
+        if os.access(kubectl, os.X_OK):
+            return str(kubectl)
+    return shutil.which("kubectl")

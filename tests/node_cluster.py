@@ -1,13 +1,9 @@
-"""The `Cluster` the pod-level scenarios run against, shared by every `node` test module.
+"""The `Cluster` the pod-level scenarios run against, shared by every scenario module and the benches.
 
-One node (e2e/node.py) and one `helm install` of the chart per session: starting them is the slow part.
-A `Cluster` is kubectl and helm with a kubeconfig, a client inside the cluster network, images made
-available, and a directory on the node for the models PV. Two kinds:
-
-- `NodeCluster` (default): the node test bed. At the end of the session the node is stopped and the host
-  must be as it was before the images were built and the node started (checked in the fixture's teardown).
-- `KubeconfigCluster`: any running cluster, e.g. the kind + GPU one of `make e2e`, selected by
-  TRITONPIPELINE_E2E_KUBECONFIG (the other TRITONPIPELINE_E2E_* variables: `KubeconfigCluster.from_env`).
+A `Cluster` is kubectl and helm with a kubeconfig, a client inside the cluster network, images already on
+its nodes and a directory on the nodes for the models PV: the kind cluster e2e/kind.py starts (`make e2e`),
+given to pytest by TRITONPIPELINE_E2E_KUBECONFIG and the other TRITONPIPELINE_E2E_* variables
+(`Cluster.from_env`). One `helm install` of the chart per session: starting it is the slow part.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,110 +41,7 @@ def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}}
 
 
-def host_state() -> dict[str, Any]:
-    from e2e.images import BUILDAH_HOST_DIRS
-    from e2e.node import host_snapshot
-
-    return {**host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
-
-
-@contextlib.contextmanager
-def fresh_netns_run_dir() -> Iterator[None]:
-    """The host as a fresh machine has it where `ip netns` keeps its namespaces: no directory, hence no
-    mount of it (the first `ip netns add` on a host creates both). What was there is put back on exit.
-    Skips when namespaces are kept there (they would have to go) or the mount is not `ip netns`'s own."""
-    from e2e.node import NETNS_RUN_DIR, netns_run_dir_state
-
-    where = str(NETNS_RUN_DIR)
-    before = netns_run_dir_state()
-    if before["exists"] and any(NETNS_RUN_DIR.iterdir()):
-        kept = sorted(p.name for p in NETNS_RUN_DIR.iterdir())
-        pytest.skip(f"network namespaces are kept in {where} ({', '.join(kept)}): no fresh host without them")
-    shared = False
-    if before["mounted"]:
-        mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
-        line = next(x.split() for x in mountinfo if x.split()[4] == where)
-        if not line[3].endswith("/netns"):  # a bind of the directory onto itself, as `ip netns add` makes
-            pytest.skip(f"{where} is a mount of another kind ({' '.join(line)}): not ours to rebuild")
-        shared = any(field.startswith("shared:") for field in line[6 : line.index("-")])
-        subprocess.run(["umount", where], check=True)
-    if before["exists"]:
-        NETNS_RUN_DIR.rmdir()
-    try:
-        yield
-    finally:
-        if before["exists"]:
-            NETNS_RUN_DIR.mkdir(exist_ok=True)
-        if before["mounted"] and not netns_run_dir_state()["mounted"]:
-            subprocess.run(["mount", "--bind", where, where], check=True)
-            subprocess.run(["mount", "--make-shared" if shared else "--make-private", where], check=True)
-        assert netns_run_dir_state() == before, f"{where} not put back: {netns_run_dir_state()} != {before}"
-
-
 KUBECONFIG_ENV = "TRITONPIPELINE_E2E_KUBECONFIG"
-
-
-class Cluster:
-    """kubectl with a kubeconfig, a client inside the cluster network, images, the models PV's directory."""
-
-    kubeconfig: Path
-    images: dict[str, Any]  # "operator", "triton" -> an object with `.name` (the image reference)
-    models_dir: Path  # the hostPath PV's directory as the node sees it
-    stage_models: bool  # copy model_repository/ to models_dir/triton (False: it is there already)
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        raise NotImplementedError
-
-    def network(self) -> contextlib.AbstractContextManager[None]:
-        """The calling thread, and what it starts, inside the cluster network (ClusterIPs reachable)."""
-        raise NotImplementedError
-
-    def run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """A command inside the cluster network (a client on the node)."""
-        with self.network():
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-    def start(self, cmd: list[str]) -> subprocess.Popen[str]:
-        """A background command inside the cluster network; its stdout is a pipe (end it by its PID)."""
-        with self.network():
-            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def tag_image(self, image: str, alias: str) -> None:
-        """`image`, already on every node, also under the name `alias` (no registry: no pull)."""
-        raise NotImplementedError
-
-    def address(self) -> str:
-        """The client's address inside the cluster network: pods reach a server the test starts there
-        (inside `network()`), as they reach a service outside the cluster."""
-        raise NotImplementedError
-
-
-class NodeCluster(Cluster):
-    """The node test bed as a `Cluster`: everything runs inside its network namespace."""
-
-    stage_models = True
-
-    def __init__(self, node: Any, images: dict[str, Any]) -> None:
-        self.node = node
-        self.images = images
-        self.kubeconfig = node.kubeconfig
-        self.models_dir = node.workdir / "models"  # the hostPath PV's directory (kubelet runs on this host)
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        return self.node.kubectl(*args, input=input, check=check)
-
-    def network(self) -> contextlib.AbstractContextManager[None]:
-        from e2e.node import in_netns
-
-        return in_netns(self.node.netns)
-
-    def tag_image(self, image: str, alias: str) -> None:
-        self.node.ctr("images", "tag", "--force", full_reference(image), full_reference(alias))
-
-    def address(self) -> str:
-        from e2e.node import NODE_ADDRESS
-
-        return NODE_ADDRESS
 
 
 @dataclass(frozen=True)
@@ -157,13 +49,11 @@ class ImageRef:
     name: str
 
 
-class KubeconfigCluster(Cluster):
-    """A running cluster given by a kubeconfig (e.g. kind + GPU): its images are already on its nodes,
-    its models already in the node directory of the PV. The client joins the network namespace at
-    `netns` (a path, e.g. /proc/<kind node container's pid>/ns/net) where ClusterIPs are routed;
-    without one it runs here, which then has to reach ClusterIPs itself."""
-
-    stage_models = False
+class Cluster:
+    """A running cluster given by a kubeconfig (kind's, in `make e2e`): kubectl, a client inside the cluster
+    network, its images (already on its nodes) and the models PV's directory (already holding triton/).
+    The client joins the network namespace at `netns` (a path, e.g. /proc/<kind node container's pid>/ns/net)
+    where ClusterIPs are routed; without one it runs here, which then has to reach ClusterIPs itself."""
 
     def __init__(
         self,
@@ -174,14 +64,14 @@ class KubeconfigCluster(Cluster):
         nodes: tuple[str, ...] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
-        self.images = images
-        self.models_dir = models_dir
+        self.images = images  # "operator", "triton" -> an object with `.name` (the image reference)
+        self.models_dir = models_dir  # the hostPath PV's directory as the node sees it
         self.netns = netns
         self.nodes = nodes  # the node containers (kind), for `docker exec`
         self.kubectl_bin = shutil.which("kubectl") or "kubectl"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> KubeconfigCluster:
+    def from_env(cls, env: dict[str, str] | None = None) -> Cluster:
         """TRITONPIPELINE_E2E_KUBECONFIG (the cluster), _NETNS (the client's network namespace file),
         _TRITON_IMAGE (default NVIDIA's tritonserver), _OPERATOR_IMAGE (default the chart's image),
         _MODELS_DIR (the node directory holding triton/, default /models as e2e/kind-gpu.sh mounts it),
@@ -201,7 +91,7 @@ class KubeconfigCluster(Cluster):
         return cls(Path(env[KUBECONFIG_ENV]), images, models, netns, nodes)
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        from e2e.node import run_kubectl
+        from e2e.kind import run_kubectl
 
         proc = run_kubectl(self.kubectl_bin, self.kubeconfig, args, input)
         if check and proc.returncode != 0:
@@ -209,13 +99,25 @@ class KubeconfigCluster(Cluster):
         return proc.stdout
 
     def network(self) -> contextlib.AbstractContextManager[None]:
+        """The calling thread, and what it starts, inside the cluster network (ClusterIPs reachable)."""
         if self.netns is None:
             return contextlib.nullcontext()
-        from e2e.node import in_netns_path
+        from e2e.host import in_netns_path
 
         return in_netns_path(self.netns)
 
+    def run(self, cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """A command inside the cluster network (a client on the node)."""
+        with self.network():
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def start(self, cmd: list[str]) -> subprocess.Popen[str]:
+        """A background command inside the cluster network; its stdout is a pipe (end it by its PID)."""
+        with self.network():
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
     def tag_image(self, image: str, alias: str) -> None:
+        """`image`, already on every node, also under the name `alias` (no registry: no pull)."""
         if not self.nodes:
             pytest.skip("TRITONPIPELINE_E2E_NODES names no node container to tag an image in")
         tag = ["ctr", "-n", "k8s.io", "images", "tag", "--force", *map(full_reference, (image, alias))]
@@ -223,7 +125,9 @@ class KubeconfigCluster(Cluster):
             subprocess.run(["docker", "exec", node, *tag], check=True, capture_output=True)
 
     def address(self) -> str:
-        """The source address of the client's route to the apiserver (a kind node's own address)."""
+        """The client's address inside the cluster network, where pods reach a server the test starts
+        (inside `network()`) as they reach a service outside the cluster: the source address of the
+        client's route to the apiserver (a kind node's own address)."""
         server = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
         host = urllib.parse.urlsplit(server).hostname or ""
         with self.network(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -231,67 +135,28 @@ class KubeconfigCluster(Cluster):
             return str(probe.getsockname()[0])
 
 
-@pytest.fixture(scope="session")
-def host_before() -> dict[str, Any]:
-    """The host's state before anything of the bed exists; skips when this machine cannot run a node."""
-    from e2e.node import missing_prerequisite, reap_stale
-
-    if os.environ.get(KUBECONFIG_ENV):
-        pytest.skip(f"{KUBECONFIG_ENV} is set: the scenarios run on that cluster, no node test bed")
-    reason = missing_prerequisite()
-    if reason:
-        pytest.skip(f"no node test bed: {reason}")
-    reap_stale()  # what a killed earlier run left is not the host's state
-    return host_state()
-
-
-@pytest.fixture(scope="session")
-def node(host_before: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One running node for the session; at its end, stopped, and the host checked against host_before."""
-    from e2e.node import Node
-
-    n = Node(tmp_path_factory.mktemp("node"))
-    n.start()
-    print(f"node timings: {json.dumps({k: round(v, 1) for k, v in n.timings.items()})}")
-    try:
-        yield n
-    finally:
-        n.stop()
-    after = host_state()
-    changed = [key for key in host_before if after[key] != host_before[key]]
-    assert not changed, f"the host was not restored: {changed}\nbefore {host_before}\nafter {after}"
-
-
-def bench_cluster(target: str) -> KubeconfigCluster:
+def bench_cluster(target: str) -> Cluster:
     """The cluster a bench of bench/ runs on: the kind cluster `make TARGET` starts for it (`python -m
     e2e.kind --bench MODULE`), given by the TRITONPIPELINE_E2E_* variables. Exits naming the target
     when there is none."""
     if not os.environ.get(KUBECONFIG_ENV):
         raise SystemExit(
             f"no cluster to run on: `make {target}` starts a kind cluster and runs this bench on it "
-            f"(or set {KUBECONFIG_ENV} and the other variables of KubeconfigCluster.from_env)"
+            f"(or set {KUBECONFIG_ENV} and the other variables of Cluster.from_env)"
         )
-    return KubeconfigCluster.from_env()
+    return Cluster.from_env()
 
 
 @pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest) -> Cluster:
-    """The node with the operator and CPU Triton images imported (built from the repository's recipes),
-    or the cluster TRITONPIPELINE_E2E_KUBECONFIG names."""
-    from e2e.images import ImageError, all_images
-
-    if os.environ.get(KUBECONFIG_ENV):
-        return KubeconfigCluster.from_env()
-    node = request.getfixturevalue("node")
-    try:
-        images = all_images()
-    except ImageError as err:
-        pytest.skip(f"images cannot be built here: {err}")
-    for image in images.values():
-        t = time.monotonic()
-        node.ctr("images", "import", str(image.archive))
-        print(f">> imported {image.name} ({image.size_mb:.0f} MB archive) in {time.monotonic() - t:.1f}s")
-    return NodeCluster(node, images)
+def cluster() -> Cluster:
+    """The cluster TRITONPIPELINE_E2E_KUBECONFIG names: the kind cluster e2e/kind.py starts and runs these
+    scenarios on (`make e2e`, `make test` through tests/test_kind.py)."""
+    if not os.environ.get(KUBECONFIG_ENV):
+        pytest.skip(
+            f"no cluster: {KUBECONFIG_ENV} is not set. The pod-level scenarios run on a kind cluster: "
+            "`make e2e` (all of them), `make e2e-autoscaling`, `make bench-streams`"
+        )
+    return Cluster.from_env()
 
 
 def wait(what: str, check: Any, timeout: float, on_fail: Any = None) -> Any:
@@ -320,8 +185,8 @@ def diagnostics(cluster: Cluster, namespace: str) -> str:
 
 @pytest.fixture(scope="session")
 def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`helm install` of the chart as a user does: defaults, the locally built image under its name
-    (on another cluster `helm upgrade --install`, with its operator image when that is not the chart's)."""
+    """The chart installed as a user does (defaults), with the cluster's operator image when that is not the
+    chart's: `helm upgrade --install`, over the release e2e/kind.py installed as README says."""
     return install_chart(cluster, tmp_path_factory.mktemp("helm"))
 
 
@@ -340,7 +205,8 @@ def install_chart(cluster: Cluster, helm_home: Path, *settings: str) -> dict[str
     chosen = [] if image == chart_image() else ["--set", f"image.repository={repository},image.tag={tag}"]
     with cluster.network():
         helm.run(
-            *(("install",) if isinstance(cluster, NodeCluster) else ("upgrade", "--install")),
+            "upgrade",
+            "--install",
             RELEASE,
             str(ROOT / "charts" / "triton-pipeline"),
             "-n",
@@ -391,11 +257,8 @@ def active_operator_pod(cluster: Cluster, not_uid: str = "", timeout: float = 60
 
 
 def models_claim(cluster: Cluster) -> str:
-    """A hostPath PersistentVolume holding model_repository/ under triton/, bound to the claim `models`."""
-    target = cluster.models_dir / "triton"
-    if cluster.stage_models and not target.exists():
-        shutil.copytree(ROOT / "model_repository", target)
-        cluster.models_dir.chmod(0o755)
+    """A hostPath PersistentVolume at the nodes' models directory (model_repository/ under triton/, as the
+    cluster mounts it), bound to the claim `models`."""
     pv_name = f"{NAMESPACE}-{CLAIM}"
     pv = {
         "apiVersion": "v1",

@@ -2,9 +2,9 @@
 
 A test's group is the heaviest real component it starts (its marker, pyproject.toml): `kind` (a kind
 cluster), `node` (real pods), then `apiserver`, `helm`, `tritonserver`, the smaller servers, `cli`; a test
-with none is `pure`. Its time is setup + call + teardown, so a session fixture (the node bed, the control
-plane) counts in the group of the test that started it. With TRITONPIPELINE_PHASE_LOG set (.ci/run), each
-group is appended there as `pytest/GROUP`.
+with none is `pure`. Its time is setup + call + teardown, so a session fixture (the control plane)
+counts in the group of the test that started it. With TRITONPIPELINE_PHASE_LOG set (.ci/run), each group
+is appended there as `pytest/GROUP`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from helpers import ROOT, imported_example
+from helpers import ROOT, built_kubectl, imported_example
 from tritonpipeline import spec as spec_module
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import checks
@@ -1043,19 +1043,6 @@ def test_every_spec_validator_is_in_the_crd_or_listed_with_its_reason() -> None:
 # --- 4. descriptions: what `kubectl explain` shows --------------------------------------------------
 
 
-def _built_kubectl() -> Path | None:
-    """The kubectl e2e/build-node.sh built (same release as the apiserver), or None when not built."""
-    proc = subprocess.run(
-        ["bash", str(ROOT / "e2e" / "build-node.sh"), "--print-dir"], capture_output=True, text=True
-    )
-    env_file = Path(proc.stdout.strip()) / "node.env"
-    if proc.returncode != 0 or not env_file.is_file():
-        return None
-    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-    kubectl = Path(env.get("BIN_DIR", "")) / "kubectl"
-    return kubectl if kubectl.is_file() else None
-
-
 def _served_spec_schema(kube: Kube) -> dict[str, Any] | None:
     """The TritonPipeline spec schema in the apiserver's OpenAPI v3 document (published a moment after
     the CRD is established), or None while it is not there yet."""
@@ -1082,9 +1069,9 @@ def test_the_apiserver_serves_the_spec_descriptions(kube: Kube, control_plane: A
     assert server["properties"]["gpus"]["description"].startswith("GPUs per pod; `0` = CPU only")
     models = served["properties"]["models"]
     assert "Every model the pipelines use" in models["description"]
-    kubectl = _built_kubectl()
+    kubectl = built_kubectl()
     if kubectl is None:
-        pytest.skip("OpenAPI serves the descriptions; no kubectl built (make node) to run explain")
+        pytest.skip("OpenAPI serves the descriptions; no kubectl (make e2e builds it) to run explain")
 
     def explain(what: str) -> str:
         argv = [str(kubectl), f"--kubeconfig={control_plane.kubeconfig}", "explain", what]

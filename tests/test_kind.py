@@ -3,6 +3,7 @@ runc capability filter, docker archives) and, marked `kind`, the whole run on a 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,13 +13,25 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from e2e import docker_engine, kind, kind_image, runc_capfilter
+from e2e import docker_engine, host, kind, kind_image, runc_capfilter
 
 ROOT = Path(__file__).resolve().parents[1]
+# the kernel's defaults for the sysctls a kind node's kubelet rewrites (each but panic_on_oom differs from
+# kubelet's value): the host as a fresh machine boots it
+FRESH_SYSCTLS = {
+    "vm/overcommit_memory": "0",
+    "vm/panic_on_oom": "0",
+    "kernel/panic": "0",
+    "kernel/panic_on_oops": "0",
+    "kernel/keys/root_maxkeys": "200",
+    "kernel/keys/root_maxbytes": "20000",
+}
 
 # ----------------------------------------------------------------------------------- cluster config
 
@@ -268,6 +281,66 @@ def test_sys_resource_from_the_bounding_set() -> None:
 # ----------------------------------------------------------------------------------- the whole run
 
 
+def host_state() -> dict[str, Any]:
+    """What a run must leave as it found it (e2e/host.py), and the directories buildah may create."""
+    from e2e.images import BUILDAH_HOST_DIRS
+
+    return {**host.host_snapshot(), "buildah": {d: Path(d).exists() for d in BUILDAH_HOST_DIRS}}
+
+
+@contextlib.contextmanager
+def fresh_netns_run_dir() -> Iterator[None]:
+    """The host as a fresh machine has it where `ip netns` keeps its namespaces: no directory, hence no
+    mount of it (the first `ip netns add` on a host creates both). What was there is put back on exit.
+    Skips when namespaces are kept there (they would have to go) or the mount is not `ip netns`'s own."""
+    where, run_dir = str(host.NETNS_RUN_DIR), host.NETNS_RUN_DIR
+    before = host.netns_run_dir_state()
+    if before["exists"] and any(run_dir.iterdir()):
+        kept = sorted(p.name for p in run_dir.iterdir())
+        pytest.skip(f"network namespaces are kept in {where} ({', '.join(kept)}): no fresh host without them")
+    shared = False
+    if before["mounted"]:
+        mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+        line = next(x.split() for x in mountinfo if x.split()[4] == where)
+        if not line[3].endswith("/netns"):  # a bind of the directory onto itself, as `ip netns add` makes
+            pytest.skip(f"{where} is a mount of another kind ({' '.join(line)}): not ours to rebuild")
+        shared = any(field.startswith("shared:") for field in line[6 : line.index("-")])
+        subprocess.run(["umount", where], check=True)
+    if before["exists"]:
+        run_dir.rmdir()
+    try:
+        yield
+    finally:
+        if before["exists"]:
+            run_dir.mkdir(exist_ok=True)
+        if before["mounted"] and not host.netns_run_dir_state()["mounted"]:
+            subprocess.run(["mount", "--bind", where, where], check=True)
+            subprocess.run(["mount", "--make-shared" if shared else "--make-private", where], check=True)
+        assert host.netns_run_dir_state() == before, f"{where} not put back: {host.netns_run_dir_state()}"
+
+
+@contextlib.contextmanager
+def fresh_sysctls() -> Iterator[None]:
+    """The kernel's default values for the sysctls kubelet rewrites (FRESH_SYSCTLS) for the duration; the
+    host's own put back on exit."""
+    before = host.read_sysctls(tuple(FRESH_SYSCTLS))
+    try:
+        for key, value in FRESH_SYSCTLS.items():
+            Path("/proc/sys", key).write_text(value)
+        yield
+    finally:
+        host.restore_sysctls(before)
+        assert host.read_sysctls(tuple(FRESH_SYSCTLS)) == before
+
+
+def test_restore_sysctls_writes_back_only_what_changed() -> None:
+    """restore_sysctls on values read just now: nothing to put back; a key that does not exist is skipped."""
+    now = host.read_sysctls()
+    assert set(now) == set(host.KUBELET_SYSCTLS)
+    assert host.restore_sysctls(now) == []
+    assert host.restore_sysctls({"no/such/key": None}) == []
+
+
 @pytest.mark.kind
 @pytest.mark.timeout(1800)
 def test_make_e2e_on_kind(tmp_path: Path) -> None:
@@ -275,8 +348,6 @@ def test_make_e2e_on_kind(tmp_path: Path) -> None:
     and answering right, every pod-level scenario (marker anycluster) passed on the cluster, a worker drained
     with no sequence broken among them, results written, the cluster deleted and the host as it was. This is
     where `make test` runs the scenarios (its own pytest session deselects them)."""
-    from node_cluster import host_state
-
     if os.geteuid() != 0:
         pytest.skip("not root: no Docker engine can be started here for kind")
     before = host_state()
@@ -347,13 +418,27 @@ def test_image_names_in_an_archive_are_fully_qualified(image: str, full: str) ->
 @pytest.mark.kind
 @pytest.mark.timeout(900)
 def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path) -> None:
-    """SIGINT (Ctrl-C) once the cluster is up: the run reports the interruption, deletes the cluster, stops
-    the engine it started and undoes what it changed on the host."""
-    from node_cluster import host_state
-
+    """SIGINT (Ctrl-C) once the cluster is up, on a host made like a fresh machine's (no /run/netns, the
+    kernel's default sysctls): the run reports the interruption, deletes the cluster, stops the engine it
+    started and undoes what it changed on the host: the sysctls its nodes' kubelets rewrote included."""
     if os.geteuid() != 0:
         pytest.skip("not root: no Docker engine can be started here for kind")
-    before = host_state()
+    with fresh_netns_run_dir(), fresh_sysctls():
+        before = host_state()
+        text, rc, report = _interrupted_run(tmp_path)
+        after = host_state()
+    assert rc == 1, text[-3000:]
+    assert report["scenarios"]["interrupted"]["passed"] is False
+    assert "removed network namespace" in text or "running Docker engine" in text
+    changed = [key for key in before if after[key] != before[key]]
+    assert not changed, f"the host was not restored: {changed}"
+    # else the sysctls would not be on the path this test is about
+    assert "restored sysctl kernel.panic=0" in text, text[-3000:]
+
+
+def _interrupted_run(tmp_path: Path) -> tuple[str, int, dict[str, Any]]:
+    """`python -m e2e.kind --no-scenarios`, sent SIGINT once its nodes are Ready: (its output, exit code,
+    the results it wrote); the repository's results file is kept as it was."""
     results = kind.RESULTS
     saved = results.read_bytes() if results.exists() else None
     log = tmp_path / "run.log"
@@ -375,13 +460,7 @@ def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path)
             rc = proc.wait(timeout=300)
         text = log.read_text()
         print(text[-3000:])
-        assert rc == 1, text[-3000:]
-        report = json.loads(results.read_text())
+        return text, rc, json.loads(results.read_text())
     finally:
         if saved is not None:
             results.write_bytes(saved)
-    assert report["scenarios"]["interrupted"]["passed"] is False
-    assert "removed network namespace" in text or "running Docker engine" in text
-    after = host_state()
-    changed = [key for key in before if after[key] != before[key]]
-    assert not changed, f"the host was not restored: {changed}"

@@ -3,7 +3,7 @@ pipeline's replicas spread over both workers, and a worker drained with `kubectl
 no sequence broken (routing.sessionAffinity Stream, the mode docs/concepts/sequences.md recommends for
 streams), the pipeline whole again on the other worker, the operator rescheduled there and applying a
 spec change made meanwhile.
-Marker `node`; it needs two schedulable nodes, so on the single-node bed it skips and says so."""
+Marker `node`; it needs two schedulable nodes, so on a cluster of one it skips and says so."""
 
 from __future__ import annotations
 

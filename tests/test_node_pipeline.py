@@ -4,8 +4,8 @@ ServiceAccount and RBAC, then a pipeline from a PVC served by Triton pods (CPU T
 answered through its Service's ClusterIP.
 
 Written against a `Cluster` (kubectl and helm with a kubeconfig, a client inside the cluster network,
-images made available, a host directory for the models PV): the node test bed (e2e/node.py) provides one
-here; the kind + GPU path can provide another and run the same scenarios. Marker `node`: `make e2e-node`.
+images made available, a host directory for the models PV): the kind cluster of `make e2e` provides one;
+the kind + GPU path can provide another and run the same scenarios. Marker `node`: `make e2e`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from node_cluster import (
     RELEASE,
     RELEASE_NS,
     ROOT,
-    NodeCluster,
+    Cluster,
     condition,
     diagnostics,
     fanout,
@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(1200
 
 
 def test_operator_runs_as_a_pod_under_the_charts_service_account(
-    cluster: NodeCluster, chart_operator: dict[str, Any]
+    cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
     from e2e.images import chart_image
 
@@ -56,7 +56,7 @@ def test_operator_runs_as_a_pod_under_the_charts_service_account(
 
 
 def test_fanout_from_a_pvc_is_served_through_the_cluster_ip(
-    cluster: NodeCluster, chart_operator: dict[str, Any]
+    cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
     doc = fanout(cluster, models_claim(cluster))
     name = doc["metadata"]["name"]
@@ -89,7 +89,7 @@ def test_fanout_from_a_pvc_is_served_through_the_cluster_ip(
 
 
 def test_missing_model_directory_is_reported_in_the_status(
-    cluster: NodeCluster, chart_operator: dict[str, Any]
+    cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
     """The init container assembles the repository inside the pod; a model the PVC lacks fails it, and
     the pipeline's Ready condition says which (not only the pod log)."""
@@ -115,7 +115,7 @@ def test_missing_model_directory_is_reported_in_the_status(
 
 
 def test_killed_triton_pod_is_replaced_and_the_service_recovers(
-    cluster: NodeCluster, chart_operator: dict[str, Any]
+    cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
     selector = f"{PIPELINE_LABEL}=vision"
     (old,) = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json"))[
@@ -148,7 +148,7 @@ def test_killed_triton_pod_is_replaced_and_the_service_recovers(
 
 
 def test_deleting_the_pipeline_lets_the_garbage_collector_remove_every_child(
-    cluster: NodeCluster, chart_operator: dict[str, Any]
+    cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
     selector = f"{PIPELINE_LABEL}=broken"
     kinds = "deployments,replicasets,pods,services,configmaps"

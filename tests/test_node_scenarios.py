@@ -2,8 +2,8 @@
 a spec change rolled under load with no failed request, an invalid update that leaves the pods serving,
 and the operator pod killed and restarted with no duplicate or lost child.
 
-Written against a `Cluster` (tests/node_cluster.py): the node test bed here, or any kubeconfig
-(TRITONPIPELINE_E2E_KUBECONFIG, e.g. the kind + GPU cluster of `make e2e`). Every answer is checked by
+Written against a `Cluster` (tests/node_cluster.py): the kind cluster of `make e2e`, or any kubeconfig
+(TRITONPIPELINE_E2E_KUBECONFIG, e.g. the kind + GPU cluster of e2e/kind-gpu.sh). Every answer is checked by
 e2e/infer.py --spec inside the cluster network, through the Service's ClusterIP, against a reference
 evaluation of the CR's graph. Marker `node`.
 """

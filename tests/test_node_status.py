@@ -2,7 +2,7 @@
 (port 8002, by pod IP) and writes per step queue and compute time and the bottleneck into the pipeline's
 status while a client sends requests through the Service; `kubectl get tp` shows the bottleneck.
 
-Marker `node`: `make e2e-node` (the node test bed, one per host)."""
+Marker `node`: `make e2e`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from node_cluster import (
     NAMESPACE,
     ROOT,
-    NodeCluster,
+    Cluster,
     condition,
     diagnostics,
     endpoint,
@@ -34,13 +34,13 @@ NAME = "observed"
 POLL_SECONDS = 30  # the chart's operator.statusPollSeconds default
 
 
-def status(cluster: NodeCluster) -> dict[str, Any]:
+def status(cluster: Cluster) -> dict[str, Any]:
     cr = json.loads(cluster.kubectl("get", "tritonpipeline", NAME, "-n", NAMESPACE, "-o", "json"))
     return cr.get("status") or {}
 
 
 def test_status_shows_each_steps_time_and_the_bottleneck_under_load(
-    cluster: NodeCluster, chart_operator: dict[str, Any], tmp_path: Path
+    cluster: Cluster, chart_operator: dict[str, Any], tmp_path: Path
 ) -> None:
     doc = fanout(cluster, models_claim(cluster), name=NAME)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))

@@ -1,6 +1,6 @@
 """s3:// on real pods: a real S3-compatible server (MinIO built from Go modules, TLS from a test CA, a
 region of its own) runs outside the cluster on the client's address in the cluster network (a kind
-node's address; the node bed's), started by the test and ended by PID;
+node's address), started by the test and ended by PID;
 model_repository/ is uploaded with folder marker objects; a pipeline with an s3:// uri, the endpoint,
 region, CA bundle (a Secret) and credentials (a Secret) becomes Ready, and the Triton pods it serves
 answer correctly through the Service's ClusterIP. The init container of the operator image downloads

@@ -2,7 +2,7 @@
 tritonpipeline.client.SequenceStream stay whole while the pipeline scales down, because the leaving pod
 serves its open streams to their end; and it leaves soon after the last of them closes, not at
 routing.streamDrainSeconds (a client that left connections open would hold it that long).
-Marker `node`: `make e2e-node`."""
+Marker `node`: `make e2e`."""
 
 from __future__ import annotations
 

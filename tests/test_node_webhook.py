@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from node_cluster import NAMESPACE, NodeCluster, namespace
+from node_cluster import NAMESPACE, Cluster, namespace
 from test_webhook import cyclic
 
 pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(600)]
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(600)
 CYCLE = "spec.pipelines[0].steps[1].inputs: cycle in pipeline"
 
 
-def _apply(cluster: NodeCluster, doc: dict[str, Any], *flags: str) -> str:
+def _apply(cluster: Cluster, doc: dict[str, Any], *flags: str) -> str:
     """kubectl apply's error text, or '' when the apply was accepted."""
     try:
         cluster.kubectl("apply", *flags, "-f", "-", input=json.dumps(doc))
@@ -28,7 +28,7 @@ def _apply(cluster: NodeCluster, doc: dict[str, Any], *flags: str) -> str:
 
 
 def test_kubectl_apply_of_a_cyclic_pipeline_is_refused_by_the_operator_pod(
-    cluster: NodeCluster, chart_operator: dict[str, Any]
+    cluster: Cluster, chart_operator: dict[str, Any]
 ) -> None:
     cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace(NAMESPACE)))
     doc = cyclic("cyclic", NAMESPACE)

@@ -1,5 +1,5 @@
 """Ready says why a pipeline's pods do not become ready, from the pods' own status (pure functions;
-the pod status shapes are those a kubelet writes, as seen on the node test bed)."""
+the pod status shapes are those a kubelet writes, as seen on real pods)."""
 
 from __future__ import annotations
 

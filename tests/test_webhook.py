@@ -11,7 +11,6 @@ import ipaddress
 import json
 import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
@@ -28,7 +27,7 @@ from cryptography.hazmat.primitives import serialization
 
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
-from helpers import CLI, ROOT, condition, example, imported_example
+from helpers import CLI, built_kubectl, condition, example, imported_example
 from test_spec_errors import CASES, Case
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
@@ -387,20 +386,6 @@ def test_every_bad_spec_class_is_refused_at_apply_with_its_field_path(
     assert kube.list(API, "TritonPipeline", namespace, "") == []
 
 
-def kubectl_binary() -> str | None:
-    """kubectl from the node test bed's cache (e2e/build-node.sh), or on PATH; None when neither."""
-    out = subprocess.run(
-        ["bash", str(ROOT / "e2e" / "build-node.sh"), "--print-dir"], capture_output=True, text=True
-    )
-    env_file = Path(out.stdout.strip()) / "node.env" if out.returncode == 0 else None
-    if env_file is not None and env_file.is_file():
-        values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-        candidate = Path(values.get("BIN_DIR", "")) / "kubectl"
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which("kubectl")
-
-
 @pytest.mark.apiserver
 def test_dry_run_server_is_refused_and_nothing_is_stored(
     control_plane: Any,
@@ -414,9 +399,9 @@ def test_dry_run_server_is_refused_and_nothing_is_stored(
     status, body, _ = create(kube, namespace, cyclic(), dry_run=True)
     assert status == 422 and DENIED in body["message"]
     assert "spec.pipelines[0].steps[1].inputs: " in body["message"]
-    kubectl = kubectl_binary()
+    kubectl = built_kubectl()
     if kubectl is None:
-        pytest.skip("no kubectl (e2e/build-node.sh builds it): the dryRun=All query above was checked")
+        pytest.skip("no kubectl (make e2e builds it): the dryRun=All query above was checked")
     path = tmp_path / "cyclic.yaml"
     path.write_text(yaml.safe_dump(cyclic(namespace=namespace)))
     proc = subprocess.run(

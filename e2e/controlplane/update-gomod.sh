@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Maintainer tool: (re)generate kube-apiserver/go.mod, etcd/go.mod and ../node/go.mod (kubelet,
-# kube-controller-manager, kube-scheduler, kube-proxy, kubectl for the node test bed) for a Kubernetes release.
+# kube-controller-manager, kube-scheduler, kube-proxy, kubectl, kubeadm for kind's node image) for a Kubernetes release.
 #
 #   e2e/controlplane/update-gomod.sh v1.36.3
 #

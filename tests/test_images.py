@@ -1,5 +1,6 @@
-"""The node test bed's OCI image packer (e2e/node.py pack_image): the archive is a valid OCI image
-layout whose every digest and size matches its content (containerd refuses anything else)."""
+"""The images of `make e2e` (e2e/images.py): an OCI archive is a valid image layout whose every digest and
+size matches its content (containerd refuses anything else); the Debian mirror comes from apt's own
+configuration."""
 
 from __future__ import annotations
 
@@ -19,53 +20,6 @@ def _blob(tar: tarfile.TarFile, digest: str) -> bytes:
     data = f.read()
     assert hashlib.sha256(data).hexdigest() == hexdigest
     return data
-
-
-def test_packed_archive_is_a_consistent_oci_layout(tmp_path: Path) -> None:
-    from e2e.node import pack_image
-
-    program = tmp_path / "srv"
-    program.write_bytes(b"\x7fELF not really a program" * 100)
-    archive = pack_image("example.local/srv:7", program, tmp_path / "srv.oci.tar", port=8080)
-
-    with tarfile.open(archive) as tar:
-        layout = json.loads(tar.extractfile("oci-layout").read())  # type: ignore[union-attr]
-        assert layout == {"imageLayoutVersion": "1.0.0"}
-        index = json.loads(tar.extractfile("index.json").read())  # type: ignore[union-attr]
-        (desc,) = index["manifests"]
-        assert desc["annotations"]["io.containerd.image.name"] == "example.local/srv:7"
-        manifest_bytes = _blob(tar, desc["digest"])
-        assert len(manifest_bytes) == desc["size"]
-        manifest = json.loads(manifest_bytes)
-        config_bytes = _blob(tar, manifest["config"]["digest"])
-        assert len(config_bytes) == manifest["config"]["size"]
-        config = json.loads(config_bytes)
-        (layer_desc,) = manifest["layers"]
-        layer_gz = _blob(tar, layer_desc["digest"])
-        assert len(layer_gz) == layer_desc["size"]
-
-    layer = gzip.decompress(layer_gz)
-    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(layer).hexdigest()]
-    assert config["config"]["Entrypoint"] == ["/bin/srv"]
-    assert "8080/tcp" in config["config"]["ExposedPorts"]
-    with tarfile.open(fileobj=io.BytesIO(layer)) as rootfs:
-        member = rootfs.getmember("bin/srv")
-        assert member.mode == 0o755
-        assert rootfs.extractfile(member).read() == program.read_bytes()  # type: ignore[union-attr]
-        assert rootfs.getmember("tmp").mode == 0o1777
-
-
-def test_packing_is_reproducible(tmp_path: Path) -> None:
-    from e2e.node import pack_image
-
-    program = tmp_path / "p"
-    program.write_bytes(b"same bytes")
-    a = pack_image("example.local/p:1", program, tmp_path / "a.tar")
-    b = pack_image("example.local/p:1", program, tmp_path / "b.tar")
-    with tarfile.open(a) as ta, tarfile.open(b) as tb:
-        assert json.loads(ta.extractfile("index.json").read()) == json.loads(
-            tb.extractfile("index.json").read()
-        )  # type: ignore[union-attr]
 
 
 def test_images_layers_stack_in_order_and_every_digest_matches(tmp_path: Path) -> None:
