@@ -7,7 +7,8 @@
               Bridges, iptables rules and the API server's published port stay inside that namespace; the
               caller runs kubectl, helm and the test client there (`inside()`). Stopped by its PID at the
               end, its namespace, cgroups, mounts and the host directories it made (/lib/modules, which
-              kind's docker provider mounts into every node) removed: the host is left as found.
+              kind's docker provider mounts into every node) removed and the sysctls it raised (the root
+              key limits) put back: the host is left as found.
 
 Privileged containers (kind's nodes) ask runc for every capability. Where this host's capability bounding
 set lacks some (CAP_SYS_RESOURCE on some VMs), runc fails with "unable to apply caps". The engine started
@@ -36,8 +37,10 @@ from e2e.host import (
     cgroup_mounts,
     in_netns,
     netns_run_dir_state,
+    read_sysctls,
     remove_cgroups,
     restore_netns_run_dir,
+    restore_sysctls,
     unmount_under,
 )
 from e2e.images import images_dir
@@ -160,7 +163,12 @@ class Engine:
     def _start(self, workdir: Path) -> None:
         _ensure_debian_docker()
         workdir.mkdir(parents=True, exist_ok=True)
-        self.state = {"workdir": str(workdir), "netns_run_dir": netns_run_dir_state()}
+        # dockerd raises the host's root key limits when it starts: put back at stop
+        self.state = {
+            "workdir": str(workdir),
+            "netns_run_dir": netns_run_dir_state(),
+            "sysctls": read_sysctls(),
+        }
         missing = missing_capabilities(capability_bounding_set(), last_capability())
         capfilter = CAPFILTER if missing else None
         self.state["capfilter"] = bool(capfilter)
@@ -254,6 +262,7 @@ class Engine:
             subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
             done.append(f"removed network namespace {self.netns}")
         done += restore_netns_run_dir(self.state.get("netns_run_dir", {}))
+        done += restore_sysctls(self.state.get("sysctls", {}))
         if self.state.get("made_host_modules"):
             with contextlib.suppress(OSError):
                 HOST_MODULES.rmdir()

@@ -6,9 +6,10 @@ A kind run changes the host in a few places, and undoes each where it made the c
                         the first `ip netns add` on a fresh host also creates NETNS_RUN_DIR and mounts it
                         onto itself, which `ip netns del` leaves (`restore_netns_run_dir`)
     cgroups, mounts     the engine's cgroup parent and what its containers mount under its directories
-    sysctls             the kubelet in every kind node is privileged and, with protectKernelDefaults off,
-                        writes KUBELET_SYSCTLS, which are not namespaced: the host's values change
-                        (`read_sysctls` before the cluster, `restore_sysctls` after it)
+    sysctls             HOST_SYSCTLS are not namespaced: dockerd raises the root key limits when it starts,
+                        and the kubelet in every kind node (privileged, protectKernelDefaults off) rewrites
+                        the rest; `read_sysctls` before the engine and before the cluster, `restore_sysctls`
+                        after each
 
 `host_snapshot()` is what tests compare before and after a run: it must be equal.
 """
@@ -30,9 +31,9 @@ from typing import Any
 # bind-mounts it onto itself (shared), which `ip netns del` leaves
 NETNS_RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
-# host-wide sysctls kubelet rewrites when protectKernelDefaults is off (kind's default): a privileged kind
-# node's kubelet writes the host's own
-KUBELET_SYSCTLS = (
+# host-wide sysctls a run changes: kubelet rewrites them when protectKernelDefaults is off (kind's default;
+# a privileged kind node's kubelet writes the host's own), and dockerd sets the two root key limits at start
+HOST_SYSCTLS = (
     "vm/overcommit_memory",
     "vm/panic_on_oom",
     "kernel/panic",
@@ -152,7 +153,7 @@ def remove_cgroups(dirs: list[str]) -> None:
 # sysctls
 
 
-def read_sysctls(keys: tuple[str, ...] = KUBELET_SYSCTLS) -> dict[str, str | None]:
+def read_sysctls(keys: tuple[str, ...] = HOST_SYSCTLS) -> dict[str, str | None]:
     """The values of `keys` (paths under /proc/sys), None where one does not exist."""
     values: dict[str, str | None] = {}
     for key in keys:
@@ -192,13 +193,13 @@ def _rules(tool: str) -> list[str]:
 
 def host_snapshot() -> dict[str, Any]:
     """What a run must leave as it found it: network namespaces, iptables rules, sysctls (ip_forward and
-    those kubelet rewrites), mounts, the run's cgroups and the directories it may create."""
+    HOST_SYSCTLS), mounts, the run's cgroups and the directories it may create."""
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
     return {
         "netns": sorted(line.split()[0] for line in netns if line),
         "iptables": _rules("iptables-save"),
         "ip6tables": _rules("ip6tables-save"),
-        "sysctls": read_sysctls((*KUBELET_SYSCTLS, "net/ipv4/ip_forward")),
+        "sysctls": read_sysctls((*HOST_SYSCTLS, "net/ipv4/ip_forward")),
         "mounts": sorted(mount_targets()),
         "netns_run_dir": netns_run_dir_state(),
         "cgroups": sorted(str(d) for m in cgroup_mounts() for d in m.glob(f"{RUN_PREFIX}*")),

@@ -22,8 +22,8 @@ import pytest
 from e2e import docker_engine, host, kind, kind_image, runc_capfilter
 
 ROOT = Path(__file__).resolve().parents[1]
-# the kernel's defaults for the sysctls a kind node's kubelet rewrites (each but panic_on_oom differs from
-# kubelet's value): the host as a fresh machine boots it
+# the kernel's defaults for the sysctls a run changes (e2e/host.py HOST_SYSCTLS; each but panic_on_oom differs
+# from what kubelet or dockerd writes): the host as a fresh machine boots it
 FRESH_SYSCTLS = {
     "vm/overcommit_memory": "0",
     "vm/panic_on_oom": "0",
@@ -321,7 +321,7 @@ def fresh_netns_run_dir() -> Iterator[None]:
 
 @contextlib.contextmanager
 def fresh_sysctls() -> Iterator[None]:
-    """The kernel's default values for the sysctls kubelet rewrites (FRESH_SYSCTLS) for the duration; the
+    """The kernel's default values for the sysctls a run changes (FRESH_SYSCTLS) for the duration; the
     host's own put back on exit."""
     before = host.read_sysctls(tuple(FRESH_SYSCTLS))
     try:
@@ -336,7 +336,7 @@ def fresh_sysctls() -> Iterator[None]:
 def test_restore_sysctls_writes_back_only_what_changed() -> None:
     """restore_sysctls on values read just now: nothing to put back; a key that does not exist is skipped."""
     now = host.read_sysctls()
-    assert set(now) == set(host.KUBELET_SYSCTLS)
+    assert set(now) == set(host.HOST_SYSCTLS)
     assert host.restore_sysctls(now) == []
     assert host.restore_sysctls({"no/such/key": None}) == []
 
@@ -420,7 +420,8 @@ def test_image_names_in_an_archive_are_fully_qualified(image: str, full: str) ->
 def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) once the cluster is up, on a host made like a fresh machine's (no /run/netns, the
     kernel's default sysctls): the run reports the interruption, deletes the cluster, stops the engine it
-    started and undoes what it changed on the host: the sysctls its nodes' kubelets rewrote included."""
+    started and undoes what it changed on the host: the sysctls dockerd and the nodes' kubelets rewrote
+    included."""
     if os.geteuid() != 0:
         pytest.skip("not root: no Docker engine can be started here for kind")
     with fresh_netns_run_dir(), fresh_sysctls():
@@ -434,6 +435,8 @@ def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path)
     assert not changed, f"the host was not restored: {changed}"
     # else the sysctls would not be on the path this test is about
     assert "restored sysctl kernel.panic=0" in text, text[-3000:]
+    if "removed network namespace" in text:  # the engine started here raised the root key limits
+        assert "restored sysctl kernel.keys.root_maxkeys=200" in text, text[-3000:]
 
 
 def _interrupted_run(tmp_path: Path) -> tuple[str, int, dict[str, Any]]:
