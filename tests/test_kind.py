@@ -289,27 +289,30 @@ def host_state() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def fresh_netns_run_dir() -> Iterator[None]:
+def fresh_netns_run_dir() -> Iterator[str]:
     """The host as a fresh machine has it where `ip netns` keeps its namespaces: no directory, hence no
-    mount of it (the first `ip netns add` on a host creates both). What was there is put back on exit.
-    Skips when namespaces are kept there (they would have to go) or the mount is not `ip netns`'s own."""
+    mount of it (the first `ip netns add` on a host creates both); yields "". What was there is put back on
+    exit. Where namespaces are kept there (they would have to go) or the mount is not `ip netns`'s own, the
+    host stays as it is and the reason is yielded."""
     where, run_dir = str(host.NETNS_RUN_DIR), host.NETNS_RUN_DIR
     before = host.netns_run_dir_state()
     if before["exists"] and any(run_dir.iterdir()):
         kept = sorted(p.name for p in run_dir.iterdir())
-        pytest.skip(f"network namespaces are kept in {where} ({', '.join(kept)}): no fresh host without them")
+        yield f"network namespaces are kept in {where} ({', '.join(kept)})"
+        return
     shared = False
     if before["mounted"]:
         mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
         line = next(x.split() for x in mountinfo if x.split()[4] == where)
         if not line[3].endswith("/netns"):  # a bind of the directory onto itself, as `ip netns add` makes
-            pytest.skip(f"{where} is a mount of another kind ({' '.join(line)}): not ours to rebuild")
+            yield f"{where} is a mount of another kind ({' '.join(line)}): not ours to rebuild"
+            return
         shared = any(field.startswith("shared:") for field in line[6 : line.index("-")])
         subprocess.run(["umount", where], check=True)
     if before["exists"]:
         run_dir.rmdir()
     try:
-        yield
+        yield ""
     finally:
         if before["exists"]:
             run_dir.mkdir(exist_ok=True)
@@ -424,7 +427,9 @@ def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path)
     included."""
     if os.geteuid() != 0:
         pytest.skip("not root: no Docker engine can be started here for kind")
-    with fresh_netns_run_dir(), fresh_sysctls():
+    with fresh_netns_run_dir() as not_fresh, fresh_sysctls():
+        if not_fresh:
+            print(f"{host.NETNS_RUN_DIR} left as it is: {not_fresh}")
         before = host_state()
         text, rc, report = _interrupted_run(tmp_path)
         after = host_state()
