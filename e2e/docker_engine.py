@@ -14,7 +14,8 @@ Privileged containers (kind's nodes) ask runc for every capability. Where this h
 set lacks some (CAP_SYS_RESOURCE on some VMs), runc fails with "unable to apply caps". The engine started
 here then gets a runtime wrapper as its default runtime (e2e/runc_capfilter.py): it drops the capabilities the
 bounding set lacks from the OCI spec (create/run) and from the process file (exec: kind runs every node
-command with `docker exec --privileged`), then execs the real runc. An existing engine is only checked.
+command with `docker exec --privileged`), then execs the real runc. An existing engine is only checked
+(`check_privileged`): where it cannot run a privileged container, the run stops and says how to fix it.
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ STATE_FILE = "engine.json"
 
 class EngineError(RuntimeError):
     """No Docker engine can be used or started here."""
+
+
+PRIVILEGED_REFUSED = "{engine} cannot run a privileged container, as kind's nodes are: {error}{why}"
+CAPS_MISSING = (
+    ". This host's capability bounding set lacks capabilities {caps}, which runc gives a privileged "
+    'container: make {capfilter} the engine\'s default runtime (daemon.json: "runtimes": {{"capfilter": '
+    '{{"path": "{capfilter}"}}}}, "default-runtime": "capfilter"; restart dockerd), or stop it and run '
+    "`make e2e` as root: it then starts an engine of its own with that runtime"
+)
 
 
 def log(msg: str) -> None:
@@ -127,6 +137,25 @@ class Engine:
             with in_netns(self.netns):
                 yield
 
+    def check_privileged(self, image: str) -> str:
+        """`docker run --privileged` of `image` (one with /bin/true: a kind node image), as kind starts its
+        nodes; raises EngineError with the cause and the fix where the engine cannot."""
+        cmd = ("run", "--rm", "--privileged", "--network=none", "--entrypoint=/bin/true", image)
+        proc = self.docker(*cmd, check=False, timeout=120)
+        if proc.returncode == 0:
+            return f"docker run --privileged works on {self.describe()}"
+        missing = missing_capabilities(capability_bounding_set(), last_capability())
+        why = (
+            CAPS_MISSING.format(caps=missing, capfilter=CAPFILTER)
+            if missing and not self.state.get("capfilter")
+            else ""
+        )
+        lines = proc.stderr.strip().splitlines()  # docker's error, then "Run 'docker run --help' ..."
+        error = next(
+            (line for line in lines if "rror" in line), lines[0] if lines else f"exit {proc.returncode}"
+        )
+        raise EngineError(PRIVILEGED_REFUSED.format(engine=self.describe(), why=why, error=error))
+
     def describe(self) -> str:
         if not self.own:
             return "the running Docker engine"
@@ -152,15 +181,21 @@ class Engine:
                 "no Docker engine answers `docker info` and this is not root, so none can be started here: "
                 "install and start Docker (https://docs.docker.com/engine/install/) and let this user use it"
             )
-        engine = cls(env, netns=f"{RUN_PREFIX}{os.getpid()}")  # also its cgroup parent
+        return cls.start_own(workdir)
+
+    @classmethod
+    def start_own(cls, workdir: Path, *, capfilter: bool | None = None) -> Engine:
+        """Debian's dockerd in a network namespace of its own (root); `capfilter`: the runtime wrapper as its
+        default runtime, by default where this host's capability bounding set lacks capabilities."""
+        engine = cls(dict(os.environ), netns=f"{RUN_PREFIX}{os.getpid()}")  # also its cgroup parent
         try:
-            engine._start(workdir)
+            engine._start(workdir, capfilter)
         except BaseException:
             engine.stop()
             raise
         return engine
 
-    def _start(self, workdir: Path) -> None:
+    def _start(self, workdir: Path, use_capfilter: bool | None) -> None:
         _ensure_debian_docker()
         workdir.mkdir(parents=True, exist_ok=True)
         # dockerd raises the host's root key limits when it starts: put back at stop
@@ -170,9 +205,9 @@ class Engine:
             "sysctls": read_sysctls(),
         }
         missing = missing_capabilities(capability_bounding_set(), last_capability())
-        capfilter = CAPFILTER if missing else None
+        capfilter = CAPFILTER if (bool(missing) if use_capfilter is None else use_capfilter) else None
         self.state["capfilter"] = bool(capfilter)
-        if missing:
+        if capfilter:
             log(f"CapBnd lacks {missing}: dockerd's runtime drops them (e2e/runc_capfilter.py)")
         if not HOST_MODULES.exists():
             HOST_MODULES.mkdir(parents=True)

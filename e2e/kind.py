@@ -598,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         image, image_kind = node_image(engine, os.environ.get("KIND_NODE_IMAGE", "auto"))
         timings["node_image"] = time.monotonic() - t
+        if not report.run("Docker engine: privileged containers", lambda: engine.check_privileged(image)):
+            raise StepFailed
         t = time.monotonic()
         images = all_images()
         timings["images"] = time.monotonic() - t

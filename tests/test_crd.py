@@ -1059,7 +1059,7 @@ def _served_spec_schema(kube: Kube) -> dict[str, Any] | None:
 @pytest.mark.apiserver
 def test_the_apiserver_serves_the_spec_descriptions(kube: Kube, control_plane: Any) -> None:
     """The spec's Field descriptions reach what clients read: the OpenAPI v3 document, and `kubectl
-    explain` where the node bed's kubectl is built."""
+    explain` where a kubectl is (built for kind, or on PATH)."""
     deadline = time.monotonic() + 30
     while (served := _served_spec_schema(kube)) is None and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -419,6 +419,42 @@ def test_image_names_in_an_archive_are_fully_qualified(image: str, full: str) ->
 
 
 @pytest.mark.kind
+@pytest.mark.timeout(600)
+def test_an_engine_that_cannot_run_privileged_containers_is_reported_with_the_fix(tmp_path: Path) -> None:
+    """Where this host's capability bounding set lacks a capability (CAP_SYS_RESOURCE on this machine), an
+    engine without the runtime wrapper cannot start kind's nodes: check_privileged says so, why, and how to
+    fix it, before any cluster; the same engine with the wrapper runs them. The host is left as found."""
+    if os.geteuid() != 0:
+        pytest.skip("not root: no Docker engine can be started here")
+    missing = docker_engine.missing_capabilities(
+        docker_engine.capability_bounding_set(), docker_engine.last_capability()
+    )
+    if not missing:
+        pytest.skip(
+            "this host's capability bounding set lacks nothing: any engine runs privileged containers"
+        )
+    before = host_state()
+    for capfilter in (False, True):
+        engine = docker_engine.Engine.start_own(tmp_path / f"docker-{capfilter}", capfilter=capfilter)
+        try:
+            image, _ = kind.node_image(engine, "local")
+            if capfilter:
+                assert "docker run --privileged works" in engine.check_privileged(image)
+                continue
+            with pytest.raises(docker_engine.EngineError) as refused:
+                engine.check_privileged(image)
+            message = str(refused.value)
+            assert "cannot run a privileged container" in message, message
+            assert f"lacks capabilities {missing}" in message and "runc_capfilter.py" in message, message
+            assert "unable to apply caps" in message, message  # runc's own words come with it
+        finally:
+            engine.stop()
+    after = host_state()
+    changed = [key for key in before if after[key] != before[key]]
+    assert not changed, f"the host was not restored: {changed}"
+
+
+@pytest.mark.kind
 @pytest.mark.timeout(900)
 def test_ctrl_c_deletes_the_cluster_and_leaves_the_host_as_found(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) once the cluster is up, on a host made like a fresh machine's (no /run/netns, the

@@ -1,5 +1,5 @@
 // Command kubectl is the upstream kubectl (k8s.io/kubectl at the release pinned in ../go.mod), the same
-// code as kubernetes/cmd/kubectl, so the client matches the node test bed's apiserver version.
+// code as kubernetes/cmd/kubectl, so the client matches the control plane's and kind's apiserver version.
 package main
 
 import (

@@ -1,6 +1,6 @@
 // Command kubelet is the upstream Kubernetes kubelet, built from the k8s.io/kubernetes module at the version
 // pinned in ../go.mod: the same code as kubernetes/cmd/kubelet (its command executed with os.Args).
-// Used by the node test bed (e2e/node.py).
+// Used by the locally built kind node image (e2e/kind_image.py).
 package main
 
 import (

@@ -1,5 +1,5 @@
-// Command pause is the node test bed's pod sandbox process (what upstream's pause image does): it holds
-// the pod's namespaces, sleeps until SIGTERM or SIGINT, and reaps the zombies it inherits as PID 1.
+// Command pause is the pod sandbox process of the locally built kind node image (what upstream's pause image
+// does): it holds the pod's namespaces, sleeps until SIGTERM or SIGINT, and reaps the zombies it inherits as PID 1.
 package main
 
 import (
