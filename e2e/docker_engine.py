@@ -150,10 +150,9 @@ class Engine:
             if missing and not self.state.get("capfilter")
             else ""
         )
-        lines = proc.stderr.strip().splitlines()  # docker's error, then "Run 'docker run --help' ..."
-        error = next(
-            (line for line in lines if "rror" in line), lines[0] if lines else f"exit {proc.returncode}"
-        )
+        # docker's error ("docker: Error response from daemon: ..."), then "Run 'docker run --help' ..."
+        lines = proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"]
+        error = next((line for line in lines if "Error" in line), lines[0])
         raise EngineError(PRIVILEGED_REFUSED.format(engine=self.describe(), why=why, error=error))
 
     def describe(self) -> str:
