@@ -52,7 +52,8 @@ import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from harness.load import LoadResult, WrongAnswer, closed_loop
+from harness import triton_stats
+from harness.load import LoadResult, WrongAnswer, closed_loop, format_table
 from tritonpipeline.compiler import Artifacts, compile_pipeline
 from tritonpipeline.local import native_router
 from tritonpipeline.local.repository import local_model_root, write_repository
@@ -198,6 +199,17 @@ def bls_config(ensemble: Artifacts) -> mc.ModelConfig:
     cfg.output.extend(ens.output)
     cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     return cfg
+
+
+def step_models(graph: dict[str, Any]) -> dict[str, list[str]]:
+    """For each toy ensemble variant, its ensemble and the models of its steps (routers included), whose
+    statistics the bench reads around each run."""
+    out = {}
+    for variant, summary in graph.items():
+        (ensemble,) = summary["ensembles"]
+        toy_models = list(COMPUTE_MODELS)  # extractor, head_b, head_c
+        out[variant] = [ensemble["name"], *(r["name"] for r in summary["routers"]), *toy_models]
+    return out
 
 
 def build_repository(dest: Path, models: Path) -> dict[str, Any]:
@@ -391,13 +403,16 @@ async def run_load(call: Call, concurrency: int, n: int, time_cap_s: float, pool
 
 
 def median_over_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    out = {
         "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
         "p99_ms": statistics.median(r["p99_ms"] for r in rounds),
         "throughput_rps": statistics.median(r["throughput_rps"] for r in rounds),
         "errors": sum(r["errors"] for r in rounds),
         "requests": sum(r["requests"] for r in rounds),
     }
+    if all("step_us" in r for r in rounds):
+        out["step_us"] = triton_stats.median([r["step_us"] for r in rounds])
+    return out
 
 
 def target_checks(results: dict[str, dict[str, dict[str, Any]]], total_errors: int) -> list[dict[str, Any]]:
@@ -551,8 +566,11 @@ def aggregate(per_round: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str
     return results
 
 
-async def bench(server: LocalTriton, mode: Mode) -> dict[str, Any]:
+async def bench(server: LocalTriton, mode: Mode, steps: dict[str, list[str]]) -> dict[str, Any]:
+    """Every case per round and concurrency; the toy ensembles' runs also record where the time went
+    (Triton's statistics of the models in `steps`, read around the run)."""
     client = grpcclient.InferenceServerClient(server.grpc_url)
+    stats = triton_stats.http_getter(server.http_url, server.admin_headers())
     try:
         meta = await client.get_server_metadata()
         names = (ROUTER_PIPELINE, NATIVE_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c")
@@ -575,9 +593,13 @@ async def bench(server: LocalTriton, mode: Mode) -> dict[str, Any]:
                     n = (mode.requests if w == "toy" else mode.compute_requests)[c]
                     warm = await run_load(calls[w, v], c, mode.warmup, mode.time_cap_s, pool)
                     warmup_errors[w] += warm.errors
+                    models = steps.get(v, []) if w == "toy" else []
+                    before = triton_stats.snapshot(stats, models)
                     run = await run_load(calls[w, v], c, n, mode.time_cap_s, pool)
                     samples += [f"{w}/{v} c={c}: {s}" for s in warm.error_samples + run.error_samples]
                     s = summary(run)
+                    if models:
+                        s["step_us"] = triton_stats.per_request(triton_stats.snapshot(stats, models), before)
                     per_round[w][v][str(c)].append(s)
                     print(
                         f"  round {rnd + 1}/{mode.rounds} c={c:<2} {w + '/' + v:<16} n={s['requests']:<5} "
@@ -630,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         with server:
             startup_s = time.perf_counter() - t0
             print(f"tritonserver ready in {startup_s:.1f}s; grpc {server.grpc_url}", flush=True)
-            report = asyncio.run(bench(server, mode))
+            report = asyncio.run(bench(server, mode, step_models(repo_info["toy"]["graph"])))
         log = server.logs()
         error_lines = [ln for ln in log.splitlines() if ln[:1] == "E" and ln[1:5].isdigit()]
     except TritonError as exc:
@@ -728,6 +750,13 @@ def main(argv: list[str] | None = None) -> int:
     print_table({"toy": results, "compute": compute_results})
     steps = ", ".join(f"{m['median_ms']:.2f}" for m in step_compute.values())
     print(f"(compute: {COMPUTE_REPS} x [1,{COMPUTE_DIM}]@[{COMPUTE_DIM},{COMPUTE_DIM}] per step; {steps} ms)")
+    rows = [
+        row
+        for v, by_c in results.items()
+        for row in triton_stats.table_rows([v], by_c["1"].get("step_us", {}))
+    ]
+    print("\ntoy workload at concurrency 1, per request from Triton's statistics (medians over rounds):")
+    print(format_table(["variant", *triton_stats.TABLE_HEADERS], rows))
     print()
     print("targets (toy workload):")
     for check in checks:

@@ -29,7 +29,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from bench.dataplane import (  # the toy workload of the data-plane bench
     run_load,
     variant_docs,
 )
+from harness import triton_stats
 from harness.load import format_table
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import local_model_root, write_repository
@@ -134,24 +134,6 @@ async def bench(server: LocalTriton, rounds: int, requests: dict[int, int]) -> d
     return runs
 
 
-def step_times(server: LocalTriton, models: list[str]) -> dict[str, dict[str, float]]:
-    """Triton's own per-model statistics over the whole run: mean microseconds per request queued and in
-    each compute phase (for a Python-backend model, compute_infer is the round trip to its stub)."""
-    out = {}
-    for model in models:
-        url = f"http://{server.http_url}/v2/models/{model}/stats"  # statistics: an admin API, needs the key
-        req = urllib.request.Request(url, headers=server.admin_headers())
-        with urllib.request.urlopen(req, timeout=10) as r:
-            stats = json.loads(r.read())["model_stats"][0]["inference_stats"]
-        n = max(1, int(stats["success"]["count"]))
-        out[model] = {
-            phase: round(int(stats[phase]["ns"]) / n / 1000, 1)
-            for phase in ("queue", "compute_input", "compute_infer", "compute_output")
-        }
-        out[model]["requests"] = n
-    return out
-
-
 def report(runs: dict[str, dict[int, list[dict[str, float]]]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for v, per_c in runs.items():
@@ -182,7 +164,9 @@ def main() -> int:
         build(repo)
         with LocalTriton(repo, log_file=Path(tmp) / "tritonserver.log") as server:
             runs = asyncio.run(bench(server, rounds, requests))
-            steps = step_times(server, ["extractor", "head_b", "head_c", *(f"router_{v}" for v in VARIANTS)])
+            get = triton_stats.http_getter(server.http_url, server.admin_headers())
+            models = ["extractor", "head_b", "head_c", *(f"router_{v}" for v in VARIANTS)]
+            steps = triton_stats.per_request(triton_stats.snapshot(get, models))
     table = report(runs)
     errors = sum(table[v][c]["errors"] for v in table for c in table[v])
     rows = []
@@ -194,7 +178,7 @@ def main() -> int:
         rows.append(row)
     headers = ["variant"] + [h for c in requests for h in (f"p50 ms c={c}", f"/shared c={c}", f"req/s c={c}")]
     print(format_table(headers, rows))
-    phases = ("queue", "compute_input", "compute_infer", "compute_output")
+    phases = triton_stats.PHASES
     print("\nmicroseconds per request, from Triton's statistics over the whole run:")
     print(format_table(["model", *phases], [[m, *(str(t[p]) for p in phases)] for m, t in steps.items()]))
     for v in VARIANTS:

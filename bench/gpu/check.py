@@ -423,6 +423,15 @@ def gpu_samples(text: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the run
 
 
+def router_line(server: Serve) -> str:
+    """serve's `router NAME (backend): SOURCE -> CONSUMERS` line for the pipeline's one router."""
+    return next(line.strip() for line in server.lines if line.strip().startswith("router "))
+
+
+def router_name(server: Serve) -> str:
+    return router_line(server).split()[1]
+
+
 async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]) -> dict[str, Any]:
     """Router vs shared for each router backend, side by side: each round runs the four paths (two per
     server) at each concurrency, in alternating order; medians over rounds."""
@@ -430,12 +439,22 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
 
     import numpy as np
 
+    from harness import triton_stats
     from harness.load import closed_loop
     from tritonpipeline.client import AsyncTritonClient
 
     seeds = np.random.default_rng(1).normal(size=(64, 1, 4)).astype(np.float32)
     paths = [(b, m) for b in servers for m in ("gpu_router", "gpu_shared")]
-    runs: dict[tuple[str, str], dict[int, list[dict[str, float]]]] = {p: {} for p in paths}
+    runs: dict[tuple[str, str], dict[int, list[dict[str, Any]]]] = {p: {} for p in paths}
+    # where each path's time goes: Triton's statistics of the ensemble and its steps, read around each run
+    getters = {
+        b: triton_stats.http_getter(f"127.0.0.1:{s.ports['http']}", s.admin_headers())
+        for b, s in servers.items()
+    }
+    step_models = {
+        (b, m): [m, *([router_name(servers[b])] if m == "gpu_router" else []), "gpu_producer", "gpu_head"]
+        for b, m in paths
+    }
     async with contextlib.AsyncExitStack() as stack:
         clients = {
             b: await stack.enter_async_context(AsyncTritonClient(s.grpc, protocol="grpc"))
@@ -448,7 +467,9 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
             order = paths if r % 2 == 0 else list(reversed(paths))
             for c, n in requests.items():
                 for path in order:
+                    before = triton_stats.snapshot(getters[path[0]], step_models[path])
                     res = await closed_loop(calls[path], concurrency=c, requests=n, max_seconds=60)
+                    after = triton_stats.snapshot(getters[path[0]], step_models[path])
                     runs[path].setdefault(c, []).append(
                         {
                             "p50_ms": res.p50,
@@ -456,6 +477,7 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
                             "rps": res.throughput,
                             "errors": res.errors,
                             "error_samples": list(res.error_samples),
+                            "step_us": triton_stats.per_request(after, before),
                         }
                     )
                     for sample in res.error_samples[:2]:
@@ -472,6 +494,7 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
                 "p99_ms": float(np.median([x["p99_ms"] for x in xs])),
                 "rps": float(np.median([x["rps"] for x in xs])),
                 "errors": int(sum(x["errors"] for x in xs)),
+                "step_us": triton_stats.median([x["step_us"] for x in xs]),
                 "rounds": xs,
             }
             for c, xs in per_c.items()
@@ -580,9 +603,8 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
             results.setdefault("serve_output", {})[backend] = [
                 line for line in server.lines if not line.startswith("  model")
             ][:12]
-            line = next(line for line in server.lines if line.strip().startswith("router "))
-            router = line.split()[1].rstrip(":")
-            checks["router_line"] = line.strip()
+            router = router_name(server)
+            checks["router_line"] = router_line(server)
             kinds = {
                 m: instance_kinds(server, m)
                 for m in (router, "gpu_producer", "gpu_head", "cpu_head", "gpu_accumulator")
@@ -803,6 +825,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
 
 
 def print_table(results: dict[str, Any]) -> None:
+    from harness import triton_stats
     from harness.load import format_table
 
     lat = results.get("latency", {})
@@ -824,6 +847,14 @@ def print_table(results: dict[str, Any]) -> None:
                 "native/python router p50:",
                 {c: round(v, 3) for c, v in lat["ratio_native_over_python_router_p50"].items()},
             )
+        steps = []
+        for backend in ROUTERS:
+            for model in ("gpu_router", "gpu_shared"):
+                x = lat.get(backend, {}).get(model, {}).get("1", {})
+                steps += triton_stats.table_rows([backend, model], x.get("step_us", {}))
+        if steps:
+            print("\nat concurrency 1, per request from Triton's statistics (medians over rounds):")
+            print(format_table(["routers", "pipeline", *triton_stats.TABLE_HEADERS], steps))
     for claim, ok in results["verdicts"].items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
 
