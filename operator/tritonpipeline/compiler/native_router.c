@@ -3,11 +3,13 @@
  * the Python backend's round trip to its stub process. Each request's one input is copied to every
  * output the request asks for (the ensemble asks for the ones its consumers read; a direct request that
  * names none gets all of them), same datatype, same shape, in the memory the input lives in: a GPU
- * tensor is copied on the GPU (cudaMemcpy with cudaMemcpyDefault, bound weakly to the server process's CUDA
- * runtime; no trip through the host), and the copies are waited for before the response is sent: a
- * device-to-device cudaMemcpy returns before it is done, and the consumers read the outputs on streams of
- * their own (measured on an H100: without the wait, about one request in a thousand at concurrency 16 got
- * another request's numbers). A request without the input (an optional pipeline input left out) gets a
+ * tensor is copied on the GPU (cudaMemcpyAsync with cudaMemcpyDefault, bound weakly to the server process's
+ * CUDA runtime; no trip through the host), and the copies are waited for before the response is sent: the
+ * consumers read the outputs on streams of their own (measured on an H100: without the wait, about one
+ * request in a thousand at concurrency 16 got another request's numbers). The copies run on a stream of
+ * the instance's own, created non-blocking on its GPU when it first copies: the legacy default stream would
+ * wait for, and hold up, the work of every other model in this process that uses a blocking stream (the
+ * TensorRT backend's, for one). A request without the input (an optional pipeline input left out) gets a
  * response without outputs, so that the steps after it see their optional inputs left out too. BYTES
  * tensors are copied as Triton serializes them (each element's 4-byte length, then its bytes).
  *
@@ -61,6 +63,14 @@ extern TRITONSERVER_Error* TRITONBACKEND_ModelSetState(TRITONBACKEND_Model* mode
 extern TRITONSERVER_Error* TRITONBACKEND_ModelState(TRITONBACKEND_Model* model, void** state);
 extern TRITONSERVER_Error* TRITONBACKEND_ModelInstanceModel(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Model** model);
+typedef int TRITONSERVER_InstanceGroupKind; /* an enum: */
+#define TRITONSERVER_INSTANCEGROUPKIND_GPU 2
+extern TRITONSERVER_Error* TRITONBACKEND_ModelInstanceKind(
+    TRITONBACKEND_ModelInstance* instance, TRITONSERVER_InstanceGroupKind* kind);
+extern TRITONSERVER_Error* TRITONBACKEND_ModelInstanceDeviceId(
+    TRITONBACKEND_ModelInstance* instance, int32_t* device_id);
+extern TRITONSERVER_Error* TRITONBACKEND_ModelInstanceSetState(TRITONBACKEND_ModelInstance* instance, void* state);
+extern TRITONSERVER_Error* TRITONBACKEND_ModelInstanceState(TRITONBACKEND_ModelInstance* instance, void** state);
 extern TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportStatistics(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request* request, const bool success,
     const uint64_t exec_start_ns, const uint64_t compute_start_ns, const uint64_t compute_end_ns,
@@ -101,13 +111,28 @@ typedef struct {
   int batching; /* max_batch_size > 0: the first dimension of every shape is the batch */
 } ModelState;
 
-/* cudaMemcpy, when the server process has the CUDA runtime (NVIDIA's images, the wheel): a weak
-   reference, bound when the library is loaded into a process that has it and NULL otherwise, so that
-   this library needs no CUDA to load (and no newer glibc than its memcpy's) */
-extern int cudaMemcpy(void* dst, const void* src, size_t count, int kind) __attribute__((weak));
-#define CUDA_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: the direction from the pointers (unified addressing) */
-/* the legacy default stream, where cudaMemcpy runs: waited for once a request's copies are issued */
+typedef struct {
+  int device;   /* a KIND_GPU instance's GPU; -1 for other kinds (their stream is on the current device) */
+  void* stream; /* the instance's CUDA stream (cudaStream_t), created when it first copies a GPU tensor */
+} InstanceState;
+
+/* The CUDA runtime, when the server process has it (NVIDIA's images, the wheel): weak references, bound
+   when the library is loaded into a process that has them and NULL otherwise, so that this library needs
+   no CUDA to load (and no newer glibc than its memcpy's). A CPU-only server never calls them. */
+extern int cudaSetDevice(int device) __attribute__((weak));
+extern int cudaStreamCreateWithFlags(void** stream, unsigned int flags) __attribute__((weak));
+extern int cudaStreamDestroy(void* stream) __attribute__((weak));
+extern int cudaMemcpyAsync(void* dst, const void* src, size_t count, int kind, void* stream)
+    __attribute__((weak));
 extern int cudaStreamSynchronize(void* stream) __attribute__((weak));
+#define CUDA_STREAM_NON_BLOCKING 1 /* cudaStreamNonBlocking: no implicit wait on the legacy default stream */
+#define CUDA_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: the direction from the pointers (unified addressing) */
+
+static int have_cuda(void)
+{
+  return cudaSetDevice != NULL && cudaStreamCreateWithFlags != NULL && cudaStreamDestroy != NULL &&
+         cudaMemcpyAsync != NULL && cudaStreamSynchronize != NULL;
+}
 
 static uint64_t now_ns(void)
 {
@@ -163,35 +188,80 @@ TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model)
   return NULL;
 }
 
+/* ---------------------------------------------------------------------------------- the instance */
+
+TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance)
+{
+  TRITONSERVER_InstanceGroupKind kind;
+  int32_t device;
+  TRY(TRITONBACKEND_ModelInstanceKind(instance, &kind));
+  TRY(TRITONBACKEND_ModelInstanceDeviceId(instance, &device));
+  InstanceState* state = calloc(1, sizeof *state);
+  if (state == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL);
+  state->device = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? device : -1;
+  TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceSetState(instance, state);
+  if (err != NULL) free(state);
+  return err;
+}
+
+TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance)
+{
+  void* state;
+  TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
+  InstanceState* s = state;
+  if (s != NULL && s->stream != NULL) cudaStreamDestroy(s->stream); /* nothing is left on it: each request waits */
+  free(s);
+  return NULL;
+}
+
 /* ------------------------------------------------------------------------------------ one request */
 
 static TRITONSERVER_Error* cuda_failed(const char* call, int status)
 {
-  char detail[48];
+  char detail[64];
   snprintf(detail, sizeof detail, "%s returned %d", call, status);
   return error(TRITONSERVER_ERROR_INTERNAL, "copying a tensor failed", detail);
 }
 
-/* one copy; *on_gpu is set when it ran on the GPU (to be waited for) */
-static TRITONSERVER_Error* copy(void* dst, TRITONSERVER_MemoryType dst_type, const void* src,
-                                TRITONSERVER_MemoryType src_type, uint64_t size, int* on_gpu)
+/* the instance's stream: created on first use, on the instance's GPU, from the thread that executes it */
+static TRITONSERVER_Error* instance_stream(InstanceState* state, void** stream)
+{
+  if (state->stream == NULL) {
+    if (!have_cuda())
+      return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime in this server", NULL);
+    if (state->device >= 0) {
+      int status = cudaSetDevice(state->device);
+      if (status != 0) return cuda_failed("cudaSetDevice", status);
+    }
+    void* created = NULL;
+    int status = cudaStreamCreateWithFlags(&created, CUDA_STREAM_NON_BLOCKING);
+    if (status != 0) return cuda_failed("cudaStreamCreateWithFlags", status);
+    state->stream = created;
+  }
+  *stream = state->stream;
+  return NULL;
+}
+
+/* one copy; *on_gpu is set once a copy was issued on the instance's stream (to be waited for) */
+static TRITONSERVER_Error* copy(InstanceState* state, void* dst, TRITONSERVER_MemoryType dst_type,
+                                const void* src, TRITONSERVER_MemoryType src_type, uint64_t size, int* on_gpu)
 {
   if (size == 0) return NULL;
   if (dst_type != TRITONSERVER_MEMORY_GPU && src_type != TRITONSERVER_MEMORY_GPU) {
     memcpy(dst, src, size);
     return NULL;
   }
-  if (cudaMemcpy == NULL || cudaStreamSynchronize == NULL)
-    return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime in this server", NULL);
-  int status = cudaMemcpy(dst, src, size, CUDA_MEMCPY_DEFAULT);
-  if (status != 0) return cuda_failed("cudaMemcpy", status);
+  void* stream = NULL;
+  TRY(instance_stream(state, &stream));
+  int status = cudaMemcpyAsync(dst, src, size, CUDA_MEMCPY_DEFAULT, stream);
+  if (status != 0) return cuda_failed("cudaMemcpyAsync", status);
   *on_gpu = 1;
   return NULL;
 }
 
-/* fill `response` with one copy of the request's input per requested output; the batch size in *batch */
-static TRITONSERVER_Error* route(TRITONBACKEND_Request* request, TRITONBACKEND_Response* response,
-                                 int batching, uint64_t* batch)
+/* the copies of route(): one copy of the input per requested output */
+static TRITONSERVER_Error* copies(InstanceState* state, TRITONBACKEND_Request* request,
+                                  TRITONBACKEND_Response* response, int batching, uint64_t* batch, int* on_gpu)
 {
   uint32_t inputs, outputs;
   *batch = 1;
@@ -208,7 +278,6 @@ static TRITONSERVER_Error* route(TRITONBACKEND_Request* request, TRITONBACKEND_R
   TRY(TRITONBACKEND_InputProperties(input, &name, &datatype, &shape, &dims, &size, &buffers));
   if (batching && dims > 0) *batch = shape[0] > 0 ? (uint64_t)shape[0] : 0;
   TRY(TRITONBACKEND_RequestOutputCount(request, &outputs));
-  int on_gpu = 0;
   for (uint32_t o = 0; o < outputs; o++) {
     const char* output_name;
     TRITONBACKEND_Output* output;
@@ -233,15 +302,24 @@ static TRITONSERVER_Error* route(TRITONBACKEND_Request* request, TRITONBACKEND_R
       TRY(TRITONBACKEND_InputBuffer(input, b, &part, &part_size, &part_type, &part_id));
       if (offset + part_size > size)
         return error(TRITONSERVER_ERROR_INTERNAL, "the input's buffers exceed its size", name);
-      TRY(copy((char*)out + offset, out_type, part, part_type, part_size, &on_gpu));
+      TRY(copy(state, (char*)out + offset, out_type, part, part_type, part_size, on_gpu));
       offset += part_size;
     }
   }
-  if (on_gpu) { /* every copy done before the response goes out and the input is released */
-    int status = cudaStreamSynchronize(NULL);
-    if (status != 0) return cuda_failed("cudaStreamSynchronize", status);
-  }
   return NULL;
+}
+
+/* fill `response` with one copy of the request's input per requested output; the batch size in *batch */
+static TRITONSERVER_Error* route(InstanceState* state, TRITONBACKEND_Request* request,
+                                 TRITONBACKEND_Response* response, int batching, uint64_t* batch)
+{
+  int on_gpu = 0;
+  TRITONSERVER_Error* err = copies(state, request, response, batching, batch, &on_gpu);
+  if (on_gpu) { /* every copy done before the response goes out (or fails) and the buffers are released */
+    int status = cudaStreamSynchronize(state->stream);
+    if (status != 0 && err == NULL) err = cuda_failed("cudaStreamSynchronize", status);
+  }
+  return err;
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
@@ -252,6 +330,8 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   TRY(TRITONBACKEND_ModelInstanceModel(instance, &model));
   TRY(TRITONBACKEND_ModelState(model, &state));
   int batching = ((ModelState*)state)->batching;
+  void* instance_state;
+  TRY(TRITONBACKEND_ModelInstanceState(instance, &instance_state));
   uint64_t exec_start = now_ns();
   uint64_t total_batch = 0;
   for (uint32_t r = 0; r < request_count; r++) {
@@ -261,7 +341,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     uint64_t start = now_ns();
     TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&response, request);
     if (err == NULL) {
-      err = route(request, response, batching, &batch);
+      err = route(instance_state, request, response, batching, &batch);
       /* an error goes to this request's client, in place of outputs; the others are unaffected */
       TRITONSERVER_Error* sent = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
       if (sent != NULL) TRITONSERVER_ErrorDelete(sent);
