@@ -6,6 +6,7 @@ together), a request that asks for some outputs only, and an optional input left
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,10 +217,19 @@ def test_concurrent_requests_batched_together_keep_their_own_rows(library: bytes
         server.stop(timeout=15)
 
 
+# what native_router.c calls in the CUDA runtime, all weak references
+CUDA_FUNCTIONS = (
+    "cudaSetDevice",
+    "cudaStreamCreateWithFlags",
+    "cudaStreamDestroy",
+    "cudaMemcpyAsync",
+    "cudaStreamSynchronize",
+)
+
+
 def test_the_library_needs_only_an_old_libc(library: bytes, tmp_path: Path) -> None:
     """It loads into any Triton image of the supported range: no library but libc (CUDA is a weak
     reference, bound only where the server has it) and no glibc symbol newer than 2.17."""
-    import re
     import shutil
 
     objdump = shutil.which("objdump")
@@ -237,12 +247,38 @@ def test_the_library_needs_only_an_old_libc(library: bytes, tmp_path: Path) -> N
         for line in symbols.splitlines()
         if line.split()[-1:] and line.split()[-1].startswith("cuda")
     }
-    assert set(cuda) == {
-        "cudaSetDevice",
-        "cudaStreamCreateWithFlags",
-        "cudaStreamDestroy",
-        "cudaMemcpyAsync",
-        "cudaStreamSynchronize",
-    }, sorted(cuda)
+    assert set(cuda) == set(CUDA_FUNCTIONS), sorted(cuda)
     for name, line in cuda.items():  # weak: unresolved is allowed, a CPU-only server loads it
         assert " w " in f" {line} ", (name, line)
+
+
+def test_its_cuda_references_bind_to_the_servers_cuda_runtime(
+    library: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded into the wheel's tritonserver, the router's weak CUDA references resolve to the CUDA runtime
+    the server itself links (the dynamic linker's own account, LD_DEBUG=bindings): a GPU tensor is then
+    copied on the GPU rather than refused with "no CUDA runtime in this server". Needs no GPU: binding
+    happens at load."""
+    repo = tmp_path / "repo"
+    (repo / "r" / "1").mkdir(parents=True)
+    (repo / "r" / "1" / NATIVE_ROUTER_LIBRARY).write_bytes(library)
+    (repo / "r" / "config.pbtxt").write_text(
+        f'name: "r"\nbackend: "{NATIVE_ROUTER_BACKEND}"\nmax_batch_size: 0\n'
+        'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+    )
+    trace = tmp_path / "ld"
+    trace.mkdir()
+    monkeypatch.setenv("LD_DEBUG", "bindings")
+    monkeypatch.setenv("LD_DEBUG_OUTPUT", str(trace / "bindings"))  # one file per process: bindings.PID
+    server = serve(repo, tmp_path)
+    server.stop(timeout=15)
+    bound: dict[str, str] = {}
+    for log in trace.iterdir():
+        for line in log.read_text(errors="replace").splitlines():
+            match = re.search(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `(\w+)'", line)
+            if match and match[1].endswith(NATIVE_ROUTER_LIBRARY) and match[3] in CUDA_FUNCTIONS:
+                bound[match[3]] = Path(match[2]).name
+    assert set(bound) == set(CUDA_FUNCTIONS), bound
+    assert all(target.startswith("libcudart") for target in bound.values()), bound
