@@ -55,6 +55,9 @@ ROWS = 65536  # gpu_producer's FEATS rows: 4 floats each, 1 MiB a request row
 FEATS_BYTES = ROWS * 4 * 4
 EXIT_NO_GPU = 2
 ROUTERS = ("python", "native")  # what the routers run on, each checked and measured
+# the parts of the check (--sections): correctness and copies per router (1, 2), latency and metrics
+# (3, 4), the fan-out example with no flag (5)
+SECTIONS = ("correctness", "latency", "example")
 FANOUT_PIPELINES = {
     "gpu_router": ("SUMS_B", "SUMS_C"),
     "gpu_shared": ("SUMS_B", "SUMS_C"),
@@ -582,137 +585,157 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
     seeds = np.random.default_rng(0).normal(size=(32, 1, 4)).astype(np.float32)
 
     # 1 + 2: correctness and the copy counter, on a server with the counter injected, for each router
-    results["device_to_host"] = {}
-    results["serve_exit_code"] = {}
-    for backend in ROUTERS:
-        checks = results["checks"].setdefault(backend, {})
-        counter_dir = work / f"memcpy-{backend}"
-        counter_dir.mkdir()
-        counter_env = {}
-        if env["counter"] is not None:
-            counter_env = {"CUDA_INJECTION64_PATH": str(env["counter"]), "TP_MEMCPY_DIR": str(counter_dir)}
-        log(f"serving bench/gpu/pipeline.yaml (no --gpu/--cpu flag, --router {backend}), copies counted")
-        server = Serve(
-            PIPELINE,
-            work / f"serve-counted-{backend}.log",
-            flags=["--keep", "--exit-timeout=30", "--router", backend],
-            env=counter_env,
-        )
-        try:
-            server.wait()
-            results.setdefault("serve_output", {})[backend] = [
-                line for line in server.lines if not line.startswith("  model")
-            ][:12]
-            router = router_name(server)
-            checks["router_line"] = router_line(server)
-            kinds = {
-                m: instance_kinds(server, m)
-                for m in (router, "gpu_producer", "gpu_head", "cpu_head", "gpu_accumulator")
-            }
-            checks["instance_kinds"] = kinds
-            checks["no_gpu_message_absent"] = not any("no GPU found" in line for line in server.lines)
-            async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
-                for model, outs in FANOUT_PIPELINES.items():
-                    checks[f"{model}_outputs"] = await check_fanout(client, model, outs, seeds)
-                    log(f"{backend}: {model}: {checks[f'{model}_outputs']}")
-                checks["gpu_stream"] = await check_stream(client, args.sequences, args.chunks)
-                log(f"{backend}: gpu_stream: {checks['gpu_stream']}")
-                if env["counter"] is not None:
-                    copies = {}
+    if "correctness" in args.sections:
+        results["device_to_host"] = {}
+        results["serve_exit_code"] = {}
+        for backend in ROUTERS:
+            checks = results["checks"].setdefault(backend, {})
+            counter_dir = work / f"memcpy-{backend}"
+            counter_dir.mkdir()
+            counter_env = {}
+            if env["counter"] is not None:
+                counter_env = {
+                    "CUDA_INJECTION64_PATH": str(env["counter"]),
+                    "TP_MEMCPY_DIR": str(counter_dir),
+                }
+            log(f"serving bench/gpu/pipeline.yaml (no --gpu/--cpu flag, --router {backend}), copies counted")
+            server = Serve(
+                PIPELINE,
+                work / f"serve-counted-{backend}.log",
+                flags=["--keep", "--exit-timeout=30", "--router", backend],
+                env=counter_env,
+            )
+            try:
+                server.wait()
+                results.setdefault("serve_output", {})[backend] = [
+                    line for line in server.lines if not line.startswith("  model")
+                ][:12]
+                router = router_name(server)
+                checks["router_line"] = router_line(server)
+                kinds = {
+                    m: instance_kinds(server, m)
+                    for m in (router, "gpu_producer", "gpu_head", "cpu_head", "gpu_accumulator")
+                }
+                checks["instance_kinds"] = kinds
+                checks["no_gpu_message_absent"] = not any("no GPU found" in line for line in server.lines)
+                async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
                     for model, outs in FANOUT_PIPELINES.items():
-                        call = fanout_call(client, model, seeds, outs)
-                        copies[model] = await counted(counter_dir, call, 200)
-                        per_request = copies[model]["bytes_per_request"]
-                        log(f"{backend}: copies on {model}: {per_request} bytes a request")
-                    copies["feats_bytes_per_request"] = FEATS_BYTES
-                    copies["processes_counted"] = sorted(read_counters(counter_dir))
-                    results["device_to_host"][backend] = copies
-        except Exception:
-            failed(f"correctness and copies ({backend} router)", server)
-        finally:
-            results["serve_exit_code"][backend] = server.stop()
+                        checks[f"{model}_outputs"] = await check_fanout(client, model, outs, seeds)
+                        log(f"{backend}: {model}: {checks[f'{model}_outputs']}")
+                    checks["gpu_stream"] = await check_stream(client, args.sequences, args.chunks)
+                    log(f"{backend}: gpu_stream: {checks['gpu_stream']}")
+                    if env["counter"] is not None:
+                        copies = {}
+                        for model, outs in FANOUT_PIPELINES.items():
+                            call = fanout_call(client, model, seeds, outs)
+                            copies[model] = await counted(counter_dir, call, 200)
+                            per_request = copies[model]["bytes_per_request"]
+                            log(f"{backend}: copies on {model}: {per_request} bytes a request")
+                        copies["feats_bytes_per_request"] = FEATS_BYTES
+                        copies["processes_counted"] = sorted(read_counters(counter_dir))
+                        results["device_to_host"][backend] = copies
+            except Exception:
+                failed(f"correctness and copies ({backend} router)", server)
+            finally:
+                results["serve_exit_code"][backend] = server.stop()
 
     # 3 + 4: latency and metrics, without the counter: a server per router, both up at once
-    log("serving bench/gpu/pipeline.yaml twice without the counter (each router): router vs shared, /metrics")
-    servers: dict[str, Serve] = {}
-    try:
-        for backend in ROUTERS:  # one after the other: each takes its free ports once the last is up
-            servers[backend] = Serve(
-                PIPELINE, work / f"serve-bench-{backend}.log", flags=[*keep, "--router", backend]
+    if "latency" in args.sections:
+        log(
+            "serving bench/gpu/pipeline.yaml twice without the counter (each router): "
+            "router vs shared, /metrics"
+        )
+        servers: dict[str, Serve] = {}
+        try:
+            for backend in ROUTERS:  # one after the other: each takes its free ports once the last is up
+                servers[backend] = Serve(
+                    PIPELINE, work / f"serve-bench-{backend}.log", flags=[*keep, "--router", backend]
+                )
+                servers[backend].wait()
+            results["latency"] = await bench(
+                servers, args.rounds, {1: args.requests_c1, 16: args.requests_c16}
             )
-            servers[backend].wait()
-        results["latency"] = await bench(servers, args.rounds, {1: args.requests_c1, 16: args.requests_c16})
-        results["metrics"] = await metrics_under_load(
-            servers[ROUTERS[-1]], args.metrics_seconds, RESULTS / "gpu-metrics.prom"
-        )
-        tp = load_file(str(PIPELINE))[0]
-        results["metrics"]["autoscaling_query"] = autoscaling.pipeline_query(
-            tp, "gpuUtilization", namespace="default"
-        )
-    except Exception:
-        for server in servers.values():
-            failed("latency and metrics", server)
-    finally:
-        for server in servers.values():
-            server.stop()
+            results["metrics"] = await metrics_under_load(
+                servers[ROUTERS[-1]], args.metrics_seconds, RESULTS / "gpu-metrics.prom"
+            )
+            tp = load_file(str(PIPELINE))[0]
+            results["metrics"]["autoscaling_query"] = autoscaling.pipeline_query(
+                tp, "gpuUtilization", namespace="default"
+            )
+        except Exception:
+            for server in servers.values():
+                failed("latency and metrics", server)
+        finally:
+            for server in servers.values():
+                server.stop()
 
     # 5: the product's default on a GPU host, with the plain example
-    log("serving examples/fanout.yaml with no flag: GPU instance groups must be kept")
-    server = Serve(FANOUT, work / "serve-fanout.log", flags=keep)
-    try:
-        server.wait()
-        x = np.array([[0.0, 1.0, 2.0, 3.0]], dtype=np.float32)
-        async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
-            r = await client.infer("vision", [client.input("IMAGE", x)])
-        feats = 2 * x + 1
-        results["checks"]["fanout_example_default"] = {
-            "router_lines": [line.strip() for line in server.lines if line.strip().startswith("router ")],
-            "no_gpu_message_absent": not any("no GPU found" in line for line in server.lines),
-            "extractor_kinds": instance_kinds(server, "extractor"),
-            "score_b_correct": bool(np.allclose(r.as_numpy("SCORE_B"), 3 * feats - 2)),
-            "score_c_correct": bool(np.allclose(r.as_numpy("SCORE_C"), feats.sum(axis=-1, keepdims=True))),
-        }
-        log(f"fanout example: {results['checks']['fanout_example_default']}")
-    except Exception:
-        failed("fanout example", server)
-    finally:
-        server.stop()
+    if "example" in args.sections:
+        log("serving examples/fanout.yaml with no flag: GPU instance groups must be kept")
+        server = Serve(FANOUT, work / "serve-fanout.log", flags=keep)
+        try:
+            server.wait()
+            x = np.array([[0.0, 1.0, 2.0, 3.0]], dtype=np.float32)
+            async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+                r = await client.infer("vision", [client.input("IMAGE", x)])
+            feats = 2 * x + 1
+            results["checks"]["fanout_example_default"] = {
+                "router_lines": [line.strip() for line in server.lines if line.strip().startswith("router ")],
+                "no_gpu_message_absent": not any("no GPU found" in line for line in server.lines),
+                "extractor_kinds": instance_kinds(server, "extractor"),
+                "score_b_correct": bool(np.allclose(r.as_numpy("SCORE_B"), 3 * feats - 2)),
+                "score_c_correct": bool(
+                    np.allclose(r.as_numpy("SCORE_C"), feats.sum(axis=-1, keepdims=True))
+                ),
+            }
+            log(f"fanout example: {results['checks']['fanout_example_default']}")
+        except Exception:
+            failed("fanout example", server)
+        finally:
+            server.stop()
     return results
 
 
 def verdicts(results: dict[str, Any]) -> dict[str, bool]:
-    """Each claim of the GPU check, true or false; the router's claims once per router backend."""
+    """Each claim of the sections that ran, true or false; the router's claims once per router backend."""
     feats = FEATS_BYTES
+    ran = results.get("sections", SECTIONS)
     out: dict[str, bool] = {}
-    for backend in ROUTERS:
-        checks = results["checks"].get(backend, {})
-        kinds = checks.get("instance_kinds", {})
-        router = next((k for k in kinds if k.endswith("__router")), None)
-        on = f"({backend} router)"
-        out[f"router runs as a KIND_GPU instance {on}"] = bool(router) and kinds[router] == ["KIND_GPU"]
-        out[f"serve ran the routers on the {backend} router"] = f"({backend})" in checks.get(
-            "router_line", ""
-        )
-        for path in ("gpu_router", "gpu_shared"):
-            out[f"{path} path: consumers got GPU tensors, outputs right {on}"] = all(
-                checks.get(f"{path}_outputs", {}).get(k) == v
-                for k, v in (("errors", 0), ("batch8_correct", True))
+    if "correctness" in ran:
+        for backend in ROUTERS:
+            checks = results["checks"].get(backend, {})
+            kinds = checks.get("instance_kinds", {})
+            router = next((k for k in kinds if k.endswith("__router")), None)
+            on = f"({backend} router)"
+            out[f"router runs as a KIND_GPU instance {on}"] = bool(router) and kinds[router] == ["KIND_GPU"]
+            out[f"serve ran the routers on the {backend} router"] = f"({backend})" in checks.get(
+                "router_line", ""
             )
-        out[f"CPU control: outputs right {on}"] = checks.get("gpu_control_outputs", {}).get("errors") == 0
-        out[f"interleaved GPU sequences all right {on}"] = checks.get("gpu_stream", {}).get("wrong", 1) == 0
-        copies = results.get("device_to_host", {}).get(backend)
-        if copies:
-            dtoh = {m: copies[m]["bytes_per_request"].get("DtoH", 0) for m in FANOUT_PIPELINES}
-            out[f"counter sees the control's 1 MiB device-to-host copy {on}"] = dtoh["gpu_control"] >= feats
-            out[f"router path: no FEATS device-to-host copy {on}"] = dtoh["gpu_router"] < feats / 100
-            out[f"shared path: no FEATS device-to-host copy {on}"] = dtoh["gpu_shared"] < feats / 100
-    default = results["checks"].get("fanout_example_default", {})
-    out["fanout example keeps GPU groups on a GPU host and answers right"] = all(
-        default.get(k) for k in ("no_gpu_message_absent", "score_b_correct")
-    )
-    out["fanout example's default router is the native one"] = any(
-        "(native)" in line for line in default.get("router_lines", [])
-    )
+            for path in ("gpu_router", "gpu_shared"):
+                out[f"{path} path: consumers got GPU tensors, outputs right {on}"] = all(
+                    checks.get(f"{path}_outputs", {}).get(k) == v
+                    for k, v in (("errors", 0), ("batch8_correct", True))
+                )
+            out[f"CPU control: outputs right {on}"] = checks.get("gpu_control_outputs", {}).get("errors") == 0
+            out[f"interleaved GPU sequences all right {on}"] = (
+                checks.get("gpu_stream", {}).get("wrong", 1) == 0
+            )
+            copies = results.get("device_to_host", {}).get(backend)
+            if copies:
+                dtoh = {m: copies[m]["bytes_per_request"].get("DtoH", 0) for m in FANOUT_PIPELINES}
+                out[f"counter sees the control's 1 MiB device-to-host copy {on}"] = (
+                    dtoh["gpu_control"] >= feats
+                )
+                out[f"router path: no FEATS device-to-host copy {on}"] = dtoh["gpu_router"] < feats / 100
+                out[f"shared path: no FEATS device-to-host copy {on}"] = dtoh["gpu_shared"] < feats / 100
+    if "example" in ran:
+        default = results["checks"].get("fanout_example_default", {})
+        out["fanout example keeps GPU groups on a GPU host and answers right"] = all(
+            default.get(k) for k in ("no_gpu_message_absent", "score_b_correct")
+        )
+        out["fanout example's default router is the native one"] = any(
+            "(native)" in line for line in default.get("router_lines", [])
+        )
     ratios = results.get("latency", {}).get("ratio_router_over_shared_p50", {}).get("native", {})
     if ratios:
         out["native router/shared p50 <= 1.05 at c1 and c16"] = all(
@@ -756,6 +779,14 @@ def no_gpu_checks(work: Path) -> dict[str, Any]:
     return {"router_kind_gpu": "KIND_GPU" in config, "packed_server_cpu_answer_right": ok}
 
 
+def sections(value: str) -> tuple[str, ...]:
+    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if not chosen or unknown:
+        raise argparse.ArgumentTypeError(f"expected some of {','.join(SECTIONS)}, got {value!r}")
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="tritonpipeline's GPU check")
     parser.add_argument("--rounds", type=int, default=5)
@@ -768,6 +799,13 @@ def main() -> int:
         "--work", type=Path, help="working directory, kept with serve's logs (default: temporary)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "gpu.json")
+    parser.add_argument(
+        "--sections",
+        type=sections,
+        default=SECTIONS,
+        help=f"which parts to run, comma-separated, of {','.join(SECTIONS)} (default: all): a short rerun "
+        "of one part on a lent GPU (write it elsewhere with --out)",
+    )
     args = parser.parse_args()
     if not (BUNDLE / "manifest.json").exists():
         print(
@@ -814,6 +852,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
         )
     results["bundle"] = {k: env["manifest"][k] for k in ("python_version", "total_bytes")}
     results["bundle"]["nvidia_pytriton"] = env["manifest"]["tritonserver"]["nvidia_pytriton"]
+    results["sections"] = list(args.sections)
     results.update(asyncio.run(main_gpu(env, work, args)))
     results["verdicts"] = verdicts(results)
     results["seconds"] = round(time.monotonic() - began, 1)
