@@ -205,9 +205,9 @@ def step_models(graph: dict[str, Any]) -> dict[str, list[str]]:
     """For each toy ensemble variant, its ensemble and the models of its steps (routers included), whose
     statistics the bench reads around each run."""
     out = {}
+    toy_models = list(COMPUTE_MODELS)  # extractor, head_b, head_c
     for variant, summary in graph.items():
         (ensemble,) = summary["ensembles"]
-        toy_models = list(COMPUTE_MODELS)  # extractor, head_b, head_c
         out[variant] = [ensemble["name"], *(r["name"] for r in summary["routers"]), *toy_models]
     return out
 

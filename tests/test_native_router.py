@@ -259,20 +259,11 @@ def test_its_cuda_references_bind_to_the_servers_cuda_runtime(
     the server itself links (the dynamic linker's own account, LD_DEBUG=bindings): a GPU tensor is then
     copied on the GPU rather than refused with "no CUDA runtime in this server". Needs no GPU: binding
     happens at load."""
-    repo = tmp_path / "repo"
-    (repo / "r" / "1").mkdir(parents=True)
-    (repo / "r" / "1" / NATIVE_ROUTER_LIBRARY).write_bytes(library)
-    (repo / "r" / "config.pbtxt").write_text(
-        f'name: "r"\nbackend: "{NATIVE_ROUTER_BACKEND}"\nmax_batch_size: 0\n'
-        'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
-        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
-        "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
-    )
     trace = tmp_path / "ld"
     trace.mkdir()
     monkeypatch.setenv("LD_DEBUG", "bindings")
     monkeypatch.setenv("LD_DEBUG_OUTPUT", str(trace / "bindings"))  # one file per process: bindings.PID
-    server = serve(repo, tmp_path)
+    server = serve(router_repo(tmp_path / "repo", library), tmp_path)
     server.stop(timeout=15)
     bound: dict[str, str] = {}
     for log in trace.iterdir():

@@ -450,10 +450,7 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
     paths = [(b, m) for b in servers for m in ("gpu_router", "gpu_shared")]
     runs: dict[tuple[str, str], dict[int, list[dict[str, Any]]]] = {p: {} for p in paths}
     # where each path's time goes: Triton's statistics of the ensemble and its steps, read around each run
-    getters = {
-        b: triton_stats.http_getter(f"127.0.0.1:{s.ports['http']}", s.admin_headers())
-        for b, s in servers.items()
-    }
+    getters = {b: s.http_json for b, s in servers.items()}
     step_models = {
         (b, m): [m, *([router_name(servers[b])] if m == "gpu_router" else []), "gpu_producer", "gpu_head"]
         for b, m in paths

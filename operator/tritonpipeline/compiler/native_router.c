@@ -8,8 +8,8 @@
  * consumers read the outputs on streams of their own (measured on an H100: without the wait, about one
  * request in a thousand at concurrency 16 got another request's numbers). The copies run on a stream of
  * the instance's own, created non-blocking on its GPU when it first copies: the legacy default stream would
- * wait for, and hold up, the work of every other model in this process that uses a blocking stream (the
- * TensorRT backend's, for one). A request without the input (an optional pipeline input left out) gets a
+ * wait for, and hold up, the work of every other model in this process that uses a blocking stream (each
+ * GPU instance of a backend built on Triton's backend library has one). A request without the input (an optional pipeline input left out) gets a
  * response without outputs, so that the steps after it see their optional inputs left out too. BYTES
  * tensors are copied as Triton serializes them (each element's 4-byte length, then its bytes).
  *
