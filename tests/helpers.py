@@ -55,7 +55,9 @@ def imported_example(name: str, uri: str = "pvc://models/triton") -> dict[str, A
 
     root = EXAMPLES / "published" / name
     found = read_model_repository(root, str(root))
-    result = import_repository(found.configs, found.no_config, name=name, uri=uri)
+    result = import_repository(
+        found.configs, found.no_config, name=name, uri=uri, version_files=found.version_files
+    )
     assert result.document is not None, [str(f) for f in result.findings]
     return result.document
 

@@ -147,7 +147,7 @@ def test_examples_are_admitted_and_defaulted_by_the_server(kube: Kube, ns: str, 
 
 
 @pytest.mark.apiserver
-@pytest.mark.parametrize("name", ["tensorrtllm", "asr"])
+@pytest.mark.parametrize("name", ["tensorrtllm", "asr", "tutorials"])
 def test_what_import_writes_is_admitted(kube: Kube, ns: str, name: str) -> None:
     """`tritonpipeline import` of the published-style repositories: the apiserver admits the document as
     written, and reading it back parses to the same spec."""

@@ -488,6 +488,69 @@ def test_backend_and_platform(lines: str, expected: dict[str, str], reported: se
 def test_a_config_without_backend_or_platform_is_an_error() -> None:
     result = run({"echo": ECHO.replace('backend: "python"\n', ""), "echo_pipe": ECHO_ENSEMBLE})
     assert of(result, ERROR) == {("echo", "backend")}
+    (finding,) = [f for f in result.findings if f.kind == ERROR]
+    assert "no version directory" in finding.message
+
+
+# Triton's pick of a backend by the model file (core's AutoCompleteBackendFields), read off its source:
+# (the first subdirectory's entries as name -> is a directory, default_model_filename, what is written)
+MODEL_FILE_CASES = [
+    ({"model.py": False}, "", {"backend": "python"}),
+    ({"model.onnx": True}, "", {"platform": "onnxruntime_onnx"}),  # a large ONNX model is a directory
+    ({"model.onnx": False, "model.py": False}, "", {"platform": "onnxruntime_onnx"}),  # ONNX is checked first
+    ({"model.plan": False}, "", {"platform": "tensorrt_plan"}),
+    ({"model.plan": True}, "", None),  # a plan must be a file
+    ({"model.pt": False}, "", {"platform": "pytorch_libtorch"}),
+    ({"model.savedmodel": True}, "", {"platform": "tensorflow_savedmodel"}),
+    ({"model.savedmodel": False}, "", None),  # a SavedModel must be a directory
+    ({"model.savedmodel": True, "model.graphdef": False}, "", {"platform": "tensorflow_graphdef"}),
+    ({"model.xml": False, "model.bin": False}, "", {"backend": "openvino"}),
+    ({"weights.bin": False}, "", None),
+    ({}, "model.py", {"backend": "python"}),  # default_model_filename decides, whatever is there
+    ({"model.py": False}, "model.plan", {"platform": "tensorrt_plan"}),
+    ({"model.py": False}, "custom.bin", None),
+]
+
+
+@pytest.mark.parametrize(("entries", "default_file", "written"), MODEL_FILE_CASES)
+def test_without_backend_triton_picks_one_by_the_model_file(
+    entries: dict[str, bool], default_file: str, written: dict[str, str] | None
+) -> None:
+    text = ECHO.replace('backend: "python"\n', "")
+    if default_file:
+        text += f'default_model_filename: "{default_file}"\n'
+    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}, version_files={"echo": ("1", entries)})
+    if written is None:
+        assert of(result, ERROR) == {("echo", "backend")}
+        (finding,) = [f for f in result.findings if f.kind == ERROR]
+        assert "first subdirectory, '1', holds none of the model files" in finding.message
+        assert "model.py" in finding.message
+        return
+    model = only_model(result, "echo")
+    assert {k: model[k] for k in ("backend", "platform") if k in model} == written
+    assert ("echo", "backend") not in of(result, NOT_CARRIED) | of(result, ERROR)
+
+
+def test_a_config_without_inputs_or_outputs_is_carried_for_the_backend_to_complete() -> None:
+    vllm = cfg(
+        """
+        backend: "vllm"
+        instance_group [ { count: 1 kind: KIND_MODEL } ]
+        """
+    )
+    result = run({"llama-3.1-8b": vllm})
+    assert result.findings == ()
+    assert only_model(result, "llama-3.1-8b") == {
+        "name": "llama-3.1-8b",
+        "backend": "vllm",
+        "instances": [{"kind": "MODEL", "count": 1}],
+    }
+
+
+def test_step_names_hold_no_dot() -> None:
+    assert imp._step_names(["llava-1.5", "llava-1.5"]) == ["llava-1_5", "llava-1_5_2"]
+    # a model's own name stays its step's: the dotted one gives way
+    assert imp._step_names(["a.b", "a_b", "a.b"]) == ["a_b_2", "a_b", "a_b_3"]
 
 
 def test_gpu_indices_set_the_pods_gpus() -> None:
@@ -1190,7 +1253,25 @@ ROUND_TRIP = {
         response_cache { enable: true }
         """
     ),
+    # vLLM's own config (its sample repository): the backend completes inputs, outputs and the rest
+    "llama-3.1-8b": cfg(
+        """
+        backend: "vllm"
+        instance_group [ { count: 1 kind: KIND_MODEL } ]
+        """
+    ),
+    # no backend: Triton picks python by 1/model.py (the tutorials' LLaVA models are written so)
+    "llava-1.5": cfg(
+        """
+        max_batch_size: 0
+        model_transaction_policy { decoupled: True }
+        input [ { name: "prompt" data_type: TYPE_STRING dims: [ 1 ] } ]
+        output [ { name: "text" data_type: TYPE_STRING dims: [ 1 ] } ]
+        instance_group [ { count: 1 kind: KIND_GPU gpus: [ 0 ] } ]
+        """
+    ),
 }
+MODEL_FILES = {"bls_stream/1/model.py": "# BLS\n", "llava-1.5/1/model.py": "# LLaVA\n"}
 ENSEMBLES = ("ensemble", "asr")
 # read off the configs above: each setting the spec has no field for
 ROUND_TRIP_NOT_CARRIED = {
@@ -1213,6 +1294,8 @@ def triton_defaults(config: Any, directory: str) -> None:
     render writes out: the documented normalisations, applied by hand."""
     if not config.name:
         config.name = directory
+    if not config.backend and not config.platform:
+        config.backend = "python"  # picked by the model file that MODEL_FILES writes for it
     if config.platform and PLATFORM_BACKEND.get(config.platform) == config.backend:
         config.ClearField("backend")
     for i, group in enumerate(config.instance_group):
@@ -1297,8 +1380,25 @@ def dataflow(config: Any, models: set[str]) -> tuple[dict[str, Any], Counter[Any
 
 
 @pytest.mark.cli
+def test_the_backend_is_picked_in_the_first_subdirectory_in_byte_order(tmp_path: Path) -> None:
+    text = ECHO.replace('backend: "python"\n', "")
+    files = {"echo/2/model.py": "# echo\n", "echo/10/weights.bin": "0"}
+    repo = write_repo(tmp_path / "repo", {"echo": text, "echo_pipe": ECHO_ENSEMBLE}, files)
+    out = tmp_path / "out.yaml"
+    result = run_import(repo, "-o", out)  # Triton looks in '10' ('1' < '2'), as for any name there
+    assert result.returncode == 1
+    assert "backend: neither backend nor platform is set" in result.stderr
+    assert "first subdirectory, '10', holds none of the model files" in result.stderr
+    assert not out.exists()
+    (repo / "echo" / "10" / "model.py").write_text("# echo\n")
+    result = run_import(repo, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(out.read_text())["spec"]["models"][0]["backend"] == "python"
+
+
+@pytest.mark.cli
 def test_round_trip_through_the_compiler(tmp_path: Path) -> None:
-    repo = write_repo(tmp_path / "llm_repo", ROUND_TRIP, {"bls_stream/1/model.py": "# BLS\n"})
+    repo = write_repo(tmp_path / "llm_repo", ROUND_TRIP, MODEL_FILES)
     result = run_import(repo, "-o", tmp_path / "llm.yaml")
     assert result.returncode == 0, result.stderr
     reported = not_carried_lines(result.stderr)

@@ -9,6 +9,10 @@ answers, response for response.
   sampling settings, and streamed (one answer per token).
 - asr: wenet's streaming ASR (a feature extractor, then a stateful decoder with FP32 START/READY/END
   controls): sequences interleaved on one gRPC stream, with string and numeric IDs.
+- tutorials: configs that leave Triton to complete them. vLLM's sample model (no inputs or outputs: the
+  vllm backend declares them, served by the stand-in backend of tests/backends/vllm), the tutorials'
+  simple-gpt2 (its model.py's auto_complete_config declares its interface) and llava-1.5 (no backend:
+  Triton picks python by 1/model.py; a '.' in its name). Triton's completed configs must be the same too.
 
 Each answer is also checked against the stand-ins' definitions for one request, so that two servers
 answering alike cannot both be wrong in the same way unnoticed.
@@ -25,13 +29,14 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 import yaml
 
 from helpers import CLI, EXAMPLES
 from test_triton_loads import serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.server import LocalTriton, server_home
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver
@@ -53,13 +58,14 @@ def imported(repo: Path, tmp_path: Path) -> Path:
     return write_repository(artifacts, tmp_path / "rendered", repo)
 
 
-def side_by_side(name: str, tmp_path: Path, ask: Any) -> tuple[Any, Any]:
-    """`ask(server)` on the repository as published and on its import; both results."""
+def side_by_side(name: str, tmp_path: Path, ask: Any, *args: str) -> tuple[Any, Any]:
+    """`ask(server)` on the repository as published and on its import (tritonserver `args` for both);
+    both results."""
     repo = tmp_path / name
     shutil.copytree(PUBLISHED / name, repo)  # Triton's Python backend may write beside the models
-    with serving(repo, tmp_path / "original.log") as server:
+    with serving(repo, tmp_path / "original.log", *args) as server:
         original = ask(server)
-    with serving(imported(repo, tmp_path), tmp_path / "imported.log") as server:
+    with serving(imported(repo, tmp_path), tmp_path / "imported.log", *args) as server:
         again = ask(server)
     return original, again
 
@@ -180,3 +186,77 @@ def test_streaming_asr_answers_alike(tmp_path: Path) -> None:
     ]
     direct = [answer[0]["transcript"][0][0].decode() for answer in original[5:]]
     assert direct == ["11: 3", "12: 15", "11: 3 6", "12: 15 18", "11: 3 6 9"]
+
+
+def stand_in_backends(tmp_path: Path) -> str:
+    """--backend-directory (tritonserver takes the last one given): a copy of the wheel's backends (a
+    library may not resolve outside its backend's directory), and the stand-in vllm backend beside them."""
+    backends = tmp_path / "backends"
+    shutil.copytree(server_home() / "backends", backends)
+    shutil.copytree(Path(__file__).parent / "backends" / "vllm", backends / "vllm")
+    return f"--backend-directory={backends}"
+
+
+def completed(server: LocalTriton, model: str) -> dict[str, Any]:
+    """What Triton made of a model's config as it loaded it: its interface and transaction policy."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        config = client.get_model_config(model, headers=server.admin_headers())
+    finally:
+        client.close()
+    keep = ("backend", "platform", "max_batch_size", "input", "output", "model_transaction_policy")
+    return {key: config.get(key) for key in keep} | {"dynamic": "dynamic_batching" in config}
+
+
+def tutorials(server: LocalTriton) -> tuple[list[Answer], dict[str, Any]]:
+    requests = [
+        ("vllm_model", {"text_input": np.array([b"hi"], dtype=np.object_)}, {}),
+        (
+            "vllm_model",
+            {
+                "text_input": np.array([b"hi"], dtype=np.object_),
+                "stream": np.array([True]),
+                "sampling_parameters": np.array([b'{"max_tokens": 2}'], dtype=np.object_),
+            },
+            {},
+        ),
+        ("simple-gpt2", {"text_input": text("hello big world")}, {}),
+        (
+            "llava-1.5",
+            {
+                "prompt": np.array([b"what is here"], dtype=np.object_),
+                "image": np.array([b"png-1", b"png-2"], dtype=np.object_),
+            },
+            {},
+        ),
+    ]
+    models = ("vllm_model", "simple-gpt2", "llava-1.5")
+    return stream(server, requests), {m: completed(server, m) for m in models}
+
+
+def test_configs_triton_completes_answer_alike(tmp_path: Path) -> None:
+    original, again = side_by_side("tutorials", tmp_path, tutorials, stand_in_backends(tmp_path))
+    assert again == original
+    answers, configs = original
+    # the stand-ins' definitions: the engine model of vllm_model/1/model.json, the prompt's words
+    whole, streamed, gpt2, llava = answers
+    assert whole == [{"text_output": [b"hi facebook/opt-125m:0 facebook/opt-125m:1 facebook/opt-125m:2"]}]
+    assert streamed == [{"text_output": [t]} for t in (b" facebook/opt-125m:0", b" facebook/opt-125m:1")]
+    assert gpt2 == [{"text_output": [[t]]} for t in (b"hello#0", b"big#1", b"world#2")]
+    assert llava == [
+        {
+            "text": [b"what is here [2 image(s)]"],
+            "finish_reason": [b"length"],
+            "prompt_tokens": [3],
+            "completion_tokens": [2],
+            "total_tokens": [5],
+        }
+    ]
+    # what the backends completed, as Triton reports it for the published configs (and the imported)
+    assert configs["vllm_model"]["backend"] == "vllm"
+    names = [i["name"] for i in configs["vllm_model"]["input"]]
+    assert names == ["text_input", "stream", "sampling_parameters", "exclude_input_in_output"]
+    assert configs["vllm_model"]["model_transaction_policy"] == {"decoupled": True}
+    assert configs["simple-gpt2"]["max_batch_size"] == 8
+    assert configs["simple-gpt2"]["dynamic"]
+    assert configs["llava-1.5"]["backend"] == "python"

@@ -208,3 +208,22 @@ def test_serve_passes_server_args_to_the_local_tritonserver(tmp_path: Path) -> N
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("args", "off"),
+    [
+        ([], None),
+        (["--disable-auto-complete-config"], "--disable-auto-complete-config"),
+        (["--disable-auto"], "--disable-auto"),  # a unique prefix is the option
+        (["--strict-model-config=true"], "--strict-model-config=true"),
+        (["--strict-model-config", "ON"], "--strict-model-config ON"),
+        (["--strict-model-config=1", "--strict-model-config=false"], None),  # the last one counts
+        (["--strict-model-config=false", "--disable-auto-complete-config"], "--disable-auto-complete-config"),
+        (["--log-verbose=1", "--strict-model-config=0"], None),
+    ],
+)
+def test_auto_complete_is_off_as_tritonserver_decides(args: list[str], off: str | None) -> None:
+    """Read off tritonserver's command_line_parser.cc: --disable-auto-complete-config wins over any
+    --strict-model-config; else the last --strict-model-config."""
+    assert opts.auto_complete_off(args) == off

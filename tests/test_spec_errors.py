@@ -132,6 +132,19 @@ def _second_pipeline_same_name(d: dict[str, Any]) -> None:
 LONG = "m" * 65  # one over the 64-character limit
 
 
+def _dotted_model_unnamed_step(d: dict[str, Any]) -> None:
+    model(d, 2)["name"] = "head.c-1.5"  # a model's name may hold '.'; step `right` loses its own name
+    step(d, 2)["model"] = "head.c-1.5"
+    del step(d, 2)["name"]
+    step(d, 3)["inputs"]["RIGHT"] = "head.c-1.5.OUTPUT_C"  # what a user would write: reported once
+
+
+def _completed_model_with_args(d: dict[str, Any], args: list[str]) -> None:
+    """A model on its own whose interface the backend completes, and server args given."""
+    spec(d)["models"].append({"name": "llm", "backend": "vllm", "instances": [{"kind": "MODEL"}]})
+    spec(d)["server"]["args"] = args
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -198,6 +211,51 @@ CASES = [
         lambda d: model(d, 0).update(name=LONG),
         "spec.models[0].name",
         "64 characters",
+    ),
+    Case(
+        "step-of-a-dotted-model-without-a-name",
+        "diamond",
+        lambda d: _dotted_model_unnamed_step(d),
+        "spec.pipelines[0].steps[2].name",
+        "model 'head.c-1.5' holds a '.', which a step's name cannot (a reference is STEP.TENSOR): give this "
+        "step a name of its own, such as 'head_c-1_5'",
+    ),
+    Case(
+        "pipeline-name-with-dot",
+        "diamond",
+        lambda d: pipe(d).update(name="dia.mond"),
+        "spec.pipelines[0].name",
+        "invalid name 'dia.mond'",
+    ),
+    Case(
+        "step-maps-an-input-of-a-model-declaring-none",
+        "diamond",
+        lambda d: model(d, 1).pop("inputs"),
+        "spec.pipelines[0].steps[1].inputs.FEATS_IN_B",
+        "model 'head_b' declares no inputs: Triton completes them from the backend when it loads the model, "
+        "but a pipeline checks and maps only declared tensors; list 'FEATS_IN_B'",
+    ),
+    Case(
+        "output-of-a-model-declaring-none",
+        "diamond",
+        lambda d: model(d, 3).pop("outputs"),
+        "spec.pipelines[0].outputs[0].from",
+        "model 'join' declares no outputs",
+    ),
+    Case(
+        "model-left-to-auto-complete-that-args-turn-off",
+        "diamond",
+        lambda d: _completed_model_with_args(d, ["--strict-model-config=true"]),
+        "spec.models[4].outputs",
+        "model 'llm' declares no outputs, so it relies on Triton to complete its config from the backend, "
+        "and spec.server.args turns that off (--strict-model-config=true)",
+    ),
+    Case(
+        "model-left-to-auto-complete-that-args-turn-off-in-any-spelling",
+        "diamond",
+        lambda d: _completed_model_with_args(d, ["--strict-model-config=false", "--disable-auto"]),
+        "spec.models[4].outputs",
+        "(--disable-auto): declare its inputs and outputs, or drop --disable-auto",
     ),
     Case(
         "pipeline-name-with-quote",
@@ -1054,6 +1112,29 @@ def test_valid_unusual_names_are_accepted() -> None:
     step(doc, 1)["name"] = "left-head"
     step(doc, 3)["inputs"]["LEFT"] = "left-head.OUTPUT_B"
     compiles(doc)
+
+
+def test_a_dotted_model_runs_in_a_named_step() -> None:
+    doc = example("diamond")
+    _dotted_model_unnamed_step(doc)
+    step(doc, 2)["name"] = "right"
+    step(doc, 3)["inputs"]["RIGHT"] = "right.OUTPUT_C"
+    artifacts = compile_pipeline(parse_pipeline(doc))
+    assert "head.c-1.5/config.pbtxt" in artifacts.files
+    assert b'model_name: "head.c-1.5"' in artifacts.files["diamond/config.pbtxt"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--strict-model-config=false"], ["--strict-model-config=true", "--strict-model-config", "0"]],
+)
+def test_a_model_left_to_auto_complete_is_valid_on_its_own(args: list[str]) -> None:
+    doc = example("diamond")
+    _completed_model_with_args(doc, args)
+    artifacts = compile_pipeline(parse_pipeline(doc))
+    config = artifacts.files["llm/config.pbtxt"]
+    assert b"input" not in config and b"output" not in config
+    assert b'backend: "vllm"' in config
 
 
 # --------------------------------------------------------------------------- everything at once

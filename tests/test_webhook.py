@@ -107,7 +107,7 @@ def test_valid_spec_is_allowed_with_its_warnings() -> None:
     assert "deprecated" in message and "docs/how-to/migrate-ingress-nginx.md" in message
 
 
-@pytest.mark.parametrize("name", ["tensorrtllm", "asr"])
+@pytest.mark.parametrize("name", ["tensorrtllm", "asr", "tutorials"])
 def test_what_import_writes_is_allowed(name: str) -> None:
     verdict = webhook.verdict(imported_example(name))
     assert verdict.allowed and not verdict.warnings, verdict.message()

@@ -40,6 +40,7 @@ from .kube import checks
 from .kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from .local.repository import (
     check_model_dirs,
+    first_subdir_entries,
     has_version_dir,
     local_model_root,
     model_sources,
@@ -246,6 +247,7 @@ class ModelRepositoryDir:
     configs: dict[str, str]  # model directory -> config.pbtxt text
     no_config: dict[str, bool]  # directory without config.pbtxt -> whether it holds version directories
     unreadable: list[str]  # directories whose config.pbtxt could not be read
+    version_files: dict[str, tuple[str, dict[str, bool]]]  # model dir -> its first subdirectory, entries
     model_dirs: list[Path]  # every (non-hidden) subdirectory: never written into
     errors: list[str]
 
@@ -253,7 +255,7 @@ class ModelRepositoryDir:
 def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
     """Every non-hidden subdirectory's config.pbtxt (Triton ignores files beside the model directories;
     hidden entries are left out). `shown`: the directory as the user gave it, for messages."""
-    found = ModelRepositoryDir({}, {}, [], [], [])
+    found = ModelRepositoryDir({}, {}, [], {}, [], [])
     try:
         entries = sorted(root.iterdir(), key=lambda e: e.name)
     except OSError as exc:
@@ -268,6 +270,9 @@ def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
         try:
             if config.is_file():
                 found.configs[entry.name] = config.read_bytes().decode("utf-8")
+                entries_seen = first_subdir_entries(entry)
+                if entries_seen is not None:
+                    found.version_files[entry.name] = entries_seen
             elif config.exists():
                 found.unreadable.append(entry.name)
                 found.errors.append(IMPORT_NOT_A_FILE.format(path=path))
@@ -367,6 +372,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             uri=uri,
             source=given,
             unreadable=repo.unreadable,
+            version_files=repo.version_files,
         )
     findings = list(result.findings) if result is not None else []
     failed = [_import_line(f, given) for f in findings if f.kind == ERROR] + [f"error: {e}" for e in errors]

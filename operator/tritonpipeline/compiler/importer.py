@@ -72,9 +72,14 @@ UNKNOWN_FIELD_HINT = (
 )
 NAME_MISMATCH = "{name!r} differs from its directory {dir!r}: Triton refuses to load the model"
 NO_BACKEND = (
-    "neither backend nor platform is set: Triton guesses it from the model files, the spec needs one; "
-    "add backend (such as python) or platform (such as onnxruntime_onnx) to the config"
+    "neither backend nor platform is set, and {why}; add backend (such as python) or platform (such as "
+    "onnxruntime_onnx) to the config"
 )
+NO_MODEL_FILE = (
+    "the model directory's first subdirectory, {subdir!r}, holds none of the model files Triton picks a "
+    "backend by ({files})"
+)
+NO_VERSION_DIR = "the model directory has no version directory whose model file Triton could pick it by"
 BACKEND_MISMATCH = "{backend!r} does not go with platform {platform!r}: only the platform is written"
 UNKNOWN_STEP_MODEL = "model {model!r} is not in the repository (models: {known})"
 NESTED_ENSEMBLE = (
@@ -132,6 +137,12 @@ class Normalisation:
 NORMALISATIONS: tuple[Normalisation, ...] = (
     # Triton names a model after its directory when the config has no name (a different name: an error)
     Normalisation("name", "the directory's name", "written as the model name"),
+    # AutoCompleteBackendFields picks the backend by the model file when the config names none (MODEL_FILES)
+    Normalisation(
+        "backend",
+        "none given: picked by the model file in the first version directory (model.py: python, ...)",
+        "written as that backend or platform",
+    ),
     # NormalizeModelConfig fills the backend in from the platform (onnxruntime_onnx -> onnxruntime, ...)
     Normalisation(
         "backend", "filled in from platform", "with a matching platform only the platform is written"
@@ -211,6 +222,24 @@ _DEFAULTS = {n.field: n.default for n in NORMALISATIONS if n.default is not None
 _SAME_AS = {n.field: n.same_as for n in NORMALISATIONS if n.same_as is not None}
 
 # Triton fills the backend in from these platforms (tensorrt_plan's backend is tensorrt)
+# Triton's AutoCompleteBackendFields (core, model_config_utils.cc): with neither backend nor platform in
+# the config, the backend follows from default_model_filename, else from what the model's first version
+# directory (the first subdirectory in byte order) holds: the first match in this order (Triton checks
+# model.savedmodel before model.graphdef and lets the later win, so graphdef comes first here):
+# (file name, spec field, value, True: must be a directory / False: a file / None: either).
+MODEL_FILES: tuple[tuple[str, str, str, bool | None], ...] = (
+    ("model.graphdef", "platform", "tensorflow_graphdef", False),
+    ("model.savedmodel", "platform", "tensorflow_savedmodel", True),
+    ("model.plan", "platform", "tensorrt_plan", False),
+    ("model.onnx", "platform", "onnxruntime_onnx", None),
+    ("model.xml", "backend", "openvino", None),
+    ("model.pt", "platform", "pytorch_libtorch", False),
+    ("model.py", "backend", "python", None),
+)
+
+# a model directory's first subdirectory in byte order, and its entries (name -> is a directory)
+VersionFiles = tuple[str, Mapping[str, bool]]
+
 PLATFORM_BACKEND = {
     "tensorrt_plan": "tensorrt",
     "onnxruntime_onnx": "onnxruntime",
@@ -586,20 +615,26 @@ def _same_as_defaults(cfg: Message, r: _Reading) -> None:
 # --------------------------------------------------------------------------- models
 
 
-def _model(cfg: Any, r: _Reading) -> dict[str, Any]:
-    """The spec's model entry of one (non-ensemble) config."""
+def _model(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[str, Any]:
+    """The spec's model entry of one (non-ensemble) config; `version_files`: its first subdirectory and
+    what that holds, None when it has none. A config without inputs or outputs (the backend completes
+    them when Triton loads it) is carried without them."""
     entry: dict[str, Any] = {"name": cfg.name}
     r.take("name", "name")
-    entry.update(_backend(cfg, r))
+    entry.update(_backend(cfg, r, version_files))
     entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
-    entry["inputs"] = [
-        _spec_order(_copy(r, t, INPUT_FIELDS, InputTensor, f"input[{i}].", f"inputs[{i}]"), InputTensor)
-        for i, t in enumerate(cfg.input)
-    ]
-    entry["outputs"] = [
-        _spec_order(_copy(r, t, OUTPUT_FIELDS, OutputTensor, f"output[{i}].", f"outputs[{i}]"), OutputTensor)
-        for i, t in enumerate(cfg.output)
-    ]
+    if cfg.input:
+        entry["inputs"] = [
+            _spec_order(_copy(r, t, INPUT_FIELDS, InputTensor, f"input[{i}].", f"inputs[{i}]"), InputTensor)
+            for i, t in enumerate(cfg.input)
+        ]
+    if cfg.output:
+        entry["outputs"] = [
+            _spec_order(
+                _copy(r, t, OUTPUT_FIELDS, OutputTensor, f"output[{i}].", f"outputs[{i}]"), OutputTensor
+            )
+            for i, t in enumerate(cfg.output)
+        ]
     for i in range(len(cfg.input)):
         r.origin[f"inputs[{i}]"] = f"input[{i}]"
     for i in range(len(cfg.output)):
@@ -663,8 +698,18 @@ def _version_policy(vp: Any, r: _Reading) -> dict[str, Any] | None:
     return _spec_order({"policy": choice, **found}, VersionPolicy)
 
 
-def _backend(cfg: Any, r: _Reading) -> dict[str, str]:
-    """backend or platform: the spec takes exactly one."""
+def _model_file_backend(cfg: Any, version_files: VersionFiles | None) -> dict[str, str]:
+    """The backend Triton picks for a config that names none (MODEL_FILES); {} when it picks none."""
+    given = str(cfg.default_model_filename)
+    files = version_files[1] if version_files is not None else {}
+    for name, key, value, is_dir in MODEL_FILES:
+        if given == name or (not given and name in files and is_dir in (None, files[name])):
+            return {key: value}
+    return {}
+
+
+def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None = None) -> dict[str, str]:
+    """backend or platform: the spec takes exactly one (Triton's pick by the model file when neither)."""
     platform, backend = str(cfg.platform), str(cfg.backend)
     known = platform in get_args(Platform)
     if platform and backend:
@@ -682,7 +727,15 @@ def _backend(cfg: Any, r: _Reading) -> dict[str, str]:
     if backend:
         r.take("backend", "backend")
         return {"backend": backend}
-    r.add(ERROR, "backend", NO_BACKEND)
+    picked = _model_file_backend(cfg, version_files)
+    if picked:
+        r.take("backend", next(iter(picked)))  # NORMALISATIONS: Triton picks the same by the same file
+        return picked
+    files = ", ".join(name for name, *_ in MODEL_FILES)
+    why = NO_VERSION_DIR
+    if version_files is not None:
+        why = NO_MODEL_FILE.format(subdir=version_files[0], files=files)
+    r.add(ERROR, "backend", NO_BACKEND.format(why=why))
     return {}
 
 
@@ -813,17 +866,20 @@ def _parameters(cfg: Any, r: _Reading) -> dict[str, str]:
 
 
 def _step_names(models: Sequence[str]) -> list[str]:
-    """Each step's name: its model's, and `model_2`, `model_3`... for later calls of the same model."""
+    """Each step's name: its model's, and `model_2`, `model_3`... for later calls of the same model; a
+    '.' in a model's name becomes '_' (a step's name holds none: a reference is STEP.TENSOR)."""
     taken = {INPUTS, *models}
     names: list[str] = []
     for model in models:
-        if model not in names and model != INPUTS:
-            names.append(model)
+        base = model.replace(".", "_")
+        if base not in names and base != INPUTS and (base == model or base not in taken):
+            names.append(base)
+            taken.add(base)
             continue
         n = 2
         while True:
             suffix = f"_{n}"
-            candidate = model[: 64 - len(suffix)] + suffix
+            candidate = base[: 64 - len(suffix)] + suffix
             if candidate not in taken:
                 break
             n += 1
@@ -1050,12 +1106,15 @@ def import_repository(
     uri: str,
     source: str | None = None,
     unreadable: Collection[str] = (),
+    version_files: Mapping[str, VersionFiles] | None = None,
 ) -> ImportResult:
     """The TritonPipeline of a model repository: `configs` maps each model directory's name to its
     config.pbtxt text; `no_config` each directory without one to whether it holds version directories.
     `name` becomes metadata.name, `uri` spec.modelRepository.uri; `source` names the repository in
     messages (default: `uri`); `unreadable` names the directories whose config.pbtxt could not be read
-    (the caller reports why; ensembles calling them are not reported again). Every problem is a
+    (the caller reports why; ensembles calling them are not reported again); `version_files` maps a
+    model directory to its first subdirectory and what that holds (entry name -> is a directory), for
+    the backend of a config that names none (absent: it has no subdirectory). Every problem is a
     finding; the document is None when any is an ERROR."""
     findings: list[Finding] = []
     for directory, versions in sorted(no_config.items()):
@@ -1090,7 +1149,7 @@ def import_repository(
     model_docs, pipeline_docs = [], []
     for i, directory in enumerate(order):
         r = _Reading(directory)
-        model_docs.append(_model(parsed[directory], r))
+        model_docs.append(_model(parsed[directory], r, (version_files or {}).get(directory)))
         _report_rest(parsed[directory], r)
         findings += early.get(directory, []) + r.findings
         origins.update(_origins(f"spec.models[{i}]", r))

@@ -14,6 +14,7 @@ from collections.abc import Set as AbstractSet
 
 from ..errors import Problem
 from ..spec import InputTensor, Model, OutputTensor, PipelineSpec
+from ..triton import tritonserver_options
 from .plan_types import (
     INPUTS,
     OPEN_STREAMS_MODEL,
@@ -65,6 +66,10 @@ RESERVED_MODEL_NAME = (
 )
 
 RESERVED_STEP_NAME = "step name {name!r} is reserved for pipeline inputs"
+STEP_NAME_NEEDED = (
+    "model {model!r} holds a '.', which a step's name cannot (a reference is STEP.TENSOR): give this step "
+    "a name of its own, such as {suggestion!r}"
+)
 DUPLICATE_STEP = (
     "duplicate step name {name!r} (also {first}); give one a distinct `name` — each tensor must have "
     "exactly one producer"
@@ -88,6 +93,15 @@ CONTROL_MAPPED = (
 )
 STATE_MAPPED = "{name!r} is an implicit state of model {model!r}; do not map it"
 UNKNOWN_MODEL_INPUT = "model {model!r} has no input {name!r} (inputs: {known}){hint}"
+UNDECLARED_TENSORS = (
+    "model {model!r} declares no {kind}: Triton completes them from the backend when it loads the model, "
+    "but a pipeline checks and maps only declared tensors; list {name!r} (and the rest the step uses) "
+    "under the model's {kind}"
+)
+AUTO_COMPLETE_OFF = (
+    "model {model!r} declares no outputs, so it relies on Triton to complete its config from the backend, "
+    "and spec.server.args turns that off ({flag}): declare its inputs and outputs, or drop {flag}"
+)
 CONTROL_WITHOUT_SEQUENCE_BATCHING = " (sequence controls are only available on models with sequenceBatching)"
 BAD_REFERENCE = "expected 'inputs.NAME' or 'STEP.TENSOR', got {ref!r}"
 UNKNOWN_INPUT = "unknown pipeline input {name!r} (inputs: {known})"
@@ -227,6 +241,18 @@ def filled_tensors_not_inputs(spec: PipelineSpec, i: int) -> Iterator[Problem]:
             )
 
 
+def completion_kept_on(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """A model that declares no outputs leaves its interface to Triton's auto-complete, which
+    spec.server.args must not turn off."""
+    if spec.models[i].outputs:
+        return
+    flag = tritonserver_options.auto_complete_off(spec.server.args)
+    if flag is not None:
+        yield Problem(
+            f"spec.models[{i}].outputs", AUTO_COMPLETE_OFF.format(model=spec.models[i].name, flag=flag)
+        )
+
+
 def _chunks(dims: Sequence[int]) -> list[int]:
     """Element counts of the runs of fixed dimensions between variable-size ones (-1)."""
     counts, product = [], 1
@@ -334,6 +360,7 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
         problems += unique_tensor_names(spec, i)
         problems += tensor_shapes_hold(spec, i)
         problems += filled_tensors_not_inputs(spec, i)
+        problems += completion_kept_on(spec, i)
         problems += states_kept(spec, i)
         problems += dynamic_batching_batches(spec, i)
         problems += preferred_batch_sizes_fit(spec, i)
@@ -352,7 +379,10 @@ def step_name_free(g: PipelineGraph, j: int) -> Iterator[Problem]:
     step = g.pipeline.steps[j]
     name = step.step_name
     path = f"{g.step_path(j)}.name" if step.name else f"{g.step_path(j)}.model"
-    if name == INPUTS:
+    if not step.name and "." in step.model:
+        message = STEP_NAME_NEEDED.format(model=step.model, suggestion=step.model.replace(".", "_"))
+        yield Problem(f"{g.step_path(j)}.name", message)
+    elif name == INPUTS:
         yield Problem(path, RESERVED_STEP_NAME.format(name=INPUTS))
     elif g.first_step[name] != j:
         yield Problem(path, DUPLICATE_STEP.format(name=name, first=g.step_path(g.first_step[name])))
@@ -419,6 +449,8 @@ def maps_a_model_input(g: PipelineGraph, step: ResolvedStep, key: str) -> Iterat
         yield Problem(path, CONTROL_MAPPED.format(name=key, model=model.name))
     elif sb is not None and key in {s.input_name for s in sb.states}:
         yield Problem(path, STATE_MAPPED.format(name=key, model=model.name))
+    elif not model.inputs:
+        yield Problem(path, UNDECLARED_TENSORS.format(model=model.name, kind="inputs", name=key))
     elif key not in {t.name for t in model.inputs}:
         hint = (
             CONTROL_WITHOUT_SEQUENCE_BATCHING if key.upper() in SEQUENCE_CONTROL_NAMES and sb is None else ""
@@ -435,6 +467,8 @@ def reference_resolves(g: PipelineGraph, ref: str, path: str) -> Iterator[Proble
         yield Problem(path, BAD_REFERENCE.format(ref=ref))
         return
     head, tail = parsed
+    if any(ref.startswith(f"{name}.") for name in g.first_step if "." in name):
+        return  # a step named after a dotted model: refused at its name (step_name_free)
     if head == INPUTS:
         if tail not in g.inputs:
             known = ", ".join(i.name for i in g.pipeline.inputs) or "none"
@@ -443,7 +477,9 @@ def reference_resolves(g: PipelineGraph, ref: str, path: str) -> Iterator[Proble
         yield Problem(path, UNKNOWN_STEP.format(name=head, known=", ".join(g.first_step)))
     elif head in g.steps:
         model = g.steps[head].model
-        if tail not in {o.name for o in model.outputs}:
+        if not model.outputs:
+            yield Problem(path, UNDECLARED_TENSORS.format(model=model.name, kind="outputs", name=tail))
+        elif tail not in {o.name for o in model.outputs}:
             known = ", ".join(o.name for o in model.outputs)
             yield Problem(path, UNKNOWN_OUTPUT.format(step=head, model=model.name, name=tail, known=known))
 

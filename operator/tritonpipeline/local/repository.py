@@ -47,6 +47,16 @@ def has_version_dir(model_dir: Path) -> bool:
     return any(VERSION_DIR_RE.match(e.name) and e.is_dir() for e in model_dir.iterdir())
 
 
+def first_subdir_entries(model_dir: Path) -> tuple[str, dict[str, bool]] | None:
+    """What Triton looks at to pick the backend of a config that names none: the model directory's first
+    subdirectory in byte order, whatever its name (core's AutoCompleteBackendFields), and its entries
+    (name -> is a directory); None when it has no subdirectory."""
+    subdirs = sorted(e.name for e in model_dir.iterdir() if e.is_dir())
+    if not subdirs:
+        return None
+    return subdirs[0], {e.name: e.is_dir() for e in (model_dir / subdirs[0]).iterdir()}
+
+
 def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
     """Every declared model must have a directory under the model root, holding a version directory."""
     if not root.is_dir():

@@ -27,6 +27,9 @@ NVIDIA_GPU = "nvidia.com/gpu"
 # written in the syntax Python's re and Go's RE2 share: the CRD carries the same strings.
 MAX_TENSOR_NAME = 256
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+# a model's name is its directory's, and Triton takes dots there (llava-1.5, llama-3.1-8b); a step's name
+# may not hold one (a reference is STEP.TENSOR), so a step running such a model is named explicitly
+MODEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 # tensor names come from exported models (input.1, onnx::Gemm_0, /model/embed/input, 1234, input:0) and
 # Triton takes any text; only control characters (C0, DEL, C1: Unicode category Cc) are refused
 TENSOR_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]{1,256}$")
@@ -126,6 +129,7 @@ def _name_rule(pattern: re.Pattern[str], what: str, most: int | None = None) -> 
 
 RULE_TEXT = {
     "name": "use letters, digits, '_' or '-', start with a letter or '_', at most 64 characters",
+    "model name": "use letters, digits, '_', '-' or '.', start with a letter or '_', at most 64 characters",
     "tensor name": f"any text of 1 to {MAX_TENSOR_NAME} characters without control characters "
     "(such as input.1, onnx::Gemm_0 or /model/embed/input)",
     "backend": "lowercase letters, digits and '_', such as python or onnxruntime",
@@ -148,6 +152,7 @@ RULE_TEXT = {
 
 Quantity = Annotated[str, _name_rule(QUANTITY_RE, "quantity")]
 Name = Annotated[str, _name_rule(NAME_RE, "name")]
+ModelName = Annotated[str, _name_rule(MODEL_NAME_RE, "model name")]
 TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name", most=MAX_TENSOR_NAME)]
 NONZERO_DIM = Rule(lambda d: d != 0, "self != 0", "a dimension is -1 (any size) or a positive size, not 0")
 Dim = Annotated[int, Field(ge=-1), NONZERO_DIM.validator()]

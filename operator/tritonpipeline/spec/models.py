@@ -18,7 +18,7 @@ from .base import (
     RESHAPE_DESCRIPTION,
     DataType,
     Dims,
-    Name,
+    ModelName,
     Platform,
     Reshape,
     Rule,
@@ -279,7 +279,9 @@ class SequenceBatching(_Base):
 
 
 class Model(_Base):
-    name: Name = Field(description="Model name (Triton-safe).")
+    name: ModelName = Field(
+        description="Model name: its directory's in the repository (letters, digits, `_`, `-`, `.`)."
+    )
     backend: Annotated[str, _name_rule(BACKEND_RE, "backend")] | None = Field(
         default=None,
         description="Triton backend, e.g. `python`, `onnxruntime`. Exactly one of backend/platform.",
@@ -290,11 +292,17 @@ class Model(_Base):
     max_batch_size: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
         default=0, description="`0` = no batching; otherwise dims exclude the batch dimension."
     )
-    inputs: Annotated[list[InputTensor], Field(min_length=1, max_length=MAX_TENSORS)] = Field(
-        description="Input tensors (unique names)."
+    inputs: Annotated[list[InputTensor], Field(max_length=MAX_TENSORS)] = Field(
+        default=[],
+        description="Input tensors (unique names). Leave inputs and outputs out for a model whose backend "
+        "completes them when Triton loads it (vLLM, a Python model's `auto_complete_config`, ONNX Runtime "
+        "and TensorRT from the model file); a pipeline step maps only declared inputs.",
     )
-    outputs: Annotated[list[OutputTensor], Field(min_length=1, max_length=MAX_TENSORS)] = Field(
-        description="Output tensors (unique names)."
+    outputs: Annotated[list[OutputTensor], Field(max_length=MAX_TENSORS)] = Field(
+        default=[],
+        description="Output tensors (unique names). Left out: completed by the backend when Triton loads "
+        "the model (needs Triton's auto-complete, on unless `server.args` turns it off); a step's outputs "
+        "are the declared ones.",
     )
     instances: Annotated[list[Instance], Field(max_length=MAX_INSTANCE_GROUPS)] = Field(
         default=[], description="Instance groups."

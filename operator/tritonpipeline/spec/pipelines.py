@@ -8,12 +8,16 @@ from pydantic import (
     Field,
 )
 
-from .base import MAX_STEPS, MAX_TENSORS, DataType, Dims, Name, TensorName, _Base
+from .base import MAX_STEPS, MAX_TENSORS, DataType, Dims, ModelName, Name, TensorName, _Base
 
 
 class StepSpec(_Base):
-    name: Name | None = Field(default=None, description="Step name; defaults to the model name.")
-    model: Name = Field(description="A model from `spec.models`.")
+    name: Name | None = Field(
+        default=None,
+        description="Step name; defaults to the model name (needed when that holds a `.`: a reference "
+        "is `STEP.TENSOR`).",
+    )
+    model: ModelName = Field(description="A model from `spec.models`.")
     inputs: dict[str, str] = Field(
         default={},
         description="Model input -> `inputs.NAME` or `STEP.TENSOR`; every required input exactly once.",

@@ -277,3 +277,19 @@ def for_serve(args: Sequence[str]) -> tuple[list[str], list[tuple[Flag, str]]]:
         else:
             keep += args[flag.index : end]
     return keep, left_out
+
+
+def auto_complete_off(args: Sequence[str]) -> str | None:
+    """The list item that turns off Triton's completion of model configs (the backend fills in what a
+    config leaves out, such as a vLLM or Python model's inputs and outputs), or None when it is on, as
+    tritonserver decides: `--disable-auto-complete-config` anywhere, else the last
+    `--strict-model-config` (deprecated) being true."""
+    flags, _ = parse(args)
+    disable = [f for f in flags if f.option == "disable-auto-complete-config"]
+    if disable:
+        return args[disable[0].index]
+    strict = [f for f in flags if f.option == "strict-model-config"]
+    if strict and (strict[-1].value or "").lower() in ("true", "on", "1"):
+        written = args[strict[-1].index]
+        return written if "=" in written else f"{written} {strict[-1].value}"
+    return None
