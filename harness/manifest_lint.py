@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -435,9 +436,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     objects = sum(len(r.objects) for r in report.renders)
     excused = len(report.findings) - len(report.unexcused)
+    per_tool = Counter(f.tool for f in report.findings)
+    tools = ("kubeconform", "kube-score", "checkov", "helm-lint")
+    counts = ", ".join(f"{tool} {per_tool[tool]}" for tool in tools)
     print(
-        f">> lint-manifests: {len(report.renders)} renderings, {objects} objects; kubeconform, kube-score, "
-        f"checkov, helm lint: {len(report.findings)} findings, {excused} excused by {args.exceptions.name}"
+        f">> lint-manifests: {len(report.renders)} renderings, {objects} objects; {len(report.findings)} "
+        f"findings ({counts}), {excused} excused by {args.exceptions.name}"
     )
     for f in report.unexcused:
         print(f"finding: {f}", file=sys.stderr)
