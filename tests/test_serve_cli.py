@@ -15,17 +15,19 @@ import pytest
 import tritonclient.http as httpclient
 
 from helpers import CLI, ROOT
-from tritonpipeline.local.server import free_ports
+from tritonpipeline.local.server import free_ports, server_home
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.cli]
 
 
-def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:
+def _serve(
+    extra: list[str], file: Path = ROOT / "examples" / "fanout.yaml", env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], int, list[str]]:
     http, grpc, metrics = free_ports(3)
     args = [
         str(CLI),
         "serve",
-        str(ROOT / "examples" / "fanout.yaml"),
+        str(file),
         "--cpu",
         "--http-port",
         str(http),
@@ -35,7 +37,7 @@ def _serve(extra: list[str]) -> tuple[subprocess.Popen[str], int, list[str]]:
         str(metrics),
         *extra,
     ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     lines: list[str] = []
     deadline = time.monotonic() + 120
     assert proc.stdout is not None
@@ -80,6 +82,49 @@ def test_serve_answers_then_stops_cleanly(sig, router):
     assert proc.returncode == 0, rest
     assert "stopped (tritonserver exit code 0)" in rest
     assert not repo.parent.exists(), "the temporary repository is removed on exit"
+
+
+def _imported_tutorials(tmp_path: Path) -> Path:
+    """`tritonpipeline import examples/published/tutorials` (one model on the vllm backend)."""
+    out = tmp_path / "tutorials.yaml"
+    repo = ROOT / "examples" / "published" / "tutorials"
+    command = [str(CLI), "import", str(repo), "-o", str(out)]
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
+    return out
+
+
+def test_serve_refuses_a_backend_its_tritonserver_lacks(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(CLI), "serve", str(_imported_tutorials(tmp_path)), "--cpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "spec.models[2].backend: backend 'vllm' is not among those of the tritonserver" in proc.stderr
+    assert "(python in " in proc.stderr  # the wheel's only backend
+    assert "starting tritonserver" not in proc.stdout
+
+
+def test_serve_runs_a_tritonserver_tree_that_has_the_backend(tmp_path: Path) -> None:
+    """TRITONPIPELINE_SERVER_HOME names a tree like NVIDIA's image: the wheel's binary and libraries,
+    its backends, and the stand-in vllm backend of tests/backends."""
+    home = tmp_path / "home"
+    wheel = server_home()
+    home.mkdir()
+    for part in ("bin", "lib"):
+        if (wheel / part).exists():
+            (home / part).symlink_to((wheel / part).resolve())
+    shutil.copytree(wheel / "backends", home / "backends")  # a backend's library resolves inside it
+    shutil.copytree(Path(__file__).parent / "backends" / "vllm", home / "backends" / "vllm")
+    env = {**os.environ, "TRITONPIPELINE_SERVER_HOME": str(home)}
+    proc, _, lines = _serve([], file=_imported_tutorials(tmp_path), env=env)
+    try:
+        assert re.search(r"model vllm_model\s+version 1\s+READY", "".join(lines)), "".join(lines)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
 
 
 def test_serve_port_in_use_fails_with_log():

@@ -442,7 +442,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not os.environ.get(HOME_ENV):  # a tritonserver tree of its own needs no wheel's (NVIDIA's image)
         extras.need("serve", "tritonpipeline serve")
-    from .local.server import LocalTriton, TritonError, installed_numpy, numpy_warning
+    from .local.server import (
+        LocalTriton,
+        TritonError,
+        installed_numpy,
+        missing_backends,
+        numpy_warning,
+        server_home,
+    )
 
     cpu = args.cpu if args.cpu is not None else not _gpu_present()
     c = _select(compile_file(args.file, cpu_only=cpu, models=args.models), args.name, args.file)
@@ -457,6 +464,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             ],
             args.file,
         )
+    try:
+        home = server_home()
+    except TritonError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SERVER
+    lacking = missing_backends(c.pipeline.spec.models, home, c.model_root)
+    if lacking:
+        raise SpecError(lacking, args.file)
     if cpu and args.cpu is None:
         print("no GPU found: GPU instance groups run on the CPU (pass --gpu to keep them)")
     c = _with_router(c, args.router, cpu)

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from ..errors import Problem, SpecError
 from ..settings import API_VERSION, KIND
 from ..spec import (
+    PLATFORM_BACKEND,
     Controls,
     DynamicBatching,
     InputTensor,
@@ -239,14 +240,6 @@ MODEL_FILES: tuple[tuple[str, str, str, bool | None], ...] = (
 
 # a model directory's first subdirectory in byte order, and its entries (name -> is a directory)
 VersionFiles = tuple[str, Mapping[str, bool]]
-
-PLATFORM_BACKEND = {
-    "tensorrt_plan": "tensorrt",
-    "onnxruntime_onnx": "onnxruntime",
-    "pytorch_libtorch": "pytorch",
-    "tensorflow_savedmodel": "tensorflow",
-    "tensorflow_graphdef": "tensorflow",
-}
 
 # --------------------------------------------------------------------------- Triton field -> spec field
 

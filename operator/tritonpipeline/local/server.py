@@ -16,11 +16,13 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from ..errors import Problem
+from ..spec import PLATFORM_BACKEND, Model
 from ..triton import security
 
 
@@ -96,6 +98,35 @@ def server_home() -> Path:
     except OSError:  # another process won the race
         shutil.rmtree(tmp, ignore_errors=True)
     return home
+
+
+MISSING_BACKEND = (
+    "backend {backend!r} is not among those of the tritonserver that serve runs ({have} in {dir}), nor a "
+    "libtriton_{backend}.so in the model's directory, where Triton also looks: serve the pipeline where "
+    "Triton has that backend (a cluster whose image has it, or {env} naming such a tritonserver tree)"
+)
+
+
+def missing_backends(models: Sequence[Model], home: Path, model_root: Path) -> list[Problem]:
+    """The declared models whose backend the tritonserver tree at `home` lacks: no `backends/<name>/`
+    (a C++ backend's library or a Python-based backend's model.py), and no `libtriton_<name>.so` in the
+    model's directory or a version directory of it, where Triton looks first."""
+    backends = home / "backends"
+    have = sorted(p.name for p in backends.iterdir() if p.is_dir()) if backends.is_dir() else []
+    problems = []
+    for i, model in enumerate(models):
+        name = model.backend or PLATFORM_BACKEND.get(model.platform or "", "")
+        lib = f"libtriton_{name}.so"
+        where = model_root / model.name
+        places = [where, *(p for p in where.iterdir() if p.is_dir())] if where.is_dir() else []
+        if name in have or any((p / lib).is_file() for p in places):
+            continue
+        field = "backend" if model.backend else "platform"
+        message = MISSING_BACKEND.format(
+            backend=name, have=", ".join(have) or "none", dir=backends, env=HOME_ENV
+        )
+        problems.append(Problem(f"spec.models[{i}].{field}", message))
+    return problems
 
 
 def server_env(home: Path | None = None) -> dict[str, str]:

@@ -72,6 +72,14 @@ URI_SCHEMES = ("pvc", "s3", "gs")
 Platform = Literal[
     "tensorrt_plan", "onnxruntime_onnx", "pytorch_libtorch", "tensorflow_savedmodel", "tensorflow_graphdef"
 ]
+# the backend Triton runs each platform on (core's NormalizeModelConfig fills it in)
+PLATFORM_BACKEND: dict[str, str] = {
+    "tensorrt_plan": "tensorrt",
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "tensorflow_savedmodel": "tensorflow",
+    "tensorflow_graphdef": "tensorflow",
+}
 AutoscalingMetric = Literal["queueTime", "pendingRequests", "gpuUtilization"]
 
 
