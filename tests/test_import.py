@@ -523,7 +523,10 @@ def test_without_backend_triton_picks_one_by_the_model_file(
     if written is None:
         assert of(result, ERROR) == {("echo", "backend")}
         (finding,) = [f for f in result.findings if f.kind == ERROR]
-        assert "first subdirectory, '1', holds none of the model files" in finding.message
+        if default_file:
+            assert f"default_model_filename {default_file!r} is none of the model files" in finding.message
+        else:
+            assert "first subdirectory, '1', holds none of the model files" in finding.message
         assert "model.py" in finding.message
         return
     model = only_model(result, "echo")

@@ -223,6 +223,28 @@ def test_real_triton_serves_exported_tensor_names(tmp_path: Path, serve_pipeline
     np.testing.assert_allclose(result.as_numpy("embed./model/embed/input"), x + 101)
 
 
+@pytest.mark.tritonserver
+@pytest.mark.parametrize("router", ROUTERS)
+def test_real_triton_serves_a_dotted_model_name(tmp_path: Path, serve_pipeline: Any, router: str) -> None:
+    """A model's name may hold '.' as Triton's directories do (llava-1.5); its step is named."""
+    models = tmp_path / "models"
+    doc = _exported(models)
+    doc["spec"]["models"][1]["name"] = "head-a.v1.5"
+    step = doc["spec"]["pipelines"][0]["steps"][1]
+    step["name"], step["model"] = "head_a", "head-a.v1.5"
+    for name in ("embed", "head-a.v1.5", "head_b"):
+        (models / name / "1").mkdir(parents=True)
+        (models / name / "1" / "model.py").write_text(ECHO_ADD)
+    server = serve_pipeline(with_router(doc, router))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("IMAGE", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    result = client.infer("exported", [tensor])
+    np.testing.assert_allclose(result.as_numpy("1519"), x + 11)  # through head-a.v1.5
+    np.testing.assert_allclose(result.as_numpy("embed./model/embed/input"), x + 101)
+
+
 def test_an_internal_tensor_named_like_a_pipeline_output_is_renamed() -> None:
     """embed's output fans out through a router; its ensemble tensor would be `embed./model/embed/input`,
     which a pipeline output already is: two producers of one ensemble tensor, refused by Triton."""

@@ -81,6 +81,9 @@ NO_MODEL_FILE = (
     "backend by ({files})"
 )
 NO_VERSION_DIR = "the model directory has no version directory whose model file Triton could pick it by"
+NO_MODEL_FILE_NAMED = (
+    "default_model_filename {given!r} is none of the model files Triton picks a backend by ({files})"
+)
 BACKEND_MISMATCH = "{backend!r} does not go with platform {platform!r}: only the platform is written"
 UNKNOWN_STEP_MODEL = "model {model!r} is not in the repository (models: {known})"
 NESTED_ENSEMBLE = (
@@ -141,7 +144,7 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     # AutoCompleteBackendFields picks the backend by the model file when the config names none (MODEL_FILES)
     Normalisation(
         "backend",
-        "none given: picked by the model file in the first version directory (model.py: python, ...)",
+        "none given: picked by the model file in the first subdirectory (model.py: python, ...)",
         "written as that backend or platform",
     ),
     # NormalizeModelConfig fills the backend in from the platform (onnxruntime_onnx -> onnxruntime, ...)
@@ -222,7 +225,6 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
 _DEFAULTS = {n.field: n.default for n in NORMALISATIONS if n.default is not None}
 _SAME_AS = {n.field: n.same_as for n in NORMALISATIONS if n.same_as is not None}
 
-# Triton fills the backend in from these platforms (tensorrt_plan's backend is tensorrt)
 # Triton's AutoCompleteBackendFields (core, model_config_utils.cc): with neither backend nor platform in
 # the config, the backend follows from default_model_filename, else from what the model's first version
 # directory (the first subdirectory in byte order) holds: the first match in this order (Triton checks
@@ -726,7 +728,9 @@ def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None = None) -
         return picked
     files = ", ".join(name for name, *_ in MODEL_FILES)
     why = NO_VERSION_DIR
-    if version_files is not None:
+    if cfg.default_model_filename:
+        why = NO_MODEL_FILE_NAMED.format(given=str(cfg.default_model_filename), files=files)
+    elif version_files is not None:
         why = NO_MODEL_FILE.format(subdir=version_files[0], files=files)
     r.add(ERROR, "backend", NO_BACKEND.format(why=why))
     return {}
