@@ -775,6 +775,20 @@ def test_directories_without_a_config() -> None:
     assert "no version directory" in messages["notes"]
 
 
+@pytest.mark.cli
+def test_a_config_one_level_down_is_named(tmp_path: Path) -> None:
+    """Triton's Data_Pipelines tutorial keeps its ensemble's config in ensemble_model/1/: Triton reads
+    only <model>/config.pbtxt."""
+    files = {"ensemble_model/1/config.pbtxt": ECHO_ENSEMBLE}
+    repo = write_repo(tmp_path / "repo", {"echo": ECHO}, {"echo/1/model.py": "#\n", **files})
+    result = run_import(repo, "-o", tmp_path / "out.yaml")
+    assert result.returncode == 0, result.stderr
+    assert (
+        "ensemble_model: no config.pbtxt, but ensemble_model/1/config.pbtxt: Triton reads only "
+        "ensemble_model/config.pbtxt and ignores that one; move it up" in result.stderr
+    )
+
+
 def test_no_configs_is_not_a_repository() -> None:
     result = run({}, {"resnet_onnx": True}, source="models/")
     assert result.document is None

@@ -248,6 +248,7 @@ class ModelRepositoryDir:
     no_config: dict[str, bool]  # directory without config.pbtxt -> whether it holds version directories
     unreadable: list[str]  # directories whose config.pbtxt could not be read
     version_files: dict[str, tuple[str, dict[str, bool]]]  # model dir -> its first subdirectory, entries
+    misplaced: dict[str, str]  # directory without config.pbtxt -> one a level down (`1/config.pbtxt`)
     model_dirs: list[Path]  # every (non-hidden) subdirectory: never written into
     errors: list[str]
 
@@ -255,7 +256,7 @@ class ModelRepositoryDir:
 def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
     """Every non-hidden subdirectory's config.pbtxt (Triton ignores files beside the model directories;
     hidden entries are left out). `shown`: the directory as the user gave it, for messages."""
-    found = ModelRepositoryDir({}, {}, [], {}, [], [])
+    found = ModelRepositoryDir({}, {}, [], {}, {}, [], [])
     try:
         entries = sorted(root.iterdir(), key=lambda e: e.name)
     except OSError as exc:
@@ -278,6 +279,9 @@ def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
                 found.errors.append(IMPORT_NOT_A_FILE.format(path=path))
             else:
                 found.no_config[entry.name] = has_version_dir(entry)
+                below = sorted(p.parent.name for p in entry.glob(f"*/{CONFIG}") if p.is_file())
+                if below:
+                    found.misplaced[entry.name] = f"{below[0]}/{CONFIG}"
         except UnicodeDecodeError:
             found.unreadable.append(entry.name)
             found.errors.append(IMPORT_NOT_UTF8.format(path=path))
@@ -373,6 +377,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             source=given,
             unreadable=repo.unreadable,
             version_files=repo.version_files,
+            misplaced=repo.misplaced,
         )
     findings = list(result.findings) if result is not None else []
     failed = [_import_line(f, given) for f in findings if f.kind == ERROR] + [f"error: {e}" for e in errors]

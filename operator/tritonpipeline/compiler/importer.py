@@ -100,6 +100,10 @@ NO_CONFIG_VERSIONS = (
     "the import cannot; write the config.pbtxt first (Triton shows the completed one at "
     "GET /v2/models/{dir}/config)"
 )
+NO_CONFIG_MISPLACED = (
+    "no config.pbtxt, but {found}: Triton reads only {dir}/config.pbtxt and ignores that one; move it up "
+    "to {dir}/config.pbtxt and import again"
+)
 NO_CONFIG_NO_VERSIONS = (
     "no config.pbtxt and no version directory: not a model (Triton would fail to load it); left out"
 )
@@ -1104,6 +1108,7 @@ def import_repository(
     source: str | None = None,
     unreadable: Collection[str] = (),
     version_files: Mapping[str, VersionFiles] | None = None,
+    misplaced: Mapping[str, str] | None = None,
 ) -> ImportResult:
     """The TritonPipeline of a model repository: `configs` maps each model directory's name to its
     config.pbtxt text; `no_config` each directory without one to whether it holds version directories.
@@ -1111,11 +1116,15 @@ def import_repository(
     messages (default: `uri`); `unreadable` names the directories whose config.pbtxt could not be read
     (the caller reports why; ensembles calling them are not reported again); `version_files` maps a
     model directory to its first subdirectory and what that holds (entry name -> is a directory), for
-    the backend of a config that names none (absent: it has no subdirectory). Every problem is a
+    the backend of a config that names none (absent: it has no subdirectory); `misplaced` maps a
+    directory without config.pbtxt to one found a level down (`1/config.pbtxt`). Every problem is a
     finding; the document is None when any is an ERROR."""
     findings: list[Finding] = []
     for directory, versions in sorted(no_config.items()):
         message = NO_CONFIG_VERSIONS.format(dir=directory) if versions else NO_CONFIG_NO_VERSIONS
+        found = (misplaced or {}).get(directory)
+        if found:
+            message = NO_CONFIG_MISPLACED.format(found=f"{directory}/{found}", dir=directory)
         findings.append(Finding(NOT_CARRIED, directory, "", message))
     if not configs:
         if unreadable:
