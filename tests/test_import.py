@@ -534,6 +534,56 @@ def test_without_backend_triton_picks_one_by_the_model_file(
     assert ("echo", "backend") not in of(result, NOT_CARRIED) | of(result, ERROR)
 
 
+@pytest.mark.parametrize(
+    ("directory", "written"),
+    [
+        ("model.dali", {"backend": "dali"}),
+        ("model_gpu.dali", {"backend": "dali"}),
+        ("model.identity", {"backend": "identity"}),
+        ("pre", None),
+    ],
+)
+def test_without_a_model_file_the_name_model_dot_backend_picks_it(
+    directory: str, written: dict[str, str] | None
+) -> None:
+    """Triton's last resort (AutoCompleteBackendFields): `model.<backend>` runs on <backend>, with
+    default_model_filename model.<backend>: DALI's own default, not every backend's."""
+    text = f'name: "{directory}"\nmax_batch_size: 8\n'
+    file = f"model.{directory.partition('.')[2]}"
+    result = run({directory: text}, version_files={directory: ("1", {file: False})})
+    if written is None:
+        assert of(result, ERROR) == {(directory, "backend")}
+        return
+    model = only_model(result, directory)
+    assert {k: model[k] for k in ("backend", "platform") if k in model} == written
+    expected = set() if written["backend"] == "dali" else {(directory, "default_model_filename")}
+    assert of(result, NOT_CARRIED) == expected
+    assert not of(result, ERROR)
+
+
+def test_a_tensor_left_for_the_backend_to_complete_is_an_error_that_says_so() -> None:
+    """DALI's partial auto-configuration: tensors named, their data type or dims left to the backend."""
+    text = cfg(
+        """
+        name: "model.dali"
+        backend: "dali"
+        max_batch_size: 8
+        input [ { name: "DALI_INPUT_0" data_type: TYPE_UINT8 } ]
+        output [
+          { name: "DALI_OUTPUT_0" dims: [ 3 ] },
+          { name: "DALI_OUTPUT_1" data_type: TYPE_FP32 dims: [ 1 ] }
+        ]
+        """
+    )
+    result = run({"model.dali": text})
+    assert result.document is None
+    errors = {f.field: f.message for f in result.findings if f.kind == ERROR}
+    assert set(errors) == {"input[0]", "output[0]"}  # the whole output[1] is fine
+    assert errors["input[0]"].startswith("'DALI_INPUT_0' without dims: left for the backend to complete")
+    assert errors["output[0]"].startswith("'DALI_OUTPUT_0' without data_type:")
+    assert "GET /v2/models/model.dali/config" in errors["output[0]"]
+
+
 def test_a_config_without_inputs_or_outputs_is_carried_for_the_backend_to_complete() -> None:
     vllm = cfg(
         """

@@ -100,6 +100,11 @@ NO_CONFIG_VERSIONS = (
     "the import cannot; write the config.pbtxt first (Triton shows the completed one at "
     "GET /v2/models/{dir}/config)"
 )
+PARTIAL_TENSOR = (
+    "{name!r} without {missing}: left for the backend to complete when Triton loads the model (Triton "
+    "refuses it otherwise), the spec needs it (a tritonserver that loaded the model shows it at "
+    "GET /v2/models/{model}/config); declare it, or leave all of the model's inputs and outputs out"
+)
 NO_CONFIG_MISPLACED = (
     "no config.pbtxt, but {found}: Triton reads only {dir}/config.pbtxt and ignores that one; move it up "
     "to {dir}/config.pbtxt and import again"
@@ -148,7 +153,8 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     # AutoCompleteBackendFields picks the backend by the model file when the config names none (MODEL_FILES)
     Normalisation(
         "backend",
-        "none given: picked by the model file in the first subdirectory (model.py: python, ...)",
+        "none given: picked by the model file in the first subdirectory (model.py: python, ...), else "
+        "by the model's name (model.dali: dali)",
         "written as that backend or platform",
     ),
     # NormalizeModelConfig fills the backend in from the platform (onnxruntime_onnx -> onnxruntime, ...)
@@ -242,6 +248,16 @@ MODEL_FILES: tuple[tuple[str, str, str, bool | None], ...] = (
     ("model.xml", "backend", "openvino", None),
     ("model.pt", "platform", "pytorch_libtorch", False),
     ("model.py", "backend", "python", None),
+)
+
+# ... and when none matches, with neither backend, platform nor default_model_filename given, a model named
+# `model.<backend>` runs on <backend>, and Triton sets default_model_filename `model.<backend>`, which the
+# spec does not carry: the same as the backend's own default only for these (DALI's is model.dali)
+CUSTOM_BACKEND_SEPARATOR = "."
+OWN_DEFAULT_IS_MODEL_DOT_BACKEND = frozenset({"dali"})
+CUSTOM_BACKEND_FILE = (
+    "Triton sets it to {file!r} for a model named {name!r} with no backend, and the spec does not carry "
+    "it: the {backend} backend looks for its own default file name instead"
 )
 
 # a model directory's first subdirectory in byte order, and its entries (name -> is a directory)
@@ -622,17 +638,18 @@ def _model(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[st
     r.take("name", "name")
     entry.update(_backend(cfg, r, version_files))
     entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
+    whole = {kind: _whole_tensors(cfg, kind, r) for kind in ("input", "output")}
     if cfg.input:
         entry["inputs"] = [
             _spec_order(_copy(r, t, INPUT_FIELDS, InputTensor, f"input[{i}].", f"inputs[{i}]"), InputTensor)
-            for i, t in enumerate(cfg.input)
+            for i, t in whole["input"]
         ]
     if cfg.output:
         entry["outputs"] = [
             _spec_order(
                 _copy(r, t, OUTPUT_FIELDS, OutputTensor, f"output[{i}].", f"outputs[{i}]"), OutputTensor
             )
-            for i, t in enumerate(cfg.output)
+            for i, t in whole["output"]
         ]
     for i in range(len(cfg.input)):
         r.origin[f"inputs[{i}]"] = f"input[{i}]"
@@ -666,6 +683,20 @@ def _model(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[st
     return _spec_order(entry, Model)
 
 
+def _whole_tensors(cfg: Any, kind: str, r: _Reading) -> list[tuple[int, Any]]:
+    """The config's inputs or outputs (`kind`) with their index, each one naming a data type and dims;
+    one that leaves either to the backend (DALI's partial auto-configuration) is an ERROR."""
+    whole = []
+    for i, t in enumerate(getattr(cfg, kind)):
+        missing = [what for what, absent in (("data_type", not t.data_type), ("dims", not t.dims)) if absent]
+        if missing:
+            message = PARTIAL_TENSOR.format(name=str(t.name), missing=" and ".join(missing), model=cfg.name)
+            r.add(ERROR, f"{kind}[{i}]", message)
+        else:
+            whole.append((i, t))
+    return whole
+
+
 def _queue_policies(db: Any, r: _Reading) -> dict[str, Any]:
     """The default queue policy and those of particular priority levels (Triton's map, the spec's list)."""
     prefix, spec = "dynamic_batching.", "dynamicBatching"
@@ -697,14 +728,18 @@ def _version_policy(vp: Any, r: _Reading) -> dict[str, Any] | None:
     return _spec_order({"policy": choice, **found}, VersionPolicy)
 
 
-def _model_file_backend(cfg: Any, version_files: VersionFiles | None) -> dict[str, str]:
-    """The backend Triton picks for a config that names none (MODEL_FILES); {} when it picks none."""
+def _model_file_backend(cfg: Any, version_files: VersionFiles | None) -> tuple[dict[str, str], bool]:
+    """The backend Triton picks for a config that names none ({} when it picks none), and whether by the
+    model's name (`model.<backend>`) rather than by a model file (MODEL_FILES)."""
     given = str(cfg.default_model_filename)
     files = version_files[1] if version_files is not None else {}
     for name, key, value, is_dir in MODEL_FILES:
         if given == name or (not given and name in files and is_dir in (None, files[name])):
-            return {key: value}
-    return {}
+            return {key: value}, False
+    _, dot, custom = str(cfg.name).partition(CUSTOM_BACKEND_SEPARATOR)
+    if dot and custom and not given:
+        return {"backend": custom}, True
+    return {}, False
 
 
 def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None = None) -> dict[str, str]:
@@ -726,9 +761,13 @@ def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None = None) -
     if backend:
         r.take("backend", "backend")
         return {"backend": backend}
-    picked = _model_file_backend(cfg, version_files)
+    picked, by_name = _model_file_backend(cfg, version_files)
     if picked:
         r.take("backend", next(iter(picked)))  # NORMALISATIONS: Triton picks the same by the same file
+        custom = picked.get("backend", "")
+        if by_name and custom not in OWN_DEFAULT_IS_MODEL_DOT_BACKEND:
+            message = CUSTOM_BACKEND_FILE.format(file=f"model.{custom}", name=str(cfg.name), backend=custom)
+            r.add(NOT_CARRIED, "default_model_filename", message)
         return picked
     files = ", ".join(name for name, *_ in MODEL_FILES)
     why = NO_VERSION_DIR

@@ -96,7 +96,7 @@ UNKNOWN_MODEL_INPUT = "model {model!r} has no input {name!r} (inputs: {known}){h
 UNDECLARED_TENSORS = (
     "model {model!r} declares no {kind}: Triton completes them from the backend when it loads the model, "
     "but a pipeline checks and maps only declared tensors; list {name!r} (and the rest the step uses) "
-    "under the model's {kind}"
+    "under the model's {kind} (a tritonserver that loaded it shows them at GET /v2/models/{model}/config)"
 )
 AUTO_COMPLETE_OFF = (
     "model {model!r} declares no outputs, so it relies on Triton to complete its config from the backend, "
