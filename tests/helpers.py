@@ -27,6 +27,7 @@ __all__ = [
     "docs_page",
     "example",
     "native_router_or_skip",
+    "tree_with_stand_in_backends",
     "with_router",
 ]
 
@@ -60,6 +61,25 @@ def imported_example(name: str, uri: str = "pvc://models/triton") -> dict[str, A
     )
     assert result.document is not None, [str(f) for f in result.findings]
     return result.document
+
+
+def tree_with_stand_in_backends(dest: Path) -> Path:
+    """A tritonserver tree in NVIDIA's layout at `dest`, for TRITONPIPELINE_SERVER_HOME or its
+    backends/ for --backend-directory: the wheel's binary and libraries (links), a copy of its backends
+    (a backend's library may not resolve outside its backend's directory), and the stand-in backends of
+    tests/backends beside them (vllm: a Python-based backend with the real one's interface)."""
+    from tritonpipeline.local.server import server_home
+
+    wheel = server_home()
+    dest.mkdir(parents=True)
+    for part in ("bin", "lib"):
+        if (wheel / part).exists():
+            (dest / part).symlink_to((wheel / part).resolve())
+    shutil.copytree(wheel / "backends", dest / "backends")
+    skip = shutil.ignore_patterns("__pycache__")
+    for backend in (Path(__file__).parent / "backends").iterdir():
+        shutil.copytree(backend, dest / "backends" / backend.name, ignore=skip)
+    return dest
 
 
 def docs_page(name: str) -> str:

@@ -1447,23 +1447,6 @@ def dataflow(config: Any, models: set[str]) -> tuple[dict[str, Any], Counter[Any
 
 
 @pytest.mark.cli
-def test_the_backend_is_picked_in_the_first_subdirectory_in_byte_order(tmp_path: Path) -> None:
-    text = ECHO.replace('backend: "python"\n', "")
-    files = {"echo/2/model.py": "# echo\n", "echo/10/weights.bin": "0"}
-    repo = write_repo(tmp_path / "repo", {"echo": text, "echo_pipe": ECHO_ENSEMBLE}, files)
-    out = tmp_path / "out.yaml"
-    result = run_import(repo, "-o", out)  # Triton looks in '10' ('1' < '2'), as for any name there
-    assert result.returncode == 1
-    assert "backend: neither backend nor platform is set" in result.stderr
-    assert "first subdirectory, '10', holds none of the model files" in result.stderr
-    assert not out.exists()
-    (repo / "echo" / "10" / "model.py").write_text("# echo\n")
-    result = run_import(repo, "-o", out)
-    assert result.returncode == 0, result.stderr
-    assert yaml.safe_load(out.read_text())["spec"]["models"][0]["backend"] == "python"
-
-
-@pytest.mark.cli
 def test_round_trip_through_the_compiler(tmp_path: Path) -> None:
     repo = write_repo(tmp_path / "llm_repo", ROUND_TRIP, MODEL_FILES)
     result = run_import(repo, "-o", tmp_path / "llm.yaml")

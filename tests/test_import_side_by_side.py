@@ -32,11 +32,11 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import yaml
 
-from helpers import CLI, EXAMPLES
-from test_triton_loads import serving
+from helpers import CLI, EXAMPLES, tree_with_stand_in_backends
+from test_triton_loads import model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
-from tritonpipeline.local.server import LocalTriton, server_home
+from tritonpipeline.local.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver
@@ -189,12 +189,9 @@ def test_streaming_asr_answers_alike(tmp_path: Path) -> None:
 
 
 def stand_in_backends(tmp_path: Path) -> str:
-    """--backend-directory (tritonserver takes the last one given): a copy of the wheel's backends (a
-    library may not resolve outside its backend's directory), and the stand-in vllm backend beside them."""
-    backends = tmp_path / "backends"
-    shutil.copytree(server_home() / "backends", backends)
-    shutil.copytree(Path(__file__).parent / "backends" / "vllm", backends / "vllm")
-    return f"--backend-directory={backends}"
+    """--backend-directory (tritonserver takes the last one given): the wheel's backends with the stand-in
+    vllm backend beside them."""
+    return f"--backend-directory={tree_with_stand_in_backends(tmp_path / 'tree') / 'backends'}"
 
 
 def completed(server: LocalTriton, model: str) -> dict[str, Any]:
@@ -260,3 +257,60 @@ def test_configs_triton_completes_answer_alike(tmp_path: Path) -> None:
     assert configs["simple-gpt2"]["max_batch_size"] == 8
     assert configs["simple-gpt2"]["dynamic"]
     assert configs["llava-1.5"]["backend"] == "python"
+
+
+ECHO_PY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = [pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]) for x in out]
+"""
+NO_BACKEND = 'max_batch_size: 0\ninput [{ name: "IN" data_type: TYPE_FP32 dims: [1] }]\n' + (
+    'output [{ name: "OUT" data_type: TYPE_FP32 dims: [1] }]\n'
+)
+
+
+def test_triton_picks_the_backend_where_import_does(tmp_path: Path) -> None:
+    """Configs without a backend, served as they are: Triton looks in the first subdirectory in byte
+    order ('10' before '2'), and names `model.<backend>` run on <backend> with default_model_filename
+    model.<backend>; `import` reports each the same way (tests/test_import.py holds its side)."""
+    repo = tmp_path / "repo"
+    files = {
+        "first/2/model.py": ECHO_PY,  # not looked at: '10' comes first
+        "first/10/weights.bin": "0",
+        "later/1/model.py": ECHO_PY,
+        "model.python/1/model.python": ECHO_PY,  # python, told to read model.python (it refuses)
+    }
+    for model in ("first", "later", "model.python"):
+        (repo / model).mkdir(parents=True)
+        (repo / model / "config.pbtxt").write_text(NO_BACKEND)
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    args = ("--exit-on-error=false", "--strict-readiness=false")
+    with serving(repo, tmp_path / "triton.log", *args) as server:
+        states, log = model_states(server), server.logs()
+    assert states["later"][0] == "READY"
+    assert "Could not determine backend for model 'first'" in log  # refused as it is read: not indexed
+    assert "Model name must end with '.py'" in states["model.python"][1]  # the python backend, model.python
+    result = subprocess.run(
+        [str(CLI), "import", str(repo), "-o", str(tmp_path / "out.yaml")], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert "first/config.pbtxt: backend: neither backend nor platform is set" in result.stderr
+    assert "first subdirectory, '10', holds none" in result.stderr
+    (repo / "first" / "2" / "model.py").rename(repo / "first" / "10" / "model.py")
+    result = subprocess.run(
+        [str(CLI), "import", str(repo), "-o", str(tmp_path / "out.yaml")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "model.python: default_model_filename: Triton sets it to 'model.python'" in result.stderr
+    written = {
+        m["name"]: m["backend"] for m in yaml.safe_load((tmp_path / "out.yaml").read_text())["spec"]["models"]
+    }
+    assert written == {"first": "python", "later": "python", "model.python": "python"}
+    with serving(repo, tmp_path / "again.log", *args) as server:
+        assert model_states(server)["first"][0] == "READY"  # Triton agrees once model.py is in '10'

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from helpers import CLI, ROOT
-from tritonpipeline.local.server import free_ports, server_home
+from helpers import CLI, ROOT, tree_with_stand_in_backends
+from tritonpipeline.local.server import free_ports
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.cli]
 
@@ -109,14 +109,7 @@ def test_serve_refuses_a_backend_its_tritonserver_lacks(tmp_path: Path) -> None:
 def test_serve_runs_a_tritonserver_tree_that_has_the_backend(tmp_path: Path) -> None:
     """TRITONPIPELINE_SERVER_HOME names a tree like NVIDIA's image: the wheel's binary and libraries,
     its backends, and the stand-in vllm backend of tests/backends."""
-    home = tmp_path / "home"
-    wheel = server_home()
-    home.mkdir()
-    for part in ("bin", "lib"):
-        if (wheel / part).exists():
-            (home / part).symlink_to((wheel / part).resolve())
-    shutil.copytree(wheel / "backends", home / "backends")  # a backend's library resolves inside it
-    shutil.copytree(Path(__file__).parent / "backends" / "vllm", home / "backends" / "vllm")
+    home = tree_with_stand_in_backends(tmp_path / "home")
     env = {**os.environ, "TRITONPIPELINE_SERVER_HOME": str(home)}
     proc, _, lines = _serve([], file=_imported_tutorials(tmp_path), env=env)
     try:

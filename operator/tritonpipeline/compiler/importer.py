@@ -742,7 +742,7 @@ def _model_file_backend(cfg: Any, version_files: VersionFiles | None) -> tuple[d
     return {}, False
 
 
-def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None = None) -> dict[str, str]:
+def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[str, str]:
     """backend or platform: the spec takes exactly one (Triton's pick by the model file when neither)."""
     platform, backend = str(cfg.platform), str(cfg.backend)
     known = platform in get_args(Platform)
