@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tritonclient.http as httpclient
 import yaml
 
 from harness.paths import CLI, ROOT
@@ -134,3 +135,14 @@ def built_kubectl() -> str | None:
         if os.access(kubectl, os.X_OK):
             return str(kubectl)
     return shutil.which("kubectl")
+
+
+def completed(server: Any, model: str) -> dict[str, Any]:
+    """What Triton made of a model's config as it loaded it: its interface and transaction policy."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        config = client.get_model_config(model, headers=server.admin_headers())
+    finally:
+        client.close()
+    keep = ("backend", "platform", "max_batch_size", "input", "output", "model_transaction_policy")
+    return {key: config.get(key) for key in keep} | {"dynamic": "dynamic_batching" in config}

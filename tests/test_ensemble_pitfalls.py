@@ -434,6 +434,23 @@ def test_instances_counted_per_gpu() -> None:
     assert count([{"kind": "GPU", "count": 1}], 0) == 1  # a CPU-only pod runs GPU groups on the CPU
     assert count([{"kind": "CPU", "count": 3}], 4) == 3
     assert count([], 2) == 2
+    assert count([], 0) == 1  # the Python backend's default: one CPU instance
+
+
+@pytest.mark.parametrize(
+    "runtime",
+    [{"backend": "onnxruntime"}, {"platform": "onnxruntime_onnx"}, {"platform": "tensorflow_savedmodel"}],
+)
+def test_no_group_on_a_cpu_pod_is_two_instances_of_onnx_runtime_and_tensorflow(
+    runtime: dict[str, str],
+) -> None:
+    """Triton gives these backends two CPU instances by default (core's SetDefaultInstanceCount), which
+    can reorder a sequence in front of a sequence step like any two instances; others get one."""
+    from tritonpipeline.spec import Model
+
+    m = {k: v for k, v in plain("m").items() if k not in ("backend", "instances")} | runtime
+    assert rules.max_instances(Model.model_validate(m), 0) == 2
+    assert rules.max_instances(Model.model_validate(m), 1) == 1
 
 
 def _router_groups(gpus: int, pipe: dict[str, Any], pinned: int = 0) -> list[Any]:

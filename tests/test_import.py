@@ -596,8 +596,34 @@ def test_a_config_without_inputs_or_outputs_is_carried_for_the_backend_to_comple
     assert only_model(result, "llama-3.1-8b") == {
         "name": "llama-3.1-8b",
         "backend": "vllm",
+        "decoupled": True,  # as the vllm backend completes it (DECOUPLED_BACKENDS)
         "instances": [{"kind": "MODEL", "count": 1}],
     }
+
+
+def test_an_ensemble_over_a_model_its_backend_makes_decoupled_imports_as_triton_runs_it() -> None:
+    """Triton runs the vLLM step decoupled (its backend completes it so): the spec says so, and compiles
+    (the step's model is rendered with that policy)."""
+    llm = cfg(
+        f"""
+        backend: "vllm"
+        input [ {tensor("text_input", "STRING", "1")} ]
+        output [ {tensor("text_output", "STRING", "-1")} ]
+        """
+    )
+    pipe = ensemble(
+        "generate",
+        0,
+        tensor("PROMPT", "STRING", "1"),
+        tensor("TEXT", "STRING", "-1"),
+        step("llm", {"text_input": "PROMPT"}, {"text_output": "TEXT"}),
+    )
+    result = run({"llm": llm, "generate": pipe})
+    assert result.findings == ()
+    assert only_model(result, "llm")["decoupled"] is True
+    assert result.document is not None
+    files = compile_pipeline(parse_pipeline(result.document)).files
+    assert b"decoupled: true" in files["llm/config.pbtxt"]
 
 
 def test_step_names_hold_no_dot() -> None:
@@ -1365,6 +1391,8 @@ def triton_defaults(config: Any, directory: str) -> None:
         config.backend = "python"  # picked by the model file that MODEL_FILES writes for it
     if config.platform and PLATFORM_BACKEND.get(config.platform) == config.backend:
         config.ClearField("backend")
+    if config.backend == "vllm" and not config.HasField("model_transaction_policy"):
+        config.model_transaction_policy.decoupled = True  # the vllm backend's auto-complete
     for i, group in enumerate(config.instance_group):
         group.count = max(1, group.count)
         if group.name == f"{directory}_{i}":
@@ -1414,7 +1442,10 @@ def clear(message: Message, path: str, *, elements: bool = True) -> None:
 
 
 def canonical(config: Any) -> None:
-    """Order Triton does not care about: control inputs are found by their kind."""
+    """Order Triton does not care about: control inputs are found by their kind. And a transaction policy
+    set or left out loads alike, decoupled false, for a backend that does not complete it (the render writes
+    it for a step's model: test_triton_loads shows what that changes for one that does)."""
+    config.model_transaction_policy.SetInParent()
     if config.HasField("sequence_batching"):
         sb = config.sequence_batching
         controls = sorted(sb.control_input, key=lambda c: c.name)

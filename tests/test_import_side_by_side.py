@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 import yaml
 
-from helpers import CLI, EXAMPLES, tree_with_stand_in_backends
+from helpers import CLI, EXAMPLES, completed, tree_with_stand_in_backends
 from test_triton_loads import model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
@@ -192,17 +191,6 @@ def stand_in_backends(tmp_path: Path) -> str:
     """--backend-directory (tritonserver takes the last one given): the wheel's backends with the stand-in
     vllm backend beside them."""
     return f"--backend-directory={tree_with_stand_in_backends(tmp_path / 'tree') / 'backends'}"
-
-
-def completed(server: LocalTriton, model: str) -> dict[str, Any]:
-    """What Triton made of a model's config as it loaded it: its interface and transaction policy."""
-    client = httpclient.InferenceServerClient(server.http_url)
-    try:
-        config = client.get_model_config(model, headers=server.admin_headers())
-    finally:
-        client.close()
-    keep = ("backend", "platform", "max_batch_size", "input", "output", "model_transaction_policy")
-    return {key: config.get(key) for key in keep} | {"dynamic": "dynamic_batching" in config}
 
 
 def tutorials(server: LocalTriton) -> tuple[list[Answer], dict[str, Any]]:

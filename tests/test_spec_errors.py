@@ -145,6 +145,13 @@ def _completed_model_with_args(d: dict[str, Any], args: list[str]) -> None:
     spec(d)["server"]["args"] = args
 
 
+def _default_onnx_runtime_dequantize_without_gpus(d: dict[str, Any]) -> None:
+    """No instance group: Triton runs two CPU instances of an ONNX Runtime model."""
+    spec(d)["server"]["gpus"] = 0
+    model(d, 0).update(backend="onnxruntime")
+    del model(d, 0)["instances"]
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -256,6 +263,15 @@ CASES = [
         lambda d: _completed_model_with_args(d, ["--strict-model-config=false", "--disable-auto"]),
         "spec.models[4].outputs",
         "(--disable-auto): declare its inputs and outputs, or drop --disable-auto",
+    ),
+    Case(
+        "step-runs-a-model-its-backend-makes-decoupled-declared-not",
+        "fanout",
+        lambda d: model(d, 2).update(backend="vllm"),
+        "spec.models[2].decoupled",
+        "model 'head_c' runs on backend 'vllm', whose models are decoupled (its auto_complete_config sets "
+        "model_transaction_policy.decoupled: true, and its initialize asserts it), and pipeline 'vision' "
+        "runs it as step 'head_c': set decoupled: true",
     ),
     Case(
         "pipeline-name-with-quote",
@@ -569,6 +585,13 @@ CASES = [
         "several-instances-per-gpu-before-a-sequence-step-without-batching",
         "streaming",
         _unbatched_dequantize_on_two_gpus,
+        "spec.pipelines[0].steps[0]",
+        "may run 2 instances at once",
+    ),
+    Case(
+        "onnx-runtime-default-instances-before-a-sequence-step-in-a-pod-without-gpus",
+        "streaming",
+        _default_onnx_runtime_dequantize_without_gpus,
         "spec.pipelines[0].steps[0]",
         "may run 2 instances at once",
     ),
@@ -1135,6 +1158,20 @@ def test_a_model_left_to_auto_complete_is_valid_on_its_own(args: list[str]) -> N
     config = artifacts.files["llm/config.pbtxt"]
     assert b"input" not in config and b"output" not in config
     assert b'backend: "vllm"' in config
+    assert b"model_transaction_policy" not in config  # no step runs it: the backend completes it
+
+
+def test_a_model_its_backend_makes_decoupled_is_run_by_a_step_once_declared_so() -> None:
+    """Declared decoupled, a vLLM model may be a step (its config then says so, as for every step's
+    model, whose policy is written out: false for the others)."""
+    doc = example("fanout")
+    model(doc, 2).update(backend="vllm", decoupled=True)
+    del pipe(doc)["steps"][1]  # head_b: the pipeline's outputs must all come from head_c's responses
+    pipe(doc)["outputs"] = [{"name": "SCORE_C", "from": "head_c.OUTPUT_C"}]
+    files = compile_pipeline(parse_pipeline(doc)).files
+    assert b"model_transaction_policy {\n  decoupled: true\n}" in files["head_c/config.pbtxt"]
+    assert b"model_transaction_policy {\n  decoupled: false\n}" in files["extractor/config.pbtxt"]
+    assert b"model_transaction_policy" not in files["head_b/config.pbtxt"]  # no step runs it
 
 
 # --------------------------------------------------------------------------- everything at once

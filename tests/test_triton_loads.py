@@ -25,7 +25,7 @@ import tritonclient.grpc as grpcclient
 import yaml
 
 import pipeline_gen as gen
-from helpers import ROUTERS, compile_to_serve, with_router
+from helpers import ROUTERS, compile_to_serve, completed, with_router
 from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
@@ -378,6 +378,52 @@ def test_decoupled_origins_mirror_triton(tmp_path: Path, monkeypatch: pytest.Mon
     for name in ("step_mix", "output_mix"):  # what the compiler refuses, Triton refuses for that reason
         state, reason = states[name]
         assert state == "UNAVAILABLE" and TRITON_DECOUPLED_MIX in reason, (name, states[name])
+
+
+SELF_DECOUPLING = GENERIC.with_name("self_decoupling_model.py")
+TRITON_DECOUPLED_CHANGE = "trying to change decoupled property"  # the Python backend's words
+
+
+def self_decoupling_doc(name: str, *, stepped: bool, decoupled: bool | None) -> dict[str, Any]:
+    """Model NAME runs on self_decoupling_model.py (its backend completes it decoupled); a pipeline
+    NAME_p runs it as its one step when `stepped`. decoupled None: left out of the spec."""
+    model = py_model(name, 0, {"INPUT": [2]}, {"OUTPUT": ([2], [2])})
+    del model["parameters"], model["decoupled"]
+    if decoupled is not None:
+        model["decoupled"] = decoupled
+    step = {"model": name, "inputs": {"INPUT": "inputs.X"}}
+    pipeline = {"name": f"{name}_p", "inputs": [{"name": "X", "dataType": "FP32", "dims": [2]}]}
+    pipeline |= {"steps": [step], "outputs": [{"name": "Y", "from": f"{name}.OUTPUT"}]}
+    return doc_of(name, [model], [pipeline] if stepped else [])
+
+
+def test_a_step_runs_its_model_as_declared_whatever_the_backend_completes(tmp_path: Path) -> None:
+    """The pipeline's rules judge a step by its declared `decoupled`: the render writes that policy for a
+    model a step runs, false too, so a backend that completes its models decoupled cannot run such a step
+    behind the rules' back: Triton refuses to load it, saying why. Declared, it loads and answers; a model
+    no step runs is left to its backend."""
+    docs = {
+        "undeclared": self_decoupling_doc("undeclared", stepped=True, decoupled=None),
+        "declared": self_decoupling_doc("declared", stepped=True, decoupled=True),
+        "alone": self_decoupling_doc("alone", stepped=False, decoupled=None),
+    }
+    repo = Repository.merge(compile_doc(doc) for doc in docs.values())
+    assert b"decoupled: false" in repo.files["undeclared/config.pbtxt"]
+    assert b"model_transaction_policy" not in repo.files["alone/config.pbtxt"]
+    root = tmp_path / "models"
+    for name in docs:
+        (root / name / "1").mkdir(parents=True)
+        shutil.copy(SELF_DECOUPLING, root / name / "1" / "model.py")
+    with triton(tmp_path, repo, root) as server:
+        states = model_states(server)
+        answer = infer(server, "declared_p", {"X": ("FP32", (2,))})
+        alone = completed(server, "alone")
+    state, reason = states["undeclared"]
+    assert state == "UNAVAILABLE" and TRITON_DECOUPLED_CHANGE in reason, states
+    assert states["undeclared_p"][0] != "READY", states
+    assert states["declared"][0] == states["declared_p"][0] == states["alone"][0] == "READY", states
+    assert answer.as_numpy("Y").tolist() == [2.0, 2.0]
+    assert alone["model_transaction_policy"] == {"decoupled": True}
 
 
 @pytest.mark.parametrize("router", ROUTERS)

@@ -119,8 +119,10 @@ def compile_pipeline(
         backend = router.backend
     plan = plan_repository(tp, cpu_only=cpu_only)
     files: dict[str, bytes] = {}
+    stepped = {step.model for ensemble in plan.ensembles for step in ensemble.steps}
     for model in plan.models:
-        files[f"{model.name}/config.pbtxt"] = to_text(model_config(model, cpu_only=plan.cpu_only))
+        config = model_config(model, cpu_only=plan.cpu_only, run_by_step=model.name in stepped)
+        files[f"{model.name}/config.pbtxt"] = to_text(config)
     code = router_source()
     for ensemble in plan.ensembles:
         files[f"{ensemble.name}/config.pbtxt"] = to_text(ensemble_config(ensemble))

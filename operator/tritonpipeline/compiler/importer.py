@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from ..errors import Problem, SpecError
 from ..settings import API_VERSION, KIND
 from ..spec import (
+    DECOUPLED_BACKENDS,
     PLATFORM_BACKEND,
     Controls,
     DynamicBatching,
@@ -638,6 +639,8 @@ def _model(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[st
     r.take("name", "name")
     entry.update(_backend(cfg, r, version_files))
     entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
+    if entry.get("backend") in DECOUPLED_BACKENDS and not cfg.HasField("model_transaction_policy"):
+        entry["decoupled"] = True  # as the backend completes it when Triton loads the model
     whole = {kind: _whole_tensors(cfg, kind, r) for kind in ("input", "output")}
     if cfg.input:
         entry["inputs"] = [

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from ..errors import Problem
-from ..spec import InputTensor, Model, OutputTensor, PipelineSpec
+from ..spec import DECOUPLED_BACKENDS, PLATFORM_BACKEND, InputTensor, Model, OutputTensor, PipelineSpec
 from ..triton import tritonserver_options
 from .plan_types import (
     INPUTS,
@@ -101,6 +101,11 @@ UNDECLARED_TENSORS = (
 AUTO_COMPLETE_OFF = (
     "model {model!r} declares no outputs, so it relies on Triton to complete its config from the backend, "
     "and spec.server.args turns that off ({flag}): declare its inputs and outputs, or drop {flag}"
+)
+DECOUPLED_BY_BACKEND = (
+    "model {model!r} runs on backend {backend!r}, whose models are decoupled ({how}), and pipeline "
+    "{pipeline!r} runs it as step {step!r}: set decoupled: true, so the pipeline is checked as Triton runs "
+    "it (a step's model is loaded with the transaction policy it declares)"
 )
 CONTROL_WITHOUT_SEQUENCE_BATCHING = " (sequence controls are only available on models with sequenceBatching)"
 BAD_REFERENCE = "expected 'inputs.NAME' or 'STEP.TENSOR', got {ref!r}"
@@ -253,6 +258,24 @@ def completion_kept_on(spec: PipelineSpec, i: int) -> Iterator[Problem]:
         )
 
 
+def decoupled_as_its_backend(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """A model a step runs declares decoupled as its backend makes it (DECOUPLED_BACKENDS): the render
+    writes such a model's transaction policy as declared, which that backend refuses to load."""
+    model = spec.models[i]
+    how = DECOUPLED_BACKENDS.get(model.backend or "")
+    if how is None or model.decoupled:
+        return
+    runs = [(p.name, s.step_name) for p in spec.pipelines for s in p.steps if s.model == model.name]
+    if runs:
+        pipeline, step = runs[0]
+        yield Problem(
+            f"spec.models[{i}].decoupled",
+            DECOUPLED_BY_BACKEND.format(
+                model=model.name, backend=model.backend, how=how, pipeline=pipeline, step=step
+            ),
+        )
+
+
 def _chunks(dims: Sequence[int]) -> list[int]:
     """Element counts of the runs of fixed dimensions between variable-size ones (-1)."""
     counts, product = [], 1
@@ -361,6 +384,7 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
         problems += tensor_shapes_hold(spec, i)
         problems += filled_tensors_not_inputs(spec, i)
         problems += completion_kept_on(spec, i)
+        problems += decoupled_as_its_backend(spec, i)
         problems += states_kept(spec, i)
         problems += dynamic_batching_batches(spec, i)
         problems += preferred_batch_sizes_fit(spec, i)
@@ -711,11 +735,19 @@ def sequence_steps_before_decoupled(g: PipelineGraph) -> Iterator[Problem]:
         )
 
 
+# Triton's instance count for a model with no instance group in a pod without GPUs, by backend (core's
+# SetDefaultInstanceCount: 2 CPU instances for these backends, 1 for the rest)
+DEFAULT_CPU_INSTANCES = {"onnxruntime": 2, "tensorflow": 2}
+
+
 def max_instances(model: Model, server_gpus: int) -> int:
     """How many instances of the model Triton may run at once in a pod with `server_gpus` GPUs: a GPU (or
-    AUTO) group's count is per GPU unless it pins GPUs; no group at all is one instance per GPU."""
+    AUTO) group's count is per GPU unless it pins GPUs; no group at all is one instance per GPU, and
+    without GPUs Triton's default count for the backend."""
     if not model.instances:
-        return max(1, server_gpus)
+        if server_gpus:
+            return server_gpus
+        return DEFAULT_CPU_INSTANCES.get(model.backend or PLATFORM_BACKEND.get(model.platform or "", ""), 1)
     total = 0
     for inst in model.instances:
         per_gpu = inst.kind in ("GPU", "AUTO") and server_gpus > 0

@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
@@ -52,9 +52,17 @@ def data_type(name: str) -> int:
     return mc.DataType.Value("TYPE_STRING" if name in ("BYTES", "STRING") else f"TYPE_{name}")
 
 
+def _transaction_policy(message: Any, indent: int, as_one_line: bool) -> str | None:
+    """A transaction policy prints its `decoupled` false too (protobuf leaves a default value out): the
+    reader sees what the message's presence tells Triton, that the policy is set."""
+    if message.DESCRIPTOR is mc.ModelTransactionPolicy.DESCRIPTOR:
+        return f"decoupled: {_param(message.decoupled)}"
+    return None
+
+
 def to_text(config: mc.ModelConfig) -> bytes:
     """Deterministic text format (protobuf prints map entries sorted by key)."""
-    return text_format.MessageToString(config).encode("utf-8")
+    return text_format.MessageToString(config, message_formatter=_transaction_policy).encode("utf-8")
 
 
 def parse_text(text: bytes | str) -> mc.ModelConfig:
@@ -70,8 +78,10 @@ def _param(value: object) -> str:
     return str(value)
 
 
-def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
-    """Config for one declared model."""
+def model_config(model: Model, *, cpu_only: bool, run_by_step: bool = False) -> mc.ModelConfig:
+    """Config for one declared model. run_by_step: a pipeline step runs it, so its transaction policy is
+    written as declared, false included. A backend's auto-complete then cannot make it decoupled behind the
+    pipeline's rules: Triton refuses to load the model instead, saying which backend tried."""
     cfg = mc.ModelConfig(name=model.name, max_batch_size=model.max_batch_size)
     if model.backend:
         cfg.backend = model.backend
@@ -110,8 +120,9 @@ def model_config(model: Model, *, cpu_only: bool) -> mc.ModelConfig:
         _version_policy(cfg.version_policy, model.version_policy)
     if model.sequence_batching is not None:
         _sequence_batching(cfg.sequence_batching, model)
-    if model.decoupled:
-        cfg.model_transaction_policy.decoupled = True
+    if model.decoupled or run_by_step:
+        cfg.model_transaction_policy.SetInParent()
+        cfg.model_transaction_policy.decoupled = model.decoupled
     for key in sorted(model.parameters):
         cfg.parameters[key].string_value = _param(model.parameters[key])
     return cfg

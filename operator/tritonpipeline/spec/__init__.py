@@ -13,6 +13,7 @@ from __future__ import annotations
 from .autoscaling import Autoscaling, NetworkPolicy
 from .base import (
     BACKEND_RE,
+    DECOUPLED_BACKENDS,
     DEFAULT_IMAGE,
     DNS_LABEL_RE,
     DNS_SUBDOMAIN_RE,
@@ -88,6 +89,7 @@ from .server import AdminKeyRef, GcsOptions, KeyRef, ModelRepository, S3Options,
 
 __all__ = [
     "BACKEND_RE",
+    "DECOUPLED_BACKENDS",
     "DEFAULT_IMAGE",
     "DNS_LABEL_RE",
     "DNS_SUBDOMAIN_RE",

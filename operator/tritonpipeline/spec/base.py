@@ -80,6 +80,12 @@ PLATFORM_BACKEND: dict[str, str] = {
     "tensorflow_savedmodel": "tensorflow",
     "tensorflow_graphdef": "tensorflow",
 }
+# backends whose config completion makes every model decoupled, with what does it: Triton loads such a model
+# decoupled when its config leaves the transaction policy out, and refuses it when the config says false
+DECOUPLED_BACKENDS: dict[str, str] = {
+    "vllm": "its auto_complete_config sets model_transaction_policy.decoupled: true, and its initialize "
+    "asserts it",
+}
 AutoscalingMetric = Literal["queueTime", "pendingRequests", "gpuUtilization"]
 
 

@@ -318,7 +318,8 @@ class Model(_Base):
         default=False,
         description="Decoupled (streaming-response) model; a step's inputs (and a pipeline's outputs) must "
         "all descend from the same nearest decoupled step, or all from none, and no sequence-batched step "
-        "may come after a decoupled one.",
+        "may come after a decoupled one. A model a step runs is loaded with this policy, false included: "
+        "Triton refuses a backend that completes it otherwise (`vllm` models are decoupled: true).",
     )
     parameters: dict[str, Any] = Field(
         default={}, description="Model `parameters` (string, number or boolean values)."
