@@ -791,16 +791,73 @@ def test_broken_ensembles_are_errors(change: tuple[str, str], field: str, needle
     assert needle in errors[0].message
 
 
-def test_a_nested_ensemble_is_an_error() -> None:
+def nested_repository() -> dict[str, str]:
+    """`outer` calls `mid` twice; `mid` calls ensemble `echo_pipe` and model `echo` again; `mid`'s second
+    output comes from a step of its own that `outer`'s first call does not map."""
+    mid = ensemble(
+        "mid",
+        4,
+        tensor("A", "FP32", "2"),
+        tensor("B", "FP32", "2") + ", " + tensor("C", "FP32", "2"),
+        ", ".join(
+            [
+                step("echo_pipe", {"X": "A"}, {"Y": "t"}),
+                step("echo", {"IN": "t"}, {"OUT": "B"}),
+                step("echo", {"IN": "A"}, {"OUT": "C"}),
+            ]
+        ),
+    )
     outer = ensemble(
         "outer",
         4,
         tensor("X", "FP32", "2"),
-        tensor("Y", "FP32", "2"),
-        step("echo_pipe", {"X": "X"}, {"Y": "Y"}),
+        tensor("Y", "FP32", "2") + ", " + tensor("Z", "FP32", "2"),
+        ", ".join(
+            [
+                step("mid", {"A": "X"}, {"B": "y1"}),  # C left out: its step goes
+                step("mid", {"A": "y1"}, {"B": "Y", "C": "Z"}),
+            ]
+        ),
     )
-    result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE, "outer": outer})
-    assert of(result, ERROR) == {("outer", "ensemble_scheduling.step[0].model_name")}
+    return {"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE, "mid": mid, "outer": outer}
+
+
+def test_a_nested_ensemble_is_inlined_as_triton_runs_it() -> None:
+    """A step calling another ensemble becomes that ensemble's steps, each reading what the call maps to
+    the ensemble's inputs; steps whose answers the call drops are left out."""
+    result = run(nested_repository())
+    assert result.findings == ()
+    assert result.document is not None
+    pipelines = {p["name"]: p for p in result.document["spec"]["pipelines"]}
+    assert pipelines["outer"]["steps"] == [
+        {"model": "echo", "inputs": {"IN": "inputs.X"}},
+        {"name": "echo_2", "model": "echo", "inputs": {"IN": "echo.OUT"}},
+        {"name": "echo_3", "model": "echo", "inputs": {"IN": "echo_2.OUT"}},
+        {"name": "echo_4", "model": "echo", "inputs": {"IN": "echo_3.OUT"}},
+        {"name": "echo_5", "model": "echo", "inputs": {"IN": "echo_2.OUT"}},
+    ]
+    assert pipelines["outer"]["outputs"] == [
+        {"name": "Y", "from": "echo_4.OUT"},
+        {"name": "Z", "from": "echo_5.OUT"},
+    ]
+    assert len(pipelines["mid"]["steps"]) == 3  # imported as it is too
+    compile_pipeline(parse_pipeline(result.document))
+
+
+def test_ensembles_calling_each_other_are_an_error() -> None:
+    configs = nested_repository()
+    configs["echo_pipe"] = configs["echo_pipe"].replace('model_name: "echo"', 'model_name: "mid"')
+    configs["echo_pipe"] = configs["echo_pipe"].replace('"IN"', '"A"').replace('"OUT"', '"B"')
+    result = run(configs)
+    assert result.document is None
+    errors = {(f.model, f.field): f.message for f in result.of_kind(ERROR)}
+    assert errors[("mid", "ensemble_scheduling.step[0].model_name")] == (
+        "ensemble 'mid' calls itself through mid -> echo_pipe -> mid: Triton refuses such an ensemble"
+    )
+    assert errors[("outer", "ensemble_scheduling.step[0].model_name")] == (
+        "ensemble 'mid' calls itself through mid -> echo_pipe -> mid: Triton refuses such an ensemble"
+    )
+    assert ("echo_pipe", "ensemble_scheduling.step[0].model_name") in errors
 
 
 def test_an_ensemble_calling_an_unparsable_config_is_not_reported_twice() -> None:

@@ -302,3 +302,71 @@ def test_triton_picks_the_backend_where_import_does(tmp_path: Path) -> None:
     assert written == {"first": "python", "later": "python", "model.python": "python"}
     with serving(repo, tmp_path / "again.log", *args) as server:
         assert model_states(server)["first"][0] == "READY"  # Triton agrees once model.py is in '10'
+
+
+OPS_PY = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+OPS = {"add1": lambda x: x + 1, "times2": lambda x: x * 2, "neg": lambda x: -x}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.op = OPS[args["model_name"]]
+
+    def execute(self, requests):
+        xs = [pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", self.op(x))]) for x in xs]
+"""
+TENSOR = "data_type: TYPE_FP32 dims: [2]"
+
+
+def ensemble_config(inputs: list[str], outputs: list[str], steps: list[tuple[str, dict[str, str]]]) -> str:
+    """An ensemble of FP32 [2] tensors; each step (model, {its input or output: ensemble tensor}) maps IN
+    and OUT for a model, A, B and C for `inner`."""
+
+    def tensors(names: list[str]) -> str:
+        return ", ".join(f'{{ name: "{n}" {TENSOR} }}' for n in names)
+
+    text = [f'platform: "ensemble"\ninput [{tensors(inputs)}]\noutput [{tensors(outputs)}]']
+    text.append("ensemble_scheduling { step [")
+    calls = []
+    for model, maps in steps:
+        kinds = {k: "input_map" if k in ("IN", "A") else "output_map" for k in maps}
+        body = " ".join(f'{kinds[k]} {{ key: "{k}" value: "{v}" }}' for k, v in maps.items())
+        calls.append(f'{{ model_name: "{model}" model_version: -1 {body} }}')
+    return "\n".join(text) + ", ".join(calls) + "] }\n"
+
+
+def test_nested_ensembles_answer_alike(tmp_path: Path) -> None:
+    """Triton runs an ensemble that calls another ensemble (twice here, one call leaving an output out);
+    the import inlines the called ensemble's steps, and the answers are the same."""
+    repo = tmp_path / "nested"
+    for model in ("add1", "times2", "neg"):
+        (repo / model / "1").mkdir(parents=True)
+        (repo / model / "1" / "model.py").write_text(OPS_PY)
+        (repo / model / "config.pbtxt").write_text(
+            f'backend: "python"\ninput [{{ name: "IN" {TENSOR} }}]\noutput [{{ name: "OUT" {TENSOR} }}]\n'
+        )
+    inner = [
+        ("add1", {"IN": "A", "OUT": "t"}),
+        ("times2", {"IN": "t", "OUT": "B"}),
+        ("neg", {"IN": "A", "OUT": "C"}),
+    ]
+    outer = [("inner", {"A": "X", "B": "y1"}), ("inner", {"A": "y1", "B": "Y", "C": "Z"})]
+    for name, (inputs, outputs, steps) in {
+        "inner": (["A"], ["B", "C"], inner),
+        "outer": (["X"], ["Y", "Z"], outer),
+    }.items():
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(ensemble_config(inputs, outputs, steps))
+    request = [("outer", {"X": np.array([1.0, 2.0], dtype=np.float32)}, {})]
+    with serving(repo, tmp_path / "original.log") as server:
+        original = stream(server, request)
+    rendered = imported(repo, tmp_path)
+    with serving(rendered, tmp_path / "imported.log") as server:
+        again = stream(server, request)
+    assert original == again == [[{"Y": [10.0, 14.0], "Z": [-4.0, -6.0]}]]
+    steps = yaml.safe_load((tmp_path / "imported.yaml").read_text())["spec"]["pipelines"][1]["steps"]
+    assert [s["model"] for s in steps] == ["add1", "times2", "add1", "times2", "neg"]  # the first neg went

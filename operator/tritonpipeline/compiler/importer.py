@@ -87,11 +87,8 @@ NO_MODEL_FILE_NAMED = (
 )
 BACKEND_MISMATCH = "{backend!r} does not go with platform {platform!r}: only the platform is written"
 UNKNOWN_STEP_MODEL = "model {model!r} is not in the repository (models: {known})"
-NESTED_ENSEMBLE = (
-    "{model!r} is an ensemble: the spec's pipeline steps call models, not other pipelines "
-    "(nested ensembles cannot be imported)"
-)
-TWO_PRODUCERS = "ensemble tensor {tensor!r} is also written by ensemble_scheduling.step[{first}]"
+NESTED_CYCLE = "ensemble {model!r} calls itself through {route}: Triton refuses such an ensemble"
+TWO_PRODUCERS = "ensemble tensor {tensor!r} is also written by {first}"
 PRODUCED_INPUT = "ensemble tensor {tensor!r} is an ensemble input: a step cannot write it"
 UNPRODUCED_TENSOR = "ensemble tensor {tensor!r}: no step produces it and no ensemble input provides it"
 UNPRODUCED_OUTPUT = "ensemble output {tensor!r}: no step writes it"
@@ -931,10 +928,87 @@ def _step_names(models: Sequence[str]) -> list[str]:
     return names
 
 
+@dataclass(frozen=True)
+class _FlatStep:
+    """One step of an ensemble with the ensembles it calls inlined: a step of its own, or a step of a
+    nested ensemble, its maps rewritten into the outer ensemble's tensors. `path` is the outer config's
+    step that runs it (for an inlined step, the call of the nested ensemble)."""
+
+    step: Any
+    path: str
+
+
+def _flat_steps(cfg: Any, ensembles: Mapping[str, Any], r: _Reading) -> list[_FlatStep]:
+    """cfg's steps, each call of another ensemble replaced by that ensemble's steps (recursively), as
+    Triton runs them: the nested ensemble's inputs are the tensors the call maps to them, its outputs the
+    tensors the call maps them to, and its inner tensors get names of their own. Inlined steps that feed
+    nothing the call maps are left out (their answers went nowhere)."""
+    flat: list[_FlatStep] = []
+    for j, step in enumerate(cfg.ensemble_scheduling.step):
+        path = f"ensemble_scheduling.step[{j}]"
+        model = str(step.model_name)
+        if model not in ensembles:
+            flat.append(_FlatStep(step, path))
+            continue
+        inner = _inlined(step, ensembles, (str(cfg.name), model), f"{j}/", r, path)
+        flat += [_FlatStep(s, path) for s in inner]
+    return flat
+
+
+def _inlined(
+    call: Any, ensembles: Mapping[str, Any], route: tuple[str, ...], prefix: str, r: _Reading, path: str
+) -> list[Any]:
+    """The steps of ensemble route[-1] as called by `call`, maps rewritten (see _flat_steps)."""
+    nested = ensembles[route[-1]]
+    if route[-1] in route[:-1]:
+        cycle = route[route.index(route[-1]) :]
+        r.add(ERROR, f"{path}.model_name", NESTED_CYCLE.format(model=route[-1], route=" -> ".join(cycle)))
+        return []
+    given = dict(call.input_map)  # nested input -> outer tensor
+    wanted = dict(call.output_map)  # nested output -> outer tensor
+
+    def outer(tensor: str) -> str:
+        if tensor in given:
+            return str(given[tensor])
+        return str(wanted.get(tensor, f"{prefix}{tensor}"))
+
+    known = {str(t.name) for t in nested.input}
+    steps: list[Any] = []
+    for k, step in enumerate(nested.ensemble_scheduling.step):
+        copy = type(step)()
+        copy.CopyFrom(step)
+        copy.ClearField("input_map")
+        copy.ClearField("output_map")
+        for key, tensor in step.input_map.items():
+            if tensor not in known or tensor in given:  # a nested input the call leaves out: unmapped
+                copy.input_map[key] = outer(str(tensor))
+        for key, tensor in step.output_map.items():
+            copy.output_map[key] = outer(str(tensor))
+        model = str(step.model_name)
+        if model in ensembles:
+            steps += _inlined(copy, ensembles, (*route, model), f"{prefix}{k}/", r, path)
+        else:
+            steps.append(copy)
+    return _feeding(steps, set(wanted.values()))
+
+
+def _feeding(steps: list[Any], results: set[str]) -> list[Any]:
+    """The steps whose outputs reach `results`, directly or through other steps (in any listed order)."""
+    needed, keep = set(results), [False] * len(steps)
+    changed = True
+    while changed:
+        changed = False
+        for i, step in enumerate(steps):
+            if not keep[i] and needed & set(step.output_map.values()):
+                keep[i] = changed = True
+                needed |= set(step.input_map.values())
+    return [step for i, step in enumerate(steps) if keep[i]]
+
+
 def _pipeline(
-    cfg: Any, r: _Reading, models: Mapping[str, Any], ensembles: set[str], unreadable: set[str]
+    cfg: Any, r: _Reading, models: Mapping[str, Any], ensembles: Mapping[str, Any], unreadable: set[str]
 ) -> dict[str, Any]:
-    """The spec's pipeline of one ensemble config."""
+    """The spec's pipeline of one ensemble config, the ensembles it calls inlined (_flat_steps)."""
     entry: dict[str, Any] = {"name": cfg.name}
     r.take("name", "name")
     r.take("platform")
@@ -949,49 +1023,52 @@ def _pipeline(
     for i in range(len(cfg.input)):
         r.origin[f"inputs[{i}]"] = f"input[{i}]"
     inputs = {str(t.name) for t in cfg.input}
-    scheduling = cfg.ensemble_scheduling
     r.see("ensemble_scheduling")
-    steps = list(scheduling.step)
-    names = _step_names([str(s.model_name) for s in steps])
-    producers: dict[str, tuple[int, str]] = {}  # ensemble tensor -> (step index, model output)
-    for j, step in enumerate(steps):
+    for j, call in enumerate(cfg.ensemble_scheduling.step):
         path = f"ensemble_scheduling.step[{j}]"
-        r.see(path, f"steps[{j}]")
-        r.take(f"{path}.model_name", f"steps[{j}].model")
-        _step_model(step, path, r, models, ensembles, unreadable)
-        r.take(f"{path}.model_version")
-        if step.model_version != LATEST_VERSION:
-            r.add(NOT_CARRIED, f"{path}.model_version", STEP_VERSION.format(version=step.model_version))
+        r.take(f"{path}.model_name")
+        r.take(f"{path}.input_map")
         r.take(f"{path}.output_map")
-        for out, tensor in sorted(step.output_map.items()):
+        r.take(f"{path}.model_version")
+        _step_model(call, path, r, models, ensembles, unreadable)
+        if call.model_version != LATEST_VERSION:
+            r.add(NOT_CARRIED, f"{path}.model_version", STEP_VERSION.format(version=call.model_version))
+    steps = _flat_steps(cfg, ensembles, r)
+    names = _step_names([str(s.step.model_name) for s in steps])
+    producers: dict[str, tuple[int, str]] = {}  # ensemble tensor -> (step index, model output)
+    for j, flat in enumerate(steps):
+        r.see(flat.path, f"steps[{j}]")
+        r.origin[f"steps[{j}].model"] = f"{flat.path}.model_name"
+        for out, tensor in sorted(flat.step.output_map.items()):
+            where = f"{flat.path}.output_map{_key(out)}"
             if tensor in inputs:
-                r.add(ERROR, f"{path}.output_map{_key(out)}", PRODUCED_INPUT.format(tensor=tensor))
+                r.add(ERROR, where, PRODUCED_INPUT.format(tensor=tensor))
             elif tensor in producers:
-                r.add(
-                    ERROR,
-                    f"{path}.output_map{_key(out)}",
-                    TWO_PRODUCERS.format(tensor=tensor, first=producers[tensor][0]),
-                )
+                first = steps[producers[tensor][0]].path
+                r.add(ERROR, where, TWO_PRODUCERS.format(tensor=tensor, first=first))
             else:
                 producers[tensor] = (j, str(out))
-    entry["steps"] = [_step(step, j, names, inputs, producers, r, models) for j, step in enumerate(steps)]
-    entry["outputs"] = _pipeline_outputs(cfg, names, producers, r, models)
+    entry["steps"] = [_step(flat, j, names, inputs, producers, r, models) for j, flat in enumerate(steps)]
+    entry["outputs"] = _pipeline_outputs(cfg, steps, names, producers, r, models)
     return _spec_order(entry, Pipeline)
 
 
 def _step_model(
-    step: Any, path: str, r: _Reading, models: Mapping[str, Any], ensembles: set[str], unreadable: set[str]
+    step: Any,
+    path: str,
+    r: _Reading,
+    models: Mapping[str, Any],
+    ensembles: Mapping[str, Any],
+    unreadable: set[str],
 ) -> None:
     model = str(step.model_name)
-    if model in ensembles:
-        r.add(ERROR, f"{path}.model_name", NESTED_ENSEMBLE.format(model=model))
-    elif model not in models and model not in unreadable:  # an unreadable config has its own error
-        known = ", ".join(sorted(models)) or "none"
+    if model not in models and model not in ensembles and model not in unreadable:
+        known = ", ".join(sorted(models)) or "none"  # an unreadable config has its own error
         r.add(ERROR, f"{path}.model_name", UNKNOWN_STEP_MODEL.format(model=model, known=known))
 
 
 def _step(
-    step: Any,
+    flat: _FlatStep,
     j: int,
     names: list[str],
     inputs: set[str],
@@ -999,12 +1076,11 @@ def _step(
     r: _Reading,
     models: Mapping[str, Any],
 ) -> dict[str, Any]:
-    path = f"ensemble_scheduling.step[{j}]"
+    step, path = flat.step, flat.path
     out: dict[str, Any] = {}
     if names[j] != step.model_name:
         out["name"] = names[j]
     out["model"] = str(step.model_name)
-    r.take(f"{path}.input_map")
     model = models.get(str(step.model_name))
     order = {str(t.name): i for i, t in enumerate(model.input)} if model is not None else {}
     mapped: dict[str, str] = {}
@@ -1026,6 +1102,7 @@ def _step(
 
 def _pipeline_outputs(
     cfg: Any,
+    steps: Sequence[_FlatStep],
     names: list[str],
     producers: Mapping[str, tuple[int, str]],
     r: _Reading,
@@ -1034,7 +1111,6 @@ def _pipeline_outputs(
     outputs: list[dict[str, str]] = []
     first: dict[str, int] = {}
     batching = cfg.max_batch_size > 0
-    steps = cfg.ensemble_scheduling.step
     for i, o in enumerate(cfg.output):
         path = f"output[{i}]"
         name = str(o.name)
@@ -1052,8 +1128,9 @@ def _pipeline_outputs(
         outputs.append({"name": name, "from": f"{names[j]}.{output}"})
         r.origin[f"outputs[{k}]"] = path
         r.origin[f"outputs[{k}].name"] = f"{path}.name"
-        r.origin[f"outputs[{k}].from"] = f"ensemble_scheduling.step[{j}].output_map{_key(output)}"
-        _declared_output(o, path, models.get(str(steps[j].model_name)), f"{names[j]}.{output}", batching, r)
+        r.origin[f"outputs[{k}].from"] = f"{steps[j].path}.output_map{_key(output)}"
+        model = models.get(str(steps[j].step.model_name))
+        _declared_output(o, path, model, f"{names[j]}.{output}", batching, r)
     return outputs
 
 
@@ -1203,7 +1280,8 @@ def import_repository(
         origins.update(_origins(f"spec.models[{i}]", r))
     for j, directory in enumerate(ensembles):
         r = _Reading(directory)
-        pipeline_docs.append(_pipeline(parsed[directory], r, models, set(ensembles), unreadable))
+        nested = {e: parsed[e] for e in ensembles}
+        pipeline_docs.append(_pipeline(parsed[directory], r, models, nested, unreadable))
         _report_rest(parsed[directory], r)
         findings += early.get(directory, []) + r.findings
         origins.update(_origins(f"spec.pipelines[{j}]", r))
