@@ -13,6 +13,7 @@ answers, response for response.
   vllm backend declares them, served by the stand-in backend of tests/backends/vllm), the tutorials'
   simple-gpt2 (its model.py's auto_complete_config declares its interface) and llava-1.5 (no backend:
   Triton picks python by 1/model.py; a '.' in its name). Triton's completed configs must be the same too.
+- nested: an ensemble calling another ensemble twice (written here), which the import inlines.
 
 Each answer is also checked against the stand-ins' definitions for one request, so that two servers
 answering alike cannot both be wrong in the same way unnoticed.
