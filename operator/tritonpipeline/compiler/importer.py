@@ -951,19 +951,20 @@ def _flat_steps(cfg: Any, ensembles: Mapping[str, Any], r: _Reading) -> list[_Fl
             flat.append(_FlatStep(step, path))
             continue
         inner = _inlined(step, ensembles, (str(cfg.name), model), f"{j}/", r, path)
-        flat += [_FlatStep(s, path) for s in inner]
+        flat += [_FlatStep(s, path) for s in (inner if inner is not None else [step])]
     return flat
 
 
 def _inlined(
     call: Any, ensembles: Mapping[str, Any], route: tuple[str, ...], prefix: str, r: _Reading, path: str
-) -> list[Any]:
-    """The steps of ensemble route[-1] as called by `call`, maps rewritten (see _flat_steps)."""
+) -> list[Any] | None:
+    """The steps of ensemble route[-1] as called by `call`, maps rewritten (see _flat_steps); None, and
+    an ERROR, when it calls itself (the call then stays, so that its outputs raise no errors of their own)."""
     nested = ensembles[route[-1]]
     if route[-1] in route[:-1]:
         cycle = route[route.index(route[-1]) :]
         r.add(ERROR, f"{path}.model_name", NESTED_CYCLE.format(model=route[-1], route=" -> ".join(cycle)))
-        return []
+        return None
     given = dict(call.input_map)  # nested input -> outer tensor
     wanted = dict(call.output_map)  # nested output -> outer tensor
 
@@ -986,7 +987,8 @@ def _inlined(
             copy.output_map[key] = outer(str(tensor))
         model = str(step.model_name)
         if model in ensembles:
-            steps += _inlined(copy, ensembles, (*route, model), f"{prefix}{k}/", r, path)
+            inner = _inlined(copy, ensembles, (*route, model), f"{prefix}{k}/", r, path)
+            steps += inner if inner is not None else [copy]
         else:
             steps.append(copy)
     return _feeding(steps, set(wanted.values()))
