@@ -495,11 +495,12 @@ def test_order_before_a_sequence_step_on_the_real_server(
     preserveOrdering the accumulator's totals are 1, 3, 6; without it (what the compiler refuses, rendered
     with the rule off) the later requests reach the accumulator first and are refused. If that assertion
     ever fails, Triton keeps the order by itself and the refusal can be lifted."""
-    models = [slow_first("slow_kept", 2, True), slow_first("slow_free", 2, None), accumulator()]
-    kept = compile_doc(doc_of("kept", models, [through("kept", "slow_kept")]))
+    kept_models = [slow_first("slow_kept", 2, True), accumulator()]
+    kept = compile_doc(doc_of("kept", kept_models, [through("kept", "slow_kept")]))
     with monkeypatch.context() as m:
         m.setattr(rules, "steps_before_a_sequence_keep_order", lambda g: iter(()))
-        free = compile_doc(doc_of("free", models, [through("free", "slow_free")]))
+        free_models = [slow_first("slow_free", 2, None), accumulator()]
+        free = compile_doc(doc_of("free", free_models, [through("free", "slow_free")]))
     root = model_root(tmp_path)
     for name in ("slow_kept", "slow_free"):
         (root / name / "1").mkdir(parents=True)
