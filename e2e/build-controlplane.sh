@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Build the real control plane for tests: kube-apiserver (k8s.io/kubernetes, see
-# controlplane/kube-apiserver/go.mod) and etcd (go.etcd.io/etcd/server/v3, see controlplane/etcd/go.mod).
+# controlplane/kube-apiserver/go.mod) and etcd (go.etcd.io/etcd/server/v3, see controlplane/etcd/go.mod),
+# and the kube-apiserver of the oldest Kubernetes the chart supports (controlplane/kube-apiserver-floor/go.mod,
+# the same main.go; it runs on the same etcd), which tests/test_kube_floor.py checks what we ship against.
 #
 # Binaries are cached outside the repo, keyed by the Kubernetes version:
 #   ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane/<k8s>/{kube-apiserver,etcd}
+#   .../controlplane/<oldest k8s>/kube-apiserver
 # and a second run only prints where they are. <dir>/controlplane.env lists the paths and versions
 # (harness/controlplane.py computes the same directory).
 #
@@ -17,8 +20,10 @@ SRC="$HERE/controlplane"
 modver() { awk -v m="$1" '($1==m || ($1=="require" && $2==m)) {print $NF; exit}' "$2"; }
 K8S="$(modver k8s.io/kubernetes "$SRC/kube-apiserver/go.mod")"
 ETCD="$(modver go.etcd.io/etcd/server/v3 "$SRC/etcd/go.mod")"
+FLOOR="$(modver k8s.io/kubernetes "$SRC/kube-apiserver-floor/go.mod")"
 CACHE="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane"
 OUT="$CACHE/$K8S"
+FLOOR_OUT="$CACHE/$FLOOR"
 
 if_go=0
 case "${1:-}" in
@@ -38,9 +43,9 @@ ENV
   mv "$OUT/controlplane.env.tmp" "$OUT/controlplane.env"
 }
 
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ]; then
+if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ] && [ -x "$FLOOR_OUT/kube-apiserver" ]; then
   [ -f "$OUT/controlplane.env" ] || write_env
-  echo ">> control plane cached: kube-apiserver $K8S, etcd $ETCD in $OUT"
+  echo ">> control plane cached: kube-apiserver $K8S (and $FLOOR), etcd $ETCD in $CACHE"
   exit 0
 fi
 
@@ -52,7 +57,7 @@ if [ -z "$GO" ]; then
   echo "$msg" >&2; exit 1
 fi
 
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$FLOOR_OUT"
 # Module and build caches live next to the binaries so they survive `make clean` and version bumps.
 # go.sum is committed: every download is checked against it (sum.golang.org is not needed).
 export GOMODCACHE="${GOMODCACHE_OVERRIDE:-$CACHE/go-mod}"
@@ -62,22 +67,25 @@ export CGO_ENABLED=0
 # kube-apiserver links ~2,000 packages; two compile jobs keep peak memory near 2-3 GiB.
 JOBS="${CONTROLPLANE_BUILD_JOBS:-2}"
 
-build() {  # build <name> <version> <module dir> [ldflags...]
-  local name="$1" version="$2" dir="$3" x="$4" t0=$SECONDS
+build() {  # build <name> <version> <module dir> <output dir> [ldflags...]
+  local name="$1" version="$2" dir="$3" out="$4" x="$5" t0=$SECONDS
   echo ">> building $name $version (first time, several minutes) with $("$GO" env GOVERSION), -p $JOBS ..."
-  (cd "$dir" && "$GO" build -p "$JOBS" -trimpath -ldflags="-s -w $x" -o "$OUT/$name.tmp" .)
-  mv "$OUT/$name.tmp" "$OUT/$name"
-  echo ">> built $name $version in $((SECONDS - t0))s -> $OUT/$name"
-  echo "$name $version $((SECONDS - t0))s $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cores" >> "$OUT/build-times.log"
+  (cd "$dir" && "$GO" build -p "$JOBS" -trimpath -ldflags="-s -w $x" -o "$out/$name.tmp" .)
+  mv "$out/$name.tmp" "$out/$name"
+  echo ">> built $name $version in $((SECONDS - t0))s -> $out/$name"
+  echo "$name $version $((SECONDS - t0))s $(date -u +%Y-%m-%dT%H:%M:%SZ) $(nproc) cores" >> "$out/build-times.log"
 }
 
-# The version the apiserver reports on /version (upstream sets these with -X from hack/lib/version.sh).
-minor="${K8S#v1.}"; minor="${minor%%.*}"
-V=k8s.io/component-base/version
-kx="-X $V.gitVersion=$K8S -X $V.gitMajor=1 -X $V.gitMinor=$minor -X $V.gitTreeState=clean"
-kx="$kx -X $V.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+version_flags() {  # the version the apiserver reports on /version (upstream: -X from hack/lib/version.sh)
+  local minor="${1#v1.}" V=k8s.io/component-base/version
+  minor="${minor%%.*}"
+  echo "-X $V.gitVersion=$1 -X $V.gitMajor=1 -X $V.gitMinor=$minor -X $V.gitTreeState=clean" \
+    "-X $V.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+}
 
-[ -x "$OUT/etcd" ] || build etcd "$ETCD" "$SRC/etcd" ""
-[ -x "$OUT/kube-apiserver" ] || build kube-apiserver "$K8S" "$SRC/kube-apiserver" "$kx"
+[ -x "$OUT/etcd" ] || build etcd "$ETCD" "$SRC/etcd" "$OUT" ""
+[ -x "$OUT/kube-apiserver" ] || build kube-apiserver "$K8S" "$SRC/kube-apiserver" "$OUT" "$(version_flags "$K8S")"
+[ -x "$FLOOR_OUT/kube-apiserver" ] ||
+  build kube-apiserver "$FLOOR" "$SRC/kube-apiserver-floor" "$FLOOR_OUT" "$(version_flags "$FLOOR")"
 write_env
 echo ">> control plane ready: $OUT"

@@ -43,6 +43,8 @@ from .paths import E2E, cache_root
 BUILD_SCRIPT = E2E / "build-controlplane.sh"
 GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
 ETCD_GO_MOD = E2E / "controlplane" / "etcd" / "go.mod"
+# the oldest Kubernetes release the chart supports (Chart.yaml kubeVersion): what we ship is checked on it too
+FLOOR_GO_MOD = E2E / "controlplane" / "kube-apiserver-floor" / "go.mod"
 DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
@@ -76,6 +78,11 @@ def kubernetes_version() -> str:
     return _module_version(GO_MOD, "k8s.io/kubernetes")
 
 
+def floor_version() -> str:
+    """The k8s.io/kubernetes release of the oldest apiserver (controlplane/kube-apiserver-floor/go.mod)."""
+    return _module_version(FLOOR_GO_MOD, "k8s.io/kubernetes")
+
+
 def etcd_version() -> str:
     return _module_version(ETCD_GO_MOD, "go.etcd.io/etcd/server/v3")
 
@@ -102,26 +109,41 @@ def cached_binaries() -> Binaries | None:
     return None
 
 
-def missing_prerequisite() -> str | None:
+def cached_floor_binaries() -> Binaries | None:
+    """The oldest supported kube-apiserver with the same etcd, or None when either is not built yet."""
+    main = cached_binaries()
+    apiserver = cache_root() / "controlplane" / floor_version() / "kube-apiserver"
+    if main is None or not os.access(apiserver, os.X_OK):
+        return None
+    return Binaries(apiserver, main.etcd, floor_version(), main.etcd_version)
+
+
+def _cached(floor: bool) -> Binaries | None:
+    return cached_floor_binaries() if floor else cached_binaries()
+
+
+def missing_prerequisite(floor: bool = False) -> str | None:
     """Why the control plane cannot run here, or None. Exact, so a skip message says what to install."""
     if shutil.which("openssl") is None:
         return "openssl is not installed (needed to generate the control plane's certificates)"
-    if cached_binaries() is None and find_go() is None:
+    if _cached(floor) is None and find_go() is None:
+        version = floor_version() if floor else kubernetes_version()
         return (
             f"Go is not installed (no `go` on PATH or /usr/local/go/bin/go) and kube-apiserver "
-            f"{kubernetes_version()} / etcd {etcd_version()} are not built in {cache_dir()}"
+            f"{version} / etcd {etcd_version()} are not built in {cache_root() / 'controlplane'}"
         )
     return None
 
 
-def ensure_binaries(output: Any = None) -> Binaries:
+def ensure_binaries(output: Any = None, *, floor: bool = False) -> Binaries:
     """Return the cached binaries, building them first with e2e/build-controlplane.sh when missing.
     Raises ControlPlaneUnavailable when Go or openssl is missing, ControlPlaneError when the build fails.
-    `output`: where the build's progress goes (a file object; default: this process's stdout)."""
-    reason = missing_prerequisite()
+    `output`: where the build's progress goes (a file object; default: this process's stdout).
+    `floor`: the oldest supported kube-apiserver instead (floor_version()), on the same etcd."""
+    reason = missing_prerequisite(floor)
     if reason:
         raise ControlPlaneUnavailable(reason)
-    found = cached_binaries()
+    found = _cached(floor)
     if found:
         return found
     proc = subprocess.run(
@@ -135,7 +157,7 @@ def ensure_binaries(output: Any = None) -> Binaries:
     out = output if output is not None else sys.stdout
     out.write(proc.stdout)
     out.flush()
-    found = cached_binaries()
+    found = _cached(floor)
     if proc.returncode != 0 or found is None:
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{tail}")

@@ -25,6 +25,7 @@ FIXTURE_MARKERS = {
     "serve_pipeline": "tritonserver",
     "shared_pipeline": "tritonserver",
     "control_plane": "apiserver",
+    "floor_plane": "apiserver",
     "helm_binary": "helm",
     "nginx_workdir": "nginx",
     "prometheus_dir": "prometheus",
@@ -134,6 +135,19 @@ def _stop_all(servers: dict[str, Any]) -> None:
         servers.popitem()[1].stop(timeout=15)
 
 
+@pytest.fixture(scope="session")
+def helm_binary() -> Path:
+    """helm from `go install helm.sh/helm/v3/cmd/helm@<pinned>` (built on first use, cached by version)."""
+    from harness.gotools import ToolError, ToolUnavailable, ensure_tool
+
+    try:
+        return ensure_tool("helm")
+    except ToolUnavailable as err:
+        pytest.skip(f"helm unavailable: {err}")
+    except ToolError as err:
+        pytest.fail(f"building helm failed: {err}", pytrace=False)
+
+
 @pytest.fixture
 def nginx_workdir(tmp_path: Path) -> Path:
     """A working directory for a real nginx (harness/nginx.py); skips with the reason without one."""
@@ -180,21 +194,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
     First: every test carries the marker of each real component its fixtures start."""
     _check_component_markers(items)
-    if not any("control_plane" in getattr(item, "fixturenames", ()) for item in items):
+    used = {name for item in items for name in getattr(item, "fixturenames", ())}
+    if not used & {"control_plane", "floor_plane"}:
         return
     from harness.controlplane import (
         ControlPlaneError,
         ControlPlaneUnavailable,
         cached_binaries,
+        cached_floor_binaries,
         ensure_binaries,
     )
 
-    if cached_binaries() is not None:
+    floor = "floor_plane" in used
+    if cached_binaries() is not None and (not floor or cached_floor_binaries() is not None):
         return
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         try:
-            ensure_binaries(output=sys.stderr)
+            ensure_binaries(output=sys.stderr, floor=floor)  # the build script builds both
         except ControlPlaneUnavailable as err:
             _CONTROL_PLANE_PROBLEM["skip"] = str(err)
         except ControlPlaneError as err:
@@ -204,21 +221,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 class _ControlPlaneLogsOnFailure:
     """Attach the etcd and kube-apiserver log tails to the report of a failed test that used them."""
 
-    def __init__(self, cp: Any) -> None:
+    def __init__(self, cp: Any, fixture: str) -> None:
         self.cp = cp
+        self.fixture = fixture
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
         outcome = yield
         report = outcome.get_result()
-        if report.failed and "control_plane" in getattr(item, "fixturenames", ()):
+        if report.failed and self.fixture in getattr(item, "fixturenames", ()):
             report.sections.append(("control plane logs", self.cp.log_tails(40)))
 
 
-@pytest.fixture(scope="session")
-def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A real kube-apiserver + etcd on loopback (RBAC on, admin client cert). `.kubeconfig`, `.url`,
-    `.api_client(user=..., groups=...)`. Skips with the reason when Go/openssl are missing."""
+def _control_plane(request: pytest.FixtureRequest, workdir: Path, *, floor: bool) -> Iterator[Any]:
     from harness.controlplane import ControlPlane, ControlPlaneUnavailable, ensure_binaries
 
     if "skip" in _CONTROL_PLANE_PROBLEM:
@@ -226,18 +241,32 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if "error" in _CONTROL_PLANE_PROBLEM:
         pytest.fail(f"building the control plane failed: {_CONTROL_PLANE_PROBLEM['error']}", pytrace=False)
     try:
-        binaries = ensure_binaries(output=sys.stderr)
+        binaries = ensure_binaries(output=sys.stderr, floor=floor)
     except ControlPlaneUnavailable as err:
         pytest.skip(f"no control plane: {err}")
-    cp = ControlPlane(tmp_path_factory.mktemp("controlplane"), binaries)
+    cp = ControlPlane(workdir, binaries)
     cp.start()
-    plugin = _ControlPlaneLogsOnFailure(cp)
-    request.config.pluginmanager.register(plugin, "tritonpipeline-control-plane-logs")
+    fixture = "floor_plane" if floor else "control_plane"
+    plugin = _ControlPlaneLogsOnFailure(cp, fixture)
+    request.config.pluginmanager.register(plugin, f"tritonpipeline-logs-{fixture}")
     try:
         yield cp
     finally:
         request.config.pluginmanager.unregister(plugin)
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real kube-apiserver + etcd on loopback (RBAC on, admin client cert). `.kubeconfig`, `.url`,
+    `.api_client(user=..., groups=...)`. Skips with the reason when Go/openssl are missing."""
+    yield from _control_plane(request, tmp_path_factory.mktemp("controlplane"), floor=False)
+
+
+@pytest.fixture(scope="module")
+def floor_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The same, with the kube-apiserver of the oldest Kubernetes release the chart supports."""
+    yield from _control_plane(request, tmp_path_factory.mktemp("floorplane"), floor=True)
 
 
 @pytest.fixture(scope="session")

@@ -146,3 +146,20 @@ def completed(server: Any, model: str) -> dict[str, Any]:
         client.close()
     keep = ("backend", "platform", "max_batch_size", "input", "output", "model_transaction_policy")
     return {key: config.get(key) for key in keep} | {"dynamic": "dynamic_batching" in config}
+
+
+def contained(want: Any, live: Any, path: str = "") -> list[str]:
+    """Where `want` differs from `live`, every field of `want` compared (the apiserver adds defaults)."""
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return [f"{path}: {live!r} is not a mapping"]
+        return [d for k, v in want.items() for d in contained(v, live.get(k), f"{path}.{k}")]
+    if isinstance(want, list):
+        if not isinstance(live, list) or len(live) != len(want):
+            return [f"{path}: {live!r} != {want!r}"]
+        return [
+            d
+            for i, (w, v) in enumerate(zip(want, live, strict=True))
+            for d in contained(w, v, f"{path}[{i}]")
+        ]
+    return [] if want == live else [f"{path}: {live!r} != {want!r}"]

@@ -105,17 +105,6 @@ CERT_SECRET_RULE = {"apiGroups": [""], "resources": ["secrets"],
 # --- fixtures ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def helm_binary() -> Path:
-    """helm from `go install helm.sh/helm/v3/cmd/helm@<pinned>` (built on first use, cached by version)."""
-    try:
-        return ensure_tool("helm")
-    except ToolUnavailable as err:
-        pytest.skip(f"helm unavailable: {err}")
-    except ToolError as err:
-        pytest.fail(f"building helm failed: {err}", pytrace=False)
-
-
 @pytest.fixture
 def helm(helm_binary: Path, tmp_path: Path) -> Helm:
     """helm without a cluster (lint, template)."""

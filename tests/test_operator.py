@@ -18,11 +18,11 @@ import yaml
 from harness.kubeapi import write_status
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from helpers import CLI, condition, example
+from helpers import CLI, condition, contained, example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from tritonpipeline.compiler.router_choice import choose_router
-from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
 from tritonpipeline.kube.packing import entries_of, unpack
@@ -280,6 +280,135 @@ def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator)
     assert condition(cr, "SpecValid")["status"] == "True"
 
 
+def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[], None]:
+    """A ValidatingAdmissionPolicy (the apiserver's own CEL admission, as a policy engine would) that
+    refuses every Deployment created or changed in `namespace`; returns what lifts it."""
+    policy = f"refuse-deployments-{namespace}"
+    base = "/apis/admissionregistration.k8s.io/v1"
+    objects = [
+        (
+            f"{base}/validatingadmissionpolicies/{policy}",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": policy},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {
+                        "resourceRules": [
+                            {
+                                "apiGroups": ["apps"],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": ["deployments"],
+                            }
+                        ]
+                    },
+                    "validations": [{"expression": "false", "message": message}],
+                },
+            },
+        ),
+        (
+            f"{base}/validatingadmissionpolicybindings/{policy}",
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": policy},
+                "spec": {
+                    "policyName": policy,
+                    "validationActions": ["Deny"],
+                    "matchResources": {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                    },
+                },
+            },
+        ),
+    ]
+    apply = [("fieldManager", "test"), ("force", "true")]
+    for url, obj in objects:
+        kube.request("PATCH", url, query=apply, body=obj, content_type="application/apply-patch+yaml")
+    probe = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {
+                "metadata": {"labels": {"app": "probe"}},
+                "spec": {"containers": [{"name": "c", "image": "probe"}]},
+            },
+        },
+    }
+
+    def refused() -> bool:  # the policy is in force once the apiserver's admission has loaded it
+        try:
+            kube.request(
+                "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", query=[("dryRun", "All")],
+                body=probe, retries=0,
+            )  # fmt: skip
+        except KubeError as err:
+            return message in err.message
+        return False
+
+    wait_for("the admission policy to refuse Deployments", refused)
+
+    def lift() -> None:
+        for url, _ in reversed(objects):
+            kube.request("DELETE", url)
+
+    return lift
+
+
+def test_a_refused_apply_is_reported_in_status_and_retried(kube, namespace, run_operator):
+    """The apiserver refuses the Deployment (an admission policy here; a policy engine, a quota or a
+    field an older Kubernetes does not know elsewhere): the pipeline's status and a Warning event say
+    which object and why, an update leaves what serves as it is, and once the refusal is lifted the
+    next retry applies."""
+
+    def up_to_date(words: str = "", status: str = "False") -> dict[str, Any] | None:
+        cr = get_cr(kube, namespace, "vision")
+        c = condition(cr, "UpToDate") or {}
+        return cr if c.get("status") == status and words in c.get("message", "") else None
+
+    def replicas() -> int | None:
+        deployment = children(kube, namespace, "vision")["deployment"]
+        return deployment["spec"]["replicas"] if deployment else None
+
+    run_operator()
+    lift = _refuse_deployments(kube, namespace, "images must come from the approved registry")
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    cr = wait_for("UpToDate=False naming the policy", lambda: up_to_date("approved registry"))
+    refused = condition(cr, "UpToDate")
+    assert refused["reason"] == "ApplyRefused"
+    assert "Deployment vision" in refused["message"]
+    ready = condition(cr, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ApplyRefused")
+    assert condition(cr, "SpecValid")["status"] == "True"
+    assert cr["status"]["observedGeneration"] == 1
+    warning = wait_for(
+        "an ApplyRefused Warning event",
+        lambda: [e for e in events(kube, namespace, "vision") if e["reason"] == "ApplyRefused"],
+    )
+    assert "approved registry" in warning[0]["message"]
+    assert replicas() is None
+    lift()
+    cr = wait_for("the retry to apply", lambda: up_to_date(status="True"), timeout=40)
+    assert condition(cr, "Ready")["reason"] != "ApplyRefused"
+    before = replicas()
+    assert before is not None and before != 3
+    # an update the apiserver refuses: the Deployment stays as it was, Ready is not touched
+    lift = _refuse_deployments(kube, namespace, "no changes during the freeze")
+    doc["spec"]["server"]["replicas"] = 3
+    kube.apply(doc)
+    cr = wait_for("the update's refusal", lambda: up_to_date("freeze"))
+    assert cr["status"]["observedGeneration"] == 2
+    assert condition(cr, "Ready")["reason"] != "ApplyRefused"
+    assert replicas() == before
+    lift()
+    wait_for("the update to apply", lambda: replicas() == 3, timeout=40)
+
+
 def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):
     """No kube-controller-manager runs here, so garbage collection is shown by the owner references:
     every object the operator makes for a pipeline (each kind it applies or creates) is owned by it."""
@@ -508,23 +637,6 @@ def test_apiserver_outage_is_survived(control_plane, tmp_path):
             wait_reconciled(k, "outage", "vision", 2)
             assert k.get("apps/v1", "Deployment", "outage", "vision")["spec"]["replicas"] == 2
             assert op.proc is not None and op.proc.poll() is None, op.text()[-3000:]
-
-
-def contained(want: Any, live: Any, path: str = "") -> list[str]:
-    """Where `want` differs from `live`, every field of `want` compared (the apiserver adds defaults)."""
-    if isinstance(want, dict):
-        if not isinstance(live, dict):
-            return [f"{path}: {live!r} is not a mapping"]
-        return [d for k, v in want.items() for d in contained(v, live.get(k), f"{path}.{k}")]
-    if isinstance(want, list):
-        if not isinstance(live, list) or len(live) != len(want):
-            return [f"{path}: {live!r} != {want!r}"]
-        return [
-            d
-            for i, (w, v) in enumerate(zip(want, live, strict=True))
-            for d in contained(w, v, f"{path}[{i}]")
-        ]
-    return [] if want == live else [f"{path}: {live!r} != {want!r}"]
 
 
 @pytest.mark.parametrize("source", ["fanout", "streaming"])

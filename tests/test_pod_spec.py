@@ -341,7 +341,7 @@ def test_stateless_pods_keep_serving_until_endpoints_drop_them(args, exit_timeou
     period covers that wait and Triton's exit timeout, the user's if set (in any spelling)."""
     pod = pod_spec(cluster_doc(args=args))
     triton = pod["containers"][0]
-    assert triton["lifecycle"]["preStop"] == {"sleep": {"seconds": 10}}
+    assert triton["lifecycle"]["preStop"] == {"exec": {"command": ["sleep", "10"]}}
     assert pod["terminationGracePeriodSeconds"] >= 10 + exit_timeout
 
 

@@ -191,6 +191,12 @@ class Drain:
 PRE_STOP_SECONDS = 10
 
 
+def pre_stop_wait() -> list[str]:
+    """A stateless pod's preStop command: wait PRE_STOP_SECONDS. An exec hook, not the `sleep` action:
+    that needs Kubernetes 1.30, and older apiservers the chart supports refuse the field."""
+    return ["sleep", str(PRE_STOP_SECONDS)]
+
+
 def exit_timeout_seconds(tp: TritonPipeline) -> int:
     """How long tritonserver waits for in-flight requests after SIGTERM: the user's --exit-timeout-secs
     (in any spelling tritonserver accepts), else its default."""

@@ -358,7 +358,7 @@ def deployment(
         "terminationMessagePolicy": "FallbackToLogsOnError",  # why Triton exited, in the pod status
     }
     if drain is None:
-        container["lifecycle"] = {"preStop": {"sleep": {"seconds": autoscaling.PRE_STOP_SECONDS}}}
+        container["lifecycle"] = {"preStop": {"exec": {"command": autoscaling.pre_stop_wait()}}}
     else:
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
         container["volumeMounts"].append({"name": "run", "mountPath": autoscaling.DRAIN_DIR})

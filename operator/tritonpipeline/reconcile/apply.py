@@ -94,10 +94,14 @@ async def apply_children(
     applied = []
     for child in children.all():
         obj = owned(child, owner)
-        if child is children.deployment:
-            applied.append(await _apply_deployment(kube, tp, obj))
-        else:
-            applied.append(await asyncio.to_thread(kube.apply, obj))
+        try:
+            if child is children.deployment:
+                applied.append(await _apply_deployment(kube, tp, obj))
+            else:
+                applied.append(await asyncio.to_thread(kube.apply, obj))
+        except KubeError as exc:  # which object, for the log and the status
+            what = f"{child['kind']} {child['metadata']['name']}: {exc.message}"
+            raise KubeError(exc.status, what, exc.causes) from exc
     return applied
 
 

@@ -4,6 +4,7 @@ status and events (status.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,7 @@ from ..errors import SpecError
 from ..kube import autoscaling, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
-from ..kube.client import Kube, KubeError, namespace_terminating
+from ..kube.client import Kube, KubeError, is_transient, namespace_terminating
 from ..kube.manifests import endpoint, owner_reference, render_children
 from ..runtime import log_events as events
 from ..runtime import metrics
@@ -111,6 +112,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             events.NAMESPACE_DELETING.log(logger, namespace=namespace, generation=generation)
             return "unchanged"
         events.RECONCILE_ERROR.log(logger, generation=generation, error=exc)
+        if not is_transient(exc):  # the apiserver's answer, the same until something changes: say it
+            await _report_refused(state, body, generation, exc)
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
     deployment = next(o for o in applied if o.get("kind") == "Deployment")
     if pinned.rolled:
@@ -211,6 +214,37 @@ def _outcome(
     else:
         outcome, what = ("waiting" if waiting else "unchanged"), f"{applied} objects unchanged"
     return outcome, "; ".join(p for p in (what, waiting) if p)
+
+
+# an apply the apiserver refused (an admission policy or webhook, a quota, a field it does not know)
+APPLY_REFUSED = "ApplyRefused"
+APPLY_REFUSED_MESSAGE = (
+    "the apiserver refused {error}; the objects applied before stay as they are, and the operator "
+    "tries again every 10 s"
+)
+NOTHING_APPLIED_MESSAGE = "nothing serves yet: the apiserver refused the pipeline's objects (see UpToDate)"
+
+
+async def _report_refused(
+    state: OperatorState, body: kopf.Body, generation: int | None, exc: KubeError
+) -> None:
+    """UpToDate=False with the apiserver's words (and Ready=False while nothing was ever applied), and a
+    Warning event when the refusal is new. The spec itself compiled."""
+    name, namespace = body.metadata.name, namespace_of(body)
+    message = APPLY_REFUSED_MESSAGE.format(error=f"{exc.message} (HTTP {exc.status})")
+    before = previous_condition(state, namespace, name, body, pinning.UP_TO_DATE) or {}
+    conditions = [
+        st.condition("SpecValid", True, "Valid", "the spec compiles", generation),
+        st.condition(pinning.UP_TO_DATE, False, APPLY_REFUSED, message, generation),
+    ]
+    ready = previous_condition(state, namespace, name, body, "Ready")
+    if ready is None or ready.get("reason") == APPLY_REFUSED:
+        conditions.append(st.condition("Ready", False, APPLY_REFUSED, NOTHING_APPLIED_MESSAGE, generation))
+    new = {"observedGeneration": generation, "conditions": conditions}
+    with contextlib.suppress(KubeError):  # the status write may fail too: the log line has it all
+        await write_status(state, namespace, name, new, body.get("status") or {})
+    if before.get("message") != conditions[1]["message"]:
+        await warn(state.kube, body, APPLY_REFUSED, message)
 
 
 def _affinity_condition(tp: TritonPipeline, generation: int | None) -> dict[str, Any]:

@@ -103,7 +103,9 @@ RECONCILE_ERROR = LogEvent(
     logging.ERROR,
     "reconcile error (generation {generation}): apply failed, retried in 10s: {error}",
     "The outcome line of a reconcile whose apply failed (an API call was refused or did not answer); "
-    "kopf retries it in 10 s. Persistent errors: check the operator's RBAC and the API server.",
+    "kopf retries it in 10 s. A refusal (an admission policy, a quota, a field the cluster does not "
+    "know) is also in status: UpToDate=False with reason ApplyRefused, and a Warning event. Persistent "
+    "errors: check the operator's RBAC and the API server.",
 )
 RECONCILE_PROBLEMS = LogEvent(
     "RECONCILE_PROBLEMS",
