@@ -116,8 +116,9 @@ docs-serve: $(STAMP) ## serve the docs site at http://127.0.0.1:8000, rebuilt on
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/, and the kube-apiserver of the oldest
-# supported release (tests/test_kube_floor.py) next to it (first build: about 4 + 3.5 minutes on 2 cores).
-controlplane: ## build etcd + kube-apiserver (and the oldest supported kube-apiserver) from Go modules, cached per version
+# supported release and of the newest (tests/test_kube_releases.py) next to it (first build: about 4 + 3.5 + 4
+# minutes on 2 cores).
+controlplane: ## build etcd + kube-apiserver (and those of the oldest supported and the newest release) from Go modules
 	@bash e2e/build-controlplane.sh
 
 # for `make test`: without Go only warn (the control-plane tests then skip and say why)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build the real control plane for tests: kube-apiserver (k8s.io/kubernetes, see
 # controlplane/kube-apiserver/go.mod) and etcd (go.etcd.io/etcd/server/v3, see controlplane/etcd/go.mod),
-# and the kube-apiserver of the oldest Kubernetes the chart supports (controlplane/kube-apiserver-floor/go.mod,
-# the same main.go; it runs on the same etcd), which tests/test_kube_floor.py checks what we ship against.
+# and the kube-apiserver of the oldest Kubernetes the chart supports and of the newest release
+# (controlplane/kube-apiserver-{floor,newest}/go.mod, the same main.go; they run on the same etcd), which
+# tests/test_kube_releases.py checks what we ship against.
 #
 # Binaries are cached outside the repo, keyed by the Kubernetes version:
 #   ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane/<k8s>/{kube-apiserver,etcd}
-#   .../controlplane/<oldest k8s>/kube-apiserver
+#   .../controlplane/<oldest k8s>/kube-apiserver, .../controlplane/<newest k8s>/kube-apiserver
 # and a second run only prints where they are. <dir>/controlplane.env lists the paths and versions
 # (harness/controlplane.py computes the same directory).
 #
@@ -21,9 +22,11 @@ modver() { awk -v m="$1" '($1==m || ($1=="require" && $2==m)) {print $NF; exit}'
 K8S="$(modver k8s.io/kubernetes "$SRC/kube-apiserver/go.mod")"
 ETCD="$(modver go.etcd.io/etcd/server/v3 "$SRC/etcd/go.mod")"
 FLOOR="$(modver k8s.io/kubernetes "$SRC/kube-apiserver-floor/go.mod")"
+NEWEST="$(modver k8s.io/kubernetes "$SRC/kube-apiserver-newest/go.mod")"
 CACHE="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane"
 OUT="$CACHE/$K8S"
 FLOOR_OUT="$CACHE/$FLOOR"
+NEWEST_OUT="$CACHE/$NEWEST"
 
 if_go=0
 case "${1:-}" in
@@ -43,9 +46,10 @@ ENV
   mv "$OUT/controlplane.env.tmp" "$OUT/controlplane.env"
 }
 
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ] && [ -x "$FLOOR_OUT/kube-apiserver" ]; then
+if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ] && [ -x "$FLOOR_OUT/kube-apiserver" ] &&
+  [ -x "$NEWEST_OUT/kube-apiserver" ]; then
   [ -f "$OUT/controlplane.env" ] || write_env
-  echo ">> control plane cached: kube-apiserver $K8S (and $FLOOR), etcd $ETCD in $CACHE"
+  echo ">> control plane cached: kube-apiserver $K8S (and $FLOOR, $NEWEST), etcd $ETCD in $CACHE"
   exit 0
 fi
 
@@ -57,7 +61,7 @@ if [ -z "$GO" ]; then
   echo "$msg" >&2; exit 1
 fi
 
-mkdir -p "$OUT" "$FLOOR_OUT"
+mkdir -p "$OUT" "$FLOOR_OUT" "$NEWEST_OUT"
 # Module and build caches live next to the binaries so they survive `make clean` and version bumps.
 # go.sum is committed: every download is checked against it (sum.golang.org is not needed).
 export GOMODCACHE="${GOMODCACHE_OVERRIDE:-$CACHE/go-mod}"
@@ -87,5 +91,7 @@ version_flags() {  # the version the apiserver reports on /version (upstream: -X
 [ -x "$OUT/kube-apiserver" ] || build kube-apiserver "$K8S" "$SRC/kube-apiserver" "$OUT" "$(version_flags "$K8S")"
 [ -x "$FLOOR_OUT/kube-apiserver" ] ||
   build kube-apiserver "$FLOOR" "$SRC/kube-apiserver-floor" "$FLOOR_OUT" "$(version_flags "$FLOOR")"
+[ -x "$NEWEST_OUT/kube-apiserver" ] ||
+  build kube-apiserver "$NEWEST" "$SRC/kube-apiserver-newest" "$NEWEST_OUT" "$(version_flags "$NEWEST")"
 write_env
 echo ">> control plane ready: $OUT"

@@ -43,8 +43,9 @@ from .paths import E2E, cache_root
 BUILD_SCRIPT = E2E / "build-controlplane.sh"
 GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
 ETCD_GO_MOD = E2E / "controlplane" / "etcd" / "go.mod"
-# the oldest Kubernetes release the chart supports (Chart.yaml kubeVersion): what we ship is checked on it too
-FLOOR_GO_MOD = E2E / "controlplane" / "kube-apiserver-floor" / "go.mod"
+# other releases what we ship is checked on (tests/test_kube_releases.py), each apiserver on the same etcd:
+# the oldest the chart supports (Chart.yaml kubeVersion) and the newest
+RELEASES = ("floor", "newest")
 DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
@@ -78,9 +79,11 @@ def kubernetes_version() -> str:
     return _module_version(GO_MOD, "k8s.io/kubernetes")
 
 
-def floor_version() -> str:
-    """The k8s.io/kubernetes release of the oldest apiserver (controlplane/kube-apiserver-floor/go.mod)."""
-    return _module_version(FLOOR_GO_MOD, "k8s.io/kubernetes")
+def release_version(release: str) -> str:
+    """The k8s.io/kubernetes release of one of RELEASES (e2e/controlplane/kube-apiserver-RELEASE/go.mod)."""
+    if release not in RELEASES:
+        raise ValueError(f"release {release!r}: expected one of {', '.join(RELEASES)}")
+    return _module_version(E2E / "controlplane" / f"kube-apiserver-{release}" / "go.mod", "k8s.io/kubernetes")
 
 
 def etcd_version() -> str:
@@ -109,25 +112,26 @@ def cached_binaries() -> Binaries | None:
     return None
 
 
-def cached_floor_binaries() -> Binaries | None:
-    """The oldest supported kube-apiserver with the same etcd, or None when either is not built yet."""
+def cached_release_binaries(release: str) -> Binaries | None:
+    """The kube-apiserver of one of RELEASES with the same etcd, or None when either is not built yet."""
     main = cached_binaries()
-    apiserver = cache_root() / "controlplane" / floor_version() / "kube-apiserver"
+    version = release_version(release)
+    apiserver = cache_root() / "controlplane" / version / "kube-apiserver"
     if main is None or not os.access(apiserver, os.X_OK):
         return None
-    return Binaries(apiserver, main.etcd, floor_version(), main.etcd_version)
+    return Binaries(apiserver, main.etcd, version, main.etcd_version)
 
 
-def _cached(floor: bool) -> Binaries | None:
-    return cached_floor_binaries() if floor else cached_binaries()
+def _cached(release: str | None) -> Binaries | None:
+    return cached_release_binaries(release) if release else cached_binaries()
 
 
-def missing_prerequisite(floor: bool = False) -> str | None:
+def missing_prerequisite(release: str | None = None) -> str | None:
     """Why the control plane cannot run here, or None. Exact, so a skip message says what to install."""
     if shutil.which("openssl") is None:
         return "openssl is not installed (needed to generate the control plane's certificates)"
-    if _cached(floor) is None and find_go() is None:
-        version = floor_version() if floor else kubernetes_version()
+    if _cached(release) is None and find_go() is None:
+        version = release_version(release) if release else kubernetes_version()
         return (
             f"Go is not installed (no `go` on PATH or /usr/local/go/bin/go) and kube-apiserver "
             f"{version} / etcd {etcd_version()} are not built in {cache_root() / 'controlplane'}"
@@ -135,15 +139,15 @@ def missing_prerequisite(floor: bool = False) -> str | None:
     return None
 
 
-def ensure_binaries(output: Any = None, *, floor: bool = False) -> Binaries:
+def ensure_binaries(output: Any = None, *, release: str | None = None) -> Binaries:
     """Return the cached binaries, building them first with e2e/build-controlplane.sh when missing.
     Raises ControlPlaneUnavailable when Go or openssl is missing, ControlPlaneError when the build fails.
     `output`: where the build's progress goes (a file object; default: this process's stdout).
-    `floor`: the oldest supported kube-apiserver instead (floor_version()), on the same etcd."""
-    reason = missing_prerequisite(floor)
+    `release`: the kube-apiserver of that one of RELEASES instead, on the same etcd."""
+    reason = missing_prerequisite(release)
     if reason:
         raise ControlPlaneUnavailable(reason)
-    found = _cached(floor)
+    found = _cached(release)
     if found:
         return found
     proc = subprocess.run(
@@ -157,7 +161,7 @@ def ensure_binaries(output: Any = None, *, floor: bool = False) -> Binaries:
     out = output if output is not None else sys.stdout
     out.write(proc.stdout)
     out.flush()
-    found = _cached(floor)
+    found = _cached(release)
     if proc.returncode != 0 or found is None:
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{tail}")

@@ -121,29 +121,34 @@ class ChartOperator(OperatorProcess):
     """The operator container of the rendered Deployment, run here as a subprocess: its command (the
     `tritonpipeline` entry point of this venv), its flags (`-n` per watched namespace), its env, and the
     chart's ServiceAccount token as its only credential. The liveness, metrics and admission webhook
-    endpoints move to free loopback ports (0.0.0.0:8080, :8081 and :9443 are a pod's addresses); the
-    apiserver calls the webhook at its loopback URL instead of through the Service (no kube-proxy here)."""
+    endpoints move to free loopback ports of the family the chart binds (0.0.0.0:8080, :8081 and :9443, or
+    [::]:..., are a pod's addresses: 127.0.0.1 or [::1] here); the apiserver calls the webhook at its
+    loopback URL instead of through the Service (no kube-proxy here)."""
+
+    ANY_TO_LOOPBACK = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]"}
 
     def __init__(self, deployment: dict[str, Any], kubeconfig: Path, log: Path) -> None:
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         command = list(container["command"])
         assert command[0] == "tritonpipeline", command
-        self.port = free_port()
         liveness = command.index("--liveness") + 1
         url = command[liveness]
-        assert url.startswith("http://0.0.0.0:") and url.endswith("/healthz"), url
-        command[liveness] = f"http://127.0.0.1:{self.port}/healthz"
+        bound = url.removeprefix("http://").rpartition(":")[0]
+        assert bound in self.ANY_TO_LOOPBACK and url.endswith("/healthz"), url
+        self.loopback = self.ANY_TO_LOOPBACK[bound]
+        self.port = free_port()
+        command[liveness] = f"http://{self.loopback}:{self.port}/healthz"
         self.metrics_port = free_port()
         metrics = command.index("--metrics") + 1
-        assert command[metrics].startswith("http://0.0.0.0:"), command[metrics]
-        command[metrics] = f"http://127.0.0.1:{self.metrics_port}"
+        assert command[metrics].startswith(f"http://{bound}:"), command[metrics]
+        command[metrics] = f"http://{self.loopback}:{self.metrics_port}"
         command[0] = str(CLI)
         env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
         self.webhook_port: int | None = None
         if "TRITONPIPELINE_WEBHOOK_LISTEN" in env:
-            assert env["TRITONPIPELINE_WEBHOOK_LISTEN"].startswith("0.0.0.0:"), env
+            assert env["TRITONPIPELINE_WEBHOOK_LISTEN"].startswith(f"{bound}:"), env
             self.webhook_port = free_port()
-            env["TRITONPIPELINE_WEBHOOK_LISTEN"] = f"127.0.0.1:{self.webhook_port}"
+            env["TRITONPIPELINE_WEBHOOK_LISTEN"] = f"{self.loopback}:{self.webhook_port}"
             env.pop("TRITONPIPELINE_WEBHOOK_SERVICE")
         base = {k: v for k, v in os.environ.items() if not k.startswith(("TRITONPIPELINE_", "KUBE"))}
         tmp = os.environ.get("TMPDIR", "/tmp")
@@ -152,7 +157,7 @@ class ChartOperator(OperatorProcess):
 
     def healthz(self, url: str | None = None) -> int:
         """The status of GET `url` (default: the liveness endpoint); 0 when nothing answers."""
-        return http_get(url or f"http://127.0.0.1:{self.port}/healthz", timeout=2)[0]
+        return http_get(url or f"http://{self.loopback}:{self.port}/healthz", timeout=2)[0]
 
     def readyz(self) -> int:
-        return self.healthz(f"http://127.0.0.1:{self.metrics_port}/readyz")
+        return self.healthz(f"http://{self.loopback}:{self.metrics_port}/readyz")

@@ -25,7 +25,7 @@ FIXTURE_MARKERS = {
     "serve_pipeline": "tritonserver",
     "shared_pipeline": "tritonserver",
     "control_plane": "apiserver",
-    "floor_plane": "apiserver",
+    "release_plane": "apiserver",
     "helm_binary": "helm",
     "nginx_workdir": "nginx",
     "prometheus_dir": "prometheus",
@@ -195,23 +195,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     First: every test carries the marker of each real component its fixtures start."""
     _check_component_markers(items)
     used = {name for item in items for name in getattr(item, "fixturenames", ())}
-    if not used & {"control_plane", "floor_plane"}:
+    if not used & {"control_plane", "release_plane"}:
         return
     from harness.controlplane import (
+        RELEASES,
         ControlPlaneError,
         ControlPlaneUnavailable,
         cached_binaries,
-        cached_floor_binaries,
+        cached_release_binaries,
         ensure_binaries,
     )
 
-    floor = "floor_plane" in used
-    if cached_binaries() is not None and (not floor or cached_floor_binaries() is not None):
+    releases = RELEASES if "release_plane" in used else ()
+    if cached_binaries() is not None and all(cached_release_binaries(r) for r in releases):
         return
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         try:
-            ensure_binaries(output=sys.stderr, floor=floor)  # the build script builds both
+            for release in (None, *releases):  # the build script builds them all at once
+                ensure_binaries(output=sys.stderr, release=release)
         except ControlPlaneUnavailable as err:
             _CONTROL_PLANE_PROBLEM["skip"] = str(err)
         except ControlPlaneError as err:
@@ -233,7 +235,7 @@ class _ControlPlaneLogsOnFailure:
             report.sections.append(("control plane logs", self.cp.log_tails(40)))
 
 
-def _control_plane(request: pytest.FixtureRequest, workdir: Path, *, floor: bool) -> Iterator[Any]:
+def _control_plane(request: pytest.FixtureRequest, workdir: Path, release: str | None) -> Iterator[Any]:
     from harness.controlplane import ControlPlane, ControlPlaneUnavailable, ensure_binaries
 
     if "skip" in _CONTROL_PLANE_PROBLEM:
@@ -241,12 +243,12 @@ def _control_plane(request: pytest.FixtureRequest, workdir: Path, *, floor: bool
     if "error" in _CONTROL_PLANE_PROBLEM:
         pytest.fail(f"building the control plane failed: {_CONTROL_PLANE_PROBLEM['error']}", pytrace=False)
     try:
-        binaries = ensure_binaries(output=sys.stderr, floor=floor)
+        binaries = ensure_binaries(output=sys.stderr, release=release)
     except ControlPlaneUnavailable as err:
         pytest.skip(f"no control plane: {err}")
     cp = ControlPlane(workdir, binaries)
     cp.start()
-    fixture = "floor_plane" if floor else "control_plane"
+    fixture = "release_plane" if release else "control_plane"
     plugin = _ControlPlaneLogsOnFailure(cp, fixture)
     request.config.pluginmanager.register(plugin, f"tritonpipeline-logs-{fixture}")
     try:
@@ -260,13 +262,15 @@ def _control_plane(request: pytest.FixtureRequest, workdir: Path, *, floor: bool
 def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real kube-apiserver + etcd on loopback (RBAC on, admin client cert). `.kubeconfig`, `.url`,
     `.api_client(user=..., groups=...)`. Skips with the reason when Go/openssl are missing."""
-    yield from _control_plane(request, tmp_path_factory.mktemp("controlplane"), floor=False)
+    yield from _control_plane(request, tmp_path_factory.mktemp("controlplane"), None)
 
 
-@pytest.fixture(scope="module")
-def floor_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The same, with the kube-apiserver of the oldest Kubernetes release the chart supports."""
-    yield from _control_plane(request, tmp_path_factory.mktemp("floorplane"), floor=True)
+@pytest.fixture(scope="module", params=["floor", "newest"])
+def release_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The same, with the kube-apiserver of another release (harness.controlplane.RELEASES): the oldest
+    the chart supports, then the newest."""
+    release = str(request.param)
+    yield from _control_plane(request, tmp_path_factory.mktemp(f"{release}plane"), release)
 
 
 @pytest.fixture(scope="session")

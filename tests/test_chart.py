@@ -816,7 +816,9 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     outside = unique("outside")
     for ns in (watched, other, outside):
         ensure_namespace(admin, ns)
-    values = ["rbac.clusterWide=false", f"watchNamespaces={{{watched},{other}}}"]
+    # on an IPv6 pod network (the cluster-wide test runs the IPv4 default): the operator's endpoints
+    # and its webhook answer on [::1], and the Triton pods it renders listen on IPv6
+    values = ["rbac.clusterWide=false", f"watchNamespaces={{{watched},{other}}}", "operator.ipFamily=IPv6"]
     notes = cluster_helm.install(release, release_ns, set_values=values)
     assert f"It watches the namespaces {watched}, {other}." in notes
     assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in notes
@@ -837,8 +839,12 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{release_ns}:{sa_name}"
     op = ChartOperator(deployment_of(docs), kubeconfig, operator_log)
     assert op.args[-4:] == ["-n", watched, "-n", other]
+    assert op.loopback == "[::1]" and op.container_env["TRITONPIPELINE_IP_FAMILY"] == "IPv6"
     with op:
         exercise_operator(admin, op, watched)
+        pod = admin.get("apps/v1", "Deployment", watched, "vision")["spec"]["template"]["spec"]
+        ipv6 = {"--http-address=ipv6:::", "--metrics-address=ipv6:::", "--grpc-address=[::]"}
+        assert ipv6 <= set(pod["containers"][0]["args"])
         (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
         check_webhook_under_chart_rbac(admin, op, watched, outside, vwc["metadata"]["name"])
         check_refused_outside_grant(sa, watched, outside)

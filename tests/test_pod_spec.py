@@ -345,6 +345,30 @@ def test_stateless_pods_keep_serving_until_endpoints_drop_them(args, exit_timeou
     assert pod["terminationGracePeriodSeconds"] >= 10 + exit_timeout
 
 
+@pytest.mark.parametrize("source", ["fanout", "streaming"])
+def test_on_an_ipv6_pod_network_triton_listens_on_ipv6_and_its_probes_ask_there(source) -> None:
+    """IPv4 (the default): tritonserver's own addresses (0.0.0.0). IPv6: its HTTP and metrics endpoints
+    on `ipv6:::` (an IPv6 address is written so for them, and they take one family), gRPC on `[::]`,
+    and the exec readiness probe of a stateful pipeline asks [::1] (the httpGet probes go to the pod's
+    IP, whichever family)."""
+    doc = example(source)
+    doc["metadata"]["namespace"] = "ml"
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    flags = ("--http-address", "--grpc-address", "--metrics-address")
+    v4 = pod_spec(doc)["containers"][0]
+    assert [a for a in v4["args"] if a.split("=")[0] in flags] == []
+    v6 = pod_spec(doc, Settings(ip_family="IPv6"))["containers"][0]
+    addresses = ["--http-address=ipv6:::", "--grpc-address=[::]", "--metrics-address=ipv6:::"]
+    assert [a for a in v6["args"] if a.split("=")[0] in flags] == addresses
+    probe = v6["readinessProbe"]
+    if source == "streaming":
+        assert "http://[::1]:8000/v2/health/ready" in probe["exec"]["command"][-1]
+        assert "127.0.0.1" in v4["readinessProbe"]["exec"]["command"][-1]
+    else:
+        assert probe["httpGet"]["port"] == "http"
+    assert v4["ports"] == v6["ports"] and v4["livenessProbe"] == v6["livenessProbe"]
+
+
 def test_stateful_grace_period_covers_the_users_exit_timeout() -> None:
     doc = example("streaming")
     doc["metadata"]["namespace"] = "ml"

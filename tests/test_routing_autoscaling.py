@@ -513,9 +513,8 @@ def test_stateless_pipeline_keeps_the_plain_probe_and_waits_before_sigterm():
     pod = kids.deployment["spec"]["template"]["spec"]
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     # no drain file: a plain delay (tests/test_pod_spec.py checks the grace period against it)
-    assert pod["containers"][0]["lifecycle"]["preStop"] == {
-        "sleep": {"seconds": autoscaling.PRE_STOP_SECONDS}
-    }
+    wait = ["sleep", str(autoscaling.PRE_STOP_SECONDS)]  # an exec hook: the sleep action needs 1.30
+    assert pod["containers"][0]["lifecycle"]["preStop"] == {"exec": {"command": wait}}
 
 
 @pytest.mark.parametrize("metric", autoscaling.METRICS)

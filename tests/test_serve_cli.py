@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,40 @@ def test_serve_answers_then_stops_cleanly(sig, router):
     assert proc.returncode == 0, rest
     assert "stopped (tritonserver exit code 0)" in rest
     assert not repo.parent.exists(), "the temporary repository is removed on exit"
+
+
+def test_serve_on_an_ipv6_address_answers_on_every_endpoint():
+    """`--host ::1`: tritonserver's HTTP and metrics endpoints take an IPv6 address only as `ipv6:ADDR`
+    and its gRPC endpoint only in brackets (triton/addresses.py); serve writes both, so HTTP, gRPC and
+    metrics answer on [::1], and the URLs it prints are ones a client can use."""
+    import tritonclient.grpc as grpcclient
+
+    proc, http, lines = _serve(["--host", "::1"])
+    text = "".join(lines)
+    try:
+        urls = re.search(r"HTTP http://(\S+)\s+gRPC (\S+)\s+metrics (\S+)", text)
+        assert urls is not None, text
+        http_url, grpc_url, metrics_url = urls.groups()
+        assert http_url == f"[::1]:{http}"
+        x = np.array([[1, 2, 3, 4]], dtype=np.float32)
+        client = httpclient.InferenceServerClient(http_url)
+        t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        t.set_data_from_numpy(x)
+        assert client.infer("vision", [t]).as_numpy("SCORE_C").tolist() == [[float((2 * x + 1).sum())]]
+        client.close()
+        grpc = grpcclient.InferenceServerClient(grpc_url)
+        g = grpcclient.InferInput("IMAGE", [1, 4], "FP32")
+        g.set_data_from_numpy(x)
+        assert grpc.infer("vision", [g]).as_numpy("SCORE_C").tolist() == [[float((2 * x + 1).sum())]]
+        grpc.close()
+        with urllib.request.urlopen(metrics_url, timeout=5) as response:
+            assert b"nv_inference_request_success" in response.read()
+        with pytest.raises(OSError):  # one family per endpoint: IPv6 alone
+            urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/live", timeout=2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
 
 
 def _imported_tutorials(tmp_path: Path) -> Path:

@@ -23,6 +23,7 @@ from tritonpipeline.kube.manifests import triton_args
 from tritonpipeline.local.server import free_ports, server_env, server_home
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton import tritonserver_options as opts
+from tritonpipeline.triton.addresses import listen_args, url_host
 
 
 def doc_with(args: list[str]) -> dict[str, Any]:
@@ -227,3 +228,22 @@ def test_auto_complete_is_off_as_tritonserver_decides(args: list[str], off: str 
     """Read off tritonserver's command_line_parser.cc: --disable-auto-complete-config wins over any
     --strict-model-config; else the last --strict-model-config."""
     assert opts.auto_complete_off(args) == off
+
+
+@pytest.mark.parametrize(
+    ("host", "args", "url"),
+    [
+        ("127.0.0.1", ["--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1"],
+         "127.0.0.1"),
+        ("0.0.0.0", ["--http-address=0.0.0.0", "--grpc-address=0.0.0.0", "--metrics-address=0.0.0.0"],
+         "0.0.0.0"),
+        ("::1", ["--http-address=ipv6:::1", "--grpc-address=[::1]", "--metrics-address=ipv6:::1"], "[::1]"),
+        ("[::1]", ["--http-address=ipv6:::1", "--grpc-address=[::1]", "--metrics-address=ipv6:::1"], "[::1]"),
+        ("::", ["--http-address=ipv6:::", "--grpc-address=[::]", "--metrics-address=ipv6:::"], "[::]"),
+    ],
+)  # fmt: skip
+def test_each_tritonserver_endpoint_gets_an_address_in_the_form_it_reads(host, args, url) -> None:
+    """HTTP and metrics read an IPv6 address as `ipv6:ADDR`, gRPC as `[ADDR]` (measured on the real
+    server: tests/test_serve_cli.py serves on ::1); a URL puts IPv6 in brackets."""
+    assert listen_args(host) == args
+    assert url_host(host) == url

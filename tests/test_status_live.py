@@ -290,23 +290,27 @@ def test_the_gauge_models_name_is_reserved_with_stream_routing():
 
 @pytest.mark.apiserver
 @pytest.mark.tritonserver
-def test_operator_reads_a_ready_pods_triton_metrics_into_status(kube, namespace, run_operator, tmp_path):
+@pytest.mark.parametrize("pod_ip", ["127.0.0.1", "::1"], ids=["ipv4", "ipv6"])
+def test_operator_reads_a_ready_pods_triton_metrics_into_status(
+    kube, namespace, run_operator, tmp_path, pod_ip
+):
     """The operator's whole poll: it lists the pipeline's pods on the real apiserver, reads a Ready pod's
-    Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, the pod
-    object's status written as the kubelet would) and writes status.steps and status.bottleneck."""
+    Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, or [::1]:8002
+    as on an IPv6 pod network, the pod object's status written as the kubelet would) and writes
+    status.steps and status.bottleneck."""
     from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
     from tritonpipeline.local.repository import write_repository
     from tritonpipeline.local.server import LocalTriton
 
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", METRICS_PORT)) == 0:
-            pytest.skip(f"127.0.0.1:{METRICS_PORT} is in use (the pod's metrics port must be that one)")
+    with socket.socket(socket.AF_INET6 if ":" in pod_ip else socket.AF_INET) as probe:
+        if probe.connect_ex((pod_ip, METRICS_PORT)) == 0:
+            pytest.skip(f"{pod_ip} port {METRICS_PORT} is in use (the pod's metrics port must be that one)")
     name = "observed"
     doc = cluster_doc(name, namespace)
     local = example("fanout")
     artifacts = compile_pipeline(parse_pipeline(local), cpu_only=True)
     repo = write_repository(artifacts, tmp_path / "repo", Path(local["spec"]["modelRepository"]["uri"]))
-    server = LocalTriton(repo, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
+    server = LocalTriton(repo, host=pod_ip, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
     server.start()
     try:
         server.wait_ready(timeout=120)
@@ -322,7 +326,7 @@ def test_operator_reads_a_ready_pods_triton_metrics_into_status(kube, namespace,
             }
         )
         ready = [{"type": "Ready", "status": "True"}]
-        write_status(kube, pod, {"phase": "Running", "podIP": "127.0.0.1", "conditions": ready})
+        write_status(kube, pod, {"phase": "Running", "podIP": pod_ip, "conditions": ready})
 
         def steps() -> list[dict[str, Any]]:
             return (get_cr(kube, namespace, name).get("status") or {}).get("steps") or []

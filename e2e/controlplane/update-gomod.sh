@@ -5,6 +5,7 @@
 #   e2e/controlplane/update-gomod.sh v1.36.3
 #   e2e/controlplane/update-gomod.sh --floor v1.28.15   only kube-apiserver-floor/go.mod: the oldest release
 #                                                      the chart supports (Chart.yaml kubeVersion), tested too
+#   e2e/controlplane/update-gomod.sh --newest v1.37.2   only kube-apiserver-newest/go.mod: the newest release
 #
 # k8s.io/kubernetes is not meant to be imported: its go.mod requires every k8s.io/* staging module at
 # v0.0.0 and points it at ./staging/src/k8s.io/<name> with a replace directive. This script reads that
@@ -14,9 +15,9 @@
 # release requires. Then `go mod tidy` writes go.sum, which is committed and checks every download.
 set -euo pipefail
 cd "$(dirname "$0")"
-floor=0
-if [ "${1:-}" = --floor ]; then floor=1; shift; fi
-K8S="${1:?usage: $0 [--floor] v1.X.Y}"
+only=""  # floor or newest: that apiserver alone
+case "${1:-}" in --floor | --newest) only="${1#--}"; shift ;; esac
+K8S="${1:?usage: $0 [--floor|--newest] v1.X.Y}"
 [[ "$K8S" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "not a Kubernetes release: $K8S" >&2; exit 2; }
 STAGING="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
 GO="$(command -v go || echo /usr/local/go/bin/go)"
@@ -49,11 +50,13 @@ kubernetes_gomod() {  # kubernetes_gomod <module path>: require k8s.io/kubernete
   done
   echo ")"
 }
-if [ "$floor" = 1 ]; then
-  mkdir -p kube-apiserver-floor
-  kubernetes_gomod tritonpipeline.local/e2e/controlplane/kube-apiserver-floor > kube-apiserver-floor/go.mod
-  (cd kube-apiserver-floor && GOFLAGS=-mod=mod GOSUMDB="${GOSUMDB:-off}" "$GO" mod tidy)
-  echo "kube-apiserver-floor $K8S (staging $STAGING), go $go_directive"
+if [ -n "$only" ]; then
+  dir="kube-apiserver-$only"
+  mkdir -p "$dir"
+  ln -sfn ../kube-apiserver/main.go "$dir/main.go"
+  kubernetes_gomod "tritonpipeline.local/e2e/controlplane/$dir" > "$dir/go.mod"
+  (cd "$dir" && GOFLAGS=-mod=mod GOSUMDB="${GOSUMDB:-off}" "$GO" mod tidy)
+  echo "$dir $K8S (staging $STAGING), go $go_directive"
   exit 0
 fi
 kubernetes_gomod tritonpipeline.local/e2e/controlplane/kube-apiserver > kube-apiserver/go.mod

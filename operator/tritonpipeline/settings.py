@@ -31,6 +31,9 @@ WATCH_STALE_MARGIN_SECONDS = 60
 # what a pipeline's routers run on: the spec's server.router and the operator's router setting
 RouterMode = Literal["auto", "native", "python"]
 ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
+# the address family of the cluster's pod network (its first, on dual-stack clusters)
+IpFamily = Literal["IPv4", "IPv6"]
+IP_FAMILIES: tuple[str, ...] = get_args(IpFamily)
 ENV_PREFIX = "TRITONPIPELINE_"
 SETTING = "setting"  # the key of a field's EnvSetting in its dataclasses metadata
 BAD_VALUE = "{env}={text!r}: {why}"  # a variable whose text cannot be read
@@ -100,6 +103,13 @@ def _router_mode(text: str) -> str:
     """`auto`, `native` or `python`."""
     if text not in ROUTER_MODES:
         raise ValueError(f"expected one of {', '.join(ROUTER_MODES)}")
+    return text
+
+
+def _ip_family(text: str) -> str:
+    """`IPv4` or `IPv6`."""
+    if text not in IP_FAMILIES:
+        raise ValueError(f"expected one of {', '.join(IP_FAMILIES)}")
     return text
 
 
@@ -246,6 +256,14 @@ class Settings:
         "all of them; `auto`: native where the pipeline's Triton image is known to run it "
         "(compiler/router_choice.py). The operator's image carries the native router for its architecture.",
         _router_mode,
+    )
+    ip_family: IpFamily = setting(  # noqa: RUF009  (a Literal alias, as router)
+        "IPv4",
+        "IP_FAMILY",
+        "The address family of the cluster's pod network (the first one on a dual-stack cluster): with "
+        "`IPv6` the Triton pods' HTTP and metrics endpoints listen on IPv6 (tritonserver takes one family "
+        "per endpoint: triton/addresses.py) and their probes ask `[::1]`.",
+        _ip_family,
     )
     peering_lifetime_seconds: int = setting(
         DEFAULT_PEERING_LIFETIME_SECONDS,

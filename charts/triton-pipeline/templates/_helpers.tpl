@@ -272,3 +272,11 @@ Where cert-manager's Secret is mounted in the operator pod (TRITONPIPELINE_WEBHO
 {{- define "triton-pipeline.webhookCertDir" -}}
 /etc/tritonpipeline/webhook-tls
 {{- end }}
+
+{{/*
+Every address of the pod, as a URL writes it: what the operator's endpoints bind (operator.ipFamily).
+With IPv6, [::] also takes IPv4 where the kernel allows (net.ipv6.bindv6only 0, the default).
+*/}}
+{{- define "triton-pipeline.anyAddress" -}}
+{{- if eq .Values.operator.ipFamily "IPv6" }}[::]{{ else }}0.0.0.0{{ end }}
+{{- end }}

@@ -27,6 +27,7 @@ from .. import yamltext
 from ..settings import Settings
 from ..spec import AutoscalingMetric, TritonPipeline
 from ..triton import tritonserver_options
+from ..triton.addresses import IPV4_LOOPBACK, url_host
 from .meta import GRPC_PORT, HTTP_PORT, metadata, namespace_of
 from .routing import longest_idle_seconds, sequence_models
 
@@ -176,12 +177,13 @@ class Drain:
         return ["/bin/sh", "-c", script]
 
     @staticmethod
-    def readiness() -> list[str]:
+    def readiness(loopback: str = IPV4_LOOPBACK) -> list[str]:
+        """Ready while not draining and Triton's HTTP endpoint, asked on `loopback`, says ready."""
         return [
             "/bin/sh",
             "-c",
             f"test ! -e {DRAIN_FILE} && "
-            f"exec curl -fsS -m 2 -o /dev/null http://127.0.0.1:{HTTP_PORT}/v2/health/ready",
+            f"exec curl -fsS -m 2 -o /dev/null http://{url_host(loopback)}:{HTTP_PORT}/v2/health/ready",
         ]
 
 

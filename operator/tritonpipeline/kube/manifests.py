@@ -12,6 +12,7 @@ from ..compiler import Artifacts
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
+from ..triton.addresses import IPV6_ANY, listen_args, loopback
 from . import access, autoscaling, checks, packing
 from .meta import (
     GRPC_PORT,
@@ -266,11 +267,13 @@ def affinity(tp: TritonPipeline) -> dict[str, Any]:
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
 
 
-def triton_args(tp: TritonPipeline) -> list[str]:
+def triton_args(tp: TritonPipeline, ip_family: str = "IPv4") -> list[str]:
     """tritonserver's args: the operator's own (ports, repository, the admin APIs restricted to the key
-    in the container's env, expanded by the kubelet), then spec.server.args."""
+    in the container's env, expanded by the kubelet; on an IPv6 pod network, its endpoints on IPv6), then
+    spec.server.args."""
     return [
         f"--model-repository={REPOSITORY_DIR}",
+        *(listen_args(IPV6_ANY) if ip_family == "IPv6" else []),
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         f"--metrics-port={METRICS_PORT}",
@@ -326,7 +329,7 @@ def deployment(
     if drain is not None:
         # stateful: readiness also fails once preStop has marked the pod as draining
         readiness = {
-            "exec": {"command": drain.readiness()},
+            "exec": {"command": drain.readiness(loopback(settings.ip_family))},
             "periodSeconds": 5,
             "timeoutSeconds": 3,
             "failureThreshold": 2,
@@ -335,7 +338,7 @@ def deployment(
         "name": "tritonserver",
         "image": server.image,
         "command": ["tritonserver"],
-        "args": triton_args(tp),
+        "args": triton_args(tp, settings.ip_family),
         "env": access.admin_env(tp),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT},

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import Problem
 from ..spec import PLATFORM_BACKEND, Model
 from ..triton import security
+from ..triton.addresses import listen_args, url_host
 
 
 class TritonError(RuntimeError):
@@ -231,15 +232,15 @@ class LocalTriton:
 
     @property
     def http_url(self) -> str:
-        return f"{self.host}:{self.http_port}"
+        return f"{url_host(self.host)}:{self.http_port}"
 
     @property
     def grpc_url(self) -> str:
-        return f"{self.host}:{self.grpc_port}"
+        return f"{url_host(self.host)}:{self.grpc_port}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{self.host}:{self.metrics_port}/metrics"
+        return f"http://{url_host(self.host)}:{self.metrics_port}/metrics"
 
     def command(self) -> list[str]:
         home = self.home
@@ -247,11 +248,9 @@ class LocalTriton:
             str(home / "bin" / "tritonserver"),
             f"--model-repository={self.repository}",
             f"--backend-directory={home / 'backends'}",
-            f"--http-address={self.host}",
+            *listen_args(self.host),
             f"--http-port={self.http_port}",
-            f"--grpc-address={self.host}",
             f"--grpc-port={self.grpc_port}",
-            f"--metrics-address={self.host}",
             f"--metrics-port={self.metrics_port}",
             "--allow-metrics=true",
             "--strict-readiness=true",

@@ -19,6 +19,7 @@ from ..kube.meta import METRICS_PORT, PIPELINE_LABEL
 from ..runtime import log_events as events
 from ..runtime.state import OperatorState
 from ..spec import TritonPipeline, parse_pipeline
+from ..triton.addresses import url_host
 from .resync import watched_pipelines
 from .status import write_status
 
@@ -39,8 +40,7 @@ def ready_pod_ips(pods: list[dict[str, Any]]) -> dict[str, str]:
 
 async def scrape(session: aiohttp.ClientSession, ip: str) -> tm.Scrape:
     """One pod's Triton counters (raises OSError, aiohttp.ClientError, TimeoutError or ValueError)."""
-    host = f"[{ip}]" if ":" in ip else ip
-    async with session.get(f"http://{host}:{METRICS_PORT}/metrics") as response:
+    async with session.get(f"http://{url_host(ip)}:{METRICS_PORT}/metrics") as response:
         response.raise_for_status()
         text = await response.text()
     return tm.read_scrape(text, time.monotonic())

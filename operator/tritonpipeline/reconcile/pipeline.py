@@ -137,7 +137,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         f"{len(routers)} router(s) inserted",
         generation,
     )
-    valid = st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
+    valid = _spec_valid(generation)
     affinity = _affinity_condition(tp, generation)
     claim = storage.claim_name(tp)
     if claim is not None:
@@ -216,6 +216,10 @@ def _outcome(
     return outcome, "; ".join(p for p in (what, waiting) if p)
 
 
+def _spec_valid(generation: int | None) -> dict[str, Any]:
+    return st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
+
+
 # an apply the apiserver refused (an admission policy or webhook, a quota, a field it does not know)
 APPLY_REFUSED = "ApplyRefused"
 APPLY_REFUSED_MESSAGE = (
@@ -234,7 +238,7 @@ async def _report_refused(
     message = APPLY_REFUSED_MESSAGE.format(error=f"{exc.message} (HTTP {exc.status})")
     before = previous_condition(state, namespace, name, body, pinning.UP_TO_DATE) or {}
     conditions = [
-        st.condition("SpecValid", True, "Valid", "the spec compiles", generation),
+        _spec_valid(generation),
         st.condition(pinning.UP_TO_DATE, False, APPLY_REFUSED, message, generation),
     ]
     ready = previous_condition(state, namespace, name, body, "Ready")

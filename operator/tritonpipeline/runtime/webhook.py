@@ -45,6 +45,7 @@ from ..settings import (
     setting,
 )
 from ..spec import DNS_SUBDOMAIN_RE, parse_pipeline
+from ..triton.addresses import url_host
 from . import log_events as events
 
 log = logging.getLogger(__name__)
@@ -277,9 +278,7 @@ def client_config(ws: WebhookSettings, ca_bundle: bytes | None) -> dict[str, Any
             "service": {"namespace": m["namespace"], "name": m["name"], "port": int(m["port"]), "path": PATH}
         }
     else:
-        host = ws.url_host()
-        netloc = f"[{host}]" if ":" in host else host
-        config = {"url": f"https://{netloc}:{ws.port}{PATH}"}
+        config = {"url": f"https://{url_host(ws.url_host())}:{ws.port}{PATH}"}
     if ca_bundle is not None:
         config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
     return config

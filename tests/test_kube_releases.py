@@ -1,11 +1,13 @@
-"""What we ship, on the oldest Kubernetes release the chart says it supports (Chart.yaml `kubeVersion`).
+"""What we ship, on the oldest Kubernetes release the chart says it supports (Chart.yaml `kubeVersion`)
+and on the newest release.
 
 The rest of the suite runs on one apiserver release (e2e/controlplane/kube-apiserver/go.mod), and
-kubeconform checks against that release's schema. An older cluster differs in ways neither sees: a field
-added after its release is refused by server-side apply ("field not declared in schema"), a field behind a
-feature gate that is off there is dropped without a word, a CEL rule may not compile in its environment.
-So here every object we render goes to a real kube-apiserver of the floor release
-(e2e/controlplane/kube-apiserver-floor/go.mod, built by e2e/build-controlplane.sh, on the same etcd):
+kubeconform checks against that release's schema. Another release differs in ways neither sees: a field
+added after an older release is refused there by server-side apply ("field not declared in schema"), a
+field behind a feature gate that is off there is dropped without a word, a CEL rule may not compile in its
+environment, a newer release may have removed an API. So here every object we render goes to a real
+kube-apiserver of each of those releases (e2e/controlplane/kube-apiserver-{floor,newest}/go.mod, built by
+e2e/build-controlplane.sh, on the same etcd):
 
 - the chart (default values and each ci/ values file), templated for that release;
 - every pipeline render the manifest lint checks (the examples, their variants, the published
@@ -25,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.controlplane import floor_version, kubernetes_version
+from harness.controlplane import RELEASES, kubernetes_version, release_version
 from harness.gotools import ToolError, ToolUnavailable, ensure_tool
 from harness.helm import CHART, CI_VALUES, Helm
 from harness.kubeapi import install_generated_crd, wait_established
@@ -43,10 +45,10 @@ CHART_NAMESPACE = "ops"
 
 
 @pytest.fixture(scope="module")
-def floor(floor_plane: Any) -> Kube:
-    """An admin client on the floor apiserver, with our CRD and the third-party CRDs of the kinds we
-    render established (those that release takes: a CRD it refuses is reported by the test that needs it)."""
-    kube = Kube(floor_plane.api_client(), "test-admin")
+def release(release_plane: Any) -> Kube:
+    """An admin client on the release's apiserver, with our CRD and the third-party CRDs of the kinds
+    we render established."""
+    kube = Kube(release_plane.api_client(), "test-admin")
     install_generated_crd(kube)
     for tool in THIRD_PARTY_CRDS:
         try:
@@ -62,7 +64,7 @@ def floor(floor_plane: Any) -> Kube:
 
 
 class Resources:
-    """The API path of any kind the floor apiserver serves, from its discovery documents."""
+    """The API path of any kind an apiserver serves, from its discovery documents."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -76,14 +78,14 @@ class Resources:
                 if "/" not in r["name"]:
                     self._found[(api, r["kind"])] = (r["name"], r["namespaced"])
         if (api, kind) not in self._found:
-            raise KeyError(f"the floor apiserver serves no {kind} in {api}")
+            raise KeyError(f"the apiserver serves no {kind} in {api}")
         plural, namespaced = self._found[(api, kind)]
         base = "/api/v1" if api == "v1" else f"/apis/{api}"
         ns = f"/namespaces/{meta['namespace']}" if namespaced else ""
         return f"{base}{ns}/{plural}/{meta['name']}"
 
     def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        query = [("fieldManager", "test-floor"), ("force", "true"), *([("dryRun", "All")] if dry_run else [])]
+        query = [("fieldManager", "test"), ("force", "true"), *([("dryRun", "All")] if dry_run else [])]
         patch = "application/apply-patch+yaml"
         return self.kube.request("PATCH", self.url(obj), query=query, body=obj, content_type=patch, retries=0)
 
@@ -108,58 +110,67 @@ def stored_whole(resources: Resources, obj: dict[str, Any], *, dry_run: bool = F
     return [f"{what}: not kept as sent: {d}" for d in contained(_set(obj), live)]
 
 
-def test_the_floor_is_the_oldest_release_the_chart_supports(floor_plane: Any) -> None:
-    """The apiserver built for these tests is the release Chart.yaml names as its floor."""
+def _minor(version: str) -> int:
+    return int(version.removeprefix("v").split(".")[1])
+
+
+def test_the_releases_are_the_chart_s_floor_and_the_newest_and_the_docs_say_so() -> None:
+    """The floor is the release Chart.yaml names as its oldest; the newest is not older than the one
+    the rest of the suite runs on; the install page names all three."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     match = re.fullmatch(r">=\s*v?1\.(\d+)\.0(-0)?", chart["kubeVersion"])
     assert match, f"Chart.yaml kubeVersion {chart['kubeVersion']!r}: expected a floor, >=1.N.0-0"
-    kube = Kube(floor_plane.api_client(), "test-admin")
-    reported = kube.request("GET", "/version")
-    assert reported["gitVersion"] == floor_version()
-    assert reported["minor"] == match.group(1), (reported, chart["kubeVersion"])
+    assert _minor(release_version("floor")) == int(match.group(1))
+    assert _minor(release_version("newest")) >= _minor(kubernetes_version())
     install = (ROOT / "docs" / "getting-started" / "cluster.md").read_text()
     assert f"**Kubernetes 1.{match.group(1)} or newer**" in install
-    assert f"on {floor_version().removeprefix('v')} the chart" in install
-    assert f"kube-apiserver {kubernetes_version().removeprefix('v')}" in install
+    for version in (kubernetes_version(), *map(release_version, RELEASES)):
+        assert f"kube-apiserver {version.removeprefix('v')}" in install, version
+
+
+def test_the_apiserver_is_the_release_it_was_built_from(release_plane: Any) -> None:
+    reported = Kube(release_plane.api_client(), "test-admin").request("GET", "/version")
+    assert reported["gitVersion"] == release_plane.version in map(release_version, RELEASES)
+    assert reported["minor"] == str(_minor(release_plane.version))
 
 
 @pytest.mark.helm
-def test_the_chart_installs_on_the_floor(floor: Kube, helm_binary: Path, tmp_path: Path) -> None:
-    """Every chart render, templated for the floor release: its CRDs established, every other object
-    accepted (dry run: the webhook configuration must not reach the other tests) and kept whole."""
+def test_the_chart_installs(release_plane: Any, release: Kube, helm_binary: Path, tmp_path: Path) -> None:
+    """Every chart render, templated for the release: its CRDs established, every other object accepted
+    (dry run: the webhook configuration must not reach the other tests) and kept whole."""
     helm = Helm(helm_binary, tmp_path / "helm-home")
-    resources = Resources(floor)
+    resources = Resources(release)
     problems = []
     for values in [None, *CI_VALUES]:
         args = ["template", "rel", str(CHART), "--namespace", CHART_NAMESPACE, "--include-crds"]
-        args += ["--kube-version", floor_version(), *(["-f", str(values)] if values else [])]
+        args += ["--kube-version", release_plane.version, *(["-f", str(values)] if values else [])]
         source = values.name if values else "default values"
         docs = [d for d in yaml.safe_load_all(helm.run(*args).stdout) if d]
         assert docs, source
         for ns in sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")}):
-            floor.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})  # team-a, ...
+            release.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})  # team-a, ...
         for doc in [d for d in docs if d["kind"] == "CustomResourceDefinition"]:
             problems += [f"{source}: {p}" for p in stored_whole(resources, doc)]
-            wait_established(floor, doc["metadata"]["name"])
+            wait_established(release, doc["metadata"]["name"])
         for doc in [d for d in docs if d["kind"] != "CustomResourceDefinition"]:
             problems += [f"{source}: {p}" for p in stored_whole(resources, doc, dry_run=True)]
     assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.cli
-def test_every_pipeline_render_is_stored_whole_on_the_floor(floor: Kube, tmp_path: Path) -> None:
+def test_every_pipeline_render_is_stored_whole(release: Kube, tmp_path: Path) -> None:
     """Each object the operator applies for the examples, their variants and the imported published
-    repositories: accepted by the floor apiserver and read back with every field it was sent."""
-    resources = Resources(floor)
+    repositories: accepted by the release's apiserver and read back with every field it was sent."""
+    resources = Resources(release)
     renders = pipeline_renders(tmp_path)
     assert len(renders) > 10
     problems = [f"{r.source}: {p}" for r in renders for o in r.objects for p in stored_whole(resources, o)]
     assert problems == [], "\n".join(problems)
 
 
-def test_the_crd_validates_pipelines_on_the_floor(floor: Kube) -> None:
+def test_the_crd_validates_pipelines(release: Kube) -> None:
     """The examples are stored as sent; a spec the CRD's CEL rules refuse is refused there too."""
-    resources = Resources(floor)
+    resources = Resources(release)
     for source in ("fanout", "diamond", "streaming"):
         doc = example(source)
         doc["metadata"] = {"name": f"crd-{source}", "namespace": NAMESPACE}
@@ -174,21 +185,21 @@ def test_the_crd_validates_pipelines_on_the_floor(floor: Kube) -> None:
 
 
 @pytest.fixture
-def floor_operator(floor_plane: Any, floor: Kube, tmp_path: Path) -> Iterator[tuple[Kube, str]]:
+def release_operator(release_plane: Any, release: Kube, tmp_path: Path) -> Iterator[tuple[Kube, str]]:
     ns = f"op-{int(time.time() * 1000) % 10**8}"
-    floor.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    op = LocalOperator(floor_plane.kubeconfig, ns, tmp_path / "operator.log").start()
+    release.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    op = LocalOperator(release_plane.kubeconfig, ns, tmp_path / "operator.log").start()
     try:
-        yield floor, ns
+        yield release, ns
     finally:
         op.stop()
         print(f"\n===== operator log =====\n{op.text()[-6000:]}")
 
 
 @pytest.mark.cli
-def test_the_operator_reconciles_the_examples_on_the_floor(floor_operator: tuple[Kube, str]) -> None:
-    """The operator on the floor release: each example's children applied, its status written."""
-    kube, ns = floor_operator
+def test_the_operator_reconciles_the_examples(release_operator: tuple[Kube, str]) -> None:
+    """The operator on the release: each example's children applied, its status written."""
+    kube, ns = release_operator
     for source in ("fanout", "streaming"):
         doc = example(source)
         doc["metadata"] = {"name": source, "namespace": ns}
