@@ -61,7 +61,7 @@ def native_router_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str
     return {INSTALLED_ENV: str(path)}
 
 
-def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int) -> Any:
+def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int, host: str = "127.0.0.1") -> Any:
     """A ready LocalTriton serving the compiled doc (CPU) from workdir/repo<index>; its routers on the
     native router when the doc's spec.server.router says `native`, else on the Python router."""
     from tritonpipeline.local.repository import check_model_dirs, write_repository
@@ -73,7 +73,8 @@ def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int) -> Any:
     root = Path(tp.spec.model_repository.uri)
     assert not check_model_dirs(tp, root)
     repo = write_repository(artifacts, workdir / f"repo{index}", root)
-    server = LocalTriton(repo, log_file=workdir / f"triton{index}.log", extra_args=["--exit-timeout-secs=5"])
+    log = workdir / f"triton{index}.log"
+    server = LocalTriton(repo, host=host, log_file=log, extra_args=["--exit-timeout-secs=5"])
     try:
         server.start()
         server.wait_ready(timeout=120)
@@ -89,8 +90,8 @@ def serve_pipeline(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[C
     change the server's state or need a fresh one. The server log is printed when the test fails."""
     servers: list[Any] = []
 
-    def start(doc: dict[str, Any]) -> Any:
-        servers.append(_start_pipeline(doc, tmp_path, len(servers)))
+    def start(doc: dict[str, Any], host: str = "127.0.0.1") -> Any:
+        servers.append(_start_pipeline(doc, tmp_path, len(servers), host))
         return servers[-1]
 
     yield start

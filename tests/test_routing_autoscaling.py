@@ -18,6 +18,7 @@ from tritonpipeline.kube import autoscaling, routing
 from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
+from tritonpipeline.triton.addresses import loopback, url_host
 
 ADAPTER_RULES = ROOT / "charts" / "triton-pipeline" / "files" / "prometheus-adapter-rules.yaml"
 
@@ -30,9 +31,9 @@ def doc(source: str = "streaming", **spec: Any) -> dict[str, Any]:
     return d
 
 
-def children(d: dict[str, Any]):
+def children(d: dict[str, Any], settings: Settings | None = None):
     tp = parse_pipeline(d)
-    return tp, render_children(tp, compile_pipeline(tp), Settings())
+    return tp, render_children(tp, compile_pipeline(tp), settings or Settings())
 
 
 # --------------------------------------------------------------------------------------------- ClientIP
@@ -572,22 +573,27 @@ def test_client_inputs_and_protocols(protocol):
 
 
 @pytest.mark.tritonserver
-def test_drain_hooks_fail_readiness_on_a_real_tritonserver(serve_pipeline, tmp_path):
+@pytest.mark.parametrize("ip_family", ["IPv4", "IPv6"])
+def test_drain_hooks_fail_readiness_on_a_real_tritonserver(serve_pipeline, tmp_path, ip_family):
     """The exact preStop and readiness commands of a stateful pod, run with sh and curl against a real
-    tritonserver (its port and a temporary drain directory substituted): ready until preStop ran."""
+    tritonserver (its port and a temporary drain directory substituted): ready until preStop ran. On an
+    IPv6 pod network the probe asks [::1], where Triton then listens (triton/addresses.py)."""
     import shutil
     import subprocess
 
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed (the Triton image has it; here: apt-get install curl)")
-    _, kids = children(doc())
+    _, kids = children(doc(), Settings(ip_family=ip_family))
     (c,) = kids.deployment["spec"]["template"]["spec"]["containers"]
-    server = serve_pipeline(example("streaming"))
+    host = loopback(ip_family)
+    server = serve_pipeline(example("streaming"), host)
     drain_dir = str(tmp_path / "run")
+    pod_url = f"{url_host(host)}:8000"
+    assert pod_url in c["readinessProbe"]["exec"]["command"][2]
 
     def local(command: list[str]) -> list[str]:
         script = command[2].replace(autoscaling.DRAIN_DIR, drain_dir)
-        script = script.replace("127.0.0.1:8000", server.http_url).replace("sleep ", "sleep 0 && : ")
+        script = script.replace(pod_url, server.http_url).replace("sleep ", "sleep 0 && : ")
         return [*command[:2], script]
 
     readiness = local(c["readinessProbe"]["exec"]["command"])
