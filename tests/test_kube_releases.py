@@ -30,7 +30,7 @@ import yaml
 from harness.controlplane import RELEASES, kubernetes_version, release_version
 from harness.gotools import ToolError, ToolUnavailable, ensure_tool
 from harness.helm import CHART, CI_VALUES, Helm
-from harness.kubeapi import install_generated_crd, wait_established
+from harness.kubeapi import APPLY_PATCH, install_generated_crd, path_for, wait_established
 from harness.manifest_lint import NAMESPACE, THIRD_PARTY_CRDS, pipeline_renders
 from harness.operator_process import LocalOperator
 from harness.paths import ROOT
@@ -64,30 +64,15 @@ def release(release_plane: Any) -> Kube:
 
 
 class Resources:
-    """The API path of any kind an apiserver serves, from its discovery documents."""
+    """Server-side apply of any kind we render (harness.kubeapi.path_for), optionally as a dry run."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self._found: dict[tuple[str, str], tuple[str, bool]] = {}
-
-    def url(self, obj: dict[str, Any]) -> str:
-        api, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
-        if (api, kind) not in self._found:
-            base = "/api/v1" if api == "v1" else f"/apis/{api}"
-            for r in self.kube.request("GET", base)["resources"]:
-                if "/" not in r["name"]:
-                    self._found[(api, r["kind"])] = (r["name"], r["namespaced"])
-        if (api, kind) not in self._found:
-            raise KeyError(f"the apiserver serves no {kind} in {api}")
-        plural, namespaced = self._found[(api, kind)]
-        base = "/api/v1" if api == "v1" else f"/apis/{api}"
-        ns = f"/namespaces/{meta['namespace']}" if namespaced else ""
-        return f"{base}{ns}/{plural}/{meta['name']}"
 
     def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         query = [("fieldManager", "test"), ("force", "true"), *([("dryRun", "All")] if dry_run else [])]
-        patch = "application/apply-patch+yaml"
-        return self.kube.request("PATCH", self.url(obj), query=query, body=obj, content_type=patch, retries=0)
+        url = path_for(obj)
+        return self.kube.request("PATCH", url, query=query, body=obj, content_type=APPLY_PATCH, retries=0)
 
 
 def _set(value: Any) -> Any:

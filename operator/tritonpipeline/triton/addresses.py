@@ -12,7 +12,7 @@ tritonserver's endpoints read their address two ways (measured on the wheel's tr
 
 from __future__ import annotations
 
-IPV4_ANY, IPV6_ANY = "0.0.0.0", "::"
+IPV6_ANY = "::"
 IPV4_LOOPBACK, IPV6_LOOPBACK = "127.0.0.1", "::1"
 
 
