@@ -68,10 +68,12 @@ class Helm:
         values: Sequence[Path | str] = (),
         set_values: Sequence[str] = (),
         check: bool = True,
+        api_versions: Sequence[str] = (),
     ) -> list[dict[str, Any]]:
+        """The chart's objects; `api_versions` (GROUP/VERSION/KIND): what helm takes the cluster to serve."""
         proc = self.run(
             "template", release, str(CHART), "--namespace", namespace, *self._values(values, set_values),
-            check=check,
+            *(arg for api in api_versions for arg in ("--api-versions", api)), check=check,
         )  # fmt: skip
         if proc.returncode != 0:
             raise ToolError(proc.stderr)

@@ -114,6 +114,32 @@ def wait_established(kube: Kube, name: str, timeout: float = 30.0) -> None:
     wait_for(f"CRD {name} to be established", established, timeout)
 
 
+def schemaless_crd(api_version: str, kind: str, plural: str, scope: str = "Namespaced") -> dict[str, Any]:
+    """A CRD that serves `kind` at `api_version` (GROUP/VERSION) and keeps any field: another project's
+    API, for a test that only needs the cluster to serve it."""
+    group, version = api_version.split("/")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
 def install_generated_crd(kube: Kube) -> str:
     """Apply the TritonPipeline CRD generated from the spec and wait until it is established."""
     doc = crd()

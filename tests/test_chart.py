@@ -33,6 +33,7 @@ from harness.wait import wait_for
 from helpers import ROOT, condition
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd_yaml
+from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
 from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
 
@@ -515,6 +516,38 @@ def test_security_grants_reach_the_operator(helm):
     assert settings.privileged_namespaces == ("research", "ml")
     assert settings.allowed_service_accounts == ("model-reader", "ml/irsa")
     assert settings.allowed_image_registries == ("nvcr.io", "registry.example.com:5000")
+
+
+OPENSHIFT = "/".join(OPENSHIFT_SCC_API)  # what helm's .Capabilities.APIVersions holds on OpenShift
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize(
+    ("adapt", "api_versions", "ids"),
+    [("auto", [], True), ("auto", [OPENSHIFT], False), ("force", [], False), ("disabled", [OPENSHIFT], True)],
+    ids=["auto", "auto-openshift", "force", "disabled-openshift"],
+)
+def test_on_openshift_the_operator_pod_names_no_ids(helm, adapt, api_versions, ids):
+    """OpenShift's restricted-v2 SCC refuses the image's uid 10001 (outside the namespace's range): where
+    the chart sees OpenShift's API (or is told to), the operator's pod leaves its ids to the platform, and
+    the setting reaches the operator, which decides the same for the Triton pods."""
+    docs = helm.template(
+        "rel", "ops", set_values=[f"security.adaptSecurityContext={adapt}"], api_versions=api_versions
+    )
+    pod = deployment_of(docs)["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    named = {k for k in ("runAsUser", "runAsGroup", "fsGroup") if k in pod["securityContext"]}
+    named |= {k for k in ("runAsUser", "runAsGroup") if k in container["securityContext"]}
+    assert named == ({"runAsUser", "runAsGroup", "fsGroup"} if ids else set())
+    # what restricted needs stays either way
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv(
+            "TRITONPIPELINE_ADAPT_SECURITY_CONTEXT", env_of(docs)["TRITONPIPELINE_ADAPT_SECURITY_CONTEXT"]
+        )
+        assert Settings.from_env().adapt_security_context == adapt
 
 
 @pytest.mark.helm

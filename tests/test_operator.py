@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.kubeapi import write_status
+from harness.kubeapi import schemaless_crd, write_status
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import CLI, condition, contained, example
@@ -26,6 +26,7 @@ from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
 from tritonpipeline.kube.packing import entries_of, unpack
+from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
 from tritonpipeline.spec import parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -280,10 +281,12 @@ def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator)
     assert condition(cr, "SpecValid")["status"] == "True"
 
 
-def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[], None]:
-    """A ValidatingAdmissionPolicy (the apiserver's own CEL admission, as a policy engine would) that
-    refuses every Deployment created or changed in `namespace`; returns what lifts it."""
-    policy = f"refuse-deployments-{namespace}"
+def _deployment_policy(
+    kube: Kube, namespace: str, policy: str, admission: dict[str, Any], probe: dict[str, Any], words: str
+) -> Callable[[], None]:
+    """A ValidatingAdmissionPolicy (the apiserver's own CEL admission, as a policy engine would) on the
+    Deployments created or changed in `namespace`: `admission` holds its validations (and variables).
+    Waits until it refuses the `probe` pod template with `words`; returns what lifts it."""
     base = "/apis/admissionregistration.k8s.io/v1"
     objects = [
         (
@@ -304,7 +307,7 @@ def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[]
                             }
                         ]
                     },
-                    "validations": [{"expression": "false", "message": message}],
+                    **admission,
                 },
             },
         ),
@@ -327,16 +330,13 @@ def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[]
     apply = [("fieldManager", "test"), ("force", "true")]
     for url, obj in objects:
         kube.request("PATCH", url, query=apply, body=obj, content_type="application/apply-patch+yaml")
-    probe = {
+    deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "probe", "namespace": namespace},
         "spec": {
             "selector": {"matchLabels": {"app": "probe"}},
-            "template": {
-                "metadata": {"labels": {"app": "probe"}},
-                "spec": {"containers": [{"name": "c", "image": "probe"}]},
-            },
+            "template": {"metadata": {"labels": {"app": "probe"}}, "spec": probe},
         },
     }
 
@@ -344,10 +344,10 @@ def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[]
         try:
             kube.request(
                 "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", query=[("dryRun", "All")],
-                body=probe, retries=0,
+                body=deployment, retries=0,
             )  # fmt: skip
         except KubeError as err:
-            return message in err.message
+            return words in err.message
         return False
 
     wait_for("the admission policy to refuse Deployments", refused)
@@ -359,6 +359,13 @@ def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[]
     return lift
 
 
+def _refuse_deployments(kube: Kube, namespace: str, message: str) -> Callable[[], None]:
+    """A policy that refuses every Deployment created or changed in `namespace`; returns what lifts it."""
+    admission = {"validations": [{"expression": "false", "message": message}]}
+    probe = {"containers": [{"name": "c", "image": "probe"}]}
+    return _deployment_policy(kube, namespace, f"refuse-deployments-{namespace}", admission, probe, message)
+
+
 def test_a_refused_apply_is_reported_in_status_and_retried(kube, namespace, run_operator):
     """The apiserver refuses the Deployment (an admission policy here; a policy engine, a quota or a
     field an older Kubernetes does not know elsewhere): the pipeline's status and a Warning event say
@@ -366,9 +373,7 @@ def test_a_refused_apply_is_reported_in_status_and_retried(kube, namespace, run_
     next retry applies."""
 
     def up_to_date(words: str = "", status: str = "False") -> dict[str, Any] | None:
-        cr = get_cr(kube, namespace, "vision")
-        c = condition(cr, "UpToDate") or {}
-        return cr if c.get("status") == status and words in c.get("message", "") else None
+        return _up_to_date(kube, namespace, "vision", status, words)
 
     def replicas() -> int | None:
         deployment = children(kube, namespace, "vision")["deployment"]
@@ -407,6 +412,108 @@ def test_a_refused_apply_is_reported_in_status_and_retried(kube, namespace, run_
     assert replicas() == before
     lift()
     wait_for("the update to apply", lambda: replicas() == 3, timeout=40)
+
+
+# OpenShift's restricted-v2 SCC, the rule that matters here: every uid and fsGroup a pod names must lie in
+# the ranges OpenShift writes on each namespace (START/SIZE); it then fills in the ids a pod leaves out
+UID_RANGE, GROUP_RANGE = "openshift.io/sa.scc.uid-range", "openshift.io/sa.scc.supplemental-groups"
+RESTRICTED_V2_IDS = {
+    "variables": [
+        {"name": "pod", "expression": "object.spec.template.spec"},
+        {"name": "ns", "expression": "namespaceObject.metadata.annotations"},
+        {"name": "uids", "expression": f"variables.ns['{UID_RANGE}'].split('/')"},
+        {"name": "gids", "expression": f"variables.ns['{GROUP_RANGE}'].split('/')"},
+        {"name": "uidMin", "expression": "int(variables.uids[0])"},
+        {"name": "uidMax", "expression": "int(variables.uids[0]) + int(variables.uids[1]) - 1"},
+        {"name": "gidMin", "expression": "int(variables.gids[0])"},
+        {"name": "gidMax", "expression": "int(variables.gids[0]) + int(variables.gids[1]) - 1"},
+        {
+            "name": "containers",
+            "expression": "variables.pod.containers + "
+            "(has(variables.pod.initContainers) ? variables.pod.initContainers : [])",
+        },
+    ],
+    "validations": [
+        {
+            "expression": "!has(variables.pod.securityContext) "
+            "|| !has(variables.pod.securityContext.runAsUser) "
+            "|| (variables.pod.securityContext.runAsUser >= variables.uidMin "
+            "&& variables.pod.securityContext.runAsUser <= variables.uidMax)",
+            "messageExpression": "'unable to validate against any security context constraint: provider "
+            "restricted-v2: .spec.securityContext.runAsUser: Invalid value: ' + "
+            "string(variables.pod.securityContext.runAsUser) + ': must be in the ranges: [' + "
+            "string(variables.uidMin) + ', ' + string(variables.uidMax) + ']'",
+        },
+        {
+            "expression": "!has(variables.pod.securityContext) "
+            "|| !has(variables.pod.securityContext.fsGroup) "
+            "|| (variables.pod.securityContext.fsGroup >= variables.gidMin "
+            "&& variables.pod.securityContext.fsGroup <= variables.gidMax)",
+            "messageExpression": "'unable to validate against any security context constraint: provider "
+            "restricted-v2: .spec.securityContext.fsGroup: Invalid value: ' + "
+            "string(variables.pod.securityContext.fsGroup) + ' is not an allowed group'",
+        },
+        {
+            "expression": "variables.containers.all(c, !has(c.securityContext) || "
+            "!has(c.securityContext.runAsUser) || (c.securityContext.runAsUser >= variables.uidMin "
+            "&& c.securityContext.runAsUser <= variables.uidMax))",
+            "message": "unable to validate against any security context constraint: provider restricted-v2: "
+            "a container's securityContext.runAsUser: must be in the namespace's uid range",
+        },
+    ],
+}
+# OpenShift's SecurityContextConstraints API (an aggregated API there; here a CRD serves it)
+SCC_CRD = schemaless_crd(*OPENSHIFT_SCC_API, "securitycontextconstraints", scope="Cluster")
+
+
+@pytest.mark.parametrize("openshift", [True, False], ids=["scc-api", "no-scc-api"])
+def test_on_openshift_the_platform_assigns_the_triton_pods_ids(control_plane, tmp_path, openshift):
+    """OpenShift refuses a pod whose uid or fsGroup lies outside its namespace's ranges, the default 1000
+    included. An operator left at `auto` asks the cluster at start-up whether it serves OpenShift's
+    SecurityContextConstraints; where it does, the Triton pods name no ids (the SCC assigns them) and
+    are admitted. Here a CRD serves that API (a private apiserver: the shared one must not look like
+    OpenShift), and restricted-v2's id rule is a ValidatingAdmissionPolicy on the Deployment's pod
+    template (SCC admission itself is OpenShift's, on pods; no kubelet runs pods here). Without the API,
+    the same pipeline keeps its ids and is refused, in its status."""
+    ns = "openshift-like"
+    with private_cluster(control_plane.binaries, tmp_path, ns) as (cp, k):
+        ranges = {UID_RANGE: "1000680000/10000", GROUP_RANGE: "1000680000/10000"}
+        k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "annotations": ranges}})
+        if openshift:
+            k.apply(SCC_CRD)
+            wait_for("the SCC API", lambda: k.resource_exists(*OPENSHIFT_SCC_API))
+        probe = {"securityContext": {"runAsUser": 1000}, "containers": [{"name": "c", "image": "probe"}]}
+        _deployment_policy(k, ns, "restricted-v2-ids", RESTRICTED_V2_IDS, probe, "must be in the ranges")
+        op = LocalOperator(cp.kubeconfig, ns, tmp_path / "operator.log").start()
+        with operator_log_on_failure(op):
+            k.apply(cluster_doc("vision", ns))
+            if openshift:
+                cr = wait_for(
+                    "the pipeline applied", lambda: _up_to_date(k, ns, "vision", "True"), timeout=40
+                )
+                assert condition(cr, "UpToDate")["reason"] != "ApplyRefused"
+                pod = k.get("apps/v1", "Deployment", ns, "vision")["spec"]["template"]["spec"]
+                assert pod["securityContext"] == {
+                    "runAsNonRoot": True,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                }
+                for c in [*pod["initContainers"], *pod["containers"]]:
+                    assert not {"runAsUser", "runAsGroup"} & set(c["securityContext"]), c["name"]
+                assert "the platform assigns the Triton pods' user and group ids" in op.text()
+            else:
+                cr = wait_for("the refusal in status", lambda: _up_to_date(k, ns, "vision", "False"))
+                refused = condition(cr, "UpToDate")
+                assert refused["reason"] == "ApplyRefused"
+                assert "runAsUser: Invalid value: 1000: must be in the ranges" in refused["message"]
+                assert k.get("apps/v1", "Deployment", ns, "vision") is None
+                assert "the platform assigns" not in op.text()
+
+
+def _up_to_date(kube: Kube, namespace: str, name: str, status: str, words: str = "") -> dict[str, Any] | None:
+    """The pipeline once its UpToDate condition has `status` and a message with `words`."""
+    cr = get_cr(kube, namespace, name)
+    c = condition(cr, "UpToDate") or {}
+    return cr if c.get("status") == status and words in c.get("message", "") else None
 
 
 def test_children_are_owned_by_the_pipeline(kube, namespace, run_operator):

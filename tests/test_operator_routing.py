@@ -19,7 +19,7 @@ import yaml
 
 import test_operator
 from harness.gotools import ToolError, ToolUnavailable, ensure_tool
-from harness.kubeapi import dry_run_apply, wait_established
+from harness.kubeapi import dry_run_apply, schemaless_crd, wait_established
 from harness.operator_process import LocalOperator
 from helpers import condition
 from test_operator import (
@@ -590,26 +590,8 @@ def test_gateway_implementation_is_read_from_its_gateway_class(providers):
         assert op.proc is not None and op.proc.poll() is None
 
 
-OLD_ISTIO_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "destinationrules.networking.istio.io"},
-    "spec": {
-        "group": "networking.istio.io",
-        "names": {"kind": "DestinationRule", "plural": "destinationrules", "singular": "destinationrule"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1beta1",  # Istio before 1.22: no networking.istio.io/v1
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+# Istio before 1.22: no networking.istio.io/v1
+OLD_ISTIO_CRD = schemaless_crd("networking.istio.io/v1beta1", "DestinationRule", "destinationrules")
 
 
 def test_older_istio_gets_a_v1beta1_destination_rule(control_plane, tmp_path):

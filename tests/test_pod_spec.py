@@ -97,6 +97,25 @@ def test_security_contexts_are_merged_over_the_restricted_defaults() -> None:
     assert off["initContainers"][0]["securityContext"]["readOnlyRootFilesystem"] is False  # the spec's word
 
 
+def test_where_the_platform_assigns_ids_the_pods_name_none_but_their_own() -> None:
+    """OpenShift's restricted-v2 SCC refuses a uid or fsGroup outside the namespace's range, 1000
+    included: with platform ids the defaults name none, and what restricted needs stays."""
+    openshift = Settings(adapt_security_context="force")
+    pod = pod_spec(cluster_doc(), openshift)
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod_spec(cluster_doc())["containers"] == pod["containers"]  # the containers name no ids
+    # a spec's own ids are the author's word
+    mine = pod_spec(cluster_doc(podSecurityContext={"runAsUser": 1000680000}), openshift)["securityContext"]
+    assert (mine["runAsUser"], "runAsGroup" in mine, "fsGroup" in mine) == (1000680000, False, False)
+    # `auto` is the operator's to resolve (it asks the cluster); a render that asks none keeps the defaults
+    assert (
+        pod_spec(cluster_doc(), Settings(adapt_security_context="auto"))["securityContext"]["fsGroup"] == 1000
+    )
+    # root stays refused
+    with pytest.raises(SpecError, match=r"spec\.server\.podSecurityContext\.runAsUser"):
+        pod_spec(cluster_doc(podSecurityContext={"runAsUser": 0}), openshift)
+
+
 # (server fields, the field path refused, words of the reason): each breaks Pod Security "restricted"
 BEYOND_RESTRICTED = [
     ({"securityContext": {"privileged": True}}, "spec.server.securityContext.privileged", "privileged"),
@@ -325,6 +344,9 @@ def test_pods_are_admitted_by_pod_security_restricted(kube: Kube) -> None:
     doc["spec"]["server"]["podSecurityContext"] = {"runAsUser": 2000, "fsGroup": 2000}
     doc["spec"]["server"]["securityContext"] = {"readOnlyRootFilesystem": True}
     assert kube.apply(pod("merged", pod_spec(doc)))["metadata"]["name"] == "merged"
+    # and with no ids, as on OpenShift (the kubelet then checks that the image's user is not root)
+    platform = pod_spec(cluster_doc(), Settings(adapt_security_context="force"))
+    assert kube.apply(pod("platform", platform))["metadata"]["name"] == "platform"
     bare = copy.deepcopy(spec)
     bare.pop("securityContext")
     for c in [*bare["initContainers"], *bare["containers"]]:

@@ -198,7 +198,8 @@ def test_no_variable_is_read_outside_the_declarations() -> None:
                 )
 
 
-CANDIDATES = ("7", "3600", "yes", "k=v,a=b", "native", "IPv6")  # texts some parser reads as a non-default
+# texts some parser reads as a non-default
+CANDIDATES = ("7", "3600", "yes", "k=v,a=b", "native", "IPv6", "force")
 
 
 def sample(parse: Any, default: Any) -> tuple[str, Any]:

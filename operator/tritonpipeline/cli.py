@@ -558,6 +558,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import handlers  # noqa: F401 - registers the handlers
     from .kube import peering
     from .kube.client import Kube, api_client
+    from .kube.security_context import OPENSHIFT_SCC_API
     from .runtime.logs import configure
     from .runtime.state import OperatorState
 
@@ -568,6 +569,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigException as exc:
         print(f"error: no Kubernetes credentials (in-cluster or KUBECONFIG): {exc}", file=sys.stderr)
         return EXIT_INVALID
+    if settings.adapt_security_context == "auto":  # OpenShift: its SCC assigns the pods' ids
+        try:
+            openshift = kube.resource_exists(*OPENSHIFT_SCC_API)
+        except Exception as exc:  # no answer at all (ApiException answers False): kopf could not start either
+            print(f"error: cannot read the cluster's API discovery: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        settings = replace(settings, adapt_security_context="force" if openshift else "disabled")
     state = OperatorState(settings, kube)
     # kopf's identity convention (POD_ID: the chart sets it to the pod's name)
     state.identity = os.environ.get("POD_ID") or f"{getpass.getuser()}@{socket.gethostname()}/{os.getpid()}"

@@ -93,8 +93,9 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     peers = ""
     if config.peering:
         peers = events.STARTED_PEERING.format(identity=state.identity, peering=config.peering)
+    ids = events.STARTED_PLATFORM_IDS if config.platform_ids else ""
     events.OPERATOR_STARTED.log(
-        logger, scope=scope, image=config.assembler_image, metrics=served, peering=peers
+        logger, scope=scope, image=config.assembler_image, metrics=served, peering=peers, ids=ids
     )
 
 

@@ -34,6 +34,9 @@ ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
 # the address family of the cluster's pod network (its first, on dual-stack clusters)
 IpFamily = Literal["IPv4", "IPv6"]
 IP_FAMILIES: tuple[str, ...] = get_args(IpFamily)
+# whether the pods' user and group ids are left to the platform (OpenShift's SCC): kube/security_context.py
+SecurityContextAdaptation = Literal["auto", "force", "disabled"]
+ADAPTATIONS: tuple[str, ...] = get_args(SecurityContextAdaptation)
 ENV_PREFIX = "TRITONPIPELINE_"
 SETTING = "setting"  # the key of a field's EnvSetting in its dataclasses metadata
 BAD_VALUE = "{env}={text!r}: {why}"  # a variable whose text cannot be read
@@ -110,6 +113,13 @@ def _ip_family(text: str) -> str:
     """`IPv4` or `IPv6`."""
     if text not in IP_FAMILIES:
         raise ValueError(f"expected one of {', '.join(IP_FAMILIES)}")
+    return text
+
+
+def _adaptation(text: str) -> str:
+    """`auto`, `force` or `disabled`."""
+    if text not in ADAPTATIONS:
+        raise ValueError(f"expected one of {', '.join(ADAPTATIONS)}")
     return text
 
 
@@ -265,6 +275,16 @@ class Settings:
         "per endpoint: triton/addresses.py) and their probes ask `[::1]`.",
         _ip_family,
     )
+    adapt_security_context: SecurityContextAdaptation = setting(  # noqa: RUF009  (a Literal alias, as router)
+        "auto",
+        "ADAPT_SECURITY_CONTEXT",
+        "Leave `runAsUser`, `runAsGroup` and `fsGroup` out of the Triton pods' defaults, so the platform "
+        "assigns them (OpenShift's `restricted-v2` SCC refuses ids outside the namespace's range, 1000 "
+        "included): `force`; `disabled`: keep the defaults (uid, gid and fsGroup 1000); `auto`: `force` on "
+        "a cluster that serves OpenShift's SecurityContextConstraints, asked once at start-up (`validate` "
+        "and `manifests` ask no cluster: there `auto` keeps the defaults). A spec's own ids are kept.",
+        _adaptation,
+    )
     peering_lifetime_seconds: int = setting(
         DEFAULT_PEERING_LIFETIME_SECONDS,
         "PEERING_LIFETIME_SECONDS",
@@ -272,6 +292,11 @@ class Settings:
         "keeps the standby waiting.",
         int,
     )
+
+    @property
+    def platform_ids(self) -> bool:
+        """The platform assigns the Triton pods' user and group ids (`auto` resolved by the operator)."""
+        return self.adapt_security_context == "force"
 
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:

@@ -280,3 +280,23 @@ With IPv6, [::] also takes IPv4 where the kernel allows (net.ipv6.bindv6only 0, 
 {{- define "triton-pipeline.anyAddress" -}}
 {{- if eq .Values.operator.ipFamily "IPv6" }}[::]{{ else }}0.0.0.0{{ end }}
 {{- end }}
+
+{{/*
+"true" where the platform assigns the pods' user and group ids (security.adaptSecurityContext): forced,
+or auto on a cluster that serves OpenShift's SecurityContextConstraints.
+*/}}
+{{- define "triton-pipeline.platformIds" -}}
+{{- $mode := .Values.security.adaptSecurityContext }}
+{{- if or (eq $mode "force") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "security.openshift.io/v1/SecurityContextConstraints")) }}true{{ end }}
+{{- end }}
+
+{{/*
+A security context (.context) as YAML, without the ids the platform assigns where it does (platformIds).
+*/}}
+{{- define "triton-pipeline.securityContext" -}}
+{{- $context := .context }}
+{{- if include "triton-pipeline.platformIds" .root }}
+{{- $context = omit $context "runAsUser" "runAsGroup" "fsGroup" }}
+{{- end }}
+{{- toYaml $context }}
+{{- end }}

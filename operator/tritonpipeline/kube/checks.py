@@ -257,7 +257,7 @@ def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
     found: list[Problem] = []
     if not (settings.allow_privileged or namespace in settings.privileged_namespaces):
         for field_name, violations in (
-            ("podSecurityContext", pod_violations(pod_security(tp))),
+            ("podSecurityContext", pod_violations(pod_security(tp, settings.platform_ids))),
             ("securityContext", container_violations(container_security(tp))),
         ):
             for where, what in violations:

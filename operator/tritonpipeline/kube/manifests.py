@@ -370,7 +370,7 @@ def deployment(
     if resources:
         container["resources"] = resources
     pod_spec: dict[str, Any] = {
-        "securityContext": pod_security(tp),
+        "securityContext": pod_security(tp, settings.platform_ids),
         "initContainers": [init],
         "containers": [container],
         "volumes": volumes,

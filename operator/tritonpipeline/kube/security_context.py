@@ -19,6 +19,11 @@ POD_SECURITY_CONTEXT: dict[str, Any] = {
     "fsGroup": 1000,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
+# the ids a platform assigns itself when they are left out: OpenShift's restricted-v2 SCC sets runAsUser and
+# fsGroup from the namespace's openshift.io/sa.scc.* ranges and refuses any other value (1000 included);
+# the operator leaves them out where the cluster serves this API (settings.adapt_security_context)
+PLATFORM_ASSIGNED_IDS = ("runAsUser", "runAsGroup", "fsGroup")
+OPENSHIFT_SCC_API = ("security.openshift.io/v1", "SecurityContextConstraints")
 CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
@@ -50,6 +55,10 @@ def init_security(tp: TritonPipeline) -> dict[str, Any]:
     return merged({**CONTAINER_SECURITY_CONTEXT, **INIT_SECURITY_CONTEXT}, tp.spec.server.security_context)
 
 
-def pod_security(tp: TritonPipeline) -> dict[str, Any]:
-    """The pod's securityContext: the spec's merged over the restricted defaults."""
-    return merged(POD_SECURITY_CONTEXT, tp.spec.server.pod_security_context)
+def pod_security(tp: TritonPipeline, platform_ids: bool = False) -> dict[str, Any]:
+    """The pod's securityContext: the spec's merged over the restricted defaults, which leave the user
+    and group ids to the platform with `platform_ids` (the spec's own ids are kept)."""
+    defaults = POD_SECURITY_CONTEXT
+    if platform_ids:
+        defaults = {k: v for k, v in defaults.items() if k not in PLATFORM_ASSIGNED_IDS}
+    return merged(defaults, tp.spec.server.pod_security_context)

@@ -44,6 +44,7 @@ class LogEvent:
 # optional parts of OPERATOR_STARTED and METRICS_UNREADABLE (empty when they do not apply)
 STARTED_METRICS = "; /metrics and /readyz at {url}"
 STARTED_PEERING = "; replica {identity} in peering {peering!r}"
+STARTED_PLATFORM_IDS = "; the platform assigns the Triton pods' user and group ids"
 MORE_PODS = " (and {count} more pods)"
 
 # start-up and leadership
@@ -51,10 +52,12 @@ MORE_PODS = " (and {count} more pods)"
 OPERATOR_STARTED = LogEvent(
     "OPERATOR_STARTED",
     logging.INFO,
-    "tritonpipeline operator: watching {scope}; init image {image}{metrics}{peering}",
+    "tritonpipeline operator: watching {scope}; init image {image}{metrics}{peering}{ids}",
     "The operator started: the namespaces it watches (`all namespaces` without `-n` or "
     "TRITONPIPELINE_NAMESPACES) and the assembler image; `{metrics}` is `; /metrics and /readyz at URL` "
-    "with `--metrics`, `{peering}` is `; replica ID in peering 'NAME'` with TRITONPIPELINE_PEERING.",
+    "with `--metrics`, `{peering}` is `; replica ID in peering 'NAME'` with TRITONPIPELINE_PEERING, "
+    "`{ids}` is `; the platform assigns the Triton pods' user and group ids` where "
+    "TRITONPIPELINE_ADAPT_SECURITY_CONTEXT is `force`, or `auto` on OpenShift.",
 )
 REPLICA_ACTIVE = LogEvent(
     "REPLICA_ACTIVE",

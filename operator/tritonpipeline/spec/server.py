@@ -223,8 +223,9 @@ class Server(_Base):
     pod_security_context: dict[str, Any] | None = Field(
         default=None,
         description="Pod security context. Default: `runAsNonRoot`, uid/gid/fsGroup 1000 (NVIDIA's "
-        "`triton-server` user), `seccompProfile: RuntimeDefault`, so pods run in namespaces enforcing Pod "
-        "Security `restricted`; a mapping is merged over it field by field.",
+        "`triton-server` user; on OpenShift no ids, which its SCC assigns: the operator setting "
+        "`TRITONPIPELINE_ADAPT_SECURITY_CONTEXT`), `seccompProfile: RuntimeDefault`, so pods run in "
+        "namespaces enforcing Pod Security `restricted`; a mapping is merged over it field by field.",
     )
     service_account_name: Annotated[str, _name_rule(DNS_SUBDOMAIN_RE, "object name")] | None = Field(
         default=None,
