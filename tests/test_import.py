@@ -626,6 +626,136 @@ def test_an_ensemble_over_a_model_its_backend_makes_decoupled_imports_as_triton_
     assert b"decoupled: true" in files["llm/config.pbtxt"]
 
 
+# the call a Python model's auto_complete_config makes, in each form published model.py files use
+SELF_DECOUPLING = {
+    "dict literal": 'config.set_model_transaction_policy({"decoupled": True})',
+    "dict() call": "config.set_model_transaction_policy(dict(decoupled=True))",  # JetStream's
+    "a name bound once": 'policy = {"decoupled": True}\n        config.set_model_transaction_policy(policy)',
+    "a keyword": 'config.set_model_transaction_policy(transaction_policy_dict={"decoupled": True})',
+}
+
+
+def python_model(body: str, hook: str = "auto_complete_config") -> str:
+    """A model.py whose `hook` (static, taking the config) runs `body` (lines indented by 8)."""
+    return textwrap.dedent(
+        f"""\
+        import os
+
+
+        class TritonPythonModel:
+            @staticmethod
+            def {hook}(config):
+                {{body}}
+                return config
+        """
+    ).format(body=body)
+
+
+@pytest.mark.parametrize("form", list(SELF_DECOUPLING))
+def test_a_python_model_that_makes_itself_decoupled_imports_decoupled(form: str) -> None:
+    """The config says nothing; Triton loads the model decoupled because its model.py says so: the spec
+    says so too, and the step compiles to that policy (before: rendered `decoupled: false`, which Triton
+    refuses: 'trying to change decoupled property')."""
+    gen = cfg(
+        f"""
+        backend: "python"
+        input [ {tensor("INPUT", "FP32", "2")} ]
+        output [ {tensor("OUTPUT", "FP32", "2")} ]
+        """
+    )
+    pipe = ensemble("gen_p", 0, tensor("X", "FP32", "2"), tensor("Y", "FP32", "2"),
+                    step("gen", {"INPUT": "X"}, {"OUTPUT": "Y"}))  # fmt: skip
+    result = run(
+        {"gen": gen, "gen_p": pipe}, python_files={"gen": {"model.py": python_model(SELF_DECOUPLING[form])}}
+    )
+    assert result.findings == ()
+    assert only_model(result, "gen")["decoupled"] is True
+    assert result.document is not None
+    files = compile_pipeline(parse_pipeline(result.document)).files
+    assert b"decoupled: true" in files["gen/config.pbtxt"]
+
+
+@pytest.mark.parametrize(
+    ("config_lines", "files", "decoupled", "warning"),
+    [
+        # the call in another method, or setting false: Triton's default stands
+        ("", {"model.py": python_model(SELF_DECOUPLING["dict literal"], hook="initialize")}, None, None),
+        (
+            "",
+            {"model.py": python_model('config.set_model_transaction_policy({"decoupled": False})')},
+            None,
+            None,
+        ),
+        # the model file the config names, not model.py
+        (
+            'default_model_filename: "gen.py"',
+            {"gen.py": python_model(SELF_DECOUPLING["dict() call"])},
+            True,
+            None,
+        ),
+        (
+            'default_model_filename: "gen.py"',
+            {"model.py": python_model(SELF_DECOUPLING["dict() call"])},
+            None,
+            None,
+        ),
+        # a value read from elsewhere: said, with the line
+        (
+            "",
+            {
+                "model.py": python_model(
+                    'config.set_model_transaction_policy({"decoupled": os.environ["D"] == "1"})'
+                )
+            },
+            None,
+            ("", "model.py sets the transaction policy in auto_complete_config (line 7)"),
+        ),
+        # the config says false, the model sets true: Triton refuses the model
+        (
+            "model_transaction_policy { decoupled: false }",
+            {"model.py": python_model(SELF_DECOUPLING["a name bound once"])},
+            None,
+            (
+                "model_transaction_policy.decoupled",
+                "model.py's auto_complete_config sets decoupled: true (line 8)",
+            ),
+        ),
+        # a file that does not parse: Triton's load says why
+        ("", {"model.py": "class TritonPythonModel(:\n"}, None, None),
+    ],
+    ids=["other-method", "false", "named-file", "not-the-named-file", "computed", "contradicted", "no-parse"],
+)
+def test_what_a_python_models_auto_complete_config_sets(config_lines, files, decoupled, warning) -> None:
+    gen = cfg(
+        f"""
+        backend: "python"
+        {config_lines}
+        input [ {tensor("INPUT", "FP32", "2")} ]
+        output [ {tensor("OUTPUT", "FP32", "2")} ]
+        """
+    )
+    result = run({"gen": gen}, python_files={"gen": files})
+    assert only_model(result, "gen").get("decoupled") is decoupled
+    warnings = [(f.field, f.message) for f in result.findings if f.kind == WARNING]
+    if warning is None:  # (a default_model_filename is reported not carried: the spec has no such field)
+        assert warnings == []
+    else:
+        ((field, message),) = warnings
+        assert field == warning[0] and message.startswith(warning[1]), message
+
+
+def test_a_model_on_another_backend_is_not_read() -> None:
+    onnx = cfg(
+        f"""
+        platform: "onnxruntime_onnx"
+        input [ {tensor("INPUT", "FP32", "2")} ]
+        output [ {tensor("OUTPUT", "FP32", "2")} ]
+        """
+    )
+    files = {"model.py": python_model(SELF_DECOUPLING["dict literal"])}
+    assert "decoupled" not in only_model(run({"gen": onnx}, python_files={"gen": files}), "gen")
+
+
 def test_step_names_hold_no_dot() -> None:
     assert imp._step_names(["llava-1.5", "llava-1.5"]) == ["llava-1_5", "llava-1_5_2"]
     # a model's own name stays its step's: the dotted one gives way

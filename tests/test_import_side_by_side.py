@@ -33,7 +33,7 @@ import tritonclient.grpc as grpcclient
 import yaml
 
 from helpers import CLI, EXAMPLES, completed, tree_with_stand_in_backends
-from test_triton_loads import model_states, serving
+from test_triton_loads import SELF_DECOUPLING, model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
 from tritonpipeline.local.server import LocalTriton
@@ -371,3 +371,32 @@ def test_nested_ensembles_answer_alike(tmp_path: Path) -> None:
     assert original == again == [[{"Y": [10.0, 14.0], "Z": [-4.0, -6.0]}]]
     steps = yaml.safe_load((tmp_path / "imported.yaml").read_text())["spec"]["pipelines"][1]["steps"]
     assert [s["model"] for s in steps] == ["add1", "times2", "add1", "times2", "neg"]  # the first neg went
+
+
+def test_a_python_model_that_makes_itself_decoupled_answers_alike(tmp_path: Path) -> None:
+    """A Python model whose model.py makes it decoupled in auto_complete_config (as JetStream's and
+    vLLM's do), its config silent, in an ensemble: Triton runs it decoupled, and so does the import (it
+    reads the call; before, the render pinned the step's model to `decoupled: false` and Triton refused
+    to load it: 'trying to change decoupled property')."""
+    repo = tmp_path / "selfdecoupling"
+    (repo / "gen" / "1").mkdir(parents=True)
+    shutil.copy(SELF_DECOUPLING, repo / "gen" / "1" / "model.py")
+    (repo / "gen" / "config.pbtxt").write_text(
+        f'backend: "python"\ninput [{{ name: "INPUT" {TENSOR} }}]\noutput [{{ name: "OUTPUT" {TENSOR} }}]\n'
+    )
+    (repo / "gen_p" / "1").mkdir(parents=True)
+    (repo / "gen_p" / "config.pbtxt").write_text(
+        f'platform: "ensemble"\ninput [{{ name: "X" {TENSOR} }}]\noutput [{{ name: "Y" {TENSOR} }}]\n'
+        'ensemble_scheduling { step [{ model_name: "gen" model_version: -1 '
+        'input_map { key: "INPUT" value: "X" } output_map { key: "OUTPUT" value: "Y" } }] }\n'
+    )
+    request = [("gen_p", {"X": np.array([1.0, 2.0], dtype=np.float32)}, {})]
+    with serving(repo, tmp_path / "original.log") as server:
+        original = stream(server, request)
+    rendered = imported(repo, tmp_path)
+    config = (rendered / "gen" / "config.pbtxt").read_text()
+    assert "model_transaction_policy {\n  decoupled: true\n}" in config
+    with serving(rendered, tmp_path / "imported.log") as server:
+        assert model_states(server)["gen"][0] == "READY"
+        again = stream(server, request)
+    assert original == again == [[{"Y": [2.0, 3.0]}]]

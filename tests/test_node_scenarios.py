@@ -108,6 +108,9 @@ def fleet(
     # the pod the rollout replaces leaves 5 s after SIGTERM, not Triton's default 30 s (a client that keeps
     # sending holds it that long): the same path, a shorter wait (bench/e2e_node.py keeps the default)
     docs["graphs"]["spec"]["server"]["args"] = ["--exit-timeout-secs=5"]
+    # the ids OpenShift's restricted-v2 SCC gives a pod that names none (the operator's render there): a
+    # uid of the namespace's range that no /etc/passwd names, the root group, the range's fsGroup
+    docs["graphs"]["spec"]["server"]["podSecurityContext"] = ASSIGNED_IDS
     t0 = time.monotonic()
     apply(cluster, *docs.values())
     ready_s: dict[str, float] = {}
@@ -145,6 +148,23 @@ def test_pipeline_pods_are_ready_and_answer_correctly_through_the_cluster_ip(
         assert f"PASS {pipeline['name']}" in proc.stdout
     if any("sequenceBatching" in m for m in doc["spec"]["models"]):
         assert "interleaved sequences" in proc.stdout
+
+
+ASSIGNED_IDS = {"runAsUser": 1000680000, "runAsGroup": 0, "fsGroup": 1000680000}
+
+
+def test_a_pod_under_the_ids_openshift_assigns_assembles_and_serves(
+    cluster: Cluster, fleet: dict[str, Any]
+) -> None:
+    """On OpenShift the Triton pods run under ids the platform assigns (docs/getting-started/cluster.md):
+    the init container assembles the repository and Triton serves it as a user /etc/passwd does not
+    name, in the root group. The fleet's `graphs` pipeline runs so (its answers are checked above)."""
+    (pod, *_) = pods(cluster, "graphs")
+    name = pod["metadata"]["name"]
+    ids = cluster.kubectl("exec", "-n", NAMESPACE, name, "-c", "tritonserver", "--", "id")
+    assert ids.startswith(f"uid={ASSIGNED_IDS['runAsUser']} gid=0(root)"), ids
+    assert str(ASSIGNED_IDS["fsGroup"]) in ids.split("groups=")[1], ids
+    assert pod_ready(pod)
 
 
 def rolled(cluster: Cluster, name: str, old_pods: set[str], old_rs: set[str]) -> bool:

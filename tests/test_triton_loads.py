@@ -414,6 +414,11 @@ def test_a_step_runs_its_model_as_declared_whatever_the_backend_completes(tmp_pa
     for name in docs:
         (root / name / "1").mkdir(parents=True)
         shutil.copy(SELF_DECOUPLING, root / name / "1" / "model.py")
+    # what serve and validate say before starting Triton: the one model Triton refuses, and why
+    checked = {name: check_model_dirs(parse_pipeline(doc), root) for name, doc in docs.items()}
+    assert [p.path for p in checked["undeclared"]] == ["spec.models[0].decoupled"], checked
+    assert "undeclared/1/model.py makes the model decoupled" in checked["undeclared"][0].message
+    assert checked["declared"] == checked["alone"] == []
     with triton(tmp_path, repo, root) as server:
         states = model_states(server)
         answer = infer(server, "declared_p", {"X": ("FP32", (2,))})

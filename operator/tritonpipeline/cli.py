@@ -42,9 +42,11 @@ from .local.repository import (
     check_model_dirs,
     first_subdir_entries,
     has_version_dir,
+    latest_version,
     local_model_root,
     model_sources,
     overlap_problem,
+    python_files,
     write_repository,
 )
 from .runtime.logs import FORMATS
@@ -249,6 +251,7 @@ class ModelRepositoryDir:
     unreadable: list[str]  # directories whose config.pbtxt could not be read
     version_files: dict[str, tuple[str, dict[str, bool]]]  # model dir -> its first subdirectory, entries
     misplaced: dict[str, str]  # directory without config.pbtxt -> one a level down (`1/config.pbtxt`)
+    python_files: dict[str, dict[str, str]]  # model dir -> the Python files of the version Triton loads
     model_dirs: list[Path]  # every (non-hidden) subdirectory: never written into
     errors: list[str]
 
@@ -256,7 +259,7 @@ class ModelRepositoryDir:
 def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
     """Every non-hidden subdirectory's config.pbtxt (Triton ignores files beside the model directories;
     hidden entries are left out). `shown`: the directory as the user gave it, for messages."""
-    found = ModelRepositoryDir({}, {}, [], {}, {}, [], [])
+    found = ModelRepositoryDir({}, {}, [], {}, {}, {}, [], [])
     try:
         entries = sorted(root.iterdir(), key=lambda e: e.name)
     except OSError as exc:
@@ -274,6 +277,9 @@ def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
                 entries_seen = first_subdir_entries(entry)
                 if entries_seen is not None:
                     found.version_files[entry.name] = entries_seen
+                python = python_files(latest_version(entry))
+                if python:
+                    found.python_files[entry.name] = python
             elif config.exists():
                 found.unreadable.append(entry.name)
                 found.errors.append(IMPORT_NOT_A_FILE.format(path=path))
@@ -378,6 +384,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             unreadable=repo.unreadable,
             version_files=repo.version_files,
             misplaced=repo.misplaced,
+            python_files=repo.python_files,
         )
     findings = list(result.findings) if result is not None else []
     failed = [_import_line(f, given) for f in findings if f.kind == ERROR] + [f"error: {e}" for e in errors]

@@ -50,6 +50,7 @@ from ..spec import (
 )
 from ..yamltext import PlainDumper
 from . import compile_pipeline
+from .autocomplete import PYTHON_MODEL_FILE, transaction_policy
 from .plan import ensemble_output
 from .plan_types import INPUTS, Tensor, full_dims
 from .triton_config import mc, parse_text
@@ -97,6 +98,16 @@ NO_CONFIG_VERSIONS = (
     "no config.pbtxt: Triton completes the config from the model files (--strict-model-config=false), "
     "the import cannot; write the config.pbtxt first (Triton shows the completed one at "
     "GET /v2/models/{dir}/config)"
+)
+POLICY_COMPUTED = (
+    "{file} sets the transaction policy in auto_complete_config (line {line}) from a value import cannot "
+    "read: if it makes the model decoupled, write `decoupled: true` on the model (a step's model is "
+    "rendered with the policy the spec declares, and Triton refuses a model whose backend changes it)"
+)
+POLICY_CONFLICT = (
+    "{file}'s auto_complete_config sets decoupled: {completed} (line {line}), the config says "
+    "{declared}: Triton refuses to load the model (the Python backend does not change a policy the config "
+    "sets)"
 )
 PARTIAL_TENSOR = (
     "{name!r} without {missing}: left for the backend to complete when Triton loads the model (Triton "
@@ -260,6 +271,8 @@ CUSTOM_BACKEND_FILE = (
 
 # a model directory's first subdirectory in byte order, and its entries (name -> is a directory)
 VersionFiles = tuple[str, Mapping[str, bool]]
+# the Python files of the version directory Triton loads (file name -> text)
+PythonFiles = Mapping[str, str]
 
 # --------------------------------------------------------------------------- Triton field -> spec field
 
@@ -628,16 +641,21 @@ def _same_as_defaults(cfg: Message, r: _Reading) -> None:
 # --------------------------------------------------------------------------- models
 
 
-def _model(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[str, Any]:
+def _model(
+    cfg: Any, r: _Reading, version_files: VersionFiles | None, python_files: PythonFiles | None = None
+) -> dict[str, Any]:
     """The spec's model entry of one (non-ensemble) config; `version_files`: its first subdirectory and
-    what that holds, None when it has none. A config without inputs or outputs (the backend completes
-    them when Triton loads it) is carried without them."""
+    what that holds, None when it has none; `python_files`: the Python files of the version Triton
+    loads. A config without inputs or outputs (the backend completes them when Triton loads it) is
+    carried without them."""
     entry: dict[str, Any] = {"name": cfg.name}
     r.take("name", "name")
     entry.update(_backend(cfg, r, version_files))
     entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
     if entry.get("backend") in DECOUPLED_BACKENDS and not cfg.HasField("model_transaction_policy"):
         entry["decoupled"] = True  # as the backend completes it when Triton loads the model
+    if entry.get("backend") == "python":
+        _completed_policy(cfg, r, entry, python_files or {})
     whole = {kind: _whole_tensors(cfg, kind, r) for kind in ("input", "output")}
     if cfg.input:
         entry["inputs"] = [
@@ -681,6 +699,28 @@ def _model(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[st
         entry["parameters"] = _parameters(cfg, r)
     _same_as_defaults(cfg, r)
     return _spec_order(entry, Model)
+
+
+def _completed_policy(cfg: Any, r: _Reading, entry: dict[str, Any], files: PythonFiles) -> None:
+    """A Python model whose auto_complete_config sets its transaction policy (autocomplete.py): where the
+    config says none, the entry takes what the model sets, as Triton loads it; a value import cannot
+    read, or one the config contradicts (Triton then refuses the model), is a WARNING."""
+    name = str(cfg.default_model_filename) or PYTHON_MODEL_FILE
+    source = files.get(name)
+    call = transaction_policy(source) if source is not None else None
+    if call is None:
+        return
+    if cfg.HasField("model_transaction_policy"):
+        declared = bool(cfg.model_transaction_policy.decoupled)
+        if call.decoupled is not None and call.decoupled != declared:
+            completed, said = str(call.decoupled).lower(), str(declared).lower()
+            message = POLICY_CONFLICT.format(file=name, completed=completed, line=call.line, declared=said)
+            r.add(WARNING, "model_transaction_policy.decoupled", message)
+        return
+    if call.decoupled is None:
+        r.add(WARNING, "", POLICY_COMPUTED.format(file=name, line=call.line))
+    elif call.decoupled:
+        entry["decoupled"] = True
 
 
 def _whole_tensors(cfg: Any, kind: str, r: _Reading) -> list[tuple[int, Any]]:
@@ -1230,6 +1270,7 @@ def import_repository(
     unreadable: Collection[str] = (),
     version_files: Mapping[str, VersionFiles] | None = None,
     misplaced: Mapping[str, str] | None = None,
+    python_files: Mapping[str, PythonFiles] | None = None,
 ) -> ImportResult:
     """The TritonPipeline of a model repository: `configs` maps each model directory's name to its
     config.pbtxt text; `no_config` each directory without one to whether it holds version directories.
@@ -1238,8 +1279,9 @@ def import_repository(
     (the caller reports why; ensembles calling them are not reported again); `version_files` maps a
     model directory to its first subdirectory and what that holds (entry name -> is a directory), for
     the backend of a config that names none (absent: it has no subdirectory); `misplaced` maps a
-    directory without config.pbtxt to one found a level down (`1/config.pbtxt`). Every problem is a
-    finding; the document is None when any is an ERROR."""
+    directory without config.pbtxt to one found a level down (`1/config.pbtxt`); `python_files` maps a
+    model directory to the Python files of the version Triton loads (for what a Python model's
+    auto_complete_config sets). Every problem is a finding; the document is None when any is an ERROR."""
     findings: list[Finding] = []
     for directory, versions in sorted(no_config.items()):
         message = NO_CONFIG_VERSIONS.format(dir=directory) if versions else NO_CONFIG_NO_VERSIONS
@@ -1276,7 +1318,8 @@ def import_repository(
     model_docs, pipeline_docs = [], []
     for i, directory in enumerate(order):
         r = _Reading(directory)
-        model_docs.append(_model(parsed[directory], r, (version_files or {}).get(directory)))
+        files = (version_files or {}).get(directory)
+        model_docs.append(_model(parsed[directory], r, files, (python_files or {}).get(directory)))
         _report_rest(parsed[directory], r)
         findings += early.get(directory, []) + r.findings
         origins.update(_origins(f"spec.models[{i}]", r))

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from ..compiler.autocomplete import PYTHON_MODEL_FILE, transaction_policy
 from ..errors import Problem, SpecError, quote, reason
 from ..spec import TritonPipeline
 
@@ -57,13 +58,43 @@ def first_subdir_entries(model_dir: Path) -> tuple[str, dict[str, bool]] | None:
     return subdirs[0], {e.name: e.is_dir() for e in (model_dir / subdirs[0]).iterdir()}
 
 
+SELF_DECOUPLED = (
+    "{file} makes the model decoupled in auto_complete_config (line {line}): declare `decoupled: true` "
+    "(a step's model is loaded with the policy the spec declares, and Triton refuses a model whose "
+    "backend changes it)"
+)
+PYTHON_FILE_MAX_BYTES = 1 << 20  # larger files are not read for what they set (no model.py is that big)
+
+
+def latest_version(model_dir: Path) -> Path | None:
+    """The version directory Triton loads by default (version policy `latest`: the highest number)."""
+    versions = [e for e in model_dir.iterdir() if VERSION_DIR_RE.match(e.name) and e.is_dir()]
+    return max(versions, key=lambda e: int(e.name)) if versions else None
+
+
+def python_files(version_dir: Path | None) -> dict[str, str]:
+    """The Python files (name -> text) of a version directory; {} without one. Files that cannot be read
+    as UTF-8 text are left out (Triton's load says why)."""
+    found: dict[str, str] = {}
+    for entry in sorted(version_dir.iterdir()) if version_dir is not None else []:
+        if entry.suffix != ".py" or not entry.is_file() or entry.stat().st_size > PYTHON_FILE_MAX_BYTES:
+            continue
+        try:
+            found[entry.name] = entry.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
+
+
 def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
-    """Every declared model must have a directory under the model root, holding a version directory."""
+    """Every declared model must have a directory under the model root, holding a version directory; a
+    Python model a step runs must declare `decoupled: true` where its model.py makes it so."""
     if not root.is_dir():
         return [
             Problem("spec.modelRepository.uri", f"model repository directory {str(root)!r} does not exist")
         ]
     problems = []
+    stepped = {step.model for pipeline in tp.spec.pipelines for step in pipeline.steps}
     for i, model in enumerate(tp.spec.models):
         d = root / model.name
         if not d.is_dir():
@@ -76,6 +107,13 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
             problem = _version_problem(d)
             if problem:
                 problems.append(Problem(f"spec.models[{i}].name", problem))
+            elif model.name in stepped and model.backend == "python" and not model.decoupled:
+                version = latest_version(d)
+                call = transaction_policy(python_files(version).get(PYTHON_MODEL_FILE, ""))
+                if version is not None and call is not None and call.decoupled:
+                    where = f"{model.name}/{version.name}/{PYTHON_MODEL_FILE}"
+                    message = SELF_DECOUPLED.format(file=where, line=call.line)
+                    problems.append(Problem(f"spec.models[{i}].decoupled", message))
     return problems
 
 
