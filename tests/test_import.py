@@ -651,23 +651,26 @@ def python_model(body: str, hook: str = "auto_complete_config") -> str:
     ).format(body=body)
 
 
+def python_cfg(lines: str = "") -> str:
+    return cfg(
+        f"""
+        backend: "python"
+        {lines}
+        input [ {tensor("INPUT", "FP32", "2")} ]
+        output [ {tensor("OUTPUT", "FP32", "2")} ]
+        """
+    )
+
+
 @pytest.mark.parametrize("form", list(SELF_DECOUPLING))
 def test_a_python_model_that_makes_itself_decoupled_imports_decoupled(form: str) -> None:
     """The config says nothing; Triton loads the model decoupled because its model.py says so: the spec
     says so too, and the step compiles to that policy (before: rendered `decoupled: false`, which Triton
     refuses: 'trying to change decoupled property')."""
-    gen = cfg(
-        f"""
-        backend: "python"
-        input [ {tensor("INPUT", "FP32", "2")} ]
-        output [ {tensor("OUTPUT", "FP32", "2")} ]
-        """
-    )
     pipe = ensemble("gen_p", 0, tensor("X", "FP32", "2"), tensor("Y", "FP32", "2"),
                     step("gen", {"INPUT": "X"}, {"OUTPUT": "Y"}))  # fmt: skip
-    result = run(
-        {"gen": gen, "gen_p": pipe}, python_files={"gen": {"model.py": python_model(SELF_DECOUPLING[form])}}
-    )
+    files = {"gen": {"model.py": python_model(SELF_DECOUPLING[form])}}
+    result = run({"gen": python_cfg(), "gen_p": pipe}, python_files=files)
     assert result.findings == ()
     assert only_model(result, "gen")["decoupled"] is True
     assert result.document is not None
@@ -675,31 +678,113 @@ def test_a_python_model_that_makes_itself_decoupled_imports_decoupled(form: str)
     assert b"decoupled: true" in files["gen/config.pbtxt"]
 
 
+# a model.py as JetStream's and the tutorials' HuggingFace model write it: literal lists, added in
+# a loop guarded by what the config already declares, then batching and the policy
+COMPLETING_MODEL = textwrap.dedent(
+    """\
+    class TritonPythonModel:
+        @staticmethod
+        def auto_complete_config(auto_complete_model_config):
+            inputs = [
+                {"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]},
+                {"name": "stream", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+            ]
+            outputs = [{"name": "text_output", "data_type": "TYPE_STRING", "dims": [-1]}]
+            config = auto_complete_model_config.as_dict()
+            input_names = []
+            for input in config["input"]:
+                input_names.append(input["name"])
+            for input in inputs:
+                if input["name"] not in input_names:
+                    auto_complete_model_config.add_input(input)
+            for output in outputs:
+                auto_complete_model_config.add_output(output)
+            auto_complete_model_config.set_model_transaction_policy(dict(decoupled=True))
+            auto_complete_model_config.set_max_batch_size(0)
+            return auto_complete_model_config
+    """
+)
+
+
+def test_a_python_model_that_completes_its_config_imports_as_triton_loads_it() -> None:
+    """A config that names only the backend, in an ensemble: import carries the tensors, batching and
+    policy the model.py sets, so the step maps declared tensors and the result validates (before: a
+    warning per tensor, and a document `validate` refused)."""
+    llm = cfg('backend: "python"')
+    pipe = ensemble("generate", 0, tensor("PROMPT", "STRING", "1"), tensor("TEXT", "STRING", "-1"),
+                    step("llm", {"text_input": "PROMPT"}, {"text_output": "TEXT"}))  # fmt: skip
+    result = run({"llm": llm, "generate": pipe}, python_files={"llm": {"model.py": COMPLETING_MODEL}})
+    assert result.findings == ()
+    assert only_model(result, "llm") == {
+        "name": "llm",
+        "backend": "python",
+        "decoupled": True,
+        "inputs": [
+            {"name": "text_input", "dataType": "STRING", "dims": [1]},
+            {"name": "stream", "dataType": "BOOL", "dims": [1], "optional": True},
+        ],
+        "outputs": [{"name": "text_output", "dataType": "STRING", "dims": [-1]}],
+    }
+    assert result.document is not None
+    compile_pipeline(parse_pipeline(result.document))  # validates
+
+
 @pytest.mark.parametrize(
-    ("config_lines", "files", "decoupled", "warning"),
+    ("config_lines", "files", "expected", "warning"),
     [
         # the call in another method, or setting false: Triton's default stands
-        ("", {"model.py": python_model(SELF_DECOUPLING["dict literal"], hook="initialize")}, None, None),
+        ("", {"model.py": python_model(SELF_DECOUPLING["dict literal"], hook="initialize")}, {}, None),
         (
             "",
             {"model.py": python_model('config.set_model_transaction_policy({"decoupled": False})')},
-            None,
+            {},
             None,
         ),
         # the model file the config names, not model.py
         (
             'default_model_filename: "gen.py"',
             {"gen.py": python_model(SELF_DECOUPLING["dict() call"])},
-            True,
+            {"decoupled": True},
             None,
         ),
         (
             'default_model_filename: "gen.py"',
             {"model.py": python_model(SELF_DECOUPLING["dict() call"])},
-            None,
+            {},
             None,
         ),
-        # a value read from elsewhere: said, with the line
+        # batching as the Python backend sets it: max_batch_size raised, dynamic batching where none is set
+        (
+            "max_batch_size: 4",
+            {"model.py": python_model("config.set_max_batch_size(8)\n        config.set_dynamic_batching()")},
+            {"maxBatchSize": 8, "dynamicBatching": {}},
+            None,
+        ),
+        (
+            "max_batch_size: 16",
+            {"model.py": python_model("config.set_max_batch_size(8)")},
+            {"maxBatchSize": 16},
+            (
+                "max_batch_size",
+                "model.py's auto_complete_config (set_max_batch_size) contradicts the config: "
+                "max_batch_size 16",
+            ),
+        ),
+        # a tensor the config declares unlike the model: Triton refuses the model
+        (
+            "",
+            {
+                "model.py": python_model(
+                    'config.add_input({"name": "INPUT", "data_type": "TYPE_INT32", "dims": [2]})'
+                )
+            },
+            {},
+            (
+                "input",
+                "model.py's auto_complete_config (add_input) contradicts the config: 'INPUT' is TYPE_FP32",
+            ),
+        ),
+        # a value read from elsewhere, or a call under a condition: said, with the line
         (
             "",
             {
@@ -707,41 +792,74 @@ def test_a_python_model_that_makes_itself_decoupled_imports_decoupled(form: str)
                     'config.set_model_transaction_policy({"decoupled": os.environ["D"] == "1"})'
                 )
             },
-            None,
-            ("", "model.py sets the transaction policy in auto_complete_config (line 7)"),
+            {},
+            ("", "model.py's auto_complete_config calls set_model_transaction_policy (line 7)"),
+        ),
+        (
+            "",
+            {
+                "model.py": python_model(
+                    'if os.environ.get("BATCH"):\n            config.set_max_batch_size(8)'
+                )
+            },
+            {},
+            ("", "model.py's auto_complete_config calls set_max_batch_size (line 8)"),
         ),
         # the config says false, the model sets true: Triton refuses the model
         (
             "model_transaction_policy { decoupled: false }",
             {"model.py": python_model(SELF_DECOUPLING["a name bound once"])},
-            None,
+            {},
             (
                 "model_transaction_policy.decoupled",
-                "model.py's auto_complete_config sets decoupled: true (line 8)",
+                "model.py's auto_complete_config (set_model_transaction_policy) contradicts the config: "
+                "decoupled: false in the config, true set (line 8)",
             ),
         ),
         # a file that does not parse: Triton's load says why
-        ("", {"model.py": "class TritonPythonModel(:\n"}, None, None),
+        ("", {"model.py": "class TritonPythonModel(:\n"}, {}, None),
     ],
-    ids=["other-method", "false", "named-file", "not-the-named-file", "computed", "contradicted", "no-parse"],
+    ids=[
+        "other-method",
+        "false",
+        "named-file",
+        "not-the-named-file",
+        "batching",
+        "smaller-batch",
+        "other-data-type",
+        "computed",
+        "conditional",
+        "contradicted",
+        "no-parse",
+    ],
 )
-def test_what_a_python_models_auto_complete_config_sets(config_lines, files, decoupled, warning) -> None:
-    gen = cfg(
-        f"""
-        backend: "python"
-        {config_lines}
-        input [ {tensor("INPUT", "FP32", "2")} ]
-        output [ {tensor("OUTPUT", "FP32", "2")} ]
-        """
-    )
-    result = run({"gen": gen}, python_files={"gen": files})
-    assert only_model(result, "gen").get("decoupled") is decoupled
+def test_what_a_python_models_auto_complete_config_sets(config_lines, files, expected, warning) -> None:
+    result = run({"gen": python_cfg(config_lines)}, python_files={"gen": files})
+    model = only_model(result, "gen")
+    assert {k: model[k] for k in ("decoupled", "maxBatchSize", "dynamicBatching") if k in model} == expected
+    assert [i["dataType"] for i in model["inputs"]] == ["FP32"]
     warnings = [(f.field, f.message) for f in result.findings if f.kind == WARNING]
     if warning is None:  # (a default_model_filename is reported not carried: the spec has no such field)
         assert warnings == []
     else:
         ((field, message),) = warnings
         assert field == warning[0] and message.startswith(warning[1]), message
+
+
+def test_a_tensor_the_config_names_only_is_completed_by_the_model() -> None:
+    """A config input with a name alone: the Python backend fills in its data type and dims from
+    add_input, so it is no partial tensor for the import either."""
+    partial = cfg(
+        f"""
+        backend: "python"
+        input [ {{ name: "INPUT" }} ]
+        output [ {tensor("OUTPUT", "FP32", "2")} ]
+        """
+    )
+    body = 'config.add_input({"name": "INPUT", "data_type": "TYPE_FP32", "dims": [2]})'
+    result = run({"gen": partial}, python_files={"gen": {"model.py": python_model(body)}})
+    assert result.findings == ()
+    assert only_model(result, "gen")["inputs"] == [{"name": "INPUT", "dataType": "FP32", "dims": [2]}]
 
 
 def test_a_model_on_another_backend_is_not_read() -> None:

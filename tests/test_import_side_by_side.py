@@ -373,16 +373,19 @@ def test_nested_ensembles_answer_alike(tmp_path: Path) -> None:
     assert [s["model"] for s in steps] == ["add1", "times2", "add1", "times2", "neg"]  # the first neg went
 
 
-def test_a_python_model_that_makes_itself_decoupled_answers_alike(tmp_path: Path) -> None:
-    """A Python model whose model.py makes it decoupled in auto_complete_config (as JetStream's and
-    vLLM's do), its config silent, in an ensemble: Triton runs it decoupled, and so does the import (it
-    reads the call; before, the render pinned the step's model to `decoupled: false` and Triton refused
-    to load it: 'trying to change decoupled property')."""
-    repo = tmp_path / "selfdecoupling"
+@pytest.mark.parametrize("config", ["interface", "backend only"])
+def test_a_python_model_that_completes_its_config_answers_alike(tmp_path: Path, config: str) -> None:
+    """A Python model whose model.py completes its config in auto_complete_config (decoupled; with
+    `backend only`, its tensors too), its config silent on it, as a step of an ensemble: Triton runs it
+    so, and so does the import, which reads (never runs) the literal calls. Before, the render pinned the
+    step's model to `decoupled: false` and Triton refused to load it ('trying to change decoupled
+    property'), and a config without tensors gave a document `validate` refused."""
+    repo = tmp_path / "completing"
     (repo / "gen" / "1").mkdir(parents=True)
     shutil.copy(SELF_DECOUPLING, repo / "gen" / "1" / "model.py")
+    interface = f'input [{{ name: "INPUT" {TENSOR} }}]\noutput [{{ name: "OUTPUT" {TENSOR} }}]\n'
     (repo / "gen" / "config.pbtxt").write_text(
-        f'backend: "python"\ninput [{{ name: "INPUT" {TENSOR} }}]\noutput [{{ name: "OUTPUT" {TENSOR} }}]\n'
+        'backend: "python"\n' + (interface if config == "interface" else "")
     )
     (repo / "gen_p" / "1").mkdir(parents=True)
     (repo / "gen_p" / "config.pbtxt").write_text(
@@ -393,10 +396,11 @@ def test_a_python_model_that_makes_itself_decoupled_answers_alike(tmp_path: Path
     request = [("gen_p", {"X": np.array([1.0, 2.0], dtype=np.float32)}, {})]
     with serving(repo, tmp_path / "original.log") as server:
         original = stream(server, request)
+        completed_original = completed(server, "gen")
     rendered = imported(repo, tmp_path)
-    config = (rendered / "gen" / "config.pbtxt").read_text()
-    assert "model_transaction_policy {\n  decoupled: true\n}" in config
     with serving(rendered, tmp_path / "imported.log") as server:
-        assert model_states(server)["gen"][0] == "READY"
         again = stream(server, request)
+        completed_again = completed(server, "gen")
     assert original == again == [[{"Y": [2.0, 3.0]}]]
+    assert completed_again == completed_original
+    assert completed_again["model_transaction_policy"] == {"decoupled": True}

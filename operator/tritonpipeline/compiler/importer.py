@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 import yaml
-from google.protobuf import text_format
+from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel
@@ -50,7 +50,15 @@ from ..spec import (
 )
 from ..yamltext import PlainDumper
 from . import compile_pipeline
-from .autocomplete import PYTHON_MODEL_FILE, transaction_policy
+from .autocomplete import (
+    ADD_INPUT,
+    ADD_OUTPUT,
+    PYTHON_MODEL_FILE,
+    SET_DYNAMIC_BATCHING,
+    SET_MAX_BATCH_SIZE,
+    SET_POLICY,
+    completion,
+)
 from .plan import ensemble_output
 from .plan_types import INPUTS, Tensor, full_dims
 from .triton_config import mc, parse_text
@@ -99,15 +107,15 @@ NO_CONFIG_VERSIONS = (
     "the import cannot; write the config.pbtxt first (Triton shows the completed one at "
     "GET /v2/models/{dir}/config)"
 )
-POLICY_COMPUTED = (
-    "{file} sets the transaction policy in auto_complete_config (line {line}) from a value import cannot "
-    "read: if it makes the model decoupled, write `decoupled: true` on the model (a step's model is "
-    "rendered with the policy the spec declares, and Triton refuses a model whose backend changes it)"
+# what a Python model's auto_complete_config sets (autocomplete.py), where import cannot carry it
+COMPLETION_UNREAD = (
+    "{file}'s auto_complete_config calls {call} (line {line}) with a value it computes, or under a "
+    "condition: import cannot read what it sets; declare it on the model (a tritonserver that loaded the "
+    "model shows it at GET /v2/models/{model}/config), as a step maps only declared tensors and its model "
+    "is rendered with the transaction policy the spec declares"
 )
-POLICY_CONFLICT = (
-    "{file}'s auto_complete_config sets decoupled: {completed} (line {line}), the config says "
-    "{declared}: Triton refuses to load the model (the Python backend does not change a policy the config "
-    "sets)"
+COMPLETION_REFUSED = (
+    "{file}'s auto_complete_config ({call}) contradicts the config: {why}; Triton refuses to load the model"
 )
 PARTIAL_TENSOR = (
     "{name!r} without {missing}: left for the backend to complete when Triton loads the model (Triton "
@@ -651,11 +659,11 @@ def _model(
     entry: dict[str, Any] = {"name": cfg.name}
     r.take("name", "name")
     entry.update(_backend(cfg, r, version_files))
+    if entry.get("backend") == "python":  # the config as the Python backend completes it
+        _complete(cfg, r, python_files or {})
     entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
     if entry.get("backend") in DECOUPLED_BACKENDS and not cfg.HasField("model_transaction_policy"):
         entry["decoupled"] = True  # as the backend completes it when Triton loads the model
-    if entry.get("backend") == "python":
-        _completed_policy(cfg, r, entry, python_files or {})
     whole = {kind: _whole_tensors(cfg, kind, r) for kind in ("input", "output")}
     if cfg.input:
         entry["inputs"] = [
@@ -701,26 +709,71 @@ def _model(
     return _spec_order(entry, Model)
 
 
-def _completed_policy(cfg: Any, r: _Reading, entry: dict[str, Any], files: PythonFiles) -> None:
-    """A Python model whose auto_complete_config sets its transaction policy (autocomplete.py): where the
-    config says none, the entry takes what the model sets, as Triton loads it; a value import cannot
-    read, or one the config contradicts (Triton then refuses the model), is a WARNING."""
+def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
+    """Complete a Python model's config with what its auto_complete_config sets (autocomplete.py), as the
+    Python backend does when Triton loads it: tensors added by name (a declared one's missing data type
+    and dims filled in), max_batch_size raised, dynamic batching where no scheduler is set, the
+    transaction policy. What cannot be read, or what Triton would refuse, is a WARNING."""
     name = str(cfg.default_model_filename) or PYTHON_MODEL_FILE
     source = files.get(name)
-    call = transaction_policy(source) if source is not None else None
-    if call is None:
+    done = completion(source) if source is not None else None
+    if done is None:
         return
-    if cfg.HasField("model_transaction_policy"):
-        declared = bool(cfg.model_transaction_policy.decoupled)
-        if call.decoupled is not None and call.decoupled != declared:
-            completed, said = str(call.decoupled).lower(), str(declared).lower()
-            message = POLICY_CONFLICT.format(file=name, completed=completed, line=call.line, declared=said)
-            r.add(WARNING, "model_transaction_policy.decoupled", message)
-        return
-    if call.decoupled is None:
-        r.add(WARNING, "", POLICY_COMPUTED.format(file=name, line=call.line))
-    elif call.decoupled:
-        entry["decoupled"] = True
+    for call, line in done.unread:
+        r.add(WARNING, "", COMPLETION_UNREAD.format(file=name, call=call, line=line, model=cfg.name))
+
+    def refused(call: str, why: str, path: str) -> None:
+        r.add(WARNING, path, COMPLETION_REFUSED.format(file=name, call=call, why=why))
+
+    for kind, call, tensors in (("input", ADD_INPUT, done.inputs), ("output", ADD_OUTPUT, done.outputs)):
+        for tensor in tensors:
+            why = _add_tensor(getattr(cfg, kind), tensor)
+            if why:
+                refused(call, why, kind)
+    if done.max_batch_size is not None:
+        if cfg.max_batch_size > done.max_batch_size:
+            why = f"max_batch_size {cfg.max_batch_size} in the config, {done.max_batch_size} set"
+            refused(SET_MAX_BATCH_SIZE, why, "max_batch_size")
+        else:
+            cfg.max_batch_size = done.max_batch_size
+    if done.dynamic_batching:
+        scheduler = cfg.WhichOneof("scheduling_choice")
+        if scheduler is None:
+            cfg.dynamic_batching.SetInParent()
+        elif scheduler != "dynamic_batching":
+            refused(SET_DYNAMIC_BATCHING, f"the config sets {scheduler}", scheduler)
+    if done.decoupled is not None:
+        policy = cfg.model_transaction_policy
+        if cfg.HasField("model_transaction_policy") and policy.decoupled != done.decoupled:
+            said, sets = str(policy.decoupled).lower(), str(done.decoupled).lower()
+            why = f"decoupled: {said} in the config, {sets} set (line {done.policy_line})"
+            refused(SET_POLICY, why, "model_transaction_policy.decoupled")
+        elif done.decoupled:
+            policy.decoupled = True
+
+
+def _add_tensor(declared: Any, tensor: dict[str, Any]) -> str:
+    """Add `tensor` (a dict as add_input takes it) to the repeated `declared`, or fill in the data type and
+    dims of the one of its name as the Python backend does; why Triton would refuse it ("" when not)."""
+    try:
+        given = json_format.ParseDict(tensor, type(declared.add())())
+    except json_format.ParseError as exc:
+        del declared[-1]
+        return f"{tensor.get('name')!r}: {exc}"
+    del declared[-1]
+    same = next((t for t in declared if t.name == given.name), None)
+    if same is None:
+        declared.append(given)
+        return ""
+    if same.data_type and same.data_type != given.data_type:
+        return f"{given.name!r} is {mc.DataType.Name(same.data_type)} in the config"
+    if same.dims and list(same.dims) != list(given.dims):
+        return f"{given.name!r} has dims {list(same.dims)} in the config"
+    same.data_type = given.data_type
+    same.dims[:] = given.dims
+    if "optional" in tensor:
+        same.optional = given.optional
+    return ""
 
 
 def _whole_tensors(cfg: Any, kind: str, r: _Reading) -> list[tuple[int, Any]]:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from ..compiler.autocomplete import PYTHON_MODEL_FILE, transaction_policy
+from ..compiler.autocomplete import PYTHON_MODEL_FILE, completion
 from ..errors import Problem, SpecError, quote, reason
 from ..spec import TritonPipeline
 
@@ -109,10 +109,10 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
                 problems.append(Problem(f"spec.models[{i}].name", problem))
             elif model.name in stepped and model.backend == "python" and not model.decoupled:
                 version = latest_version(d)
-                call = transaction_policy(python_files(version).get(PYTHON_MODEL_FILE, ""))
-                if version is not None and call is not None and call.decoupled:
+                done = completion(python_files(version).get(PYTHON_MODEL_FILE, ""))
+                if version is not None and done is not None and done.decoupled:
                     where = f"{model.name}/{version.name}/{PYTHON_MODEL_FILE}"
-                    message = SELF_DECOUPLED.format(file=where, line=call.line)
+                    message = SELF_DECOUPLED.format(file=where, line=done.policy_line)
                     problems.append(Problem(f"spec.models[{i}].decoupled", message))
     return problems
 
