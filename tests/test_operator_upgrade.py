@@ -161,3 +161,34 @@ def test_roll_outdated_rolls_one_pipeline_at_a_time_each_until_its_rollout_compl
             wait_up_to_date(kube, namespace, name, "True", pinning.CURRENT)
     finally:
         new.stop()
+
+
+def test_an_upgrade_whose_rendering_only_drops_fields_keeps_the_pods_too(
+    control_plane, kube, namespace, tmp_path
+) -> None:
+    """A new rendering may drop a field the earlier one set (here the pods' user and group ids, which an
+    operator that leaves them to the platform no longer writes). The live template still holds it, and
+    server-side apply would remove it, rolling the pods: it counts as a difference (read from the fields
+    the operator's apply owns, as the live template also holds the API server's defaults), and the pods
+    keep their template until a roll is asked for."""
+    ids = "template.spec.securityContext.runAsUser (1000 -> absent)"
+    old = operator(control_plane, namespace, tmp_path / "old.log", OLD)
+    try:
+        kube.apply(cluster_doc("vision", namespace))
+        wait_reconciled(kube, namespace, "vision")
+        wait_up_to_date(kube, namespace, "vision", "True", pinning.CURRENT)
+        before = kube.get("apps/v1", "Deployment", namespace, "vision")
+    finally:
+        old.stop()
+    new = operator(
+        control_plane, namespace, tmp_path / "new.log", OLD, TRITONPIPELINE_ADAPT_SECURITY_CONTEXT="force"
+    )
+    try:
+        pinned = wait_up_to_date(kube, namespace, "vision", "False", pinning.OPERATOR_UPGRADED)
+        assert ids in pinned["message"], pinned["message"]
+        wait_for("a few resyncs", lambda: resyncs(new) >= 3)
+        after = kube.get("apps/v1", "Deployment", namespace, "vision")
+        assert after["metadata"]["generation"] == before["metadata"]["generation"]  # no rollout started
+        assert after["spec"]["template"] == before["spec"]["template"]
+    finally:
+        new.stop()

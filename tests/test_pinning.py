@@ -90,6 +90,56 @@ def test_a_deployment_of_an_operator_before_the_record_counts_as_this_generation
     assert not pinning.decide(3, 3, "now", new, new_cms, live, served_configmaps(cms)).pinned
 
 
+def test_fields_an_earlier_apply_set_and_a_new_rendering_drops_are_differences() -> None:
+    """Server-side apply removes a field the operator's earlier apply set and the new rendering leaves out,
+    which rolls the pods: each such field is a difference. They are read from the live Deployment's
+    managedFields (fieldsV1: `f:NAME` fields, `k:{...}` list items by their merge key, which for a volume
+    mount is its mountPath); a field the API server added, which no apply owns, is not one."""
+    old, cms = rendered(OLD)
+    live = as_served(old)
+    container = live["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [*container.get("env", []), {"name": "EXTRA", "value": "1"}]
+    container["volumeMounts"].append({"name": "cache", "mountPath": "/cache"})
+    owned_container = {
+        ".": {},
+        "f:name": {},
+        "f:env": {'k:{"name":"EXTRA"}': {".": {}, "f:name": {}, "f:value": {}}},
+        "f:volumeMounts": {'k:{"mountPath":"/cache"}': {".": {}, "f:mountPath": {}, "f:name": {}}},
+    }
+    template = {
+        "f:spec": {
+            "f:securityContext": {"f:runAsUser": {}, "f:fsGroup": {}},
+            "f:containers": {'k:{"name":"tritonserver"}': owned_container},
+        }
+    }
+    live["metadata"]["managedFields"] = [
+        {"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:status": {}}},
+        {
+            "manager": pinning.FIELD_MANAGER,
+            "operation": "Apply",
+            "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": template}},
+        },
+    ]
+    new = copy.deepcopy(old)
+    del new["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    decision = pinning.decide(3, 3, "", new, cms, live, served_configmaps(cms))
+    assert decision.pinned
+    container_path = "template.spec.containers[tritonserver]"
+    assert sorted(decision.differences) == sorted(
+        [
+            "template.spec.securityContext.runAsUser (1000 -> absent)",
+            f'{container_path}.env[EXTRA].name ("EXTRA" -> absent)',
+            f'{container_path}.env[EXTRA].value ("1" -> absent)',
+            f'{container_path}.volumeMounts[cache].mountPath ("/cache" -> absent)',
+            f'{container_path}.volumeMounts[cache].name ("cache" -> absent)',
+        ]
+    )
+    # the rendering as the earlier one: nothing dropped, whatever else the apply owns
+    assert pinning.decide(
+        3, 3, "", old, cms, as_served(old) | {"metadata": live["metadata"]}, served_configmaps(cms)
+    ) == (pinning.Decision(False, ()))
+
+
 def test_generated_configs_that_differ_are_named_and_missing_ones_end_the_pin() -> None:
     old, cms = rendered(OLD)
     changed = copy.deepcopy(cms)

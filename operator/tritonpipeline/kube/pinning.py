@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..settings import GROUP
+from ..settings import FIELD_MANAGER, GROUP
 
 # on the TritonPipeline: set to a new value (a timestamp) to have its pods get the operator's rendering
 ROLL_ANNOTATION = f"{GROUP}/roll"
@@ -88,14 +88,67 @@ def _shown(path: Path) -> str:
     return "".join(f"[{p[0]}]" if isinstance(p, tuple) else f".{p}" for p in path).lstrip(".")
 
 
-def template_differences(rendered: dict[str, Any], live: dict[str, Any]) -> list[str]:
-    """What the rendered pod template sets differently from the live one, one `path (old -> new)` each.
-    Only the rendered fields count: the live template also holds the API server's defaults."""
-    return [
+def template_differences(
+    rendered: dict[str, Any], live: dict[str, Any], owned: list[Path] | None = None
+) -> list[str]:
+    """What the rendered pod template sets differently from the live one, one `path (old -> new)` each:
+    the rendered fields, and those of `owned` (the fields the operator's earlier apply set: owned_paths)
+    that the rendering drops, which server-side apply would remove. Not the rest of the live template: it
+    also holds the API server's defaults."""
+    changed = [
         f"template.{_shown(path)} ({_short(_at(live, path))} -> {_short(value)})"
         for path, value in _leaves(rendered)
         if not _same(_at(live, path), value)
     ]
+    dropped = [
+        f"template.{_shown(path)} ({_short(_at(live, path))} -> absent)"
+        for path in owned or []
+        if _same(_at(rendered, path), None) and not _same(_at(live, path), None)
+    ]
+    return changed + dropped
+
+
+def owned_paths(obj: dict[str, Any], prefix: tuple[str, ...]) -> list[Path]:
+    """The leaves below `prefix` of `obj` that the operator's server-side apply owns (its managedFields
+    entry), as _leaves names them: a list item by its `name` (managedFields key items by their merge key,
+    such as a volume mount's mountPath), a list whose items have no name as one leaf."""
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply":
+            node: dict[str, Any] = entry.get("fieldsV1") or {}
+            value: Any = obj
+            for key in prefix:
+                node, value = node.get(f"f:{key}") or {}, (value or {}).get(key)
+            return list(dict.fromkeys(_owned(node, value, ())))
+    return []
+
+
+def _owned(node: dict[str, Any], value: Any, path: Path) -> Iterator[Path]:
+    children = {key: sub for key, sub in node.items() if key != "."}
+    if not children:
+        if path:
+            yield path
+        return
+    for key, sub in children.items():
+        if key.startswith("f:"):
+            child = value.get(key[2:]) if isinstance(value, dict) else None
+            yield from _owned(sub, child, (*path, key[2:]))
+        elif key.startswith("k:"):  # a list item by its merge key
+            wanted = json.loads(key[2:])
+            items = value if isinstance(value, list) else []
+            item = next((i for i in items if isinstance(i, dict) and _matches(i, wanted)), None)
+            if item is None:
+                continue
+            if not all(isinstance(i, dict) and "name" in i for i in items):
+                yield path  # _leaves takes such a list whole
+                return
+            yield from _owned(sub, item, (*path, (str(item["name"]),)))
+        else:  # `v:` (a set's value), `i:` (an index): the list is one leaf
+            yield path
+            return
+
+
+def _matches(item: dict[str, Any], key: dict[str, Any]) -> bool:
+    return all(item.get(k) == v or str(item.get(k)) == str(v) for k, v in key.items())
 
 
 def _same(live: Any, rendered: Any) -> bool:
@@ -158,7 +211,9 @@ def decide(
     if any(name not in live_configmaps for name in projected_configmaps(template)):
         return Decision(False)
     differences = [
-        *template_differences(rendered["spec"]["template"], template),
+        *template_differences(
+            rendered["spec"]["template"], template, owned_paths(live, ("spec", "template"))
+        ),
         *configmap_differences(configmaps, live_configmaps),
     ]
     return Decision(bool(differences), tuple(differences))
