@@ -14,8 +14,13 @@ from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
 from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.kube import pinning
 from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.settings import Settings
+from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.apiserver
 
@@ -192,3 +197,32 @@ def test_an_upgrade_whose_rendering_only_drops_fields_keeps_the_pods_too(
         assert after["spec"]["template"] == before["spec"]["template"]
     finally:
         new.stop()
+
+
+@pytest.mark.parametrize("source", ["fanout", "streaming", "diamond"])
+def test_a_reconciled_pipeline_reads_no_difference_through_resyncs(
+    control_plane, kube, namespace, tmp_path, source
+) -> None:
+    """The fields the operator's apply owns, as the real API server records them (its key fields of list
+    items, the defaults it adds), hold no difference from the rendering they came from: a pipeline stays
+    `Current` through resyncs, and the rule finds nothing dropped."""
+    op = operator(control_plane, namespace, tmp_path / "op.log", OLD)
+    try:
+        doc = cluster_doc(source, namespace, source)
+        kube.apply(doc)
+        wait_reconciled(kube, namespace, source)
+        wait_up_to_date(kube, namespace, source, "True", pinning.CURRENT)
+        wait_for("a few resyncs", lambda: resyncs(op) >= 3)
+        assert (up_to_date(kube, namespace, source) or {}).get("reason") == pinning.CURRENT
+        live = kube.get("apps/v1", "Deployment", namespace, source)
+        assert live is not None
+        owned = pinning.owned_paths(live, ("spec", "template"))
+        assert len(owned) > 20  # the apply's fields were read
+        tp = parse_pipeline(doc)
+        settings = Settings(assembler_image=OLD)
+        artifacts = compile_pipeline(tp, router=choose_router(tp, settings.router))  # as the operator does
+        rendered = render_children(tp, artifacts, settings).deployment
+        template = rendered["spec"]["template"]
+        assert pinning.template_differences(template, live["spec"]["template"], owned) == []
+    finally:
+        op.stop()
