@@ -805,6 +805,20 @@ def test_a_python_model_that_completes_its_config_imports_as_triton_loads_it() -
             {},
             ("", "model.py's auto_complete_config calls set_max_batch_size (line 8)"),
         ),
+        # a list changed in place before it is added: not read
+        (
+            "",
+            {
+                "model.py": python_model(
+                    'inputs = [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]\n'
+                    '        inputs.append({"name": "B", "data_type": "TYPE_FP32", "dims": [2]})\n'
+                    "        for i in inputs:\n"
+                    "            config.add_input(i)"
+                )
+            },
+            {},
+            ("", "model.py's auto_complete_config calls add_input (line 10)"),
+        ),
         # the config says false, the model sets true: Triton refuses the model
         (
             "model_transaction_policy { decoupled: false }",
@@ -829,6 +843,7 @@ def test_a_python_model_that_completes_its_config_imports_as_triton_loads_it() -
         "other-data-type",
         "computed",
         "conditional",
+        "changed-in-place",
         "contradicted",
         "no-parse",
     ],

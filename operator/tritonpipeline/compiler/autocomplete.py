@@ -69,9 +69,16 @@ def _call_name(node: ast.AST) -> str | None:
 
 
 def _bound_once(hook: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
-    """Names the hook binds exactly once, with a plain `name = value` (None: bound otherwise too)."""
+    """Names the hook binds exactly once, with a plain `name = value`, and never changes in place (None:
+    bound otherwise too, or a method called on it, such as `inputs.append(...)`, or an item or attribute
+    of it assigned)."""
     names: dict[str, ast.expr | None] = {}
+    changed: set[str] = set()
     for node in ast.walk(hook):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            changed.add(_base_name(node.func.value))
+        elif isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+            changed.add(_base_name(node.value))
         targets: list[ast.expr] = []
         value: ast.expr | None = None
         if isinstance(node, ast.Assign):
@@ -83,7 +90,14 @@ def _bound_once(hook: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.e
                 if isinstance(name, ast.Name):
                     once = name.id not in names and len(targets) == 1 and target is name
                     names[name.id] = value if once else None
-    return names
+    return {name: None if name in changed else value for name, value in names.items()}
+
+
+def _base_name(node: ast.expr) -> str:
+    """The name an expression such as `inputs[0]["dims"]` or `inputs.copy` starts from ("" if none)."""
+    while isinstance(node, ast.Subscript | ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 @dataclass
