@@ -678,7 +678,7 @@ def test_a_python_model_that_makes_itself_decoupled_imports_decoupled(form: str)
     assert b"decoupled: true" in files["gen/config.pbtxt"]
 
 
-# a model.py as JetStream's and the tutorials' HuggingFace model write it: literal lists, added in
+# a model.py as JetStream's and NVIDIA's tokenizer models write it: literal lists, added in
 # a loop guarded by what the config already declares, then batching and the policy
 COMPLETING_MODEL = textwrap.dedent(
     """\

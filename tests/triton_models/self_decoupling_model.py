@@ -1,5 +1,5 @@
-"""A Python model that completes its config in auto_complete_config as JetStream's and the tutorials'
-HuggingFace model.py do (literal lists added under a guard, decoupled, max_batch_size 0), decoupled as
+"""A Python model that completes its config in auto_complete_config as JetStream's and NVIDIA's
+tokenizer model.py files do (literal lists added under a guard, decoupled, max_batch_size 0), decoupled as
 the vllm backend makes every model it runs: OUTPUT = INPUT + 1 (FP32 [2]), one response a request, sent
 through the request's response sender."""
 
