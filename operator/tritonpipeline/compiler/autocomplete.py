@@ -5,10 +5,11 @@ complete its config there: `add_input`, `add_output` (each added unless the conf
 name), `set_max_batch_size` (raised to it), `set_dynamic_batching` (where no scheduler is set), and
 `set_model_transaction_policy` (Triton refuses a model whose auto-complete changes a policy the config
 sets: "trying to change decoupled property"). JetStream's, NVIDIA's tokenizer models and the
-tutorials' GPT-2 do this, most with literal values: lists of dicts, sometimes bound to a name and added in a loop guarded by
-`if tensor["name"] not in names`. `import` carries what such a model would be loaded with, so a step can
-map its tensors and the render writes the same config; this module reads those literal calls, and says
-where a call's value is computed or conditional (then nothing can be read for that call)."""
+tutorials' GPT-2 do this, most with literal values: lists of dicts, sometimes bound to a name and added
+in a loop guarded by `if tensor["name"] not in names`. `import` carries what such a model would be
+loaded with, so a step can map its tensors and the render writes the same config; this module reads
+those literal calls, and says where a call's value is computed or conditional (then nothing can be read
+for that call)."""
 
 from __future__ import annotations
 
