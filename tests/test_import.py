@@ -651,6 +651,13 @@ def python_model(body: str, hook: str = "auto_complete_config") -> str:
     ).format(body=body)
 
 
+def completed_notes(result: imp.ImportResult) -> list[str]:
+    """What the import says it completed from model.py (its only findings here), the common tail cut."""
+    assert {f.kind for f in result.findings} <= {imp.COMPLETED}, [str(f) for f in result.findings]
+    tail = ": as model.py's auto_complete_config sets them when Triton loads the model (read, not run)"
+    return [f"{f.model}: {f.message.removesuffix(tail)}" for f in result.findings]
+
+
 def python_cfg(lines: str = "") -> str:
     return cfg(
         f"""
@@ -671,7 +678,7 @@ def test_a_python_model_that_makes_itself_decoupled_imports_decoupled(form: str)
                     step("gen", {"INPUT": "X"}, {"OUTPUT": "Y"}))  # fmt: skip
     files = {"gen": {"model.py": python_model(SELF_DECOUPLING[form])}}
     result = run({"gen": python_cfg(), "gen_p": pipe}, python_files=files)
-    assert result.findings == ()
+    assert completed_notes(result) == ["gen: decoupled: true"]
     assert only_model(result, "gen")["decoupled"] is True
     assert result.document is not None
     files = compile_pipeline(parse_pipeline(result.document)).files
@@ -714,7 +721,7 @@ def test_a_python_model_that_completes_its_config_imports_as_triton_loads_it() -
     pipe = ensemble("generate", 0, tensor("PROMPT", "STRING", "1"), tensor("TEXT", "STRING", "-1"),
                     step("llm", {"text_input": "PROMPT"}, {"text_output": "TEXT"}))  # fmt: skip
     result = run({"llm": llm, "generate": pipe}, python_files={"llm": {"model.py": COMPLETING_MODEL}})
-    assert result.findings == ()
+    assert completed_notes(result) == ["llm: inputs text_input, stream; outputs text_output; decoupled: true"]
     assert only_model(result, "llm") == {
         "name": "llm",
         "backend": "python",
@@ -873,7 +880,7 @@ def test_a_tensor_the_config_names_only_is_completed_by_the_model() -> None:
     )
     body = 'config.add_input({"name": "INPUT", "data_type": "TYPE_FP32", "dims": [2]})'
     result = run({"gen": partial}, python_files={"gen": {"model.py": python_model(body)}})
-    assert result.findings == ()
+    assert completed_notes(result) == ["gen: inputs INPUT"]
     assert only_model(result, "gen")["inputs"] == [{"name": "INPUT", "dataType": "FP32", "dims": [2]}]
 
 

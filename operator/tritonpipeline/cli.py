@@ -25,6 +25,7 @@ from pathlib import Path
 from . import extras, yamltext
 from .compiler import Artifacts
 from .compiler.importer import (
+    COMPLETED,
     CONFIG,
     ERROR,
     NOT_CARRIED,
@@ -327,6 +328,8 @@ def _import_line(finding: Finding, shown: str) -> str:
         return str(finding)
     if finding.kind == WARNING:
         return f"warning: {finding}"
+    if finding.kind == COMPLETED:
+        return f"note: {finding}"
     if not finding.model:
         return f"error: {finding}"
     where = os.path.join(shown, finding.model, CONFIG)
@@ -392,7 +395,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         for line in failed:
             print(line, file=sys.stderr)
         return EXIT_INVALID
-    for kind in (NOT_CARRIED, WARNING):
+    for kind in (COMPLETED, NOT_CARRIED, WARNING):
         for finding in findings:
             if finding.kind == kind:
                 print(_import_line(finding, given), file=sys.stderr)

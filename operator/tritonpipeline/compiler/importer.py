@@ -64,6 +64,7 @@ from .plan_types import INPUTS, Tensor, full_dims
 from .triton_config import mc, parse_text
 
 ERROR, NOT_CARRIED, WARNING = "error", "not carried", "warning"
+COMPLETED = "completed"  # carried from what a model.py's auto_complete_config sets (a note, not a problem)
 CONFIG = "config.pbtxt"
 ENSEMBLE_PLATFORM = "ensemble"
 LATEST_VERSION = -1  # an ensemble step's model_version for "the latest": what the render writes
@@ -113,6 +114,9 @@ COMPLETION_UNREAD = (
     "condition: import cannot read what it sets; declare it on the model (a tritonserver that loaded the "
     "model shows it at GET /v2/models/{model}/config), as a step maps only declared tensors and its model "
     "is rendered with the transaction policy the spec declares"
+)
+COMPLETED_FROM = (
+    "{what}: as {file}'s auto_complete_config sets them when Triton loads the model (read, not run)"
 )
 COMPLETION_REFUSED = (
     "{file}'s auto_complete_config ({call}) contradicts the config: {why}; Triton refuses to load the model"
@@ -721,6 +725,8 @@ def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
         return
     for call, line in done.unread:
         r.add(WARNING, "", COMPLETION_UNREAD.format(file=name, call=call, line=line, model=cfg.name))
+    before = type(cfg)()
+    before.CopyFrom(cfg)
 
     def refused(call: str, why: str, path: str) -> None:
         r.add(WARNING, path, COMPLETION_REFUSED.format(file=name, call=call, why=why))
@@ -750,6 +756,26 @@ def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
             refused(SET_POLICY, why, "model_transaction_policy.decoupled")
         elif done.decoupled:
             policy.decoupled = True
+    what = _completed_parts(before, cfg)
+    if what:
+        r.add(COMPLETED, "", COMPLETED_FROM.format(what="; ".join(what), file=name))
+
+
+def _completed_parts(before: Any, after: Any) -> list[str]:
+    """What completing a config changed, in words: the tensors added or filled in, and the settings."""
+    parts = []
+    for kind in ("input", "output"):
+        old = {t.name: t for t in getattr(before, kind)}
+        changed = [t.name for t in getattr(after, kind) if old.get(t.name) != t]
+        if changed:
+            parts.append(f"{kind}s {', '.join(changed)}")
+    if after.max_batch_size != before.max_batch_size:
+        parts.append(f"max_batch_size {after.max_batch_size}")
+    if after.HasField("dynamic_batching") and not before.HasField("dynamic_batching"):
+        parts.append("dynamic batching")
+    if after.model_transaction_policy.decoupled and not before.model_transaction_policy.decoupled:
+        parts.append("decoupled: true")
+    return parts
 
 
 def _add_tensor(declared: Any, tensor: dict[str, Any]) -> str:
@@ -1484,6 +1510,7 @@ def document_yaml(result: ImportResult, source: str) -> str:
         f"# Imported by `tritonpipeline import` from {source}: {len(spec['models'])} model(s), "
         f"{len(spec['pipelines'])} ensemble(s).",
     ]
+    head += [f"# Completed: {' '.join(str(f).split())}" for f in result.of_kind(COMPLETED)]
     if left_out:
         head.append(f"# {len(left_out)} setting(s) not carried (also printed on stderr by the import):")
         head += [f"#   {' '.join(str(f).split())}" for f in left_out]
