@@ -509,6 +509,52 @@ def test_on_openshift_the_platform_assigns_the_triton_pods_ids(control_plane, tm
                 assert "the platform assigns" not in op.text()
 
 
+def test_an_unanswered_scc_discovery_stops_the_operator_rather_than_guess(control_plane, tmp_path):
+    """On OpenShift the SCC API is aggregated (openshift-apiserver): while its server is down, discovery
+    answers 503. `auto` must not take that for "not OpenShift" (the pods would carry ids the SCC refuses):
+    the call is retried, then the operator exits saying why, and its pod restarts and asks again. Here an
+    APIService whose Service does not exist answers so."""
+    with private_cluster(control_plane.binaries, tmp_path, "aggregated") as (cp, k):
+        group, version = OPENSHIFT_SCC_API[0].split("/")
+        k.request(
+            "PATCH",
+            f"/apis/apiregistration.k8s.io/v1/apiservices/{version}.{group}",
+            query=[("fieldManager", "test")],
+            content_type="application/apply-patch+yaml",
+            body={
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": f"{version}.{group}"},
+                "spec": {
+                    "group": group,
+                    "version": version,
+                    "service": {"namespace": "aggregated", "name": "openshift-apiserver"},
+                    "groupPriorityMinimum": 9900,
+                    "versionPriority": 15,
+                    "insecureSkipTLSVerify": True,
+                },
+            },
+        )
+
+        def unanswered() -> bool:
+            try:
+                k.request("GET", f"/apis/{OPENSHIFT_SCC_API[0]}", retries=0)
+            except KubeError as exc:
+                return exc.status == 503
+            return False
+
+        wait_for("discovery of the aggregated group to answer 503", unanswered)
+        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [str(CLI), "run", "-n", "aggregated"], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        said = f"cannot tell whether the cluster serves {'/'.join(OPENSHIFT_SCC_API)}: HTTP 503"
+        assert said in proc.stderr, proc.stderr[-2000:]
+        assert time.monotonic() - started > 3  # retried first
+
+
 def _up_to_date(kube: Kube, namespace: str, name: str, status: str, words: str = "") -> dict[str, Any] | None:
     """The pipeline once its UpToDate condition has `status` and a message with `words`."""
     cr = get_cr(kube, namespace, name)

@@ -567,7 +567,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from . import handlers  # noqa: F401 - registers the handlers
     from .kube import peering
-    from .kube.client import Kube, api_client
+    from .kube.client import Kube, KubeError, api_client
     from .kube.security_context import OPENSHIFT_SCC_API
     from .runtime.logs import configure
     from .runtime.state import OperatorState
@@ -582,8 +582,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if settings.adapt_security_context == "auto":  # OpenShift: its SCC assigns the pods' ids
         try:
             openshift = kube.resource_exists(*OPENSHIFT_SCC_API)
-        except Exception as exc:  # no answer at all (ApiException answers False): kopf could not start either
-            print(f"error: cannot read the cluster's API discovery: {exc}", file=sys.stderr)
+        except KubeError as exc:  # retried: the pod restarts and asks again rather than guess
+            api = "/".join(OPENSHIFT_SCC_API)
+            print(f"error: cannot tell whether the cluster serves {api}: {exc}", file=sys.stderr)
             return EXIT_INVALID
         settings = replace(settings, adapt_security_context="force" if openshift else "disabled")
     state = OperatorState(settings, kube)

@@ -232,12 +232,17 @@ class Kube:
         )
 
     def resource_exists(self, api_version: str, kind: str) -> bool:
-        """Whether the API serves this kind (e.g. a provider's CRD is installed)."""
+        """Whether the API serves this kind (e.g. a provider's CRD is installed), from discovery: a group
+        or version it does not serve (404; 403 where discovery is not allowed) is False; a transient
+        failure (an aggregated API's server down: 503) is retried like every call, then KubeError, so
+        that it is never taken for "not installed"."""
         url = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         try:
-            resources = self._call("GET", url).get("resources", [])
-        except ApiException:
-            return False
+            resources = self._retry(lambda: self._call("GET", url)).get("resources", [])
+        except KubeError as exc:
+            if exc.status in (403, 404):
+                return False
+            raise
         return any(r.get("kind") == kind for r in resources)
 
 
