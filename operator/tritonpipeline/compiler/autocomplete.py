@@ -115,7 +115,7 @@ class _Reader:
                 if isinstance(items, list | tuple):
                     self.block(stmt.body, {**loops, stmt.target.id: list(items)}, guarded)
                 else:
-                    self.unread(stmt, {})
+                    self.unread(stmt)
             elif isinstance(stmt, ast.If):
                 ok = guarded and _is_guard(stmt.test)
                 self.block(stmt.body, loops, ok)
@@ -126,9 +126,9 @@ class _Reader:
                 assert isinstance(stmt.value, ast.Call)
                 self.call(stmt.value, loops)
             else:
-                self.unread(stmt, loops)
+                self.unread(stmt)
 
-    def unread(self, stmt: ast.stmt, loops: dict[str, list[Any]]) -> None:
+    def unread(self, stmt: ast.stmt) -> None:
         """Every call of CALLS within `stmt` (one that is not a plain statement of the hook)."""
         for node in ast.walk(stmt):
             name = _call_name(node)

@@ -731,9 +731,13 @@ def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
     def refused(call: str, why: str, path: str) -> None:
         r.add(WARNING, path, COMPLETION_REFUSED.format(file=name, call=call, why=why))
 
-    for kind, call, tensors in (("input", ADD_INPUT, done.inputs), ("output", ADD_OUTPUT, done.outputs)):
+    tensor_calls = (
+        ("input", ADD_INPUT, done.inputs, mc.ModelInput),
+        ("output", ADD_OUTPUT, done.outputs, mc.ModelOutput),
+    )
+    for kind, call, tensors, message in tensor_calls:
         for tensor in tensors:
-            why = _add_tensor(getattr(cfg, kind), tensor)
+            why = _add_tensor(getattr(cfg, kind), tensor, message)
             if why:
                 refused(call, why, kind)
     if done.max_batch_size is not None:
@@ -778,15 +782,14 @@ def _completed_parts(before: Any, after: Any) -> list[str]:
     return parts
 
 
-def _add_tensor(declared: Any, tensor: dict[str, Any]) -> str:
-    """Add `tensor` (a dict as add_input takes it) to the repeated `declared`, or fill in the data type and
-    dims of the one of its name as the Python backend does; why Triton would refuse it ("" when not)."""
+def _add_tensor(declared: Any, tensor: dict[str, Any], message: type[Message]) -> str:
+    """Add `tensor` (a dict as add_input takes it, read as a `message`) to the repeated `declared`, or fill
+    in the data type and dims of the one of its name as the Python backend does; why Triton would refuse
+    it ("" when not)."""
     try:
-        given = json_format.ParseDict(tensor, type(declared.add())())
+        given: Any = json_format.ParseDict(tensor, message())
     except json_format.ParseError as exc:
-        del declared[-1]
         return f"{tensor.get('name')!r}: {exc}"
-    del declared[-1]
     same = next((t for t in declared if t.name == given.name), None)
     if same is None:
         declared.append(given)
