@@ -22,10 +22,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import REGISTRY
 
 from helpers import ROOT
-from tritonpipeline.cli import build_parser
+from tritonpipeline.cli import build_parser, main
 from tritonpipeline.runtime import log_events, metrics
 from tritonpipeline.runtime.webhook import WebhookSettings
-from tritonpipeline.settings import ENV_PREFIX, Settings, declared, read_env
+from tritonpipeline.settings import ENV_PREFIX, Range, Settings, SettingsError, declared, read_env
 
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
@@ -184,7 +184,8 @@ def test_every_setting_is_on_the_settings_page() -> None:
     assert "| `assemblerImage` |" in row_of(page, "TRITONPIPELINE_ASSEMBLER_IMAGE")  # named in its comment
     assert "| set by the chart |" in row_of(page, "TRITONPIPELINE_OPERATOR_NAMESPACE")
     assert "| `270` |" in row_of(page, "TRITONPIPELINE_WATCH_TIMEOUT_SECONDS")
-    assert "| Whole seconds from 1 to 30. |" in row_of(page, "TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS")
+    timeout = row_of(page, "TRITONPIPELINE_WEBHOOK_TIMEOUT_SECONDS")
+    assert "| A whole number of seconds from 1 to 30. |" in timeout
 
 
 def test_no_variable_is_read_outside_the_declarations() -> None:
@@ -199,7 +200,7 @@ def test_no_variable_is_read_outside_the_declarations() -> None:
 
 
 # texts some parser reads as a non-default
-CANDIDATES = ("7", "3600", "yes", "k=v,a=b", "native", "IPv6", "force")
+CANDIDATES = ("7", "3600", "65536", "yes", "k=v,a=b", "native", "IPv6", "force")
 
 
 def sample(parse: Any, default: Any) -> tuple[str, Any]:
@@ -237,8 +238,69 @@ def test_from_env_flags_override_and_derived_default(monkeypatch: pytest.MonkeyP
     flagged = Settings.from_env(namespaces=("c",), metrics_url="")
     assert (flagged.namespaces, flagged.metrics_url) == (("c",), "")
     monkeypatch.setenv("TRITONPIPELINE_RESYNC_SECONDS", "soon")
-    with pytest.raises(ValueError, match="TRITONPIPELINE_RESYNC_SECONDS='soon': could not convert"):
+    with pytest.raises(SettingsError) as info:
         Settings.from_env()
+    assert str(info.value) == "TRITONPIPELINE_RESYNC_SECONDS='soon': expected a number of seconds above 0"
+
+
+RANGES = [
+    (cls, f, s) for cls in (Settings, WebhookSettings) for f, s in declared(cls) if isinstance(s.parse, Range)
+]
+
+
+def _outside(r: Range) -> list[str]:
+    """Texts just outside `r`, and ones no range takes."""
+    low = r.low - (0 if r.above else (1 if r.whole else 0.001))
+    texts = [str(int(low)) if r.whole else str(low), "nan", "inf", "-inf", "soon", ""]
+    texts += [str(int(r.high) + 1) if r.whole else str(r.high + 0.001)] if r.high is not None else []
+    return texts + (["1.5"] if r.whole else [])
+
+
+@pytest.mark.parametrize(("cls", "field", "declared_as"), RANGES, ids=[s.env for _, _, s in RANGES])
+def test_a_number_setting_takes_its_range_and_refuses_the_rest_naming_the_variable(
+    cls: type, field: Any, declared_as: Any
+) -> None:
+    r, env = declared_as.parse, declared_as.env
+    edges = [r.high] if r.high is not None else []
+    edges += [] if r.above else [r.low]
+    for edge in edges:
+        text = str(int(edge)) if r.whole else str(edge)
+        assert read_env(cls, {env: text})[field.name] == edge
+    for text in _outside(r):
+        with pytest.raises(ValueError) as info:
+            read_env(cls, {env: text}, SettingsError)
+        assert str(info.value) == f"{env}={text!r}: expected {r.text}"
+
+
+def test_a_bad_setting_stops_a_command_with_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TRITONPIPELINE_STATUS_POLL_SECONDS", "-5")
+    assert main(["validate", str(ROOT / "examples" / "fanout.yaml")]) == 1
+    assert capsys.readouterr().err == (
+        "error: TRITONPIPELINE_STATUS_POLL_SECONDS='-5': expected a number of seconds, at least 0\n"
+    )
+
+
+def test_the_chart_bounds_each_value_as_the_operator_reads_its_variable() -> None:
+    """values.schema.json refuses at `helm install` what the operator would refuse at start-up, and takes
+    all it takes: the bounds of each chart value that sets a number setting are the setting's."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    chart = reference.chart_settings(p.read_text() for p in sorted((CHART / "templates").glob("*.yaml")))
+    compared = 0
+    for _, _, s in RANGES:
+        for value in chart.get(s.env, []):
+            node = schema
+            for part in value.split("."):
+                node = node["properties"][part]
+            r = s.parse
+            bounds = {"exclusiveMinimum" if r.above else "minimum": r.low}
+            bounds |= {"maximum": r.high} if r.high is not None else {}
+            assert {k: node[k] for k in ("minimum", "exclusiveMinimum", "maximum") if k in node} == bounds, (
+                value
+            )
+            compared += 1
+    assert compared >= 6
 
 
 @pytest.mark.parametrize("field_name", [f.name for f, _ in declared(WebhookSettings)])

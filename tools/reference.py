@@ -21,7 +21,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from tritonpipeline.cli import build_parser
 from tritonpipeline.runtime import log_events, metrics
 from tritonpipeline.runtime.webhook import WebhookSettings
-from tritonpipeline.settings import Settings, declared
+from tritonpipeline.settings import Range, Settings, declared
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "triton-pipeline"
@@ -268,6 +268,8 @@ def _setting_default(value: Any) -> str:
 
 
 def _setting_type(parse: Callable[[str], Any]) -> str:
+    if isinstance(parse, Range):
+        return cell(parse.text[0].upper() + parse.text[1:] + ".")
     if parse in PARSE_TYPES:
         return PARSE_TYPES[parse]
     return cell((parse.__doc__ or "").strip().splitlines()[0] if parse.__doc__ else "")

@@ -51,7 +51,7 @@ from .local.repository import (
     write_repository,
 )
 from .runtime.logs import FORMATS
-from .settings import Settings
+from .settings import Settings, SettingsError
 from .spec import GatewayImplementation, TritonPipeline, load_file
 from .triton import security, tritonserver_options
 
@@ -861,6 +861,9 @@ def main(argv: list[str] | None = None) -> int:
     except extras.MissingExtra as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

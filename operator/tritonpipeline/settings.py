@@ -6,6 +6,7 @@ and docs/reference/settings.md is generated from the same declarations (tools/re
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
@@ -24,7 +25,11 @@ DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator:0.1.0"
 DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
 DEFAULT_CONFIGMAP_MAX_BYTES = 900 * 1024
+MIN_CONFIGMAP_BYTES, MAX_CONFIGMAP_BYTES = 4096, 1024 * 1024
 DEFAULT_PEERING_LIFETIME_SECONDS = 15
+# kopf renews a peering entry 5 to 10 s before it ends: from that to two minutes of waiting after a kill
+MIN_PEERING_LIFETIME_SECONDS, MAX_PEERING_LIFETIME_SECONDS = 5, 120
+MAX_ROLL_OUTDATED = 1000
 DEFAULT_WATCH_TIMEOUT_SECONDS = 270
 # liveness fails after a watch stream has not reconnected for the watch timeout plus this long
 WATCH_STALE_MARGIN_SECONDS = 60
@@ -92,6 +97,47 @@ def read_env(
     return values
 
 
+def _plain(number: float) -> str:
+    """A number as a person writes it: 4096, not 4096.0 or 4.096e+03."""
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
+class SettingsError(ValueError):
+    """A variable whose text cannot be read (`BAD_VALUE`: it names the variable)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Reads a finite number from `low` (or above it, `above`) up to `high`, whole when `whole`; `unit`
+    names what it counts. Its `text` is what the settings page and the error say, and the chart's
+    values.schema.json states the same bounds (a test compares them)."""
+
+    low: float
+    high: float | None = None
+    above: bool = False
+    whole: bool = False
+    unit: str = "seconds"
+
+    @property
+    def text(self) -> str:
+        kind = f"a {'whole ' if self.whole else ''}number of {self.unit}"
+        low = _plain(self.low)
+        if self.high is not None:
+            return f"{kind} from {low} to {_plain(self.high)}"
+        return f"{kind} above {low}" if self.above else f"{kind}, at least {low}"
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = int(text) if self.whole else float(text)
+        except ValueError:
+            raise ValueError(f"expected {self.text}") from None
+        if not math.isfinite(value) or value < self.low or (self.above and value == self.low):
+            raise ValueError(f"expected {self.text}")
+        if self.high is not None and value > self.high:
+            raise ValueError(f"expected {self.text}")
+        return value
+
+
 def _names(text: str) -> tuple[str, ...]:
     """Comma-separated names, empty ones left out."""
     return tuple(n for n in text.split(",") if n)
@@ -155,14 +201,14 @@ class Settings:
         60.0,
         "RESYNC_SECONDS",
         "Seconds between drift repairs: every pipeline's children are re-applied this often.",
-        float,
+        Range(0, above=True),
     )
     configmap_max_bytes: int = setting(
         DEFAULT_CONFIGMAP_MAX_BYTES,
         "CONFIGMAP_MAX_BYTES",
         "Largest ConfigMap payload in bytes before the generated repository is split over several "
         "ConfigMaps (the API limit is 1 MiB).",
-        int,
+        Range(MIN_CONFIGMAP_BYTES, MAX_CONFIGMAP_BYTES, whole=True, unit="bytes"),
     )
     field_manager: str = FIELD_MANAGER
     prometheus_address: str = setting(
@@ -183,14 +229,14 @@ class Settings:
         DEFAULT_WATCH_TIMEOUT_SECONDS,
         "WATCH_TIMEOUT_SECONDS",
         "Longest watch request: the API server ends it then and kopf reopens it.",
-        int,
+        Range(1, whole=True),
     )
     watch_stale_seconds: float = setting(
         float(DEFAULT_WATCH_TIMEOUT_SECONDS + WATCH_STALE_MARGIN_SECONDS),
         "WATCH_STALE_SECONDS",
         "Liveness (/healthz) and readiness (/readyz) fail when a watch stream has not (re)connected "
         "for this many seconds.",
-        float,
+        Range(0, above=True),
         default_text=f"`TRITONPIPELINE_WATCH_TIMEOUT_SECONDS` + {WATCH_STALE_MARGIN_SECONDS}",
     )
     metrics_url: str = setting(
@@ -204,7 +250,7 @@ class Settings:
         "STATUS_POLL_SECONDS",
         "Seconds between reads of each pipeline's pod metrics (port 8002) and autoscaler into its status "
         "(status.steps, status.bottleneck, status.autoscaler); 0: never.",
-        float,
+        Range(0),
     )
     operator_namespace: str = setting(
         "",
@@ -251,7 +297,7 @@ class Settings:
         "Pipelines whose pods run an earlier operator's rendering (kube/pinning.py) are rolled to this "
         "one's this many at a time, each until its rollout completes; 0: none (each waits for its spec to "
         "change or for its roll annotation).",
-        int,
+        Range(0, MAX_ROLL_OUTDATED, whole=True, unit="pipelines"),
     )
     peering: str = setting(
         "",
@@ -290,7 +336,7 @@ class Settings:
         "PEERING_LIFETIME_SECONDS",
         "Seconds a replica's peering entry lives without a keep-alive: how long a killed active replica "
         "keeps the standby waiting.",
-        int,
+        Range(MIN_PEERING_LIFETIME_SECONDS, MAX_PEERING_LIFETIME_SECONDS, whole=True),
     )
 
     @property
@@ -301,7 +347,7 @@ class Settings:
     @classmethod
     def from_env(cls, namespaces: tuple[str, ...] = (), metrics_url: str | None = None) -> Settings:
         """The settings in the environment; `namespaces` and `metrics_url` (flags) override theirs."""
-        values = read_env(cls, os.environ)
+        values = read_env(cls, os.environ, SettingsError)
         if "watch_stale_seconds" not in values:  # its default follows the watch timeout
             watch = values.get("watch_timeout_seconds", DEFAULT_WATCH_TIMEOUT_SECONDS)
             values["watch_stale_seconds"] = float(watch + WATCH_STALE_MARGIN_SECONDS)

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from ..settings import (
     GROUP,
     PLURAL,
     VERSION,
+    Range,
     Settings,
     env_name,
     read_env,
@@ -68,19 +69,6 @@ _SERVICE_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>{_LABEL}):(?P<port
 
 class WebhookConfigError(ValueError):
     """A webhook setting (environment variable) that cannot work; the message names it."""
-
-
-def _whole_seconds(low: float, high: int | None = None) -> Callable[[str], int]:
-    """A reader of whole seconds from `low` (to `high`), whose docstring says so (the settings page)."""
-    what = f"whole seconds, at least {low:.0f}" if high is None else f"whole seconds from {low:.0f} to {high}"
-
-    def parse(text: str) -> int:
-        if not text.isdigit() or int(text) < low or (high is not None and int(text) > high):
-            raise ValueError(f"expected {what}")
-        return int(text)
-
-    parse.__doc__ = what[0].upper() + what[1:] + "."
-    return parse
 
 
 @dataclass(frozen=True)
@@ -131,14 +119,14 @@ class WebhookSettings:
         10,
         "WEBHOOK_TIMEOUT_SECONDS",
         "Seconds the API server waits for the webhook.",
-        _whole_seconds(1, MAX_TIMEOUT_SECONDS),
+        Range(1, MAX_TIMEOUT_SECONDS, whole=True),
     )
     cert_seconds: int = setting(
         CERT_SECONDS,
         "WEBHOOK_CERT_SECONDS",
         "Validity of the self-signed CA and certificate in seconds (replaced after two thirds of it, and "
         "at start).",
-        _whole_seconds(3 * FILE_CHECK_SECONDS),
+        Range(3 * FILE_CHECK_SECONDS, whole=True),
     )
 
     @classmethod
