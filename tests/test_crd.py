@@ -243,6 +243,12 @@ REFUSALS: list[tuple[str, str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["spec.autoscaling.target", "should be greater than 0"],
     ),
     (
+        "autoscaling-target-past-the-hpas-range",
+        "fanout",
+        _set("spec.autoscaling", {"maxReplicas": 2, "target": 1e16}),
+        ["spec.autoscaling.target", "should be less than or equal to"],
+    ),
+    (
         "header-affinity-with-empty-header",
         "streaming",
         _set("spec.routing.header", ""),
@@ -444,6 +450,45 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
         ("spec.models[0].inputs[0].dims[0]", "not 0"),
     ),
     ("dim-any-and-positive", "fanout", _set("spec.models.0.inputs.0.dims", [-1, 3]), OK),
+    # the largest integers: int32 and uint32 fields at their type's, 64-bit ones at 2^53 - 1 (a float64
+    # holds the apiserver's bound exactly to there), on both sides of the edge
+    ("dim-at-the-largest-exact", "fanout", _set("spec.models.0.inputs.0.dims", [(1 << 53) - 1]), OK),
+    (
+        "dim-past-the-largest-exact",
+        "fanout",
+        _set("spec.models.0.inputs.0.dims", [1 << 53]),
+        ("spec.models[0].inputs[0].dims[0]", "9007199254740991"),
+    ),
+    (
+        "queue-delay-at-the-largest-exact",
+        "fanout",
+        _set("spec.models.0.dynamicBatching.maxQueueDelayMicroseconds", (1 << 53) - 1),
+        OK,
+    ),
+    (
+        "queue-delay-past-the-largest-exact",
+        "fanout",
+        _set("spec.models.0.dynamicBatching.maxQueueDelayMicroseconds", 1 << 53),
+        ("spec.models[0].dynamicBatching.maxQueueDelayMicroseconds", "9007199254740991"),
+    ),
+    (
+        "candidate-sequences-at-int32",
+        "streaming",
+        _set(SEQ, {"strategy": "oldest", "maxCandidateSequences": (1 << 31) - 1}),
+        OK,
+    ),
+    (
+        "candidate-sequences-past-int32",
+        "streaming",
+        _set(SEQ, {"strategy": "oldest", "maxCandidateSequences": 1 << 31}),
+        ("spec.models[1].sequenceBatching.maxCandidateSequences", "2147483647"),
+    ),
+    (
+        "queue-size-past-uint32",
+        "fanout",
+        _set("spec.models.0.dynamicBatching.defaultQueuePolicy", {"maxQueueSize": 1 << 32}),
+        ("spec.models[0].dynamicBatching.defaultQueuePolicy.maxQueueSize", "4294967295"),
+    ),
     ("pipeline-dim-zero", "fanout", _set("spec.pipelines.0.inputs.0.dims", [4, 0]), ("dims[1]", "not 0")),
     ("state-dim-zero", "streaming", _set(f"{SEQ}.states", [STATE]), ("states[0].dims[0]", "not 0")),
     (

@@ -56,7 +56,7 @@ def test_the_docs_state_the_rules() -> None:
     text = docs_text()
     assert DEFAULT_RULE in text
     assert EXPLICIT_RULE in text
-    assert f"| `spec.pipelines[].maxBatchSize` | integer | 0.. | {FIELD_ROW} |" in text
+    assert f"| `spec.pipelines[].maxBatchSize` | integer | 0..1048576 | {FIELD_ROW} |" in text
 
 
 @pytest.mark.parametrize(

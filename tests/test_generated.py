@@ -62,7 +62,7 @@ def test_the_table_has_a_row_per_field_with_its_description_and_bounds() -> None
     )
     assert "| **required**, 1..256 items |" in rows["spec.models"]
     assert "| at most 16 items |" in rows["spec.models[].instances"]
-    assert "| `50`, > 0 |" in rows["spec.autoscaling.target"]
+    assert "| `50`, > 0, <= 1000000000000000 |" in rows["spec.autoscaling.target"]
     assert "`GPU` \\| `CPU` \\| `AUTO` \\| `MODEL`" in rows["spec.models[].instances[].kind"]
     # a description's pointer to a docs page becomes a link on the reference page
     assert "(see [concepts/security.md](../concepts/security.md))" in rows["spec.networkPolicy"]

@@ -11,6 +11,10 @@ from pydantic import (
 
 from .base import URL_RE, AutoscalingMetric, Rule, _Base, _name_rule
 
+# the HPA compares a target in thousandths in 64 bits (a Quantity's MilliValue): past about 9.2e15 it
+# overflows
+MAX_TARGET = 10**15
+
 
 class Autoscaling(_Base):
     min_replicas: Annotated[int, Field(ge=1, le=1000)] = Field(
@@ -21,7 +25,7 @@ class Autoscaling(_Base):
         default="queueTime",
         description="`queueTime` (avg µs queued per request), `pendingRequests` or `gpuUtilization`.",
     )
-    target: Annotated[float, Field(gt=0)] = Field(
+    target: Annotated[float, Field(gt=0, le=MAX_TARGET, allow_inf_nan=False)] = Field(
         default=50, description="Target value of the metric per pod."
     )
     engine: Literal["hpa", "keda"] = Field(

@@ -168,8 +168,17 @@ Quantity = Annotated[str, _name_rule(QUANTITY_RE, "quantity")]
 Name = Annotated[str, _name_rule(NAME_RE, "name")]
 ModelName = Annotated[str, _name_rule(MODEL_NAME_RE, "model name")]
 TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name", most=MAX_TENSOR_NAME)]
+# The largest integers Triton's model configuration holds: protobuf int32 and uint32, and for its 64-bit
+# fields the largest integer the CRD can state exactly (the apiserver keeps a schema's bound as a float64,
+# exact to 2^53). That also keeps a microsecond field far below where Triton's conversion to 64-bit
+# nanoseconds (x 1000) wraps around: a queue delay, a timeout or an idle time that fires at once or never.
+INT32_MAX = (1 << 31) - 1
+UINT32_MAX = (1 << 32) - 1
+MAX_INTEGER = (1 << 53) - 1
+MAX_BATCH_SIZE = 1 << 20
 NONZERO_DIM = Rule(lambda d: d != 0, "self != 0", "a dimension is -1 (any size) or a positive size, not 0")
-Dim = Annotated[int, Field(ge=-1), NONZERO_DIM.validator()]
+Dim = Annotated[int, Field(ge=-1, le=MAX_INTEGER), NONZERO_DIM.validator()]
+FixedDim = Annotated[int, Field(ge=1, le=MAX_INTEGER)]
 # the longest lists: bounds the apiserver's cost of the CEL rules over them, and the objects' size
 MAX_MODELS, MAX_PIPELINES, MAX_STEPS, MAX_TENSORS, MAX_INSTANCE_GROUPS, MAX_STATES = 256, 64, 128, 64, 16, 16
 MAX_DIMS = 8

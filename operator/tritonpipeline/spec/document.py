@@ -259,6 +259,11 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
+def _bound(value: Any) -> Any:
+    """A field's bound as its spec writes it: a float field's whole-number bound without `.0`."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     value = err.get("input")
@@ -277,6 +282,8 @@ def _message(err: ErrorDetails) -> str:
         return f"expected an integer, got {_kind(value)} {quote(value)}"
     if kind in ("float_type", "float_parsing"):
         return f"expected a number, got {_kind(value)} {quote(value)}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {quote(value)}"
     if kind in ("string_type",):
         return f"expected a string, got {_kind(value)}"
     if kind in ("bool_type", "bool_parsing"):
@@ -286,11 +293,11 @@ def _message(err: ErrorDetails) -> str:
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a mapping, got {_kind(value)}"
     if kind == "greater_than_equal":
-        return f"must be >= {ctx.get('ge')}, got {quote(value)}"
+        return f"must be >= {_bound(ctx.get('ge'))}, got {quote(value)}"
     if kind == "greater_than":
-        return f"must be > {ctx.get('gt')}, got {quote(value)}"
+        return f"must be > {_bound(ctx.get('gt'))}, got {quote(value)}"
     if kind == "less_than_equal":
-        return f"must be <= {ctx.get('le')}, got {quote(value)}"
+        return f"must be <= {_bound(ctx.get('le'))}, got {quote(value)}"
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s)"
     if kind == "too_long":

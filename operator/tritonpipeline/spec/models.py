@@ -11,13 +11,18 @@ from pydantic import (
 
 from .base import (
     BACKEND_RE,
+    INT32_MAX,
+    MAX_BATCH_SIZE,
     MAX_DIMS,
     MAX_INSTANCE_GROUPS,
+    MAX_INTEGER,
     MAX_STATES,
     MAX_TENSORS,
     RESHAPE_DESCRIPTION,
+    UINT32_MAX,
     DataType,
     Dims,
+    FixedDim,
     ModelName,
     Platform,
     Reshape,
@@ -68,24 +73,28 @@ class Instance(_Base):
         default="AUTO", description="Instance kind (`GPU` becomes `CPU` when `server.gpus` is 0)."
     )
     count: Annotated[int, Field(ge=1, le=64)] = Field(default=1, description="Instances in the group.")
-    gpus: list[Annotated[int, Field(ge=0)]] = Field(default=[], description="GPU indices for the group.")
+    gpus: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] = Field(
+        default=[], description="GPU indices for the group."
+    )
 
 
 class QueuePolicy(_Base):
     timeout_action: Literal["REJECT", "DELAY"] = Field(
         default="REJECT", description="What happens to a request that times out in the queue."
     )
-    default_timeout_microseconds: Annotated[int, Field(ge=0)] = Field(
+    default_timeout_microseconds: Annotated[int, Field(ge=0, le=MAX_INTEGER)] = Field(
         default=0, description="Longest time in the queue; 0 = no limit."
     )
     allow_timeout_override: bool = Field(default=False, description="Requests may set a shorter timeout.")
-    max_queue_size: Annotated[int, Field(ge=0)] = Field(
+    max_queue_size: Annotated[int, Field(ge=0, le=UINT32_MAX)] = Field(
         default=0, description="Requests queued at most (more are rejected); 0 = no limit."
     )
 
 
 class PriorityQueuePolicy(QueuePolicy):
-    priority_level: Annotated[int, Field(ge=1)] = Field(description="The priority level it applies to.")
+    priority_level: Annotated[int, Field(ge=1, le=MAX_INTEGER)] = Field(
+        description="The priority level it applies to."
+    )
 
 
 _LEVELS = "(has(self.priorityLevels) ? self.priorityLevels : 0)"
@@ -93,17 +102,17 @@ _DEFAULT_LEVEL = "(has(self.defaultPriorityLevel) ? self.defaultPriorityLevel : 
 
 
 class DynamicBatching(_Base):
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]] = Field(
         default=[], description="Preferred batch sizes."
     )
-    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = Field(
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0, le=MAX_INTEGER)] = Field(
         default=0, description="Longest wait to fill a batch."
     )
     preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
-    priority_levels: Annotated[int, Field(ge=0)] = Field(
+    priority_levels: Annotated[int, Field(ge=0, le=MAX_INTEGER)] = Field(
         default=0, description="Priority levels (1 is the highest); 0 = no priorities."
     )
-    default_priority_level: Annotated[int, Field(ge=0)] = Field(
+    default_priority_level: Annotated[int, Field(ge=0, le=MAX_INTEGER)] = Field(
         default=0, description="The level of a request that sets none (1..priorityLevels)."
     )
     default_queue_policy: QueuePolicy | None = Field(
@@ -135,8 +144,10 @@ class VersionPolicy(_Base):
     policy: Literal["latest", "all", "specific"] = Field(
         description="Which version directories Triton serves: the latest `numVersions`, all, or `versions`."
     )
-    num_versions: Annotated[int, Field(ge=1)] | None = Field(default=None, description="`latest` only.")
-    versions: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=64)] = Field(
+    num_versions: Annotated[int, Field(ge=1, le=UINT32_MAX)] | None = Field(
+        default=None, description="`latest` only."
+    )
+    versions: Annotated[list[Annotated[int, Field(ge=0, le=MAX_INTEGER)]], Field(max_length=64)] = Field(
         default=[], description="`specific` only: the version numbers."
     )
 
@@ -199,7 +210,7 @@ class Controls(_Base):
 class InitialState(_Base):
     name: Annotated[str, Field(min_length=1, max_length=256)] = Field(description="A name for it (Triton's).")
     data_type: DataType = Field(description="Triton data type (the state's).")
-    dims: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=MAX_DIMS)] = Field(
+    dims: Annotated[list[FixedDim], Field(min_length=1, max_length=MAX_DIMS)] = Field(
         description="Fixed shape (no -1)."
     )
     zero_data: bool = Field(default=False, description="Start from zeros.")
@@ -235,7 +246,7 @@ class SequenceBatching(_Base):
     strategy: Literal["direct", "oldest"] = Field(
         default="direct", description="`direct` (one slot per sequence) or `oldest`."
     )
-    max_sequence_idle_microseconds: Annotated[int, Field(ge=1)] = Field(
+    max_sequence_idle_microseconds: Annotated[int, Field(ge=1, le=MAX_INTEGER)] = Field(
         default=1_000_000, description="Idle time after which a sequence is dropped."
     )
     controls: Controls = Field(
@@ -246,11 +257,13 @@ class SequenceBatching(_Base):
     states: Annotated[list[State], Field(max_length=MAX_STATES)] = Field(
         default=[], description="Implicit state entries, for backends that support them."
     )
-    max_candidate_sequences: Annotated[int, Field(ge=1)] | None = Field(
+    max_candidate_sequences: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
         default=None, description="`oldest` only."
     )
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(default=[], description="`oldest` only.")
-    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] | None = Field(
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]] = Field(
+        default=[], description="`oldest` only."
+    )
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0, le=MAX_INTEGER)] | None = Field(
         default=None, description="`oldest` only."
     )
     iterative_sequence: bool = Field(
@@ -289,7 +302,7 @@ class Model(_Base):
     platform: Platform | None = Field(
         default=None, description="Triton platform. Exactly one of backend/platform."
     )
-    max_batch_size: Annotated[int, Field(ge=0, le=1 << 20)] = Field(
+    max_batch_size: Annotated[int, Field(ge=0, le=MAX_BATCH_SIZE)] = Field(
         default=0, description="`0` = no batching; otherwise dims exclude the batch dimension."
     )
     inputs: Annotated[list[InputTensor], Field(max_length=MAX_TENSORS)] = Field(

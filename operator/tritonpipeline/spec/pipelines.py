@@ -8,7 +8,7 @@ from pydantic import (
     Field,
 )
 
-from .base import MAX_STEPS, MAX_TENSORS, DataType, Dims, ModelName, Name, TensorName, _Base
+from .base import MAX_BATCH_SIZE, MAX_STEPS, MAX_TENSORS, DataType, Dims, ModelName, Name, TensorName, _Base
 
 
 class StepSpec(_Base):
@@ -59,7 +59,7 @@ class Pipeline(_Base):
         description="`router`: insert a router model per fanned-out tensor; `shared`: one tensor, many "
         "consumers.",
     )
-    max_batch_size: Annotated[int, Field(ge=0)] | None = Field(
+    max_batch_size: Annotated[int, Field(ge=0, le=MAX_BATCH_SIZE)] | None = Field(
         default=None,
         description="Ensemble max batch size; default: the smallest of its batching steps' (0 if none "
         "batches).",
