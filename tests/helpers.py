@@ -137,13 +137,19 @@ def built_kubectl() -> str | None:
     return shutil.which("kubectl")
 
 
-def completed(server: Any, model: str) -> dict[str, Any]:
-    """What Triton made of a model's config as it loaded it: its interface and transaction policy."""
+def served_config(server: Any, model: str) -> dict[str, Any]:
+    """A loaded model's config as Triton serves it (what it made of the config.pbtxt)."""
     client = httpclient.InferenceServerClient(server.http_url)
     try:
-        config = client.get_model_config(model, headers=server.admin_headers())
+        config: dict[str, Any] = client.get_model_config(model, headers=server.admin_headers())
     finally:
         client.close()
+    return config
+
+
+def completed(server: Any, model: str) -> dict[str, Any]:
+    """What Triton made of a model's config as it loaded it: its interface and transaction policy."""
+    config = served_config(server, model)
     keep = ("backend", "platform", "max_batch_size", "input", "output", "model_transaction_policy")
     return {key: config.get(key) for key in keep} | {"dynamic": "dynamic_batching" in config}
 

@@ -254,7 +254,7 @@ UNCARRIED = cfg(
 )
 
 
-def test_every_field_the_spec_cannot_carry_is_reported() -> None:
+def test_fields_the_spec_does_not_name_are_carried_whole_and_the_rest_is_reported() -> None:
     result = run(
         {
             "m": UNCARRIED,
@@ -267,26 +267,38 @@ def test_every_field_the_spec_cannot_carry_is_reported() -> None:
             ),
         }
     )
+    # below a field the spec renders, what it has no field for is reported
     assert of(result, NOT_CARRIED) == {
-        ("m", "runtime"),
         ("m", "input[0].is_non_linear_format_io"),
         ("m", "output[0].is_non_linear_format_io"),
-        ("m", "batch_input[0]"),
         ("m", "instance_group[0].name"),
         ("m", "instance_group[0].host_policy"),
-        ("m", "model_operations"),
-        ("m", "model_warmup[0]"),
-        ("m", "model_warmup[1]"),
-        ("m", 'cc_model_filenames["8.6"]'),
-        ("m", "response_cache"),
-        ("m", "default_model_filename"),
     }
     lines = {str(f) for f in result.of_kind(NOT_CARRIED)}
-    assert 'm: model_warmup[1]: not in the TritonPipeline spec (set to { name: "w2" batch_size: 2 })' in lines
-    assert 'm: runtime: not in the TritonPipeline spec (set to "model.py")' in lines
+    assert 'm: instance_group[0].host_policy: not in the TritonPipeline spec (set to "numa0")' in lines
+    # every other field goes to extraConfig as the config has it
+    expected = """
+        runtime: "model.py"
+        batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_FP32 source_input: "A" } ]
+        model_operations { op_library_filename: [ "libops.so" ] }
+        model_warmup [ { name: "w1" batch_size: 1 }, { name: "w2" batch_size: 2 } ]
+        cc_model_filenames { key: "8.6" value: "model.plan" }
+        response_cache { enable: true }
+        default_model_filename: "model.savedmodel"
+    """
+    assert parse_text(only_model(result, "m")["extraConfig"]) == parse_text(expected)
     # what the spec does carry of the same config is still written
     assert only_model(result, "m")["instances"] == [{"kind": "CPU", "count": 1}]
     assert only_model(result, "m")["dynamicBatching"] == {}
+
+
+def test_extra_config_is_rendered_into_the_models_config() -> None:
+    result = run({"m": UNCARRIED})
+    rendered = parse_text(compile_pipeline(parse_pipeline(result.document)).files["m/config.pbtxt"])
+    assert rendered.default_model_filename == "model.savedmodel"
+    assert [w.name for w in rendered.model_warmup] == ["w1", "w2"]
+    assert rendered.response_cache.enable and rendered.runtime == "model.py"
+    assert rendered.batch_input[0].target_name == ["N"]
 
 
 def test_values_equal_to_tritons_defaults_are_not_reported() -> None:
@@ -304,10 +316,11 @@ def test_values_equal_to_tritons_defaults_are_not_reported() -> None:
     assert only_model(result, "echo")["sequenceBatching"] == {}  # direct, 1 s idle: the spec's defaults
 
 
-def test_a_value_beside_a_default_one_is_still_reported() -> None:
-    text = ECHO + "optimization { input_pinned_memory { enable: true } cuda { graphs: true } }\n"
-    result = run({"echo": text, "echo_pipe": ECHO_ENSEMBLE})
-    assert of(result, NOT_CARRIED) == {("echo", "optimization.cuda")}
+def test_a_value_beside_a_default_one_is_carried_with_it() -> None:
+    optimization = "optimization { input_pinned_memory { enable: true } cuda { graphs: true } }\n"
+    result = run({"echo": ECHO + optimization, "echo_pipe": ECHO_ENSEMBLE})
+    assert of(result, NOT_CARRIED) == set()
+    assert parse_text(only_model(result, "echo")["extraConfig"]) == parse_text(optimization)
 
 
 SEQUENCE = cfg(
@@ -556,9 +569,10 @@ def test_without_a_model_file_the_name_model_dot_backend_picks_it(
         return
     model = only_model(result, directory)
     assert {k: model[k] for k in ("backend", "platform") if k in model} == written
-    expected = set() if written["backend"] == "dali" else {(directory, "default_model_filename")}
-    assert of(result, NOT_CARRIED) == expected
-    assert not of(result, ERROR)
+    # DALI looks for model.dali itself; another backend is told the file Triton would name
+    expected = None if written["backend"] == "dali" else f'default_model_filename: "{file}"\n'
+    assert model.get("extraConfig") == expected
+    assert not of(result, NOT_CARRIED) | of(result, ERROR)
 
 
 def test_a_tensor_left_for_the_backend_to_complete_is_an_error_that_says_so() -> None:
@@ -1277,9 +1291,12 @@ def not_carried_lines(stderr: str) -> list[tuple[str, str, str]]:
     return out
 
 
+HOST_POLICY = 'echo: instance_group[0].host_policy: not in the TritonPipeline spec (set to "numa0")'
+
+
 @pytest.fixture
 def echo_repo(tmp_path: Path) -> Path:
-    text = ECHO + "response_cache { enable: true }\n"
+    text = ECHO + 'instance_group [ { kind: KIND_CPU host_policy: "numa0" } ]\n'
     return write_repo(tmp_path / "models", {"echo": text, "echo_pipe": ECHO_ENSEMBLE})
 
 
@@ -1389,9 +1406,7 @@ def test_stdout_and_output_file(echo_repo: Path) -> None:
     root = echo_repo.parent
     printed = run_import("models", cwd=root)
     assert printed.returncode == 0, printed.stderr
-    assert (
-        printed.stderr == "echo: response_cache: not in the TritonPipeline spec (set to { enable: true })\n"
-    )
+    assert printed.stderr == HOST_POLICY + "\n"
     doc = yaml.safe_load(printed.stdout)
     assert doc["metadata"] == {"name": "models"}
     assert doc["spec"]["modelRepository"] == {"uri": "models"}
@@ -1430,7 +1445,7 @@ def test_strict(echo_repo: Path) -> None:
     result = run_import("models", "--strict", "-o", "p.yaml", cwd=root)
     assert result.returncode == 1
     assert stderr_lines(result) == [
-        "echo: response_cache: not in the TritonPipeline spec (set to { enable: true })",
+        HOST_POLICY,
         "error: --strict: 1 setting(s) not carried or not valid as imported (listed above); nothing written",
     ]
     assert snapshot(root) == before
@@ -1703,9 +1718,7 @@ ROUND_TRIP_NOT_CARRIED = {
     ("ensemble", "output[2]"),  # text_output listed twice
     ("streaming_asr", "sequence_batching.oldest.preserve_ordering"),
     ("streaming_asr", "sequence_batching.control_input[1]"),  # READY as FP32, START and END as INT32
-    ("classifier", "optimization"),  # nothing in it is carried: reported whole
-    ("bls_stream", "response_cache"),
-}
+}  # classifier's optimization and bls_stream's response_cache: carried in extraConfig
 
 PLATFORM_BACKEND = {
     "onnxruntime_onnx": "onnxruntime",

@@ -32,7 +32,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import yaml
 
-from helpers import CLI, EXAMPLES, completed, tree_with_stand_in_backends
+from helpers import CLI, EXAMPLES, completed, served_config, tree_with_stand_in_backends
 from test_triton_loads import SELF_DECOUPLING, model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
@@ -296,11 +296,12 @@ def test_triton_picks_the_backend_where_import_does(tmp_path: Path) -> None:
         [str(CLI), "import", str(repo), "-o", str(tmp_path / "out.yaml")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
-    assert "model.python: default_model_filename: Triton sets it to 'model.python'" in result.stderr
-    written = {
-        m["name"]: m["backend"] for m in yaml.safe_load((tmp_path / "out.yaml").read_text())["spec"]["models"]
-    }
-    assert written == {"first": "python", "later": "python", "model.python": "python"}
+    models = yaml.safe_load((tmp_path / "out.yaml").read_text())["spec"]["models"]
+    backends = {m["name"]: m["backend"] for m in models}
+    assert backends == {"first": "python", "later": "python", "model.python": "python"}
+    # the file name Triton gives a model named model.<backend>, which the written backend alone would not
+    extra = {m["name"]: m.get("extraConfig") for m in models}
+    assert extra == {"first": None, "later": None, "model.python": 'default_model_filename: "model.python"\n'}
     with serving(repo, tmp_path / "again.log", *args) as server:
         assert model_states(server)["first"][0] == "READY"  # Triton agrees once model.py is in '10'
 
@@ -404,3 +405,37 @@ def test_a_python_model_that_completes_its_config_answers_alike(tmp_path: Path, 
     assert original == again == [[{"Y": [2.0, 3.0]}]]
     assert completed_again == completed_original
     assert completed_again["model_transaction_policy"] == {"decoupled": True}
+
+
+def test_fields_the_spec_does_not_name_answer_alike(tmp_path: Path) -> None:
+    """A model whose config names its model file (`default_model_filename`, as k2-fsa/sherpa's repositories
+    do for every model) and warms it up: the import carries both in extraConfig, so the rendered
+    repository loads the same file and warms up alike. Before, the import reported them not carried and
+    Triton could not load the model ('model.py' not found)."""
+    repo = tmp_path / "named_files"
+    (repo / "add1" / "1").mkdir(parents=True)
+    (repo / "add1" / "1" / "add_one.py").write_text(OPS_PY)
+    warmup = (
+        'model_warmup [{ name: "zeros" batch_size: 1 inputs { key: "IN" value { '
+        + TENSOR
+        + " zero_data: true } } }]"
+    )
+    (repo / "add1" / "config.pbtxt").write_text(
+        f'backend: "python"\ndefault_model_filename: "add_one.py"\n{warmup}\n'
+        f'input [{{ name: "IN" {TENSOR} }}]\noutput [{{ name: "OUT" {TENSOR} }}]\n'
+    )
+    (repo / "add1_p" / "1").mkdir(parents=True)
+    (repo / "add1_p" / "config.pbtxt").write_text(
+        ensemble_config(["X"], ["Y"], [("add1", {"IN": "X", "OUT": "Y"})])
+    )
+    request = [("add1_p", {"X": np.array([1.0, 2.0], dtype=np.float32)}, {})]
+    loaded = []
+    for served in (repo, "imported"):
+        root = repo if served == repo else imported(repo, tmp_path)
+        with serving(root, tmp_path / f"{served == repo}.log") as server:
+            loaded.append((stream(server, request), served_config(server, "add1")))
+    (original, config), (again, config_again) = loaded
+    assert original == again == [[{"Y": [2.0, 3.0]}]]
+    assert config["default_model_filename"] == config_again["default_model_filename"] == "add_one.py"
+    assert config["model_warmup"] == config_again["model_warmup"]
+    assert config_again["model_warmup"][0]["name"] == "zeros"

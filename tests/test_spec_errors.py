@@ -714,6 +714,20 @@ CASES = [
         "minReplicas must be <= maxReplicas",
     ),
     Case(
+        "extra-config-not-triton-text",
+        "diamond",
+        lambda d: model(d, 0).update(extraConfig="optimization {"),
+        "spec.models[0].extraConfig",
+        """is not Triton's config text format: line 1, column 14: Expected "}".""",
+    ),
+    Case(
+        "extra-config-sets-a-rendered-field",
+        "diamond",
+        lambda d: model(d, 0).update(extraConfig='default_model_filename: "a.onnx"\nmax_batch_size: 4'),
+        "spec.models[0].extraConfig",
+        "sets max_batch_size, which the spec renders from maxBatchSize: set that instead",
+    ),
+    Case(
         "autoscaling-target-infinite",
         "fanout",
         lambda d: spec(d).update(autoscaling={"maxReplicas": 3, "target": float("inf")}),

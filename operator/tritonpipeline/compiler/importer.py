@@ -61,7 +61,7 @@ from .autocomplete import (
 )
 from .plan import ensemble_output
 from .plan_types import INPUTS, Tensor, full_dims
-from .triton_config import mc, parse_text
+from .triton_config import SPEC_RENDERED, mc, parse_text, to_text
 
 ERROR, NOT_CARRIED, WARNING = "error", "not carried", "warning"
 COMPLETED = "completed"  # carried from what a model.py's auto_complete_config sets (a note, not a problem)
@@ -272,14 +272,11 @@ MODEL_FILES: tuple[tuple[str, str, str, bool | None], ...] = (
 )
 
 # ... and when none matches, with neither backend, platform nor default_model_filename given, a model named
-# `model.<backend>` runs on <backend>, and Triton sets default_model_filename `model.<backend>`, which the
-# spec does not carry: the same as the backend's own default only for these (DALI's is model.dali)
+# `model.<backend>` runs on <backend>, and Triton sets default_model_filename `model.<backend>`: carried in
+# extraConfig, as the render names the backend and Triton then sets nothing (the same as the backend's own
+# default only for these: DALI's is model.dali)
 CUSTOM_BACKEND_SEPARATOR = "."
 OWN_DEFAULT_IS_MODEL_DOT_BACKEND = frozenset({"dali"})
-CUSTOM_BACKEND_FILE = (
-    "Triton sets it to {file!r} for a model named {name!r} with no backend, and the spec does not carry "
-    "it: the {backend} backend looks for its own default file name instead"
-)
 
 # a model directory's first subdirectory in byte order, and its entries (name -> is a directory)
 VersionFiles = tuple[str, Mapping[str, bool]]
@@ -710,7 +707,23 @@ def _model(
     if cfg.parameters:
         entry["parameters"] = _parameters(cfg, r)
     _same_as_defaults(cfg, r)
+    entry.update(_extra_config(cfg, r))
     return _spec_order(entry, Model)
+
+
+def _extra_config(cfg: Any, r: _Reading) -> dict[str, str]:
+    """extraConfig: each field of the config that the spec's own fields do not render, whole, where it
+    holds anything more than NORMALISATIONS' defaults (the fields below the rendered ones that the spec
+    does not carry stay NOT_CARRIED findings)."""
+    left = {re.split(r"[.\[]", path, maxsplit=1)[0] for path, _ in _walk(cfg, "", r)}
+    extra = type(cfg)()
+    extra.CopyFrom(cfg)
+    for fd, _ in extra.ListFields():
+        if fd.name in SPEC_RENDERED or fd.name not in left:
+            extra.ClearField(fd.name)
+        else:
+            r.take(fd.name, "extraConfig")
+    return {"extraConfig": to_text(extra).decode()} if extra.ListFields() else {}
 
 
 def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
@@ -888,8 +901,7 @@ def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[
         r.take("backend", next(iter(picked)))  # NORMALISATIONS: Triton picks the same by the same file
         custom = picked.get("backend", "")
         if by_name and custom not in OWN_DEFAULT_IS_MODEL_DOT_BACKEND:
-            message = CUSTOM_BACKEND_FILE.format(file=f"model.{custom}", name=str(cfg.name), backend=custom)
-            r.add(NOT_CARRIED, "default_model_filename", message)
+            cfg.default_model_filename = f"model.{custom}"  # as Triton sets it; carried in extraConfig
         return picked
     files = ", ".join(name for name, *_ in MODEL_FILES)
     why = NO_VERSION_DIR
@@ -1495,6 +1507,12 @@ def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
     return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=flow)
 
 
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    """Text of several lines (extraConfig) as a literal block, as written in a config.pbtxt."""
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
 def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
     return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=_flat(data))
 
@@ -1502,6 +1520,7 @@ def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
 _Dumper.add_representer(dict, _represent_dict)
 _Dumper.add_representer(_FlowMap, _represent_dict)
 _Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(str, _represent_str)
 
 
 def document_yaml(result: ImportResult, source: str) -> str:

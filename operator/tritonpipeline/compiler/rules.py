@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
+from google.protobuf import text_format
+
 from ..errors import Problem
 from ..spec import DECOUPLED_BACKENDS, PLATFORM_BACKEND, InputTensor, Model, OutputTensor, PipelineSpec
 from ..triton import tritonserver_options
@@ -27,6 +29,7 @@ from .plan_types import (
     parse_ref,
     producer,
 )
+from .triton_config import SPEC_RENDERED, extra_config
 
 # --------------------------------------------------------------------------- messages
 
@@ -56,6 +59,8 @@ STATE_WITHOUT_BACKEND_SUPPORT = (
 )
 INITIAL_STATE_TYPE = "the initial state's dataType {have} differs from the state's {want}"
 PREFERRED_ABOVE_MAX = "preferred batch size {size} exceeds maxBatchSize {max}"
+EXTRA_CONFIG_UNREADABLE = "is not Triton's config text format: line {line}, column {column}: {error}"
+EXTRA_CONFIG_RENDERED = "sets {field}, which the spec renders from {spec}: set that instead"
 PIPELINE_NAMED_LIKE_MODEL = (
     "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
 )
@@ -350,6 +355,21 @@ def preferred_batch_sizes_fit(spec: PipelineSpec, i: int) -> Iterator[Problem]:
                 )
 
 
+def extra_config_adds_fields(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """A model's extraConfig is Triton's text format and sets only fields the spec's own do not render."""
+    path = f"spec.models[{i}].extraConfig"
+    try:
+        extra = extra_config(spec.models[i])
+    except text_format.ParseError as exc:
+        line, column = exc.GetLine() or 1, exc.GetColumn() or 1
+        error = str(exc).split(" : ", 1)[-1]
+        yield Problem(path, EXTRA_CONFIG_UNREADABLE.format(line=line, column=column, error=error))
+        return
+    for fd, _ in extra.ListFields():
+        if fd.name in SPEC_RENDERED:
+            yield Problem(path, EXTRA_CONFIG_RENDERED.format(field=fd.name, spec=SPEC_RENDERED[fd.name]))
+
+
 # --------------------------------------------------------------------------- the document
 
 
@@ -388,6 +408,7 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
         problems += states_kept(spec, i)
         problems += dynamic_batching_batches(spec, i)
         problems += preferred_batch_sizes_fit(spec, i)
+        problems += extra_config_adds_fields(spec, i)
     first_pipeline = first_index(p.name for p in spec.pipelines)
     for i in range(len(spec.pipelines)):
         problems += pipeline_name_free(spec, i, first_pipeline)

@@ -72,6 +72,30 @@ def parse_text(text: bytes | str) -> mc.ModelConfig:
     return config
 
 
+# The config fields the spec's own fields render, each with the spec field that does: a model's extraConfig
+# sets any other field (compiler/rules.py checks it), and `tritonpipeline import` writes every other one there
+SPEC_RENDERED: dict[str, str] = {
+    "name": "name",
+    "platform": "platform",
+    "backend": "backend",
+    "max_batch_size": "maxBatchSize",
+    "input": "inputs",
+    "output": "outputs",
+    "instance_group": "instances",
+    "dynamic_batching": "dynamicBatching",
+    "sequence_batching": "sequenceBatching",
+    "ensemble_scheduling": "spec.pipelines",
+    "model_transaction_policy": "decoupled",
+    "parameters": "parameters",
+    "version_policy": "versionPolicy",
+}
+
+
+def extra_config(model: Model) -> mc.ModelConfig:
+    """A model's extraConfig as Triton's message (empty without one); raises text_format.ParseError."""
+    return parse_text(model.extra_config or "")
+
+
 def _param(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -125,6 +149,7 @@ def model_config(model: Model, *, cpu_only: bool, run_by_step: bool = False) -> 
         cfg.model_transaction_policy.decoupled = model.decoupled
     for key in sorted(model.parameters):
         cfg.parameters[key].string_value = _param(model.parameters[key])
+    cfg.MergeFrom(extra_config(model))  # fields none of the above sets (compiler/rules.py)
     return cfg
 
 

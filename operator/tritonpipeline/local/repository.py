@@ -12,9 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from google.protobuf import text_format
+
 from ..compiler.autocomplete import PYTHON_MODEL_FILE, completion
+from ..compiler.triton_config import extra_config
 from ..errors import Problem, SpecError, quote, reason
-from ..spec import TritonPipeline
+from ..spec import Model, TritonPipeline
 
 MARKER = ".tritonpipeline-rendered"  # in every rendered repository: the entries it wrote (JSON)
 
@@ -108,13 +111,22 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
             if problem:
                 problems.append(Problem(f"spec.models[{i}].name", problem))
             elif model.name in stepped and model.backend == "python" and not model.decoupled:
-                version = latest_version(d)
-                done = completion(python_files(version).get(PYTHON_MODEL_FILE, ""))
+                version, file = latest_version(d), _python_model_file(model)
+                done = completion(python_files(version).get(file, ""))
                 if version is not None and done is not None and done.decoupled:
-                    where = f"{model.name}/{version.name}/{PYTHON_MODEL_FILE}"
+                    where = f"{model.name}/{version.name}/{file}"
                     message = SELF_DECOUPLED.format(file=where, line=done.policy_line)
                     problems.append(Problem(f"spec.models[{i}].decoupled", message))
     return problems
+
+
+def _python_model_file(model: Model) -> str:
+    """The file the Python backend loads: the extraConfig's default_model_filename, else model.py (an
+    extraConfig that does not parse is the compiler's finding)."""
+    try:
+        return extra_config(model).default_model_filename or PYTHON_MODEL_FILE
+    except text_format.ParseError:
+        return PYTHON_MODEL_FILE
 
 
 def _version_problem(model_dir: Path) -> str | None:

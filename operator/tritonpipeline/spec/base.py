@@ -182,6 +182,7 @@ FixedDim = Annotated[int, Field(ge=1, le=MAX_INTEGER)]
 # the longest lists: bounds the apiserver's cost of the CEL rules over them, and the objects' size
 MAX_MODELS, MAX_PIPELINES, MAX_STEPS, MAX_TENSORS, MAX_INSTANCE_GROUPS, MAX_STATES = 256, 64, 128, 64, 16, 16
 MAX_DIMS = 8
+MAX_EXTRA_CONFIG = 64 * 1024  # characters of a model's extraConfig (the whole CR is at most 1.5 MiB)
 Dims = Annotated[list[Dim], Field(min_length=1, max_length=MAX_DIMS)]
 
 

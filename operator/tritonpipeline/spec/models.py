@@ -14,6 +14,7 @@ from .base import (
     INT32_MAX,
     MAX_BATCH_SIZE,
     MAX_DIMS,
+    MAX_EXTRA_CONFIG,
     MAX_INSTANCE_GROUPS,
     MAX_INTEGER,
     MAX_STATES,
@@ -339,6 +340,15 @@ class Model(_Base):
     )
     version_policy: VersionPolicy | None = Field(
         default=None, description="Triton's `version_policy` (default: the latest version)."
+    )
+    extra_config: Annotated[str, Field(min_length=1, max_length=MAX_EXTRA_CONFIG)] | None = Field(
+        default=None,
+        description="More of the model's config.pbtxt, in Triton's text format: the fields the spec does not "
+        "name (`default_model_filename`, `optimization`, `model_warmup`, `response_cache`, `batch_input`, "
+        "...), added to the rendered config as written. It may not set a field the spec's own fields "
+        "render (name, backend, platform, max_batch_size, input, output, instance_group, the batchers, "
+        "model_transaction_policy, parameters, version_policy); `tritonpipeline import` writes here what "
+        "a config holds beyond them.",
     )
 
     @field_validator("parameters")
