@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 
 from google.protobuf import text_format
 
-from ..errors import Problem
+from ..errors import Problem, clip
 from ..spec import DECOUPLED_BACKENDS, PLATFORM_BACKEND, InputTensor, Model, OutputTensor, PipelineSpec
 from ..triton import tritonserver_options
 from .plan_types import (
@@ -362,7 +362,7 @@ def extra_config_adds_fields(spec: PipelineSpec, i: int) -> Iterator[Problem]:
         extra = extra_config(spec.models[i])
     except text_format.ParseError as exc:
         line, column = exc.GetLine() or 1, exc.GetColumn() or 1
-        error = str(exc).split(" : ", 1)[-1]
+        error = clip(str(exc).split(" : ", 1)[-1])  # protobuf quotes the whole line
         yield Problem(path, EXTRA_CONFIG_UNREADABLE.format(line=line, column=column, error=error))
         return
     for fd, _ in extra.ListFields():
