@@ -646,12 +646,14 @@ def test_a_namespace_being_deleted_is_not_repaired(kube, namespace, run_operator
 
 
 def test_oversized_configmap_is_reported_not_crashed(kube, namespace, run_operator):
-    op = run_operator({"TRITONPIPELINE_CONFIGMAP_MAX_BYTES": "1500"})
-    kube.apply(cluster_doc("vision", namespace))
+    op = run_operator({"TRITONPIPELINE_CONFIGMAP_MAX_BYTES": "4096"})  # the smallest it takes
+    doc = cluster_doc("vision", namespace)
+    doc["spec"]["models"][0]["parameters"] = {"blob": "x" * 5000}  # one config over the limit
+    kube.apply(doc)
     cr = wait_reconciled(kube, namespace, "vision")
     valid = condition(cr, "SpecValid")
     assert valid["status"] == "False"
-    assert "over the ConfigMap limit of 1500 bytes" in valid["message"]
+    assert "over the ConfigMap limit of 4096 bytes" in valid["message"]
     assert children(kube, namespace, "vision")["deployment"] is None
     assert op.proc is not None and op.proc.poll() is None  # still running
 
