@@ -429,12 +429,10 @@ def test_fields_the_spec_does_not_name_answer_alike(tmp_path: Path) -> None:
         ensemble_config(["X"], ["Y"], [("add1", {"IN": "X", "OUT": "Y"})])
     )
     request = [("add1_p", {"X": np.array([1.0, 2.0], dtype=np.float32)}, {})]
-    loaded = []
-    for served in (repo, "imported"):
-        root = repo if served == repo else imported(repo, tmp_path)
-        with serving(root, tmp_path / f"{served == repo}.log") as server:
-            loaded.append((stream(server, request), served_config(server, "add1")))
-    (original, config), (again, config_again) = loaded
+    with serving(repo, tmp_path / "original.log") as server:
+        original, config = stream(server, request), served_config(server, "add1")
+    with serving(imported(repo, tmp_path), tmp_path / "imported.log") as server:
+        again, config_again = stream(server, request), served_config(server, "add1")
     assert original == again == [[{"Y": [2.0, 3.0]}]]
     assert config["default_model_filename"] == config_again["default_model_filename"] == "add_one.py"
     assert config["model_warmup"] == config_again["model_warmup"]

@@ -721,6 +721,13 @@ CASES = [
         """is not Triton's config text format: line 1, column 14: Expected "}".""",
     ),
     Case(
+        "extra-config-too-long",
+        "diamond",
+        lambda d: model(d, 0).update(extraConfig="#" * (64 * 1024 + 1)),
+        "spec.models[0].extraConfig",
+        "allows at most 65536 characters",
+    ),
+    Case(
         "extra-config-sets-a-rendered-field",
         "diamond",
         lambda d: model(d, 0).update(extraConfig='default_model_filename: "a.onnx"\nmax_batch_size: 4'),

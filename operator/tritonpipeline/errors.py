@@ -16,6 +16,11 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
 _REPR.maxstring = _REPR.maxother = QUOTE_LIMIT
 
 
+def plain_number(number: float) -> str:
+    """A number as a person writes it in a message: 4096, not 4096.0 or 4.096e+03."""
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
 def clip(text: str, limit: int = TEXT_LIMIT) -> str:
     """`text` cut to about `limit` characters, saying how much was left out."""
     if len(text) <= limit:

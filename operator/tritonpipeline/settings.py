@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from .errors import plain_number
+
 GROUP = "serving.tritonpipeline.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"  # a TritonPipeline's apiVersion
@@ -97,11 +99,6 @@ def read_env(
     return values
 
 
-def _plain(number: float) -> str:
-    """A number as a person writes it: 4096, not 4096.0 or 4.096e+03."""
-    return str(int(number)) if float(number).is_integer() else str(number)
-
-
 class SettingsError(ValueError):
     """A variable whose text cannot be read (`BAD_VALUE`: it names the variable)."""
 
@@ -121,9 +118,9 @@ class Range:
     @property
     def text(self) -> str:
         kind = f"a {'whole ' if self.whole else ''}number of {self.unit}"
-        low = _plain(self.low)
+        low = plain_number(self.low)
         if self.high is not None:
-            return f"{kind} from {low} to {_plain(self.high)}"
+            return f"{kind} from {low} to {plain_number(self.high)}"
         return f"{kind} above {low}" if self.above else f"{kind}, at least {low}"
 
     def __call__(self, text: str) -> float:

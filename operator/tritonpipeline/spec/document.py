@@ -16,7 +16,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from ..errors import Problem, SpecError, quote
+from ..errors import Problem, SpecError, plain_number, quote
 from ..settings import API_VERSION, KIND
 from .autoscaling import Autoscaling, NetworkPolicy
 from .base import DNS_LABEL_RE, K8S_NAME_RE, MAX_MODELS, MAX_PIPELINES, FieldProblems, _Base, _name_rule
@@ -259,11 +259,6 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
-def _bound(value: Any) -> Any:
-    """A field's bound as its spec writes it: a float field's whole-number bound without `.0`."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     value = err.get("input")
@@ -293,15 +288,17 @@ def _message(err: ErrorDetails) -> str:
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a mapping, got {_kind(value)}"
     if kind == "greater_than_equal":
-        return f"must be >= {_bound(ctx.get('ge'))}, got {quote(value)}"
+        return f"must be >= {plain_number(ctx['ge'])}, got {quote(value)}"
     if kind == "greater_than":
-        return f"must be > {_bound(ctx.get('gt'))}, got {quote(value)}"
+        return f"must be > {plain_number(ctx['gt'])}, got {quote(value)}"
     if kind == "less_than_equal":
-        return f"must be <= {_bound(ctx.get('le'))}, got {quote(value)}"
+        return f"must be <= {plain_number(ctx['le'])}, got {quote(value)}"
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s)"
     if kind == "too_long":
         return f"allows at most {ctx.get('max_length')} item(s)"
+    if kind == "string_too_long":
+        return f"allows at most {ctx.get('max_length')} characters"
     if kind in ("string_too_short",):
         return "must not be empty"
     return str(err["msg"])
