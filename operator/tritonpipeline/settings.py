@@ -12,8 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from .errors import plain_number
-
 GROUP = "serving.tritonpipeline.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"  # a TritonPipeline's apiVersion
@@ -118,9 +116,9 @@ class Range:
     @property
     def text(self) -> str:
         kind = f"a {'whole ' if self.whole else ''}number of {self.unit}"
-        low = plain_number(self.low)
+        low = f"{self.low:.15g}"  # 4096 and 30, not 4096.0, 30.0 or 4.096e+03
         if self.high is not None:
-            return f"{kind} from {low} to {plain_number(self.high)}"
+            return f"{kind} from {low} to {self.high:.15g}"
         return f"{kind} above {low}" if self.above else f"{kind}, at least {low}"
 
     def __call__(self, text: str) -> float:
