@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
+
+from tritonpipeline.local.server import end_process
 
 
 def system_binary(name: str, fallback: str) -> str | None:
@@ -28,13 +29,7 @@ def missing_system_binary(name: str, fallback: str, package: str) -> str | None:
 
 
 def end(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    """SIGTERM to a process this harness started (by its PID), then SIGKILL to its process group
-    after `timeout` seconds."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """End a process this harness started in its own session (local.server.end_process: by its PID,
+    then what is left of its process group)."""
+    if proc is not None:
+        end_process(proc, timeout)

@@ -314,6 +314,62 @@ def test_gpu_indices_with_a_cpu_only_server_are_a_warning() -> None:
     assert w.path == "spec.models[0].instances[0].gpus" and "ignored" in w.message
 
 
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        ([], True),
+        (["--rate-limit=off"], True),
+        (["--rate-limit", "execution_count"], False),
+        (["--rate-limit=execution_count", "--rate-limit=off"], True),  # tritonserver takes the last
+        (["--rate-limit=off", "--rate-limit=execution_count"], False),
+    ],
+)
+def test_a_rate_limiter_without_the_servers_rate_limiting_is_a_warning(args: list[str], warned: bool) -> None:
+    doc = example("fanout", PVC)
+    doc["spec"]["server"]["args"] = args
+    doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "rateLimiter": {"priority": 2}}]
+    found = checks.warnings(parse_pipeline(doc))
+    assert [w.path for w in found] == (["spec.models[0].instances[0].rateLimiter"] if warned else [])
+    assert all("--rate-limit=execution_count" in w.message for w in found)
+
+
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        ([], True),
+        (["--cache-config=local,size=1048576"], False),
+        (["--cache-config", "redis,host=cache"], False),
+        (["--response-cache-byte-size=0"], True),
+        (["--response-cache-byte-size", "4096"], False),
+    ],
+)
+def test_a_response_cache_without_the_servers_cache_is_a_warning(args: list[str], warned: bool) -> None:
+    doc = example("fanout", PVC)
+    doc["spec"]["server"]["args"] = args
+    doc["spec"]["models"][1]["extraConfig"] = "response_cache { enable: true }"
+    found = checks.warnings(parse_pipeline(doc))
+    assert [w.path for w in found] == (["spec.models[1].extraConfig"] if warned else [])
+    assert all("--cache-config=local,size=BYTES" in w.message for w in found)
+
+
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        ([], True),
+        (["--host-policy=numa0,numa-node=0"], False),
+        (["--host-policy", "numa0,cpu-cores=0-3"], False),
+        (["--host-policy=numa1,numa-node=1"], True),
+    ],
+)
+def test_a_host_policy_the_server_does_not_define_is_a_warning(args: list[str], warned: bool) -> None:
+    doc = example("fanout", PVC)
+    doc["spec"]["server"]["args"] = args
+    doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "hostPolicy": "numa0"}]
+    found = checks.warnings(parse_pipeline(doc))
+    assert [w.path for w in found] == (["spec.models[0].instances[0].hostPolicy"] if warned else [])
+    assert all("--host-policy=numa0,SETTING=VALUE" in w.message for w in found)
+
+
 def test_secret_ref_with_pvc_is_a_warning_and_with_s3_is_not() -> None:
     doc = example("fanout", PVC)
     doc["spec"]["modelRepository"]["secretRef"] = {"name": "creds"}

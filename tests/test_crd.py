@@ -179,7 +179,7 @@ def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> Non
         "target": 50,
         "engine": "hpa",
     }
-    assert spec["models"][0]["instances"] == [{"kind": "AUTO", "count": 1}]
+    assert spec["models"][0]["instances"] == [{"kind": "AUTO", "count": 1, "passive": False}]
     assert spec["models"][0]["dynamicBatching"] == {
         "maxQueueDelayMicroseconds": 0,
         "preserveOrdering": False,
@@ -189,6 +189,7 @@ def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> Non
     assert spec["models"][1]["sequenceBatching"] == {
         "strategy": "direct",
         "maxSequenceIdleMicroseconds": 1_000_000,
+        "preserveOrdering": False,
         "iterativeSequence": False,
     }
     assert parse_pipeline(kube.get(API, KIND, ns, "subject") or {}).spec == parse_pipeline(doc).spec
@@ -505,11 +506,19 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
     ),
     ("controls-distinct", "streaming", _set(f"{SEQ}.controls.ready", "READY"), OK),
     ("controls-one-set", "streaming", _set(f"{SEQ}.controls", {"start": "START"}), OK),
+    ("direct-with-queue-delay", "streaming", _set(f"{SEQ}.maxQueueDelayMicroseconds", 100), OK),
+    ("direct-with-slot-utilization", "streaming", _set(f"{SEQ}.minimumSlotUtilization", 0.5), OK),
     (
-        "direct-with-queue-delay",
+        "direct-with-preserve-ordering",
         "streaming",
-        _set(f"{SEQ}.maxQueueDelayMicroseconds", 0),
+        _set(f"{SEQ}.preserveOrdering", True),
         ("spec.models[1].sequenceBatching", "only apply to strategy 'oldest'"),
+    ),
+    (
+        "oldest-with-slot-utilization",
+        "streaming",
+        _set(SEQ, {"strategy": "oldest", "preserveOrdering": True, "minimumSlotUtilization": 0.5}),
+        ("spec.models[1].sequenceBatching", "minimumSlotUtilization only applies to strategy 'direct'"),
     ),
     ("direct-with-empty-preferred", "streaming", _set(f"{SEQ}.preferredBatchSizes", []), OK),
     (
@@ -680,6 +689,75 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
             {"priorityLevels": 2, "defaultPriorityLevel": 1, "priorityQueuePolicies": [{"priorityLevel": 3}]},
         ),
         ("spec.models[0].dynamicBatching", "each priorityQueuePolicies[].priorityLevel must be one of"),
+    ),
+    (
+        "ordered-with-one-level-and-a-rejecting-policy",
+        "fanout",
+        _set(
+            "spec.models.0.dynamicBatching",
+            {
+                "preserveOrdering": True,
+                "priorityLevels": 1,
+                "defaultPriorityLevel": 1,
+                "defaultQueuePolicy": {"timeoutAction": "REJECT", "defaultTimeoutMicroseconds": 100},
+                "priorityQueuePolicies": [{"priorityLevel": 1, "timeoutAction": "DELAY"}],
+            },
+        ),
+        OK,
+    ),
+    (
+        "ordered-with-two-levels",
+        "fanout",
+        _set(
+            "spec.models.0.dynamicBatching",
+            {"preserveOrdering": True, "priorityLevels": 2, "defaultPriorityLevel": 1},
+        ),
+        ("spec.models[0].dynamicBatching", "preserveOrdering allows one priority level at most"),
+    ),
+    (
+        "ordered-with-a-delaying-level",
+        "fanout",
+        _set(
+            "spec.models.0.dynamicBatching",
+            {
+                "preserveOrdering": True,
+                "priorityLevels": 1,
+                "defaultPriorityLevel": 1,
+                "priorityQueuePolicies": [
+                    {"priorityLevel": 1, "timeoutAction": "DELAY", "defaultTimeoutMicroseconds": 5}
+                ],
+            },
+        ),
+        ("spec.models[0].dynamicBatching", "preserveOrdering takes no queue policy with timeoutAction DELAY"),
+    ),
+    (
+        "ordered-with-a-delaying-default",
+        "fanout",
+        _set(
+            "spec.models.0.dynamicBatching",
+            {
+                "preserveOrdering": True,
+                "defaultQueuePolicy": {"timeoutAction": "DELAY", "defaultTimeoutMicroseconds": 5},
+            },
+        ),
+        ("spec.models[0].dynamicBatching", "preserveOrdering takes no queue policy with timeoutAction DELAY"),
+    ),
+    (
+        "instance-group-settings",
+        "fanout",
+        _set(
+            "spec.models.0.instances",
+            [
+                {
+                    "kind": "GPU",
+                    "profile": ["0", "12"],
+                    "hostPolicy": "numa0",
+                    "rateLimiter": {"resources": [{"name": "R", "global": True, "count": 2}], "priority": 3},
+                },
+                {"kind": "GPU", "passive": True},
+            ],
+        ),
+        OK,
     ),
     (
         "version-policy-latest",

@@ -437,3 +437,38 @@ def test_fields_the_spec_does_not_name_answer_alike(tmp_path: Path) -> None:
     assert config["default_model_filename"] == config_again["default_model_filename"] == "add_one.py"
     assert config["model_warmup"] == config_again["model_warmup"]
     assert config_again["model_warmup"][0]["name"] == "zeros"
+
+
+def test_instance_group_settings_answer_alike(tmp_path: Path) -> None:
+    """An instance group's name, rate limiter, host policy and passive instances (Triton's rate-limiter
+    documentation; NUMA deployments): carried by the import (0 settings not carried), so the rendered
+    repository loads the model with the same groups, and it answers alike through its active instance."""
+    repo = tmp_path / "groups"
+    (repo / "add1" / "1").mkdir(parents=True)
+    (repo / "add1" / "1" / "model.py").write_text(OPS_PY)
+    groups = (
+        'instance_group [{ name: "first" kind: KIND_CPU count: 1 host_policy: "policy_a" '
+        'rate_limiter { resources [{ name: "R1" count: 2 }, { name: "R2" global: true count: 1 }] '
+        "priority: 2 } }, "
+        "{ kind: KIND_CPU count: 1 passive: true }]"
+    )
+    (repo / "add1" / "config.pbtxt").write_text(
+        f'backend: "python"\n{groups}\n'
+        f'input [{{ name: "IN" {TENSOR} }}]\noutput [{{ name: "OUT" {TENSOR} }}]\n'
+    )
+    request = [("add1", {"IN": np.array([1.0, 2.0], dtype=np.float32)}, {})]
+    args = ("--rate-limit=execution_count",)
+    with serving(repo, tmp_path / "original.log", *args) as server:
+        original, config = stream(server, request), served_config(server, "add1")
+    with serving(imported(repo, tmp_path), tmp_path / "imported.log", *args) as server:
+        again, config_again = stream(server, request), served_config(server, "add1")
+    assert original == again == [[{"OUT": [2.0, 3.0]}]]
+    assert config["instance_group"] == config_again["instance_group"]
+    first, second = config_again["instance_group"]
+    assert first["name"] == "first" and second["name"] == "add1_1"  # Triton names a group without one
+    assert first["host_policy"] == "policy_a" and second["passive"] is True
+    assert first["rate_limiter"]["priority"] == 2
+    assert [(r["name"], r["global"], r["count"]) for r in first["rate_limiter"]["resources"]] == [
+        ("R1", False, 2),
+        ("R2", True, 1),
+    ]

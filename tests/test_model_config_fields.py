@@ -83,6 +83,7 @@ def test_the_fields_render_as_tritons_own() -> None:
     m = doc["spec"]["models"][0]
     m["inputs"][0].update(allowRaggedBatch=True, format="NONE")
     m["outputs"][0]["isShapeTensor"] = True
+    m["backend"] = "tensorrt"  # shape tensors are TensorRT's (rendered here, not served)
     config = parse_text(compile_doc(doc).files["reshaped/config.pbtxt"])
     (inp,) = config.input
     assert inp.HasField("reshape") and list(inp.reshape.shape) == []  # present, and empty

@@ -113,6 +113,12 @@ def _state_mapped_by_step(d: dict[str, Any]) -> None:
     step(d, 1)["inputs"]["STATE_IN"] = "dequantize.VALUE"
 
 
+def _growable_state_on_cpu(d: dict[str, Any]) -> None:
+    m = _with_state(d)
+    m["sequenceBatching"]["states"][0].update(useGrowableMemory=True, useSameBufferForInputOutput=True)
+    m["instances"] = [{"kind": "CPU"}]
+
+
 def _state_on_python(d: dict[str, Any]) -> None:
     m = _with_state(d)
     del m["platform"]
@@ -163,6 +169,19 @@ class Case:
     path: str
     reason: str  # substring of the message (literal)
     only: bool = True  # the problem is the only one reported (no cascade noise)
+
+
+def _warmup_of_a(value: str) -> Callable[[dict[str, Any]], None]:
+    """The diamond's extractor warmed up with a sample of two, INPUT_A given as `value`."""
+    sample = f'model_warmup [{{ name: "w" batch_size: 2 inputs {{ key: "INPUT_A" value {{ {value} }} }} }}]'
+    return lambda d: model(d, 0).update(extraConfig=sample)
+
+
+def _scalar_extractor_input(d: dict[str, Any]) -> None:
+    """The fanout extractor without batching, its input of dims [1] reshaped to a scalar."""
+    del model(d, 0)["dynamicBatching"]
+    model(d, 0).update(maxBatchSize=0)
+    model(d, 0)["inputs"][0].update(dims=[1], reshape=[])
 
 
 def _unbatched_dequantize_on_two_gpus(d: dict[str, Any]) -> None:
@@ -621,6 +640,39 @@ CASES = [
         "format NCHW needs 3 dims (without the batch dimension), got [4]",
     ),
     Case(
+        "scalar-reshape-without-batching",
+        "fanout",
+        _scalar_extractor_input,
+        "spec.models[0].inputs[0].reshape",
+        "an empty reshape makes the tensor a scalar, which a model without batching (maxBatchSize 0) "
+        "cannot have",
+        only=False,  # the steps' shapes change with the batching
+    ),
+    Case(
+        "shape-tensor-off-tensorrt",
+        "fanout",
+        lambda d: model(d, 0)["outputs"][0].update(isShapeTensor=True),
+        "spec.models[0].outputs[0].isShapeTensor",
+        "isShapeTensor is for TensorRT models (backend tensorrt or platform tensorrt_plan), and model "
+        "'extractor' runs on backend 'python'",
+    ),
+    Case(
+        "optimization-profile-off-tensorrt",
+        "fanout",
+        lambda d: model(d, 0)["instances"][0].update(profile=["0"]),
+        "spec.models[0].instances[0].profile",
+        "profile picks TensorRT optimization profiles, and model 'extractor' runs on backend 'python'",
+    ),
+    Case(
+        "optimization-profile-not-an-index",
+        "fanout",
+        lambda d: (
+            model(d, 0).update(backend="tensorrt") or model(d, 0)["instances"][0].update(profile=["-1"])
+        ),
+        "spec.models[0].instances[0].profile[0]",
+        "invalid profile '-1': a TensorRT optimization profile's index, such as 0",
+    ),
+    Case(
         "implicit-state-on-a-backend-without-it",
         "streaming",
         _state_on_python,
@@ -633,6 +685,34 @@ CASES = [
         lambda d: _with_state(d, dataType="INT32"),
         "spec.models[1].sequenceBatching.states[0].initialState.dataType",
         "the initial state's dataType INT32 differs from the state's FP32",
+    ),
+    Case(
+        "initial-state-of-another-rank",
+        "streaming",
+        lambda d: _with_state(d, dims=[1, 1], dataType="FP32"),
+        "spec.models[1].sequenceBatching.states[0].initialState.dims",
+        "the initial state's dims [1, 1] and the state's [1] differ in rank",
+    ),
+    Case(
+        "initial-state-of-another-size",
+        "streaming",
+        lambda d: _with_state(d, dims=[2], dataType="FP32"),
+        "spec.models[1].sequenceBatching.states[0].initialState.dims",
+        "the initial state's dims [2] differ from the state's [1] where the state's are fixed",
+    ),
+    Case(
+        "growable-state-in-two-buffers",
+        "streaming",
+        lambda d: _with_state(d)["sequenceBatching"]["states"][0].update(useGrowableMemory=True),
+        "spec.models[1].sequenceBatching.states[0].useGrowableMemory",
+        "useGrowableMemory needs useSameBufferForInputOutput",
+    ),
+    Case(
+        "growable-state-on-cpu",
+        "streaming",
+        _growable_state_on_cpu,
+        "spec.models[1].sequenceBatching.states[0].useGrowableMemory",
+        "useGrowableMemory works with GPU instances only, and model 'accumulator' runs instances of kind CPU",
     ),
     Case(
         "optional-pipeline-input-to-a-required-input",
@@ -726,6 +806,89 @@ CASES = [
         lambda d: model(d, 0).update(extraConfig="#" * (64 * 1024 + 1)),
         "spec.models[0].extraConfig",
         "allows at most 65536 characters",
+    ),
+    Case(
+        "batch-input-without-a-source",
+        "diamond",
+        lambda d: model(d, 0).update(
+            extraConfig='batch_input [{ kind: BATCH_ITEM_SHAPE target_name: "S" data_type: TYPE_INT32 }]'
+        ),
+        "spec.models[0].extraConfig",
+        "batch_input[0] (BATCH_ITEM_SHAPE) takes one source_input, got 0",
+    ),
+    Case(
+        "batch-input-of-another-type",
+        "diamond",
+        lambda d: model(d, 0).update(
+            extraConfig='batch_input [{ target_name: "N" data_type: TYPE_FP16 source_input: "INPUT_A" }]'
+        ),
+        "spec.models[0].extraConfig",
+        "batch_input[0] has data_type TYPE_FP16: Triton refuses the model",
+    ),
+    Case(
+        "batch-output-from-an-unknown-input",
+        "diamond",
+        lambda d: model(d, 0).update(
+            extraConfig='batch_output [{ target_name: "FEATS_A" source_input: "INPUT" }]'
+        ),
+        "spec.models[0].extraConfig",
+        "batch_output[0] names source_input 'INPUT', which is none of the model's inputs (INPUT_A)",
+    ),
+    Case(
+        "batch-output-to-an-unknown-output",
+        "diamond",
+        lambda d: model(d, 0).update(
+            extraConfig='batch_output [{ target_name: "FEATS" source_input: "INPUT_A" }]'
+        ),
+        "spec.models[0].extraConfig",
+        "batch_output[0] names target_name 'FEATS', which is none of the model's outputs (FEATS_A)",
+    ),
+    Case(
+        "batch-output-to-one-output-twice",
+        "diamond",
+        lambda d: model(d, 0).update(
+            extraConfig='batch_output [{ target_name: ["FEATS_A", "FEATS_A"] source_input: "INPUT_A" }]'
+        ),
+        "spec.models[0].extraConfig",
+        "batch_output[0] names target_name 'FEATS_A' twice",
+    ),
+    Case(
+        "response-cache-on-a-sequence-model",
+        "streaming",
+        lambda d: model(d, 1).update(extraConfig="response_cache { enable: true }"),
+        "spec.models[1].extraConfig",
+        "response_cache is enabled on a model with sequenceBatching: Triton refuses the model",
+    ),
+    Case(
+        "metric-without-buckets",
+        "diamond",
+        lambda d: model(d, 0).update(
+            extraConfig='model_metrics { metric_control [{ metric_identifier { family: "f" } '
+            "histogram_options {} }] }"
+        ),
+        "spec.models[0].extraConfig",
+        "model_metrics.metric_control[0] needs histogram_options.buckets: Triton refuses the model",
+    ),
+    Case(
+        "warmup-with-a-variable-size",
+        "diamond",
+        _warmup_of_a("data_type: TYPE_FP32 dims: [ 4, -1 ] random_data: true"),
+        "spec.models[0].extraConfig",
+        "model_warmup[0] gives input 'INPUT_A' dims [4, -1]: Triton refuses the model",
+    ),
+    Case(
+        "warmup-without-data",
+        "diamond",
+        _warmup_of_a("data_type: TYPE_FP32 dims: [ 4 ]"),
+        "spec.models[0].extraConfig",
+        "model_warmup[0] gives input 'INPUT_A' no data (zero_data, random_data or input_data_file)",
+    ),
+    Case(
+        "warmup-of-another-type",
+        "diamond",
+        _warmup_of_a("data_type: TYPE_FP16 dims: [ 4 ] zero_data: true"),
+        "spec.models[0].extraConfig",
+        "model_warmup[0] gives input 'INPUT_A' data type FP16, and the model's input is FP32",
     ),
     Case(
         "extra-config-sets-a-rendered-field",

@@ -7,12 +7,13 @@ declared data type and in the shape its config's `shapes` parameter records, so 
 
 from __future__ import annotations
 
+import copy
 import json
 import queue
 import random
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,10 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import yaml
+from google.protobuf import text_format
 
 import pipeline_gen as gen
-from helpers import ROUTERS, compile_to_serve, completed, with_router
+from helpers import ROUTERS, compile_to_serve, completed, served_config, with_router
 from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
@@ -123,14 +125,21 @@ def triton(tmp_path: Path, repo: Repository, model_root: Path) -> Iterator[Local
         yield server
 
 
+def log_about(name: str) -> tuple[str, ...]:
+    """How Triton's log names a model that has no state in the index: an ensemble, or a model directory
+    whose config fails Triton's checks as it reads the repository."""
+    return f"in ensemble {name},", f"ensemble '{name}'", f"Poll failed for model directory '{name}'"
+
+
 def model_states(server: LocalTriton) -> dict[str, tuple[str, str]]:
     """name -> (state, reason) from the repository index. An ensemble that fails Triton's ensemble
-    validation has no state there: its reason is the server log's line about it."""
+    validation, and a model whose config fails Triton's checks as it reads the repository, have no state
+    there: the reason is the server log's line about it."""
     states = {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in server.models()}
     log = server.logs().splitlines()
     for name, (state, reason) in states.items():
         if state != "READY" and not reason:
-            about = [line for line in log if f"in ensemble {name}," in line or f"ensemble '{name}'" in line]
+            about = [line for line in log if any(words in line for words in log_about(name))]
             states[name] = ("UNAVAILABLE", about[0] if about else "no reason in the log")
     return states
 
@@ -476,6 +485,466 @@ def test_version_directories_as_triton_reads_them(tmp_path: Path) -> None:
     loaded = {name for name, (state, _) in states.items() if state == "READY"}  # the others: not listed
     refused = {f"spec.models[{i}].name" for i, name in enumerate(layout) if name not in loaded}
     assert reported == refused == {f"spec.models[{i}].name" for i in (2, 3, 4)}, states
+
+
+def test_a_specific_version_policy_needs_a_version_it_lists(tmp_path: Path) -> None:
+    """versionPolicy specific loads the listed versions that are there: with none of them there, Triton
+    refuses the model, and check_model_dirs says so first; with one of them, it loads."""
+    layout = {"listed_absent": ([2], "1"), "one_listed_present": ([1, 3], "1")}
+    docs, root = [], tmp_path / "models"
+    for name, (versions, directory) in layout.items():
+        model = py_model(name, 0, {"X": [-1]}, {"Y": ([-1], ["B"])})
+        model["versionPolicy"] = {"policy": "specific", "versions": versions}
+        docs.append(doc_of(name.replace("_", "-"), [model], []))
+        (root / name / directory).mkdir(parents=True)
+        shutil.copy(GENERIC, root / name / directory / "model.py")
+    reported = {doc["metadata"]["name"]: check_model_dirs(parse_pipeline(doc), root) for doc in docs}
+    assert [p.path for p in reported["listed-absent"]] == ["spec.models[0].versionPolicy.versions"]
+    assert "none of the versions versionPolicy lists (2; found: 1)" in reported["listed-absent"][0].message
+    assert reported["one-listed-present"] == []
+    with triton(tmp_path, Repository.merge(compile_doc(d) for d in docs), root) as server:
+        states, log = model_states(server), server.logs()
+    assert states["one_listed_present"][0] == "READY", states
+    assert states.get("listed_absent", ("",))[0] != "READY", states  # not in the index at all
+    assert "failed to load model 'listed_absent': at least one version must be available" in log
+
+
+# --------------------------------------------------------------------------- Triton's checks of a config
+
+Change = Callable[[dict[str, Any]], None]
+ConfigChange = Callable[[Any], None]
+
+
+def _set(**fields: Any) -> Change:
+    return lambda model: model.update(fields)
+
+
+def _set_tensor(kind: str, **fields: Any) -> Change:
+    return lambda model: model[kind][0].update(fields)
+
+
+DELAY = mc.ModelQueuePolicy(timeout_action=mc.ModelQueuePolicy.DELAY, default_timeout_microseconds=1000)
+
+
+def _ordered(
+    levels: int = 0, default: mc.ModelQueuePolicy | None = None, level_1: bool = False
+) -> ConfigChange:
+    """Dynamic batching in request order, with `levels` priority levels (the default level 1), the
+    default queue policy `default`, and level 1's policy DELAY when `level_1`."""
+
+    def change(cfg: Any) -> None:
+        db = cfg.dynamic_batching
+        db.preserve_ordering = True
+        if levels:
+            db.priority_levels, db.default_priority_level = levels, 1
+        if default is not None:
+            db.default_queue_policy.CopyFrom(default)
+        if level_1:
+            db.priority_queue_policy[1].CopyFrom(DELAY)
+
+    return change
+
+
+def _extra(text: str, **fields: Any) -> Change:
+    """The model with `text` as its extraConfig, and `fields` set."""
+    return _set(extraConfig=text, **fields)
+
+
+def _merged(text: str, *more: ConfigChange) -> ConfigChange:
+    """The rendered config with `text` merged in, as the render merges an extraConfig, and `more` done."""
+
+    def change(cfg: Any) -> None:
+        cfg.MergeFrom(parse_text(text))
+        for then in more:
+            then(cfg)
+
+    return change
+
+
+def _batch_input(sources: str, data_type: str = "TYPE_FP32") -> str:
+    return f'batch_input [{{ kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: {data_type} {sources} }}]'
+
+
+def _batch_output(targets: str) -> str:
+    return f'batch_output [{{ kind: BATCH_SCATTER_WITH_INPUT_SHAPE {targets} source_input: "INPUT" }}]'
+
+
+CACHE = "response_cache { enable: true }"
+STATE = {"inputName": "STATE_IN", "outputName": "STATE_OUT", "dataType": "FP32", "dims": [2]}
+
+
+def _onnx_state(**fields: Any) -> Change:
+    """The model on ONNX Runtime (whose models keep implicit states), with the state STATE and `fields`."""
+
+    def change(model: dict[str, Any]) -> None:
+        del model["backend"]
+        model.update(platform="onnxruntime_onnx", sequenceBatching={"states": [STATE | fields]})
+
+    return change
+
+
+def _state(text: str) -> ConfigChange:
+    """The rendered config with a sequence batcher holding the state STATE, and `text` in it."""
+    state = f'input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [ 2 ] {text}'
+    return _merged(f"sequence_batching {{ state [ {{ {state} }} ] }}")
+
+
+def _warmup(value: str) -> str:
+    return f'model_warmup [{{ name: "w" batch_size: 1 inputs {{ key: "INPUT" value {{ {value} }} }} }}]'
+
+
+def _scalar_input(cfg: Any) -> None:
+    """No batching, and the input of dims [1] reshaped to a scalar."""
+    cfg.max_batch_size = 0
+    cfg.input[0].ClearField("dims")
+    cfg.input[0].dims.append(1)
+    cfg.input[0].reshape.SetInParent()
+
+
+# What Triton refuses when it loads a model, for its config alone (core's ValidateModelConfig and
+# ValidateModelIOConfig): each case changes a model the spec accepts, in the spec (refused at PATH) and in
+# the config rendered from it (Triton refuses that, in WORDS, which the spec's message quotes).
+LOAD_REFUSALS: list[tuple[str, Change, ConfigChange, str, str]] = [
+    (
+        "ordered_priorities",
+        _set(dynamicBatching={"preserveOrdering": True, "priorityLevels": 2, "defaultPriorityLevel": 1}),
+        _ordered(levels=2),
+        "spec.models[0].dynamicBatching",
+        "Only one priority level is allowed when",
+    ),
+    (
+        "ordered_delay",
+        _set(
+            dynamicBatching={
+                "preserveOrdering": True,
+                "defaultQueuePolicy": {"timeoutAction": "DELAY", "defaultTimeoutMicroseconds": 1000},
+            }
+        ),
+        _ordered(default=DELAY),
+        "spec.models[0].dynamicBatching",
+        "can not have DELAY as timeout action when",
+    ),
+    (
+        "ordered_level_delay",
+        _set(
+            dynamicBatching={
+                "preserveOrdering": True,
+                "priorityLevels": 1,
+                "defaultPriorityLevel": 1,
+                "priorityQueuePolicies": [
+                    {"priorityLevel": 1, "timeoutAction": "DELAY", "defaultTimeoutMicroseconds": 1000}
+                ],
+            }
+        ),
+        _ordered(levels=1, level_1=True),
+        "spec.models[0].dynamicBatching",
+        "can not have DELAY as timeout action when",
+    ),
+    (
+        "scalar_without_batching",
+        lambda model: (model.update(maxBatchSize=0), model["inputs"][0].update(dims=[1], reshape=[])),
+        _scalar_input,
+        "spec.models[0].inputs[0].reshape",
+        "cannot have empty reshape for non-batching model",
+    ),
+    (
+        "batch_input_two_sources",
+        _extra(_batch_input('source_input: ["INPUT", "INPUT"]')),
+        _merged(_batch_input('source_input: ["INPUT", "INPUT"]')),
+        "spec.models[0].extraConfig",
+        "expects 1 source input",
+    ),
+    (
+        "batch_input_int64",
+        _extra(_batch_input('source_input: "INPUT"', "TYPE_INT64")),
+        _merged(_batch_input('source_input: "INPUT"', "TYPE_INT64")),
+        "spec.models[0].extraConfig",
+        "batch input data type must be TYPE_INT32 or TYPE_FP32",
+    ),
+    (
+        "batch_input_unknown_source",
+        _extra(_batch_input('source_input: "NOPE"')),
+        _merged(_batch_input('source_input: "NOPE"')),
+        "spec.models[0].extraConfig",
+        "unknown source input name",
+    ),
+    (
+        "batch_output_unknown_target",
+        _extra(_batch_output('target_name: "NOPE"')),
+        _merged(_batch_output('target_name: "NOPE"')),
+        "spec.models[0].extraConfig",
+        "unknown target output name",
+    ),
+    (
+        "batch_output_target_twice",
+        _extra(_batch_output('target_name: ["OUTPUT", "OUTPUT"]')),
+        _merged(_batch_output('target_name: ["OUTPUT", "OUTPUT"]')),
+        "spec.models[0].extraConfig",
+        "can only be specified once",
+    ),
+    (
+        "warmup_variable",
+        _extra(_warmup("data_type: TYPE_FP32 dims: [ -1 ] zero_data: true")),
+        _merged(_warmup("data_type: TYPE_FP32 dims: [ -1 ] zero_data: true")),
+        "spec.models[0].extraConfig",
+        "warmup setting expects all variable-size dimensions are specified",
+    ),
+    (
+        "warmup_no_data",
+        _extra(_warmup("data_type: TYPE_FP32 dims: [ 2 ]")),
+        _merged(_warmup("data_type: TYPE_FP32 dims: [ 2 ]")),
+        "spec.models[0].extraConfig",
+        "to have input_data_type set",
+    ),
+    (
+        "warmup_other_type",
+        _extra(_warmup("data_type: TYPE_INT32 dims: [ 2 ] zero_data: true")),
+        _merged(_warmup("data_type: TYPE_INT32 dims: [ 2 ] zero_data: true")),
+        "spec.models[0].extraConfig",
+        "inference input 'INPUT' data-type is 'INT32'",
+    ),
+    (
+        "cache_decoupled",
+        _extra(CACHE, decoupled=True),
+        _merged(CACHE, lambda cfg: setattr(cfg.model_transaction_policy, "decoupled", True)),
+        "spec.models[0].extraConfig",
+        "with 'decoupled' transaction policy",
+    ),
+    (
+        "cache_sequence",
+        _extra(CACHE, sequenceBatching={}),
+        _merged(CACHE, lambda cfg: cfg.sequence_batching.SetInParent()),
+        "spec.models[0].extraConfig",
+        "with sequence batching scheduler",
+    ),
+    (
+        "shape_tensor_on_python",
+        _set_tensor("outputs", isShapeTensor=True),
+        lambda cfg: setattr(cfg.output[0], "is_shape_tensor", True),
+        "spec.models[0].outputs[0].isShapeTensor",
+        "shape tensors are only supported for TensorRT platform",
+    ),
+]
+
+
+# A model whose implicit state Triton's sequence batcher refuses: only after the model's instances started,
+# so these are loaded apart (beside the others, unloading the failed model's Python stubs has crashed
+# this tritonserver: signal 11).
+STATE_REFUSALS: list[tuple[str, Change, ConfigChange, str, str]] = [
+    (
+        "initial_state_rank",
+        _onnx_state(initialState={"name": "z", "dataType": "FP32", "dims": [2, 1], "zeroData": True}),
+        _state('initial_state [ { name: "z" data_type: TYPE_FP32 dims: [ 2, 1 ] zero_data: true } ]'),
+        "spec.models[0].sequenceBatching.states[0].initialState.dims",
+        "Number of dimensions in 'initial_state' doesn't match the size of 'state' dimensions",
+    ),
+    (
+        "initial_state_size",
+        _onnx_state(initialState={"name": "z", "dataType": "FP32", "dims": [3], "zeroData": True}),
+        _state('initial_state [ { name: "z" data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } ]'),
+        "spec.models[0].sequenceBatching.states[0].initialState.dims",
+        "doesn't match 'state' dim description",
+    ),
+]
+
+
+@pytest.mark.parametrize("table", ["LOAD_REFUSALS", "STATE_REFUSALS"])
+def test_what_triton_refuses_to_load_the_spec_refuses(tmp_path: Path, table: str) -> None:
+    """Each change the spec refuses, made to a rendered config instead, is a model Triton refuses to load
+    for the reason the spec's message quotes; the model unchanged loads."""
+    files: dict[str, bytes] = {}
+    docs = []
+    cases = LOAD_REFUSALS if table == "LOAD_REFUSALS" else STATE_REFUSALS
+    for name, change, change_config, path, words in [*cases, ("unchanged", _set(), id, "", "")]:
+        doc = doc_of(name.replace("_", "-"), [py_model(name, 4, {"INPUT": [2]}, {"OUTPUT": ([2], [2])})], [])
+        docs.append(doc)
+        rendered = parse_text(compile_doc(doc).files[f"{name}/config.pbtxt"])
+        changed = copy.deepcopy(doc)
+        change(changed["spec"]["models"][0])
+        if path:
+            with pytest.raises(SpecError) as refused:
+                compile_doc(changed)
+            assert {p.path for p in refused.value.problems} == {path}, refused.value
+            assert any(words in p.message for p in refused.value.problems), refused.value
+            change_config(rendered)
+        files[f"{name}/config.pbtxt"] = text_format.MessageToString(rendered).encode()
+    repo = Repository(files, tuple(path.split("/")[0] for path in files))
+    with triton(tmp_path, repo, generic_model_root(tmp_path / "models", docs)) as server:
+        states = model_states(server)
+    assert states["unchanged"][0] == "READY", states
+    for name, *_, words in cases:
+        state, reason = states[name]
+        assert state == "UNAVAILABLE" and words in reason, (name, states[name])
+
+
+def test_the_sequence_strategies_fields_load_as_rendered(tmp_path: Path) -> None:
+    """oldest's preserveOrdering and direct's queue delay and minimum slot utilization reach Triton: each
+    model loads, and the config Triton serves holds them."""
+    strategies = {
+        "in_order": {"strategy": "oldest", "maxCandidateSequences": 4, "preserveOrdering": True},
+        "slots": {"maxQueueDelayMicroseconds": 100, "minimumSlotUtilization": 0.5},
+    }
+    docs = []
+    for name, batching in strategies.items():
+        model = py_model(name, 4, {"INPUT": [2]}, {"OUTPUT": ([2], [2])}) | {"sequenceBatching": batching}
+        docs.append(doc_of(name.replace("_", "-"), [model], []))
+    with triton(
+        tmp_path, Repository.merge(compile_doc(d) for d in docs), generic_model_root(tmp_path / "m", docs)
+    ) as server:
+        states = model_states(server)
+        oldest = served_config(server, "in_order")["sequence_batching"]["oldest"]
+        direct = served_config(server, "slots")["sequence_batching"]["direct"]
+    assert states["in_order"][0] == states["slots"][0] == "READY", states
+    assert oldest["preserve_ordering"] is True and oldest["max_candidate_sequences"] == 4
+    assert direct["max_queue_delay_microseconds"] == 100 and direct["minimum_slot_utilization"] == 0.5
+
+
+def test_the_ensemble_fields_triton_refuses_are_refused_as_the_import_says(tmp_path: Path) -> None:
+    """An ensemble with a backend, an instance group, an optimization or a warmup (what the import reports
+    as errors, test_import.ENSEMBLE_FIELDS_TRITON_REFUSES): the real tritonserver refuses each, in the
+    words the import quotes; the same ensemble without it loads."""
+    from test_import import ECHO, ECHO_ENSEMBLE, ENSEMBLE_FIELDS_TRITON_REFUSES
+
+    repo = tmp_path / "models"
+    (repo / "echo" / "1").mkdir(parents=True)
+    (repo / "echo" / "config.pbtxt").write_text(ECHO + "instance_group [ { kind: KIND_CPU } ]\n")
+    shutil.copy(GENERIC, repo / "echo" / "1" / "model.py")
+    variants = {"plain": ""} | {field: text for field, (text, _) in ENSEMBLE_FIELDS_TRITON_REFUSES.items()}
+    for name, text in variants.items():
+        (repo / f"ens_{name}" / "1").mkdir(parents=True)
+        ensemble = ECHO_ENSEMBLE.replace('name: "echo_pipe"', f'name: "ens_{name}"')
+        (repo / f"ens_{name}" / "config.pbtxt").write_text(ensemble + text + "\n")
+    with serving(
+        repo, tmp_path / "triton.log", "--exit-on-error=false", "--strict-readiness=false"
+    ) as server:
+        states = model_states(server)
+    assert states["ens_plain"][0] == "READY", states
+    for field, (_, words) in ENSEMBLE_FIELDS_TRITON_REFUSES.items():
+        state, reason = states.get(f"ens_{field}", ("", ""))
+        assert state != "READY" and words in reason, (field, states.get(f"ens_{field}"))
+
+
+# --------------------------------------------------------------------------- a Python model's completion
+
+
+def completing_model(body: str, *, returns: bool = True) -> str:
+    """A model.py whose auto_complete_config runs `body` (a statement a line) on the config it is given,
+    returning it when `returns`; it is never asked to answer."""
+    lines = "".join(f"        {line}\n" for line in body.splitlines())
+    back = "        return config\n" if returns else ""
+    hook = f"    @staticmethod\n    def auto_complete_config(config):\n{lines}{back}"
+    return f"class TritonPythonModel:\n{hook}\n    def execute(self, requests):\n        return []\n"
+
+
+def _add(kind: str, **tensor: Any) -> str:
+    return f"config.add_{kind}({tensor!r})"
+
+
+FP32_2 = {"data_type": "TYPE_FP32", "dims": [2]}
+
+# A Python model whose auto_complete_config the Python backend refuses with the config the spec renders
+# (triton_python_backend_utils): check_model_dirs (validate, serve) reports it at PATH, reading the model's
+# model.py; the real tritonserver fails to load it in WORDS, which the report quotes.
+COMPLETION_REFUSALS: list[tuple[str, dict[str, Any], str, bool, str, str]] = [
+    (
+        "extra_property",
+        {},
+        _add("input", name="INPUT", **FP32_2, format="FORMAT_NONE"),
+        True,
+        "inputs",
+        "contains property other than 'name', 'data_type', 'dims' and 'optional'",
+    ),
+    ("no_data_type", {}, _add("output", name="OUTPUT", dims=[2]), True, "outputs", "is missing 'data_type'"),
+    (
+        "other_type",
+        {},
+        _add("input", name="INPUT", data_type="TYPE_INT32", dims=[2]),
+        True,
+        "inputs",
+        "configuration expects datatype TYPE_FP32 for input 'INPUT', model provides TYPE_INT32",
+    ),
+    (
+        "other_dims",
+        {},
+        _add("output", name="OUTPUT", data_type="TYPE_FP32", dims=[3]),
+        True,
+        "outputs",
+        "the model expects dims [3] but the model configuration specifies dims [2]",
+    ),
+    (
+        "optional",
+        {},
+        _add("input", name="INPUT", **FP32_2, optional=True),
+        True,
+        "inputs",
+        "the model expects optional True but the model configuration specifies optional False",
+    ),
+    (
+        "smaller_batch",
+        {},
+        "config.set_max_batch_size(4)",
+        True,
+        "maxBatchSize",
+        "configuration specified max_batch_size 8, but in auto-complete-config function",
+    ),
+    (
+        "scheduler",
+        {"sequenceBatching": {}},
+        "config.set_dynamic_batching()",
+        True,
+        "sequenceBatching",
+        "tries to set scheduling_choice as 'dynamic_batching'",
+    ),
+    (
+        "policy_property",
+        {},
+        "config.set_model_transaction_policy({'decoupled': False, 'streaming': True})",
+        True,
+        "decoupled",
+        "contains property other than 'decoupled'",
+    ),
+    (
+        "no_return",
+        {},
+        "config.set_max_batch_size(8)",
+        False,
+        "name",
+        "must return a valid pb.ModelConfig object",
+    ),
+]
+
+
+def test_what_the_python_backend_refuses_of_a_completion_validate_refuses(tmp_path: Path) -> None:
+    """Each model.py in COMPLETION_REFUSALS is reported by check_model_dirs, and Triton fails to load it
+    for the reason quoted; a completion that agrees with the spec loads unreported, and one that raises
+    max_batch_size is reported, as Triton loads that model batching."""
+    cases = [
+        *COMPLETION_REFUSALS,
+        ("agrees", {}, _add("input", name="INPUT", **FP32_2), True, "", ""),
+        ("raised", {"maxBatchSize": 0}, "config.set_max_batch_size(4)", True, "maxBatchSize", ""),
+    ]
+    root = tmp_path / "models"
+    docs = []
+    for name, fields, body, returns, *_ in cases:
+        model = py_model(name, 8, {"INPUT": [2]}, {"OUTPUT": ([2], [2])}) | fields
+        docs.append(doc_of(name.replace("_", "-"), [model], []))
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.py").write_text(completing_model(body, returns=returns))
+    reported = {}
+    for doc, (name, *_, path, words) in zip(docs, cases, strict=True):
+        problems = check_model_dirs(parse_pipeline(doc), root)
+        reported[name] = problems
+        assert [p.path for p in problems] == ([f"spec.models[0].{path}"] if path else []), (name, problems)
+        assert all(words in p.message for p in problems), (name, problems)
+    assert "declare maxBatchSize: 4" in reported["raised"][0].message
+    with triton(tmp_path, Repository.merge(compile_doc(doc) for doc in docs), root) as server:
+        states = model_states(server)
+        raised = completed(server, "raised")
+    for name, *_, words in COMPLETION_REFUSALS:
+        state, reason = states[name]
+        assert state == "UNAVAILABLE" and words in reason, (name, states[name])
+    assert states["agrees"][0] == states["raised"][0] == "READY", states
+    assert raised["max_batch_size"] == 4
 
 
 # --------------------------------------------------------------------------- the golden repositories

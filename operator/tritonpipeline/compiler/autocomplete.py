@@ -9,13 +9,19 @@ tutorials' GPT-2 do this, most with literal values: lists of dicts, sometimes bo
 in a loop guarded by `if tensor["name"] not in names`. `import` carries what such a model would be
 loaded with, so a step can map its tensors and the render writes the same config; this module reads
 those literal calls, and says where a call's value is computed or conditional (then nothing can be read
-for that call)."""
+for that call). `complete` then does to a config what the Python backend does with those calls, and says
+what the backend refuses, in its words (triton_python_backend_utils.ModelConfig): Triton then fails to
+load the model."""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
 from typing import Any
+
+from google.protobuf import json_format
+
+from .triton_config import mc
 
 PYTHON_MODEL_FILE = "model.py"  # the Python backend's default_model_filename
 AUTO_COMPLETE = "auto_complete_config"  # the Python backend's hook (a static method of TritonPythonModel)
@@ -38,7 +44,9 @@ class Completion:
     max_batch_size: int | None = None
     dynamic_batching: bool = False
     decoupled: bool | None = None  # what the last set_model_transaction_policy sets
+    policy: dict[str, Any] | None = None  # the last policy set, as given
     policy_line: int = 0
+    returns: bool = True  # the hook returns something (the backend refuses a hook that returns nothing)
     unread: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -59,6 +67,9 @@ def completion(source: str) -> Completion | None:
     out = Completion()
     for hook in hooks:
         _Reader(out, _bound_once(hook)).block(hook.body, {}, guarded=True)
+    out.returns = any(
+        isinstance(node, ast.Return) and node.value is not None for hook in hooks for node in ast.walk(hook)
+    )
     return out
 
 
@@ -158,7 +169,7 @@ class _Reader:
     def apply(self, name: str, value: Any) -> bool:
         """Record one call's literal value; False when it is not one the call takes."""
         if name in (ADD_INPUT, ADD_OUTPUT):
-            if not (isinstance(value, dict) and isinstance(value.get("name"), str)):
+            if not isinstance(value, dict):
                 return False
             (self.out.inputs if name == ADD_INPUT else self.out.outputs).append(value)
         elif name == SET_MAX_BATCH_SIZE:
@@ -171,7 +182,7 @@ class _Reader:
             decoupled = value.get(DECOUPLED, False)  # a policy without it: Triton's default
             if not isinstance(decoupled, bool):
                 return False
-            self.out.decoupled = decoupled
+            self.out.decoupled, self.out.policy = decoupled, value
         return True
 
     def literal(self, node: ast.expr, loops: dict[str, list[Any]]) -> Any:
@@ -209,3 +220,134 @@ def _is_guard(test: ast.expr) -> bool:
     """`if X not in NAMES:`: the tutorials' "add only what the config does not declare" (what add_input
     does by name anyway)."""
     return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn)
+
+
+# --------------------------------------------------------------------------- what the backend does with it
+
+INPUT_PROPERTIES = ("name", "data_type", "dims", "optional")  # what add_input takes
+OUTPUT_PROPERTIES = ("name", "data_type", "dims")  # what add_output takes
+POLICY_PROPERTIES = (DECOUPLED,)  # what set_model_transaction_policy takes
+# the Python backend's words for what it refuses (triton_python_backend_utils, pb_stub)
+NO_RETURN = "auto_complete_config function in model '{model}' must return a valid pb.ModelConfig object"
+_IN_HOOK = "in auto-complete-config function for model '{model}'"
+TENSOR_PROPERTY = "{kind} '{name}' " + _IN_HOOK + " contains property other than {listed}."
+TENSOR_MISSING = "{which} " + _IN_HOOK + " is missing '{required}' property."
+TENSOR_TYPE = (
+    "unable to load model '{model}', configuration expects datatype {have} for {kind} '{name}', model "
+    "provides {given}"
+)
+TENSOR_DIMS = (
+    "model '{model}', tensor '{name}': the model expects dims {given} but the model configuration "
+    "specifies dims {have}"
+)
+TENSOR_OPTIONAL = (
+    "model '{model}', tensor '{name}': the model expects optional {given} but the model configuration "
+    "specifies optional {have}"
+)
+MAX_BATCH_LOWER = (
+    "configuration specified max_batch_size {have}, but " + _IN_HOOK + " specified max_batch_size {given}"
+)
+SCHEDULER_SET = (
+    "Configuration specified scheduling_choice as '{scheduler}', but auto-complete-config function for "
+    "model '{model}' tries to set scheduling_choice as 'dynamic_batching'"
+)
+POLICY_PROPERTY = "model transaction property " + _IN_HOOK + " contains property other than 'decoupled'."
+DECOUPLED_CHANGE = (
+    "trying to change decoupled property in auto-complete-config for model '{model}', which is already "
+    "set to '{have}'."
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One call the Python backend refuses: `field` is the config field it concerns (input, output,
+    max_batch_size, sequence_batching, model_transaction_policy.decoupled; "" for the hook itself), `why`
+    the backend's words."""
+
+    call: str
+    field: str
+    why: str
+
+
+def complete(cfg: mc.ModelConfig, done: Completion) -> list[Refusal]:
+    """Complete `cfg` in place with what `done` sets, as the Python backend does when Triton loads the
+    model: tensors added by name (a declared one's missing data type and dims filled in), max_batch_size
+    raised, dynamic batching where no scheduler is set, the transaction policy; what it refuses instead."""
+    refusals = [] if done.returns else [Refusal(AUTO_COMPLETE, "", NO_RETURN.format(model=cfg.name))]
+    for kind, call, tensors, allowed in (
+        ("input", ADD_INPUT, done.inputs, INPUT_PROPERTIES),
+        ("output", ADD_OUTPUT, done.outputs, OUTPUT_PROPERTIES),
+    ):
+        for tensor in tensors:
+            why = _add_tensor(cfg, kind, tensor, allowed)
+            if why:
+                refusals.append(Refusal(call, kind, why))
+    if done.max_batch_size is not None:
+        if cfg.max_batch_size > done.max_batch_size:
+            why = MAX_BATCH_LOWER.format(have=cfg.max_batch_size, model=cfg.name, given=done.max_batch_size)
+            refusals.append(Refusal(SET_MAX_BATCH_SIZE, "max_batch_size", why))
+        else:
+            cfg.max_batch_size = done.max_batch_size
+    if done.dynamic_batching:
+        scheduler = cfg.WhichOneof("scheduling_choice")
+        if scheduler in ("sequence_batching", "ensemble_scheduling"):
+            why = SCHEDULER_SET.format(scheduler=scheduler, model=cfg.name)
+            refusals.append(Refusal(SET_DYNAMIC_BATCHING, str(scheduler), why))
+        else:
+            cfg.dynamic_batching.SetInParent()
+    if done.policy is not None:
+        refusals += _set_policy(cfg, done.policy)
+    return refusals
+
+
+def _add_tensor(cfg: mc.ModelConfig, kind: str, tensor: dict[str, Any], allowed: tuple[str, ...]) -> str:
+    """add_input/add_output of `tensor` to cfg's `kind` list; the backend's words when it refuses it."""
+    name = tensor.get("name")
+    model = cfg.name
+    if any(key not in allowed for key in tensor):
+        listed = ", ".join(f"'{p}'" for p in allowed[:-1]) + f" and '{allowed[-1]}'"
+        return TENSOR_PROPERTY.format(kind=kind, name=name, model=model, listed=listed)
+    for required in ("name", "data_type", "dims"):
+        if required not in tensor:
+            which = f"{kind} '{name}'" if required != "name" else kind
+            return TENSOR_MISSING.format(which=which, model=model, required=required)
+    declared = getattr(cfg, kind)
+    same = next((t for t in declared if t.name == name), None)
+    if same is not None:
+        have = mc.DataType.Name(same.data_type)
+        if same.data_type != mc.TYPE_INVALID and have != tensor["data_type"]:
+            return TENSOR_TYPE.format(model=model, have=have, kind=kind, name=name, given=tensor["data_type"])
+        if same.dims and list(same.dims) != tensor["dims"]:
+            return TENSOR_DIMS.format(model=model, name=name, given=tensor["dims"], have=list(same.dims))
+        if kind == "input" and "optional" in tensor and tensor["optional"] != same.optional:
+            optional = tensor["optional"]
+            return TENSOR_OPTIONAL.format(model=model, name=name, given=optional, have=same.optional)
+    message = mc.ModelInput if kind == "input" else mc.ModelOutput
+    try:
+        given: Any = json_format.ParseDict(tensor, message())
+    except json_format.ParseError as exc:  # Triton reads the completed config back from JSON
+        return f"{kind} '{name}': {exc}"
+    if same is None:
+        declared.append(given)
+    else:
+        same.data_type = given.data_type
+        same.dims[:] = given.dims
+        if "optional" in tensor:
+            same.optional = given.optional
+    return ""
+
+
+def _set_policy(cfg: mc.ModelConfig, policy: dict[str, Any]) -> list[Refusal]:
+    """set_model_transaction_policy(policy) on cfg; the backend's words when it refuses it."""
+    if any(key not in POLICY_PROPERTIES for key in policy):
+        why = POLICY_PROPERTY.format(model=cfg.name)
+        return [Refusal(SET_POLICY, "model_transaction_policy", why)]
+    had = cfg.HasField("model_transaction_policy")
+    cfg.model_transaction_policy.SetInParent()
+    if DECOUPLED in policy:
+        current = cfg.model_transaction_policy.decoupled
+        if had and current != policy[DECOUPLED]:
+            why = DECOUPLED_CHANGE.format(model=cfg.name, have=current)
+            return [Refusal(SET_POLICY, "model_transaction_policy.decoupled", why)]
+        cfg.model_transaction_policy.decoupled = policy[DECOUPLED]
+    return []

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 import yaml
-from google.protobuf import json_format, text_format
+from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel
@@ -43,6 +43,8 @@ from ..spec import (
     Platform,
     PriorityQueuePolicy,
     QueuePolicy,
+    RateLimiter,
+    RateLimiterResource,
     SequenceBatching,
     State,
     VersionPolicy,
@@ -50,15 +52,7 @@ from ..spec import (
 )
 from ..yamltext import PlainDumper
 from . import compile_pipeline
-from .autocomplete import (
-    ADD_INPUT,
-    ADD_OUTPUT,
-    PYTHON_MODEL_FILE,
-    SET_DYNAMIC_BATCHING,
-    SET_MAX_BATCH_SIZE,
-    SET_POLICY,
-    completion,
-)
+from .autocomplete import PYTHON_MODEL_FILE, SET_POLICY, complete, completion
 from .plan import ensemble_output
 from .plan_types import INPUTS, Tensor, full_dims
 from .triton_config import SPEC_RENDERED, mc, parse_text, to_text
@@ -134,6 +128,14 @@ NO_CONFIG_NO_VERSIONS = (
     "no config.pbtxt and no version directory: not a model (Triton would fail to load it); left out"
 )
 STEP_VERSION = "{version}: the spec's steps call the latest version (model_version: -1)"
+# what Triton refuses in an ensemble's config (core's ValidateModelConfig, ValidateEnsembleSchedulingConfig)
+ENSEMBLE_REFUSES = {
+    "backend": "Ensemble model '{name}' must have platform type 'ensemble' and empty backend type",
+    "instance_group": "instance group should not be specified for ensemble '{name}'",
+    "optimization": "optimization should not be specified for ensemble '{name}'",
+    "model_warmup": "model_warmup can not be specified for ensemble '{name}'",
+}
+ENSEMBLE_FIELD = "an ensemble takes no {field}: Triton refuses the config ('{words}')"
 CONTROL_NOT_CARRIED = (
     "{name!r} as {control}: the spec carries START, END and READY as false/true {flags} and CORRID as "
     "{corrids}"
@@ -141,7 +143,19 @@ CONTROL_NOT_CARRIED = (
 CONTROL_MIXED = (
     "{name!r} as {control}: the spec gives START, END and READY one data type ({first}, as {where})"
 )
-CONTROL_TWICE = "a second {kind} control (the first is {first}): the spec carries one of each"
+CONTROL_TWICE = (
+    "a second {kind} control (the first is {first}): Triton refuses the config ('sequence batching "
+    "specifies multiple {kind} tensors')"
+)
+CONTROL_REFUSED = "{name!r} as {control}: Triton refuses the config ('{words}')"
+# Triton's words for the controls it refuses (core's Get*SequenceControlProperties)
+_LISTS = "'int32_false_true', 'fp32_false_true' or 'bool_false_true'"
+TRITON_FLAG_WITHOUT_VALUES = f"sequence batching must specify either {_LISTS}"
+TRITON_FLAG_WITH_TWO_LISTS = (
+    f"sequence batching specifies more than one from {_LISTS.replace(' or ', ' and ')}"
+)
+TRITON_FLAG_VALUES_NOT_TWO = "sequence batching control '{field}' must have exactly 2 entries"
+TRITON_CORRID_WITH_VALUES = f"sequence batching must not specify either {_LISTS}"
 DUPLICATE_OUTPUT = "ensemble output {name!r} is listed again (first as output[{first}]): written once"
 ENSEMBLE_OUTPUT_DECLARED = (
     "{value}: the spec takes an ensemble output's {what} from the step output that writes it "
@@ -186,7 +200,7 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     Normalisation("instance_group[*].kind", "KIND_AUTO", "written as kind AUTO"),
     # "if (group.count() < 1) group.set_count(1)"
     Normalisation("instance_group[*].count", "1", "written as count 1", default=1),
-    # Triton names the i-th group <model>_<i>; the render writes no names, so Triton names them the same
+    # Triton names the i-th group <model>_<i>; the render writes a name only where the spec gives one
     Normalisation("instance_group[*].name", "<model>_<i>", "left out when it is Triton's own name"),
     # SEQUENCE_IDLE_DEFAULT_MICROSECONDS; the spec's default is the same, the render writes it
     Normalisation(
@@ -315,6 +329,15 @@ def _timeout_action(value: int) -> str:
     return str(mc.ModelQueuePolicy.TimeoutAction.Name(value))
 
 
+def _float32(value: float) -> float:
+    """A float field as the config writes it (protobuf keeps 32 bits: 0.1 reads 0.10000000149...)."""
+    return float(f"{value:.7g}")
+
+
+def _strs(value: Any) -> list[str]:
+    return [str(v) for v in value]
+
+
 def _shape(value: Any) -> list[int]:
     """A reshape message as its shape (`[]` is a shape: one value per batch item)."""
     return _ints(value.shape)
@@ -355,9 +378,19 @@ MODEL_FIELDS = (
     Carry("model_transaction_policy.decoupled", "decoupled", bool),
 )
 INSTANCE_FIELDS = (
+    Carry("name", "name", str),
     Carry("kind", "kind", _kind, always=True),
     Carry("count", "count", _count, always=True),
     Carry("gpus", "gpus", _ints),
+    Carry("profile", "profile", _strs),
+    Carry("passive", "passive", bool),
+    Carry("host_policy", "hostPolicy", str),
+)
+RATE_LIMITER_FIELDS = (Carry("priority", "priority", int),)
+RESOURCE_FIELDS = (
+    Carry("name", "name", str, always=True),
+    Carry("global", "global", bool),
+    Carry("count", "count", int),
 )
 DYNAMIC_BATCHING_FIELDS = (
     Carry("preferred_batch_size", "preferredBatchSizes", _ints),
@@ -384,6 +417,11 @@ OLDEST_FIELDS = (
     Carry("max_candidate_sequences", "maxCandidateSequences", int),
     Carry("preferred_batch_size", "preferredBatchSizes", _ints),
     Carry("max_queue_delay_microseconds", "maxQueueDelayMicroseconds", int),
+    Carry("preserve_ordering", "preserveOrdering", bool),
+)
+DIRECT_FIELDS = (
+    Carry("max_queue_delay_microseconds", "maxQueueDelayMicroseconds", int),
+    Carry("minimum_slot_utilization", "minimumSlotUtilization", _float32),
 )
 STATE_FIELDS = (
     Carry("input_name", "inputName", str, always=True),
@@ -727,10 +765,9 @@ def _extra_config(cfg: Any, r: _Reading) -> dict[str, str]:
 
 
 def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
-    """Complete a Python model's config with what its auto_complete_config sets (autocomplete.py), as the
-    Python backend does when Triton loads it: tensors added by name (a declared one's missing data type
-    and dims filled in), max_batch_size raised, dynamic batching where no scheduler is set, the
-    transaction policy. What cannot be read, or what Triton would refuse, is a WARNING."""
+    """Complete a Python model's config with what its auto_complete_config sets, as the Python backend
+    does when Triton loads it (autocomplete.complete). What cannot be read, or what the backend would
+    refuse, is a WARNING."""
     name = str(cfg.default_model_filename) or PYTHON_MODEL_FILE
     source = files.get(name)
     done = completion(source) if source is not None else None
@@ -740,39 +777,9 @@ def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
         r.add(WARNING, "", COMPLETION_UNREAD.format(file=name, call=call, line=line, model=cfg.name))
     before = type(cfg)()
     before.CopyFrom(cfg)
-
-    def refused(call: str, why: str, path: str) -> None:
-        r.add(WARNING, path, COMPLETION_REFUSED.format(file=name, call=call, why=why))
-
-    tensor_calls = (
-        ("input", ADD_INPUT, done.inputs, mc.ModelInput),
-        ("output", ADD_OUTPUT, done.outputs, mc.ModelOutput),
-    )
-    for kind, call, tensors, message in tensor_calls:
-        for tensor in tensors:
-            why = _add_tensor(getattr(cfg, kind), tensor, message)
-            if why:
-                refused(call, why, kind)
-    if done.max_batch_size is not None:
-        if cfg.max_batch_size > done.max_batch_size:
-            why = f"max_batch_size {cfg.max_batch_size} in the config, {done.max_batch_size} set"
-            refused(SET_MAX_BATCH_SIZE, why, "max_batch_size")
-        else:
-            cfg.max_batch_size = done.max_batch_size
-    if done.dynamic_batching:
-        scheduler = cfg.WhichOneof("scheduling_choice")
-        if scheduler is None:
-            cfg.dynamic_batching.SetInParent()
-        elif scheduler != "dynamic_batching":
-            refused(SET_DYNAMIC_BATCHING, f"the config sets {scheduler}", scheduler)
-    if done.decoupled is not None:
-        policy = cfg.model_transaction_policy
-        if cfg.HasField("model_transaction_policy") and policy.decoupled != done.decoupled:
-            said, sets = str(policy.decoupled).lower(), str(done.decoupled).lower()
-            why = f"decoupled: {said} in the config, {sets} set (line {done.policy_line})"
-            refused(SET_POLICY, why, "model_transaction_policy.decoupled")
-        elif done.decoupled:
-            policy.decoupled = True
+    for refused in complete(cfg, done):
+        why = refused.why + (f" (line {done.policy_line})" if refused.call == SET_POLICY else "")
+        r.add(WARNING, refused.field, COMPLETION_REFUSED.format(file=name, call=refused.call, why=why))
     what = _completed_parts(before, cfg)
     if what:
         r.add(COMPLETED, "", COMPLETED_FROM.format(what="; ".join(what), file=name))
@@ -793,29 +800,6 @@ def _completed_parts(before: Any, after: Any) -> list[str]:
     if after.model_transaction_policy.decoupled and not before.model_transaction_policy.decoupled:
         parts.append("decoupled: true")
     return parts
-
-
-def _add_tensor(declared: Any, tensor: dict[str, Any], message: type[Message]) -> str:
-    """Add `tensor` (a dict as add_input takes it, read as a `message`) to the repeated `declared`, or fill
-    in the data type and dims of the one of its name as the Python backend does; why Triton would refuse
-    it ("" when not)."""
-    try:
-        given: Any = json_format.ParseDict(tensor, message())
-    except json_format.ParseError as exc:
-        return f"{tensor.get('name')!r}: {exc}"
-    same = next((t for t in declared if t.name == given.name), None)
-    if same is None:
-        declared.append(given)
-        return ""
-    if same.data_type and same.data_type != given.data_type:
-        return f"{given.name!r} is {mc.DataType.Name(same.data_type)} in the config"
-    if same.dims and list(same.dims) != list(given.dims):
-        return f"{given.name!r} has dims {list(same.dims)} in the config"
-    same.data_type = given.data_type
-    same.dims[:] = given.dims
-    if "optional" in tensor:
-        same.optional = given.optional
-    return ""
 
 
 def _whole_tensors(cfg: Any, kind: str, r: _Reading) -> list[tuple[int, Any]]:
@@ -918,7 +902,25 @@ def _instance(group: Any, i: int, r: _Reading) -> dict[str, Any]:
     r.origin[f"instances[{i}]"] = path
     if group.name == f"{r.model}_{i}":  # Triton's own name for it
         r.take(f"{path}.name")
-    return _copy(r, group, INSTANCE_FIELDS, Instance, path + ".", f"instances[{i}]")
+    out = _copy(r, group, INSTANCE_FIELDS, Instance, path + ".", f"instances[{i}]")
+    if group.HasField("rate_limiter"):
+        out["rateLimiter"] = _rate_limiter(group.rate_limiter, r, path + ".rate_limiter", f"instances[{i}]")
+    return _spec_order(out, Instance)
+
+
+def _rate_limiter(limiter: Any, r: _Reading, path: str, at: str) -> dict[str, Any]:
+    """An instance group's rate limiter: its resources, and its priority."""
+    spec = f"{at}.rateLimiter"
+    r.see(path, spec)
+    out = _copy(r, limiter, RATE_LIMITER_FIELDS, RateLimiter, path + ".", spec)
+    resources = []
+    for k, resource in enumerate(limiter.resources):
+        rpath, rspec = f"{path}.resources[{k}]", f"{spec}.resources[{k}]"
+        r.see(rpath, rspec)
+        resources.append(_copy(r, resource, RESOURCE_FIELDS, RateLimiterResource, rpath + ".", rspec))
+    if resources:
+        out["resources"] = resources
+    return _spec_order(out, RateLimiter)
 
 
 def _sequence_batching(sb: Any, r: _Reading) -> dict[str, Any]:
@@ -931,6 +933,7 @@ def _sequence_batching(sb: Any, r: _Reading) -> dict[str, Any]:
         out.update(_copy(r, sb.oldest, OLDEST_FIELDS, SequenceBatching, prefix + "oldest.", spec))
     elif sb.HasField("direct"):
         r.see(prefix + "direct", spec + ".strategy")
+        out.update(_copy(r, sb.direct, DIRECT_FIELDS, SequenceBatching, prefix + "direct.", spec))
     controls = _controls(sb, r)
     if controls:
         out["controls"] = controls
@@ -968,6 +971,7 @@ def _controls(sb: Any, r: _Reading) -> dict[str, str]:
     out: dict[str, str] = {}
     first: dict[str, str] = {}
     flag: tuple[str, str] | None = None  # (data type, where) of the first carried START/END/READY
+    seen: dict[str, str] = {}  # Triton's control kind -> where the config first gives it
     for i, ci in enumerate(sb.control_input):
         path = f"sequence_batching.control_input[{i}]"
         for j, control in enumerate(ci.control):
@@ -976,14 +980,21 @@ def _controls(sb: Any, r: _Reading) -> dict[str, str]:
             r.take(cpath)
             shown = {"name": str(ci.name), "control": _one_line(control)}
             key, dtype = _control_type(control)
+            refused = _control_refused(control)
+            if refused:
+                r.add(ERROR, cpath, CONTROL_REFUSED.format(**shown, words=refused))
+                continue
+            kind = str(_CONTROL.Kind.Name(control.kind))
+            if kind in seen:
+                r.add(ERROR, cpath, CONTROL_TWICE.format(kind=kind, first=seen[kind]))
+                continue
+            seen[kind] = cpath
             if key is None or dtype not in (flag_types if key != CORRID_CONTROL else corrid_types):
                 message = CONTROL_NOT_CARRIED.format(
                     **shown, flags=_or(flag_types), corrids=_or(corrid_types)
                 )
             elif key != CORRID_CONTROL and flag is not None and dtype != flag[0]:
                 message = CONTROL_MIXED.format(**shown, first=flag[0], where=flag[1])
-            elif key in out:
-                message = CONTROL_TWICE.format(kind=str(_CONTROL.Kind.Name(control.kind)), first=first[key])
             else:
                 out[key] = str(ci.name)
                 first[key] = cpath
@@ -1000,6 +1011,21 @@ def _controls(sb: Any, r: _Reading) -> dict[str, str]:
         if alias in out and out[alias] == _spec_field(Controls, alias).default:
             del out[alias]
     return out
+
+
+def _control_refused(control: Any) -> str | None:
+    """Triton's words for a sequence control it refuses whatever the spec carries (core's
+    GetBooleanSequenceControlProperties and GetTypedSequenceControlProperties); None when it takes it."""
+    lists = [name for name in FLAG_VALUES if getattr(control, name)]
+    if control.kind not in BOOLEAN_CONTROLS:
+        return TRITON_CORRID_WITH_VALUES if lists else None
+    if not lists:
+        return TRITON_FLAG_WITHOUT_VALUES
+    if len(lists) > 1:
+        return TRITON_FLAG_WITH_TWO_LISTS
+    if len(getattr(control, lists[0])) != 2:
+        return TRITON_FLAG_VALUES_NOT_TWO.format(field=lists[0])
+    return None
 
 
 def _control_type(control: Any) -> tuple[str | None, str]:
@@ -1148,6 +1174,10 @@ def _pipeline(
     entry: dict[str, Any] = {"name": cfg.name}
     r.take("name", "name")
     r.take("platform")
+    for refused, words in ENSEMBLE_REFUSES.items():
+        if _has(cfg, refused):
+            r.take(refused)
+            r.add(ERROR, refused, ENSEMBLE_FIELD.format(field=refused, words=words.format(name=cfg.name)))
     entry["maxBatchSize"] = int(cfg.max_batch_size)
     r.take("max_batch_size", "maxBatchSize")
     entry["inputs"] = [

@@ -29,7 +29,7 @@ from .plan_types import (
     parse_ref,
     producer,
 )
-from .triton_config import SPEC_RENDERED, extra_config
+from .triton_config import SPEC_RENDERED, extra_config, mc, readable_extra_config
 
 # --------------------------------------------------------------------------- messages
 
@@ -48,6 +48,14 @@ RESHAPE_SIZE = (
     "different size for dims and reshape')"
 )
 FORMAT_DIMS = "format {format} needs 3 dims (without the batch dimension), got {dims}"
+RESHAPE_TO_SCALAR = (
+    "an empty reshape makes the tensor a scalar, which a model without batching (maxBatchSize 0) cannot "
+    "have: Triton refuses the model ('cannot have empty reshape for non-batching model')"
+)
+SHAPE_TENSOR_PLATFORM = (
+    "isShapeTensor is for TensorRT models (backend tensorrt or platform tensorrt_plan), and model {model!r} "
+    "runs on {runtime}: Triton refuses it ('shape tensors are only supported for TensorRT platform')"
+)
 # Triton's implicit state management "requires backend support": the backends below keep the state between
 # a sequence's requests; Python, TensorFlow, TensorRT-LLM and the others load the model and never update it
 STATE_BACKENDS = frozenset({"onnxruntime", "tensorrt", "pytorch"})
@@ -58,9 +66,72 @@ STATE_WITHOUT_BACKEND_SUPPORT = (
     "the model itself"
 )
 INITIAL_STATE_TYPE = "the initial state's dataType {have} differs from the state's {want}"
+# Triton's sequence batcher (GenerateInitialStateData) and sequence state, when they load the model
+INITIAL_STATE_RANK = (
+    "the initial state's dims {have} and the state's {want} differ in rank: Triton refuses the model "
+    "(\"Number of dimensions in 'initial_state' doesn't match the size of 'state' dimensions\")"
+)
+INITIAL_STATE_DIM = (
+    "the initial state's dims {have} differ from the state's {want} where the state's are fixed: Triton "
+    "refuses the model (\"'initial_state' dim ... doesn't match 'state' dim description\")"
+)
+GROWABLE_WITHOUT_ONE_BUFFER = (
+    "useGrowableMemory needs useSameBufferForInputOutput: Triton refuses the model ('In order to "
+    "'use_growable_memory', you must also enable 'use_single_buffer'')"
+)
+GROWABLE_OFF_GPU = (
+    "useGrowableMemory works with GPU instances only, and model {model!r} runs {where}: Triton refuses the "
+    "model (\"'use_growable_memory' can only work with KIND_GPU model instances\")"
+)
 PREFERRED_ABOVE_MAX = "preferred batch size {size} exceeds maxBatchSize {max}"
 EXTRA_CONFIG_UNREADABLE = "is not Triton's config text format: line {line}, column {column}: {error}"
 EXTRA_CONFIG_RENDERED = "sets {field}, which the spec renders from {spec}: set that instead"
+PROFILE_PLATFORM = (
+    "profile picks TensorRT optimization profiles, and model {model!r} runs on {runtime}: Triton refuses "
+    "it ('specifies profile field which is only supported for TensorRT models')"
+)
+# what Triton refuses of the fields an extraConfig adds (core's ValidateBatchIO and ValidateModelConfig)
+BATCH_IO_SOURCES = (
+    "{field}[{j}] ({kind}) takes one source_input, got {count}: Triton refuses the model ('expects 1 "
+    "source input')"
+)
+BATCH_INPUT_TYPE = (
+    "batch_input[{j}] has data_type {type}: Triton refuses the model ('batch input data type must be "
+    "TYPE_INT32 or TYPE_FP32')"
+)
+BATCH_IO_UNKNOWN_SOURCE = (
+    "{field}[{j}] names source_input {name!r}, which is none of the model's inputs ({known}): Triton "
+    "refuses the model ('unknown source input name')"
+)
+BATCH_OUTPUT_UNKNOWN_TARGET = (
+    "batch_output[{j}] names target_name {name!r}, which is none of the model's outputs ({known}): Triton "
+    "refuses the model ('unknown target output name')"
+)
+BATCH_OUTPUT_TARGET_TWICE = (
+    "batch_output[{j}] names target_name {name!r} twice: Triton refuses the model ('can only be "
+    "specified once')"
+)
+RESPONSE_CACHE_UNSUPPORTED = (
+    "response_cache is enabled on a model with {what}: Triton refuses the model ('Response Cache does not "
+    "currently support model ... with {words}')"
+)
+METRIC_CONTROL_INCOMPLETE = (
+    "model_metrics.metric_control[{j}] needs {what}: Triton refuses the model ('{words}')"
+)
+# what Triton refuses of an extraConfig's warmup samples as it loads each instance (GenerateWarmupData, and
+# the request each sample becomes)
+WARMUP_VARIABLE_DIMS = (
+    "model_warmup[{j}] gives input {input!r} dims {dims}: Triton refuses the model ('warmup setting expects "
+    "all variable-size dimensions are specified')"
+)
+WARMUP_NO_DATA = (
+    "model_warmup[{j}] gives input {input!r} no data (zero_data, random_data or input_data_file): Triton "
+    "refuses the model ('warmup setting expects input ... to have input_data_type set')"
+)
+WARMUP_DATA_TYPE = (
+    "model_warmup[{j}] gives input {input!r} data type {given}, and the model's input is {want}: Triton "
+    "refuses the model (\"inference input '{input}' data-type is '{given}'\")"
+)
 PIPELINE_NAMED_LIKE_MODEL = (
     "pipeline name {name!r} is also a model name; Triton serves both under one namespace"
 )
@@ -281,6 +352,16 @@ def decoupled_as_its_backend(spec: PipelineSpec, i: int) -> Iterator[Problem]:
         )
 
 
+def _backend(model: Model) -> str:
+    """The backend Triton runs a model on (a platform's, where it names a platform)."""
+    return model.backend or PLATFORM_BACKEND.get(model.platform or "", "")
+
+
+def _runtime(model: Model) -> str:
+    """What runs a model, in words: its backend, or its platform."""
+    return f"backend {model.backend!r}" if model.backend else f"platform {model.platform!r}"
+
+
 def _chunks(dims: Sequence[int]) -> list[int]:
     """Element counts of the runs of fixed dimensions between variable-size ones (-1)."""
     counts, product = [], 1
@@ -294,7 +375,8 @@ def _chunks(dims: Sequence[int]) -> list[int]:
 
 
 def tensor_shapes_hold(spec: PipelineSpec, i: int) -> Iterator[Problem]:
-    """A reshape holds as many elements as its dims; an NHWC/NCHW input has 3 dims."""
+    """A reshape holds as many elements as its dims, and is not a scalar without batching; an NHWC/NCHW
+    input has 3 dims; a shape tensor belongs to a TensorRT model (Triton's ValidateModelInput/Output)."""
     model = spec.models[i]
     tensors: list[tuple[str, InputTensor | OutputTensor]] = [
         *((f"inputs[{j}]", t) for j, t in enumerate(model.inputs)),
@@ -307,9 +389,24 @@ def tensor_shapes_hold(spec: PipelineSpec, i: int) -> Iterator[Problem]:
                 f"{path}.reshape",
                 RESHAPE_SIZE.format(reshape=_fmt_dims(tuple(t.reshape)), dims=_fmt_dims(tuple(t.dims))),
             )
+        if t.reshape is not None and not t.reshape and model.max_batch_size == 0:
+            yield Problem(f"{path}.reshape", RESHAPE_TO_SCALAR)
+        if t.is_shape_tensor and _backend(model) != "tensorrt":
+            message = SHAPE_TENSOR_PLATFORM.format(model=model.name, runtime=_runtime(model))
+            yield Problem(f"{path}.isShapeTensor", message)
         fmt = getattr(t, "format", None)
         if fmt in ("NHWC", "NCHW") and len(t.dims) != 3:
             yield Problem(f"{path}.format", FORMAT_DIMS.format(format=fmt, dims=_fmt_dims(tuple(t.dims))))
+
+
+def profiles_on_tensorrt(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """An instance group picks optimization profiles of a TensorRT model only (Triton's
+    ValidateInstanceGroup)."""
+    model = spec.models[i]
+    for j, inst in enumerate(model.instances):
+        if inst.profile and _backend(model) != "tensorrt":
+            message = PROFILE_PLATFORM.format(model=model.name, runtime=_runtime(model))
+            yield Problem(f"spec.models[{i}].instances[{j}].profile", message)
 
 
 def states_kept(spec: PipelineSpec, i: int) -> Iterator[Problem]:
@@ -320,8 +417,8 @@ def states_kept(spec: PipelineSpec, i: int) -> Iterator[Problem]:
         return
     path = f"spec.models[{i}].sequenceBatching.states"
     if model.backend not in STATE_BACKENDS and model.platform not in STATE_PLATFORMS:
-        runtime = f"backend {model.backend!r}" if model.backend else f"platform {model.platform!r}"
-        yield Problem(path, STATE_WITHOUT_BACKEND_SUPPORT.format(model=model.name, runtime=runtime))
+        yield Problem(path, STATE_WITHOUT_BACKEND_SUPPORT.format(model=model.name, runtime=_runtime(model)))
+    off_gpu = _instances_off_gpu(spec, model)
     for j, state in enumerate(sb.states):
         init = state.initial_state
         if init is not None and init.data_type != state.data_type:
@@ -329,6 +426,29 @@ def states_kept(spec: PipelineSpec, i: int) -> Iterator[Problem]:
                 f"{path}[{j}].initialState.dataType",
                 INITIAL_STATE_TYPE.format(have=init.data_type, want=state.data_type),
             )
+        if init is not None and not _fits(init.dims, state.dims):
+            rule = INITIAL_STATE_RANK if len(init.dims) != len(state.dims) else INITIAL_STATE_DIM
+            message = rule.format(have=_fmt_dims(tuple(init.dims)), want=_fmt_dims(tuple(state.dims)))
+            yield Problem(f"{path}[{j}].initialState.dims", message)
+        if state.use_growable_memory and not state.use_same_buffer_for_input_output:
+            yield Problem(f"{path}[{j}].useGrowableMemory", GROWABLE_WITHOUT_ONE_BUFFER)
+        if state.use_growable_memory and off_gpu:
+            message = GROWABLE_OFF_GPU.format(model=model.name, where=off_gpu)
+            yield Problem(f"{path}[{j}].useGrowableMemory", message)
+
+
+def _fits(given: Sequence[int], described: Sequence[int]) -> bool:
+    """Fixed dims `given` fit the dims `described`: as many, each equal where the described one is fixed."""
+    return len(given) == len(described) and all(d in (-1, g) for g, d in zip(given, described, strict=True))
+
+
+def _instances_off_gpu(spec: PipelineSpec, model: Model) -> str:
+    """Where a model's instances run other than on a GPU, in words ("" when every one is a GPU instance):
+    a pod without GPUs, or a group of kind CPU or MODEL."""
+    if spec.server.gpus == 0:
+        return "in pods without GPUs (server.gpus: 0)"
+    kinds = sorted({inst.kind for inst in model.instances} & {"CPU", "MODEL"})
+    return f"instances of kind {' and '.join(kinds)}" if kinds else ""
 
 
 def dynamic_batching_batches(spec: PipelineSpec, i: int) -> Iterator[Problem]:
@@ -370,6 +490,96 @@ def extra_config_adds_fields(spec: PipelineSpec, i: int) -> Iterator[Problem]:
             yield Problem(path, EXTRA_CONFIG_RENDERED.format(field=fd.name, spec=SPEC_RENDERED[fd.name]))
 
 
+def _names(tensors: Sequence[InputTensor] | Sequence[OutputTensor]) -> str:
+    return ", ".join(t.name for t in tensors)
+
+
+def batch_io_named(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """An extraConfig's batch_input and batch_output take one source input each, of the model's inputs; a
+    batch input is INT32 or FP32; a batch output's targets are distinct outputs of the model. (Tensors a
+    model leaves to auto-complete are Triton's to check.)"""
+    model, path = spec.models[i], f"spec.models[{i}].extraConfig"
+    extra = readable_extra_config(model)
+    if extra is None:
+        return
+    inputs, outputs = {t.name for t in model.inputs}, {t.name for t in model.outputs}
+    for field, entries, kinds in (
+        ("batch_input", extra.batch_input, mc.BatchInput.Kind),
+        ("batch_output", extra.batch_output, mc.BatchOutput.Kind),
+    ):
+        for j, entry in enumerate(entries):
+            kind = kinds.Name(entry.kind)
+            if len(entry.source_input) != 1:
+                count = len(entry.source_input)
+                yield Problem(path, BATCH_IO_SOURCES.format(field=field, j=j, kind=kind, count=count))
+            for name in entry.source_input:
+                if inputs and name not in inputs:
+                    known = _names(model.inputs)
+                    yield Problem(
+                        path, BATCH_IO_UNKNOWN_SOURCE.format(field=field, j=j, name=name, known=known)
+                    )
+    for j, entry in enumerate(extra.batch_input):
+        if entry.data_type not in (mc.TYPE_INT32, mc.TYPE_FP32):
+            yield Problem(path, BATCH_INPUT_TYPE.format(j=j, type=mc.DataType.Name(entry.data_type)))
+    for j, entry in enumerate(extra.batch_output):
+        for k, name in enumerate(entry.target_name):
+            if outputs and name not in outputs:
+                known = _names(model.outputs)
+                yield Problem(path, BATCH_OUTPUT_UNKNOWN_TARGET.format(j=j, name=name, known=known))
+            elif name in entry.target_name[:k]:
+                yield Problem(path, BATCH_OUTPUT_TARGET_TWICE.format(j=j, name=name))
+
+
+def response_cache_allowed(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """An extraConfig's response cache is for a model without sequence batching, and not decoupled."""
+    model = spec.models[i]
+    extra = readable_extra_config(model)
+    if extra is None or not extra.response_cache.enable:
+        return
+    path = f"spec.models[{i}].extraConfig"
+    if model.sequence_batching is not None:
+        words = "sequence batching scheduler"
+        yield Problem(path, RESPONSE_CACHE_UNSUPPORTED.format(what="sequenceBatching", words=words))
+    if model.decoupled:
+        words = "'decoupled' transaction policy"
+        yield Problem(path, RESPONSE_CACHE_UNSUPPORTED.format(what="decoupled: true", words=words))
+
+
+def warmup_samples_whole(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """Each warmup sample Triton runs (batch_size > 0) gives every input fixed dims and some data, of the
+    data type of the model's input of that name."""
+    model, path = spec.models[i], f"spec.models[{i}].extraConfig"
+    extra = readable_extra_config(model)
+    declared = {t.name: t.data_type for t in model.inputs}
+    for j, sample in enumerate(extra.model_warmup if extra is not None else ()):
+        if sample.batch_size == 0:  # Triton skips it
+            continue
+        for name in sorted(sample.inputs):
+            given = sample.inputs[name]
+            if any(d < 0 for d in given.dims):
+                yield Problem(path, WARMUP_VARIABLE_DIMS.format(j=j, input=name, dims=list(given.dims)))
+            if given.WhichOneof("input_data_type") is None:
+                yield Problem(path, WARMUP_NO_DATA.format(j=j, input=name))
+            data_type = mc.DataType.Name(given.data_type).removeprefix("TYPE_")
+            if name in declared and data_type != declared[name]:
+                message = WARMUP_DATA_TYPE.format(j=j, input=name, given=data_type, want=declared[name])
+                yield Problem(path, message)
+
+
+def metric_controls_complete(spec: PipelineSpec, i: int) -> Iterator[Problem]:
+    """An extraConfig's model_metrics names each metric's family and gives its histogram buckets."""
+    extra = readable_extra_config(spec.models[i])
+    for j, control in enumerate(extra.model_metrics.metric_control if extra is not None else ()):
+        if not control.metric_identifier.family:
+            words = "metric identifier must specify non-empty 'family'"
+            message = METRIC_CONTROL_INCOMPLETE.format(j=j, what="metric_identifier.family", words=words)
+            yield Problem(f"spec.models[{i}].extraConfig", message)
+        if not control.histogram_options.buckets:
+            words = "histogram options must specify non-empty 'buckets'"
+            message = METRIC_CONTROL_INCOMPLETE.format(j=j, what="histogram_options.buckets", words=words)
+            yield Problem(f"spec.models[{i}].extraConfig", message)
+
+
 # --------------------------------------------------------------------------- the document
 
 
@@ -405,10 +615,15 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
         problems += filled_tensors_not_inputs(spec, i)
         problems += completion_kept_on(spec, i)
         problems += decoupled_as_its_backend(spec, i)
+        problems += profiles_on_tensorrt(spec, i)
         problems += states_kept(spec, i)
         problems += dynamic_batching_batches(spec, i)
         problems += preferred_batch_sizes_fit(spec, i)
         problems += extra_config_adds_fields(spec, i)
+        problems += batch_io_named(spec, i)
+        problems += response_cache_allowed(spec, i)
+        problems += metric_controls_complete(spec, i)
+        problems += warmup_samples_whole(spec, i)
     first_pipeline = first_index(p.name for p in spec.pipelines)
     for i in range(len(spec.pipelines)):
         problems += pipeline_name_free(spec, i, first_pipeline)
@@ -768,7 +983,7 @@ def max_instances(model: Model, server_gpus: int) -> int:
     if not model.instances:
         if server_gpus:
             return server_gpus
-        return DEFAULT_CPU_INSTANCES.get(model.backend or PLATFORM_BACKEND.get(model.platform or "", ""), 1)
+        return DEFAULT_CPU_INSTANCES.get(_backend(model), 1)
     total = 0
     for inst in model.instances:
         per_gpu = inst.kind in ("GPU", "AUTO") and server_gpus > 0

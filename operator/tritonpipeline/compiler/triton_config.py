@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
-from ..spec import Model, QueuePolicy, VersionPolicy
+from ..spec import Model, QueuePolicy, RateLimiter, VersionPolicy
 from .plan_types import NATIVE_ROUTER_BACKEND, ROUTER_INPUT, EnsemblePlan, RouterPlan
 
 # Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
@@ -96,6 +96,15 @@ def extra_config(model: Model) -> mc.ModelConfig:
     return parse_text(model.extra_config or "")
 
 
+def readable_extra_config(model: Model) -> mc.ModelConfig | None:
+    """A model's extraConfig as Triton's message; None where it does not parse (the compiler's finding:
+    rules.extra_config_adds_fields)."""
+    try:
+        return extra_config(model)
+    except text_format.ParseError:
+        return None
+
+
 def _param(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -126,8 +135,16 @@ def model_config(model: Model, *, cpu_only: bool, run_by_step: bool = False) -> 
     for inst in model.instances:
         kind = "CPU" if cpu_only and inst.kind == "GPU" else inst.kind
         group = cfg.instance_group.add(kind=_KIND[kind], count=inst.count)
+        if inst.name is not None:
+            group.name = inst.name
         if kind == "GPU" and inst.gpus:
             group.gpus.extend(inst.gpus)
+        group.profile.extend(inst.profile)
+        group.passive = inst.passive
+        if inst.host_policy is not None:
+            group.host_policy = inst.host_policy
+        if inst.rate_limiter is not None:
+            _rate_limiter(group.rate_limiter, inst.rate_limiter)
     if model.dynamic_batching is not None:
         db = model.dynamic_batching
         cfg.dynamic_batching.SetInParent()
@@ -151,6 +168,14 @@ def model_config(model: Model, *, cpu_only: bool, run_by_step: bool = False) -> 
         cfg.parameters[key].string_value = _param(model.parameters[key])
     cfg.MergeFrom(extra_config(model))  # fields none of the above sets (compiler/rules.py)
     return cfg
+
+
+def _rate_limiter(out: mc.ModelRateLimiter, limiter: RateLimiter) -> None:
+    out.SetInParent()
+    for r in limiter.resources:
+        resource = out.resources.add(name=r.name, count=r.count)
+        setattr(resource, "global", r.global_)  # a Python keyword
+    out.priority = limiter.priority
 
 
 def _queue_policy(out: mc.ModelQueuePolicy, policy: QueuePolicy) -> None:
@@ -182,11 +207,14 @@ def _sequence_batching(sb: mc.ModelSequenceBatching, model: Model) -> None:
     sb.max_sequence_idle_microseconds = spec.max_sequence_idle_microseconds
     if spec.strategy == "direct":
         sb.direct.SetInParent()
+        sb.direct.max_queue_delay_microseconds = spec.max_queue_delay_microseconds or 0
+        sb.direct.minimum_slot_utilization = spec.minimum_slot_utilization or 0.0
     else:
         sb.oldest.SetInParent()
         sb.oldest.max_candidate_sequences = spec.max_candidate_sequences or max(1, model.max_batch_size)
         sb.oldest.preferred_batch_size.extend(spec.preferred_batch_sizes)
         sb.oldest.max_queue_delay_microseconds = spec.max_queue_delay_microseconds or 0
+        sb.oldest.preserve_ordering = spec.preserve_ordering
     controls = spec.controls
     flags = (
         (controls.start, _CONTROL.CONTROL_SEQUENCE_START),

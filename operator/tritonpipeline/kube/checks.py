@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compiler import Artifacts, compile_pipeline
+from ..compiler.triton_config import readable_extra_config
 from ..errors import Problem, SpecError
 from ..settings import Settings
-from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, TritonPipeline
-from ..triton import advisories
+from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, Model, TritonPipeline
+from ..triton import advisories, tritonserver_options
 from . import packing, routing
 from .meta import configmap_name
 from .security_context import container_security, pod_security
@@ -50,6 +51,18 @@ LABEL_VALUE = NameRule(
 SECRET_SCHEMES = ("s3", "gs")  # the sources that read modelRepository.secretRef
 # measured on the real tritonserver (tests/test_sequence_controls.py): the sequence batcher's STRING
 # correlation-ID tensor fails Triton's check of string inputs before the Python model runs
+HOST_POLICY_UNDEFINED = (
+    "ignored: no --host-policy={name},SETTING=VALUE in spec.server.args defines host policy {name!r}, so "
+    "Triton runs the group with no host policy settings"
+)
+RESPONSE_CACHE_OFF = (
+    "ignored: the model's response_cache caches nothing unless spec.server.args gives tritonserver a "
+    "cache (--cache-config=local,size=BYTES)"
+)
+RATE_LIMITER_OFF = (
+    "ignored: Triton runs without its rate limiter unless spec.server.args has "
+    "--rate-limit=execution_count (its default, off, ignores every rateLimiter)"
+)
 STRING_CORRELATION_ID_ON_PYTHON = (
     "a STRING correlationId control fails every request of a Python-backend model in Triton ('unexpected "
     "number of string elements 2 for inference input {name!r}'); leave correlationId out and read the ID "
@@ -300,6 +313,12 @@ def check(
     return artifacts, problems(tp, artifacts, settings)
 
 
+def _caches(model: Model) -> bool:
+    """The model's extraConfig enables Triton's response cache."""
+    extra = readable_extra_config(model)
+    return extra is not None and extra.response_cache.enable
+
+
 def warnings(tp: TritonPipeline) -> list[Problem]:
     """Allowed, but probably not what the user wants: each at its field path."""
     found = []
@@ -317,6 +336,28 @@ def warnings(tp: TritonPipeline) -> list[Problem]:
                     STRING_CORRELATION_ID_ON_PYTHON.format(name=sb.controls.correlation_id),
                 )
             )
+    if tritonserver_options.rate_limit_mode(tp.spec.server.args) != "execution_count":
+        found += [
+            Problem(f"spec.models[{i}].instances[{j}].rateLimiter", RATE_LIMITER_OFF)
+            for i, model in enumerate(tp.spec.models)
+            for j, inst in enumerate(model.instances)
+            if inst.rate_limiter is not None
+        ]
+    defined = tritonserver_options.host_policies(tp.spec.server.args)
+    found += [
+        Problem(
+            f"spec.models[{i}].instances[{j}].hostPolicy", HOST_POLICY_UNDEFINED.format(name=inst.host_policy)
+        )
+        for i, model in enumerate(tp.spec.models)
+        for j, inst in enumerate(model.instances)
+        if inst.host_policy is not None and inst.host_policy not in defined
+    ]
+    if not tritonserver_options.response_cache_on(tp.spec.server.args):
+        found += [
+            Problem(f"spec.models[{i}].extraConfig", RESPONSE_CACHE_OFF)
+            for i, model in enumerate(tp.spec.models)
+            if _caches(model)
+        ]
     outdated = advisories.warning(tp.spec.server.image)
     if outdated:
         found.append(Problem("spec.server.image", outdated))

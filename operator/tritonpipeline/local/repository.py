@@ -14,10 +14,11 @@ from typing import Protocol
 
 from google.protobuf import text_format
 
-from ..compiler.autocomplete import PYTHON_MODEL_FILE, completion
-from ..compiler.triton_config import extra_config
+from ..compiler.autocomplete import PYTHON_MODEL_FILE, complete, completion
+from ..compiler.triton_config import model_config, readable_extra_config
 from ..errors import Problem, SpecError, quote, reason
 from ..spec import Model, TritonPipeline
+from ..triton import tritonserver_options
 
 MARKER = ".tritonpipeline-rendered"  # in every rendered repository: the entries it wrote (JSON)
 
@@ -66,13 +67,44 @@ SELF_DECOUPLED = (
     "(a step's model is loaded with the policy the spec declares, and Triton refuses a model whose "
     "backend changes it)"
 )
+COMPLETION_REFUSED = (
+    "{file}'s auto_complete_config ({call}; read, not run) is refused by the Python backend with the "
+    "config the spec renders: {why}: Triton fails to load the model"
+)
+BATCHING_RAISED = (
+    "{file}'s auto_complete_config sets max_batch_size {given} (read, not run), so Triton loads the model "
+    "with it, and the spec says maxBatchSize {have}: declare maxBatchSize: {given} (steps and pipelines are "
+    "checked with the spec's)"
+)
+# the spec field behind each config field the Python backend's completion concerns (autocomplete.Refusal)
+COMPLETED_FIELD = {
+    "": "name",
+    "input": "inputs",
+    "output": "outputs",
+    "max_batch_size": "maxBatchSize",
+    "sequence_batching": "sequenceBatching",
+    "model_transaction_policy": "decoupled",
+    "model_transaction_policy.decoupled": "decoupled",
+}
 PYTHON_FILE_MAX_BYTES = 1 << 20  # larger files are not read for what they set (no model.py is that big)
 
 
-def latest_version(model_dir: Path) -> Path | None:
-    """The version directory Triton loads by default (version policy `latest`: the highest number)."""
-    versions = [e for e in model_dir.iterdir() if VERSION_DIR_RE.match(e.name) and e.is_dir()]
-    return max(versions, key=lambda e: int(e.name)) if versions else None
+def _versions(model_dir: Path) -> dict[int, Path]:
+    """The version directories Triton finds under a model directory, by number."""
+    return {int(e.name): e for e in model_dir.iterdir() if VERSION_DIR_RE.match(e.name) and e.is_dir()}
+
+
+def latest_version(model_dir: Path, specific: Sequence[int] = ()) -> Path | None:
+    """The highest version directory Triton loads: of all (version policy `latest` or `all`), or of the
+    `specific` versions a policy lists."""
+    versions = {n: e for n, e in _versions(model_dir).items() if not specific or n in specific}
+    return versions[max(versions)] if versions else None
+
+
+NO_LISTED_VERSION = (
+    "model directory {dir!r} has none of the versions versionPolicy lists ({versions}; found: {found}): "
+    "Triton refuses the model ('at least one version must be available under the version policy')"
+)
 
 
 def python_files(version_dir: Path | None) -> dict[str, str]:
@@ -91,13 +123,15 @@ def python_files(version_dir: Path | None) -> dict[str, str]:
 
 def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
     """Every declared model must have a directory under the model root, holding a version directory; a
-    Python model a step runs must declare `decoupled: true` where its model.py makes it so."""
+    Python model's config as the spec renders it must be one its model.py's auto_complete_config
+    completes without refusal (Triton's auto-complete on), and to the maxBatchSize the spec declares."""
     if not root.is_dir():
         return [
             Problem("spec.modelRepository.uri", f"model repository directory {str(root)!r} does not exist")
         ]
     problems = []
     stepped = {step.model for pipeline in tp.spec.pipelines for step in pipeline.steps}
+    completing = tritonserver_options.auto_complete_off(tp.spec.server.args) is None
     for i, model in enumerate(tp.spec.models):
         d = root / model.name
         if not d.is_dir():
@@ -108,25 +142,57 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
             )
         else:
             problem = _version_problem(d)
+            specific = _specific(model)
             if problem:
                 problems.append(Problem(f"spec.models[{i}].name", problem))
-            elif model.name in stepped and model.backend == "python" and not model.decoupled:
-                version, file = latest_version(d), _python_model_file(model)
-                done = completion(python_files(version).get(file, ""))
-                if version is not None and done is not None and done.decoupled:
-                    where = f"{model.name}/{version.name}/{file}"
-                    message = SELF_DECOUPLED.format(file=where, line=done.policy_line)
-                    problems.append(Problem(f"spec.models[{i}].decoupled", message))
+            elif specific and latest_version(d, specific) is None:
+                found = ", ".join(str(v) for v in sorted(_versions(d)))
+                listed = ", ".join(str(v) for v in specific)
+                message = NO_LISTED_VERSION.format(dir=str(d), versions=listed, found=found)
+                problems.append(Problem(f"spec.models[{i}].versionPolicy.versions", message))
+            elif model.backend == "python" and completing:
+                problems += _completion_problems(model, i, d, run_by_step=model.name in stepped)
     return problems
+
+
+def _completion_problems(model: Model, i: int, model_dir: Path, *, run_by_step: bool) -> list[Problem]:
+    """What the Python backend does with the config the spec renders, given the auto_complete_config of
+    the model's model.py (read, never run): each call it refuses (Triton fails to load the model), and a
+    max_batch_size it raises (Triton loads the model batching otherwise than the spec says)."""
+    version, file = latest_version(model_dir, _specific(model)), _python_model_file(model)
+    done = completion(python_files(version).get(file, ""))
+    if version is None or done is None:
+        return []
+    try:
+        cfg = model_config(model, cpu_only=True, run_by_step=run_by_step)
+    except text_format.ParseError:  # the compiler's finding (extraConfig)
+        return []
+    where, declared = f"{model.name}/{version.name}/{file}", cfg.max_batch_size
+    problems = []
+    for refused in complete(cfg, done):
+        path = f"spec.models[{i}].{COMPLETED_FIELD.get(refused.field, 'name')}"
+        if refused.field == "model_transaction_policy.decoupled" and done.decoupled:
+            message = SELF_DECOUPLED.format(file=where, line=done.policy_line)
+        else:
+            message = COMPLETION_REFUSED.format(file=where, call=refused.call, why=refused.why)
+        problems.append(Problem(path, message))
+    if not problems and cfg.max_batch_size != declared:
+        message = BATCHING_RAISED.format(file=where, given=cfg.max_batch_size, have=declared)
+        problems.append(Problem(f"spec.models[{i}].maxBatchSize", message))
+    return problems
+
+
+def _specific(model: Model) -> list[int]:
+    """The versions a `specific` version policy lists; [] for the others."""
+    policy = model.version_policy
+    return list(policy.versions) if policy is not None and policy.policy == "specific" else []
 
 
 def _python_model_file(model: Model) -> str:
     """The file the Python backend loads: the extraConfig's default_model_filename, else model.py (an
     extraConfig that does not parse is the compiler's finding)."""
-    try:
-        return extra_config(model).default_model_filename or PYTHON_MODEL_FILE
-    except text_format.ParseError:
-        return PYTHON_MODEL_FILE
+    extra = readable_extra_config(model)
+    return (extra.default_model_filename if extra is not None else "") or PYTHON_MODEL_FILE
 
 
 def _version_problem(model_dir: Path) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -205,6 +206,23 @@ def _die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     return preexec
 
 
+def end_process(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """End a process started in its own session (so it leads its own process group, of its PID): SIGTERM,
+    then SIGKILL to the group after `timeout` seconds; then SIGKILL to what is left of the group (a
+    process that died, of a crash or a kill, leaves its children running: tritonserver its backends'
+    stubs). Its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError):  # none left
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode
+
+
 @dataclass
 class LocalTriton:
     """One tritonserver process. Use as a context manager, or start()/wait_ready()/stop().
@@ -328,16 +346,10 @@ class LocalTriton:
         return json.loads(body)
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM (Triton drains and unloads), then SIGKILL after `timeout`."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return None if proc is None else proc.returncode
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait()
+        """SIGTERM (Triton drains and unloads), then SIGKILL after `timeout`; then what is left of the
+        server's process group (a server that died, of a crash or a kill, leaves its backends' stub
+        processes running)."""
+        return None if self.process is None else end_process(self.process, timeout)
 
     def __enter__(self) -> LocalTriton:
         self.start()

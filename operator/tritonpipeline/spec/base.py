@@ -33,6 +33,7 @@ MODEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 # tensor names come from exported models (input.1, onnx::Gemm_0, /model/embed/input, 1234, input:0) and
 # Triton takes any text; only control characters (C0, DEL, C1: Unicode category Cc) are refused
 TENSOR_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]{1,256}$")
+PROFILE_RE = re.compile(r"^[0-9]{1,9}$")  # a TensorRT optimization profile's index (9 digits fit an int)
 QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 K8S_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 BACKEND_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -151,6 +152,7 @@ RULE_TEXT = {
     "resource name": "a Kubernetes extended resource name with its domain, such as nvidia.com/gpu",
     "object name": "a Kubernetes object name: lowercase letters, digits, '-' and '.'",
     "quantity": "a Kubernetes quantity such as 512Mi, 2Gi or 1.5G",
+    "profile": "a TensorRT optimization profile's index, such as 0 (at most 9 digits)",
     "secret key": "a Secret data key: letters, digits, '-', '_' or '.'",
     "region": "a region name such as us-east-1: lowercase letters, digits and '-'",
     "namespace": "a Kubernetes namespace name: lowercase letters, digits and '-'",
@@ -165,6 +167,7 @@ RULE_TEXT = {
 }
 
 Quantity = Annotated[str, _name_rule(QUANTITY_RE, "quantity")]
+ProfileIndex = Annotated[str, _name_rule(PROFILE_RE, "profile", most=9)]
 Name = Annotated[str, _name_rule(NAME_RE, "name")]
 ModelName = Annotated[str, _name_rule(MODEL_NAME_RE, "model name")]
 TensorName = Annotated[str, _name_rule(TENSOR_RE, "tensor name", most=MAX_TENSOR_NAME)]

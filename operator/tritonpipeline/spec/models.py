@@ -26,6 +26,7 @@ from .base import (
     FixedDim,
     ModelName,
     Platform,
+    ProfileIndex,
     Reshape,
     Rule,
     TensorName,
@@ -69,13 +70,56 @@ class OutputTensor(_Base):
     is_shape_tensor: bool = Field(default=False, description="Triton's `is_shape_tensor` (TensorRT).")
 
 
+class RateLimiterResource(_Base):
+    name: Annotated[str, Field(min_length=1, max_length=256)] = Field(description="The resource's name.")
+    global_: bool = Field(
+        default=False,
+        alias="global",
+        description="One pool of the resource for the whole server (otherwise one per device).",
+    )
+    count: Annotated[int, Field(ge=0, le=UINT32_MAX)] = Field(
+        default=0, description="Units of the resource an instance needs to run."
+    )
+
+
+class RateLimiter(_Base):
+    resources: Annotated[list[RateLimiterResource], Field(max_length=64)] = Field(
+        default=[], description="Resources an instance needs to run."
+    )
+    priority: Annotated[int, Field(ge=0, le=UINT32_MAX)] = Field(
+        default=0, description="Weight against other instances (a higher one runs less often); 0 = 1."
+    )
+
+
 class Instance(_Base):
+    name: TensorName | None = Field(
+        default=None,
+        description="Triton's `name` of the group, in its logs (default: Triton's `<model>_<index>`).",
+    )
     kind: Literal["GPU", "CPU", "AUTO", "MODEL"] = Field(
         default="AUTO", description="Instance kind (`GPU` becomes `CPU` when `server.gpus` is 0)."
     )
     count: Annotated[int, Field(ge=1, le=64)] = Field(default=1, description="Instances in the group.")
     gpus: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] = Field(
         default=[], description="GPU indices for the group."
+    )
+    profile: Annotated[list[ProfileIndex], Field(max_length=64)] = Field(
+        default=[],
+        description="Triton's `profile`: the TensorRT optimization profiles the group's instances use, by "
+        'index (`"0"`); TensorRT models only.',
+    )
+    passive: bool = Field(
+        default=False,
+        description="Triton's `passive`: loaded, but not scheduled (another process drives it).",
+    )
+    host_policy: Annotated[str, Field(min_length=1, max_length=256)] | None = Field(
+        default=None,
+        description="Triton's `host_policy`: the name of a `--host-policy` of the server's args.",
+    )
+    rate_limiter: RateLimiter | None = Field(
+        default=None,
+        description="Triton's `rate_limiter` (in effect with `--rate-limit=execution_count` in the server's "
+        "args): the resources an instance needs, and its priority.",
     )
 
 
@@ -100,6 +144,22 @@ class PriorityQueuePolicy(QueuePolicy):
 
 _LEVELS = "(has(self.priorityLevels) ? self.priorityLevels : 0)"
 _DEFAULT_LEVEL = "(has(self.defaultPriorityLevel) ? self.defaultPriorityLevel : 0)"
+_ORDERED = "(has(self.preserveOrdering) && self.preserveOrdering)"
+
+
+def _delays_cel(policy: str) -> str:
+    """CEL: the queue policy `policy` holds timed-out requests back (DELAY with a timeout)."""
+    return (
+        f"(has({policy}.timeoutAction) && {policy}.timeoutAction == 'DELAY' && "
+        f"has({policy}.defaultTimeoutMicroseconds) && {policy}.defaultTimeoutMicroseconds != 0)"
+    )
+
+
+def _delays(policy: QueuePolicy | None) -> bool:
+    """The queue policy holds timed-out requests back (DELAY with a timeout)."""
+    return (
+        policy is not None and policy.timeout_action == "DELAY" and policy.default_timeout_microseconds != 0
+    )
 
 
 class DynamicBatching(_Base):
@@ -137,6 +197,26 @@ class DynamicBatching(_Base):
             "!has(self.priorityQueuePolicies) || "
             f"self.priorityQueuePolicies.all(q, q.priorityLevel <= {_LEVELS})",
             "each priorityQueuePolicies[].priorityLevel must be one of the levels 1..priorityLevels",
+        ),
+        # Triton's ValidateModelConfig: ordered responses come from one queue, in arrival order
+        Rule(
+            lambda d: not d.preserve_ordering or d.priority_levels <= 1,
+            f"!{_ORDERED} || {_LEVELS} <= 1",
+            "preserveOrdering allows one priority level at most (Triton refuses the model: 'Only one "
+            "priority level is allowed when preserve_ordering is true')",
+        ),
+        Rule(
+            lambda d: (
+                not d.preserve_ordering
+                or not any(_delays(q) for q in (d.default_queue_policy, *d.priority_queue_policies))
+            ),
+            f"!{_ORDERED} || ("
+            f"(!has(self.defaultQueuePolicy) || !{_delays_cel('self.defaultQueuePolicy')}) && "
+            "(!has(self.priorityQueuePolicies) || "
+            f"self.priorityQueuePolicies.all(q, !{_delays_cel('q')})))",
+            "preserveOrdering takes no queue policy with timeoutAction DELAY and a "
+            "defaultTimeoutMicroseconds (Triton refuses the model: 'Queue policy can not have DELAY as "
+            "timeout action when preserve_ordering is true')",
         ),
     )
 
@@ -265,7 +345,16 @@ class SequenceBatching(_Base):
         default=[], description="`oldest` only."
     )
     max_queue_delay_microseconds: Annotated[int, Field(ge=0, le=MAX_INTEGER)] | None = Field(
-        default=None, description="`oldest` only."
+        default=None,
+        description="Longest wait to fill a batch: `oldest`, or `direct` with `minimumSlotUtilization`.",
+    )
+    preserve_ordering: bool = Field(
+        default=False, description="`oldest` only: return responses in the order the requests came."
+    )
+    minimum_slot_utilization: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
+        default=None,
+        description="`direct` only: the share of batch slots that must hold a request before a batch runs "
+        "without waiting `maxQueueDelayMicroseconds` (0 to 1).",
     )
     iterative_sequence: bool = Field(
         default=False,
@@ -280,14 +369,18 @@ class SequenceBatching(_Base):
                 or (
                     s.max_candidate_sequences is None
                     and not s.preferred_batch_sizes
-                    and s.max_queue_delay_microseconds is None
+                    and not s.preserve_ordering
                 )
             ),
             "self.strategy == 'oldest' || (!has(self.maxCandidateSequences) && "
-            "!has(self.maxQueueDelayMicroseconds) && (!has(self.preferredBatchSizes) || "
-            "size(self.preferredBatchSizes) == 0))",
-            "maxCandidateSequences, preferredBatchSizes and maxQueueDelayMicroseconds only apply "
-            "to strategy 'oldest'",
+            "(!has(self.preferredBatchSizes) || size(self.preferredBatchSizes) == 0) && "
+            "!(has(self.preserveOrdering) && self.preserveOrdering))",
+            "maxCandidateSequences, preferredBatchSizes and preserveOrdering only apply to strategy 'oldest'",
+        ),
+        Rule(
+            lambda s: s.strategy == "direct" or s.minimum_slot_utilization is None,
+            "self.strategy == 'direct' || !has(self.minimumSlotUtilization)",
+            "minimumSlotUtilization only applies to strategy 'direct'",
         ),
     )
 

@@ -293,3 +293,31 @@ def auto_complete_off(args: Sequence[str]) -> str | None:
         written = args[strict[-1].index]
         return written if "=" in written else f"{written} {strict[-1].value}"
     return None
+
+
+def rate_limit_mode(args: Sequence[str]) -> str:
+    """The rate limiter's mode as tritonserver reads `args`: the last `--rate-limit` (`off` without one;
+    `off` ignores every instance group's rate_limiter)."""
+    flags, _ = parse(args)
+    modes = [f.value for f in flags if f.option == "rate-limit"]
+    return (modes[-1] or "off") if modes else "off"
+
+
+def response_cache_on(args: Sequence[str]) -> bool:
+    """Whether tritonserver runs with a response cache as `args` configure it: a `--cache-config`, or
+    the deprecated `--response-cache-byte-size` above 0 (a model's response_cache caches nothing
+    otherwise)."""
+    flags, _ = parse(args)
+    for f in flags:
+        if f.option == "cache-config":
+            return True
+        if f.option == "response-cache-byte-size" and (f.value or "0").strip().isdigit():
+            return int((f.value or "0").strip()) > 0
+    return False
+
+
+def host_policies(args: Sequence[str]) -> set[str]:
+    """The host policies `args` define: the NAME of each `--host-policy=NAME,SETTING=VALUE` (an instance
+    group's host_policy that none defines runs with no settings)."""
+    flags, _ = parse(args)
+    return {(f.value or "").split(",", 1)[0] for f in flags if f.option == "host-policy" and f.value}
