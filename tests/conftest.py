@@ -190,10 +190,13 @@ def _check_component_markers(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("\n".join([message, *missing]))
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
     outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
-    First: every test carries the marker of each real component its fixtures start."""
+    Last of the collection hooks, so it sees the tests `-m`/`-k` selected: `make test-unit` on a fresh
+    machine builds nothing. First: every selected test carries the marker of each real component its
+    fixtures start."""
     _check_component_markers(items)
     used = {name for item in items for name in getattr(item, "fixturenames", ())}
     if not used & {"control_plane", "release_plane"}:
