@@ -314,60 +314,63 @@ def test_gpu_indices_with_a_cpu_only_server_are_a_warning() -> None:
     assert w.path == "spec.models[0].instances[0].gpus" and "ignored" in w.message
 
 
-@pytest.mark.parametrize(
-    ("args", "warned"),
-    [
-        ([], True),
-        (["--rate-limit=off"], True),
-        (["--rate-limit", "execution_count"], False),
-        (["--rate-limit=execution_count", "--rate-limit=off"], True),  # tritonserver takes the last
-        (["--rate-limit=off", "--rate-limit=execution_count"], False),
-    ],
-)
-def test_a_rate_limiter_without_the_servers_rate_limiting_is_a_warning(args: list[str], warned: bool) -> None:
-    doc = example("fanout", PVC)
-    doc["spec"]["server"]["args"] = args
-    doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "rateLimiter": {"priority": 2}}]
-    found = checks.warnings(parse_pipeline(doc))
-    assert [w.path for w in found] == (["spec.models[0].instances[0].rateLimiter"] if warned else [])
-    assert all("--rate-limit=execution_count" in w.message for w in found)
+# A model setting that does nothing unless tritonserver runs with a flag: (model index, where in the
+# model, its value, the path warned about, what the warning tells to add).
+NEEDS_A_SERVER_FLAG = {
+    "rateLimiter": (
+        0,
+        ("instances", [{"kind": "GPU", "rateLimiter": {"priority": 2}}]),
+        "spec.models[0].instances[0].rateLimiter",
+        "--rate-limit=execution_count",
+    ),
+    "response_cache": (
+        1,
+        ("extraConfig", "response_cache { enable: true }"),
+        "spec.models[1].extraConfig",
+        "--cache-config=local,size=BYTES",
+    ),
+    "hostPolicy": (
+        0,
+        ("instances", [{"kind": "GPU", "hostPolicy": "numa0"}]),
+        "spec.models[0].instances[0].hostPolicy",
+        "--host-policy=numa0,SETTING=VALUE",
+    ),
+}
 
 
 @pytest.mark.parametrize(
-    ("args", "warned"),
+    ("setting", "args", "warned"),
     [
-        ([], True),
-        (["--cache-config=local,size=1048576"], False),
-        (["--cache-config", "redis,host=cache"], False),
-        (["--response-cache-byte-size=0"], True),
-        (["--response-cache-byte-size", "4096"], False),
+        ("rateLimiter", [], True),
+        ("rateLimiter", ["--rate-limit=off"], True),
+        ("rateLimiter", ["--rate-limit", "execution_count"], False),
+        (
+            "rateLimiter",
+            ["--rate-limit=execution_count", "--rate-limit=off"],
+            True,
+        ),  # tritonserver takes the last
+        ("rateLimiter", ["--rate-limit=off", "--rate-limit=execution_count"], False),
+        ("response_cache", [], True),
+        ("response_cache", ["--cache-config=local,size=1048576"], False),
+        ("response_cache", ["--cache-config", "redis,host=cache"], False),
+        ("response_cache", ["--response-cache-byte-size=0"], True),
+        ("response_cache", ["--response-cache-byte-size", "4096"], False),
+        ("hostPolicy", [], True),
+        ("hostPolicy", ["--host-policy=numa0,numa-node=0"], False),
+        ("hostPolicy", ["--host-policy", "numa0,cpu-cores=0-3"], False),
+        ("hostPolicy", ["--host-policy=numa1,numa-node=1"], True),  # another policy's name
     ],
 )
-def test_a_response_cache_without_the_servers_cache_is_a_warning(args: list[str], warned: bool) -> None:
+def test_a_model_setting_without_the_server_flag_it_needs_is_a_warning(
+    setting: str, args: list[str], warned: bool
+) -> None:
+    index, (field, value), path, hint = NEEDS_A_SERVER_FLAG[setting]
     doc = example("fanout", PVC)
     doc["spec"]["server"]["args"] = args
-    doc["spec"]["models"][1]["extraConfig"] = "response_cache { enable: true }"
+    doc["spec"]["models"][index][field] = value
     found = checks.warnings(parse_pipeline(doc))
-    assert [w.path for w in found] == (["spec.models[1].extraConfig"] if warned else [])
-    assert all("--cache-config=local,size=BYTES" in w.message for w in found)
-
-
-@pytest.mark.parametrize(
-    ("args", "warned"),
-    [
-        ([], True),
-        (["--host-policy=numa0,numa-node=0"], False),
-        (["--host-policy", "numa0,cpu-cores=0-3"], False),
-        (["--host-policy=numa1,numa-node=1"], True),
-    ],
-)
-def test_a_host_policy_the_server_does_not_define_is_a_warning(args: list[str], warned: bool) -> None:
-    doc = example("fanout", PVC)
-    doc["spec"]["server"]["args"] = args
-    doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "hostPolicy": "numa0"}]
-    found = checks.warnings(parse_pipeline(doc))
-    assert [w.path for w in found] == (["spec.models[0].instances[0].hostPolicy"] if warned else [])
-    assert all("--host-policy=numa0,SETTING=VALUE" in w.message for w in found)
+    assert [w.path for w in found] == ([path] if warned else [])
+    assert all(hint in w.message for w in found)
 
 
 def test_secret_ref_with_pvc_is_a_warning_and_with_s3_is_not() -> None:

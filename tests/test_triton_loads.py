@@ -561,6 +561,11 @@ def _merged(text: str, *more: ConfigChange) -> ConfigChange:
     return change
 
 
+def _extra_refusal(name: str, text: str, message: str) -> tuple[str, Change, ConfigChange, str, str]:
+    """A LOAD_REFUSALS row: the model with `text` as its extraConfig, refused at that field."""
+    return (name, _extra(text), _merged(text), "spec.models[0].extraConfig", message)
+
+
 def _batch_input(sources: str, data_type: str = "TYPE_FP32") -> str:
     return f'batch_input [{{ kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: {data_type} {sources} }}]'
 
@@ -647,60 +652,36 @@ LOAD_REFUSALS: list[tuple[str, Change, ConfigChange, str, str]] = [
         "spec.models[0].inputs[0].reshape",
         "cannot have empty reshape for non-batching model",
     ),
-    (
-        "batch_input_two_sources",
-        _extra(_batch_input('source_input: ["INPUT", "INPUT"]')),
-        _merged(_batch_input('source_input: ["INPUT", "INPUT"]')),
-        "spec.models[0].extraConfig",
-        "expects 1 source input",
+    _extra_refusal(
+        "batch_input_two_sources", _batch_input('source_input: ["INPUT", "INPUT"]'), "expects 1 source input"
     ),
-    (
+    _extra_refusal(
         "batch_input_int64",
-        _extra(_batch_input('source_input: "INPUT"', "TYPE_INT64")),
-        _merged(_batch_input('source_input: "INPUT"', "TYPE_INT64")),
-        "spec.models[0].extraConfig",
+        _batch_input('source_input: "INPUT"', "TYPE_INT64"),
         "batch input data type must be TYPE_INT32 or TYPE_FP32",
     ),
-    (
-        "batch_input_unknown_source",
-        _extra(_batch_input('source_input: "NOPE"')),
-        _merged(_batch_input('source_input: "NOPE"')),
-        "spec.models[0].extraConfig",
-        "unknown source input name",
+    _extra_refusal(
+        "batch_input_unknown_source", _batch_input('source_input: "NOPE"'), "unknown source input name"
     ),
-    (
-        "batch_output_unknown_target",
-        _extra(_batch_output('target_name: "NOPE"')),
-        _merged(_batch_output('target_name: "NOPE"')),
-        "spec.models[0].extraConfig",
-        "unknown target output name",
+    _extra_refusal(
+        "batch_output_unknown_target", _batch_output('target_name: "NOPE"'), "unknown target output name"
     ),
-    (
+    _extra_refusal(
         "batch_output_target_twice",
-        _extra(_batch_output('target_name: ["OUTPUT", "OUTPUT"]')),
-        _merged(_batch_output('target_name: ["OUTPUT", "OUTPUT"]')),
-        "spec.models[0].extraConfig",
+        _batch_output('target_name: ["OUTPUT", "OUTPUT"]'),
         "can only be specified once",
     ),
-    (
+    _extra_refusal(
         "warmup_variable",
-        _extra(_warmup("data_type: TYPE_FP32 dims: [ -1 ] zero_data: true")),
-        _merged(_warmup("data_type: TYPE_FP32 dims: [ -1 ] zero_data: true")),
-        "spec.models[0].extraConfig",
+        _warmup("data_type: TYPE_FP32 dims: [ -1 ] zero_data: true"),
         "warmup setting expects all variable-size dimensions are specified",
     ),
-    (
-        "warmup_no_data",
-        _extra(_warmup("data_type: TYPE_FP32 dims: [ 2 ]")),
-        _merged(_warmup("data_type: TYPE_FP32 dims: [ 2 ]")),
-        "spec.models[0].extraConfig",
-        "to have input_data_type set",
+    _extra_refusal(
+        "warmup_no_data", _warmup("data_type: TYPE_FP32 dims: [ 2 ]"), "to have input_data_type set"
     ),
-    (
+    _extra_refusal(
         "warmup_other_type",
-        _extra(_warmup("data_type: TYPE_INT32 dims: [ 2 ] zero_data: true")),
-        _merged(_warmup("data_type: TYPE_INT32 dims: [ 2 ] zero_data: true")),
-        "spec.models[0].extraConfig",
+        _warmup("data_type: TYPE_INT32 dims: [ 2 ] zero_data: true"),
         "inference input 'INPUT' data-type is 'INT32'",
     ),
     (
