@@ -14,6 +14,7 @@ import re
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -472,14 +473,62 @@ def merge_patch(kube: Kube, url: str, patch: dict[str, Any]) -> Any:
 def handshake(port: int, ca_bundle: bytes) -> bytes:
     """The certificate the server on loopback `port` presents, verified against `ca_bundle` for
     127.0.0.1 (what the apiserver checks); raises ssl.SSLError when it does not verify."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        return handshake_on(sock, ca_bundle)
+
+
+def handshake_on(sock: socket.socket, ca_bundle: bytes) -> bytes:
+    """handshake() over a connection already open."""
     context = ssl.create_default_context(cadata=ca_bundle.decode("ascii"))
-    with (
-        socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
-        context.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
-    ):
+    with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+
+
+class Handshakes(threading.Thread):
+    """Handshakes with the server on loopback `port`, back to back until `stop`: the certificates it
+    presented, in order, and every failure (a refused connection, a certificate `ca_bundle` does not
+    verify)."""
+
+    def __init__(self, port: int, ca_bundle: bytes) -> None:
+        super().__init__(daemon=True)
+        self.port, self.ca_bundle = port, ca_bundle
+        self.seen: list[bytes] = []
+        self.failures: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                cert = handshake(self.port, self.ca_bundle)
+            except OSError as exc:  # ssl.SSLError too
+                self.failures.append(repr(exc))
+                continue
+            if not self.seen or self.seen[-1] != cert:
+                self.seen.append(cert)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(10)
+
+
+def switched(watchers: list[Handshakes], cert: bytes, within: float, held: list[socket.socket]) -> None:
+    """Wait until every watcher is presented `cert`, then stop them: each saw one switch and no failure.
+    Each of `held`, connected before the switch, handshakes after it with the certificate it had: the
+    switch closed neither the listener nor the connections it had accepted."""
+    wait_for(
+        "every replica to serve the renewed certificate",
+        lambda: all(w.seen[-1:] == [cert] for w in watchers),
+        within,
+    )
+    for w in watchers:
+        w.stop()
+    assert [w.failures for w in watchers] == [[] for _ in watchers]
+    assert [len(w.seen) for w in watchers] == [2 for _ in watchers]
+    assert [handshake_on(sock, w.ca_bundle) for sock, w in zip(held, watchers, strict=True)] == [
+        w.seen[0] for w in watchers
+    ]
 
 
 @pytest.mark.apiserver
@@ -489,7 +538,7 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
     """Two operator processes started at once with one TRITONPIPELINE_WEBHOOK_SHARED_CERT: one writes
     the certificate, both serve it, and the registered caBundle verifies both at every moment, also
     while a renewal written by another replica rolls through them (each registers the new CA before it
-    serves the certificate it signed)."""
+    serves the certificate it signed), and no connection is refused meanwhile."""
     name, secret = f"tp-webhook-{namespace}", "webhook-cert"
     kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret, "namespace": namespace}})
     ports = [free_port(), free_port()]
@@ -524,15 +573,7 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
         bundle = trusted()
         return [handshake(port, bundle) for port in ports]
 
-    def serving_or_restarting() -> list[bytes] | None:
-        """serving(), or None while a replica's listener is closed: kopf's server closes it and opens a
-        new one to serve renewed certificate files (a refused connection, never an untrusted
-        certificate: ssl.SSLError still fails the test)."""
-        try:
-            return serving()
-        except ConnectionRefusedError:
-            return None
-
+    watchers: list[Handshakes] = []
     try:
         for op in ops:
             op.start()
@@ -546,19 +587,22 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
         renewed = webhook.new_certs(first, ["127.0.0.1"], 3600, datetime.datetime.now(datetime.timezone.utc))
         secret_doc = kube.get("v1", "Secret", namespace, secret)
         assert secret_doc is not None
+        watchers += [Handshakes(port, renewed.ca_bundle) for port in ports]  # the bundle trusts both CAs
+        for w in watchers:
+            w.start()
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for port in ports]
         kube.request(
             "PUT",
             f"/api/v1/namespaces/{namespace}/secrets/{secret}",
             body={**secret_doc, "data": webhook.secret_data(renewed)},
         )
-        deadline = time.monotonic() + 45  # a Secret check (10 s) and kopf's file check (10 s), with margin
-        seen = serving_or_restarting()
-        while seen != [renewed.cert, renewed.cert] and time.monotonic() < deadline:
-            time.sleep(0.5)
-            seen = serving_or_restarting()
-        assert seen == [renewed.cert, renewed.cert]
+        # every handshake meanwhile verifies and none is refused: the certificate is swapped in place
+        switched(watchers, renewed.cert, 30, held)  # a Secret check (10 s), with margin
+        assert serving() == [renewed.cert, renewed.cert]
         assert trusted() == renewed.ca_bundle
     finally:
+        for w in watchers:
+            w.stop()
         for op in ops:
             op.stop()
         kube.delete(VWC_API, "ValidatingWebhookConfiguration", None, name)
@@ -566,6 +610,72 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
         if rep is not None and rep.failed:
             for op in ops:
                 print(f"\n===== {op.log.name} =====\n{op.text()[-4000:]}")
+
+
+def _mount(cert_dir: Path, certs: webhook.Certs, key: bytes | None = None) -> None:
+    """Write tls.crt and tls.key as the kubelet updates a mounted Secret: a new directory, then one
+    rename of the `..data` link the files point through."""
+    stamp = f"..{time.monotonic_ns()}"
+    (cert_dir / stamp).mkdir()
+    (cert_dir / stamp / "tls.crt").write_bytes(certs.cert)
+    (cert_dir / stamp / "tls.key").write_bytes(certs.key if key is None else key)
+    (cert_dir / "..data_tmp").symlink_to(stamp)
+    os.replace(cert_dir / "..data_tmp", cert_dir / "..data")
+    for name in ("tls.crt", "tls.key"):
+        if not (cert_dir / name).is_symlink():
+            (cert_dir / name).symlink_to(f"..data/{name}")
+
+
+@pytest.mark.apiserver
+def test_certificate_files_are_served_as_they_are_renewed_without_refusing_a_connection(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """TRITONPIPELINE_WEBHOOK_CERT_DIR (cert-manager's Secret, mounted): a renewal is served within a file
+    check, every handshake meanwhile verifies and none is refused; a certificate with the key of another
+    is logged and not served."""
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    first = webhook.new_certs(None, ["127.0.0.1"], 3600, now)
+    _mount(cert_dir, first)
+    port = free_port()
+    op = OperatorProcess(
+        [str(CLI), "run", "-n", namespace],
+        {
+            **os.environ,
+            "KUBECONFIG": str(control_plane.kubeconfig),
+            "TRITONPIPELINE_WEBHOOK_LISTEN": f"127.0.0.1:{port}",
+            "TRITONPIPELINE_WEBHOOK_CONFIGURATION": f"tp-webhook-{namespace}",
+            "TRITONPIPELINE_WEBHOOK_CERT_DIR": str(cert_dir),
+        },
+        tmp_path / "operator.log",
+    )
+    watchers: list[Handshakes] = []
+    try:
+        op.start()
+        wait_for("the webhook registered", lambda: "registered" in op.text(), 60)
+        assert handshake(port, first.ca_bundle) == first.cert
+        # a certificate with the key of another: not loaded, the first one still served
+        other = webhook.new_certs(first, ["127.0.0.1"], 3600, now)
+        _mount(cert_dir, other, key=first.key)
+        wait_for("the pair refused", lambda: "does not load" in op.text(), 3 * webhook.FILE_CHECK_SECONDS)
+        assert handshake(port, first.ca_bundle) == first.cert
+        # the renewal, signed by a CA the bundle names beside the first
+        renewed = webhook.new_certs(first, ["127.0.0.1"], 3600, now)
+        watchers.append(Handshakes(port, renewed.ca_bundle))
+        watchers[0].start()
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5)]
+        _mount(cert_dir, renewed)
+        switched(watchers, renewed.cert, 3 * webhook.FILE_CHECK_SECONDS, held)
+        assert op.text().count("new connections get the renewed certificate") == 1
+    finally:
+        for w in watchers:
+            w.stop()
+        op.stop()
+        kube.delete(VWC_API, "ValidatingWebhookConfiguration", None, f"tp-webhook-{namespace}")
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
 
 
 @pytest.mark.apiserver

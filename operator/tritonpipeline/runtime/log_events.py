@@ -261,8 +261,16 @@ WEBHOOK_CERT_STORE_FAILED = LogEvent(
 WEBHOOK_CERT_RELOADED = LogEvent(
     "WEBHOOK_CERT_RELOADED",
     logging.INFO,
-    "admission webhook: the server restarts with the new certificate",
-    "The webhook server switches to a renewed certificate (renewed here or by another replica).",
+    "admission webhook: new connections get the renewed certificate",
+    "The webhook server switches to a renewed certificate (renewed here, by another replica, or in "
+    "WEBHOOK_CERT_DIR) in place: the listener stays open, connections already open keep theirs.",
+)
+WEBHOOK_CERT_UNUSABLE = LogEvent(
+    "WEBHOOK_CERT_UNUSABLE",
+    logging.WARNING,
+    "admission webhook: the certificate in {where} does not load ({error}); serving the previous one",
+    "The files of WEBHOOK_CERT_DIR changed but do not load as a certificate and its key (caught "
+    "between two updates, or a key of another certificate); they are read again at the next check.",
 )
 WEBHOOK_REVIEW_FAILED = LogEvent(
     "WEBHOOK_REVIEW_FAILED",

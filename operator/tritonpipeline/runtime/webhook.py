@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shutil
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +59,8 @@ FAILURE_POLICIES = ("Ignore", "Fail")
 MAX_TIMEOUT_SECONDS = 30  # the API's limit for timeoutSeconds
 CERT_SECONDS = 365 * 24 * 3600  # validity of the self-signed CA and serving certificate
 RENEW_AT = 2 / 3  # a new CA and certificate replace them after this part of their validity
-FILE_CHECK_SECONDS = 10.0  # how often kopf's server looks for renewed certificate files
+FILE_CHECK_SECONDS = 10.0  # how often the certificate files of WEBHOOK_CERT_DIR are read for a renewal
+KOPF_FILE_CHECK_SECONDS = 3600.0  # kopf's check of its (unchanging) copy: rare, it finds nothing
 STORE_CHECK_SECONDS = 30.0  # how often a replica reads the shared certificate (at most a sixth of its life)
 BACKDATE = datetime.timedelta(minutes=5)  # certificates start this early (clocks that run behind)
 REGISTER_RETRY_SECONDS = 10.0
@@ -525,33 +527,40 @@ class Server:
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
         ws = self.ws
-        workdir: Path | None = None
-        follow: asyncio.Task[None] | None = None
-        if ws.cert_dir:
-            certfile, pkeyfile = Path(ws.cert_dir) / "tls.crt", Path(ws.cert_dir) / "tls.key"
-        else:
-            workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-webhook-"))  # mode 0700
-            certs = await self.current()
-            self.ca_bundle = certs.ca_bundle
-            certfile = pkeyfile = _write_bundle(workdir, certs.cert, certs.key)
-            follow = asyncio.create_task(self.follow(workdir, certs))
-        server = kopf.WebhookServer(
-            addr=ws.listen_host or None,
-            port=ws.port,
-            certfile=certfile,
-            pkeyfile=pkeyfile,
-            file_check_interval=FILE_CHECK_SECONDS,
-        )
+        workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-webhook-"))  # mode 0700
+        live = LiveCertificate(workdir)
+        follow: asyncio.Task[None]
         try:
-            async with server:
-                async for config in server(fn):
-                    await self.register()
-                    yield config
-        finally:
-            if follow is not None:
+            if ws.cert_dir:
+                live.load(*_read_pair(Path(ws.cert_dir)))
+                follow = asyncio.create_task(self.follow_dir(Path(ws.cert_dir), live))
+            else:
+                certs = await self.current()
+                self.ca_bundle = certs.ca_bundle
+                live.load(certs.cert, certs.key)
+                follow = asyncio.create_task(self.follow(live, certs))
+            # kopf loads the first certificate into our context from a copy that never changes: its own
+            # file check would close the listener and open another on a change (connections refused in
+            # between); `live` swaps the certificate in place instead
+            first = shutil.copy(live.bundle, workdir / "first.pem")
+            server = kopf.WebhookServer(
+                addr=ws.listen_host or None,
+                port=ws.port,
+                context=live.context,
+                certfile=first,
+                pkeyfile=first,
+                cadata=b"",  # the configuration's caBundle is ours (`register`); kopf's is unused
+                file_check_interval=KOPF_FILE_CHECK_SECONDS,
+            )
+            try:
+                async with server:
+                    async for config in server(fn):
+                        await self.register()
+                        yield config
+            finally:
                 follow.cancel()
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     async def current(self) -> Certs:
         """The self-signed certificate to serve: the stored one, or a new one written to the store when
@@ -581,7 +590,7 @@ class Server:
                 events.WEBHOOK_CERT_ISSUED.log(log, store=self.store, why=why)
                 return certs
 
-    async def follow(self, workdir: Path, serving: Certs) -> None:
+    async def follow(self, live: LiveCertificate, serving: Certs) -> None:
         """Serve what the store holds: renew when due, switch when another replica renewed. The API
         server trusts a new CA before this server presents the certificate it signed."""
         every = min(STORE_CHECK_SECONDS, self.ws.cert_seconds / 6)
@@ -592,9 +601,30 @@ class Server:
                 self.ca_bundle = certs.ca_bundle
                 await self.register()
             if certs.cert != serving.cert:
-                _write_bundle(workdir, certs.cert, certs.key)
+                live.load(certs.cert, certs.key)
                 serving = certs
                 events.WEBHOOK_CERT_RELOADED.log(log)
+
+    async def follow_dir(self, cert_dir: Path, live: LiveCertificate) -> None:
+        """Serve the files of WEBHOOK_CERT_DIR as they are renewed (cert-manager's Secret, mounted):
+        a pair that does not load (caught between its two files' updates) is tried again next time."""
+        serving = _read_pair(cert_dir)
+        while True:
+            await asyncio.sleep(FILE_CHECK_SECONDS)
+            try:
+                pair = _read_pair(cert_dir)
+            except OSError as exc:
+                events.WEBHOOK_CERT_UNUSABLE.log(log, where=cert_dir, error=exc)
+                continue
+            if pair == serving:
+                continue
+            try:
+                live.load(*pair)
+            except ssl.SSLError as exc:
+                events.WEBHOOK_CERT_UNUSABLE.log(log, where=cert_dir, error=exc)
+                continue
+            serving = pair
+            events.WEBHOOK_CERT_RELOADED.log(log)
 
     async def register(self) -> None:
         """Apply the configuration with the CAs of now; on failure log why and retry (the operator keeps
@@ -628,6 +658,28 @@ def server(settings: Settings, kube: Kube) -> Server | kopf.WebhookServerProtoco
     (kopf wants a server once a validating handler exists). Raises WebhookConfigError."""
     ws = WebhookSettings.from_env()
     return Server(ws, settings.namespaces, kube) if ws.enabled else disabled
+
+
+class LiveCertificate:
+    """The TLS context the webhook listens with; `load` replaces its certificate in place. A handshake
+    takes the context's certificate when it starts, so new connections get the new certificate, those
+    open keep theirs, and the listener never closes."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        self.bundle = workdir / "tls.pem"
+
+    def load(self, cert: bytes, key: bytes) -> None:
+        """Serve `cert` with `key` from the next handshake on. Raises ssl.SSLError, serving what it did,
+        when they do not load (a key of another certificate, a half-written file)."""
+        bundle = _write_bundle(self.bundle.parent, cert, key)
+        ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH).load_cert_chain(bundle)  # raises first
+        self.context.load_cert_chain(bundle)
+
+
+def _read_pair(cert_dir: Path) -> tuple[bytes, bytes]:
+    """tls.crt and tls.key of a certificate directory (checked to exist at start-up)."""
+    return (cert_dir / "tls.crt").read_bytes(), (cert_dir / "tls.key").read_bytes()
 
 
 def _write_bundle(workdir: Path, cert: bytes, key: bytes) -> Path:
