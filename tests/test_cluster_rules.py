@@ -355,6 +355,11 @@ NEEDS_A_SERVER_FLAG = {
         ("response_cache", ["--cache-config", "redis,host=cache"], False),
         ("response_cache", ["--response-cache-byte-size=0"], True),
         ("response_cache", ["--response-cache-byte-size", "4096"], False),
+        (
+            "response_cache",
+            ["--response-cache-byte-size=4096", "--response-cache-byte-size=0"],
+            True,
+        ),  # the last
         ("hostPolicy", [], True),
         ("hostPolicy", ["--host-policy=numa0,numa-node=0"], False),
         ("hostPolicy", ["--host-policy", "numa0,cpu-cores=0-3"], False),

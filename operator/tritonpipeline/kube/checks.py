@@ -49,8 +49,6 @@ LABEL_VALUE = NameRule(
 )
 # bytes of a ConfigMap beside its data (keys, the manifest, metadata): a file needs this much room
 SECRET_SCHEMES = ("s3", "gs")  # the sources that read modelRepository.secretRef
-# measured on the real tritonserver (tests/test_sequence_controls.py): the sequence batcher's STRING
-# correlation-ID tensor fails Triton's check of string inputs before the Python model runs
 HOST_POLICY_UNDEFINED = (
     "ignored: no --host-policy={name},SETTING=VALUE in spec.server.args defines host policy {name!r}, so "
     "Triton runs the group with no host policy settings"
@@ -63,6 +61,8 @@ RATE_LIMITER_OFF = (
     "ignored: Triton runs without its rate limiter unless spec.server.args has "
     "--rate-limit=execution_count (its default, off, ignores every rateLimiter)"
 )
+# measured on the real tritonserver (tests/test_sequence_controls.py): the sequence batcher's STRING
+# correlation-ID tensor fails Triton's check of string inputs before the Python model runs
 STRING_CORRELATION_ID_ON_PYTHON = (
     "a STRING correlationId control fails every request of a Python-backend model in Triton ('unexpected "
     "number of string elements 2 for inference input {name!r}'); leave correlationId out and read the ID "

@@ -305,15 +305,13 @@ def rate_limit_mode(args: Sequence[str]) -> str:
 
 def response_cache_on(args: Sequence[str]) -> bool:
     """Whether tritonserver runs with a response cache as `args` configure it: a `--cache-config`, or
-    the deprecated `--response-cache-byte-size` above 0 (a model's response_cache caches nothing
-    otherwise)."""
+    the deprecated `--response-cache-byte-size`, its last value, above 0 (a model's response_cache
+    caches nothing otherwise). tritonserver refuses the two flags together."""
     flags, _ = parse(args)
-    for f in flags:
-        if f.option == "cache-config":
-            return True
-        if f.option == "response-cache-byte-size" and (f.value or "0").strip().isdigit():
-            return int((f.value or "0").strip()) > 0
-    return False
+    if any(f.option == "cache-config" for f in flags):
+        return True
+    sizes = [(f.value or "").strip() for f in flags if f.option == "response-cache-byte-size"]
+    return bool(sizes) and sizes[-1].isdigit() and int(sizes[-1]) > 0
 
 
 def host_policies(args: Sequence[str]) -> set[str]:
