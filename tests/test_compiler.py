@@ -332,6 +332,15 @@ def test_shared_fanout_has_no_router_and_maps_one_tensor_to_several_inputs() -> 
     assert written == "FEATURES"  # the tensor is also the pipeline output, under that one name
 
 
+def test_a_step_calls_the_version_it_names_and_the_others_the_latest() -> None:
+    doc = example("diamond")
+    doc["spec"]["pipelines"][0]["steps"][1]["version"] = 2
+    ens = ensembles(compile_doc(doc))["diamond"]
+    versions = {s.model_name: s.model_version for s in ens.ensemble_scheduling.step}
+    assert versions.pop("head_b") == 2
+    assert set(versions.values()) == {-1}  # the other steps and the router: Triton's "latest"
+
+
 def test_pipeline_input_fanout_gets_a_router() -> None:
     artifacts = compile_doc(input_fanout_doc())
     (router,) = artifacts.plan.routers

@@ -1133,11 +1133,48 @@ def test_an_ensemble_output_declared_unlike_its_producer_is_reported() -> None:
     assert "score.S: dims [1]" in finding.message
 
 
-def test_a_step_version_other_than_latest_is_reported() -> None:
+def test_a_step_calling_a_version_is_carried_and_latest_left_out() -> None:
     text = ECHO_ENSEMBLE.replace("model_version: -1", "model_version: 3")
     result = run({"echo": ECHO, "echo_pipe": text})
+    assert result.document is not None and result.findings == ()
+    (carried,) = result.document["spec"]["pipelines"][0]["steps"]
+    assert carried == {"model": "echo", "version": 3, "inputs": {"IN": "inputs.X"}}
+    (latest,) = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE}).document["spec"]["pipelines"][0]["steps"]
+    assert "version" not in latest
+
+
+def test_a_step_version_the_model_does_not_serve_is_located_in_the_config() -> None:
+    """A version Triton never loads (0) or one a `specific` policy leaves out: the config's field says
+    where (Triton refuses both ensembles: 'depends on 'echo' whose required version ... is not loaded')."""
+    zero = ECHO_ENSEMBLE.replace("model_version: -1", "model_version: 0")
+    result = run({"echo": ECHO, "echo_pipe": zero})
+    assert result.document is None
+    ((where, message),) = [(f.field, f.message) for f in result.of_kind(ERROR)]
+    assert where == "ensemble_scheduling.step[0].model_version" and "must be >= 1, got 0" in message
+    specific = ECHO.replace(
+        'backend: "python"', 'backend: "python"\nversion_policy { specific { versions: 1 } }'
+    )
+    result = run(
+        {"echo": specific, "echo_pipe": ECHO_ENSEMBLE.replace("model_version: -1", "model_version: 2")}
+    )
+    ((where, message),) = [(f.field, f.message) for f in result.of_kind(WARNING)]
+    assert where == "ensemble_scheduling.step[0].model_version"
+    assert "model 'echo' serves versions 1 only" in message
+
+
+def test_a_call_of_a_nested_ensemble_naming_a_version_is_reported() -> None:
+    configs = nested_repository()
+    configs["outer"] = configs["outer"].replace(
+        'model_name: "mid" model_version: -1', 'model_name: "mid" model_version: 1', 1
+    )
+    result = run(configs)
     assert result.document is not None
-    assert of(result, NOT_CARRIED) == {("echo_pipe", "ensemble_scheduling.step[0].model_version")}
+    assert {(f.model, f.field): f.message for f in result.of_kind(NOT_CARRIED)} == {
+        ("outer", "ensemble_scheduling.step[0].model_version"): (
+            "1: the call of ensemble 'mid' is carried as that ensemble's steps, which call the versions "
+            "its own config names"
+        )
+    }
 
 
 @pytest.mark.parametrize(

@@ -70,6 +70,15 @@ def side_by_side(name: str, tmp_path: Path, ask: Any, *args: str) -> tuple[Any, 
     return original, again
 
 
+def streamed_both(repo: Path, tmp_path: Path, model: str, x: np.ndarray) -> tuple[list[Answer], list[Answer]]:
+    """One request (input X) to `model` of the repository as written, then of its import: both answers."""
+    request = [(model, {"X": x}, {})]
+    with serving(repo, tmp_path / "original.log") as server:
+        original = stream(server, request)
+    with serving(imported(repo, tmp_path), tmp_path / "imported.log") as server:
+        return original, stream(server, request)
+
+
 def stream(
     server: LocalTriton, requests: list[tuple[str, dict[str, np.ndarray], dict[str, Any]]]
 ) -> list[Answer]:
@@ -363,15 +372,51 @@ def test_nested_ensembles_answer_alike(tmp_path: Path) -> None:
     }.items():
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(ensemble_config(inputs, outputs, steps))
-    request = [("outer", {"X": np.array([1.0, 2.0], dtype=np.float32)}, {})]
-    with serving(repo, tmp_path / "original.log") as server:
-        original = stream(server, request)
-    rendered = imported(repo, tmp_path)
-    with serving(rendered, tmp_path / "imported.log") as server:
-        again = stream(server, request)
+    original, again = streamed_both(repo, tmp_path, "outer", np.array([1.0, 2.0], dtype=np.float32))
     assert original == again == [[{"Y": [10.0, 14.0], "Z": [-4.0, -6.0]}]]
     steps = yaml.safe_load((tmp_path / "imported.yaml").read_text())["spec"]["pipelines"][1]["steps"]
     assert [s["model"] for s in steps] == ["add1", "times2", "add1", "times2", "neg"]  # the first neg went
+
+
+VERSIONED_PY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.add = 10 * int(args["model_version"])
+
+    def execute(self, requests):
+        xs = [pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x + self.add)]) for x in xs]
+"""
+
+
+def test_steps_calling_a_version_answer_alike(tmp_path: Path) -> None:
+    """A model served in two versions (adding 10 and 20), called by one step at version 1 and by
+    another at the latest: the import carries the pinned version, and both steps answer as before. Before,
+    the import reported the version not carried and its steps called the latest."""
+    repo = tmp_path / "versions"
+    for version in (1, 2):
+        (repo / "add" / str(version)).mkdir(parents=True)
+        (repo / "add" / str(version) / "model.py").write_text(VERSIONED_PY)
+    (repo / "add" / "config.pbtxt").write_text(
+        f'backend: "python"\ninput [{{ name: "IN" {TENSOR} }}]\noutput [{{ name: "OUT" {TENSOR} }}]\n'
+        "version_policy { all {} }\n"
+    )
+    (repo / "both" / "1").mkdir(parents=True)
+    (repo / "both" / "config.pbtxt").write_text(
+        f'platform: "ensemble"\ninput [{{ name: "X" {TENSOR} }}]\n'
+        f'output [{{ name: "OLD" {TENSOR} }}, {{ name: "NEW" {TENSOR} }}]\n'
+        'ensemble_scheduling { step [{ model_name: "add" model_version: 1 '
+        'input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "OLD" } }, '
+        '{ model_name: "add" model_version: -1 '
+        'input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "NEW" } }] }\n'
+    )
+    original, again = streamed_both(repo, tmp_path, "both", np.array([1.0, 2.0], dtype=np.float32))
+    assert original == again == [[{"OLD": [11.0, 12.0], "NEW": [21.0, 22.0]}]]
+    steps = yaml.safe_load((tmp_path / "imported.yaml").read_text())["spec"]["pipelines"][0]["steps"]
+    assert [s.get("version") for s in steps] == [1, None]
 
 
 @pytest.mark.parametrize("config", ["interface", "backend only"])

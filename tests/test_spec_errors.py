@@ -399,6 +399,23 @@ CASES = [
         "unknown model 'head_x'",
     ),
     Case(
+        "step-version-not-served",
+        "diamond",
+        lambda d: (
+            model(d, 1).update(versionPolicy={"policy": "specific", "versions": [1, 2]}),
+            step(d, 1).update(version=3),
+        ),
+        "spec.pipelines[0].steps[1].version",
+        "serves versions 1, 2 only (its versionPolicy): Triton refuses the ensemble",
+    ),
+    Case(
+        "step-version-zero",
+        "diamond",
+        lambda d: step(d, 1).update(version=0),
+        "spec.pipelines[0].steps[1].version",
+        "must be >= 1, got 0",
+    ),
+    Case(
         "unknown-pipeline-input",
         "diamond",
         lambda d: step(d, 0)["inputs"].update(INPUT_A="inputs.IMG"),

@@ -509,6 +509,49 @@ def test_a_specific_version_policy_needs_a_version_it_lists(tmp_path: Path) -> N
     assert "failed to load model 'listed_absent': at least one version must be available" in log
 
 
+def test_a_step_calls_a_version_triton_loads(tmp_path: Path) -> None:
+    """A step naming a version: check_model_dirs refuses exactly the pipelines whose ensemble Triton
+    refuses, a version the model's policy does not load from the directories there (1, 2 and 3; policy
+    latest loads 3, latest of 2 loads 2 and 3, specific 1 and 2 loads 1)."""
+    cases = {  # model -> (its versionPolicy, the version its step calls, whether Triton loads the ensemble)
+        "latest_old": (None, 2, False),
+        "latest_newest": (None, 3, True),
+        "latest_two": ({"policy": "latest", "numVersions": 2}, 2, True),
+        "all_first": ({"policy": "all"}, 1, True),
+        "listed_absent": ({"policy": "specific", "versions": [1, 4]}, 4, False),
+        "listed_present": ({"policy": "specific", "versions": [1, 4]}, 1, True),
+    }
+    docs, root = [], tmp_path / "models"
+    for name, (policy, version, _) in cases.items():
+        model = py_model(name, 0, {"X": [-1]}, {"Y": ([-1], ["B"])})
+        if policy is not None:
+            model["versionPolicy"] = policy
+        pipeline = {
+            "name": f"{name}_p",
+            "inputs": [{"name": "X", "dataType": "FP32", "dims": [-1]}],
+            "steps": [{"model": name, "version": version, "inputs": {"X": "inputs.X"}}],
+            "outputs": [{"name": "Y", "from": f"{name}.Y"}],
+        }
+        docs.append(doc_of(name.replace("_", "-"), [model], [pipeline]))
+        for directory in ("1", "2", "3"):
+            (root / name / directory).mkdir(parents=True)
+            shutil.copy(GENERIC, root / name / directory / "model.py")
+    reported = {doc["metadata"]["name"]: check_model_dirs(parse_pipeline(doc), root) for doc in docs}
+    with triton(tmp_path, Repository.merge(compile_doc(d) for d in docs), root) as server:
+        states, log = model_states(server), server.logs()
+    for name, (_, version, loads) in cases.items():
+        problems = reported[name.replace("_", "-")]
+        assert (states.get(f"{name}_p", ("",))[0] == "READY") == loads, (name, states)
+        assert [p.path for p in problems] == ([] if loads else ["spec.pipelines[0].steps[0].version"])
+        if not loads:
+            words = f"ensemble '{name}_p' depends on '{name}' whose required version {version} is not loaded"
+            assert words in log and words in problems[0].message, problems
+    assert "Triton loads versions 3 of" in reported["latest-old"][0].message
+    assert (
+        "versionPolicy specific; version directories: 1, 2, 3), not 4" in reported["listed-absent"][0].message
+    )
+
+
 # --------------------------------------------------------------------------- Triton's checks of a config
 
 Change = Callable[[dict[str, Any]], None]

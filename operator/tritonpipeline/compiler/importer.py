@@ -54,14 +54,13 @@ from ..yamltext import PlainDumper
 from . import compile_pipeline
 from .autocomplete import PYTHON_MODEL_FILE, SET_POLICY, complete, completion
 from .plan import ensemble_output
-from .plan_types import INPUTS, Tensor, full_dims
+from .plan_types import INPUTS, LATEST_VERSION, Tensor, full_dims
 from .triton_config import SPEC_RENDERED, mc, parse_text, to_text
 
 ERROR, NOT_CARRIED, WARNING = "error", "not carried", "warning"
 COMPLETED = "completed"  # carried from what a model.py's auto_complete_config sets (a note, not a problem)
 CONFIG = "config.pbtxt"
 ENSEMBLE_PLATFORM = "ensemble"
-LATEST_VERSION = -1  # an ensemble step's model_version for "the latest": what the render writes
 VALUE_LIMIT = 100  # the most characters of a config value quoted in a finding
 
 # --------------------------------------------------------------------------- messages
@@ -127,7 +126,10 @@ NO_CONFIG_MISPLACED = (
 NO_CONFIG_NO_VERSIONS = (
     "no config.pbtxt and no version directory: not a model (Triton would fail to load it); left out"
 )
-STEP_VERSION = "{version}: the spec's steps call the latest version (model_version: -1)"
+NESTED_VERSION = (
+    "{version}: the call of ensemble {model!r} is carried as that ensemble's steps, which call the "
+    "versions its own config names"
+)
 # what Triton refuses in an ensemble's config (core's ValidateModelConfig, ValidateEnsembleSchedulingConfig)
 ENSEMBLE_REFUSES = {
     "backend": "Ensemble model '{name}' must have platform type 'ensemble' and empty backend type",
@@ -245,7 +247,9 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     ),
     # the render's steps always call the latest version
     Normalisation(
-        "ensemble_scheduling.step[*].model_version", "-1 (latest)", "-1 is carried; others are reported"
+        "ensemble_scheduling.step[*].model_version",
+        "-1 (latest)",
+        "-1 is carried by leaving the step's version out, another as the step's version",
     ),
     # the render names each intermediate tensor after its pipeline output, input or STEP.TENSOR and maps only
     # the outputs something reads; a tensor read by several consumers goes through a generated router
@@ -1197,8 +1201,9 @@ def _pipeline(
         r.take(f"{path}.output_map")
         r.take(f"{path}.model_version")
         _step_model(call, path, r, models, ensembles, unreadable)
-        if call.model_version != LATEST_VERSION:
-            r.add(NOT_CARRIED, f"{path}.model_version", STEP_VERSION.format(version=call.model_version))
+        if call.model_version != LATEST_VERSION and call.model_name in ensembles:
+            message = NESTED_VERSION.format(version=call.model_version, model=call.model_name)
+            r.add(NOT_CARRIED, f"{path}.model_version", message)
     steps = _flat_steps(cfg, ensembles, r)
     names = _step_names([str(s.step.model_name) for s in steps])
     producers: dict[str, tuple[int, str]] = {}  # ensemble tensor -> (step index, model output)
@@ -1247,6 +1252,9 @@ def _step(
     if names[j] != step.model_name:
         out["name"] = names[j]
     out["model"] = str(step.model_name)
+    if step.model_version != LATEST_VERSION:
+        out["version"] = int(step.model_version)
+        r.origin[f"steps[{j}].version"] = f"{path}.model_version"
     model = models.get(str(step.model_name))
     order = {str(t.name): i for i, t in enumerate(model.input)} if model is not None else {}
     mapped: dict[str, str] = {}

@@ -146,7 +146,9 @@ def _step_plan(g: PipelineGraph, name: str, read: dict[Consumer, str], write: di
     in_map = tuple(sorted((key, read[Consumer(name, key)]) for key in step.inputs))
     refs = ((o.name, f"{name}.{o.name}") for o in step.model.outputs)
     out_map = tuple(sorted((out, write[ref]) for out, ref in refs if ref in write))
-    return StepPlan(name=name, model=step.model.name, input_map=in_map, output_map=out_map)
+    return StepPlan(
+        name=name, model=step.model.name, input_map=in_map, output_map=out_map, version=step.version
+    )
 
 
 def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: bool) -> RouterPlan:

@@ -12,6 +12,7 @@ from ..spec import Model, Pipeline, PipelineSpec
 
 INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
 ROUTER_INPUT = "INPUT"  # the one input of every generated router
+LATEST_VERSION = -1  # an ensemble step's model_version for "the latest the model serves"
 # the native router (native_router.c): Triton's backend name and the library Triton loads for it from the
 # router's version directory (libtriton_<backend>.so)
 NATIVE_ROUTER_BACKEND = "tprouter"
@@ -87,6 +88,7 @@ class ResolvedStep:
     index: int  # position in the pipeline's steps
     model: Model
     inputs: Mapping[str, str]  # model input -> reference, as written
+    version: int = LATEST_VERSION  # the model version it calls
 
 
 @dataclass
@@ -174,6 +176,7 @@ class StepPlan:
     model: str
     input_map: tuple[tuple[str, str], ...]  # (model input, ensemble tensor), sorted
     output_map: tuple[tuple[str, str], ...]  # (model output, ensemble tensor), sorted
+    version: int = LATEST_VERSION  # the model version it calls (Triton's model_version)
 
 
 @dataclass(frozen=True)

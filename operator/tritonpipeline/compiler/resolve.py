@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from ..spec import PipelineSpec
 from . import rules
-from .plan_types import INPUTS, Consumer, PipelineGraph, ResolvedStep, Tensor, full_dims, producer
+from .plan_types import (
+    INPUTS,
+    LATEST_VERSION,
+    Consumer,
+    PipelineGraph,
+    ResolvedStep,
+    Tensor,
+    full_dims,
+    producer,
+)
 
 
 def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
@@ -45,7 +54,9 @@ def _resolve_steps(g: PipelineGraph) -> None:
             continue
         if g.add(rules.step_model_known(g, j), unresolved=True):
             continue
-        g.steps[step.step_name] = ResolvedStep(step.step_name, j, g.models[step.model], step.inputs)
+        g.add(rules.step_version_served(g, j))
+        version = LATEST_VERSION if step.version is None else step.version
+        g.steps[step.step_name] = ResolvedStep(step.step_name, j, g.models[step.model], step.inputs, version)
     g.deps = {name: set() for name in g.steps}
 
 

@@ -151,6 +151,10 @@ DUPLICATE_STEP = (
     "exactly one producer"
 )
 UNKNOWN_MODEL = "unknown model {model!r} (models: {known})"
+STEP_VERSION_NOT_SERVED = (
+    "model {model!r} serves versions {versions} only (its versionPolicy): Triton refuses the ensemble "
+    "('ensemble {pipeline!r} depends on {model!r} whose required version {version} is not loaded')"
+)
 DUPLICATE_INPUT = "duplicate pipeline input {name!r}"
 DUPLICATE_OUTPUT = (
     "pipeline output {name!r} is listed twice (also outputs[{first}]){detail}; list it once: a "
@@ -654,6 +658,21 @@ def step_model_known(g: PipelineGraph, j: int) -> Iterator[Problem]:
     if step.model not in g.models:
         known = ", ".join(sorted(m.name for m in g.spec.models))
         yield Problem(f"{g.step_path(j)}.model", UNKNOWN_MODEL.format(model=step.model, known=known))
+
+
+def step_version_served(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """A step that calls a version calls one its model's versionPolicy serves, where the spec says which
+    (`specific`; which versions `latest` and `all` serve depends on the model's files)."""
+    step = g.pipeline.steps[j]
+    policy = g.models[step.model].version_policy
+    if step.version is None or policy is None or policy.policy != "specific":
+        return
+    if step.version not in policy.versions:
+        versions = ", ".join(str(v) for v in policy.versions)
+        message = STEP_VERSION_NOT_SERVED.format(
+            model=step.model, versions=versions, pipeline=g.pipeline.name, version=step.version
+        )
+        yield Problem(f"{g.step_path(j)}.version", message)
 
 
 def unique_input_names(g: PipelineGraph) -> Iterator[Problem]:

@@ -290,7 +290,7 @@ def ensemble_config(plan: EnsemblePlan) -> mc.ModelConfig:
     for name, t in plan.outputs:
         cfg.output.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
     for step in plan.steps:
-        s = cfg.ensemble_scheduling.step.add(model_name=step.model, model_version=-1)
+        s = cfg.ensemble_scheduling.step.add(model_name=step.model, model_version=step.version)
         for key, value in step.input_map:
             s.input_map[key] = value
         for key, value in step.output_map:

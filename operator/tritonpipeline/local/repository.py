@@ -107,6 +107,25 @@ NO_LISTED_VERSION = (
 )
 
 
+def served_versions(model: Model, model_dir: Path) -> list[int]:
+    """The version numbers Triton loads from a model directory under the model's versionPolicy: the
+    latest `numVersions` (default 1), all, or the `specific` ones that are there."""
+    found, policy = sorted(_versions(model_dir)), model.version_policy
+    if policy is None or policy.policy == "latest":
+        count = policy.num_versions if policy is not None and policy.num_versions else 1
+        return found[-count:]
+    if policy.policy == "specific":
+        return [v for v in found if v in policy.versions]
+    return found
+
+
+STEP_VERSION_NOT_LOADED = (
+    "Triton loads versions {served} of {dir!r} (versionPolicy {policy}; version directories: {found}), "
+    "not {version}: it refuses the ensemble ('ensemble {pipeline!r} depends on {model!r} whose required "
+    "version {version} is not loaded')"
+)
+
+
 def python_files(version_dir: Path | None) -> dict[str, str]:
     """The Python files (name -> text) of a version directory; {} without one. Files that cannot be read
     as UTF-8 text are left out (Triton's load says why)."""
@@ -152,6 +171,34 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
                 problems.append(Problem(f"spec.models[{i}].versionPolicy.versions", message))
             elif model.backend == "python" and completing:
                 problems += _completion_problems(model, i, d, run_by_step=model.name in stepped)
+    return problems + _step_version_problems(tp, root)
+
+
+def _step_version_problems(tp: TritonPipeline, root: Path) -> list[Problem]:
+    """Each step that calls a version calls one Triton loads from the model's directory (a version a
+    `specific` policy does not list is the compiler's finding)."""
+    models = {m.name: m for m in tp.spec.models}
+    problems = []
+    for p, pipeline in enumerate(tp.spec.pipelines):
+        for j, step in enumerate(pipeline.steps):
+            model, d = models.get(step.model), root / step.model
+            if step.version is None or model is None or not d.is_dir():
+                continue
+            specific = _specific(model)
+            served = served_versions(model, d)
+            if step.version in served or (specific and step.version not in specific):
+                continue  # a version the policy does not list: the compiler's (rules.step_version_served)
+            policy = model.version_policy.policy if model.version_policy is not None else "latest"
+            message = STEP_VERSION_NOT_LOADED.format(
+                served=", ".join(map(str, served)) or "none",
+                dir=str(d),
+                policy=policy,
+                found=", ".join(map(str, sorted(_versions(d)))) or "none",
+                version=step.version,
+                pipeline=pipeline.name,
+                model=step.model,
+            )
+            problems.append(Problem(f"spec.pipelines[{p}].steps[{j}].version", message))
     return problems
 
 

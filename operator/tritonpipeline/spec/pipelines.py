@@ -8,7 +8,18 @@ from pydantic import (
     Field,
 )
 
-from .base import MAX_BATCH_SIZE, MAX_STEPS, MAX_TENSORS, DataType, Dims, ModelName, Name, TensorName, _Base
+from .base import (
+    MAX_BATCH_SIZE,
+    MAX_INTEGER,
+    MAX_STEPS,
+    MAX_TENSORS,
+    DataType,
+    Dims,
+    ModelName,
+    Name,
+    TensorName,
+    _Base,
+)
 
 
 class StepSpec(_Base):
@@ -18,6 +29,12 @@ class StepSpec(_Base):
         "is `STEP.TENSOR`).",
     )
     model: ModelName = Field(description="A model from `spec.models`.")
+    version: Annotated[int, Field(ge=1, le=MAX_INTEGER)] | None = Field(
+        default=None,
+        description="The model version the step calls (Triton's `model_version`); default: the latest "
+        "version the model serves. The model's `versionPolicy` must serve it: Triton refuses the ensemble "
+        "otherwise.",
+    )
     inputs: dict[str, str] = Field(
         default={},
         description="Model input -> `inputs.NAME` or `STEP.TENSOR`; every required input exactly once.",
