@@ -20,7 +20,7 @@ import yaml
 from helpers import CLI, ROOT
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.manifests import triton_args
-from tritonpipeline.local.server import free_ports, server_env, server_home
+from tritonpipeline.local.server import LocalTriton, TritonError, free_ports, server_env, server_home
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton import tritonserver_options as opts
 from tritonpipeline.triton.addresses import listen_args, url_host
@@ -75,7 +75,30 @@ def test_reserved_options_are_refused_in_any_form(args: list[str], index: int, o
         (["--disable-auto-complete-config=true"], 0, "takes no value"),
         (["--exit-on-error=yes"], 0, "takes a boolean"),
         (["--log-verbose=high"], 0, "takes an integer"),
-        (["--metrics-interval-ms=soon"], 0, "takes a number"),
+        (["--metrics-interval-ms=soon"], 0, "takes an integer"),  # --help says float; the binary reads an int
+        (["--http-thread-count=2147483648"], 0, "from -2147483648 to 2147483647, got '2147483648'"),
+        (["--min-supported-compute-capability=1e-400"], 0, "a number a double holds"),
+        (["--model-control-mode=manual"], 0, "takes one of none, poll, explicit (any case), got 'manual'"),
+        (["--log-format=iso8601"], 0, "takes one of default, ISO8601 (this case)"),
+        (["--cache-config=size=1048576"], 0, "takes '<cache name>,<setting>=<value>', got 'size=1048576'"),
+        (["--backend-config=,shm-default-byte-size=1"], 0, "'<backend name>,<setting>=<value>' or"),
+        (["--host-policy=numa0"], 0, "takes '<policy name>,<setting>=<value>'"),
+        (["--metrics-config", "summary,latencies=true"], 0, "takes '<setting>=<value>'"),
+        (["--trace-config=jaeger,url=x"], 0, "trace mode 'jaeger' is none of triton, opentelemetry"),
+        (["--trace-config=level=verbose"], 0, "level takes one of off, false, timestamps, tensors"),
+        (["--trace-config=triton,log-frequency=often"], 0, "log-frequency takes an integer"),
+        (["--rate-limit-resource=R"], 0, "'<resource name>:<count>' or '<resource name>:<count>:<device>'"),
+        (["--rate-limit-resource=R:1:gpu0"], 0, "--rate-limit-resource device takes an integer"),
+        (["--cuda-memory-pool-byte-size=1073741824"], 0, "takes '<GPU>:<bytes>', got '1073741824'"),
+        (["--model-load-gpu-limit=0:most"], 0, "--model-load-gpu-limit fraction takes a number, got 'most'"),
+        (["--model-config-name="], 0, "takes a non-empty value"),
+        (["--load-model=a"], 0, "--load-model needs --model-control-mode=explicit"),
+        (
+            ["--load-model=a", "--model-control-mode=explicit", "--model-control-mode=poll"],
+            0,
+            "needs --model",
+        ),
+        (["--cache-config=local,size=1", "--response-cache-byte-size=1"], 1, "(argument 0) are both given"),
         (["--log-verbose=1", "stray"], 1, "not a --option"),
         (["-v"], 0, "not a --option"),
         (["--", "--log-verbose=1"], 0, "ends tritonserver's options"),
@@ -98,6 +121,15 @@ def test_what_tritonserver_refuses_is_refused(args: list[str], index: int, reaso
         ["--backend-config", "python,shm-default-byte-size=1048576"],
         ["--log-info", "ON", "--disable-auto-complete-config"],
         ["--id", "--looks-like-a-flag"],  # a value may start with '--'
+        ["--log-verbose=true", "--http-thread-count=8threads"],  # stoi reads 8 and ignores the rest
+        ["--model-control-mode=EXPLICIT", "--load-model=a", "--load-model=b"],
+        [
+            "--trace-config",
+            "triton,file=/tmp/t.json",
+            "--trace-config=level=TENSORS",
+            "--trace-config=rate=10",
+        ],
+        ["--cache-config=local,size=1048576", "--host-policy=numa0,numa-node=0"],
     ],
     ids=lambda v: " ".join(v),
 )
@@ -159,16 +191,139 @@ BINARY_CASES = [
     ["--metrics-interval-ms=2.5"],
     ["--backend-config=python,a=b"],
     ["-v"],
+    # numbers as std::stoi, stoll, stoull and stod read them: blanks, a sign, digits, the rest ignored
+    *(
+        [f"--http-thread-count={v}"]
+        for v in ("2147483647", "2147483648", "-2147483649", " 5", "+5", "0x10", "", "5abc", "x5")
+    ),
+    *([f"--log-verbose={v}"] for v in ("true", "TRUE", "on", "2x", "99999999999", "-1")),
+    *([f"--metrics-interval-ms={v}"] for v in ("1e400", "inf", ".5", "-3", "99999999999")),
+    *(
+        [f"--pinned-memory-pool-byte-size={v}"]
+        for v in ("99999999999", "9223372036854775807", "9223372036854775808", "-5")
+    ),
+    *(
+        [f"--min-supported-compute-capability={v}"]
+        for v in (
+            "7.5",
+            "1.e5",
+            " .5",
+            ".",
+            "1e400",
+            "1e-400",
+            "1e-310",
+            "0e-400",
+            "0x1p3",
+            "0x1p99999",
+            "0x",
+            "infinity",
+            "-inf",
+            "nan(abc)",
+            "e5",
+        )
+    ),
+    # words
+    *([f"--model-control-mode={v}"] for v in ("EXPLICIT", "Poll", "manual")),
+    *([f"--rate-limit={v}"] for v in ("Execution_Count", "OFF", "on")),
+    *([f"--log-format={v}"] for v in ("ISO8601", "iso8601", "default", "DEFAULT")),
+    *([f"--grpc-infer-response-compression-level={v}"] for v in ("HIGH", "none", "max")),
+    *([f"--trace-level={v}"] for v in ("TENSORS", "min", "false", "all")),
+    ["--model-config-name="],
+    ["--model-config-name=a.pbtxt"],
+    # [<name>,]<setting>=<value> forms
+    *(
+        [f"--cache-config={v}"]
+        for v in (
+            "local,size=1",
+            "size=1",
+            ",size=1",
+            "local,size=",
+            "local,=1",
+            "local",
+            "a,b,c=d",
+            "a,=b=c",
+        )
+    ),
+    *(
+        [f"--backend-config={v}"]
+        for v in ("a=b", ",a=b", "python,a", "python,=b", "x", "a,b=c=d", "a=b,c", "python,a=")
+    ),
+    *([f"--host-policy={v}"] for v in ("n,a=b", "a=b", "n,a=", ",a=b", "n,a=b=c", "n,=b")),
+    *([f"--metrics-config={v}"] for v in ("a=b", "x,a=b", "a=", "a=b,c", "a=b=c", "=b")),
+    *(
+        [f"--trace-config={v}"]
+        for v in ("rate=1", "triton,file=x", "OPENTELEMETRY,url=x", "bogus,a=b", ",a=b", "triton,a", "a=b")
+    ),
+    # <a>:<b> forms
+    *([f"--rate-limit-resource={v}"] for v in ("R:1", "R:1:0", "R:x", "R", "R:1:2:3", ":1", "R:1:", "R::")),
+    *(
+        [f"--cuda-memory-pool-byte-size={v}"]
+        for v in ("0:100", "0:-1", "x:1", "0", "0:18446744073709551616", "0:-18446744073709551615", "0:")
+    ),
+    ["--cuda-memory-pool-byte-size=2147483648:1"],
+    ["--cuda-virtual-address-size=0:100"],
+    *([f"--model-load-gpu-limit={v}"] for v in ("0:0.5", "0:x", "0:1e400", "0.5")),
+    *([f"--sagemaker-safe-port-range={v}"] for v in ("1-2", "1:2", "-1-5", "1-")),
 ]
+
+
+def _takes(output: str, usage: str) -> bool:
+    """Whether tritonserver read every option before `--help`: its usage alone, after the warnings a
+    deprecated option prints."""
+    lines = output.splitlines(keepends=True)
+    while lines and lines[0].startswith("Warning: "):
+        lines.pop(0)
+    return "".join(lines) == usage
 
 
 @pytest.mark.tritonserver
 @pytest.mark.parametrize("args", BINARY_CASES, ids=lambda v: " ".join(v))
 def test_parser_agrees_with_tritonserver(args: list[str]) -> None:
-    usage = _tritonserver("--help")
-    binary_takes_it = _tritonserver(*args, "--help") == usage
+    output = _tritonserver(*args, "--help")
     _, problems = opts.parse(args)
-    assert (not problems) == binary_takes_it, (problems, _tritonserver(*args, "--help")[-400:])
+    assert (not problems) == _takes(output, _tritonserver("--help")), (problems, output[-400:])
+
+
+# what tritonserver refuses only once it has read every option (`--help` ends the reading before it)
+STARTED_CASES = [
+    (["--trace-config=level=TENSORS", "--trace-config=rate=10"], True),
+    (["--trace-level=off", "--trace-config=level=TIMESTAMPS"], True),
+    (["--trace-config=level=verbose"], False),
+    (["--trace-config=rate=often"], False),
+    (["--trace-config=count=x"], False),
+    (["--trace-config=mode=jaeger"], False),
+    (["--trace-config=triton,log-frequency=x"], False),
+    (["--load-model=a"], False),
+    (["--load-model=a", "--model-control-mode=explicit", "--model-control-mode=none"], False),
+    (["--response-cache-byte-size=0", "--cache-config=local,size=1"], False),
+    (["--model-control-mode=poll", "--repository-poll-secs=3"], True),
+]
+
+
+def _starts(args: list[str], repository: Path) -> tuple[bool, str]:
+    """Whether tritonserver, given `args` and an empty repository on loopback, serves rather than
+    exiting; what it printed."""
+    server = LocalTriton(repository, extra_args=args)
+    try:
+        server.start().wait_ready(timeout=60)
+        return True, server.logs()
+    except TritonError:
+        return False, server.logs()
+    finally:
+        server.stop()
+
+
+@pytest.mark.tritonserver
+@pytest.mark.parametrize(
+    ("args", "starts"), STARTED_CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
+def test_what_tritonserver_refuses_as_it_starts_is_refused(
+    args: list[str], starts: bool, tmp_path: Path
+) -> None:
+    (tmp_path / "models").mkdir()
+    started, output = _starts(args, tmp_path / "models")
+    assert started == starts, output[-600:]
+    assert (not opts.problems(args)) == starts, opts.problems(args)
 
 
 # --------------------------------------------------------------------------- serve applies them

@@ -211,7 +211,12 @@ class Server(_Base):
         description="Passed through to the pod. Absent: a preferred `podAntiAffinity` on "
         "`kubernetes.io/hostname` spreads the replicas over nodes.",
     )
-    args: list[str] = Field(default=[], description="Extra `tritonserver` flags.")
+    args: list[str] = Field(
+        default=[],
+        description="Extra `tritonserver` flags, read as tritonserver reads them: refused where it would "
+        "refuse to start (an unknown or ambiguous option, a value it does not take, flags it refuses "
+        "together) or where they set what the operator sets.",
+    )
     # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
     security_context: dict[str, Any] | None = Field(
         default=None,

@@ -11,6 +11,7 @@ table cannot drift. Pure data and functions: the spec validates args with it, `s
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -135,8 +136,6 @@ SET_BY_SERVE: dict[str, str] = {
 }
 
 _BOOLEANS = ("true", "false", "on", "off", "1", "0")  # tritonserver's ParseBoolOption, any case
-_INTEGER = re.compile(r"\s*[+-]?[0-9]")  # std::stoi: leading blanks, a sign, a digit
-_FLOAT = re.compile(r"\s*[+-]?(\.?[0-9]|inf|nan)", re.IGNORECASE)  # std::stod
 
 
 @dataclass(frozen=True)
@@ -174,14 +173,213 @@ def resolve(name: str) -> str:
     raise ValueError(f"--{name} is ambiguous for tritonserver (it could be {shown}); write the full name")
 
 
+# --------------------------------------------------------------------------- values
+# What tritonserver's parser (2.51, the wheel's binary; tests/test_server_args.py holds each rule to its
+# verdicts) accepts as an option's value. Numbers are read by std::stoi/stoll/stoull/stod: leading blanks,
+# a sign, at least one digit, anything after the number ignored ("5abc" is 5), out of the type's range
+# refused. `--help` writes `integer` for every whole number and `float` for --metrics-interval-ms, which
+# the binary reads as an int.
+
+_BLANKS = " \t\n\v\f\r"  # C's isspace
+_WHOLE = re.compile(r"[+-]?([0-9]+)")
+_DECIMAL = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)")
+_HEX = re.compile(r"[+-]?0[xX](([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?)")
+_SPECIAL = re.compile(r"[+-]?(inf(inity)?|nan(\([0-9A-Za-z_]*\))?)", re.IGNORECASE)
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+UINT64 = (-((1 << 64) - 1), (1 << 64) - 1)  # stoull takes a minus sign and wraps the value round
+# options whose number is not an int (std::stoi)
+NUMBER_TYPES: dict[str, str] = {
+    "pinned-memory-pool-byte-size": "int64",
+    "response-cache-byte-size": "int64",
+    "min-supported-compute-capability": "double",
+    "metrics-interval-ms": "int",
+}
+# options that take one of a few words: the words, and whether their case matters
+CHOICES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "model-control-mode": (("none", "poll", "explicit"), False),
+    "rate-limit": (("execution_count", "off"), False),
+    "grpc-infer-response-compression-level": (("none", "low", "medium", "high"), False),
+    "log-format": (("default", "ISO8601"), True),
+    "trace-level": (("off", "false", "timestamps", "tensors", "on", "true", "min", "max"), False),
+}
+TRACE_MODES = ("triton", "opentelemetry")
+# --NAME=<first>DELIM<second>: the delimiter, and each part's name and number type
+PAIRS: dict[str, tuple[str, tuple[str, str], tuple[str, str]]] = {
+    "cuda-memory-pool-byte-size": (":", ("GPU", "int"), ("bytes", "uint64")),
+    "cuda-virtual-address-size": (":", ("GPU", "int"), ("bytes", "uint64")),
+    "model-load-gpu-limit": (":", ("GPU", "int"), ("fraction", "double")),
+    "sagemaker-safe-port-range": ("-", ("lowest port", "int"), ("highest port", "int")),
+}
+# --NAME=[<name>,]<setting>=<value>: whether the name is required, absent, or either
+SETTINGS: dict[str, tuple[str, str]] = {  # option -> (name: required/none/optional, what a name is)
+    "backend-config": ("optional", "backend name"),
+    "cache-config": ("required", "cache name"),
+    "host-policy": ("required", "policy name"),
+    "metrics-config": ("none", ""),
+    "trace-config": ("optional", "trace mode"),
+}
+RATE_LIMIT_RESOURCE_FORM = "'<resource name>:<count>' or '<resource name>:<count>:<device>'"
+NOT_A_NUMBER = "--{option} takes {kind}, got {value!r}"
+OUT_OF_RANGE = "--{option} takes {kind} from {low} to {high}, got {value!r} (tritonserver: 'out of bound')"
+DOUBLE_OUT_OF_RANGE = (
+    "--{option} takes a number a double holds (at most about 1.8e308, 0 or at least about 2.2e-308 "
+    "in size), got {value!r} (tritonserver: 'out of bound')"
+)
+NOT_A_CHOICE = "--{option} takes one of {choices}{case}, got {value!r}"
+PAIR_FORM = "--{option} takes '<{first}>{delim}<{second}>', got {value!r}"
+SETTING_FORM = "--{option} takes {form}, got {value!r}"
+EMPTY_VALUE = "--{option} takes a non-empty value"
+TRACE_SETTING = "--{option}={value!r}: {why}"
+BOTH_CACHE_FLAGS = (
+    "--response-cache-byte-size and --cache-config (argument {other}) are both given: tritonserver refuses "
+    "them together ('Incompatible flags'); give --cache-config=local,size=BYTES only"
+)
+LOAD_MODEL_WITHOUT_EXPLICIT = (
+    "--load-model needs --model-control-mode=explicit (tritonserver refuses it otherwise: 'Use of "
+    "'--load-model' requires setting '--model-control-mode=explicit' as well')"
+)
+_KINDS = {
+    "int": ("an integer", INT32),
+    "int64": ("an integer", INT64),
+    "uint64": ("an integer", UINT64),
+}
+
+
+def number_problem(text: str, kind: str) -> str | None:
+    """Why std::sto* refuses `text` as a `kind` (int, int64, uint64, double): 'not a number' or
+    'out of range'; None when it reads a number."""
+    body = text.lstrip(_BLANKS)
+    if kind != "double":
+        found = _WHOLE.match(body)
+        if not found:
+            return "not a number"
+        low, high = _KINDS[kind][1]
+        value = int(found.group(0))
+        return None if low <= value <= high else "out of range"
+    if _SPECIAL.match(body):
+        return None
+    hexa, decimal = _HEX.match(body), _DECIMAL.match(body)
+    if hexa is None and decimal is None:
+        return "not a number"
+    if hexa is not None:
+        mantissa, _, exponent = hexa.group(1).lower().partition("p")
+        whole, _, fraction = mantissa.partition(".")
+        digits = (whole + fraction).lstrip("0")
+        try:
+            number = float.fromhex(f"0x{whole or 0}.{fraction or 0}p{exponent or 0}")
+        except OverflowError:
+            return "out of range"
+    else:
+        assert decimal is not None
+        digits = re.sub(r"[eE].*", "", decimal.group(1)).replace(".", "").lstrip("0")
+        number = float(decimal.group(1))
+    if number in (float("inf"), float("-inf")):
+        return "out of range"
+    if digits and abs(number) < sys.float_info.min:  # underflow: glibc's strtod says ERANGE
+        return "out of range"
+    return None
+
+
+def _number_text(option: str, value: str, kind: str, what: str | None = None) -> str | None:
+    why = number_problem(value, kind)
+    if why is None:
+        return None
+    name = "a number" if kind == "double" else "an integer"
+    named = option if what is None else f"{option} {what}"
+    if why == "not a number":
+        return NOT_A_NUMBER.format(option=named, kind=name, value=value)
+    if kind == "double":
+        return DOUBLE_OUT_OF_RANGE.format(option=named, value=value)
+    low, high = _KINDS[kind][1]
+    return OUT_OF_RANGE.format(option=named, kind=name, low=low, high=high, value=value)
+
+
+def _choice_text(option: str, value: str) -> str | None:
+    choices, exact = CHOICES[option]
+    if value in choices or (not exact and value.lower() in choices):
+        return None
+    case = " (this case)" if exact else " (any case)"
+    return NOT_A_CHOICE.format(option=option, choices=", ".join(choices), case=case, value=value)
+
+
+def _pair_text(option: str, value: str) -> str | None:
+    delim, (first, first_kind), (second, second_kind) = PAIRS[option]
+    at = value.find(delim)
+    if at < 0:
+        return PAIR_FORM.format(option=option, first=first, delim=delim, second=second, value=value)
+    for part, what, kind in ((value[:at], first, first_kind), (value[at + 1 :], second, second_kind)):
+        problem = _number_text(option, part, kind, what)
+        if problem:
+            return problem
+    return None
+
+
+def setting_parts(option: str, value: str) -> tuple[str | None, str, str] | None:
+    """(name or None, setting, value) of a `[<name>,]<setting>=<value>` option as tritonserver splits it
+    (the name ends at the first comma, the setting at the first `=` after it); None when it refuses it."""
+    need, _ = SETTINGS[option]
+    if need == "none":
+        at_eq = value.find("=")
+        if at_eq < 0 or "," in value[:at_eq]:
+            return None
+        name, setting, rest = None, value[:at_eq], value[at_eq + 1 :]
+    else:
+        at_comma = value.find(",")
+        if at_comma == 0 or (at_comma < 0 and need == "required"):
+            return None
+        at_eq = value.find("=", at_comma + 1)
+        if at_eq < 0:
+            return None
+        name = value[:at_comma] if at_comma > 0 else None
+        setting, rest = value[at_comma + 1 : at_eq], value[at_eq + 1 :]
+    return (name, setting, rest) if setting and rest else None
+
+
+def _setting_text(option: str, value: str) -> str | None:
+    need, what = SETTINGS[option]
+    form = {
+        "none": "'<setting>=<value>'",
+        "required": f"'<{what}>,<setting>=<value>'",
+        "optional": f"'<{what}>,<setting>=<value>' or '<setting>=<value>'",
+    }[need]
+    parts = setting_parts(option, value)
+    if parts is None:
+        return SETTING_FORM.format(option=option, form=form, value=value)
+    if option == "trace-config" and parts[0] is not None and parts[0].lower() not in TRACE_MODES:
+        return f"--trace-config: trace mode {parts[0]!r} is none of {', '.join(TRACE_MODES)}"
+    return None
+
+
+def _rate_limit_resource_text(option: str, value: str) -> str | None:
+    parts = value.split(":")
+    if len(parts) not in (2, 3):
+        return SETTING_FORM.format(option=option, form=RATE_LIMIT_RESOURCE_FORM, value=value)
+    for part, what in zip(parts[1:], ("count", "device"), strict=False):
+        problem = _number_text(option, part, "int", what)
+        if problem:
+            return problem
+    return None
+
+
 def _value_problem(option: str, value: str) -> str | None:
     kind = OPTIONS[option]
     if kind == "boolean" and value.lower() not in _BOOLEANS:
         return f"--{option} takes a boolean (true/false, on/off, 1/0), got {value!r}"
-    if kind == "integer" and not _INTEGER.match(value):
-        return f"--{option} takes an integer, got {value!r}"
-    if kind == "float" and not _FLOAT.match(value):
-        return f"--{option} takes a number, got {value!r}"
+    if option == "log-verbose" and value.lower() in ("true", "false"):
+        return None  # tritonserver's ParseIntBoolOption: true is 1, false 0
+    if option in CHOICES:
+        return _choice_text(option, value)
+    if option in PAIRS:
+        return _pair_text(option, value)
+    if option in SETTINGS:
+        return _setting_text(option, value)
+    if option == "rate-limit-resource":
+        return _rate_limit_resource_text(option, value)
+    if option == "model-config-name" and not value:
+        return EMPTY_VALUE.format(option=option)
+    if kind in ("integer", "float"):
+        return _number_text(option, value, NUMBER_TYPES.get(option, "int"))
     return None
 
 
@@ -248,9 +446,50 @@ def parse(args: Sequence[str]) -> tuple[list[Flag], list[ArgProblem]]:
     return flags, problems
 
 
+def _trace_setting_text(flag: Flag) -> str | None:
+    """What tritonserver refuses of a --trace-config setting once every option is read: a global level,
+    mode, rate or count, and the triton mode's log-frequency."""
+    parts = setting_parts("trace-config", flag.value or "")
+    if parts is None:
+        return None  # refused as it is read
+    name, setting, value = parts
+    why: str | None = None
+    if name is None and setting == "level" and value.lower() not in CHOICES["trace-level"][0]:
+        why = f"level takes one of {', '.join(CHOICES['trace-level'][0])} (any case)"
+    elif name is None and setting == "mode" and value.lower() not in TRACE_MODES:
+        why = f"mode takes one of {', '.join(TRACE_MODES)} (any case)"
+    elif (name is None and setting in ("rate", "count")) or (
+        name is not None and name.lower() == "triton" and setting == "log-frequency"
+    ):
+        problem = number_problem(value, "int")
+        why = f"{setting} takes an integer ({problem})" if problem else None
+    return TRACE_SETTING.format(option=flag.option, value=flag.value, why=why) if why else None
+
+
+def _combination_problems(flags: Sequence[Flag]) -> list[ArgProblem]:
+    """What tritonserver refuses once it has read every option: a --trace-config setting's value, the
+    two response-cache flags together, --load-model without explicit model control."""
+    found = [
+        ArgProblem(f.index, text)
+        for f in flags
+        if f.option == "trace-config" and (text := _trace_setting_text(f)) is not None
+    ]
+    sizes = [f for f in flags if f.option == "response-cache-byte-size"]
+    configs = [f for f in flags if f.option == "cache-config"]
+    if sizes and configs:
+        found.append(ArgProblem(sizes[0].index, BOTH_CACHE_FLAGS.format(other=configs[0].index)))
+    loads = [f for f in flags if f.option == "load-model"]
+    modes = [(f.value or "").lower() for f in flags if f.option == "model-control-mode"]
+    if loads and (not modes or modes[-1] != "explicit"):
+        found.append(ArgProblem(loads[0].index, LOAD_MODEL_WITHOUT_EXPLICIT))
+    return found
+
+
 def problems(args: Sequence[str]) -> list[ArgProblem]:
     """Everything wrong with spec.server.args: what tritonserver refuses, and reserved options."""
     flags, found = parse(args)
+    if not found:
+        found = _combination_problems(flags)
     for flag in flags:
         if flag.option in RESERVED:
             written = args[flag.index].partition("=")[0]
