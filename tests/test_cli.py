@@ -382,6 +382,17 @@ def test_graph_mermaid_without_routers(capsys: pytest.CaptureFixture[str]) -> No
     assert "accumulator" in text and "dequantize" in text
 
 
+def test_graph_names_the_version_a_step_calls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = yaml.safe_load((EXAMPLES / "diamond.yaml").read_text())
+    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
+    doc["spec"]["pipelines"][0]["steps"][1]["version"] = 1  # the one version directory there
+    cr = tmp_path / "pinned.yaml"
+    cr.write_text(yaml.safe_dump(doc))
+    assert cli.main(["graph", str(cr)]) == 0
+    text = capsys.readouterr().out
+    assert '"left (head_b, version 1)"' in text and '"right (head_c)"' in text, text
+
+
 @pytest.mark.cli
 def test_graph_writes_to_file(tmp_path: Path) -> None:
     target = tmp_path / "g.mmd"

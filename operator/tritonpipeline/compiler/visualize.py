@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan_types import EnsemblePlan, RepositoryPlan
+from .plan_types import LATEST_VERSION, EnsemblePlan, RepositoryPlan, StepPlan
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,13 @@ class _Node:
     id: str
     label: str
     kind: str  # input | step | router | output
+
+
+def _step_label(s: StepPlan) -> str:
+    """The step's name, then its model where that differs and the version it calls where it names one."""
+    called = [s.model] if s.model != s.name else []
+    called += [f"version {s.version}"] if s.version != LATEST_VERSION else []
+    return f"{s.name} ({', '.join(called)})" if called else s.name
 
 
 def _graph(e: EnsemblePlan, prefix: str) -> tuple[list[_Node], list[_Edge]]:
@@ -38,11 +45,7 @@ def _graph(e: EnsemblePlan, prefix: str) -> tuple[list[_Node], list[_Edge]]:
     routers = {r.name for r in e.routers}
     for s in e.steps:
         kind = "router" if s.name in routers else "step"
-        label = (
-            f"router {s.name}"
-            if kind == "router"
-            else (s.name if s.name == s.model else f"{s.name} ({s.model})")
-        )
+        label = f"router {s.name}" if kind == "router" else _step_label(s)
         nid = node(kind, s.name, label)
         for out, tensor in s.output_map:
             writers[tensor] = (nid, out)
