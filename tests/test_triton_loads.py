@@ -552,6 +552,21 @@ def test_a_step_calls_a_version_triton_loads(tmp_path: Path) -> None:
     )
 
 
+def test_a_step_version_of_a_model_without_versions_is_the_models_problem(tmp_path: Path) -> None:
+    """A model directory with no version directory fails to load whatever its steps call: said once, at
+    the model (Triton's own qa/L0_simple_ensemble repository, imported before its models are built)."""
+    model = py_model("bare", 0, {"X": [-1]}, {"Y": ([-1], ["B"])})
+    pipeline = {
+        "name": "bare_p",
+        "inputs": [{"name": "X", "dataType": "FP32", "dims": [-1]}],
+        "steps": [{"model": "bare", "version": 1, "inputs": {"X": "inputs.X"}}],
+        "outputs": [{"name": "Y", "from": "bare.Y"}],
+    }
+    (tmp_path / "bare").mkdir()
+    problems = check_model_dirs(parse_pipeline(doc_of("bare", [model], [pipeline])), tmp_path)
+    assert [p.path for p in problems] == ["spec.models[0].name"], problems
+
+
 # --------------------------------------------------------------------------- Triton's checks of a config
 
 Change = Callable[[dict[str, Any]], None]

@@ -186,14 +186,14 @@ def _step_version_problems(tp: TritonPipeline, root: Path) -> list[Problem]:
                 continue
             specific = _specific(model)
             served = served_versions(model, d)
-            if step.version in served or (specific and step.version not in specific):
-                continue  # a version the policy does not list: the compiler's (rules.step_version_served)
+            if step.version in served or not served or (specific and step.version not in specific):
+                continue  # none loads: the model's problem; one the policy does not list: the compiler's
             policy = model.version_policy.policy if model.version_policy is not None else "latest"
             message = STEP_VERSION_NOT_LOADED.format(
-                served=", ".join(map(str, served)) or "none",
+                served=", ".join(map(str, served)),
                 dir=str(d),
                 policy=policy,
-                found=", ".join(map(str, sorted(_versions(d)))) or "none",
+                found=", ".join(map(str, sorted(_versions(d)))),
                 version=step.version,
                 pipeline=pipeline.name,
                 model=step.model,
