@@ -98,7 +98,11 @@ def test_reserved_options_are_refused_in_any_form(args: list[str], index: int, o
             0,
             "needs --model",
         ),
-        (["--cache-config=local,size=1", "--response-cache-byte-size=1"], 1, "(argument 0) are both given"),
+        (
+            ["--cache-config=local,size=1", "--response-cache-byte-size=1"],
+            1,
+            "(spec.server.args[0]) are both given",
+        ),
         (["--log-verbose=1", "stray"], 1, "not a --option"),
         (["-v"], 0, "not a --option"),
         (["--", "--log-verbose=1"], 0, "ends tritonserver's options"),

@@ -230,20 +230,17 @@ NOT_A_CHOICE = "--{option} takes one of {choices}{case}, got {value!r}"
 PAIR_FORM = "--{option} takes '<{first}>{delim}<{second}>', got {value!r}"
 SETTING_FORM = "--{option} takes {form}, got {value!r}"
 EMPTY_VALUE = "--{option} takes a non-empty value"
-TRACE_SETTING = "--{option}={value!r}: {why}"
+TRACE_MODE_UNKNOWN = "--trace-config: trace mode {mode!r} is none of {modes}"
+TRACE_SETTING = "--trace-config={value!r}: {setting} takes {what}"
 BOTH_CACHE_FLAGS = (
-    "--response-cache-byte-size and --cache-config (argument {other}) are both given: tritonserver refuses "
-    "them together ('Incompatible flags'); give --cache-config=local,size=BYTES only"
+    "--response-cache-byte-size and --cache-config (spec.server.args[{other}]) are both given: tritonserver "
+    "refuses them together ('Incompatible flags'); give --cache-config=local,size=BYTES only"
 )
 LOAD_MODEL_WITHOUT_EXPLICIT = (
     "--load-model needs --model-control-mode=explicit (tritonserver refuses it otherwise: 'Use of "
     "'--load-model' requires setting '--model-control-mode=explicit' as well')"
 )
-_KINDS = {
-    "int": ("an integer", INT32),
-    "int64": ("an integer", INT64),
-    "uint64": ("an integer", UINT64),
-}
+_RANGES = {"int": INT32, "int64": INT64, "uint64": UINT64}
 
 
 def number_problem(text: str, kind: str) -> str | None:
@@ -254,7 +251,7 @@ def number_problem(text: str, kind: str) -> str | None:
         found = _WHOLE.match(body)
         if not found:
             return "not a number"
-        low, high = _KINDS[kind][1]
+        low, high = _RANGES[kind]
         value = int(found.group(0))
         return None if low <= value <= high else "out of range"
     if _SPECIAL.match(body):
@@ -291,7 +288,7 @@ def _number_text(option: str, value: str, kind: str, what: str | None = None) ->
         return NOT_A_NUMBER.format(option=named, kind=name, value=value)
     if kind == "double":
         return DOUBLE_OUT_OF_RANGE.format(option=named, value=value)
-    low, high = _KINDS[kind][1]
+    low, high = _RANGES[kind]
     return OUT_OF_RANGE.format(option=named, kind=name, low=low, high=high, value=value)
 
 
@@ -347,7 +344,7 @@ def _setting_text(option: str, value: str) -> str | None:
     if parts is None:
         return SETTING_FORM.format(option=option, form=form, value=value)
     if option == "trace-config" and parts[0] is not None and parts[0].lower() not in TRACE_MODES:
-        return f"--trace-config: trace mode {parts[0]!r} is none of {', '.join(TRACE_MODES)}"
+        return TRACE_MODE_UNKNOWN.format(mode=parts[0], modes=", ".join(TRACE_MODES))
     return None
 
 
@@ -453,17 +450,17 @@ def _trace_setting_text(flag: Flag) -> str | None:
     if parts is None:
         return None  # refused as it is read
     name, setting, value = parts
-    why: str | None = None
+    what: str | None = None
     if name is None and setting == "level" and value.lower() not in CHOICES["trace-level"][0]:
-        why = f"level takes one of {', '.join(CHOICES['trace-level'][0])} (any case)"
+        what = f"one of {', '.join(CHOICES['trace-level'][0])} (any case)"
     elif name is None and setting == "mode" and value.lower() not in TRACE_MODES:
-        why = f"mode takes one of {', '.join(TRACE_MODES)} (any case)"
+        what = f"one of {', '.join(TRACE_MODES)} (any case)"
     elif (name is None and setting in ("rate", "count")) or (
         name is not None and name.lower() == "triton" and setting == "log-frequency"
     ):
         problem = number_problem(value, "int")
-        why = f"{setting} takes an integer ({problem})" if problem else None
-    return TRACE_SETTING.format(option=flag.option, value=flag.value, why=why) if why else None
+        what = f"an integer ({problem})" if problem else None
+    return TRACE_SETTING.format(value=flag.value, setting=setting, what=what) if what else None
 
 
 def _combination_problems(flags: Sequence[Flag]) -> list[ArgProblem]:
