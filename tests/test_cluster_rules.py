@@ -350,11 +350,13 @@ NEEDS_A_SERVER_FLAG = {
             True,
         ),  # tritonserver takes the last
         ("rateLimiter", ["--rate-limit=off", "--rate-limit=execution_count"], False),
+        ("rateLimiter", ["--rate-limit=EXECUTION_COUNT"], False),  # any case, as tritonserver reads it
         ("response_cache", [], True),
         ("response_cache", ["--cache-config=local,size=1048576"], False),
         ("response_cache", ["--cache-config", "redis,host=cache"], False),
         ("response_cache", ["--response-cache-byte-size=0"], True),
         ("response_cache", ["--response-cache-byte-size", "4096"], False),
+        ("response_cache", ["--response-cache-byte-size= 4096bytes"], False),  # stoll reads 4096
         (
             "response_cache",
             ["--response-cache-byte-size=4096", "--response-cache-byte-size=0"],

@@ -243,16 +243,22 @@ LOAD_MODEL_WITHOUT_EXPLICIT = (
 _RANGES = {"int": INT32, "int64": INT64, "uint64": UINT64}
 
 
+def whole_number(text: str) -> int | None:
+    """The integer std::stoll reads at the start of `text` (blanks, a sign, digits; the rest ignored),
+    or None."""
+    found = _WHOLE.match(text.lstrip(_BLANKS))
+    return int(found.group(0)) if found else None
+
+
 def number_problem(text: str, kind: str) -> str | None:
     """Why std::sto* refuses `text` as a `kind` (int, int64, uint64, double): 'not a number' or
     'out of range'; None when it reads a number."""
     body = text.lstrip(_BLANKS)
     if kind != "double":
-        found = _WHOLE.match(body)
-        if not found:
+        value = whole_number(body)
+        if value is None:
             return "not a number"
         low, high = _RANGES[kind]
-        value = int(found.group(0))
         return None if low <= value <= high else "out of range"
     if _SPECIAL.match(body):
         return None
@@ -535,7 +541,7 @@ def rate_limit_mode(args: Sequence[str]) -> str:
     """The rate limiter's mode as tritonserver reads `args`: the last `--rate-limit` (`off` without one;
     `off` ignores every instance group's rate_limiter)."""
     flags, _ = parse(args)
-    modes = [f.value for f in flags if f.option == "rate-limit"]
+    modes = [(f.value or "").lower() for f in flags if f.option == "rate-limit"]  # any case, as it reads them
     return (modes[-1] or "off") if modes else "off"
 
 
@@ -546,8 +552,8 @@ def response_cache_on(args: Sequence[str]) -> bool:
     flags, _ = parse(args)
     if any(f.option == "cache-config" for f in flags):
         return True
-    sizes = [(f.value or "").strip() for f in flags if f.option == "response-cache-byte-size"]
-    return bool(sizes) and sizes[-1].isdigit() and int(sizes[-1]) > 0
+    sizes = [whole_number(f.value or "") for f in flags if f.option == "response-cache-byte-size"]
+    return bool(sizes) and (sizes[-1] or 0) > 0
 
 
 def host_policies(args: Sequence[str]) -> set[str]:
