@@ -380,6 +380,27 @@ def test_a_model_setting_without_the_server_flag_it_needs_is_a_warning(
     assert all(hint in w.message for w in found)
 
 
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        ([], False),
+        (["--model-control-mode=explicit"], True),
+        (["--model-control-mode=EXPLICIT", "--load-model=head_b"], True),  # a step, not the pipeline
+        (["--model-control-mode=explicit", "--load-model=vision"], False),  # an ensemble brings its steps
+        (["--model-control-mode=explicit", "--load-model=*"], False),
+        (["--model-control-mode=explicit", "--model-control-mode=poll"], False),  # the last counts
+    ],
+)
+def test_explicit_model_control_that_leaves_a_pipeline_unloaded_is_a_warning(
+    args: list[str], warned: bool
+) -> None:
+    doc = example("fanout", PVC)
+    doc["spec"]["server"]["args"] = args
+    found = checks.warnings(parse_pipeline(doc))
+    assert [w.path for w in found] == (["spec.pipelines[0].name"] if warned else [])
+    assert all("--load-model=vision" in w.message for w in found)
+
+
 def test_secret_ref_with_pvc_is_a_warning_and_with_s3_is_not() -> None:
     doc = example("fanout", PVC)
     doc["spec"]["modelRepository"]["secretRef"] = {"name": "creds"}

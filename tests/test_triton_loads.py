@@ -27,7 +27,7 @@ import yaml
 from google.protobuf import text_format
 
 import pipeline_gen as gen
-from helpers import ROUTERS, compile_to_serve, completed, served_config, with_router
+from helpers import ROUTERS, compile_to_serve, completed, example, served_config, with_router
 from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
@@ -550,6 +550,27 @@ def test_a_step_calls_a_version_triton_loads(tmp_path: Path) -> None:
     assert (
         "versionPolicy specific; version directories: 1, 2, 3), not 4" in reported["listed-absent"][0].message
     )
+
+
+def test_explicit_model_control_serves_only_the_pipelines_it_names(tmp_path: Path) -> None:
+    """kube/checks.NOT_LOADED_EXPLICIT on the real tritonserver: under --model-control-mode=explicit it
+    reports ready with no model loaded, and --load-model=PIPELINE loads the ensemble with its steps."""
+    doc = with_router(example("fanout"), "python")
+    path = write_repository(compile_doc(doc), tmp_path / "repo", generic_model_root(tmp_path / "m", [doc]))
+    request = {"IMAGE": ("FP32", (1, 4))}
+    with serving(path, tmp_path / "none.log", "--model-control-mode=explicit") as server:
+        assert [m for m in server.models() if m.get("state") == "READY"] == []
+        with pytest.raises(AssertionError, match=r"unknown model|not found"):
+            infer(server, "vision", request)
+    with serving(
+        path, tmp_path / "named.log", "--model-control-mode=explicit", "--load-model=vision"
+    ) as server:
+        assert {"vision", "extractor", "head_b", "head_c"} <= {m["name"] for m in server.models()}
+        check_response(
+            infer(server, "vision", request),
+            {"FEATURES": ("FP32", (1, 4)), "SCORE_B": ("FP32", (1, 4)), "SCORE_C": ("FP32", (1, 1))},
+            "vision",
+        )
 
 
 def test_a_step_version_of_a_model_without_versions_is_the_models_problem(tmp_path: Path) -> None:

@@ -57,6 +57,12 @@ RESPONSE_CACHE_OFF = (
     "ignored: the model's response_cache caches nothing unless spec.server.args gives tritonserver a "
     "cache (--cache-config=local,size=BYTES)"
 )
+NOT_LOADED_EXPLICIT = (
+    "not served: --model-control-mode=explicit in spec.server.args loads only the models --load-model "
+    "names (an ensemble with its steps), and none names pipeline {name!r}, so the pods report ready and "
+    "answer 'unknown model'; leave --model-control-mode out (the whole repository loads) or add "
+    "--load-model={name}"
+)
 RATE_LIMITER_OFF = (
     "ignored: Triton runs without its rate limiter unless spec.server.args has "
     "--rate-limit=execution_count (its default, off, ignores every rateLimiter)"
@@ -336,6 +342,13 @@ def warnings(tp: TritonPipeline) -> list[Problem]:
                     STRING_CORRELATION_ID_ON_PYTHON.format(name=sb.controls.correlation_id),
                 )
             )
+    loaded = tritonserver_options.models_loaded(tp.spec.server.args)
+    if loaded is not None:
+        found += [
+            Problem(f"spec.pipelines[{i}].name", NOT_LOADED_EXPLICIT.format(name=pipeline.name))
+            for i, pipeline in enumerate(tp.spec.pipelines)
+            if pipeline.name not in loaded
+        ]
     if tritonserver_options.rate_limit_mode(tp.spec.server.args) != "execution_count":
         found += [
             Problem(f"spec.models[{i}].instances[{j}].rateLimiter", RATE_LIMITER_OFF)

@@ -537,6 +537,16 @@ def auto_complete_off(args: Sequence[str]) -> str | None:
     return None
 
 
+def models_loaded(args: Sequence[str]) -> set[str] | None:
+    """The models tritonserver loads at start as `args` say: None for all of the repository (model
+    control none or poll, the default; or --load-model=*), else the names --load-model gives under
+    --model-control-mode=explicit (an ensemble brings its steps)."""
+    flags, _ = parse(args)
+    modes = [(f.value or "").lower() for f in flags if f.option == "model-control-mode"]
+    names = {f.value or "" for f in flags if f.option == "load-model"}
+    return None if not modes or modes[-1] != "explicit" or "*" in names else names
+
+
 def rate_limit_mode(args: Sequence[str]) -> str:
     """The rate limiter's mode as tritonserver reads `args`: the last `--rate-limit` (`off` without one;
     `off` ignores every instance group's rate_limiter)."""
