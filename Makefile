@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv system-deps demo test docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv system-deps demo test test-beside-kind docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
@@ -55,7 +55,9 @@ SUBMAKE := $(MAKE) --no-print-directory
 # everything, the real-pod tests included: the pod-level scenarios (marker anycluster) on a kind cluster of
 # three nodes (tests/test_kind.py runs them through e2e/kind.py; kind-if-possible builds its node image and
 # images first); not the minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa) nor the streams
-# bench (streams). pytest itself deselects every `node` test: they run on the cluster e2e/kind.py starts
+# bench (streams). pytest itself deselects every `node` test: they run on the cluster e2e/kind.py starts.
+# After the builds, two tracks run at once (tools/beside.sh): the kind node image then the kind tests
+# (marker kind, their own pytest session, lines prefixed [kind]) beside lint and every other test
 test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, kind)
 	@$(PHASE) venv $(SUBMAKE) venv
 	@$(PHASE) system-deps $(SUBMAKE) system-deps
@@ -63,11 +65,17 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-helm+crds $(SUBMAKE) helm-if-go
 	@$(PHASE) build-minio+gcs $(SUBMAKE) minio-if-go
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
-	@$(PHASE) kind-node-image $(SUBMAKE) kind-if-possible
+	@bash tools/beside.sh kind '$(PHASE) kind/node-image $(SUBMAKE) kind-if-possible && \
+	  $(PHASE) kind/pytest env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m kind' \
+	  $(SUBMAKE) test-beside-kind
+
+# the part of `make test` that runs beside the kind track (tools/beside.sh): on 2 cores the tests leave
+# about half the CPU idle while they wait on servers, and the node image's debootstraps as much
+test-beside-kind: $(STAMP)
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) docs $(SUBMAKE) docs
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
-	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node"
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node and not kind"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
