@@ -6,7 +6,7 @@
 #   tools/beside.sh NAME 'BACKGROUND SHELL COMMAND' FOREGROUND COMMAND [ARG...]
 #
 # The background track's lines come as they are written, each prefixed "[NAME] ". When the foreground ends,
-# the background one is waited for, and the wait is a phase of its own ("NAME (waited)", tools/phase.sh),
+# the background one is waited for (its prefixing too), and the wait is a phase of its own ("NAME (waited)"),
 # so the phase table's total stays the wall time. Ctrl-C or SIGTERM is passed on to the background track's
 # process group, which cleans up as it does on a terminal's Ctrl-C. The exit status is the foreground's
 # when it failed, else the background's. With TRITONPIPELINE_PHASE_LOG set, the table of every phase is
@@ -22,8 +22,11 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 # and the trap below passes it on); env --default-signal: a command started with & in a script has SIGINT
 # ignored, and so would the track's Python (no KeyboardInterrupt, so no clean-up on Ctrl-C)
 # The prefixing sed ignores SIGINT: it must outlive a Ctrl-C to pass on what the track says while cleaning up
-env --default-signal=INT,QUIT setsid bash -c "$background" > >(trap '' INT; exec sed -u "s/^/[$name] /") 2>&1 </dev/null &
+exec {prefixed}> >(trap '' INT; exec sed -u "s/^/[$name] /")
+sed_pid=$!
+env --default-signal=INT,QUIT setsid bash -c "$background" >&"$prefixed" 2>&1 </dev/null &
 bg=$!
+exec {prefixed}>&-  # the sed ends when the track has, after its last line
 echo ">> $name: started beside the rest (process group $bg); its lines are prefixed [$name]"
 
 # INT: the terminal sent it to the foreground's group already; TERM (a CI timeout): to the foreground too.
@@ -32,7 +35,7 @@ stop_both() {
   echo ">> $name: $1: passing SIGINT to process group $bg and waiting for both tracks to clean up"
   [ "$1" = SIGINT ] || kill -TERM "$fg" 2>/dev/null
   kill -INT -- "-$bg" 2>/dev/null
-  wait "$fg" "$bg"
+  wait "$fg" "$bg" "$sed_pid"
   exit 130
 }
 trap 'stop_both SIGINT' INT
@@ -48,6 +51,7 @@ echo ">> $name: the rest ended (exit $fg_rc); waiting for $name"
 t0=$SECONDS
 wait "$bg"
 bg_rc=$?
+wait "$sed_pid"
 trap - INT TERM
 bash "$HERE/phase.sh" --record "$name (waited)" "$((SECONDS - t0))" "$bg_rc"
 
