@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv system-deps demo test test-beside-kind docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane clean \
 	controlplane controlplane-if-go cluster-up cluster-down
 
@@ -56,8 +56,9 @@ SUBMAKE := $(MAKE) --no-print-directory
 # three nodes (tests/test_kind.py runs them through e2e/kind.py; kind-if-possible builds its node image and
 # images first); not the minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa) nor the streams
 # bench (streams). pytest itself deselects every `node` test: they run on the cluster e2e/kind.py starts.
-# After the builds, two tracks run at once (tools/beside.sh): the kind node image then the kind tests
-# (marker kind, their own pytest session, lines prefixed [kind]) beside lint and every other test
+# After the builds, two tracks run at once (tools/beside.sh), the side track (lines prefixed [side]) beside
+# lint and every other test: the kind node image then the kind tests (marker kind), then the kube-apiservers
+# of the other releases built and their tests run (marker releases), each in a pytest session of its own
 test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserver, kind)
 	@$(PHASE) venv $(SUBMAKE) venv
 	@$(PHASE) system-deps $(SUBMAKE) system-deps
@@ -65,17 +66,29 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-helm+crds $(SUBMAKE) helm-if-go
 	@$(PHASE) build-minio+gcs $(SUBMAKE) minio-if-go
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
-	@bash tools/beside.sh kind '$(PHASE) kind/node-image $(SUBMAKE) kind-if-possible && \
-	  $(PHASE) kind/pytest env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m kind' \
-	  $(SUBMAKE) test-beside-kind
+	@bash tools/beside.sh side '$(SUBMAKE) test-side' $(SUBMAKE) test-beside-side
 
-# the part of `make test` that runs beside the kind track (tools/beside.sh): on 2 cores the tests leave
+# the side track of `make test`: the releases run even when the kind part failed (-k), make exits 2 then
+test-side: $(STAMP)
+	@$(SUBMAKE) -k test-side-kind test-side-releases
+
+test-side-kind: $(STAMP)
+	@$(PHASE) side/node-image $(SUBMAKE) kind-if-possible
+	@$(PHASE) side/kind env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m kind
+
+# the kube-apiservers of the oldest supported and the newest release: 13 minutes of Go builds cold, which
+# the side track has room for after the kind tests
+test-side-releases: $(STAMP)
+	@$(PHASE) side/build-releases bash e2e/build-controlplane.sh --if-go
+	@$(PHASE) side/releases env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m releases
+
+# the part of `make test` that runs beside the side track (tools/beside.sh): on 2 cores the tests leave
 # about half the CPU idle while they wait on servers, and the node image's debootstraps as much
-test-beside-kind: $(STAMP)
+test-beside-side: $(STAMP)
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) docs $(SUBMAKE) docs
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
-	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node and not kind"
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node and not kind and not releases"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
@@ -129,9 +142,10 @@ docs-serve: $(STAMP) ## serve the docs site at http://127.0.0.1:8000, rebuilt on
 controlplane: ## build etcd + kube-apiserver (and those of the oldest supported and the newest release) from Go modules
 	@bash e2e/build-controlplane.sh
 
-# for `make test`: without Go only warn (the control-plane tests then skip and say why)
+# for `make test`: without Go only warn (the control-plane tests then skip and say why); not the other
+# releases' kube-apiservers (the side track of `make test` builds them, pytest's session when it needs them)
 controlplane-if-go:
-	@bash e2e/build-controlplane.sh --if-go
+	@bash e2e/build-controlplane.sh --if-go --without-releases
 
 cluster-up: $(STAMP) controlplane ## start etcd + kube-apiserver in the background; prints KUBECONFIG
 	@$(PY) -m harness.controlplane up --dir $(CLUSTER_DIR)

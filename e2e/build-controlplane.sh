@@ -11,9 +11,12 @@
 # and a second run only prints where they are. <dir>/controlplane.env lists the paths and versions
 # (harness/controlplane.py computes the same directory).
 #
-#   e2e/build-controlplane.sh              build if missing (fails without Go)
-#   e2e/build-controlplane.sh --if-go      same, but only warn and exit 0 when Go is not installed
-#   e2e/build-controlplane.sh --print-dir  print the cache directory and exit
+#   e2e/build-controlplane.sh                     build if missing (fails without Go)
+#   e2e/build-controlplane.sh --if-go             same, but only warn and exit 0 when Go is not installed
+#   e2e/build-controlplane.sh --without-releases  only etcd and the kube-apiserver the suite runs on (`make
+#                                                 test` builds the other two in its second track)
+#   e2e/build-controlplane.sh --print-dir         print the cache directory and exit
+# (--if-go and --without-releases combine)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SRC="$HERE/controlplane"
@@ -28,13 +31,15 @@ OUT="$CACHE/$K8S"
 FLOOR_OUT="$CACHE/$FLOOR"
 NEWEST_OUT="$CACHE/$NEWEST"
 
-if_go=0
-case "${1:-}" in
-  --print-dir) echo "$OUT"; exit 0 ;;
-  --if-go) if_go=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--if-go|--print-dir]" >&2; exit 2 ;;
-esac
+if_go=0 releases=1
+for arg in "$@"; do
+  case "$arg" in
+    --print-dir) echo "$OUT"; exit 0 ;;
+    --if-go) if_go=1 ;;
+    --without-releases) releases=0 ;;
+    *) echo "usage: $0 [--if-go] [--without-releases] | --print-dir" >&2; exit 2 ;;
+  esac
+done
 
 write_env() {
   cat > "$OUT/controlplane.env.tmp" <<ENV
@@ -46,22 +51,23 @@ ENV
   mv "$OUT/controlplane.env.tmp" "$OUT/controlplane.env"
 }
 
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ] && [ -x "$FLOOR_OUT/kube-apiserver" ] &&
-  [ -x "$NEWEST_OUT/kube-apiserver" ]; then
+releases_built() { [ -x "$FLOOR_OUT/kube-apiserver" ] && [ -x "$NEWEST_OUT/kube-apiserver" ]; }
+if [ "$releases" = 1 ]; then also=" (and $FLOOR, $NEWEST)"; else also=""; fi
+if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/etcd" ] && { [ "$releases" = 0 ] || releases_built; }; then
   [ -f "$OUT/controlplane.env" ] || write_env
-  echo ">> control plane cached: kube-apiserver $K8S (and $FLOOR, $NEWEST), etcd $ETCD in $CACHE"
+  echo ">> control plane cached: kube-apiserver $K8S$also, etcd $ETCD in $CACHE"
   exit 0
 fi
 
 # shellcheck source=find-go.sh
 . "$(dirname "$0")/find-go.sh"
 if [ -z "$GO" ]; then
-  msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build kube-apiserver $K8S / etcd $ETCD"
+  msg="Go is not installed (no 'go' on PATH or /usr/local/go/bin/go): cannot build kube-apiserver $K8S$also / etcd $ETCD"
   if [ "$if_go" = 1 ]; then echo ">> $msg; control-plane tests will skip"; exit 0; fi
   echo "$msg" >&2; exit 1
 fi
 
-mkdir -p "$OUT" "$FLOOR_OUT" "$NEWEST_OUT"
+mkdir -p "$OUT"
 # Module and build caches live next to the binaries so they survive `make clean` and version bumps.
 # go.sum is committed: every download is checked against it (sum.golang.org is not needed).
 export GOMODCACHE="${GOMODCACHE_OVERRIDE:-$CACHE/go-mod}"
@@ -89,9 +95,12 @@ version_flags() {  # the version the apiserver reports on /version (upstream: -X
 
 [ -x "$OUT/etcd" ] || build etcd "$ETCD" "$SRC/etcd" "$OUT" ""
 [ -x "$OUT/kube-apiserver" ] || build kube-apiserver "$K8S" "$SRC/kube-apiserver" "$OUT" "$(version_flags "$K8S")"
-[ -x "$FLOOR_OUT/kube-apiserver" ] ||
-  build kube-apiserver "$FLOOR" "$SRC/kube-apiserver-floor" "$FLOOR_OUT" "$(version_flags "$FLOOR")"
-[ -x "$NEWEST_OUT/kube-apiserver" ] ||
-  build kube-apiserver "$NEWEST" "$SRC/kube-apiserver-newest" "$NEWEST_OUT" "$(version_flags "$NEWEST")"
 write_env
+if [ "$releases" = 1 ]; then
+  mkdir -p "$FLOOR_OUT" "$NEWEST_OUT"
+  [ -x "$FLOOR_OUT/kube-apiserver" ] ||
+    build kube-apiserver "$FLOOR" "$SRC/kube-apiserver-floor" "$FLOOR_OUT" "$(version_flags "$FLOOR")"
+  [ -x "$NEWEST_OUT/kube-apiserver" ] ||
+    build kube-apiserver "$NEWEST" "$SRC/kube-apiserver-newest" "$NEWEST_OUT" "$(version_flags "$NEWEST")"
+fi
 echo ">> control plane ready: $OUT"

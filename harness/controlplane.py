@@ -143,7 +143,8 @@ def ensure_binaries(output: Any = None, *, release: str | None = None) -> Binari
     """Return the cached binaries, building them first with e2e/build-controlplane.sh when missing.
     Raises ControlPlaneUnavailable when Go or openssl is missing, ControlPlaneError when the build fails.
     `output`: where the build's progress goes (a file object; default: this process's stdout).
-    `release`: the kube-apiserver of that one of RELEASES instead, on the same etcd."""
+    `release`: the kube-apiserver of that one of RELEASES instead, on the same etcd (the script builds every
+    release then; without one, only etcd and the suite's kube-apiserver)."""
     reason = missing_prerequisite(release)
     if reason:
         raise ControlPlaneUnavailable(reason)
@@ -151,7 +152,7 @@ def ensure_binaries(output: Any = None, *, release: str | None = None) -> Binari
     if found:
         return found
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), *(() if release else ("--without-releases",))],
         env=go_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

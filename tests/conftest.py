@@ -216,7 +216,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         try:
-            for release in (None, *releases):  # the build script builds them all at once
+            for release in (None, *releases):  # the build script builds every release at once
                 ensure_binaries(output=sys.stderr, release=release)
         except ControlPlaneUnavailable as err:
             _CONTROL_PLANE_PROBLEM["skip"] = str(err)

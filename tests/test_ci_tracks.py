@@ -1,4 +1,4 @@
-"""tools/beside.sh (make test's kind track beside the rest) and tools/phase.sh's table: exit statuses, the
+"""tools/beside.sh (make test's side track beside the rest) and tools/phase.sh's table: exit statuses, the
 wall-time total, and a signal reaching the background track's own clean-up."""
 
 from __future__ import annotations

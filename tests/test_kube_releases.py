@@ -39,7 +39,7 @@ from helpers import condition, contained, example
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.settings import API_VERSION, KIND
 
-pytestmark = pytest.mark.apiserver
+pytestmark = [pytest.mark.apiserver, pytest.mark.releases]
 
 CHART_NAMESPACE = "ops"
 
