@@ -9,7 +9,7 @@ CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
 .PHONY: help venv system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane clean \
-	controlplane controlplane-if-go cluster-up cluster-down
+	controlplane controlplane-main controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -137,17 +137,21 @@ docs-serve: $(STAMP) ## serve the docs site at http://127.0.0.1:8000, rebuilt on
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/, and the kube-apiserver of the oldest
-# supported release and of the newest (tests/test_kube_releases.py) next to it (first build: about 4 + 3.5 + 4
-# minutes on 2 cores).
+# supported release and of the newest (tests/test_kube_releases.py) next to it (first build on 2 cores: about 7
+# minutes for etcd and the suite's kube-apiserver, 13 more for the other two).
 controlplane: ## build etcd + kube-apiserver (and those of the oldest supported and the newest release) from Go modules
 	@bash e2e/build-controlplane.sh
+
+# etcd and the suite's kube-apiserver only: what cluster-up, bench-controlplane, test-chart and e2e-local start
+controlplane-main:
+	@bash e2e/build-controlplane.sh --without-releases
 
 # for `make test`: without Go only warn (the control-plane tests then skip and say why); not the other
 # releases' kube-apiservers (the side track of `make test` builds them, pytest's session when it needs them)
 controlplane-if-go:
 	@bash e2e/build-controlplane.sh --if-go --without-releases
 
-cluster-up: $(STAMP) controlplane ## start etcd + kube-apiserver in the background; prints KUBECONFIG
+cluster-up: $(STAMP) controlplane-main ## start etcd + kube-apiserver in the background; prints KUBECONFIG
 	@$(PY) -m harness.controlplane up --dir $(CLUSTER_DIR)
 
 cluster-down: ## stop the control plane started by cluster-up
@@ -161,7 +165,7 @@ bench-dataplane: $(STAMP) ## router (Python and native) vs shared vs BLS vs per-
 bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic batching) vs shared, side by side
 	$(PY) -m bench.router_cost
 
-bench-controlplane: $(STAMP) controlplane ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
+bench-controlplane: $(STAMP) controlplane-main ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
 	$(PY) -m bench.controlplane
 
 clean: ## remove the venv and caches
@@ -199,10 +203,10 @@ coredns-if-go:
 
 chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 
-test-chart: $(STAMP) controlplane helm ## helm lint/template/install + the operator under the chart's RBAC
+test-chart: $(STAMP) controlplane-main helm ## helm lint/template/install + the operator under the chart's RBAC
 	$(VENV)/bin/pytest tests/test_chart.py tests/test_dockerfile.py
 
-e2e-local: $(STAMP) controlplane helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
+e2e-local: $(STAMP) controlplane-main helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
 	$(PY) -m e2e.local
 
 # kind: one control-plane node and two workers on the running Docker engine (or Debian's, started in a

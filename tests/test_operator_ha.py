@@ -109,6 +109,12 @@ def logged(op: LocalOperator, text: str) -> Callable[[], bool]:
     return lambda: text in op.text()
 
 
+def logged_reconcile(op: LocalOperator, generation: int) -> Callable[[], bool]:
+    """Whether the replica logged a reconcile's outcome line for `generation`. Waited for: the status is
+    written before that line, and under load a test reads the status first."""
+    return lambda: any("reconcile" in line and f"(generation {generation})" in line for line in op.lines())
+
+
 def logged_at(op: LocalOperator, text: str) -> datetime.datetime | None:
     """The time of the replica's first log line with `text` (UTC, naive)."""
     for line in op.lines():
@@ -219,7 +225,7 @@ def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_
         doc["spec"]["server"]["replicas"] = 2
         kube.apply(doc)
         wait_reconciled(kube, namespace, "vision", 2)
-        assert any("reconcile" in line and "(generation 2)" in line for line in b.lines())
+        wait_for("replica-b logs generation 2", logged_reconcile(b, 2), 10)
         assert b.get("/readyz")[0] == 200
 
         # --- a third replica, then SIGINT the active one: kopf removes its entry, the handover is prompt --
@@ -244,7 +250,7 @@ def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_
         doc["spec"]["server"]["replicas"] = 3
         kube.apply(doc)
         wait_reconciled(kube, namespace, "vision", 3)
-        assert any("reconcile" in line and "(generation 3)" in line for line in c.lines())
+        wait_for("replica-c logs generation 3", logged_reconcile(c, 3), 10)
         time.sleep(1)  # a few more samples with c alone
 
     # --- never two active at once: by the gauges, and by who wrote reconcile lines when ------------------
