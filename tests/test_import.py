@@ -948,18 +948,6 @@ def test_a_python_model_that_completes_its_config_imports_as_triton_loads_it() -
             {},
             ("", "model.py's auto_complete_config calls add_input (line 10)"),
         ),
-        # the config says false, the model sets true: Triton refuses the model
-        (
-            "model_transaction_policy { decoupled: false }",
-            {"model.py": python_model(SELF_DECOUPLING["a name bound once"])},
-            {},
-            (
-                "model_transaction_policy.decoupled",
-                "model.py's auto_complete_config (set_model_transaction_policy) contradicts the config: "
-                "trying to change decoupled property in auto-complete-config for model 'gen', which is "
-                "already set to 'False'. (line 8)",
-            ),
-        ),
         # a file that does not parse: Triton's load says why
         ("", {"model.py": "class TritonPythonModel(:\n"}, {}, None),
     ],
@@ -974,7 +962,6 @@ def test_a_python_model_that_completes_its_config_imports_as_triton_loads_it() -
         "computed",
         "conditional",
         "changed-in-place",
-        "contradicted",
         "no-parse",
     ],
 )
@@ -989,6 +976,42 @@ def test_what_a_python_models_auto_complete_config_sets(config_lines, files, exp
     else:
         ((field, message),) = warnings
         assert field == warning[0] and message.startswith(warning[1]), message
+
+
+def test_a_decoupled_false_its_backend_contradicts() -> None:
+    """The config says false, model.py sets true: Triton refuses the model. Run by a step, the render
+    writes the policy as the spec declares it, false too, so the imported model is refused as well: a
+    warning. On a model no step runs, the render leaves the policy to the backend, which makes it
+    decoupled: the false is not carried (counted, and --strict refuses it), and so for a vllm model."""
+    config = python_cfg("model_transaction_policy { decoupled: false }")
+    files = {"model.py": python_model(SELF_DECOUPLING["a name bound once"])}
+    pipe = ensemble("p", 0, tensor("X", "FP32", "2"), tensor("Y", "FP32", "2"),
+                    step("gen", {"INPUT": "X"}, {"OUTPUT": "Y"}))  # fmt: skip
+    stepped = run({"gen": config, "p": pipe}, python_files={"gen": files})
+    alone = run({"gen": config}, python_files={"gen": files})
+    vllm = run({"gen": config.replace('"python"', '"vllm"')})
+    refused = (
+        "trying to change decoupled property in auto-complete-config for model 'gen', which is already "
+        "set to 'False'."
+    )
+    assert [(f.kind, f.field) for f in stepped.findings] == [(WARNING, "model_transaction_policy.decoupled")]
+    assert stepped.findings[0].message == (
+        f"model.py's auto_complete_config (set_model_transaction_policy) contradicts the config: {refused} "
+        "(line 8); Triton refuses to load the model"
+    )
+    for result, how, why in (
+        (alone, "model.py's auto_complete_config, line 8", f": {refused}"),
+        (vllm, "backend 'vllm': its auto_complete_config sets model_transaction_policy.decoupled: true", ""),
+    ):
+        assert [(f.kind, f.field) for f in result.findings] == [
+            (NOT_CARRIED, "model_transaction_policy.decoupled")
+        ]
+        message = result.findings[0].message
+        assert message.startswith(
+            f"decoupled: false is left to the backend, which makes the model decoupled ({how}"
+        )
+        assert message.endswith(f"so it loads decoupled, where Triton refuses this config{why}")
+        assert "decoupled" not in only_model(result, "gen")
 
 
 def test_a_tensor_the_config_names_only_is_completed_by_the_model() -> None:

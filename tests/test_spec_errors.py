@@ -125,6 +125,10 @@ def _state_on_python(d: dict[str, Any]) -> None:
     m["backend"] = "python"
 
 
+def _state_on_tensorflow(d: dict[str, Any]) -> None:
+    _with_state(d)["platform"] = "tensorflow_savedmodel"
+
+
 def _no_batching_anywhere(d: dict[str, Any]) -> None:
     for m in spec(d)["models"]:
         m["maxBatchSize"] = 0  # extractor keeps its dynamicBatching block
@@ -695,6 +699,13 @@ CASES = [
         _state_on_python,
         "spec.models[1].sequenceBatching.states",
         "model 'accumulator' runs on backend 'python', which would never update the state",
+    ),
+    Case(
+        "implicit-state-on-a-platform-without-it",
+        "streaming",
+        _state_on_tensorflow,
+        "spec.models[1].sequenceBatching.states",
+        "model 'accumulator' runs on platform 'tensorflow_savedmodel', which would never update the state",
     ),
     Case(
         "initial-state-of-another-type",
@@ -1453,6 +1464,18 @@ def test_pipeline_outputs_from_different_decoupled_origins_are_refused() -> None
 def test_pipeline_outputs_of_one_decoupled_origin_are_fine() -> None:
     doc = example("fanout")
     model(doc, 0)["decoupled"] = True  # extractor: every output descends from it
+    compiles(doc)
+
+
+def test_implicit_states_on_a_custom_backend_are_fine() -> None:
+    """A backend that is none of NVIDIA's is built on the backend API, which keeps implicit states where the
+    backend asks (Triton's qa/L0_implicit_state runs its own backend, 'implicit_state', so)."""
+    doc = example("streaming")
+    m = _with_state(doc)
+    del m["platform"]
+    m["backend"] = "implicit_state"
+    compiles(doc)
+    m["backend"] = "onnxruntime"
     compiles(doc)
 
 

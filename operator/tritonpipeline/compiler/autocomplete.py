@@ -31,6 +31,7 @@ SET_DYNAMIC_BATCHING = "set_dynamic_batching"
 SET_POLICY = "set_model_transaction_policy"
 CALLS = (ADD_INPUT, ADD_OUTPUT, SET_MAX_BATCH_SIZE, SET_DYNAMIC_BATCHING, SET_POLICY)
 DECOUPLED = "decoupled"
+POLICY_FIELD = "model_transaction_policy.decoupled"  # the config field set_model_transaction_policy sets
 _UNKNOWN = object()  # a value the source does not spell out
 
 
@@ -348,6 +349,6 @@ def _set_policy(cfg: mc.ModelConfig, policy: dict[str, Any]) -> list[Refusal]:
         current = cfg.model_transaction_policy.decoupled
         if had and current != policy[DECOUPLED]:
             why = DECOUPLED_CHANGE.format(model=cfg.name, have=current)
-            return [Refusal(SET_POLICY, "model_transaction_policy.decoupled", why)]
+            return [Refusal(SET_POLICY, POLICY_FIELD, why)]
         cfg.model_transaction_policy.decoupled = policy[DECOUPLED]
     return []

@@ -52,7 +52,7 @@ from ..spec import (
 )
 from ..yamltext import PlainDumper
 from . import compile_pipeline
-from .autocomplete import PYTHON_MODEL_FILE, SET_POLICY, complete, completion
+from .autocomplete import POLICY_FIELD, PYTHON_MODEL_FILE, SET_POLICY, complete, completion
 from .plan import ensemble_output
 from .plan_types import INPUTS, LATEST_VERSION, Tensor, full_dims
 from .triton_config import SPEC_RENDERED, mc, parse_text, to_text
@@ -113,6 +113,13 @@ COMPLETED_FROM = (
 )
 COMPLETION_REFUSED = (
     "{file}'s auto_complete_config ({call}) contradicts the config: {why}; Triton refuses to load the model"
+)
+# a config's explicit `decoupled: false` on a model no ensemble step runs, where its backend completes it
+# decoupled: the render writes such a model's policy only when decoupled (triton_config.model_config)
+POLICY_LEFT_TO_BACKEND = (
+    "decoupled: false is left to the backend, which makes the model decoupled ({how}): a model no ensemble "
+    "step runs is rendered without a transaction policy unless decoupled, so it loads decoupled, where "
+    "Triton refuses this config{why}"
 )
 PARTIAL_TENSOR = (
     "{name!r} without {missing}: left for the backend to complete when Triton loads the model (Triton "
@@ -379,7 +386,7 @@ OUTPUT_FIELDS = (
 PIPELINE_INPUT_FIELDS = (*TENSOR_FIELDS, Carry("optional", "optional", bool))
 MODEL_FIELDS = (
     Carry("max_batch_size", "maxBatchSize", int),
-    Carry("model_transaction_policy.decoupled", "decoupled", bool),
+    Carry(POLICY_FIELD, "decoupled", bool),
 )
 INSTANCE_FIELDS = (
     Carry("name", "name", str),
@@ -693,20 +700,29 @@ def _same_as_defaults(cfg: Message, r: _Reading) -> None:
 
 
 def _model(
-    cfg: Any, r: _Reading, version_files: VersionFiles | None, python_files: PythonFiles | None = None
+    cfg: Any,
+    r: _Reading,
+    version_files: VersionFiles | None,
+    python_files: PythonFiles | None = None,
+    *,
+    run_by_step: bool = False,
 ) -> dict[str, Any]:
     """The spec's model entry of one (non-ensemble) config; `version_files`: its first subdirectory and
     what that holds, None when it has none; `python_files`: the Python files of the version Triton
-    loads. A config without inputs or outputs (the backend completes them when Triton loads it) is
-    carried without them."""
+    loads; `run_by_step`: an ensemble step runs the model. A config without inputs or outputs (the
+    backend completes them when Triton loads it) is carried without them."""
     entry: dict[str, Any] = {"name": cfg.name}
     r.take("name", "name")
     entry.update(_backend(cfg, r, version_files))
     if entry.get("backend") == "python":  # the config as the Python backend completes it
-        _complete(cfg, r, python_files or {})
+        _complete(cfg, r, python_files or {}, run_by_step=run_by_step)
     entry.update(_copy(r, cfg, MODEL_FIELDS, Model, "", ""))
-    if entry.get("backend") in DECOUPLED_BACKENDS and not cfg.HasField("model_transaction_policy"):
+    backend = entry.get("backend")
+    if backend in DECOUPLED_BACKENDS and not cfg.HasField("model_transaction_policy"):
         entry["decoupled"] = True  # as the backend completes it when Triton loads the model
+    elif backend in DECOUPLED_BACKENDS and not cfg.model_transaction_policy.decoupled and not run_by_step:
+        how = f"backend {backend!r}: {DECOUPLED_BACKENDS[backend]}"
+        r.add(NOT_CARRIED, POLICY_FIELD, POLICY_LEFT_TO_BACKEND.format(how=how, why=""))
     whole = {kind: _whole_tensors(cfg, kind, r) for kind in ("input", "output")}
     if cfg.input:
         entry["inputs"] = [
@@ -768,10 +784,11 @@ def _extra_config(cfg: Any, r: _Reading) -> dict[str, str]:
     return {"extraConfig": to_text(extra).decode()} if extra.ListFields() else {}
 
 
-def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
+def _complete(cfg: Any, r: _Reading, files: PythonFiles, *, run_by_step: bool) -> None:
     """Complete a Python model's config with what its auto_complete_config sets, as the Python backend
     does when Triton loads it (autocomplete.complete). What cannot be read, or what the backend would
-    refuse, is a WARNING."""
+    refuse, is a WARNING; a `decoupled: false` it contradicts on a model no step runs is NOT_CARRIED (the
+    render leaves that model's policy to the backend)."""
     name = str(cfg.default_model_filename) or PYTHON_MODEL_FILE
     source = files.get(name)
     done = completion(source) if source is not None else None
@@ -783,6 +800,10 @@ def _complete(cfg: Any, r: _Reading, files: PythonFiles) -> None:
     before.CopyFrom(cfg)
     for refused in complete(cfg, done):
         why = refused.why + (f" (line {done.policy_line})" if refused.call == SET_POLICY else "")
+        if refused.field == POLICY_FIELD and done.decoupled and not run_by_step:
+            how = f"{name}'s auto_complete_config, line {done.policy_line}"
+            r.add(NOT_CARRIED, refused.field, POLICY_LEFT_TO_BACKEND.format(how=how, why=f": {refused.why}"))
+            continue
         r.add(WARNING, refused.field, COMPLETION_REFUSED.format(file=name, call=refused.call, why=why))
     what = _completed_parts(before, cfg)
     if what:
@@ -1448,10 +1469,11 @@ def import_repository(
     models = {d: parsed[d] for d in order}
     origins: dict[str, tuple[str, str]] = {}
     model_docs, pipeline_docs = [], []
+    stepped = {str(s.model_name) for e in ensembles for s in parsed[e].ensemble_scheduling.step}
     for i, directory in enumerate(order):
         r = _Reading(directory)
-        files = (version_files or {}).get(directory)
-        model_docs.append(_model(parsed[directory], r, files, (python_files or {}).get(directory)))
+        files, python = (version_files or {}).get(directory), (python_files or {}).get(directory)
+        model_docs.append(_model(parsed[directory], r, files, python, run_by_step=directory in stepped))
         _report_rest(parsed[directory], r)
         findings += early.get(directory, []) + r.findings
         origins.update(_origins(f"spec.models[{i}]", r))

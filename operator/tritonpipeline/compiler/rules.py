@@ -56,14 +56,15 @@ SHAPE_TENSOR_PLATFORM = (
     "isShapeTensor is for TensorRT models (backend tensorrt or platform tensorrt_plan), and model {model!r} "
     "runs on {runtime}: Triton refuses it ('shape tensors are only supported for TensorRT platform')"
 )
-# Triton's implicit state management "requires backend support": the backends below keep the state between
-# a sequence's requests; Python, TensorFlow, TensorRT-LLM and the others load the model and never update it
-STATE_BACKENDS = frozenset({"onnxruntime", "tensorrt", "pytorch"})
-STATE_PLATFORMS = frozenset({"onnxruntime_onnx", "tensorrt_plan", "pytorch_libtorch"})
+# Triton's implicit state management "requires backend support": of NVIDIA's backends, onnxruntime, tensorrt
+# and pytorch keep the state between a sequence's requests; the ones below load the model and never update it
+# (none calls the backend API's TRITONBACKEND_StateNew). A backend of another name is a custom one, built on
+# that API, which may keep states (Triton's own qa/L0_implicit_state backend does): its models pass.
+STATELESS_BACKENDS = frozenset({"python", "tensorflow", "openvino", "fil", "dali", "vllm", "tensorrtllm"})
 STATE_WITHOUT_BACKEND_SUPPORT = (
-    "implicit states need a backend that keeps them between a sequence's requests (onnxruntime, tensorrt or "
-    "pytorch); model {model!r} runs on {runtime}, which would never update the state: keep the state in "
-    "the model itself"
+    "implicit states need a backend that keeps them between a sequence's requests (NVIDIA's onnxruntime, "
+    "tensorrt or pytorch, or a custom backend that does); model {model!r} runs on {runtime}, which would "
+    "never update the state: keep the state in the model itself"
 )
 INITIAL_STATE_TYPE = "the initial state's dataType {have} differs from the state's {want}"
 # Triton's sequence batcher (GenerateInitialStateData) and sequence state, when they load the model
@@ -420,7 +421,7 @@ def states_kept(spec: PipelineSpec, i: int) -> Iterator[Problem]:
     if sb is None or not sb.states:
         return
     path = f"spec.models[{i}].sequenceBatching.states"
-    if model.backend not in STATE_BACKENDS and model.platform not in STATE_PLATFORMS:
+    if _backend(model) in STATELESS_BACKENDS:
         yield Problem(path, STATE_WITHOUT_BACKEND_SUPPORT.format(model=model.name, runtime=_runtime(model)))
     off_gpu = _instances_off_gpu(spec, model)
     for j, state in enumerate(sb.states):

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from google.protobuf import text_format
 
-from ..compiler.autocomplete import PYTHON_MODEL_FILE, complete, completion
+from ..compiler.autocomplete import POLICY_FIELD, PYTHON_MODEL_FILE, complete, completion
 from ..compiler.triton_config import model_config, readable_extra_config
 from ..errors import Problem, SpecError, quote, reason
 from ..spec import Model, TritonPipeline
@@ -84,7 +84,7 @@ COMPLETED_FIELD = {
     "max_batch_size": "maxBatchSize",
     "sequence_batching": "sequenceBatching",
     "model_transaction_policy": "decoupled",
-    "model_transaction_policy.decoupled": "decoupled",
+    POLICY_FIELD: "decoupled",
 }
 PYTHON_FILE_MAX_BYTES = 1 << 20  # larger files are not read for what they set (no model.py is that big)
 
@@ -218,7 +218,7 @@ def _completion_problems(model: Model, i: int, model_dir: Path, *, run_by_step: 
     problems = []
     for refused in complete(cfg, done):
         path = f"spec.models[{i}].{COMPLETED_FIELD.get(refused.field, 'name')}"
-        if refused.field == "model_transaction_policy.decoupled" and done.decoupled:
+        if refused.field == POLICY_FIELD and done.decoupled:
             message = SELF_DECOUPLED.format(file=where, line=done.policy_line)
         else:
             message = COMPLETION_REFUSED.format(file=where, call=refused.call, why=refused.why)
