@@ -50,7 +50,7 @@ from ..spec import (
     VersionPolicy,
     parse_pipeline,
 )
-from ..yamltext import PlainDumper
+from ..yamltext import STR_TAG, PlainDumper, str_style
 from . import compile_pipeline
 from .autocomplete import POLICY_FIELD, PYTHON_MODEL_FILE, SET_POLICY, complete, completion
 from .plan import ensemble_output
@@ -1569,8 +1569,8 @@ def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
     """Text of several lines (extraConfig) as a literal block, as written in a config.pbtxt."""
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+    style = "|" if "\n" in data else str_style(data)
+    return dumper.represent_scalar(STR_TAG, data, style=style)
 
 
 def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:

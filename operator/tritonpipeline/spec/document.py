@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -123,6 +125,13 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     seen: dict[Any, yaml.Node] = {}
     for key_node in explicit:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):  # `? [a]` or `? {a: 1}`: no field name
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"a mapping key must be a string (a field name), got {_kind(key)}",
+                key_node.start_mark,
+            )
         if key in seen:
             first = seen[key].start_mark
             mark = key_node.start_mark
@@ -138,6 +147,42 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+# Plain scalars read as kubectl reads them (go-yaml, through sigs.k8s.io/yaml), so that `validate` and the
+# cluster agree on a file: `y` and `n` are booleans too (a tensor named y is refused as kubectl refuses
+# it, not accepted here and refused there), 1e3 is a number (PyYAML's YAML 1.1 needs a dot), 1:20 is text
+# (no sexagesimal numbers) and so is 2024-01-01 (no timestamps: JSON has none).
+_BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float"))
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [
+        (tag, pattern)
+        for tag, pattern in resolvers
+        if tag not in (_BOOL, _INT, _FLOAT) and "timestamp" not in tag
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    _BOOL,
+    re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+    list("yYnNtTfFoO"),
+)
+_StrictLoader.add_implicit_resolver(
+    _INT,
+    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+    list("-+0123456789"),
+)
+_StrictLoader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+_StrictLoader.bool_values = {**yaml.SafeLoader.bool_values, "y": True, "n": False}
+UNQUOTED_SCALAR = (
+    " (YAML, kubectl's too, reads a plain y, n, yes, no, on, off, true, false or number as no string: "
+    "quote it)"
+)
 
 
 def _duplicate_keys(node: yaml.Node | None, path: str, seen_nodes: set[int]) -> list[Problem]:
@@ -279,6 +324,8 @@ def _message(err: ErrorDetails) -> str:
         return f"expected a number, got {_kind(value)} {quote(value)}"
     if kind == "finite_number":
         return f"must be a finite number, got {quote(value)}"
+    if kind in ("string_type",) and isinstance(value, (bool, int, float)):
+        return f"expected a string, got {_kind(value)} {quote(value)}{UNQUOTED_SCALAR}"
     if kind in ("string_type",):
         return f"expected a string, got {_kind(value)}"
     if kind in ("bool_type", "bool_parsing"):

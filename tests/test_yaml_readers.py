@@ -1,0 +1,82 @@
+"""YAML as kubectl reads it (go-yaml through sigs.k8s.io/yaml), on both sides: what the project writes
+(manifests, imported pipelines) quotes every string such a reader takes for a boolean, a null or a
+number, and what `validate` reads, it reads as kubectl does, so a file valid here is valid for the
+cluster. Pure: the expectations are YAML 1.1's booleans and YAML 1.2's numbers, written out below."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import EXAMPLES, example
+from tritonpipeline import cli, yamltext
+from tritonpipeline.errors import SpecError
+from tritonpipeline.spec import parse_text
+from tritonpipeline.spec.document import load_documents
+
+# what go-yaml reads as no string, written plain: y and n (YAML 1.1), numbers with an exponent, a base
+# prefix or `_` (YAML 1.2), nulls; each needs quotes
+READ_OTHERWISE = ["y", "Y", "n", "N", "yes", "No", "on", "OFF", "true", "~", "null", "1e-05", "1e3", "0x1F",
+                  "1_000", "5", "-2", "1.5", ".5"]  # fmt: skip
+# strings every reader reads as strings
+PLAIN = ["hello", "IMAGE", "Y0", "yy", "1.5Gi", "100m", "nvidia.com/gpu", "v1", "e5", "1e", "0xZ"]
+
+
+@pytest.mark.parametrize("text", READ_OTHERWISE)
+def test_a_string_another_reader_reads_otherwise_is_quoted(text: str) -> None:
+    assert yamltext.dump({"k": text}) == f"k: '{text}'\n"
+    assert load_documents(yamltext.dump({"k": text})) == [{"k": text}]
+
+
+@pytest.mark.parametrize("text", PLAIN)
+def test_a_plain_string_stays_plain(text: str) -> None:
+    assert yamltext.dump({"k": text}) == f"k: {text}\n"
+    assert load_documents(yamltext.dump({"k": text})) == [{"k": text}]
+
+
+@pytest.mark.parametrize(
+    ("plain", "read"),
+    [("y", True), ("N", False), ("off", False), ("1e3", 1000.0), ("-1.5e-2", -0.015), ("0x10", 16),
+     ("1:20", "1:20"), ("2024-01-01", "2024-01-01"), ("1.5Gi", "1.5Gi"), ("~", None)],
+)  # fmt: skip
+def test_plain_scalars_are_read_as_kubectl_reads_them(plain: str, read: object) -> None:
+    """PyYAML alone reads y as 'y', 1e3 as '1e3', 1:20 as 80 and 2024-01-01 as a date."""
+    ((value,),) = [list(d.values()) for d in load_documents(f"k: {plain}\n")]
+    assert value == read and type(value) is type(read)
+
+
+def test_a_tensor_named_y_unquoted_is_refused_as_kubectl_refuses_it() -> None:
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    with pytest.raises(SpecError) as info:
+        parse_text(text.replace("name: IMAGE,", "name: y,", 1))
+    (problem,) = info.value.problems
+    assert problem.path == "spec.pipelines[0].inputs[0].name"
+    assert problem.message.startswith(
+        "expected a string, got a boolean True (YAML, kubectl's too, reads a plain y"
+    )
+    assert parse_text(text.replace("name: IMAGE,", "name: 'y',", 1))  # quoted: a name
+
+
+@pytest.mark.parametrize("key", ["? [a]\n  : 1", "? {a: 1}\n  : 1"])
+def test_a_mapping_key_that_is_no_string_is_refused_at_its_line(key: str) -> None:
+    with pytest.raises(SpecError) as info:
+        load_documents(f"spec:\n  {key}\n")
+    (problem,) = info.value.problems
+    assert problem.path == "line 2, column 5"
+    assert "a mapping key must be a string (a field name), got a " in problem.message
+
+
+def test_manifests_of_a_pipeline_named_y_read_back_as_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its labels and names are `y`: written plain, kubectl refused them ("cannot unmarshal bool")."""
+    doc = example("fanout", uri="pvc://models/triton")
+    doc["metadata"]["name"] = "y"
+    path = tmp_path / "p.yaml"
+    path.write_text(yamltext.dump(doc))
+    assert cli.main(["manifests", str(path)]) == 0
+    objects = load_documents(capsys.readouterr().out)
+    labels = [v for o in objects for v in o["metadata"].get("labels", {}).values()]
+    assert "y" in labels and all(isinstance(v, str) for v in labels)
+    assert all(isinstance(o["metadata"]["name"], str) for o in objects)
