@@ -314,6 +314,35 @@ def test_gpu_indices_with_a_cpu_only_server_are_a_warning() -> None:
     assert w.path == "spec.models[0].instances[0].gpus" and "ignored" in w.message
 
 
+SHARED_SUBSET = (
+    "under fanOut: shared, extract.FEATS_A is pipeline output 'FEATURES' and feeds step 'head_b', step "
+    "'head_c': Triton fails a request asking for only some of the pipeline's outputs"
+)
+LABELS_LOST = "classification labels are lost: extract.FEATS_A also feeds step 'head_b', step 'head_c', "
+
+
+@pytest.mark.parametrize(
+    ("fan_out", "plain", "labelled"),
+    [("router", None, LABELS_LOST), ("shared", SHARED_SUBSET, SHARED_SUBSET)],
+)
+def test_a_fanned_out_pipeline_output_warns_where_triton_answers_otherwise(
+    fan_out: str, plain: str | None, labelled: str
+) -> None:
+    """extract.FEATS_A is pipeline output FEATURES and feeds head_b and head_c: through a router, its
+    classification labels are lost; shared, a request for some outputs fails (measured, kube/checks.py).
+    Without the pipeline output, neither."""
+    doc = example("fanout", PVC)
+    doc["spec"]["pipelines"][0]["fanOut"] = fan_out
+    for labels, expected in ((None, plain), ("labels.txt", labelled)):
+        if labels:
+            doc["spec"]["models"][0]["outputs"][0]["labelFilename"] = labels
+        found = checks.warnings(parse_pipeline(doc))
+        assert [w.path for w in found] == (["spec.pipelines[0].outputs[0].from"] if expected else [])
+        assert all(w.message.startswith(str(expected)) for w in found), found
+    doc["spec"]["pipelines"][0]["outputs"].pop(0)  # FEATS_A feeds the two heads only
+    assert checks.warnings(parse_pipeline(doc)) == []
+
+
 # A model setting that does nothing unless tritonserver runs with a flag: (model index, where in the
 # model, its value, the path warned about, what the warning tells to add).
 NEEDS_A_SERVER_FLAG = {

@@ -23,8 +23,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 import yaml
 from google.protobuf import text_format
+from tritonclient.utils import InferenceServerException
 
 import pipeline_gen as gen
 from helpers import ROUTERS, compile_to_serve, completed, example, served_config, with_router
@@ -32,6 +34,7 @@ from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import checks
 from tritonpipeline.local.repository import check_model_dirs, write_repository
 from tritonpipeline.local.server import LocalTriton
 from tritonpipeline.spec import parse_pipeline
@@ -1151,3 +1154,53 @@ def test_everything_the_compiler_accepts_loads_and_answers(
         f"\n{len(accepted)} accepted + {len(bypassed)} refused pipelines, {models} models: "
         f"{time.monotonic() - start:.1f}s"
     )
+
+
+# --------------------------------------------------------------------------- the fan-out warnings
+
+
+def labelled_fan_out_doc() -> dict[str, Any]:
+    """`cls` writes Y with class labels; in `routed` and `shared` its Y is pipeline output A and feeds
+    step b, in `alone` it is output A only."""
+    cls = py_model("cls", 8, {"X": [4]}, {"Y": ([4], [4])})
+    cls["outputs"][0]["labelFilename"] = "labels.txt"
+    plain = py_model("plain", 8, {"X": [4]}, {"Y": ([4], [4])})
+    x = [{"name": "X", "dataType": "FP32", "dims": [4]}]
+    a, b = {"name": "a", "model": "cls", "inputs": {"X": "inputs.X"}}, {"name": "b", "model": "plain"}
+    outputs = [{"name": "A", "from": "a.Y"}, {"name": "B", "from": "b.Y"}]
+    both = {"steps": [a, {**b, "inputs": {"X": "a.Y"}}], "outputs": outputs}
+    pipelines = [
+        {"name": "routed", "inputs": x, **both},
+        {"name": "shared", "inputs": x, **both, "fanOut": "shared"},
+        {"name": "alone", "inputs": x, "steps": [a], "outputs": [{"name": "A", "from": "a.Y"}]},
+    ]
+    return doc_of("labelled", [cls, plain], pipelines)
+
+
+def test_what_the_fan_out_warnings_say_is_what_triton_does(tmp_path: Path) -> None:
+    """kube/checks.py's LABELS_THROUGH_ROUTER and SHARED_OUTPUT_SUBSET, on the real server: asked for
+    classes, A answers with the labels' names from the model, without them through the router; asked
+    for A alone, the shared pipeline fails where the routed one answers."""
+    doc = labelled_fan_out_doc()
+    warned = {w.path: w.message for w in checks.warnings(parse_pipeline(doc))}
+    assert sorted(warned) == ["spec.pipelines[0].outputs[0].from", "spec.pipelines[1].outputs[0].from"]
+    assert warned["spec.pipelines[0].outputs[0].from"].startswith("classification labels are lost")
+    assert warned["spec.pipelines[1].outputs[0].from"].startswith("under fanOut: shared")
+    root = generic_model_root(tmp_path / "models", [doc])
+    (root / "cls" / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
+    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+
+        def ask(pipeline: str, classes: int = 0) -> list[bytes]:
+            given = httpclient.InferInput("X", [1, 4], "FP32")
+            given.set_data_from_numpy(np.arange(4, dtype=np.float32).reshape(1, 4))
+            wanted = [httpclient.InferRequestedOutput("A", class_count=classes)]
+            return list(client.infer(pipeline, [given], outputs=wanted).as_numpy("A").reshape(-1))
+
+        named, routed = ask("alone", classes=2), ask("routed", classes=2)
+        assert [len(e.split(b":")) for e in named] == [3, 3], named  # SCORE:INDEX:LABEL
+        assert [e.split(b":")[2] in (b"cat", b"dog", b"bird", b"fish") for e in named] == [True, True]
+        assert [len(e.split(b":")) for e in routed] == [2, 2], routed  # SCORE:INDEX
+        assert len(ask("routed")) == 4
+        with pytest.raises(InferenceServerException, match="unexpected deadlock"):
+            ask("shared")
