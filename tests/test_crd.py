@@ -1137,12 +1137,22 @@ def test_spec_written_through_the_status_subresource_is_ignored(kube: Kube, ns: 
 # The spec's validator methods that have no CEL form, and why: what they refuse is admitted by the
 # apiserver and refused by `validate` and the operator (an InvalidSpec condition). Every other check is a
 # type bound, a pattern or a Rule, which the CRD carries.
+PASSED_THROUGH = (
+    "a Kubernetes object's field, passed through (x-kubernetes-preserve-unknown-fields): checked as the "
+    "apiserver checks it in that object (spec/kubernetes.py), by the webhook before the CR is stored"
+)
 VALIDATOR_ONLY = {
     "Autoscaling._number": "not a check: an integer target is taken as a number",
     "Model._scalar_parameters": "parameters is free-form (x-kubernetes-preserve-unknown-fields)",
     "ModelRepository._check_uri": "scheme and claim-name messages per scheme; the schema bounds the length",
     "Server._flags": "tritonserver's flag grammar (tritonserver_options) has no CEL form",
     "Server._labels": "label keys and values of a free map: a CEL rule over them exceeds the cost budget",
+    "Server._resources": PASSED_THROUGH,
+    "Server._strategy": PASSED_THROUGH,
+    "Server._tolerations": PASSED_THROUGH,
+    "Server._affinity": PASSED_THROUGH,
+    "Server._ids": PASSED_THROUGH,
+    "NetworkPolicy._peers": PASSED_THROUGH,
     "PipelineSpec._instance_gpus": "each instance group's GPU indices against server.gpus, across the spec",
     "TritonPipeline._api_version": "the apiserver serves this CRD at this group and version only",
     "TritonPipeline._kind": "the apiserver serves this CRD under this kind only",

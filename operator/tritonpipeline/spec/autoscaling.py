@@ -9,6 +9,7 @@ from pydantic import (
     field_validator,
 )
 
+from . import kubernetes
 from .base import URL_RE, AutoscalingMetric, Rule, _Base, _name_rule
 
 # the HPA compares a target in thousandths in 64 bits (a Quantity's MilliValue): past about 9.2e15 it
@@ -75,3 +76,8 @@ class NetworkPolicy(_Base):
         description="NetworkPolicy peers that may scrape metrics on 8002; absent: the pods of the pipeline's "
         "namespace; `[]`: nobody.",
     )
+
+    @field_validator("inference", "metrics")
+    @classmethod
+    def _peers(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        return value if value is None else kubernetes.passed_through(value, kubernetes.peers)

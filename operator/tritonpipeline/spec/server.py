@@ -11,6 +11,7 @@ from pydantic import (
 
 from ..settings import RouterMode
 from ..triton import tritonserver_options
+from . import kubernetes
 from .base import (
     DEFAULT_IMAGE,
     DNS_SUBDOMAIN_RE,
@@ -300,3 +301,28 @@ class Server(_Base):
         if found:
             raise FieldProblems(found)
         return selector
+
+    @field_validator("resources", "init_resources")
+    @classmethod
+    def _resources(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return kubernetes.passed_through(value, kubernetes.resources)
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return value if value is None else kubernetes.passed_through(value, kubernetes.strategy)
+
+    @field_validator("affinity")
+    @classmethod
+    def _affinity(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return kubernetes.passed_through(value, kubernetes.affinity)
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return kubernetes.passed_through(value, kubernetes.tolerations)
+
+    @field_validator("security_context", "pod_security_context")
+    @classmethod
+    def _ids(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return value if value is None else kubernetes.passed_through(value, kubernetes.ids)
