@@ -1587,6 +1587,33 @@ def test_structural_problems_are_all_reported_at_once() -> None:
     assert {"kind", "spec.models[0].name", "spec.server.replicas", "spec.pipelines[0].fanOut"} <= paths
 
 
+def test_a_problem_outside_the_graph_does_not_hide_the_graphs(tmp_path: Path) -> None:
+    """A field the compiler does not read (autoscaling, routing) fails the parse: the graph is compiled
+    without it, so validate, the webhook and the operator report the graph's problems with it. A field
+    it reads (a model's) leaves no graph to compile: nothing is guessed."""
+    from tritonpipeline.compiler import graph_problems_beside
+    from tritonpipeline.runtime.webhook import verdict
+
+    doc = example("diamond")
+    spec(doc)["autoscaling"] = {"minReplicas": 5, "maxReplicas": 2}
+    spec(doc)["routing"] = {"sessionAffinity": "Sometimes"}
+    pipe(doc)["steps"][1]["inputs"]["FEATS_IN_B"] = "rigth.OUTPUT_C"
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError) as info:
+        compile_file(str(path))
+    paths = [p.path for p in info.value.problems]
+    assert sorted(paths[:2]) == ["spec.autoscaling.minReplicas", "spec.routing.sessionAffinity"], paths
+    assert paths[2:] == ["spec.pipelines[0].steps[1].inputs.FEATS_IN_B"], (
+        info.value.problems
+    )  # the graph's, after
+    assert [p.path for p in verdict(doc).problems] == paths
+    model(doc, 0)["maxBatchSize"] = "eight"
+    with pytest.raises(SpecError) as info:
+        parse_pipeline(doc, beside=graph_problems_beside)
+    assert "spec.pipelines[0].steps[1].inputs.FEATS_IN_B" not in {p.path for p in info.value.problems}
+
+
 def test_graph_problems_are_all_reported_at_once() -> None:
     doc = example("diamond")
     step(doc, 1)["inputs"]["FEATS_IN_B"] = "rigth.OUTPUT_C"  # unknown step

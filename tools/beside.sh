@@ -18,8 +18,22 @@ name="$1" background="$2"
 shift 2
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
+# INT: the terminal sent it to the foreground's group already; TERM (a CI timeout): to the foreground too.
+# The background track gets SIGINT either way, the signal its clean-up is written for. Set before either
+# track starts: a signal that came before the traps ended this script and left the track running.
+fg="" bg="" sed_pid=""
+stop_both() {
+  echo ">> $name: $1: passing SIGINT to process group ${bg:-(not started)} and waiting for both tracks to clean up"
+  [ "$1" = SIGINT ] || [ -z "$fg" ] || kill -TERM "$fg" 2>/dev/null
+  [ -z "$bg" ] || kill -INT -- "-$bg" 2>/dev/null
+  wait $fg $bg $sed_pid
+  exit 130
+}
+trap 'stop_both SIGINT' INT
+trap 'stop_both SIGTERM' TERM
+
 # setsid: the track gets a process group of its own (a terminal's Ctrl-C reaches only the foreground's group,
-# and the trap below passes it on); env --default-signal: a command started with & in a script has SIGINT
+# and the trap above passes it on); env --default-signal: a command started with & in a script has SIGINT
 # ignored, and so would the track's Python (no KeyboardInterrupt, so no clean-up on Ctrl-C)
 # The prefixing sed ignores SIGINT: it must outlive a Ctrl-C to pass on what the track says while cleaning up
 exec {prefixed}> >(trap '' INT; exec sed -u "s/^/[$name] /")
@@ -28,18 +42,6 @@ env --default-signal=INT,QUIT setsid bash -c "$background" >&"$prefixed" 2>&1 </
 bg=$!
 exec {prefixed}>&-  # the sed ends when the track has, after its last line
 echo ">> $name: started beside the rest (process group $bg); its lines are prefixed [$name]"
-
-# INT: the terminal sent it to the foreground's group already; TERM (a CI timeout): to the foreground too.
-# The background track gets SIGINT either way, the signal its clean-up is written for.
-stop_both() {
-  echo ">> $name: $1: passing SIGINT to process group $bg and waiting for both tracks to clean up"
-  [ "$1" = SIGINT ] || kill -TERM "$fg" 2>/dev/null
-  kill -INT -- "-$bg" 2>/dev/null
-  wait "$fg" "$bg" "$sed_pid"
-  exit 130
-}
-trap 'stop_both SIGINT' INT
-trap 'stop_both SIGTERM' TERM
 
 # the foreground runs as a child waited for, so that a signal is handled at once, not after it ends
 env --default-signal=INT,QUIT "$@" &

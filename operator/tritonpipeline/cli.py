@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import extras, yamltext
-from .compiler import Artifacts
+from .compiler import Artifacts, graph_problems_beside
 from .compiler.importer import (
     COMPLETED,
     CONFIG,
@@ -70,7 +70,7 @@ class Compiled:
 def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None) -> list[Compiled]:
     """Parse, compile and (for local sources) check model directories of every document in a file.
     Raises SpecError listing all problems of all documents."""
-    pipelines = load_file(path)
+    pipelines = load_file(path, beside=graph_problems_beside)
     out: list[Compiled] = []
     problems: list[Problem] = []
     for i, tp in enumerate(pipelines):

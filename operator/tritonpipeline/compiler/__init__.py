@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ..spec import TritonPipeline
+from ..errors import Problem, SpecError
+from ..spec import TritonPipeline, parse_pipeline
 from .plan import plan_repository
 from .plan_types import (
     NATIVE_ROUTER_LIBRARY,
@@ -27,6 +29,7 @@ __all__ = [
     "Artifacts",
     "compile_pipeline",
     "files_digest",
+    "graph_problems_beside",
     "open_streams_source",
     "router_source",
     "tracks_open_streams",
@@ -97,6 +100,31 @@ class Artifacts:
         if self.router_reason:
             summary["routerBackend"] = {"backend": self.router_backend, "reason": self.router_reason}
         return summary
+
+
+# the spec's top-level fields the compiler reads; a problem in any other (autoscaling, routing,
+# networkPolicy, ...) leaves the graph readable
+GRAPH_FIELDS = frozenset({"models", "pipelines", "server", "modelRepository"})
+
+
+def graph_problems_beside(doc: Mapping[str, Any], problems: list[Problem]) -> list[Problem]:
+    """The compiler's problems of a document whose parse found `problems`, where each of them lies in a
+    field the compiler does not read: that field is left out (its default) and the rest compiled, so
+    a wrong autoscaling bound and an unknown step model are reported together. [] otherwise."""
+    spec = doc.get("spec")
+    fields = {re.split(r"[.\[]", p.path.removeprefix("spec."), maxsplit=1)[0] for p in problems}
+    if (
+        not isinstance(spec, dict)
+        or not all(p.path.startswith("spec.") for p in problems)
+        or fields & GRAPH_FIELDS
+    ):
+        return []
+    try:
+        tp = parse_pipeline({**doc, "spec": {k: v for k, v in spec.items() if k not in fields}})
+        compile_pipeline(tp)
+    except SpecError as exc:
+        return [p for p in exc.problems if p not in problems]
+    return []
 
 
 def compile_pipeline(

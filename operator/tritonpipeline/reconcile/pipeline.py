@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from ..compiler import compile_pipeline
+from ..compiler import compile_pipeline, graph_problems_beside
 from ..compiler.router_choice import choose_router
 from ..errors import SpecError
 from ..kube import autoscaling, pinning, storage
@@ -64,7 +64,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     name, namespace = body.metadata.name, namespace_of(body)
     state.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
-        tp = parse_pipeline(dict(body))
+        tp = parse_pipeline(dict(body), beside=graph_problems_beside)
         artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
         children = render_children(tp, artifacts, config)
     except SpecError as exc:

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ..compiler import graph_problems_beside
 from ..errors import Problem, SpecError
 from ..kube import checks
 from ..kube.client import Kube, KubeError, path
@@ -226,7 +227,7 @@ def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any]
 def verdict(doc: Mapping[str, Any], settings: Settings | None = None) -> Verdict:
     """The same parse + compile + cluster checks as `tritonpipeline validate` and the operator."""
     try:
-        tp = parse_pipeline(dict(doc))
+        tp = parse_pipeline(dict(doc), beside=graph_problems_beside)
     except SpecError as exc:
         return Verdict(exc.problems)
     _, found = checks.check(tp, settings)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -363,15 +363,24 @@ def _problems(exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def parse_pipeline(doc: dict[str, Any], source: str | None = None) -> TritonPipeline:
-    """Validate one TritonPipeline mapping. Raises SpecError listing every problem found."""
+# what a caller adds to the problems of a document that does not parse: the compiler's, where it can
+# still read the graph (compiler.graph_problems_beside), so that every problem is reported at once
+Beside = Callable[[dict[str, Any], list[Problem]], list[Problem]]
+
+
+def parse_pipeline(
+    doc: dict[str, Any], source: str | None = None, *, beside: Beside | None = None
+) -> TritonPipeline:
+    """Validate one TritonPipeline mapping. Raises SpecError listing every problem found, and what
+    `beside` finds too."""
     try:
         return TritonPipeline.model_validate(doc)
     except ValidationError as exc:
-        raise SpecError(_problems(exc), source) from None
+        problems = _problems(exc)
+        raise SpecError(problems + (beside(doc, problems) if beside else []), source) from None
 
 
-def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
+def parse_text(text: str, source: str = "<input>", *, beside: Beside | None = None) -> list[TritonPipeline]:
     """Parse every TritonPipeline document in a YAML text; problems from all documents are collected."""
     docs = load_documents(text, source)
     out: list[TritonPipeline] = []
@@ -379,7 +388,7 @@ def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
     for i, doc in enumerate(docs):
         prefix = f"document {i + 1}: " if len(docs) > 1 else ""
         try:
-            out.append(parse_pipeline(doc))
+            out.append(parse_pipeline(doc, beside=beside))
         except SpecError as exc:
             problems += [
                 Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
@@ -410,7 +419,7 @@ def _same_names(pipelines: list[TritonPipeline]) -> list[Problem]:
     return found
 
 
-def load_file(path: str | Path) -> list[TritonPipeline]:
+def load_file(path: str | Path, *, beside: Beside | None = None) -> list[TritonPipeline]:
     """Read and parse a YAML file of TritonPipeline documents."""
     p = Path(path)
     try:
@@ -419,4 +428,4 @@ def load_file(path: str | Path) -> list[TritonPipeline]:
         raise SpecError([Problem("", f"cannot read file: {exc.strerror}")], str(p)) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("", "file is not UTF-8 text")], str(p)) from None
-    return parse_text(text, str(p))
+    return parse_text(text, str(p), beside=beside)
