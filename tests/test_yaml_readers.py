@@ -80,3 +80,30 @@ def test_manifests_of_a_pipeline_named_y_read_back_as_strings(
     labels = [v for o in objects for v in o["metadata"].get("labels", {}).values()]
     assert "y" in labels and all(isinstance(v, str) for v in labels)
     assert all(isinstance(o["metadata"]["name"], str) for o in objects)
+
+
+def test_a_number_as_a_key_is_its_text_and_a_boolean_key_is_refused() -> None:
+    """kubectl (sigs.k8s.io/yaml) makes a number key a string, so a step maps an ONNX input named 1519
+    unquoted; it makes `n:` the key "false", which nobody means: quoted, it is n."""
+    assert load_documents("inputs:\n  1519: inputs.X\n  2.5: a\n") == [
+        {"inputs": {"1519": "inputs.X", "2.5": "a"}}
+    ]
+    with pytest.raises(SpecError) as info:
+        load_documents("parameters:\n  n: 1\n")
+    ((path, message),) = [(p.path, p.message) for p in info.value.problems]
+    assert path == "line 2, column 3" and message.endswith(
+        "the key 'n' is read as a boolean, by kubectl too: quote it"
+    )
+    assert load_documents("parameters:\n  'n': 1\n") == [{"parameters": {"n": 1}}]
+
+
+def test_a_parameter_json_cannot_hold_is_refused() -> None:
+    text = (
+        (EXAMPLES / "diamond.yaml")
+        .read_text()
+        .replace("backend: python", "backend: python\n      parameters: {p: .nan}", 1)
+    )
+    with pytest.raises(SpecError) as info:
+        parse_text(text)
+    ((path, message),) = [(p.path, p.message) for p in info.value.problems]
+    assert path.endswith(".parameters") and "must be a finite number" in message

@@ -20,6 +20,7 @@ from pydantic_core import ErrorDetails
 
 from ..errors import Problem, SpecError, plain_number, quote
 from ..settings import API_VERSION, KIND
+from ..yamltext import STR_TAG
 from .autoscaling import Autoscaling, NetworkPolicy
 from .base import DNS_LABEL_RE, K8S_NAME_RE, MAX_MODELS, MAX_PIPELINES, FieldProblems, _Base, _name_rule
 from .models import Instance, Model
@@ -124,6 +125,11 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     loader.flatten_mapping(node)
     seen: dict[Any, yaml.Node] = {}
     for key_node in explicit:
+        if key_node.tag in (_INT, _FLOAT):  # 1519: (an ONNX tensor's name) is the key "1519", as for kubectl
+            key_node.tag = STR_TAG
+        elif key_node.tag == _BOOL:  # kubectl would make `n:` the key "false"
+            message = f"the key {key_node.value!r} is read as a boolean, by kubectl too: quote it"
+            raise yaml.constructor.ConstructorError(None, None, message, key_node.start_mark)
         key = loader.construct_object(key_node, deep=deep)
         if not isinstance(key, Hashable):  # `? [a]` or `? {a: 1}`: no field name
             raise yaml.constructor.ConstructorError(

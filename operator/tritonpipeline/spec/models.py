@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -450,6 +451,10 @@ class Model(_Base):
         for key, item in value.items():
             if not isinstance(item, (str, int, float, bool)):
                 raise ValueError(f"parameter {key!r} must be a string, number or boolean")
+            if isinstance(item, float) and not math.isfinite(item):  # .nan, .inf: no JSON number
+                raise ValueError(
+                    f"parameter {key!r} must be a finite number (JSON, so kubectl, holds no {item})"
+                )
         return value
 
     RULES = (
