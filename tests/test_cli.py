@@ -18,6 +18,7 @@ import yaml
 from helpers import CLI, EXAMPLES, MODELS, example
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline, router_source
+from tritonpipeline.compiler.plan_types import LINK_TO_MODEL_FILE
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.local.repository import MARKER, write_repository
@@ -323,6 +324,33 @@ def test_failed_write_never_writes_through_a_model_link(tmp_path: Path, rel: str
         write_repository(Generated({rel: b"evil"}, ("extractor",)), tmp_path / "repo", models)
     assert snapshot(models) == before
     assert names_in(tmp_path) == {"models"}  # the temporary directory is gone
+
+
+@pytest.mark.parametrize("label", ["labels.txt", "../head_b/1/model.py", "missing.txt", "1"])
+def test_a_routers_labels_file_links_to_the_models_own(tmp_path: Path, label: str) -> None:
+    """A generated LINK_TO_MODEL_FILE becomes a link to that file of a declared model (the router's
+    labels); one outside the model's directory, missing, or not a file is refused, nothing written."""
+    models = tmp_path / "models"
+    for model in ("extractor", "head_b"):
+        shutil.copytree(MODELS / model, models / model, ignore=shutil.ignore_patterns("__pycache__"))
+    (models / "extractor" / "labels.txt").write_text("cat\ndog\n")
+    files = {
+        "r/labels.txt": LINK_TO_MODEL_FILE + f"extractor/{label}".encode(),
+        "r/config.pbtxt": b"name: 'r'",
+    }
+    generated = Generated(files, ("extractor", "head_b"))
+    if label != "labels.txt":
+        with pytest.raises(
+            SpecError, match=f"labelFilename '{re.escape(label)}' of model 'extractor' is not a file"
+        ):
+            write_repository(generated, tmp_path / "repo", models)
+        assert names_in(tmp_path) == {"models"}
+        return
+    out = write_repository(generated, tmp_path / "repo", models)
+    assert (out / "r" / "labels.txt").is_symlink()
+    assert (out / "r" / "labels.txt").read_text() == "cat\ndog\n"
+    unlinked = write_repository(generated, tmp_path / "configs", None)  # no model files: as written
+    assert (unlinked / "r" / "labels.txt").read_bytes() == files["r/labels.txt"]
 
 
 @pytest.mark.cli

@@ -1177,30 +1177,35 @@ def labelled_fan_out_doc() -> dict[str, Any]:
     return doc_of("labelled", [cls, plain], pipelines)
 
 
-def test_what_the_fan_out_warnings_say_is_what_triton_does(tmp_path: Path) -> None:
-    """kube/checks.py's LABELS_THROUGH_ROUTER and SHARED_OUTPUT_SUBSET, on the real server: asked for
-    classes, A answers with the labels' names from the model, without them through the router; asked
-    for A alone, the shared pipeline fails where the routed one answers."""
-    doc = labelled_fan_out_doc()
+@pytest.mark.parametrize("router", ROUTERS)
+def test_classes_keep_their_labels_through_a_router_and_shared_fails_a_subset(
+    tmp_path: Path, router: str
+) -> None:
+    """Asked for classes, output A names them from the model's labelFilename, also where a router copies
+    it (the router's output has the same labels file, linked from the model's directory). Asked for A
+    alone, the shared pipeline fails where the routed one answers (kube/checks.py SHARED_OUTPUT_SUBSET)."""
+    doc = with_router(labelled_fan_out_doc(), router)
     warned = {w.path: w.message for w in checks.warnings(parse_pipeline(doc))}
-    assert sorted(warned) == ["spec.pipelines[0].outputs[0].from", "spec.pipelines[1].outputs[0].from"]
-    assert warned["spec.pipelines[0].outputs[0].from"].startswith("classification labels are lost")
+    assert sorted(warned) == ["spec.pipelines[1].outputs[0].from"]
     assert warned["spec.pipelines[1].outputs[0].from"].startswith("under fanOut: shared")
     root = generic_model_root(tmp_path / "models", [doc])
     (root / "cls" / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
-    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+    artifacts = compile_doc(doc)
+    (routed,) = [r for r in artifacts.plan.routers if r.pipeline == "routed"]
+    assert artifacts.files[f"{routed.name}/labels.txt"].endswith(b"cls/labels.txt")
+    with triton(tmp_path, Repository.merge([artifacts]), root) as server:
         client = httpclient.InferenceServerClient(server.http_url)
 
         def ask(pipeline: str, classes: int = 0) -> list[bytes]:
-            given = httpclient.InferInput("X", [1, 4], "FP32")
-            given.set_data_from_numpy(np.arange(4, dtype=np.float32).reshape(1, 4))
+            given = httpclient.InferInput("X", [2, 4], "FP32")
+            given.set_data_from_numpy(np.array([[0.5, 3, -1, 2], [9, 1, 4, 0]], dtype=np.float32))
             wanted = [httpclient.InferRequestedOutput("A", class_count=classes)]
             return list(client.infer(pipeline, [given], outputs=wanted).as_numpy("A").reshape(-1))
 
-        named, routed = ask("alone", classes=2), ask("routed", classes=2)
-        assert [len(e.split(b":")) for e in named] == [3, 3], named  # SCORE:INDEX:LABEL
-        assert [e.split(b":")[2] in (b"cat", b"dog", b"bird", b"fish") for e in named] == [True, True]
-        assert [len(e.split(b":")) for e in routed] == [2, 2], routed  # SCORE:INDEX
-        assert len(ask("routed")) == 4
+        named = ask("alone", classes=2)
+        assert [len(e.split(b":")) for e in named] == [3] * 4, named  # SCORE:INDEX:LABEL
+        assert {e.split(b":")[2] for e in named} <= {b"cat", b"dog", b"bird", b"fish"}
+        assert ask("routed", classes=2) == named
+        assert len(ask("routed")) == 8
         with pytest.raises(InferenceServerException, match="unexpected deadlock"):
             ask("shared")

@@ -13,6 +13,7 @@ from ..errors import Problem, SpecError
 from ..spec import TritonPipeline, parse_pipeline
 from .plan import plan_repository
 from .plan_types import (
+    LINK_TO_MODEL_FILE,
     NATIVE_ROUTER_LIBRARY,
     NATIVE_ROUTER_SLOT,
     NATIVE_ROUTER_SLOT_TEXT,
@@ -157,6 +158,9 @@ def compile_pipeline(
         files[f"{ensemble.name}/1/.keep"] = b""
         for r in ensemble.routers:
             files[f"{r.name}/config.pbtxt"] = to_text(router_config(r, backend == "native"))
+            if r.labels is not None:
+                label, labelled = r.labels
+                files[f"{r.name}/{label}"] = LINK_TO_MODEL_FILE + f"{labelled}/{label}".encode()
             if backend == "python":
                 files[f"{r.name}/1/model.py"] = code
             elif native_router is not None:

@@ -160,6 +160,12 @@ def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: 
     batched = batching and _batched(g, src) and not tensor.optional
     cs = g.consumers[src]
     gpu = not cpu_only and _next_to_gpu(g, src, cs)
+    labels = None
+    if not is_input_ref(src) and any(c.step is None for c in cs):
+        step, output = src.split(".", 1)
+        model = g.steps[step].model
+        label = next((o.label_filename for o in model.outputs if o.name == output), None)
+        labels = (label, model.name) if label else None
     return RouterPlan(
         name=name,
         pipeline=g.pipeline.name,
@@ -171,6 +177,7 @@ def _router(g: PipelineGraph, src: str, name: str, *, batching: bool, cpu_only: 
         outputs=tuple((f"OUTPUT_{k}", c) for k, c in enumerate(cs)),
         optional=tensor.optional,
         pinned_gpu=_pinned_gpu(g, src, cs) if gpu and g.spec.server.gpus > 1 else None,
+        labels=labels,
     )
 
 

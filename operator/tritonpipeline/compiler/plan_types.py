@@ -24,6 +24,10 @@ NATIVE_ROUTER_SLOT_TEXT = (
     f"tritonpipeline assemble puts {NATIVE_ROUTER_LIBRARY} here, built for the pod's architecture and "
     "carried by the operator image\n"
 ).encode()
+# a router's labels file (an output's labelFilename travels with the tensor it classifies): a generated file
+# of this text and `MODEL/FILE`, which the repository writer (local/repository.py, in the init container
+# too) makes a link to that model's file
+LINK_TO_MODEL_FILE = b"tritonpipeline: a link to the model file "
 # the generated open-streams gauge of Stream pipelines (open_streams_model.py, which names the gauge too)
 OPEN_STREAMS_MODEL = "tritonpipeline__open_streams"
 OPEN_STREAMS_GAUGE = "tritonpipeline_open_streams"
@@ -196,6 +200,9 @@ class RouterPlan:
     # group would run one instance per GPU, letting a sequence's requests overtake each other
     # (rules.UNORDERED_BEFORE_SEQUENCE)
     pinned_gpu: int | None = None
+    # (labelFilename, its model): the labels of the step output it copies, for the outputs that are
+    # pipeline outputs (a client asking those for classes gets the names, as from the model itself)
+    labels: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -262,8 +262,10 @@ def router_config(router: RouterPlan, native: bool = False) -> mc.ModelConfig:
     cfg = mc.ModelConfig(name=router.name, backend=backend, max_batch_size=router.max_batch_size)
     dtype = data_type(router.data_type)
     cfg.input.add(name=ROUTER_INPUT, data_type=dtype, dims=router.dims, optional=router.optional)
-    for out, _ in router.outputs:
-        cfg.output.add(name=out, data_type=dtype, dims=router.dims)
+    for out, consumer in router.outputs:
+        output = cfg.output.add(name=out, data_type=dtype, dims=router.dims)
+        if router.labels is not None and consumer.step is None:  # a pipeline output: classes by name
+            output.label_filename = router.labels[0]
     kind = mc.ModelInstanceGroup.KIND_GPU if router.gpu else mc.ModelInstanceGroup.KIND_CPU
     group = cfg.instance_group.add(kind=kind, count=1)
     if router.pinned_gpu is not None:

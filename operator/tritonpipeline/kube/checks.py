@@ -77,15 +77,6 @@ STRING_CORRELATION_ID_ON_PYTHON = (
     "in the model with request.correlation_id(), which carries string IDs whole"
 )
 
-# measured on the real tritonserver (the classes a client asks for with class_count): a router's output
-# has no label file, so the labels of the producer's labelFilename are dropped (4.000000:1, not
-# 4.000000:1:dog); asked from the step's own output (no fan-out) they are there
-LABELS_THROUGH_ROUTER = (
-    "classification labels are lost: {ref} also feeds {consumers}, so the compiler routes it, and a "
-    "client asking pipeline output {output!r} for classes (class_count) gets 'SCORE:INDEX' without the "
-    "names of {model}'s labelFilename; read the labels from that file by index, or expose a second "
-    "output of the model for the steps"
-)
 # measured on the real tritonserver: under fanOut: shared, a tensor that is a pipeline output and a step
 # input at once fails a request asking for only some outputs ("unexpected deadlock, at least one output
 # is not set while no more ensemble steps can be made"); the router (fanOut: router) serves every subset
@@ -346,10 +337,11 @@ def _caches(model: Model) -> bool:
 
 
 def _fan_out_warnings(tp: TritonPipeline) -> Iterator[Problem]:
-    """A step output that is a pipeline output and a step's input: its classification labels are lost
-    through a router (LABELS_THROUGH_ROUTER); under fanOut: shared, a subset of the outputs fails
-    (SHARED_OUTPUT_SUBSET). Each at the pipeline output's `from`."""
+    """Under fanOut: shared, a step output that is a pipeline output and a step's input fails a request
+    for some of the outputs (SHARED_OUTPUT_SUBSET), at the pipeline output's `from`."""
     for j, pipeline in enumerate(tp.spec.pipelines):
+        if pipeline.fan_out != "shared":
+            continue
         g = resolve_pipeline(tp.spec, j)
         exposed = {o.name: k for k, o in enumerate(pipeline.outputs)}
         for ref, consumers in g.consumers.items():
@@ -357,15 +349,9 @@ def _fan_out_warnings(tp: TritonPipeline) -> Iterator[Problem]:
             steps = sorted({f"step {c.step!r}" for c in consumers if c.step is not None})
             if is_input_ref(ref) or not names or not steps:
                 continue
-            step, tensor = ref.split(".", 1)
-            model = g.steps[step].model
-            labelled = any(o.name == tensor and o.label_filename for o in model.outputs)
             where = f"spec.pipelines[{j}].outputs[{exposed[names[0]]}].from"
-            words = {"ref": ref, "output": names[0], "consumers": ", ".join(steps), "model": model.name}
-            if pipeline.fan_out == "shared":
-                yield Problem(where, SHARED_OUTPUT_SUBSET.format(**words))
-            elif labelled:
-                yield Problem(where, LABELS_THROUGH_ROUTER.format(**words))
+            words = {"ref": ref, "output": names[0], "consumers": ", ".join(steps)}
+            yield Problem(where, SHARED_OUTPUT_SUBSET.format(**words))
 
 
 def warnings(tp: TritonPipeline) -> list[Problem]:

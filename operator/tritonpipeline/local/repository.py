@@ -15,6 +15,7 @@ from typing import Protocol
 from google.protobuf import text_format
 
 from ..compiler.autocomplete import POLICY_FIELD, PYTHON_MODEL_FILE, complete, completion
+from ..compiler.plan_types import LINK_TO_MODEL_FILE
 from ..compiler.triton_config import model_config, readable_extra_config
 from ..errors import Problem, SpecError, quote, reason
 from ..spec import Model, TritonPipeline
@@ -276,7 +277,8 @@ def write_repository(
     nothing is left behind. Never touches the model source or the `protect`ed files (the CR): an output
     that overlaps them is refused. `force` replaces only a tree an earlier render wrote, unchanged."""
     dest = Path(dest).resolve()
-    links = _model_links(artifacts.models, model_root)
+    files, linked = _linked_files(artifacts.files, artifacts.models, model_root)
+    links = _model_links(artifacts.models, model_root) + linked
     sources = [*model_sources(artifacts.models, model_root), *(target for _, target in links)]
     overlap = overlap_problem(dest, sources, protect, what="output directory")
     if overlap:
@@ -288,7 +290,7 @@ def write_repository(
     except OSError as exc:
         raise _write_error(dest, exc) from None
     try:
-        _fill(tmp, artifacts.files, links)
+        _fill(tmp, files, links)
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
             os.rename(dest, old / "repo")
@@ -324,6 +326,33 @@ def _fill(tmp: Path, files: Mapping[str, bytes], links: list[tuple[str, Path]]) 
         out.write_bytes(data)
     marker = {"writtenBy": "tritonpipeline", "entries": tree(tmp)}
     (tmp / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n")
+
+
+LINK_OUTSIDE_MODEL = (
+    "labelFilename {file!r} of model {model!r} is not a file in its directory {dir!r}: a router copying "
+    "the output links to it"
+)
+
+
+def _linked_files(
+    files: Mapping[str, bytes], models: Sequence[str], model_root: Path | None
+) -> tuple[dict[str, bytes], list[tuple[str, Path]]]:
+    """`files` less the generated LINK_TO_MODEL_FILE ones, and those as (path, resolved target) links
+    into the models' directories (a router's labels file). Without a model root they stay as written."""
+    rest: dict[str, bytes] = {}
+    links = []
+    for rel, data in files.items():
+        if model_root is None or not data.startswith(LINK_TO_MODEL_FILE):
+            rest[rel] = data
+            continue
+        model, _, file = data[len(LINK_TO_MODEL_FILE) :].decode().partition("/")
+        directory = (model_root / model).resolve()
+        target = (directory / file).resolve()
+        if model not in models or not target.is_relative_to(directory) or not target.is_file():
+            message = LINK_OUTSIDE_MODEL.format(file=file, model=model, dir=str(directory))
+            raise SpecError.one(message)
+        links.append((rel, target))
+    return rest, links
 
 
 def _model_links(models: Sequence[str], model_root: Path | None) -> list[tuple[str, Path]]:
