@@ -232,12 +232,44 @@ def test_helm_lint_strict(helm, scenario):
             ["metrics.operatorServiceMonitor.enabled=true", "metrics.service.enabled=false"],
             "metrics.operatorServiceMonitor.enabled needs metrics.service.enabled",
         ),
+        (["fullnameOverride=1op"], 'the release name makes the name "1op", which Services cannot take'),
+        (["fullnameOverride=op.x"], 'the release name makes the name "op.x", which Services cannot take'),
+        (
+            ["commonLabels.app\\.kubernetes\\.io/part-of=mine"],
+            "commonLabels and podLabels may not set app.kubernetes.io/part-of: the chart sets it",
+        ),
+        (["podLabels.app\\.kubernetes\\.io/instance=other"], "may not set app.kubernetes.io/instance"),
     ],
 )
 def test_impossible_values_fail_with_a_clear_message(helm, set_values, message):
     with pytest.raises(ToolError) as err:
         helm.template("rel", "ops", set_values=set_values)
     assert message in str(err.value)
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize(("release", "namespace"), [("a" * 45, "ops"), ("true", "2024"), ("on", "null")])
+def test_names_and_namespaces_stay_strings_and_services_fit(helm, tmp_path, release, namespace):
+    """A release or namespace YAML reads as a number, boolean or null is written quoted (kubectl refused
+    `namespace: 2024`), and a long release name still gives Service names of 63 characters at most."""
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"rbac": {"clusterWide": False}, "watchNamespaces": [namespace]}))
+    docs = helm.template(release, namespace, values=[values])
+    for doc in docs:
+        meta = doc["metadata"]
+        assert all(isinstance(v, str) for v in meta.get("labels", {}).values()), meta
+        assert isinstance(meta.get("namespace", ""), str), meta
+        for subject in doc.get("subjects", []):
+            assert isinstance(subject.get("namespace", ""), str), subject
+    services = [d["metadata"]["name"] for d in docs if d["kind"] == "Service"]
+    assert services and all(re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in services), services
+    assert len(set(services)) == len(services)
+
+
+@pytest.mark.helm
+def test_rbac_create_false_renders_no_rbac_at_all(helm):
+    kinds = {d["kind"] for d in helm.template("rel", "ops", set_values=["rbac.create=false"])}
+    assert not kinds & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}, kinds
 
 
 @pytest.mark.helm

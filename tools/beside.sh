@@ -24,9 +24,13 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 fg="" bg="" sed_pid=""
 stop_both() {
   echo ">> $name: $1: passing SIGINT to process group ${bg:-(not started)} and waiting for both tracks to clean up"
-  [ "$1" = SIGINT ] || [ -z "$fg" ] || kill -TERM "$fg" 2>/dev/null
+  # the foreground by the jobs list, not only $fg: a signal can come before `fg=$!` ran
+  if [ "$1" = SIGTERM ]; then
+    for job in $(jobs -p); do [ "$job" = "$bg" ] || [ "$job" = "$sed_pid" ] || kill -TERM "$job" 2>/dev/null; done
+  fi
   [ -z "$bg" ] || kill -INT -- "-$bg" 2>/dev/null
-  wait $fg $bg $sed_pid
+  wait  # every job: the foreground and the side track
+  [ -z "$sed_pid" ] || wait "$sed_pid" 2>/dev/null  # and the prefixing, so the track's last lines come out
   exit 130
 }
 trap 'stop_both SIGINT' INT

@@ -37,7 +37,7 @@ operator pod into its Service.
 */}}
 {{- define "triton-pipeline.selectorLabels" -}}
 app.kubernetes.io/name: {{ printf "%s-operator" (include "triton-pipeline.name" .) | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: operator
 {{- end }}
 
@@ -90,6 +90,15 @@ Refuse values that cannot work, with a message that says what to change. Include
 that depends on them, so `helm template`, `helm lint` and `helm install` all stop here.
 */}}
 {{- define "triton-pipeline.validate" -}}
+{{- $fullname := include "triton-pipeline.fullname" . }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) }}
+{{- fail (printf "the release name makes the name %q, which Services cannot take (a DNS-1035 label: lowercase letters, digits and '-', starting with a letter; Kubernetes 1.28 refuses a leading digit, every release a dot): choose another release name or set fullnameOverride" $fullname) }}
+{{- end }}
+{{- range $key := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/part-of" "app.kubernetes.io/managed-by" "app.kubernetes.io/version" "helm.sh/chart" }}
+{{- if or (hasKey ($.Values.commonLabels | default dict) $key) (hasKey ($.Values.podLabels | default dict) $key) }}
+{{- fail (printf "commonLabels and podLabels may not set %s: the chart sets it (a second value would be a duplicate key, and one of the Deployment's selector labels would no longer match its pods)" $key) }}
+{{- end }}
+{{- end }}
 {{- if lt (int .Values.replicaCount) 1 }}
 {{- fail (printf "replicaCount must be at least 1, got %v (2, the default, keeps the webhook and the reconciler up while a pod restarts)" .Values.replicaCount) }}
 {{- end }}
@@ -255,6 +264,13 @@ The names of a list of {name: ...} pull secrets, comma-separated (TRITONPIPELINE
 {{/*
 The webhook's Service (and, with cert-manager, its Certificate and Secret): RELEASE-triton-pipeline-webhook.
 */}}
+{{/*
+The operator's metrics Service (a Service name is a DNS-1035 label: 63 characters at most).
+*/}}
+{{- define "triton-pipeline.metricsService" -}}
+{{- printf "%s-metrics" (include "triton-pipeline.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "triton-pipeline.webhookService" -}}
 {{- printf "%s-webhook" (include "triton-pipeline.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
