@@ -344,6 +344,29 @@ def test_restore_sysctls_writes_back_only_what_changed() -> None:
     assert host.restore_sysctls({"no/such/key": None}) == []
 
 
+def run_to_its_clean_up(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """`cmd` run to its end. On Ctrl-C (the run, in pytest's process group, gets the SIGINT too) or a
+    timeout (SIGINT sent), the run is waited for while it cleans up: subprocess.run killed it a quarter
+    second after a Ctrl-C, and a `make test` interrupted in its kind tests left the cluster, its dockerd and
+    the host's sysctls as they were."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except (
+        KeyboardInterrupt
+    ):  # it got the SIGINT too (a second one before its clean-up began would stop that)
+        proc.communicate(timeout=CLEAN_UP_SECONDS)
+        raise
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=CLEAN_UP_SECONDS)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+CLEAN_UP_SECONDS = 600  # deleting the cluster and stopping its engine on this machine takes about a minute
+
+
 @pytest.mark.kind
 @pytest.mark.timeout(1800)
 def test_make_e2e_on_kind(tmp_path: Path) -> None:
@@ -357,13 +380,7 @@ def test_make_e2e_on_kind(tmp_path: Path) -> None:
     results = kind.RESULTS
     saved = results.read_bytes() if results.exists() else None
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "e2e.kind", f"--workdir={tmp_path}"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=1700,
-        )
+        proc = run_to_its_clean_up([sys.executable, "-m", "e2e.kind", f"--workdir={tmp_path}"], timeout=1700)
         print(proc.stdout[-6000:], proc.stderr[-3000:])
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         report = json.loads(results.read_text())
