@@ -28,6 +28,21 @@ def clip(text: str, limit: int = TEXT_LIMIT) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def kind_of(value: object) -> str:
+    """What a user value is, in words, for a message: "a mapping", "an integer", "null"."""
+    if value is None:
+        return "null"
+    names = {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
 def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     """repr() of a user value (a path, a name, a YAML value) for a message: bounded in length and in the
     time it takes, so a huge or deeply nested value (a YAML alias bomb) still gives a one-line message."""

@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from ..errors import Problem, SpecError, plain_number, quote
+from ..errors import Problem, SpecError, kind_of, plain_number, quote
 from ..settings import API_VERSION, KIND
 from ..yamltext import STR_TAG
 from .autoscaling import Autoscaling, NetworkPolicy
@@ -135,7 +135,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
             raise yaml.constructor.ConstructorError(
                 None,
                 None,
-                f"a mapping key must be a string (a field name), got {_kind(key)}",
+                f"a mapping key must be a string (a field name), got {kind_of(key)}",
                 key_node.start_mark,
             )
         if key in seen:
@@ -243,27 +243,13 @@ def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
             raise SpecError(
-                [Problem(f"document {i + 1}", f"expected a mapping (a TritonPipeline), got {_kind(doc)}")],
+                [Problem(f"document {i + 1}", f"expected a mapping (a TritonPipeline), got {kind_of(doc)}")],
                 source,
             )
     return docs
 
 
 # --------------------------------------------------------------------------- errors
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    names = {
-        dict: "a mapping",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-    }
-    return names.get(type(value), f"a {type(value).__name__}")
 
 
 def format_path(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -325,21 +311,21 @@ def _message(err: ErrorDetails) -> str:
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"expected an integer, got {_kind(value)} {quote(value)}"
+        return f"expected an integer, got {kind_of(value)} {quote(value)}"
     if kind in ("float_type", "float_parsing"):
-        return f"expected a number, got {_kind(value)} {quote(value)}"
+        return f"expected a number, got {kind_of(value)} {quote(value)}"
     if kind == "finite_number":
         return f"must be a finite number, got {quote(value)}"
     if kind in ("string_type",) and isinstance(value, (bool, int, float)):
-        return f"expected a string, got {_kind(value)} {quote(value)}{UNQUOTED_SCALAR}"
+        return f"expected a string, got {kind_of(value)} {quote(value)}{UNQUOTED_SCALAR}"
     if kind in ("string_type",):
-        return f"expected a string, got {_kind(value)}"
+        return f"expected a string, got {kind_of(value)}"
     if kind in ("bool_type", "bool_parsing"):
-        return f"expected true or false, got {_kind(value)} {quote(value)}"
+        return f"expected true or false, got {kind_of(value)} {quote(value)}"
     if kind in ("list_type",):
-        return f"expected a list, got {_kind(value)}"
+        return f"expected a list, got {kind_of(value)}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return f"expected a mapping, got {_kind(value)}"
+        return f"expected a mapping, got {kind_of(value)}"
     if kind == "greater_than_equal":
         return f"must be >= {plain_number(ctx['ge'])}, got {quote(value)}"
     if kind == "greater_than":

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import quote
+from ..errors import kind_of, quote
 from .base import LABEL_NAME_RE, FieldProblems
 
 Found = list[tuple[str, str]]
@@ -41,12 +41,6 @@ def passed_through(value: Any, check: Callable[[Any], Found]) -> Any:
     return value
 
 
-def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), "a number"
-    )
-
-
 def _unknown(value: Mapping[str, Any], known: Sequence[str], what: str) -> Found:
     return [
         (f".{key}", f"unknown field {key!r} of {what}; expected one of: {', '.join(known)}")
@@ -73,7 +67,7 @@ def resources(value: Mapping[str, Any]) -> Found:
             continue
         if not isinstance(entries, dict):
             found.append(
-                (f".{key}", f"expected a mapping of resource name to quantity, got {_kind(entries)}")
+                (f".{key}", f"expected a mapping of resource name to quantity, got {kind_of(entries)}")
             )
             continue
         for name, amount in entries.items():
@@ -108,7 +102,7 @@ def strategy(value: Mapping[str, Any]) -> Found:
     if kind == "Recreate":
         return [*found, (".rollingUpdate", "may not be set when type is Recreate (Kubernetes refuses it)")]
     if not isinstance(rolling, dict):
-        return [*found, (".rollingUpdate", f"expected a mapping, got {_kind(rolling)}")]
+        return [*found, (".rollingUpdate", f"expected a mapping, got {kind_of(rolling)}")]
     found += [
         (f".rollingUpdate{p}", m)
         for p, m in _unknown(rolling, ("maxSurge", "maxUnavailable"), "rollingUpdate")
@@ -166,7 +160,7 @@ def affinity(value: Mapping[str, Any]) -> Found:
     known = ("nodeAffinity", "podAffinity", "podAntiAffinity")
     found = _unknown(value, known, "a pod's affinity")
     return found + [
-        (f".{key}", f"expected a mapping, got {_kind(value[key])}")
+        (f".{key}", f"expected a mapping, got {kind_of(value[key])}")
         for key in known
         if key in value and not isinstance(value[key], dict)
     ]
@@ -195,7 +189,7 @@ def peers(value: Sequence[Any]) -> Found:
         at = f"[{i}]"
         if not isinstance(peer, dict):
             found.append(
-                (at, f"expected a mapping (podSelector, namespaceSelector or ipBlock), got {_kind(peer)}")
+                (at, f"expected a mapping (podSelector, namespaceSelector or ipBlock), got {kind_of(peer)}")
             )
             continue
         found += [
@@ -203,7 +197,7 @@ def peers(value: Sequence[Any]) -> Found:
         ]
         for key in ("podSelector", "namespaceSelector", "ipBlock"):
             if key in peer and not isinstance(peer[key], dict):
-                found.append((f"{at}.{key}", f"expected a mapping, got {_kind(peer[key])}"))
+                found.append((f"{at}.{key}", f"expected a mapping, got {kind_of(peer[key])}"))
         block = peer.get("ipBlock")
         if isinstance(block, dict):
             found += [(f"{at}.ipBlock{p}", m) for p, m in _cidrs(block)]
