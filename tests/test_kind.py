@@ -366,6 +366,42 @@ def run_to_its_clean_up(cmd: list[str], timeout: float) -> subprocess.CompletedP
 
 CLEAN_UP_SECONDS = 600  # deleting the cluster and stopping its engine on this machine takes about a minute
 
+# a run that cleans up for two seconds after a Ctrl-C, and the test's caller, Ctrl-C'd a second in (in a
+# session of its own, so the SIGINT reaches only the two of them)
+CLEANS_UP_SLOWLY = """
+import signal, sys, time
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(2)
+    open(sys.argv[1], "w").write("cleaned")
+"""
+INTERRUPTED_CALLER = """
+import os, signal, subprocess, sys, threading
+sys.path[:0] = [{tests!r}, {root!r}]
+from test_kind import run_to_its_clean_up
+threading.Timer(1.0, lambda: os.killpg(os.getpgrp(), signal.SIGINT)).start()
+cmd = [sys.executable, "-c", {child!r}, sys.argv[1]]
+try:
+    if sys.argv[2] == "ours":
+        run_to_its_clean_up(cmd, timeout=30)
+    else:
+        subprocess.run(cmd, capture_output=True, timeout=30)
+except KeyboardInterrupt:
+    pass
+"""
+
+
+@pytest.mark.parametrize(("runner", "cleaned"), [("ours", True), ("subprocess.run", False)])
+def test_a_ctrl_c_waits_for_the_runs_clean_up(tmp_path: Path, runner: str, cleaned: bool) -> None:
+    """run_to_its_clean_up waits while the interrupted run cleans up; subprocess.run killed it."""
+    caller = INTERRUPTED_CALLER.format(tests=str(ROOT / "tests"), root=str(ROOT), child=CLEANS_UP_SLOWLY)
+    mark = tmp_path / "mark"
+    subprocess.run([sys.executable, "-c", caller, str(mark), runner], start_new_session=True, timeout=60)
+    time.sleep(3 if not cleaned else 0)  # a killed child would have written by now, had it lived
+    assert mark.exists() == cleaned
+
 
 @pytest.mark.kind
 @pytest.mark.timeout(1800)
