@@ -219,12 +219,16 @@ def test_service_accounts_only_from_the_admins_allow_list(allowed: tuple[str, ..
     [
         ("nvcr.io/nvidia/tritonserver:26.08-py3", True),
         ("registry.example.com:5000/triton:1", True),
-        ("tritonserver:latest", False),  # Docker Hub
+        ("tritonserver:latest", True),  # Docker Hub
+        ("index.docker.io/library/tritonserver:latest", True),  # Docker Hub's other name
         ("evil.example.org/nvcr.io/tritonserver:1", False),
+        ("NVCR.IO/nvidia/tritonserver:26.08-py3", True),  # host names are case-insensitive
+        # an upper-case first component is a host to the runtimes (pulled from "Mirror"), not Docker Hub
+        ("Mirror/nvcr.io/tritonserver:1", False),
     ],
 )
 def test_images_only_from_allowed_registries_when_the_admin_says(image: str, ok: bool) -> None:
-    settings = Settings(allowed_image_registries=("nvcr.io", "registry.example.com:5000"))
+    settings = Settings(allowed_image_registries=("nvcr.io", "registry.example.com:5000", "docker.io"))
     doc = cluster_doc(image=image)
     pod_spec(doc)  # no list: any registry
     if ok:

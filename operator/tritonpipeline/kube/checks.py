@@ -20,7 +20,7 @@ from ..compiler.resolve import resolve_pipeline
 from ..compiler.triton_config import readable_extra_config
 from ..errors import Problem, SpecError
 from ..settings import Settings
-from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, Model, TritonPipeline
+from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, Model, TritonPipeline, kubernetes
 from ..triton import advisories, tritonserver_options
 from . import packing, routing
 from .meta import configmap_name
@@ -262,12 +262,14 @@ def _allowed_account(name: str, namespace: str, allowed: tuple[str, ...]) -> boo
 
 
 DOCKER_HUB = "docker.io"  # the registry of an image reference that names none
+DOCKER_HUB_LEGACY = "index.docker.io"  # the runtimes' other name for it
 
 
 def registry(image: str) -> str:
-    """The registry host of an image reference (Docker Hub's for a name without one)."""
-    first, slash, _ = image.partition("/")
-    return first if slash and ("." in first or ":" in first or first == "localhost") else DOCKER_HUB
+    """The registry host of an image reference (Docker Hub's for a name without one), lowercase (host
+    names are case-insensitive)."""
+    host = (kubernetes.image_host(image)[0] or DOCKER_HUB).lower()
+    return DOCKER_HUB if host == DOCKER_HUB_LEGACY else host
 
 
 def full_reference(image: str) -> str:

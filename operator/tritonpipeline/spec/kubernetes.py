@@ -32,6 +32,27 @@ ID_FIELDS = ("runAsUser", "runAsGroup", "fsGroup")
 MAX_ID = 2147483647
 PERCENT_RE = re.compile(r"^[0-9]+%$")
 
+# An image reference as the container runtimes parse it (the distribution project's reference grammar:
+# [HOST[:PORT]/]PATH[:TAG][@DIGEST], the path in lowercase components joined by . _ __ or dashes, a
+# digest the runtimes can check). The apiserver takes any string without surrounding blanks; the
+# kubelet then reports InvalidImageName.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+# the parts as patterns: the chart's values.schema.json states the same ones (tests/test_chart.py)
+IMAGE_REPOSITORY = rf"(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+IMAGE_DIGEST = r"sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{128}"
+IMAGE_REFERENCE = rf"{IMAGE_REPOSITORY}(?::{IMAGE_TAG})?(?:@(?:{IMAGE_DIGEST}))?"
+IMAGE_REFERENCE_RE = re.compile(rf"^{IMAGE_REFERENCE}$")
+MAX_IMAGE_PATH = 255  # the grammar's limit on the path (the name after the host, library/ included)
+DOCKER_HUB_LIBRARY = "library/"  # where the runtimes look for a one-component name on Docker Hub
+IMAGE = (
+    "invalid image reference {value}: expected [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], the name in lowercase "
+    "letters, digits and '.', '_' or '-' between them, a digest sha256:<64 hex digits> "
+    "(e.g. nvcr.io/nvidia/tritonserver:26.08-py3)"
+)
+
 
 def passed_through(value: Any, check: Callable[[Any], Found]) -> Any:
     """`value`, for a field validator, where `check` finds nothing; else the FieldProblems it found."""
@@ -216,3 +237,24 @@ def _cidrs(block: Mapping[str, Any]) -> Found:
         except ValueError:
             found.append((at, f"invalid CIDR {quote(cidr)}, such as 10.0.0.0/8 or 2001:db8::/32"))
     return found
+
+
+def image_host(value: str) -> tuple[str | None, str]:
+    """An image reference split as the runtimes split it: (its registry host, or None for Docker Hub;
+    the rest). The first component is a host when it has a dot or a port, is localhost, or has an
+    upper-case letter (a path component cannot: `Mirror/x` is pulled from the host Mirror)."""
+    first, slash, rest = value.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        return first, rest
+    return None, value
+
+
+def image(value: str) -> Found:
+    """A container image reference the runtime can parse (the kubelet's InvalidImageName otherwise)."""
+    host, rest = image_host(value)
+    path = re.split(r"@|:", rest, maxsplit=1)[0]
+    if host is None and "/" not in path:
+        path = DOCKER_HUB_LIBRARY + path
+    if IMAGE_REFERENCE_RE.fullmatch(value) and len(path) <= MAX_IMAGE_PATH:
+        return []
+    return [("", IMAGE.format(value=quote(value)))]

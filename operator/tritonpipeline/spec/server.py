@@ -174,8 +174,10 @@ class ModelRepository(_Base):
 class Server(_Base):
     image: Annotated[str, Field(min_length=1)] = Field(
         default=DEFAULT_IMAGE,
-        description="tritonserver image of the pods; `validate` warns for a Triton release older than the "
-        "known security fixes (see docs/concepts/security.md).",
+        description="tritonserver image of the pods, `[REGISTRY[:PORT]/]NAME[:TAG][@DIGEST]` as the "
+        "container runtimes parse it (refused otherwise, instead of the kubelet's InvalidImageName); "
+        "`validate` warns for a Triton release older than the known security fixes (see "
+        "docs/concepts/security.md).",
     )
     replicas: Annotated[int, Field(ge=0, le=1000)] = Field(
         default=1, description="Pods; ignored when `autoscaling` is set (the HPA owns replicas)."
@@ -301,6 +303,11 @@ class Server(_Base):
         if found:
             raise FieldProblems(found)
         return selector
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return kubernetes.passed_through(value, kubernetes.image)
 
     @field_validator("resources", "init_resources")
     @classmethod
