@@ -36,6 +36,7 @@ from tritonpipeline.kube.crd import crd_yaml
 from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
 from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
+from tritonpipeline.spec import kubernetes as k8s
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 KOPF_CRD_FILE = ROOT / "charts" / "triton-pipeline" / "crds" / "kopfpeerings.kopf.dev.yaml"
@@ -186,6 +187,54 @@ def test_values_schema_covers_every_default_key():
     assert walk(values, schema, "") == []
 
 
+def test_image_patterns_are_the_specs():
+    """One home for the image reference grammar (spec/kubernetes.py): the chart states the same."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]
+    image = schema["image"]["properties"]
+    assert image["repository"]["pattern"] == rf"^\s*$|^{k8s.IMAGE_REPOSITORY}$"
+    assert image["tag"]["pattern"] == rf"^$|^{k8s.IMAGE_TAG}$"
+    assert schema["assemblerImage"]["pattern"] == rf"^$|^{k8s.IMAGE_REFERENCE}$"
+
+
+def values_keys(
+    node: dict[str, Any], schema: dict[str, Any], where: str = ""
+) -> Iterator[tuple[str, Any, bool]]:
+    """(dotted key as --set writes it, its default, whether the schema requires it) for every default
+    key, nested ones included."""
+    for key, value in node.items():
+        sub = schema.get("properties", {}).get(key, {})
+        dotted = where + key.replace(".", "\\.")
+        yield dotted, value, key in schema.get("required", [])
+        if isinstance(value, dict):
+            yield from values_keys(value, sub, dotted + ".")
+
+
+def test_a_key_with_a_non_empty_default_is_required():
+    """`--set key=null` (or `key: null` in a values file) deletes the default: a required key is then
+    refused by name ("missing property"), where before the templates failed on a nil pointer
+    (webhook, the probes, metrics.*) or quietly rendered the operator's container with no
+    securityContext at all."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    optional = [
+        k for k, v, required in values_keys(values, schema) if v not in ({}, [], "", None) and not required
+    ]
+    # inside the security contexts and resources, single fields may go: the schema's rules still hold
+    assert [
+        k for k in optional if not k.startswith(("podSecurityContext.", "securityContext.", "resources."))
+    ] == []
+
+
+@pytest.mark.helm
+def test_every_key_the_schema_lets_go_renders_without_it(helm):
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    dropped = [k for k, _, required in values_keys(values, schema) if not required]
+    assert len(dropped) > 20
+    for key in dropped:
+        assert helm.template("rel", "ops", set_values=[f"{key}=null"]), key
+
+
 # --- helm lint and template -----------------------------------------------------------------------------
 
 
@@ -239,6 +288,36 @@ def test_helm_lint_strict(helm, scenario):
             "commonLabels and podLabels may not set app.kubernetes.io/part-of: the chart sets it",
         ),
         (["podLabels.app\\.kubernetes\\.io/instance=other"], "may not set app.kubernetes.io/instance"),
+        (
+            ["metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.scrapeTimeout=20s"],
+            'metrics.serviceMonitor.scrapeTimeout "20s" is longer than its interval "15s"',
+        ),
+        (  # 5ms is milliseconds, not minutes
+            ["metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.interval=5ms"],
+            'scrapeTimeout "10s" is longer than its interval "5ms"',
+        ),
+        (["metrics.serviceMonitor.interval=15"], "at '/metrics/serviceMonitor/interval'"),
+        (["image.repository=ghcr.io/org/op:1.0"], "at '/image/repository'"),  # the tag goes in image.tag
+        (["assemblerImage=ghcr.io/Org/assembler"], "at '/assemblerImage'"),
+        (["terminationGracePeriodSeconds=9"], "terminationGracePeriodSeconds 9 is too short"),
+        (["webhook=null"], "missing property 'webhook'"),
+        (["livenessProbe.periodSeconds=null"], "at '/livenessProbe': missing property 'periodSeconds'"),
+        (["securityContext=null"], "missing property 'securityContext'"),
+        # the operator's pod stays within Pod Security "restricted"
+        (["securityContext.allowPrivilegeEscalation=true"], "at '/securityContext/allowPrivilegeEscalation'"),
+        (["securityContext.capabilities.add={SYS_ADMIN}"], "at '/securityContext/capabilities/add/0'"),
+        (["securityContext.capabilities.drop={}"], "at '/securityContext/capabilities/drop'"),
+        (
+            ["podSecurityContext.seccompProfile.type=Unconfined"],
+            "at '/podSecurityContext/seccompProfile/type'",
+        ),
+        (["securityContext.seccompProfile.type=Unconfined"], "at '/securityContext/seccompProfile/type'"),
+        (["securityContext.procMount=Unmasked"], "at '/securityContext/procMount'"),
+        (["podSecurityContext.seLinuxOptions.user=root"], "at '/podSecurityContext/seLinuxOptions/user'"),
+        (
+            ["podSecurityContext.sysctls[0].name=kernel.msgmax", "podSecurityContext.sysctls[0].value=1"],
+            "at '/podSecurityContext/sysctls/0/name'",
+        ),
     ],
 )
 def test_impossible_values_fail_with_a_clear_message(helm, set_values, message):
@@ -390,6 +469,45 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
     assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
 
 
+RBAC_DOC = ROOT / "docs" / "getting-started" / "cluster.md"
+
+
+def rbac_doc_rows() -> list[tuple[set[str], set[str]]]:
+    """The install page's permission table: (resources named in backticks, verbs) per row."""
+    rows = []
+    for line in RBAC_DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[1] and "---" not in cells[1]:
+            named = {n for n in re.findall(r"`([a-z/]+)`", cells[0])}
+            rows.append((named, {v.strip() for v in cells[1].split(",")}))
+    return rows
+
+
+@pytest.mark.helm
+def test_the_install_page_permission_table_is_the_charts_rbac(helm):
+    """docs/getting-started/cluster.md lists what the operator may do; it went stale before (pods,
+    persistentvolumeclaims, finalizers and the Gateway reads were granted and missing from it)."""
+    rules = [
+        rule
+        for scenario in ("cluster-wide", "namespaced")
+        for doc in helm.template("rel", "ops", [SCENARIOS[scenario]])
+        if doc["kind"] in ("ClusterRole", "Role")
+        for rule in doc["rules"]
+    ]
+    rows = rbac_doc_rows()
+    assert len(rows) > 10, "the permission table was not found"
+    for rule in rules:
+        assert any(
+            set(rule["resources"]) <= named and set(rule["verbs"]) == verbs for named, verbs in rows
+        ), f"{rule} has no row with exactly its verbs in {RBAC_DOC.name}"
+    for named, verbs in rows:
+        for resource in named:
+            granted = set().union(*(set(r["verbs"]) for r in rules if resource in r["resources"]))
+            assert verbs <= granted, (
+                f"{RBAC_DOC.name} grants {resource} {verbs - granted}, the chart does not"
+            )
+
+
 @pytest.mark.helm
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
 def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
@@ -425,6 +543,14 @@ def test_servicemonitor_only_when_enabled(helm):
     assert by_kind(ns, "ServiceMonitor")[0]["spec"]["namespaceSelector"] == {
         "matchNames": ["team-a", "team-b"]
     }
+    # any Prometheus duration, written as a string (1m30s was refused; a bare 0 would be an integer)
+    sets = ["metrics.serviceMonitor.interval=1m30s", "metrics.serviceMonitor.scrapeTimeout=1m"]
+    docs = helm.template("rel", "ops", [SCENARIOS["servicemonitor"]], set_values=sets)
+    (sm,) = [d for d in by_kind(docs, "ServiceMonitor") if d["metadata"]["name"].endswith("-tritonserver")]
+    assert (sm["spec"]["endpoints"][0]["interval"], sm["spec"]["endpoints"][0]["scrapeTimeout"]) == (
+        "1m30s",
+        "1m",
+    )
 
 
 @pytest.mark.helm
@@ -471,6 +597,20 @@ def test_custom_values_render(helm):
         "kubernetes.io/os": "linux"
     }
     assert all(d["metadata"]["labels"]["cost-center"] == "ml" for d in docs)
+
+
+@pytest.mark.helm
+def test_what_pod_security_restricted_allows_renders(helm, tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({
+        "podSecurityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "operator.json"},
+                               "sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}]},
+        "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}},
+    }))  # fmt: skip
+    pod = deployment_of(helm.template("rel", "ops", [values]))["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"]["type"] == "Localhost"
+    assert pod["securityContext"]["sysctls"] == [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}]
+    assert pod["containers"][0]["securityContext"]["capabilities"]["add"] == ["NET_BIND_SERVICE"]
 
 
 def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:

@@ -134,9 +134,47 @@ that depends on them, so `helm template`, `helm lint` and `helm install` all sto
 {{- if and .Values.networkPolicy.enabled .Values.metrics.operatorServiceMonitor.enabled (not .Values.networkPolicy.metricsFrom) }}
 {{- fail "metrics.operatorServiceMonitor.enabled with networkPolicy.enabled needs networkPolicy.metricsFrom (your Prometheus's namespace or pods): the NetworkPolicy would keep Prometheus from the operator's metrics" }}
 {{- end }}
-{{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) }}
+{{- $stopping := add (include "triton-pipeline.preStopSeconds" . | int) 5 }}
+{{- if lt (int .Values.terminationGracePeriodSeconds) $stopping }}
+{{- fail (printf "terminationGracePeriodSeconds %v is too short: the pod's %ss preStop sleep (while the webhook Service drops it) comes out of it, then the operator needs a few seconds to stop its handlers and leave kopf's peering (killed instead, the next pod waits operator.peeringLifetimeSeconds); set at least %v" .Values.terminationGracePeriodSeconds (include "triton-pipeline.preStopSeconds" .) $stopping) }}
+{{- end }}
+{{- range $name := list "serviceMonitor" "operatorServiceMonitor" }}
+{{- $monitor := index $.Values.metrics $name }}
+{{- if $monitor.enabled }}
+{{- $interval := include "triton-pipeline.durationMs" $monitor.interval | int64 }}
+{{- if le $interval 0 }}
+{{- fail (printf "metrics.%s.interval is %q: a scrape interval must be longer than 0 (30s, 1m30s)" $name $monitor.interval) }}
+{{- end }}
+{{- if gt (include "triton-pipeline.durationMs" $monitor.scrapeTimeout | int64) $interval }}
+{{- fail (printf "metrics.%s.scrapeTimeout %q is longer than its interval %q: Prometheus refuses a scrape timeout greater than the scrape interval; shorten the timeout or lengthen the interval" $name $monitor.scrapeTimeout $monitor.interval) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if ne (len (.Values.watchNamespaces | default list)) (len (uniq (.Values.watchNamespaces | default list))) }}
 {{- fail (printf "watchNamespaces has duplicates: %v" .Values.watchNamespaces) }}
 {{- end }}
+{{- end }}
+
+{{/*
+How long a stopping operator pod keeps serving (its preStop sleep) while the webhook Service's
+endpoints drop it (docs/how-to/operate.md).
+*/}}
+{{- define "triton-pipeline.preStopSeconds" -}}
+5
+{{- end }}
+
+{{/*
+A Prometheus duration (values.schema.json checks its form: 1h, 1m30s, 500ms) in milliseconds. In the
+alternation ms comes before m and s, so 5ms is five milliseconds, not five minutes and an s.
+*/}}
+{{- define "triton-pipeline.durationMs" -}}
+{{- $factors := dict "y" 31536000000 "w" 604800000 "d" 86400000 "h" 3600000 "m" 60000 "s" 1000 "ms" 1 }}
+{{- $total := 0 }}
+{{- range $part := regexFindAll "[0-9]+(ms|y|w|d|h|m|s)" (toString .) -1 }}
+{{- $count := regexFind "^[0-9]+" $part }}
+{{- $total = add $total (mul (int64 $count) (index $factors (trimPrefix $count $part))) }}
+{{- end }}
+{{- $total }}
 {{- end }}
 
 {{/*
