@@ -1358,12 +1358,21 @@ def test_compiler_problems_are_warnings() -> None:
 
 
 def test_directories_without_a_config() -> None:
-    result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE}, {"resnet_onnx": True, "notes": False})
+    """Triton loads a model directory without config.pbtxt from an empty config it completes, the backend
+    picked by the model file (tests/test_import_side_by_side.py serves one): carried so. One whose files
+    give no backend, or with no version directory, Triton cannot load: left out, and said why."""
+    files = {"resnet_onnx": ("1", {"model.onnx": False}), "weights": ("1", {"weights.bin": False})}
+    no_config = {"resnet_onnx": True, "weights": True, "notes": False}
+    result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE}, no_config, version_files=files)
     assert result.document is not None
-    assert of(result, NOT_CARRIED) == {("resnet_onnx", ""), ("notes", "")}
+    assert of(result, NOT_CARRIED) == {("weights", ""), ("notes", "")}
     messages = {f.model: f.message for f in result.findings}
-    assert "--strict-model-config=false" in messages["resnet_onnx"]
+    assert "'1', holds none of the model files Triton picks a backend by" in messages["weights"]
     assert "no version directory" in messages["notes"]
+    assert of(result, imp.COMPLETED) == {("resnet_onnx", "")}
+    assert "platform onnxruntime_onnx by 1/model.onnx" in messages["resnet_onnx"]
+    (resnet,) = [m for m in result.document["spec"]["models"] if m["name"] == "resnet_onnx"]
+    assert resnet == {"name": "resnet_onnx", "platform": "onnxruntime_onnx"}  # the rest Triton completes
 
 
 @pytest.mark.cli

@@ -419,20 +419,23 @@ def test_steps_calling_a_version_answer_alike(tmp_path: Path) -> None:
     assert [s.get("version") for s in steps] == [1, None]
 
 
-@pytest.mark.parametrize("config", ["interface", "backend only"])
+@pytest.mark.parametrize("config", ["interface", "backend only", "none"])
 def test_a_python_model_that_completes_its_config_answers_alike(tmp_path: Path, config: str) -> None:
     """A Python model whose model.py completes its config in auto_complete_config (decoupled; with
-    `backend only`, its tensors too), its config silent on it, as a step of an ensemble: Triton runs it
-    so, and so does the import, which reads (never runs) the literal calls. Before, the render pinned the
-    step's model to `decoupled: false` and Triton refused to load it ('trying to change decoupled
-    property'), and a config without tensors gave a document `validate` refused."""
+    `backend only`, its tensors too; with `none`, no config.pbtxt at all: Triton picks python by
+    1/model.py), its config silent on it, as a step of an ensemble: Triton runs it so, and so does the
+    import, which reads (never runs) the literal calls. Before, the render pinned the step's model to
+    `decoupled: false` and Triton refused to load it ('trying to change decoupled property'), a config
+    without tensors gave a document `validate` refused, and a model without config.pbtxt was left out
+    (its ensemble then refused: a step's model not in the repository)."""
     repo = tmp_path / "completing"
     (repo / "gen" / "1").mkdir(parents=True)
     shutil.copy(SELF_DECOUPLING, repo / "gen" / "1" / "model.py")
     interface = f'input [{{ name: "INPUT" {TENSOR} }}]\noutput [{{ name: "OUTPUT" {TENSOR} }}]\n'
-    (repo / "gen" / "config.pbtxt").write_text(
-        'backend: "python"\n' + (interface if config == "interface" else "")
-    )
+    if config != "none":
+        (repo / "gen" / "config.pbtxt").write_text(
+            'backend: "python"\n' + (interface if config == "interface" else "")
+        )
     (repo / "gen_p" / "1").mkdir(parents=True)
     (repo / "gen_p" / "config.pbtxt").write_text(
         f'platform: "ensemble"\ninput [{{ name: "X" {TENSOR} }}]\noutput [{{ name: "Y" {TENSOR} }}]\n'

@@ -275,20 +275,21 @@ def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
         try:
             if config.is_file():
                 found.configs[entry.name] = config.read_bytes().decode("utf-8")
-                entries_seen = first_subdir_entries(entry)
-                if entries_seen is not None:
-                    found.version_files[entry.name] = entries_seen
-                python = python_files(latest_version(entry))
-                if python:
-                    found.python_files[entry.name] = python
             elif config.exists():
                 found.unreadable.append(entry.name)
                 found.errors.append(IMPORT_NOT_A_FILE.format(path=path))
-            else:
+                continue
+            else:  # Triton completes an empty config, picking the backend by the model file
                 found.no_config[entry.name] = has_version_dir(entry)
                 below = sorted(p.parent.name for p in entry.glob(f"*/{CONFIG}") if p.is_file())
                 if below:
                     found.misplaced[entry.name] = f"{below[0]}/{CONFIG}"
+            entries_seen = first_subdir_entries(entry)
+            if entries_seen is not None:
+                found.version_files[entry.name] = entries_seen
+            python = python_files(latest_version(entry))
+            if python:
+                found.python_files[entry.name] = python
         except UnicodeDecodeError:
             found.unreadable.append(entry.name)
             found.errors.append(IMPORT_NOT_UTF8.format(path=path))

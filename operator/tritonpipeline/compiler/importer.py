@@ -97,9 +97,14 @@ UNPRODUCED_TENSOR = "ensemble tensor {tensor!r}: no step produces it and no ense
 UNPRODUCED_OUTPUT = "ensemble output {tensor!r}: no step writes it"
 NOT_IN_SPEC = "not in the TritonPipeline spec (set to {value})"
 NO_CONFIG_VERSIONS = (
-    "no config.pbtxt: Triton completes the config from the model files (--strict-model-config=false), "
-    "the import cannot; write the config.pbtxt first (Triton shows the completed one at "
-    "GET /v2/models/{dir}/config)"
+    "no config.pbtxt, and {why}: Triton cannot pick a backend for it and fails to load it; left out (write "
+    "its config.pbtxt, naming the backend or platform)"
+)
+NO_CONFIG_CARRIED = (
+    "no config.pbtxt: carried as Triton loads it, completing an empty config: {field} {value} by {file}, "
+    "the rest as the backend completes it at load time (Triton's auto-complete, on unless server.args "
+    "turns it off; a tritonserver that loaded the model shows the completed config at "
+    "GET /v2/models/{model}/config)"
 )
 # what a Python model's auto_complete_config sets (autocomplete.py), where import cannot carry it
 COMPLETION_UNREAD = (
@@ -886,6 +891,26 @@ def _model_file_backend(cfg: Any, version_files: VersionFiles | None) -> tuple[d
     return {}, False
 
 
+def _without_config(directory: str, version_files: VersionFiles | None) -> Finding | str:
+    """A model directory without config.pbtxt, as Triton loads it (core's AutoCompleteBackendFields on an
+    empty config named after the directory): the note that it is carried so, or why Triton cannot."""
+    picked, by_name = _model_file_backend(mc.ModelConfig(name=directory), version_files)
+    if not picked:
+        files = ", ".join(name for name, *_ in MODEL_FILES)
+        if version_files is None:
+            return NO_VERSION_DIR
+        return NO_MODEL_FILE.format(subdir=version_files[0], files=files)
+    ((key, value),) = picked.items()
+    subdir = version_files[0] if version_files is not None else ""
+    file = (
+        f"its name {directory!r}"
+        if by_name
+        else next(f"{subdir}/{name}" for name, k, v, _ in MODEL_FILES if (k, v) == (key, value))
+    )
+    message = NO_CONFIG_CARRIED.format(field=key, value=value, file=file, model=directory)
+    return Finding(COMPLETED, directory, "", message)
+
+
 def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[str, str]:
     """backend or platform: the spec takes exactly one (Triton's pick by the model file when neither)."""
     platform, backend = str(cfg.platform), str(cfg.backend)
@@ -1436,11 +1461,20 @@ def import_repository(
     model directory to the Python files of the version Triton loads (for what a Python model's
     auto_complete_config sets). Every problem is a finding; the document is None when any is an ERROR."""
     findings: list[Finding] = []
+    configs = dict(configs)
     for directory, versions in sorted(no_config.items()):
-        message = NO_CONFIG_VERSIONS.format(dir=directory) if versions else NO_CONFIG_NO_VERSIONS
         found = (misplaced or {}).get(directory)
         if found:
             message = NO_CONFIG_MISPLACED.format(found=f"{directory}/{found}", dir=directory)
+        elif not versions:
+            message = NO_CONFIG_NO_VERSIONS
+        else:
+            carried = _without_config(directory, (version_files or {}).get(directory))
+            if isinstance(carried, Finding):
+                configs[directory] = ""  # Triton completes an empty config
+                findings.append(carried)
+                continue
+            message = NO_CONFIG_VERSIONS.format(why=carried)
         findings.append(Finding(NOT_CARRIED, directory, "", message))
     if not configs:
         if unreadable:
