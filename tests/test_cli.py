@@ -845,6 +845,7 @@ def test_graph_mermaid_escapes_quotes_and_hashes_in_tensor_names(
     models.mkdir()
     for m in ("extractor", "head_b", "head_c"):
         (models / m / "1").mkdir(parents=True)
+        (models / m / "1" / "model.py").write_text("")
     assert cli.main(["graph", str(cr), "--models", str(models)]) == 0
     out = capsys.readouterr().out
     assert "feats#quot;a#35;1" in out and "in#35;b" in out

@@ -1743,10 +1743,16 @@ def _write_cr(tmp_path: Path, models_dir: Path) -> Path:
     return path
 
 
+def _version_one(model_dir: Path, version: str = "1") -> None:
+    """A version directory with the model file the diamond example's Python models load."""
+    (model_dir / version).mkdir(parents=True)
+    (model_dir / version / "model.py").write_text("")
+
+
 def test_missing_model_directory_is_reported_per_model(tmp_path: Path) -> None:
     models_dir = tmp_path / "models"
     for name in ("extractor", "head_b", "join"):  # head_c (spec.models[2]) is missing
-        (models_dir / name / "1").mkdir(parents=True)
+        _version_one(models_dir / name)
     cr = _write_cr(tmp_path, models_dir)
     with pytest.raises(SpecError) as info:
         compile_file(str(cr))
@@ -1768,7 +1774,7 @@ def test_missing_model_repository_directory(tmp_path: Path) -> None:
 def test_relative_uri_resolves_against_the_cr_file(tmp_path: Path) -> None:
     models_dir = tmp_path / "sub" / "models"
     for name in ("extractor", "head_b", "head_c", "join"):
-        (models_dir / name / "1").mkdir(parents=True)
+        _version_one(models_dir / name)
     doc = example("diamond")
     spec(doc)["modelRepository"]["uri"] = "models"
     (tmp_path / "sub" / "cr.yaml").write_text(yaml.safe_dump(doc))
@@ -1794,7 +1800,7 @@ def test_model_dir_and_graph_problems_come_together(tmp_path: Path) -> None:
 def test_model_directory_without_a_version_directory_is_reported(tmp_path: Path) -> None:
     """Triton loads <model>/<number>/; a directory without one passes nothing to load."""
     models_dir = tmp_path / "models"
-    (models_dir / "extractor" / "7").mkdir(parents=True)  # any canonical number is a version
+    _version_one(models_dir / "extractor", "7")  # any canonical number is a version
     (models_dir / "head_b").mkdir(parents=True)
     (models_dir / "head_b" / "model.py").write_text("")  # files straight in the model directory
     (models_dir / "head_c" / "01").mkdir(parents=True)  # Triton ignores leading zeros
@@ -1815,7 +1821,7 @@ def test_validate_reports_a_missing_version_directory_in_one_line(
 ) -> None:
     models_dir = tmp_path / "models"
     for name in ("extractor", "head_b", "head_c"):
-        (models_dir / name / "1").mkdir(parents=True)
+        _version_one(models_dir / name)
     (models_dir / "join").mkdir()
     assert main(["validate", str(_write_cr(tmp_path, models_dir))]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -1887,3 +1893,51 @@ def test_generated_near_miss_is_refused_at_its_field_path(kind: str, seed: int) 
     (p,) = problems_of(doc)
     assert p.path == miss.path
     assert miss.reason in p.message
+
+
+@pytest.mark.parametrize(
+    ("model", "files", "missing"),
+    [
+        ({"backend": "python"}, {"1": ["model.py"], "2": []}, "model.py in {d}/2/"),  # the latest is served
+        ({"backend": "python"}, {"1": [], "2": ["model.py"]}, None),
+        ({"platform": "onnxruntime_onnx"}, {"1": ["model.py"]}, "model.onnx in {d}/1/"),
+        ({"backend": "onnxruntime"}, {"1": ["model.onnx"]}, None),
+        ({"backend": "onnxruntime"}, {"1": ["weights.onnx"]}, "model.onnx in {d}/1/"),
+        (  # the file the config names instead
+            {"backend": "python", "extraConfig": 'default_model_filename: "serve.py"'},
+            {"1": ["model.py"]},
+            "serve.py in {d}/1/",
+        ),
+        ({"backend": "tensorflow"}, {"1": []}, None),  # savedmodel or graphdef: not known which
+        ({"backend": "my_custom"}, {"1": []}, None),  # a custom backend's file is its own business
+    ],
+)
+def test_each_served_version_holds_the_file_its_backend_loads(
+    tmp_path: Path, model: dict[str, Any], files: dict[str, list[str]], missing: str | None
+) -> None:
+    """Triton cannot load a version without it; the Python backend's stub even hangs the load ('Python
+    model file not found'), so serve waited instead of saying why."""
+    d = tmp_path / "models" / "m"
+    for version, names in files.items():
+        (d / version).mkdir(parents=True)
+        for name in names:
+            (d / version / name).write_text("")
+    doc = {
+        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+        "kind": "TritonPipeline",
+        "metadata": {"name": "t"},
+        "spec": {
+            "modelRepository": {"uri": str(tmp_path / "models")},
+            "models": [{"name": "m", **model, "inputs": [{"name": "I", "dataType": "FP32", "dims": [1]}],
+                        "outputs": [{"name": "O", "dataType": "FP32", "dims": [1]}]}],
+        },
+    }  # fmt: skip
+    cr = tmp_path / "cr.yaml"
+    cr.write_text(yaml.safe_dump(doc))
+    if missing is None:
+        compile_file(str(cr))
+        return
+    with pytest.raises(SpecError) as info:
+        compile_file(str(cr))
+    ((path, message),) = [(p.path, p.message) for p in info.value.problems]
+    assert path == "spec.models[0].name" and f"no {missing.format(d=d)}:" in message, message

@@ -15,10 +15,11 @@ from typing import Protocol
 from google.protobuf import text_format
 
 from ..compiler.autocomplete import POLICY_FIELD, PYTHON_MODEL_FILE, complete, completion
+from ..compiler.importer import MODEL_FILES
 from ..compiler.plan_types import LINK_TO_MODEL_FILE
 from ..compiler.triton_config import model_config, readable_extra_config
 from ..errors import Problem, SpecError, quote, reason
-from ..spec import Model, TritonPipeline
+from ..spec import PLATFORM_BACKEND, Model, TritonPipeline
 from ..triton import tritonserver_options
 
 MARKER = ".tritonpipeline-rendered"  # in every rendered repository: the entries it wrote (JSON)
@@ -102,6 +103,11 @@ def latest_version(model_dir: Path, specific: Sequence[int] = ()) -> Path | None
     return versions[max(versions)] if versions else None
 
 
+NO_MODEL_FILE = (
+    "no {file} in {where}: the file {backend} loads from each version Triton serves, and Triton cannot load "
+    "the model without it (the Python backend's load even hangs: 'Python model file not found'); add it, or "
+    "name another file with extraConfig's default_model_filename"
+)
 NO_LISTED_VERSION = (
     "model directory {dir!r} has none of the versions versionPolicy lists ({versions}; found: {found}): "
     "Triton refuses the model ('at least one version must be available under the version policy')"
@@ -170,8 +176,10 @@ def check_model_dirs(tp: TritonPipeline, root: Path) -> list[Problem]:
                 listed = ", ".join(str(v) for v in specific)
                 message = NO_LISTED_VERSION.format(dir=str(d), versions=listed, found=found)
                 problems.append(Problem(f"spec.models[{i}].versionPolicy.versions", message))
-            elif model.backend == "python" and completing:
-                problems += _completion_problems(model, i, d, run_by_step=model.name in stepped)
+            else:
+                problems += _model_file_problems(model, i, d)
+                if model.backend == "python" and completing:
+                    problems += _completion_problems(model, i, d, run_by_step=model.name in stepped)
     return problems + _step_version_problems(tp, root)
 
 
@@ -241,6 +249,39 @@ def _python_model_file(model: Model) -> str:
     extraConfig that does not parse is the compiler's finding)."""
     extra = readable_extra_config(model)
     return (extra.default_model_filename if extra is not None else "") or PYTHON_MODEL_FILE
+
+
+def model_file(model: Model) -> str | None:
+    """The file (or directory) Triton's backend loads from each version directory: the extraConfig's
+    default_model_filename, else the backend's default, as core picks a backend by it (MODEL_FILES). None
+    where that is not known: an ensemble, a custom backend, a backend with several (tensorflow)."""
+    extra = readable_extra_config(model)
+    if extra is not None and extra.default_model_filename:
+        return str(extra.default_model_filename)
+    wanted = (
+        [("platform", model.platform)]
+        if model.platform
+        else [
+            ("backend", model.backend),
+            *(("platform", p) for p, b in PLATFORM_BACKEND.items() if b == model.backend),
+        ]
+    )
+    names = [name for name, key, value, _ in MODEL_FILES if (key, value) in wanted]
+    return names[0] if len(names) == 1 else None
+
+
+def _model_file_problems(model: Model, i: int, model_dir: Path) -> list[Problem]:
+    """Each version Triton loads holds the model file its backend loads (Triton fails to load the model
+    otherwise: 'unable to find ...')."""
+    name = model_file(model)
+    if name is None:
+        return []
+    missing = [v for v in served_versions(model, model_dir) if not (model_dir / str(v) / name).exists()]
+    if not missing:
+        return []
+    where = ", ".join(f"{model_dir}/{v}/" for v in missing)
+    backend = model.platform or model.backend
+    return [Problem(f"spec.models[{i}].name", NO_MODEL_FILE.format(file=name, where=where, backend=backend))]
 
 
 def _version_problem(model_dir: Path) -> str | None:
