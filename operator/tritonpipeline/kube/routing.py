@@ -106,7 +106,8 @@ def affinity_problem(tp: TritonPipeline) -> str | None:
         f"sequence model(s) {', '.join(models)} keep per-sequence state inside one tritonserver, and this "
         f"pipeline runs {how} with routing.sessionAffinity None: chunks of one sequence will reach "
         "different replicas (wrong running state, or 'must specify the START flag' errors). Set "
-        "routing.sessionAffinity to Header (with the tritonpipeline.client helper) or ClientIP"
+        "routing.sessionAffinity to Stream (recommended: each sequence one gRPC stream of "
+        "tritonpipeline.client.SequenceStream), Header (with the tritonpipeline.client helper) or ClientIP"
     )
 
 
