@@ -428,6 +428,11 @@ def test_graph_writes_to_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert target.read_text().startswith("flowchart")
     assert _router_name("diamond") in target.read_text()
+    target.write_text("my notes")  # an existing file is replaced only with --force
+    result = run_cli("graph", EXAMPLES / "diamond.yaml", "-o", target)
+    assert result.returncode == 1 and "exists" in result.stderr and target.read_text() == "my notes"
+    assert run_cli("graph", EXAMPLES / "diamond.yaml", "-o", target, "--force").returncode == 0
+    assert target.read_text().startswith("flowchart")
 
 
 @pytest.mark.cli

@@ -1611,14 +1611,26 @@ def _umask() -> int:
 
 
 @pytest.mark.cli
-def test_an_existing_output_is_replaced(echo_repo: Path) -> None:
+def test_an_existing_output_is_replaced_only_with_force(echo_repo: Path) -> None:
+    """import, hand-edit, import again: the edits were lost without a word (and a link was replaced by a
+    file). Now an existing file needs --force, and a link's target is written."""
     out = echo_repo.parent / "p.yaml"
-    out.write_text("old")
+    out.write_text("my edits")
     out.chmod(0o600)
     result = run_import(echo_repo, "-o", out)
+    assert result.returncode == 1
+    assert f"output file '{out}' exists (perhaps edited since it was written): pass --force" in result.stderr
+    assert out.read_text() == "my edits"
+    result = run_import(echo_repo, "-o", out, "--force")
     assert result.returncode == 0, result.stderr
     assert yaml.safe_load(out.read_text())["kind"] == "TritonPipeline"
     assert out.stat().st_mode & 0o777 == 0o600
+    link = echo_repo.parent / "link.yaml"
+    link.symlink_to(out.name)
+    out.write_text("again")
+    assert run_import(echo_repo, "-o", link).returncode == 1 and out.read_text() == "again"
+    assert run_import(echo_repo, "-o", link, "--force").returncode == 0
+    assert link.is_symlink() and yaml.safe_load(out.read_text())["kind"] == "TritonPipeline"
 
 
 @pytest.mark.cli

@@ -189,6 +189,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
         overlap = overlap_problem(Path(args.output), sources, [args.file], what="output file")
         if overlap:
             raise SpecError.one(overlap)
+        if os.path.lexists(args.output) and not os.path.isdir(args.output) and not args.force:
+            raise SpecError.one(OUTPUT_EXISTS.format(file=quote(args.output)))
     plan = c.artifacts.plan
     fmt = args.format
     text = to_mermaid(plan) if fmt == "mermaid" else to_dot(plan)
@@ -233,6 +235,10 @@ IMPORT_NOT_UTF8 = "{path}: not UTF-8 text"
 IMPORT_NOT_A_FILE = "{path} is not a file"
 IMPORT_OUT_NO_DIR = "cannot write output file {file}: directory {dir} does not exist"
 IMPORT_OUT_IS_DIR = "cannot write output file {file}: it is a directory"
+OUTPUT_EXISTS = (
+    "output file {file} exists (perhaps edited since it was written): pass --force to replace it, or choose "
+    "another name"
+)
 IMPORT_URI_NOTE = (
     "note: spec.modelRepository.uri is {uri}, the repository {dir} relative to the output file's "
     "directory (relative paths in the spec resolve against the file's directory)"
@@ -311,16 +317,22 @@ def _import_uri(given: str, output: str | None) -> tuple[str, str | None]:
     return uri, IMPORT_URI_NOTE.format(uri=quote(uri), dir=quote(given))
 
 
-def _output_problems(output: Path, model_dirs: list[Path]) -> list[str]:
-    """Why `import -o` cannot write `output`: a directory, no such directory, or inside a model directory
-    of the repository (its config.pbtxt and model files are never touched)."""
+def _output_problems(output: Path, model_dirs: list[Path], force: bool) -> list[str]:
+    """Why `import -o` cannot write `output`: a directory, no such directory, an existing file without
+    --force, or inside a model directory of the repository (its config.pbtxt and model files are never
+    touched)."""
     if output.is_dir():
         return [IMPORT_OUT_IS_DIR.format(file=quote(str(output)))]
     parent = output.parent
     if not parent.is_dir():
         return [IMPORT_OUT_NO_DIR.format(file=quote(str(output)), dir=quote(str(parent)))]
-    overlap = overlap_problem(output, model_dirs, [], what="output file")
-    return [overlap] if overlap else []
+    for written in (output, Path(os.path.realpath(output))):  # a link: the file it names is written
+        overlap = overlap_problem(written, model_dirs, [], what="output file")
+        if overlap:
+            return [overlap]
+    if (output.exists() or output.is_symlink()) and not force:
+        return [OUTPUT_EXISTS.format(file=quote(str(output)))]
+    return []
 
 
 def _import_line(finding: Finding, shown: str) -> str:
@@ -375,7 +387,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         errors += repo.errors
     output = Path(args.output) if args.output else None
     if output is not None:
-        errors += _output_problems(output, repo.model_dirs if repo else [])
+        errors += _output_problems(output, repo.model_dirs if repo else [], args.force)
     uri, note = _import_uri(given, args.output)
     result = None
     if repo is not None:
@@ -411,7 +423,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     if note:
         print(note, file=sys.stderr)
     try:
-        _write_atomically(output, text)
+        _write_atomically(Path(os.path.realpath(output)), text)  # through a link, to the file it names
     except OSError as exc:
         print(f"error: cannot write output file {quote(str(output))}: {reason(exc, output)}", file=sys.stderr)
         return EXIT_INVALID
@@ -739,6 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("mermaid", "dot", "png", "svg"), default="mermaid")
     p.add_argument("-o", "--output", metavar="FILE")
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
     common(p)
     p.set_defaults(func=cmd_graph)
 
@@ -832,6 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
         "relative to FILE's directory",
     )
     p.add_argument("--name", help="metadata.name (default: the directory's name as a DNS-1035 label)")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.add_argument(
         "--strict",
         action="store_true",
