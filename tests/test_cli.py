@@ -818,6 +818,33 @@ def test_serve_refuses_a_port_used_twice(ports: tuple[int, int, int], clash: str
     assert "starting tritonserver" not in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--host", "localhost"], "argument --host: expected an IP address such as 127.0.0.1"),
+        (["--host", "256.1.1.1"], "argument --host: expected an IP address"),
+        (["--timeout", "0"], "argument --timeout: expected a number of seconds above 0, got '0'"),
+        (["--timeout", "nan"], "argument --timeout: expected a number of seconds above 0"),
+        (["--timeout", "-5"], "argument --timeout: expected a number of seconds above 0"),
+        (["--exit-timeout", "-1"], "argument --exit-timeout: expected a whole number of seconds"),
+    ],
+)
+def test_serve_refuses_what_it_cannot_serve_with(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--host localhost` bound Triton's HTTP service to 255.255.255.255 (it takes IP literals only) and
+    serve waited out its timeout; a timeout of 0, -5 or nan failed after starting the server."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.build_parser().parse_args(["serve", "x.yaml", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_serve_takes_ip_addresses_as_given() -> None:
+    for given, taken in (("::1", "::1"), ("[::1]", "::1"), ("0.0.0.0", "0.0.0.0")):
+        assert cli.build_parser().parse_args(["serve", "x.yaml", "--host", given]).host == taken
+
+
 def test_serve_accepts_the_port_range_ends() -> None:
     args = cli.build_parser().parse_args(["serve", "x.yaml", "--http-port", "1", "--grpc-port", "65535"])
     assert (args.http_port, args.grpc_port, args.metrics_port) == (1, 65535, 8002)

@@ -155,29 +155,68 @@ def test_serve_runs_a_tritonserver_tree_that_has_the_backend(tmp_path: Path) -> 
     assert proc.returncode == 0, rest
 
 
-def test_serve_port_in_use_fails_with_log():
+def test_serve_port_in_use_fails_before_any_model_loads():
+    """tritonserver found a taken port only after every model had loaded (minutes with large models),
+    then ended with 60 lines of log; serve now names the flag and the address before it starts."""
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         busy = s.getsockname()[1]
-        grpc, metrics = [p for p in free_ports(3) if p != busy][:2]
+        http, grpc = [p for p in free_ports(3) if p != busy][:2]
         args = [
-            str(CLI),
-            "serve",
-            str(ROOT / "examples" / "fanout.yaml"),
-            "--cpu",
-            "--http-port",
-            str(busy),
-            "--grpc-port",
-            str(grpc),
-            "--metrics-port",
-            str(metrics),
-            "--timeout",
-            "60",
-        ]
+            str(CLI), "serve", str(ROOT / "examples" / "fanout.yaml"), "--cpu", "--http-port", str(http),
+            "--grpc-port", str(grpc), "--metrics-port", str(busy),
+        ]  # fmt: skip
+        started = time.monotonic()
         proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "tritonserver exited" in proc.stderr
+    assert f"error: --metrics-port {busy}: 127.0.0.1:{busy} cannot be bound" in proc.stderr
+    assert "starting tritonserver" not in proc.stdout and time.monotonic() - started < 60
+
+
+SLOW_INIT = "    def initialize(self, args):\n        import time\n        time.sleep(300)\n\n"
+
+
+def test_ctrl_c_while_the_models_load_stops_at_once(tmp_path: Path) -> None:
+    """A model whose initialize takes minutes: Ctrl-C was ignored until the load ended (then serve
+    printed 'serving' and stopped). Now it stops within seconds, says which model was loading, exits 130
+    and leaves no process behind."""
+    models = tmp_path / "models"
+    shutil.copytree(ROOT / "model_repository", models)
+    source = models / "head_c" / "1" / "model.py"
+    text = source.read_text()
+    source.write_text(text.replace("class TritonPythonModel:\n", "class TritonPythonModel:\n" + SLOW_INIT, 1))
+    http, grpc, metrics = free_ports(3)
+    args = [
+        str(CLI), "serve", str(ROOT / "examples" / "diamond.yaml"), "--cpu", "--models", str(models),
+        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+    ]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:  # the server runs; its log says when head_c starts loading
+            lines.append(line)
+            if line.startswith("starting tritonserver"):
+                break
+        log = Path(re.search(r"\(log: (.+)\) \.\.\.", lines[-1]).group(1))  # type: ignore[union-attr]
+        deadline = time.monotonic() + 60
+        while '"loading: head_c:1"' not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2)  # into its initialize
+        tree = _descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "interrupted while the models load (not ready: head_c" in rest, rest
+    assert "serving;" not in rest
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in tree if _alive(pid)]
 
 
 def _descendants(pid: int) -> list[int]:

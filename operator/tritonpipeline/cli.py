@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
+import ipaddress
 import json
+import math
 import os
 import random
 import shutil
@@ -56,6 +58,7 @@ from .spec import GatewayImplementation, TritonPipeline, load_file
 from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
 
 
@@ -471,11 +474,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not os.environ.get(HOME_ENV):  # a tritonserver tree of its own needs no wheel's (NVIDIA's image)
         extras.need("serve", "tritonpipeline serve")
     from .local.server import (
+        Interrupted,
         LocalTriton,
         TritonError,
         installed_numpy,
         missing_backends,
         numpy_warning,
+        port_in_use,
         server_home,
     )
 
@@ -500,6 +505,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     lacking = missing_backends(c.pipeline.spec.models, home, c.model_root)
     if lacking:
         raise SpecError(lacking, args.file)
+    for port_flag in SERVE_PORT_FLAGS:  # before any model loads: tritonserver finds out after all have
+        number = getattr(args, port_flag.lstrip("-").replace("-", "_"))
+        busy = port_in_use(args.host, number)
+        if busy:
+            message = SERVE_PORT_IN_USE.format(flag=port_flag, host=args.host, port=number, why=busy)
+            print(message, file=sys.stderr)
+            return EXIT_SERVER
     if cpu and args.cpu is None:
         print("no GPU found: GPU instance groups run on the CPU (pass --gpu to keep them)")
     c = _with_router(c, args.router, cpu)
@@ -512,6 +524,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         where = quote(tempfile.gettempdir())
         raise SpecError.one(f"cannot create a work directory in {where}: {reason(exc)}") from None
     stop = threading.Event()
+    keep = False  # the work directory, after a failure
     handler = lambda *_: stop.set()  # noqa: E731
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     server = None
@@ -535,7 +548,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         print(f"starting tritonserver (log: {server.log_file}) ...", flush=True)
         server.start()
-        server.wait_ready(timeout=args.timeout)
+        server.wait_ready(timeout=args.timeout, stop=stop.is_set)
         print(f"ready: HTTP http://{server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}")
         key_file = security.write_key(workdir, server.admin_key or "")
         print(
@@ -557,8 +570,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         code = server.stop(timeout=args.exit_timeout + 5)
         print(f"stopped (tritonserver exit code {code})")
         return EXIT_OK
+    except Interrupted as exc:
+        print(f"{exc}: stopping tritonserver", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except TritonError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        keep = True  # the whole log, for what the tail leaves out
         return EXIT_SERVER
     except OSError as exc:
         print(f"error: cannot serve from {quote(workdir)}: {reason(exc)}", file=sys.stderr)
@@ -568,7 +585,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.stop(timeout=5)
         for s, h in old.items():
             signal.signal(s, h)
-        if not args.keep:
+        if keep and not args.keep:
+            print(
+                f"kept {workdir} (tritonserver.log and the repository); remove it when done", file=sys.stderr
+            )
+        if not (args.keep or keep):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -683,6 +704,36 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def seconds(text: str) -> float:
+    """argparse type of a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {quote(text)}")
+    return value
+
+
+def whole_seconds(text: str) -> int:
+    """argparse type of a whole number of seconds, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of seconds, 0 or more, got {quote(text)}")
+    return int(text)
+
+
+def ip_address(text: str) -> str:
+    """argparse type of an address to bind: an IP literal (tritonserver's HTTP and metrics services take
+    no host names: `localhost` bound 255.255.255.255, and serve waited out its timeout)."""
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address such as 127.0.0.1, 0.0.0.0 or ::1, got {quote(text)} (tritonserver "
+            "takes no host names)"
+        ) from None
+
+
 def port(text: str) -> int:
     """argparse type of a TCP port: an integer 1-65535."""
     try:
@@ -706,13 +757,16 @@ def endpoint_url(text: str) -> str:
     return text
 
 
+SERVE_PORT_FLAGS = ("--http-port", "--grpc-port", "--metrics-port")
+SERVE_PORT_IN_USE = (
+    "error: {flag} {port}: {host}:{port} cannot be bound ({why}): another server listens there; choose "
+    "another port"
+)
+
+
 def _check_serve_ports(args: argparse.Namespace) -> None:
     """Each of serve's servers needs a port of its own (a usage error otherwise)."""
-    ports = {
-        "--http-port": args.http_port,
-        "--grpc-port": args.grpc_port,
-        "--metrics-port": args.metrics_port,
-    }
+    ports = {flag: getattr(args, flag.lstrip("-").replace("-", "_")) for flag in SERVE_PORT_FLAGS}
     seen: dict[int, str] = {}
     for flag, number in ports.items():
         if number in seen:
@@ -763,12 +817,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu", dest="cpu", action="store_true", default=None, help="run GPU instance groups on CPU"
     )
     mode.add_argument("--gpu", dest="cpu", action="store_false", help="keep GPU instance groups")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--host", type=ip_address, default="127.0.0.1", help="IP address to bind (default 127.0.0.1)"
+    )
     p.add_argument("--http-port", type=port, default=HTTP_PORT, help="1-65535 (default %(default)s)")
     p.add_argument("--grpc-port", type=port, default=GRPC_PORT, help="1-65535 (default %(default)s)")
     p.add_argument("--metrics-port", type=port, default=METRICS_PORT, help="1-65535 (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=180, help="seconds to wait for readiness")
-    p.add_argument("--exit-timeout", type=int, default=10, help="seconds Triton waits for in-flight requests")
+    p.add_argument("--timeout", type=seconds, default=180, help="seconds to wait for readiness")
+    p.add_argument(
+        "--exit-timeout", type=whole_seconds, default=10, help="seconds Triton waits for in-flight requests"
+    )
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
     p.add_argument(
         "--router",
@@ -886,7 +944,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {reason(exc)}", file=sys.stderr)
         return EXIT_INVALID
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # last resort: one line, never a traceback (unless asked for)
         if os.environ.get(DEBUG_ENV):
             raise

@@ -7,6 +7,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -30,6 +31,15 @@ from ..triton.addresses import listen_args, url_host
 
 class TritonError(RuntimeError):
     """tritonserver could not be found, started, or did not become ready."""
+
+
+# tritonserver's log lines (model_lifecycle.cc) as a model starts and ends loading
+LOADING_RE = re.compile(r'"loading: (.+?):\d+"')
+LOADED_RE = re.compile(r"\"(?:successfully loaded|failed to load) '([^']+)'")
+
+
+class Interrupted(TritonError):
+    """The wait for readiness was asked to stop (Ctrl-C or SIGTERM while the models load)."""
 
 
 def _pytriton_dist() -> Path:
@@ -182,6 +192,20 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why tritonserver could not listen on host:port (something listens there already), else None. Bound
+    with SO_REUSEADDR, as servers are, so a connection of a just-ended server lingering in TIME_WAIT does
+    not count."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def free_port() -> int:
     return free_ports(1)[0]
 
@@ -315,11 +339,14 @@ class LocalTriton:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
+    def wait_ready(self, timeout: float = 120.0, stop: Callable[[], bool] = lambda: False) -> None:
         """Block until /v2/health/ready answers 200 and the metrics endpoint answers too (tritonserver
-        starts it a moment after the HTTP service); raise TritonError with the log tail otherwise."""
+        starts it a moment after the HTTP service); raise TritonError with the log tail otherwise (naming
+        the models not yet ready), Interrupted as soon as `stop()` says so."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if stop():
+                raise Interrupted(f"interrupted while the models load{self._loading()}")
             if self.process is None or self.process.poll() is not None:
                 code = None if self.process is None else self.process.returncode
                 raise TritonError(
@@ -333,7 +360,16 @@ class LocalTriton:
             except (OSError, urllib.error.URLError):
                 pass
             time.sleep(0.1)
-        raise TritonError(f"tritonserver not ready after {timeout:.0f}s:\n{self.log_tail()}")
+        raise TritonError(f"tritonserver not ready after {timeout:g}s{self._loading()}:\n{self.log_tail()}")
+
+    def _loading(self) -> str:
+        """` (not ready: MODEL, ...)`: the models the log says started loading and did not finish (the
+        server loads them before it answers on any endpoint)."""
+        log = self.logs()
+        started = dict.fromkeys(LOADING_RE.findall(log))
+        done = set(LOADED_RE.findall(log))
+        pending = [name for name in started if name not in done]
+        return f" (not ready: {', '.join(pending)})" if pending else ""
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.logs().splitlines()[-lines:])
