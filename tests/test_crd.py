@@ -1155,6 +1155,9 @@ VALIDATOR_ONLY = {
     "Server._image": "the runtimes' reference grammar (spec/kubernetes.py): the apiserver takes any image, "
     "and the path's length limit depends on how the host is split off, which a pattern cannot say",
     "NetworkPolicy._peers": PASSED_THROUGH,
+    "Metadata._known_fields": "the apiserver checks ObjectMeta itself; the CRD's schema cannot describe it",
+    "Metadata._labels": "the apiserver checks ObjectMeta itself (the same rules, for validate)",
+    "Metadata._annotations": "the apiserver checks ObjectMeta itself (the same rules, for validate)",
     "PipelineSpec._instance_gpus": "each instance group's GPU indices against server.gpus, across the spec",
     "TritonPipeline._api_version": "the apiserver serves this CRD at this group and version only",
     "TritonPipeline._kind": "the apiserver serves this CRD under this kind only",

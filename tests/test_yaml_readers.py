@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import EXAMPLES, example
 from tritonpipeline import cli, yamltext
 from tritonpipeline.errors import SpecError
 from tritonpipeline.spec import parse_text
-from tritonpipeline.spec.document import load_documents
+from tritonpipeline.spec.document import MAX_FILE_BYTES, load_documents, load_file
 
 # what go-yaml reads as no string, written plain: y and n (YAML 1.1), numbers with an exponent, a base
 # prefix or `_` (YAML 1.2), nulls; each needs quotes
@@ -107,3 +108,58 @@ def test_a_parameter_json_cannot_hold_is_refused() -> None:
         parse_text(text)
     ((path, message),) = [(p.path, p.message) for p in info.value.problems]
     assert path.endswith(".parameters") and "must be a finite number" in message
+
+
+def test_values_nested_too_deeply_are_one_clear_error(tmp_path: Path) -> None:
+    """500 lists inside one another ended in 'unexpected RecursionError' without a file or line, and
+    `validate --output json` printed no JSON."""
+    path = tmp_path / "deep.yaml"
+    path.write_text("apiVersion: serving.tritonpipeline.io/v1alpha1\nkind: TritonPipeline\n"
+                    "metadata: {name: deep, annotations: {x: " + "[" * 500 + "]" * 500 + "}}\n")  # fmt: skip
+    with pytest.raises(SpecError) as info:
+        load_file(path)
+    ((where, message),) = [(p.path, p.message) for p in info.value.problems]
+    assert where == "" and message.startswith("invalid YAML: values nested more deeply than can be read")
+    assert info.value.source == str(path)
+
+
+def test_a_file_larger_than_any_pipeline_is_refused_unread(tmp_path: Path) -> None:
+    """/dev/zero grew validate to 6.6 GB in 5 s; a file is read up to MAX_FILE_BYTES, then refused."""
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (MAX_FILE_BYTES + 1))
+    for path in (big, Path("/dev/zero")):
+        with pytest.raises(SpecError) as info:
+            load_file(path)
+        assert "file is larger than 8 MiB" in info.value.problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("metadata", "path", "words"),
+    [
+        ({"labels": {"team": ["a"]}}, "metadata.labels.team", "expected a string, got a list"),
+        ({"labels": {"bad label!": "x"}}, "metadata.labels.bad label!", "invalid label key"),
+        ({"labels": {"team": "a b"}}, "metadata.labels.team", "invalid label value"),
+        ({"annotations": {"x": {"z": 1}}}, "metadata.annotations.x", "expected a string, got a mapping"),
+        ({"annotations": {"x": "y" * (256 * 1024)}}, "metadata.annotations", "Kubernetes allows 262144"),
+        ({"bogus": 1}, "metadata.bogus", "unknown field 'bogus' of metadata"),
+    ],
+)
+def test_metadata_is_checked_as_the_apiserver_checks_it(metadata: dict, path: str, words: str) -> None:
+    """`validate` said valid; kubectl apply was refused (labels and annotations are maps of strings,
+    label keys and values have a grammar, annotations 256 KiB in all, ObjectMeta has no field 'bogus')."""
+    doc = example("fanout")
+    doc["metadata"].update(metadata)
+    with pytest.raises(SpecError) as info:
+        parse_text(yaml.safe_dump(doc))
+    assert [(p.path, words in p.message) for p in info.value.problems] == [(path, True)], info.value.problems
+
+
+def test_metadata_as_kubectl_get_prints_it_is_taken() -> None:
+    doc = example("fanout")
+    doc["metadata"].update(
+        uid="0b1c", resourceVersion="42", generation=3, creationTimestamp="2026-11-28T00:00:00Z",
+        labels={"app.kubernetes.io/name": "fanout"}, annotations={"note": "any text: {}"},
+        managedFields=[{"manager": "kubectl"}], finalizers=[], ownerReferences=[],
+    )  # fmt: skip
+    (tp,) = parse_text(yaml.safe_dump(doc))
+    assert tp.metadata.labels == {"app.kubernetes.io/name": "fanout"}

@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -21,6 +22,7 @@ from pydantic_core import ErrorDetails
 from ..errors import Problem, SpecError, kind_of, plain_number, quote
 from ..settings import API_VERSION, KIND
 from ..yamltext import STR_TAG
+from . import kubernetes
 from .autoscaling import Autoscaling, NetworkPolicy
 from .base import DNS_LABEL_RE, K8S_NAME_RE, MAX_MODELS, MAX_PIPELINES, FieldProblems, _Base, _name_rule
 from .models import Instance, Model
@@ -77,13 +79,48 @@ def _gpus_problem(inst: Instance, server_gpus: int) -> str | None:
     return None
 
 
+# ObjectMeta's fields (what `kubectl get -o yaml` shows included): any other is refused, as kubectl's
+# strict field validation refuses it
+OBJECT_META_FIELDS = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+    "ownerReferences", "finalizers", "managedFields",
+})  # fmt: skip
+UNKNOWN_META_FIELD = "unknown field {name} of metadata (Kubernetes' ObjectMeta); expected one of: {known}"
+
+
 class Metadata(BaseModel):
-    """Kubernetes ObjectMeta: only name/namespace matter; the apiserver's other fields are kept."""
+    """Kubernetes ObjectMeta: name and namespace matter, labels and annotations are checked as the
+    apiserver checks them; the apiserver's other fields are kept."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     name: Annotated[str, _name_rule(K8S_NAME_RE, "metadata.name")]
     namespace: Annotated[str, _name_rule(DNS_LABEL_RE, "namespace")] | None = None
     generation: int | None = None
+    labels: dict[str, StrictStr] | None = None
+    annotations: dict[str, StrictStr] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            unknown = [k for k in value if k not in OBJECT_META_FIELDS]
+            if unknown:
+                known = ", ".join(sorted(OBJECT_META_FIELDS))
+                raise FieldProblems(
+                    [(f".{k}", UNKNOWN_META_FIELD.format(name=quote(k), known=known)) for k in unknown]
+                )
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return value if value is None else kubernetes.passed_through(value, kubernetes.labels)
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return value if value is None else kubernetes.passed_through(value, kubernetes.annotation_map)
 
 
 class TritonPipeline(_Base):
@@ -220,6 +257,12 @@ def _duplicate_keys(node: yaml.Node | None, path: str, seen_nodes: set[int]) -> 
     return found
 
 
+TOO_DEEP = (
+    "invalid YAML: values nested more deeply than can be read (lists or mappings inside one another, "
+    "hundreds of levels); a TritonPipeline needs a few dozen"
+)
+
+
 def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
     """Parse YAML text (one or several documents) refusing duplicate keys; empty documents are skipped."""
     try:
@@ -238,6 +281,8 @@ def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
         raise SpecError([Problem(where, f"invalid YAML: {exc.problem or exc}")], source) from None
     except yaml.YAMLError as exc:
         raise SpecError([Problem("", f"invalid YAML: {exc}")], source) from None
+    except RecursionError:  # the YAML reader and the checks walk nested values recursively
+        raise SpecError([Problem("", TOO_DEEP)], source) from None
     if not docs:
         raise SpecError([Problem("", "no TritonPipeline document found")], source)
     for i, doc in enumerate(docs):
@@ -411,11 +456,24 @@ def _same_names(pipelines: list[TritonPipeline]) -> list[Problem]:
     return found
 
 
+# the most of a file `load_file` reads: the apiserver takes requests of 3 MiB and stores objects of 1.5 MiB,
+# so a file of pipelines is far smaller; /dev/zero or a 6 GB log given by mistake is refused, not read
+MAX_FILE_BYTES = 8 * 1024 * 1024
+FILE_TOO_LARGE = (
+    "file is larger than {limit} MiB: not a file of TritonPipelines (the apiserver stores an object of at "
+    "most 1.5 MiB)"
+)
+
+
 def load_file(path: str | Path, *, beside: Beside | None = None) -> list[TritonPipeline]:
-    """Read and parse a YAML file of TritonPipeline documents."""
+    """Read (at most MAX_FILE_BYTES) and parse a YAML file of TritonPipeline documents."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise SpecError([Problem("", FILE_TOO_LARGE.format(limit=MAX_FILE_BYTES >> 20))], str(p))
+        text = data.decode("utf-8")
     except OSError as exc:
         raise SpecError([Problem("", f"cannot read file: {exc.strerror}")], str(p)) from None
     except UnicodeDecodeError:

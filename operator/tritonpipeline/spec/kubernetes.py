@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import kind_of, quote
-from .base import LABEL_NAME_RE, FieldProblems
+from .base import LABEL_NAME_RE, LABEL_VALUE_RE, RULE_TEXT, FieldProblems
 
 Found = list[tuple[str, str]]
 
@@ -258,3 +258,30 @@ def image(value: str) -> Found:
     if IMAGE_REFERENCE_RE.fullmatch(value) and len(path) <= MAX_IMAGE_PATH:
         return []
     return [("", IMAGE.format(value=quote(value)))]
+
+
+def labels(value: Mapping[str, str]) -> Found:
+    """Label keys (qualified names) and values (63 characters of [-A-Za-z0-9_.], alphanumeric ends)."""
+    return [
+        (f".{key}", f"invalid {what} {quote(text)}: {RULE_TEXT[what]}")
+        for key, val in value.items()
+        for what, text, pattern in (("label key", key, LABEL_NAME_RE), ("label value", val, LABEL_VALUE_RE))
+        if not pattern.fullmatch(text)
+    ]
+
+
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB: keys and values together
+ANNOTATIONS_TOO_LARGE = "annotations take {size} bytes, keys and values together; Kubernetes allows {limit}"
+
+
+def annotation_map(value: Mapping[str, str]) -> Found:
+    """Annotation keys (qualified names, as label keys) and their total size."""
+    found: Found = [
+        (f".{key}", f"invalid annotation key {quote(key)}: {RULE_TEXT['label key']}")
+        for key in value
+        if not LABEL_NAME_RE.fullmatch(key)
+    ]
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in value.items())
+    if size > MAX_ANNOTATIONS_BYTES:
+        found.append(("", ANNOTATIONS_TOO_LARGE.format(size=size, limit=MAX_ANNOTATIONS_BYTES)))
+    return found

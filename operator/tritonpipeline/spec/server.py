@@ -15,8 +15,6 @@ from . import kubernetes
 from .base import (
     DEFAULT_IMAGE,
     DNS_SUBDOMAIN_RE,
-    LABEL_NAME_RE,
-    LABEL_VALUE_RE,
     NVIDIA_GPU,
     REGION_RE,
     RESOURCE_RE,
@@ -291,18 +289,7 @@ class Server(_Base):
     @field_validator("node_selector")
     @classmethod
     def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
-        found = [
-            (f".{key}", f"invalid {what} {text!r}: {RULE_TEXT[what]}")
-            for key, value in selector.items()
-            for what, text, pattern in (
-                ("label key", key, LABEL_NAME_RE),
-                ("label value", value, LABEL_VALUE_RE),
-            )
-            if not pattern.fullmatch(text)
-        ]
-        if found:
-            raise FieldProblems(found)
-        return selector
+        return kubernetes.passed_through(selector, kubernetes.labels)
 
     @field_validator("image")
     @classmethod
