@@ -650,7 +650,7 @@ def test_force_refuses_a_directory_it_did_not_write(tmp_path: Path) -> None:
 @pytest.mark.cli
 @pytest.mark.parametrize(
     "change",
-    ["new-file", "new-dir", "file-in-model-dir", "link-replaced-by-dir", "marker-is-a-link"],
+    ["new-file", "new-dir", "file-in-model-dir", "link-replaced-by-dir", "marker-is-a-link", "edited"],
 )
 def test_force_refuses_a_render_someone_added_to(tmp_path: Path, change: str) -> None:
     out = tmp_path / "repo"
@@ -665,6 +665,9 @@ def test_force_refuses_a_render_someone_added_to(tmp_path: Path, change: str) ->
         (out / "join" / "1").unlink()
         (out / "join" / "1").mkdir()
         (out / "join" / "1" / "model.py").write_text("# my own copy")
+    elif change == "edited":  # a tweak to a generated config was overwritten without a word
+        with (out / "extractor" / "config.pbtxt").open("a") as f:
+            f.write("# my tweak\n")
     else:
         real = tmp_path / "marker-copy"
         real.write_bytes((out / MARKER).read_bytes())
@@ -944,3 +947,14 @@ def test_serve_router_auto_falls_back_to_python_with_a_note(
     assert chosen.artifacts.router_backend == "python" and chosen is compiled
     assert "note: the routers run on the Python backend (no C compiler" in capsys.readouterr().out
     assert [r["backend"] for r in chosen.artifacts.graph_summary()["routers"]] == ["python"]
+
+
+@pytest.mark.parametrize(
+    ("given", "words"), [("/nonexistent", "does not exist"), (__file__, "is not a directory")]
+)
+def test_a_models_directory_that_is_not_one_is_named_as_the_flag(
+    given: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was blamed on spec.modelRepository.uri, which the flag overrides."""
+    assert cli.main(["validate", str(EXAMPLES / "diamond.yaml"), "--models", given]) == 1
+    assert f"--models {given!r} {words}" in capsys.readouterr().err

@@ -73,6 +73,9 @@ class Compiled:
 def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None) -> list[Compiled]:
     """Parse, compile and (for local sources) check model directories of every document in a file.
     Raises SpecError listing all problems of all documents."""
+    if models is not None and not Path(models).is_dir():
+        what = "is not a directory" if Path(models).exists() else "does not exist"
+        raise SpecError.one(f"--models {quote(models)} {what}: it names the directory of the model files")
     pipelines = load_file(path, beside=graph_problems_beside)
     out: list[Compiled] = []
     problems: list[Problem] = []

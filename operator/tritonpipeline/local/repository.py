@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
@@ -365,7 +366,8 @@ def _fill(tmp: Path, files: Mapping[str, bytes], links: list[tuple[str, Path]]) 
         out = tmp / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(data)
-    marker = {"writtenBy": "tritonpipeline", "entries": tree(tmp)}
+    digests = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+    marker = {"writtenBy": "tritonpipeline", "entries": tree(tmp), "sha256": digests}
     (tmp / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n")
 
 
@@ -500,6 +502,36 @@ def _check_replaceable(dest: Path, force: bool) -> None:
             f"write ({', '.join(quote(e) for e in extra[:3])}{', ...' if len(extra) > 3 else ''}); "
             "--force does not remove them: move them away or choose another directory"
         )
+    changed = sorted(
+        rel for rel, digest in _digests(marker).items() if _digest(dest / rel) not in (digest, None)
+    )
+    if changed:
+        raise SpecError.one(
+            f"output directory {quote(dest)} holds {len(changed)} generated file(s) changed since they were "
+            f"rendered ({', '.join(quote(e) for e in changed[:3])}{', ...' if len(changed) > 3 else ''}); "
+            "--force does not overwrite edits: keep them elsewhere (or put the change in the spec, e.g. "
+            "extraConfig), then remove the directory or choose another"
+        )
+
+
+def _digests(marker: Path) -> dict[str, str]:
+    """The sha256 of each generated file as a render wrote it ({} for a marker from before they were
+    recorded)."""
+    try:
+        found = json.loads(marker.read_text()).get("sha256", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _digest(path: Path) -> str | None:
+    """sha256 of a regular file, None when it is gone or not one (a link, a directory)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _make_parent(dest: Path) -> None:
