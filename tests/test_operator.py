@@ -248,7 +248,7 @@ def test_changes_touch_exactly_the_children_that_should_change(kube, namespace, 
 
 
 def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator):
-    run_operator()
+    run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "1"})
     doc = cluster_doc("vision", namespace)
     kube.apply(doc)
     wait_reconciled(kube, namespace, "vision")
@@ -270,7 +270,9 @@ def test_invalid_update_keeps_the_last_good_state(kube, namespace, run_operator)
         ],
     )
     assert "rigth" in warning[0]["message"]
-    time.sleep(1)  # give a wrong operator time to touch something
+    time.sleep(3)  # give a wrong operator time to touch something: three resyncs
+    # one Warning for the change, none for each resync that finds the same problem (one a minute, before)
+    assert len([e for e in events(kube, namespace, "vision") if e["reason"] == "InvalidSpec"]) == 1
     after = children(kube, namespace, "vision")
     assert json.dumps(after, sort_keys=True) == json.dumps(
         before, sort_keys=True
@@ -628,6 +630,34 @@ def test_drift_is_repaired(kube, namespace, run_operator):
     wait_reconciled(kube, namespace, "vision")
     kube.delete("v1", "Service", namespace, "vision")
     wait_for("the Service to come back", lambda: kube.get("v1", "Service", namespace, "vision"), timeout=30)
+    # a status someone else wrote is repaired too (the operator compared with what it last wrote, and
+    # kept endpoint "tampered" and observedGeneration 7 until it restarted)
+    kube.patch_status(namespace, "vision", {"endpoint": "tampered", "observedGeneration": 7})
+
+    def repaired() -> dict[str, Any] | None:
+        cr = kube.get(API, "TritonPipeline", namespace, "vision")
+        status = (cr or {}).get("status") or {}
+        return cr if status.get("observedGeneration") == 1 and status.get("endpoint") != "tampered" else None
+
+    wait_for("the status repaired", repaired, timeout=30)
+    # `kubectl set image` on the Triton container: restored (the upgrade pin took the edited template for
+    # an earlier operator's rendering and kept "evil/triton:hacked")
+    url = f"/apis/apps/v1/namespaces/{namespace}/deployments/vision"
+    patch = {
+        "spec": {"template": {"spec": {"containers": [{"name": "tritonserver", "image": "evil/triton:1"}]}}}
+    }
+    kube.request(
+        "PATCH", url, query=[("fieldManager", "kubectl-set")], body=patch,
+        content_type="application/strategic-merge-patch+json",
+    )  # fmt: skip
+
+    def triton_image() -> str:
+        deployment = kube.get("apps/v1", "Deployment", namespace, "vision") or {}
+        containers = deployment["spec"]["template"]["spec"]["containers"]
+        return str(next(c["image"] for c in containers if c["name"] == "tritonserver"))
+
+    wait_for("the Triton image restored", lambda: triton_image() != "evil/triton:1", timeout=30)
+    assert condition(get_cr(kube, namespace, "vision"), "UpToDate")["reason"] != "OperatorUpgraded"
 
 
 def test_a_namespace_being_deleted_is_not_repaired(kube, namespace, run_operator):

@@ -171,3 +171,28 @@ def test_the_message_names_at_most_four_differences() -> None:
 def test_a_rollout_is_done_when_every_replica_runs_the_new_template_and_no_old_pod_is_left(status, done):
     deployment = {"metadata": {"generation": 5}, "spec": {"replicas": 2}, "status": status}
     assert pinning.rollout_done(deployment) is done
+
+
+@pytest.mark.parametrize(
+    ("manager", "fields", "pinned"),
+    [
+        # kubectl set image / patch / edit: the pod's spec
+        ("kubectl-set", {"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}, False),
+        ("kubectl-patch", {"f:spec": {"f:template": {"f:spec": {"f:nodeSelector": {}}}}}, False),
+        # kubectl rollout restart: an annotation of the template's metadata
+        ("kubectl-rollout", {"f:spec": {"f:template": {"f:metadata": {"f:annotations": {}}}}}, True),
+        ("kube-controller-manager", {"f:spec": {"f:replicas": {}}}, True),  # the HPA, through scale
+    ],
+)
+def test_a_template_edited_by_hand_is_restored_not_kept(manager: str, fields: dict, pinned: bool) -> None:
+    """A hand edit of the live template looked like an earlier operator's rendering: the pin kept a
+    tampered image (seen: `evil/triton:hacked` stayed, UpToDate said OperatorUpgraded)."""
+    old, cms = rendered(OLD)
+    new, new_cms = rendered(NEW)
+    live = as_served(old)
+    entry = {"manager": manager, "operation": "Update", "fieldsV1": fields}
+    if manager == "kube-controller-manager":
+        entry["subresource"] = "scale"
+    live["metadata"]["managedFields"] = [entry]
+    decision = pinning.decide(3, 3, "", new, new_cms, live, served_configmaps(cms))
+    assert decision.pinned is pinned

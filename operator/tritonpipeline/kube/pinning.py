@@ -210,6 +210,8 @@ def decide(
     template = (live.get("spec") or {}).get("template") or {}
     if any(name not in live_configmaps for name in projected_configmaps(template)):
         return Decision(False)
+    if hand_edits(live):  # not an earlier operator's rendering: restored, not kept
+        return Decision(False)
     differences = [
         *template_differences(
             rendered["spec"]["template"], template, owned_paths(live, ("spec", "template"))
@@ -217,6 +219,22 @@ def decide(
         *configmap_differences(configmaps, live_configmaps),
     ]
     return Decision(bool(differences), tuple(differences))
+
+
+def hand_edits(deployment: dict[str, Any]) -> list[str]:
+    """The field managers other than the operator that own fields of the pod's spec (`kubectl set image`,
+    `kubectl patch`, `kubectl edit`): a template someone edited by hand is no earlier operator's rendering,
+    and keeping it kept a tampered image. Template metadata (`kubectl rollout restart`'s annotation) and
+    the subresources (the HPA's scale, the controller's status) do not count."""
+    found = []
+    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER or entry.get("subresource"):
+            continue
+        fields = entry.get("fieldsV1") or {}
+        pod_spec = ((fields.get("f:spec") or {}).get("f:template") or {}).get("f:spec")
+        if pod_spec:
+            found.append(str(entry.get("manager") or "?"))
+    return found
 
 
 def pinned_deployment(rendered: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:

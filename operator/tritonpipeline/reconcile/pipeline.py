@@ -71,6 +71,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         message = one_line(exc)
         events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc))
         events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
+        before = previous_condition(state, namespace, name, body, "SpecValid") or {}
         await write_status(
             state,
             namespace,
@@ -86,7 +87,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             },
             body.get("status") or {},
         )
-        await warn(kube, body, "InvalidSpec", message)
+        if event or (before.get("reason"), before.get("message")) != ("InvalidSpec", message):
+            await warn(kube, body, "InvalidSpec", message)  # a user's change or a new problem, not a resync
         raise kopf.PermanentError(message) from None
     since = time.time()
     try:

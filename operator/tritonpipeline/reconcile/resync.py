@@ -55,4 +55,8 @@ async def resync_loop(state: OperatorState, logger: kopf.Logger) -> None:
     while True:
         await asyncio.sleep(state.settings.resync_seconds)
         for cr in await watched_pipelines(state, logger, "resync"):
-            await reconcile_owner(state, cr["metadata"]["namespace"], cr["metadata"]["name"])
+            key = (cr["metadata"]["namespace"], cr["metadata"]["name"])
+            # the status as stored, not as last written: someone else's write (or an earlier active
+            # replica's, after a hand-over) is then seen, and repaired, once a period
+            state.statuses.pop(key, None)
+            await reconcile_owner(state, *key)

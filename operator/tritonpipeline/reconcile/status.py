@@ -29,7 +29,8 @@ async def write_status(
     """Merge `new` into the pipeline's status (conditions by type) and write it only when it changed.
 
     The operator is the only writer of status; writes for one pipeline are serialised by a lock and
-    the last written status is kept in memory, so no read is needed before a write. `current` is the
+    the last written status is kept in memory, so no read is needed before a write (the resync loop
+    drops it once a period, so a status someone else wrote is seen and repaired). `current` is the
     status as last seen (from the event), used when nothing is cached yet."""
     key = (namespace, name)
     async with state.locks[key]:
