@@ -958,3 +958,15 @@ def test_a_models_directory_that_is_not_one_is_named_as_the_flag(
     """It was blamed on spec.modelRepository.uri, which the flag overrides."""
     assert cli.main(["validate", str(EXAMPLES / "diamond.yaml"), "--models", given]) == 1
     assert f"--models {given!r} {words}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", [["render", "x.yaml", "-o"], ["graph", "x.yaml", "-o"], ["import", "r", "-o"]]
+)
+def test_an_empty_output_path_is_a_usage_error(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`render -o ""` rendered into the current directory."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.build_parser().parse_args([*command, ""])
+    assert exit_info.value.code == 2 and "expected a path, got an empty one" in capsys.readouterr().err

@@ -707,6 +707,13 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def output_path(text: str) -> str:
+    """argparse type of an output path: not empty (`-o ""` rendered into the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    return text
+
+
 def seconds(text: str) -> float:
     """argparse type of a positive, finite number of seconds."""
     try:
@@ -796,7 +803,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", help="write a complete Triton model repository")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("-o", "--output-dir", required=True, metavar="DIR")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR", type=output_path)
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
     p.add_argument("--cpu", action="store_true", help="turn GPU instance groups into CPU ones")
     p.add_argument("--force", action="store_true", help="replace a non-empty output directory")
@@ -806,7 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("graph", help="draw the compiled graph (Mermaid, DOT, PNG/SVG with graphviz)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--format", choices=("mermaid", "dot", "png", "svg"), default="mermaid")
-    p.add_argument("-o", "--output", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="FILE", type=output_path)
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
     common(p)
@@ -902,6 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="FILE",
+        type=output_path,
         help="write the YAML here (atomically; default: stdout); a relative repository path is rewritten "
         "relative to FILE's directory",
     )
