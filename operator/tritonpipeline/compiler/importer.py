@@ -301,6 +301,8 @@ MODEL_FILES: tuple[tuple[str, str, str, bool | None], ...] = (
     ("model.py", "backend", "python", None),
 )
 
+MODEL_FILE_NAMES = ", ".join(name for name, *_ in MODEL_FILES)  # for messages
+
 # ... and when none matches, with neither backend, platform nor default_model_filename given, a model named
 # `model.<backend>` runs on <backend>, and Triton sets default_model_filename `model.<backend>`: carried in
 # extraConfig, as the render names the backend and Triton then sets nothing (the same as the backend's own
@@ -896,10 +898,9 @@ def _without_config(directory: str, version_files: VersionFiles | None) -> Findi
     empty config named after the directory): the note that it is carried so, or why Triton cannot."""
     picked, by_name = _model_file_backend(mc.ModelConfig(name=directory), version_files)
     if not picked:
-        files = ", ".join(name for name, *_ in MODEL_FILES)
         if version_files is None:
             return NO_VERSION_DIR
-        return NO_MODEL_FILE.format(subdir=version_files[0], files=files)
+        return NO_MODEL_FILE.format(subdir=version_files[0], files=MODEL_FILE_NAMES)
     ((key, value),) = picked.items()
     subdir = version_files[0] if version_files is not None else ""
     file = (
@@ -937,7 +938,7 @@ def _backend(cfg: Any, r: _Reading, version_files: VersionFiles | None) -> dict[
         if by_name and custom not in OWN_DEFAULT_IS_MODEL_DOT_BACKEND:
             cfg.default_model_filename = f"model.{custom}"  # as Triton sets it; carried in extraConfig
         return picked
-    files = ", ".join(name for name, *_ in MODEL_FILES)
+    files = MODEL_FILE_NAMES
     why = NO_VERSION_DIR
     if cfg.default_model_filename:
         why = NO_MODEL_FILE_NAMED.format(given=str(cfg.default_model_filename), files=files)

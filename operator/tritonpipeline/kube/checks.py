@@ -276,7 +276,7 @@ def full_reference(image: str) -> str:
     """An image reference as containerd and `docker save` name it (Docker Hub's defaults filled in)."""
     if registry(image) != DOCKER_HUB or image.startswith(f"{DOCKER_HUB}/"):
         return image
-    return f"{DOCKER_HUB}/{image}" if "/" in image else f"{DOCKER_HUB}/library/{image}"
+    return f"{DOCKER_HUB}/{image}" if "/" in image else f"{DOCKER_HUB}/{kubernetes.DOCKER_HUB_LIBRARY}{image}"
 
 
 def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:

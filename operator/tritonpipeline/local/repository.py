@@ -216,7 +216,7 @@ def _completion_problems(model: Model, i: int, model_dir: Path, *, run_by_step: 
     """What the Python backend does with the config the spec renders, given the auto_complete_config of
     the model's model.py (read, never run): each call it refuses (Triton fails to load the model), and a
     max_batch_size it raises (Triton loads the model batching otherwise than the spec says)."""
-    version, file = latest_version(model_dir, _specific(model)), _python_model_file(model)
+    version, file = latest_version(model_dir, _specific(model)), model_file(model) or PYTHON_MODEL_FILE
     done = completion(python_files(version).get(file, ""))
     if version is None or done is None:
         return []
@@ -245,17 +245,11 @@ def _specific(model: Model) -> list[int]:
     return list(policy.versions) if policy is not None and policy.policy == "specific" else []
 
 
-def _python_model_file(model: Model) -> str:
-    """The file the Python backend loads: the extraConfig's default_model_filename, else model.py (an
-    extraConfig that does not parse is the compiler's finding)."""
-    extra = readable_extra_config(model)
-    return (extra.default_model_filename if extra is not None else "") or PYTHON_MODEL_FILE
-
-
 def model_file(model: Model) -> str | None:
     """The file (or directory) Triton's backend loads from each version directory: the extraConfig's
-    default_model_filename, else the backend's default, as core picks a backend by it (MODEL_FILES). None
-    where that is not known: an ensemble, a custom backend, a backend with several (tensorflow)."""
+    default_model_filename, else the backend's default, as core picks a backend by it (MODEL_FILES:
+    model.py for python). None where that is not known: an ensemble, a custom backend, a backend with
+    several (tensorflow). An extraConfig that does not parse is the compiler's finding."""
     extra = readable_extra_config(model)
     if extra is not None and extra.default_model_filename:
         return str(extra.default_model_filename)
