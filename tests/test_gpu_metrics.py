@@ -1,4 +1,4 @@
-"""The gpuUtilization autoscaling query on GPU metrics a real H100 exported (bench/results/gpu-metrics.prom,
+"""The gpuUtilization autoscaling query on GPU metrics a real GPU exported (bench/results/gpu-metrics.prom,
 written by `make gpu-check`: Triton's /metrics scraped idle, every second under load, and idle again).
 
 The scrapes are imported into a real Prometheus (Debian) with its own `promtool tsdb
@@ -71,7 +71,7 @@ def prometheus_with_gpu_scrapes(prometheus_dir: Path, tmp_path: Path):
 
 
 @pytest.mark.prometheus
-def test_gpu_utilization_query_on_h100_scrapes(prometheus_with_gpu_scrapes):
+def test_gpu_utilization_query_on_gpu_scrapes(prometheus_with_gpu_scrapes):
     prom, scrapes = prometheus_with_gpu_scrapes
     tp = load_file(str(PIPELINE))[0]
     query = autoscaling.pipeline_query(tp, "gpuUtilization", namespace=NAMESPACE)
