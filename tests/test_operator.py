@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 
@@ -27,6 +28,7 @@ from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.manifests import HASH_ANNOTATION
 from tritonpipeline.kube.packing import entries_of, unpack
 from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
+from tritonpipeline.settings import GROUP
 from tritonpipeline.spec import parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -686,6 +688,62 @@ def test_oversized_configmap_is_reported_not_crashed(kube, namespace, run_operat
     assert "over the ConfigMap limit of 4096 bytes" in valid["message"]
     assert children(kube, namespace, "vision")["deployment"] is None
     assert op.proc is not None and op.proc.poll() is None  # still running
+
+
+def test_a_spec_larger_than_all_annotations_may_be_is_handled_once(kube, namespace, run_operator):
+    """kopf marked a pipeline handled with a copy of it in one annotation, and Kubernetes allows 256 KiB
+    of annotations: a larger spec was handled as new again and again (a traceback and a Created event
+    each time). The operator marks it with a digest."""
+    op = run_operator()
+    doc = cluster_doc("large", namespace)
+    doc["spec"]["models"][0]["parameters"] = {"blob": "x" * 300_000}  # within one ConfigMap's 900 KiB
+    kube.apply(doc)
+    cr = wait_reconciled(kube, namespace, "large")
+    assert condition(cr, "SpecValid")["status"] == "True"
+    assert children(kube, namespace, "large")["deployment"] is not None
+    annotations = cr["metadata"].get("annotations") or {}
+    assert sum(len(k) + len(v) for k, v in annotations.items()) < 1024, annotations
+    doc["spec"]["server"]["replicas"] = 2
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "large", generation=2)
+    wait_for(
+        "an Updated event", lambda: any(e["reason"] == "Updated" for e in events(kube, namespace, "large"))
+    )
+    time.sleep(3)  # kopf retried a failed patch within a second or two
+    created = [e for e in events(kube, namespace, "large") if e["reason"] == "Created"]
+    assert [e.get("count", 1) for e in created] == [1], created
+    assert "Traceback" not in op.text()
+
+
+def test_a_pipeline_an_earlier_release_handled_is_not_new_after_the_upgrade(kube, namespace, run_operator):
+    """Releases before the digest kept kopf's copy of the handled pipeline (kopf's own
+    AnnotationsDiffBaseStorage, which wrote it here): the pipeline is compared with that copy, not
+    handled as new, and the copy is replaced by the digest at its next change."""
+    doc = cluster_doc("kept", namespace)
+    kube.apply(doc)
+    earlier = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    body = kopf.Body(get_cr(kube, namespace, "kept"))
+    patch = kopf.Patch()
+    earlier.store(body=body, patch=patch, essence=earlier.build(body=body))
+    kube.apply(
+        {**{k: doc[k] for k in ("apiVersion", "kind")}, "metadata": {**doc["metadata"], **patch["metadata"]}},
+        field_manager="earlier-operator",
+    )
+    copy_key = f"{GROUP}/last-handled-configuration"
+    assert copy_key in get_cr(kube, namespace, "kept")["metadata"]["annotations"]
+    run_operator()
+    wait_reconciled(kube, namespace, "kept")  # resumed
+    doc["spec"]["server"]["replicas"] = 2
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "kept", generation=2)
+    wait_for(
+        "an Updated event", lambda: any(e["reason"] == "Updated" for e in events(kube, namespace, "kept"))
+    )
+    assert not [e for e in events(kube, namespace, "kept") if e["reason"] == "Created"]
+    wait_for(
+        "the copy replaced",
+        lambda: copy_key not in (get_cr(kube, namespace, "kept")["metadata"].get("annotations") or {}),
+    )
 
 
 def test_kill_9_mid_reconcile_then_restart_converges(kube, namespace, run_operator):

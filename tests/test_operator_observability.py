@@ -108,6 +108,18 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
         "reconcile invalid (generation 3): spec.pipelines[0].steps[1].inputs.FEATS_IN_B: unknown step 'rigth'"
         in invalid[0]
     )
+    assert invalid[0].endswith("; last good deployment kept"), invalid
+    # a pipeline never valid has no deployment to keep, and the line does not claim one
+    fresh = copy.deepcopy(bad)
+    fresh["metadata"]["name"] = "fresh"
+    kube.apply(fresh)
+    never = wait_for(
+        "the fresh pipeline's invalid line",
+        lambda: [x for x in outcome_lines(op, namespace, "fresh") if "invalid" in x],
+    )
+    assert never[0].endswith("unknown step 'rigth' (steps: extract, head_b, head_c); nothing deployed yet"), (
+        never
+    )
 
     lines = op.lines()
     assert [x for x in lines if not FULL_LINE.match(x)] == []  # time and level on every line

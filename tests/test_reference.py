@@ -459,7 +459,9 @@ def test_events_render_the_lines_tests_and_users_grep() -> None:
 def test_an_event_logs_at_its_level_with_a_traceback_when_declared(caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("tritonpipeline.test_reference")
     with caplog.at_level(logging.DEBUG, logger=logger.name):
-        log_events.RECONCILE_INVALID.log(logger, generation=3, error="spec.x: bad")
+        log_events.RECONCILE_INVALID.log(
+            logger, generation=3, error="spec.x: bad", kept=log_events.INVALID_KEPT
+        )
         try:
             raise RuntimeError("boom")
         except RuntimeError:

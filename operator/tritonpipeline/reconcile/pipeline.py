@@ -69,7 +69,9 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         children = render_children(tp, artifacts, config)
     except SpecError as exc:
         message = one_line(exc)
-        events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc))
+        deployed = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name)
+        kept = events.INVALID_KEPT if deployed is not None else events.INVALID_NOTHING
+        events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc), kept=kept)
         events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
         before = previous_condition(state, namespace, name, body, "SpecValid") or {}
         await write_status(

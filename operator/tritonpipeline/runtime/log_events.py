@@ -46,6 +46,9 @@ STARTED_METRICS = "; /metrics and /readyz at {url}"
 STARTED_PEERING = "; replica {identity} in peering {peering!r}"
 STARTED_PLATFORM_IDS = "; the platform assigns the Triton pods' user and group ids"
 MORE_PODS = " (and {count} more pods)"
+# the end of RECONCILE_INVALID: whether a Deployment of an earlier generation keeps serving
+INVALID_KEPT = "last good deployment kept"
+INVALID_NOTHING = "nothing deployed yet"
 
 # start-up and leadership
 
@@ -96,10 +99,11 @@ RECONCILE_DONE = LogEvent(
 RECONCILE_INVALID = LogEvent(
     "RECONCILE_INVALID",
     logging.WARNING,
-    "reconcile invalid (generation {generation}): {error}; last good deployment kept",
+    "reconcile invalid (generation {generation}): {error}; {kept}",
     "The outcome line of a reconcile whose spec was refused: the first error with its field path; "
-    "nothing was changed, the last good children keep serving. Every problem is in the SpecValid "
-    "condition and at DEBUG; fix the spec (`tritonpipeline validate` shows the same errors).",
+    "nothing was changed. `{kept}` is `last good deployment kept` where an earlier generation's "
+    "children keep serving, `nothing deployed yet` where none was ever valid. Every problem is in the "
+    "SpecValid condition and at DEBUG; fix the spec (`tritonpipeline validate` shows the same errors).",
 )
 RECONCILE_ERROR = LogEvent(
     "RECONCILE_ERROR",
