@@ -180,6 +180,21 @@ def test_two_documents_with_one_name_are_an_error(tmp_path: Path, capsys: pytest
     assert "also document 1" in error["message"]
 
 
+def test_cluster_problems_keep_their_documents_place_beside_other_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The checks after parsing (the graph, what the cluster would refuse) name the document as the
+    file numbers it, other Kubernetes objects counted."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}
+    good, bad = example("fanout"), example("diamond")
+    bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {
+        k: "rigth.FEATS" for k in bad["spec"]["pipelines"][0]["steps"][1]["inputs"]
+    }
+    code, result = validate_json(write(tmp_path, namespace, good, bad), capsys)
+    assert code == 1
+    assert {e["path"].split(":")[0] for e in result["errors"]} == {"document 3"}, result["errors"]
+
+
 def test_one_name_in_two_namespaces_is_fine_but_render_asks_which(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1637,10 +1637,59 @@ def test_graph_problems_are_all_reported_at_once() -> None:
 def test_problems_in_several_documents_are_all_reported() -> None:
     text = (EXAMPLES / "diamond.yaml").read_text()
     bad = text.replace("kind: TritonPipeline", "kind: Pipeline")
-    problems = problems_of_text(f"{bad}\n---\n{bad.replace('apiVersion: serving', 'apiVersion: x-serving')}")
+    problems = problems_of_text(f"{bad}\n---\n{text.replace('apiVersion: serving', 'apiVersion: x-serving')}")
     assert Problem("document 1: kind", "expected 'TritonPipeline', got 'Pipeline'") in problems
     paths = {p.path for p in problems}
-    assert {"document 2: kind", "document 2: apiVersion"} <= paths
+    assert "document 2: apiVersion" in paths
+
+
+OTHER_OBJECTS = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: models, namespace: ml}
+spec: {accessModes: [ReadOnlyMany], resources: {requests: {storage: 1Gi}}}
+---
+"""
+
+
+def test_other_kubernetes_objects_in_the_file_are_passed_over() -> None:
+    """A file kept for `kubectl apply` holds the pipeline's Namespace and claim too: they are not
+    TritonPipelines to check, and a problem of the pipeline keeps its document's place."""
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    (tp,) = parse_text(OTHER_OBJECTS + text)
+    assert tp.name == "diamond"
+    bad = text.replace("kind: TritonPipeline", "kind: TritonPipeline\nextra: 1")
+    assert Problem(
+        "document 3: extra", "unknown field (allowed: apiVersion, kind, metadata, spec, status)"
+    ) in (problems_of_text(OTHER_OBJECTS + bad))
+    (dup,) = problems_of_text(OTHER_OBJECTS + text + "\n---\n" + text)
+    assert (dup.path, "also document 3" in dup.message) == ("document 4: metadata.name", True)
+
+
+@pytest.mark.parametrize(
+    ("document", "path"),
+    [
+        ("apiVersion: serving.tritonpipeline.io/v1alpha1\nkind: Pipeline\n", "document 2: kind"),
+        ("apiVersion: v1\nkind: TritonPipeline\n", "document 2: apiVersion"),
+        ("kind: Namespace\nmetadata: {name: ml}\n", "document 2: apiVersion"),
+    ],
+    ids=["our-group-other-kind", "our-kind-other-group", "no-api-version"],
+)
+def test_a_document_meant_as_a_pipeline_is_checked_not_passed_over(document: str, path: str) -> None:
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    assert path in {p.path for p in problems_of_text(text + "\n---\n" + document)}
+
+
+def test_a_file_of_other_objects_only_says_what_it_holds() -> None:
+    (p,) = problems_of_text(OTHER_OBJECTS)
+    assert p.path == ""
+    assert p.message == (
+        "no TritonPipeline document found (the file holds Namespace ml, PersistentVolumeClaim models)"
+    )
 
 
 # --------------------------------------------------------------------------- YAML text problems

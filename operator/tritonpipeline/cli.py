@@ -54,7 +54,7 @@ from .local.repository import (
 )
 from .runtime.logs import FORMATS
 from .settings import Settings, SettingsError
-from .spec import GatewayImplementation, TritonPipeline, load_file
+from .spec import GatewayImplementation, TritonPipeline, load_numbered
 from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
@@ -68,6 +68,7 @@ class Compiled:
     pipeline: TritonPipeline
     artifacts: Artifacts
     model_root: Path | None
+    label: str = ""  # "document N: " where the file holds several documents
 
 
 def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None) -> list[Compiled]:
@@ -76,11 +77,10 @@ def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None
     if models is not None and not Path(models).is_dir():
         what = "is not a directory" if Path(models).exists() else "does not exist"
         raise SpecError.one(f"--models {quote(models)} {what}: it names the directory of the model files")
-    pipelines = load_file(path, beside=graph_problems_beside)
     out: list[Compiled] = []
     problems: list[Problem] = []
-    for i, tp in enumerate(pipelines):
-        prefix = f"document {i + 1}: " if len(pipelines) > 1 else ""
+    for numbered in load_numbered(path, beside=graph_problems_beside):
+        tp, prefix = numbered.pipeline, numbered.label
         # the compiler's problems, then what the cluster would refuse, as the operator and webhook do
         artifacts, found = checks.check(tp, Settings.from_env(), cpu_only=cpu_only)
         root = local_model_root(tp, path, models)
@@ -89,7 +89,7 @@ def compile_file(path: str, *, cpu_only: bool = False, models: str | None = None
         if found:
             problems += [Problem(prefix + p.path, p.message) for p in found]
         elif artifacts is not None:
-            out.append(Compiled(path, tp, artifacts, root))
+            out.append(Compiled(path, tp, artifacts, root, prefix))
     if problems:
         raise SpecError(problems, path)
     return out
@@ -129,11 +129,7 @@ def _summary(c: Compiled) -> str:
 
 def _warnings(compiled: list[Compiled]) -> list[Problem]:
     """kube/checks.py's warnings of every document, paths prefixed like errors when there are several."""
-    return [
-        Problem((f"document {i + 1}: " if len(compiled) > 1 else "") + w.path, w.message)
-        for i, c in enumerate(compiled)
-        for w in checks.warnings(c.pipeline)
-    ]
+    return [Problem(c.label + w.path, w.message) for c in compiled for w in checks.warnings(c.pipeline)]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -59,11 +59,13 @@ from .base import (
 )
 from .document import (
     Metadata,
+    Numbered,
     PipelineSpec,
     TritonPipeline,
     format_path,
     load_documents,
     load_file,
+    load_numbered,
     parse_pipeline,
     parse_text,
 )
@@ -147,6 +149,7 @@ __all__ = [
     "ModelRepository",
     "Name",
     "NetworkPolicy",
+    "Numbered",
     "OutputTensor",
     "Pipeline",
     "PipelineInput",
@@ -173,6 +176,7 @@ __all__ = [
     "format_path",
     "load_documents",
     "load_file",
+    "load_numbered",
     "parse_pipeline",
     "parse_text",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -417,42 +418,77 @@ def parse_pipeline(
         raise SpecError(problems + (beside(doc, problems) if beside else []), source) from None
 
 
-def parse_text(text: str, source: str = "<input>", *, beside: Beside | None = None) -> list[TritonPipeline]:
-    """Parse every TritonPipeline document in a YAML text; problems from all documents are collected."""
+@dataclass(frozen=True)
+class Numbered:
+    """A pipeline with the place of its document in the file, for messages."""
+
+    pipeline: TritonPipeline
+    label: str  # "document N: " where the file holds several documents, else ""
+
+
+OTHER_OBJECTS_ONLY = "no TritonPipeline document found (the file holds {objects})"
+
+
+def other_object(doc: dict[str, Any]) -> str | None:
+    """`Kind name` of a document that is another Kubernetes object (a Namespace, a PersistentVolumeClaim
+    kept in the same file): its apiVersion is not of this API group and its kind is not TritonPipeline.
+    None for anything meant as a TritonPipeline, however wrong (it is checked and its problems named)."""
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not (isinstance(api_version, str) and isinstance(kind, str) and api_version and kind):
+        return None
+    if kind == KIND or api_version.split("/")[0] == API_VERSION.split("/")[0]:
+        return None
+    name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), dict) else None
+    return f"{kind} {name}" if isinstance(name, str) else kind
+
+
+def parse_numbered(text: str, source: str = "<input>", *, beside: Beside | None = None) -> list[Numbered]:
+    """Parse every TritonPipeline document in a YAML text, each with its document's place; other
+    Kubernetes objects in the file (other_object) are passed over. Problems of all documents are
+    collected."""
     docs = load_documents(text, source)
-    out: list[TritonPipeline] = []
+    out: list[Numbered] = []
     problems: list[Problem] = []
+    others: list[str] = []
     for i, doc in enumerate(docs):
-        prefix = f"document {i + 1}: " if len(docs) > 1 else ""
+        label = f"document {i + 1}: " if len(docs) > 1 else ""
+        other = other_object(doc)
+        if other is not None:
+            others.append(other)
+            continue
         try:
-            out.append(parse_pipeline(doc, beside=beside))
+            out.append(Numbered(parse_pipeline(doc, beside=beside), label))
         except SpecError as exc:
-            problems += [
-                Problem(p.path, p.message) if not prefix else Problem(prefix + p.path, p.message)
-                for p in exc.problems
-            ]
+            problems += [Problem(label + p.path, p.message) for p in exc.problems]
+    if not out and not problems:
+        raise SpecError([Problem("", OTHER_OBJECTS_ONLY.format(objects=", ".join(others)))], source)
     problems += _same_names(out) if not problems else []
     if problems:
         raise SpecError(problems, source)
     return out
 
 
-def _same_names(pipelines: list[TritonPipeline]) -> list[Problem]:
+def parse_text(text: str, source: str = "<input>", *, beside: Beside | None = None) -> list[TritonPipeline]:
+    """Parse every TritonPipeline document in a YAML text (parse_numbered, without the places)."""
+    return [n.pipeline for n in parse_numbered(text, source, beside=beside)]
+
+
+def _same_names(pipelines: list[Numbered]) -> list[Problem]:
     """Two documents for one object (same name and namespace): a cluster would keep only the last."""
-    first: dict[tuple[str | None, str], int] = {}
+    first: dict[tuple[str | None, str], str] = {}
     found = []
-    for i, tp in enumerate(pipelines):
-        key = (tp.metadata.namespace, tp.name)
+    for n in pipelines:
+        key = (n.pipeline.metadata.namespace, n.pipeline.name)
         if key in first:
             where = f" in namespace {key[0]!r}" if key[0] else ""
             found.append(
                 Problem(
-                    f"document {i + 1}: metadata.name",
-                    f"a second TritonPipeline named {tp.name!r}{where} (also document {first[key] + 1}); "
-                    "applying the file would keep only the last one",
+                    f"{n.label}metadata.name",
+                    f"a second TritonPipeline named {n.pipeline.name!r}{where} (also "
+                    f"{first[key].rstrip(': ')}); applying the file would keep only the last one",
                 )
             )
-        first.setdefault(key, i)
+        first.setdefault(key, n.label)
     return found
 
 
@@ -465,8 +501,8 @@ FILE_TOO_LARGE = (
 )
 
 
-def load_file(path: str | Path, *, beside: Beside | None = None) -> list[TritonPipeline]:
-    """Read (at most MAX_FILE_BYTES) and parse a YAML file of TritonPipeline documents."""
+def load_numbered(path: str | Path, *, beside: Beside | None = None) -> list[Numbered]:
+    """Read (at most MAX_FILE_BYTES) and parse a YAML file of TritonPipeline documents (parse_numbered)."""
     p = Path(path)
     try:
         with p.open("rb") as f:
@@ -478,4 +514,9 @@ def load_file(path: str | Path, *, beside: Beside | None = None) -> list[TritonP
         raise SpecError([Problem("", f"cannot read file: {exc.strerror}")], str(p)) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("", "file is not UTF-8 text")], str(p)) from None
-    return parse_text(text, str(p), beside=beside)
+    return parse_numbered(text, str(p), beside=beside)
+
+
+def load_file(path: str | Path, *, beside: Beside | None = None) -> list[TritonPipeline]:
+    """The pipelines of a YAML file (load_numbered, without the places)."""
+    return [n.pipeline for n in load_numbered(path, beside=beside)]
