@@ -22,6 +22,7 @@ from .reconcile.status import mirror_pods
 from .reconcile.upgrade import finished_rolling
 from .runtime import health, metrics, webhook
 from .runtime import log_events as events
+from .runtime.diffbase import DigestDiffBaseStorage
 from .runtime.state import OperatorState, operator_state
 from .settings import GROUP, PLURAL, VERSION
 
@@ -63,7 +64,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     # CPU-bound path and costs memory (measured with `make bench-controlplane`)
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(8, thread_name_prefix="kube"))
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = DigestDiffBaseStorage(prefix=GROUP)  # a digest, not a copy
     settings.posting.level = logging.INFO  # only explicit kopf.info/kopf.warn become Events
     settings.execution.max_workers = 32
     settings.watching.server_timeout = config.watch_timeout_seconds
