@@ -1005,6 +1005,64 @@ def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, 
     assert kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision") is None
 
 
+def test_a_deleted_admin_key_secret_is_made_again_when_a_pod_waits_for_it_and_every_pod_restarts(
+    kube, namespace, run_operator
+):
+    """The operator may create a Secret but never read one, and Secrets are not watched: a deleted admin-key
+    Secret came back at the next resync (a minute), while new pods could not start, and the pods that ran
+    kept the old key. A pod waiting for it (the kubelet's CreateContainerConfigError) has it made at once,
+    and the pods restart so that all of them take the new key."""
+    from tritonpipeline.kube.access import ADMIN_KEY_CREATED
+    from tritonpipeline.kube.meta import MANAGED_BY, PIPELINE_LABEL
+
+    op = run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "3600"})  # no resync in this test
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    key, _ = _admin_key(kube, namespace, "vision-admin-key")
+    template = children(kube, namespace, "vision")["deployment"]["spec"]["template"]
+    assert ADMIN_KEY_CREATED not in (
+        template["metadata"].get("annotations") or {}
+    )  # a new pipeline: no restart
+    kube.delete("v1", "Secret", namespace, "vision-admin-key")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": "vision-new"}}
+    kube.create(
+        {
+            **pod,
+            "metadata": {**pod["metadata"], "labels": {**MANAGED_BY, PIPELINE_LABEL: "vision"}},
+            "spec": {"containers": [{"name": "tritonserver", "image": "triton"}]},
+        }
+    )
+    waiting = {"reason": "CreateContainerConfigError", "message": 'secret "vision-admin-key" not found'}
+    status = {"name": "tritonserver", "ready": False, "restartCount": 0, "image": "triton", "imageID": ""}
+    write_status(
+        kube, pod, {"phase": "Pending", "containerStatuses": [{**status, "state": {"waiting": waiting}}]}
+    )
+    made = wait_for("the Secret made again", lambda: kube.get("v1", "Secret", namespace, "vision-admin-key"))
+    new_key, _ = _admin_key(kube, namespace, "vision-admin-key")
+    assert new_key != key and made["metadata"]["ownerReferences"][0]["name"] == "vision"
+    restarted = wait_for(
+        "the pods restarted",
+        lambda: (
+            children(kube, namespace, "vision")["deployment"]["spec"]["template"]["metadata"].get(
+                "annotations"
+            )
+            or {}
+        ).get(ADMIN_KEY_CREATED),
+    )
+    assert "holds a new admin key: restarting the pods of Deployment vision" in op.text()
+    # the operator's later applies keep it (it is another field manager's), and restart nothing more
+    doc["spec"]["server"]["replicas"] = 2
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    annotations = children(kube, namespace, "vision")["deployment"]["spec"]["template"]["metadata"][
+        "annotations"
+    ]
+    assert annotations[ADMIN_KEY_CREATED] == restarted
+    assert _admin_key(kube, namespace, "vision-admin-key")[0] == new_key
+    assert op.text().count("holds a new admin key") == 1
+
+
 def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace, run_operator):
     run_operator()
     doc = cluster_doc("vision", namespace)

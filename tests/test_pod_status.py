@@ -131,3 +131,23 @@ def test_every_pod_problem_reason_is_documented() -> None:
     reasons = (INIT_FAILED, PODS_REFUSED, "Unschedulable", *STUCK_WAITING)
     missing = [r for r in reasons if f"`{r}`" not in section]
     assert not missing, missing
+
+
+def test_a_pod_waits_for_its_missing_secret_only_when_the_kubelet_names_that_secret() -> None:
+    from tritonpipeline.kube.access import waits_for_secret
+
+    def waiting(reason: str, message: str) -> dict[str, Any]:
+        return _pod(
+            containerStatuses=[
+                {"name": "tritonserver", "state": {"waiting": {"reason": reason, "message": message}}}
+            ]
+        )
+
+    missing = 'secret "vision-admin-key" not found'
+    assert waits_for_secret([_pod(), waiting("CreateContainerConfigError", missing)], "vision-admin-key")
+    assert not waits_for_secret([waiting("CreateContainerConfigError", missing)], "vision")  # another name
+    assert not waits_for_secret(
+        [waiting("CreateContainerConfigError", 'configmap "vision-repo-0" not found')], "vision-admin-key"
+    )
+    assert not waits_for_secret([waiting("ContainerCreating", missing)], "vision-admin-key")
+    assert not waits_for_secret([_pod()], "vision-admin-key")

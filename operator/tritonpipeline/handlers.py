@@ -17,7 +17,7 @@ from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
-from .reconcile.resync import reconcile_owner, restore_child, resync_loop
+from .reconcile.resync import reconcile_owner, restore_admin_secret, restore_child, resync_loop
 from .reconcile.status import mirror_pods
 from .reconcile.upgrade import finished_rolling
 from .runtime import health, metrics, webhook
@@ -183,10 +183,12 @@ async def child_changed(body: kopf.Body, type: str, memo: OperatorState, **_: An
 
 @kopf.on.event(*PODS)
 async def pod_changed(body: kopf.Body, type: str, memo: OperatorState, **_: Any) -> None:
-    """A Triton pod changed (an init container failed, an image pull is stuck...): Ready says why."""
+    """A Triton pod changed (an init container failed, an image pull is stuck...): Ready says why; a pod
+    waiting for its missing admin-key Secret gets it at once."""
     name = (body.metadata.labels or {}).get(PIPELINE_LABEL)
     if name and type != "DELETED":
         await mirror_pods(memo, namespace_of(body), name)
+        await restore_admin_secret(memo, body, name)
 
 
 @kopf.on.event(*DEPLOYMENTS)

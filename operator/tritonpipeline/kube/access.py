@@ -9,17 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import Settings
+from ..settings import GROUP, Settings
 from ..spec import TritonPipeline
 from ..triton import security
-from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, selector_labels
+from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, namespace_of, selector_labels
 from .meta import metadata as _meta
 
 NETWORK_POLICY_API = ("networking.k8s.io/v1", "NetworkPolicy")
+# on the pod template, under a field manager of its own: when the operator made the current admin key, set
+# only when it makes one for a pipeline whose pods already run, so that every pod takes the same key
+ADMIN_KEY_CREATED = f"{GROUP}/admin-key-created"
+ADMIN_KEY_MANAGER_SUFFIX = "-admin-key"
 
 
 def admin_secret_name(tp: TritonPipeline) -> str:
-    return f"{tp.name}-admin-key"
+    return generated_secret_name(tp.name)
+
+
+def generated_secret_name(pipeline: str) -> str:
+    """The admin-key Secret the operator generates for the pipeline named `pipeline`."""
+    return f"{pipeline}-admin-key"
 
 
 def admin_key_ref(tp: TritonPipeline) -> tuple[str, str]:
@@ -97,3 +106,29 @@ def network_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | N
             ],
         },
     }
+
+
+def admin_key_roll(tp: TritonPipeline, created: str) -> dict[str, Any]:
+    """The apply that restarts a pipeline's pods after the operator made a new admin key (`created`,
+    when): its pod template's ADMIN_KEY_CREATED annotation, and nothing else of the Deployment."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": tp.name, "namespace": namespace_of(tp)},
+        "spec": {"template": {"metadata": {"annotations": {ADMIN_KEY_CREATED: created}}}},
+    }
+
+
+def waits_for_secret(pods: list[dict[str, Any]], secret: str) -> bool:
+    """Whether a pod cannot start its containers because Secret `secret` is missing (the kubelet's
+    CreateContainerConfigError, `secret "NAME" not found`)."""
+    missing = f'secret "{secret}" not found'
+    for pod in pods:
+        status = pod.get("status") or {}
+        for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") == "CreateContainerConfigError" and missing in str(
+                waiting.get("message")
+            ):
+                return True
+    return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import datetime
 import json
 import time
 from typing import Any
@@ -70,14 +71,26 @@ def changes(
 
 async def ensure_admin_secret(
     kube: Kube, tp: TritonPipeline, config: Settings, owner: dict[str, Any], logger: kopf.Logger
-) -> None:
-    """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one).
-    Create only: the operator never reads a Secret, so the key is in no status, event or log line."""
+) -> bool:
+    """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one);
+    whether it created one. Create only: the operator never reads a Secret, so the key is in no status,
+    event or log line."""
     if not access.generates_secret(tp):
-        return
+        return False
     secret = owned(access.admin_secret(tp, security.new_key(), config), owner)
     if await asyncio.to_thread(kube.create_if_absent, secret):
         events.ADMIN_SECRET_CREATED.log(logger, secret=access.admin_secret_name(tp))
+        return True
+    return False
+
+
+async def roll_for_new_key(kube: Kube, tp: TritonPipeline, config: Settings, logger: kopf.Logger) -> None:
+    """A new admin key for pods that run an earlier one (its Secret was deleted): restart them all, so that
+    every pod takes the key the Secret holds (each reads it once, when it starts)."""
+    created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    manager = config.field_manager + access.ADMIN_KEY_MANAGER_SUFFIX
+    await asyncio.to_thread(kube.apply, access.admin_key_roll(tp, created), field_manager=manager)
+    events.ADMIN_KEY_ROLL.log(logger, secret=access.admin_secret_name(tp), deployment=tp.name)
 
 
 async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:

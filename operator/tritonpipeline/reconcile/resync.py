@@ -1,4 +1,5 @@
-"""Drift repair: the periodic re-apply of every pipeline, and the restore of a deleted child."""
+"""Drift repair: the periodic re-apply of every pipeline, the restore of a deleted child, and of a missing
+admin-key Secret that a pod waits for."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, cast
 
 import kopf
 
+from ..kube import access
 from ..kube.client import KubeError
 from ..runtime import log_events as events
 from ..runtime.state import OperatorState
@@ -31,6 +33,14 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
     log = state.logger_for(pipeline_ref(namespace, owner["name"], owner.get("uid")))
     events.CHILD_RESTORED.log(log, kind=body.get("kind"), name=body.metadata.name)
     await reconcile_owner(state, namespace, owner["name"])
+
+
+async def restore_admin_secret(state: OperatorState, pod: kopf.Body, pipeline: str) -> None:
+    """A pipeline's pod cannot start because its generated admin-key Secret is missing (deleted, or
+    collected with an earlier pipeline of the same name): re-apply the pipeline now, which creates it,
+    rather than at the next resync."""
+    if access.waits_for_secret([dict(pod)], access.generated_secret_name(pipeline)):
+        await reconcile_owner(state, namespace_of(pod), pipeline)
 
 
 async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str) -> list[dict[str, Any]]:

@@ -142,6 +142,16 @@ ADMIN_SECRET_CREATED = LogEvent(
     "The operator created the Secret with the pipeline's Triton admin key (its value is never logged), "
     "because the spec names no `server.adminKeySecretRef`.",
 )
+ADMIN_KEY_ROLL = LogEvent(
+    "ADMIN_KEY_ROLL",
+    logging.WARNING,
+    "Secret {secret} was missing and holds a new admin key: restarting the pods of Deployment {deployment} "
+    "so that every pod takes it",
+    "The pipeline's generated admin-key Secret was deleted while its pods ran; the operator made a new "
+    "key and restarts the pods (a rolling update: the pod template's annotation "
+    "`serving.tritonpipeline.io/admin-key-created`), since each pod reads the key once, when it starts. "
+    "Clients of the admin APIs read the key from the Secret again.",
+)
 CONDITION_WARNING = LogEvent(
     "CONDITION_WARNING",
     logging.WARNING,
