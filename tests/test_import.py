@@ -2053,3 +2053,12 @@ def test_round_trip_through_the_compiler(tmp_path: Path) -> None:
     )
     # a router was inserted for sequence_length (read by postprocessing and an ensemble output)
     assert any("__router" in path for path in files)
+
+
+def test_an_error_of_a_model_without_config_names_its_directory_not_a_missing_file(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path / "repo", {}, {"mödel/1/model.py": "", "ok/1/model.py": ""})
+    proc = run_import(repo)
+    assert proc.returncode == 1
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {repo / 'mödel'}/: name: invalid model name 'mödel'"), line
+    assert not (repo / "mödel" / "config.pbtxt").exists()

@@ -21,6 +21,7 @@ import threading
 import time
 import typing
 import urllib.parse
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -337,8 +338,9 @@ def _output_problems(output: Path, model_dirs: list[Path], force: bool) -> list[
     return []
 
 
-def _import_line(finding: Finding, shown: str) -> str:
-    """One stderr line: an error at the config file it concerns, a warning, or `MODEL: field: why`."""
+def _import_line(finding: Finding, shown: str, no_config: Collection[str] = ()) -> str:
+    """One stderr line: an error at the config file it concerns (at the model's directory where it has
+    none: `no_config`), a warning, or `MODEL: field: why`."""
     if finding.kind == NOT_CARRIED:
         return str(finding)
     if finding.kind == WARNING:
@@ -347,7 +349,7 @@ def _import_line(finding: Finding, shown: str) -> str:
         return f"note: {finding}"
     if not finding.model:
         return f"error: {finding}"
-    where = os.path.join(shown, finding.model, CONFIG)
+    where = os.path.join(shown, finding.model, "" if finding.model in no_config else CONFIG)
     if finding.position is not None:
         where += f":{finding.position[0]}:{finding.position[1]}"
     return f"error: {where}: " + ": ".join(part for part in (finding.field, finding.message) if part)
@@ -405,7 +407,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             python_files=repo.python_files,
         )
     findings = list(result.findings) if result is not None else []
-    failed = [_import_line(f, given) for f in findings if f.kind == ERROR] + [f"error: {e}" for e in errors]
+    no_config = repo.no_config if repo is not None else {}
+    failed = [_import_line(f, given, no_config) for f in findings if f.kind == ERROR]
+    failed += [f"error: {e}" for e in errors]
     if failed or result is None or result.document is None:  # only the errors: the rest once they are fixed
         for line in failed:
             print(line, file=sys.stderr)
@@ -413,7 +417,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for kind in (COMPLETED, NOT_CARRIED, WARNING):
         for finding in findings:
             if finding.kind == kind:
-                print(_import_line(finding, given), file=sys.stderr)
+                print(_import_line(finding, given, no_config), file=sys.stderr)
     left_out = [f for f in findings if f.kind in (NOT_CARRIED, WARNING)]
     if args.strict and left_out:
         print(IMPORT_STRICT.format(count=len(left_out)), file=sys.stderr)
