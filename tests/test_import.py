@@ -2062,3 +2062,35 @@ def test_an_error_of_a_model_without_config_names_its_directory_not_a_missing_fi
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: {repo / 'mödel'}/: name: invalid model name 'mödel'"), line
     assert not (repo / "mödel" / "config.pbtxt").exists()
+
+
+def test_a_config_larger_than_a_configmap_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    from tritonpipeline.settings import MAX_CONFIGMAP_BYTES
+
+    comment = "# " + "x" * 98 + "\n"
+    text = 'name: "big"\nbackend: "python"\n' + comment * (MAX_CONFIGMAP_BYTES // len(comment) + 1)
+    repo = write_repo(tmp_path / "repo", {"big": text}, {"big/1/model.py": ""})
+    proc = run_import(repo)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        f"error: {repo / 'big' / 'config.pbtxt'}: {len(text)} bytes; a model's config is rendered into a "
+        f"ConfigMap, which holds at most {MAX_CONFIGMAP_BYTES} bytes"
+    )
+
+
+def test_too_many_tensors_are_named_at_the_config_list_that_holds_them(tmp_path: Path) -> None:
+    from tritonpipeline.spec.base import MAX_TENSORS
+
+    inputs = "".join(
+        f'input [{{name: "I{i}", data_type: TYPE_FP32, dims: [1]}}]\n' for i in range(MAX_TENSORS + 1)
+    )
+    text = (
+        f'name: "wide"\nbackend: "python"\n{inputs}output [{{name: "O", data_type: TYPE_FP32, dims: [1]}}]\n'
+    )
+    repo = write_repo(tmp_path / "repo", {"wide": text}, {"wide/1/model.py": ""})
+    proc = run_import(repo)
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.strip()
+        == f"error: {repo / 'wide' / 'config.pbtxt'}: input: allows at most {MAX_TENSORS} item(s)"
+    )

@@ -54,7 +54,7 @@ from .local.repository import (
     write_repository,
 )
 from .runtime.logs import FORMATS
-from .settings import Settings, SettingsError
+from .settings import MAX_CONFIGMAP_BYTES, Settings, SettingsError
 from .spec import GatewayImplementation, TritonPipeline, load_numbered
 from .triton import security, tritonserver_options
 
@@ -236,6 +236,9 @@ IMPORT_NOT_DIR = "not a Triton model repository: {dir} is not a directory"
 IMPORT_UNREADABLE = "cannot read {path}: {why}"
 IMPORT_NOT_UTF8 = "{path}: not UTF-8 text"
 IMPORT_NOT_A_FILE = "{path} is not a file"
+IMPORT_CONFIG_TOO_LARGE = (
+    "{path}: {size} bytes; a model's config is rendered into a ConfigMap, which holds at most {limit} bytes"
+)
 IMPORT_OUT_NO_DIR = "cannot write output file {file}: directory {dir} does not exist"
 IMPORT_OUT_IS_DIR = "cannot write output file {file}: it is a directory"
 OUTPUT_EXISTS = (
@@ -283,7 +286,16 @@ def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
         path = os.path.join(shown, entry.name, CONFIG)
         try:
             if config.is_file():
-                found.configs[entry.name] = config.read_bytes().decode("utf-8")
+                with config.open("rb") as f:
+                    data = f.read(MAX_CONFIGMAP_BYTES + 1)  # /dev/zero behind a link is not read to the end
+                if len(data) > MAX_CONFIGMAP_BYTES:
+                    size = config.stat().st_size or f"more than {MAX_CONFIGMAP_BYTES}"
+                    found.unreadable.append(entry.name)
+                    found.errors.append(
+                        IMPORT_CONFIG_TOO_LARGE.format(path=path, size=size, limit=MAX_CONFIGMAP_BYTES)
+                    )
+                    continue
+                found.configs[entry.name] = data.decode("utf-8")
             elif config.exists():
                 found.unreadable.append(entry.name)
                 found.errors.append(IMPORT_NOT_A_FILE.format(path=path))

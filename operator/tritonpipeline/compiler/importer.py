@@ -1553,6 +1553,10 @@ def _origins(prefix: str, r: _Reading) -> dict[str, tuple[str, str]]:
 def _located(kind: str, problem: Problem, origins: Mapping[str, tuple[str, str]], template: str) -> Finding:
     """A spec or compiler problem at the model and Triton field it came from."""
     path = problem.path
+    first = origins.get(f"{path}[0]")
+    if path not in origins and first is not None and first[1].endswith("[0]"):
+        model, item = first  # a problem of the list itself (too many items): at the Triton list field
+        return Finding(kind, model, item.removesuffix("[0]"), template.format(message=problem.message))
     while path and path not in origins:
         cut = max(path.rfind("."), path.rfind("["))
         path = path[:cut] if cut > 0 else ""
