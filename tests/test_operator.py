@@ -1064,7 +1064,9 @@ def test_a_deleted_admin_key_secret_is_made_again_when_a_pod_waits_for_it_and_ev
 
 
 def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace, run_operator):
-    run_operator()
+    from tritonpipeline.kube.access import ADMIN_KEY_CREATED
+
+    op = run_operator()
     doc = cluster_doc("vision", namespace)
     doc["spec"]["server"]["adminKeySecretRef"] = {"name": "platform-keys", "key": "triton"}
     kube.apply(doc)
@@ -1072,6 +1074,17 @@ def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace,
     container = children(kube, namespace, "vision")["deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert container["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "platform-keys", "key": "triton"}
     assert kube.get("v1", "Secret", namespace, "vision-admin-key") is None
+    # back to a generated key: the Secret is made, and the changed pod template is the only restart
+    del doc["spec"]["server"]["adminKeySecretRef"]
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision", 2)
+    assert kube.get("v1", "Secret", namespace, "vision-admin-key") is not None
+    template = children(kube, namespace, "vision")["deployment"]["spec"]["template"]
+    assert (
+        template["spec"]["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "vision-admin-key"
+    )
+    assert ADMIN_KEY_CREATED not in (template["metadata"].get("annotations") or {})
+    assert "holds a new admin key" not in op.text()
 
 
 def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(kube, namespace, run_operator):

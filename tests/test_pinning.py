@@ -196,3 +196,18 @@ def test_a_template_edited_by_hand_is_restored_not_kept(manager: str, fields: di
     live["metadata"]["managedFields"] = [entry]
     decision = pinning.decide(3, 3, "", new, new_cms, live, served_configmaps(cms))
     assert decision.pinned is pinned
+
+
+def test_a_kept_template_leaves_the_admin_key_restart_to_its_own_field_manager() -> None:
+    """The restart for a new admin key is applied under a field manager of its own; a kept template
+    applied by the operator carried it too, so the operator co-owned it, and a later rendering listed
+    it as a field the operator stops setting (a difference server-side apply would not make)."""
+    from tritonpipeline.kube.access import ADMIN_KEY_CREATED
+
+    old, _ = rendered(OLD)
+    new, _ = rendered(NEW)
+    live = as_served(old)
+    live["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[ADMIN_KEY_CREATED] = "t"
+    kept = pinning.pinned_deployment(new, live)
+    assert ADMIN_KEY_CREATED not in (kept["spec"]["template"]["metadata"].get("annotations") or {})
+    assert kept["spec"]["template"]["spec"] == live["spec"]["template"]["spec"]

@@ -145,6 +145,8 @@ def test_a_pod_waits_for_its_missing_secret_only_when_the_kubelet_names_that_sec
 
     missing = 'secret "vision-admin-key" not found'
     assert waits_for_secret([_pod(), waiting("CreateContainerConfigError", missing)], "vision-admin-key")
+    from_apiserver = 'secrets "vision-admin-key" not found'  # the kubelet's Get strategy: the API's NotFound
+    assert waits_for_secret([waiting("CreateContainerConfigError", from_apiserver)], "vision-admin-key")
     assert not waits_for_secret([waiting("CreateContainerConfigError", missing)], "vision")  # another name
     assert not waits_for_secret(
         [waiting("CreateContainerConfigError", 'configmap "vision-repo-0" not found')], "vision-admin-key"

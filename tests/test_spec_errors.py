@@ -1684,6 +1684,33 @@ def test_a_document_meant_as_a_pipeline_is_checked_not_passed_over(document: str
     assert path in {p.path for p in problems_of_text(text + "\n---\n" + document)}
 
 
+def test_a_documents_place_counts_empty_documents_for_every_kind_of_problem() -> None:
+    """helm template writes comment-only documents between the objects: a problem of a key twice and any
+    other problem of one document name the same place, the one an editor shows."""
+    text = (EXAMPLES / "diamond.yaml").read_text()
+    empty = "# Source: chart/templates/namespace.yaml\n---\n"
+    bad = text.replace("kind: TritonPipeline", "kind: TritonPipeline\nextra: 1")
+    twice = text.replace("kind: TritonPipeline", "kind: TritonPipeline\nkind: TritonPipeline")
+    assert {p.path for p in problems_of_text(OTHER_OBJECTS + empty + bad)} == {"document 4: extra"}
+    assert {p.path for p in problems_of_text(OTHER_OBJECTS + empty + twice)} == {"document 4: kind"}
+
+
+def test_a_list_of_pipelines_as_kubectl_get_writes_it_is_read_item_by_item() -> None:
+    item = yaml.safe_load((EXAMPLES / "diamond.yaml").read_text())
+    item["metadata"].update(
+        uid="0d4f", resourceVersion="7", generation=2, creationTimestamp="2026-11-28T10:00:00Z"
+    )
+    item["status"] = {"observedGeneration": 2}
+    other = copy.deepcopy(item)
+    other["metadata"]["name"] = "other"
+    listed = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [item, other]}
+    assert [tp.name for tp in parse_text(yaml.safe_dump(listed))] == ["diamond", "other"]
+    other["spec"]["models"][0]["bogus"] = 1
+    other["metadata"]["name"] = "diamond"
+    paths = {p.path for p in problems_of_text(yaml.safe_dump(listed))}
+    assert paths == {"items[1].spec.models[0].bogus"}, paths
+
+
 def test_a_file_of_other_objects_only_says_what_it_holds() -> None:
     (p,) = problems_of_text(OTHER_OBJECTS)
     assert p.path == ""

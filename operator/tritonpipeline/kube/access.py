@@ -7,6 +7,7 @@ into an env var that the kubelet expands in tritonserver's args.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..settings import GROUP, Settings
@@ -121,14 +122,28 @@ def admin_key_roll(tp: TritonPipeline, created: str) -> dict[str, Any]:
 
 def waits_for_secret(pods: list[dict[str, Any]], secret: str) -> bool:
     """Whether a pod cannot start its containers because Secret `secret` is missing (the kubelet's
-    CreateContainerConfigError, `secret "NAME" not found`)."""
-    missing = f'secret "{secret}" not found'
+    CreateContainerConfigError: `secret "NAME" not found` from its watch of the Secret, `secrets "NAME"
+    not found` from the API server where it gets the Secret each time)."""
+    missing = re.compile(rf'\bsecrets? "{re.escape(secret)}" not found')
     for pod in pods:
         status = pod.get("status") or {}
         for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
             waiting = (c.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") == "CreateContainerConfigError" and missing in str(
-                waiting.get("message")
+            if waiting.get("reason") == "CreateContainerConfigError" and missing.search(
+                str(waiting.get("message"))
             ):
                 return True
     return False
+
+
+def reads_secret(deployment: dict[str, Any], secret: str) -> bool:
+    """Whether a Deployment's pods read their admin key from Secret `secret`."""
+    containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or []
+    return any(
+        ((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name") == secret
+        for c in containers
+        for env in c.get("env") or []
+        if env.get("name") == security.KEY_ENV
+    )

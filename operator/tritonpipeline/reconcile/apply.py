@@ -71,26 +71,26 @@ def changes(
 
 async def ensure_admin_secret(
     kube: Kube, tp: TritonPipeline, config: Settings, owner: dict[str, Any], logger: kopf.Logger
-) -> bool:
-    """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one);
-    whether it created one. Create only: the operator never reads a Secret, so the key is in no status,
-    event or log line."""
+) -> None:
+    """Create the pipeline's admin-key Secret with a fresh key unless it exists (or the spec names one).
+    Create only: the operator never reads a Secret, so the key is in no status, event or log line. A new
+    key for pods that run an earlier generated one (its Secret was deleted) restarts them at once, before
+    anything else is applied: each pod reads the key once, when it starts, and a retry of this reconcile
+    finds the Secret there and would not know."""
     if not access.generates_secret(tp):
-        return False
+        return
     secret = owned(access.admin_secret(tp, security.new_key(), config), owner)
-    if await asyncio.to_thread(kube.create_if_absent, secret):
-        events.ADMIN_SECRET_CREATED.log(logger, secret=access.admin_secret_name(tp))
-        return True
-    return False
-
-
-async def roll_for_new_key(kube: Kube, tp: TritonPipeline, config: Settings, logger: kopf.Logger) -> None:
-    """A new admin key for pods that run an earlier one (its Secret was deleted): restart them all, so that
-    every pod takes the key the Secret holds (each reads it once, when it starts)."""
+    if not await asyncio.to_thread(kube.create_if_absent, secret):
+        return
+    name = access.admin_secret_name(tp)
+    events.ADMIN_SECRET_CREATED.log(logger, secret=name)
+    live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", pipeline_namespace(tp), tp.name)
+    if live is None or not access.reads_secret(live, name):
+        return  # a new pipeline, or pods that read another Secret (the spec's adminKeySecretRef until now)
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     manager = config.field_manager + access.ADMIN_KEY_MANAGER_SUFFIX
     await asyncio.to_thread(kube.apply, access.admin_key_roll(tp, created), field_manager=manager)
-    events.ADMIN_KEY_ROLL.log(logger, secret=access.admin_secret_name(tp), deployment=tp.name)
+    events.ADMIN_KEY_ROLL.log(logger, secret=name, deployment=tp.name)
 
 
 async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:

@@ -31,7 +31,6 @@ from .apply import (
     ensure_admin_secret,
     prune,
     rendered_optional,
-    roll_for_new_key,
 )
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
@@ -106,11 +105,9 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         gateway = await lookup_gateway(kube, tp) if rt.needs_gateway_lookup(tp) else None
         if gateway is not None and gateway.implementation is not None:
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
-        new_key = await ensure_admin_secret(kube, tp, config, owner, logger)
+        await ensure_admin_secret(kube, tp, config, owner, logger)
         pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
         applied = await apply_children(kube, tp, pinned.children, owner)
-        if new_key and pinned.deployed:
-            await roll_for_new_key(kube, tp, config, logger)
         optional, conditions = await apply_optional(kube, tp, children, owner, generation, gateway)
         applied += optional
         # a new pipeline has nothing to prune

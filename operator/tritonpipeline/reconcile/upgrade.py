@@ -29,7 +29,6 @@ class Pinned:
     keep_configmaps: frozenset[str] = frozenset()
     live_configmaps: tuple[dict[str, Any], ...] = ()
     rolled: bool = False  # this apply rolls an outdated pipeline (settings.roll_outdated)
-    deployed: bool = False  # the pipeline's Deployment existed before this apply
 
 
 async def pin(
@@ -67,14 +66,14 @@ async def pin(
     listed = tuple(configmaps)
     if not decision.pinned or live is None:
         state.queued.pop(key, None)
-        return Pinned(fresh, current, live_configmaps=listed, deployed=live is not None)
+        return Pinned(fresh, current, live_configmaps=listed)
     differences = pinning.describe(decision.differences)
     slots = state.settings.roll_outdated
     if slots > 0 and (key in state.rolling or len(state.rolling) < slots):
         state.queued.pop(key, None)
         state.rolling.setdefault(key, None)
         events.ROLLING.log(logger, rolling=len(state.rolling), slots=slots, differences=differences)
-        return Pinned(fresh, current, live_configmaps=listed, rolled=True, deployed=True)
+        return Pinned(fresh, current, live_configmaps=listed, rolled=True)
     message = pinning.PINNED_MESSAGE.format(
         generation=generation, differences=differences, name=tp.name, annotation=pinning.ROLL_ANNOTATION
     )
@@ -86,7 +85,7 @@ async def pin(
     pinned = dataclasses.replace(fresh, deployment=pinning.pinned_deployment(rendered, live), configmaps=())
     keep = frozenset(pinning.projected_configmaps(live["spec"]["template"]))
     condition = st.condition(pinning.UP_TO_DATE, False, reason, message, generation)
-    return Pinned(pinned, condition, keep, listed, deployed=True)
+    return Pinned(pinned, condition, keep, listed)
 
 
 def rolled(state: OperatorState, key: tuple[str, str], deployment: dict[str, Any]) -> None:

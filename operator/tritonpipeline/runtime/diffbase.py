@@ -10,7 +10,8 @@ read no diff, only that something changed, so a SHA-256 of the same content is e
 whatever the spec's size.
 
 A pipeline last handled by an operator that kept the copy keeps being compared with that copy until
-it is next handled, when the copy is replaced by the digest (no pipeline looks new after an upgrade).
+its next change, when the copy is replaced by the digest (no pipeline looks new after an upgrade; a
+resume that finds no change stores nothing).
 """
 
 from __future__ import annotations

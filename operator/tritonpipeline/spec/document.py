@@ -196,7 +196,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 # cluster agree on a file: `y` and `n` are booleans too (a tensor named y is refused as kubectl refuses
 # it, not accepted here and refused there), 1e3 is a number (PyYAML's YAML 1.1 needs a dot), 1:20 is text
 # (no sexagesimal numbers) and so is 2024-01-01 (no timestamps: JSON has none).
-_BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float"))
+_BOOL, _INT, _FLOAT, _NULL = (f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float", "null"))
 _StrictLoader.yaml_implicit_resolvers = {
     first: [
         (tag, pattern)
@@ -266,16 +266,24 @@ TOO_DEEP = (
 
 def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
     """Parse YAML text (one or several documents) refusing duplicate keys; empty documents are skipped."""
+    return [doc for _, doc in load_labelled(text, source)]
+
+
+def load_labelled(text: str, source: str = "<input>") -> list[tuple[str, dict[str, Any]]]:
+    """Each non-empty document of a YAML text with its label for messages: `document N: `, N its place
+    among all the text's documents (an empty or comment-only one counts, as an editor shows them), where
+    the text holds several non-empty documents; else "". Duplicate keys are refused."""
     try:
         nodes = list(yaml.compose_all(text, Loader=_StrictLoader))
+        several = sum(not (isinstance(n, yaml.ScalarNode) and n.tag == _NULL) for n in nodes) > 1
         dups = [
-            Problem((f"document {i + 1}: " if len(nodes) > 1 and p.path else "") + p.path, p.message)
+            Problem((f"document {i + 1}: " if several and p.path else "") + p.path, p.message)
             for i, node in enumerate(nodes)
             for p in _duplicate_keys(node, "", set())
         ]
         if dups:
             raise SpecError(dups, source)
-        docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
+        every = list(yaml.load_all(text, Loader=_StrictLoader))  # an empty document is None, as its node
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -284,15 +292,18 @@ def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
         raise SpecError([Problem("", f"invalid YAML: {exc}")], source) from None
     except RecursionError:  # the YAML reader and the checks walk nested values recursively
         raise SpecError([Problem("", TOO_DEEP)], source) from None
-    if not docs:
+    labelled = [
+        (f"document {i + 1}: " if several else "", doc) for i, doc in enumerate(every) if doc is not None
+    ]
+    if not labelled:
         raise SpecError([Problem("", "no TritonPipeline document found")], source)
-    for i, doc in enumerate(docs):
+    for label, doc in labelled:
         if not isinstance(doc, dict):
+            where = label.removesuffix(": ") or "document 1"
             raise SpecError(
-                [Problem(f"document {i + 1}", f"expected a mapping (a TritonPipeline), got {kind_of(doc)}")],
-                source,
+                [Problem(where, f"expected a mapping (a TritonPipeline), got {kind_of(doc)}")], source
             )
-    return docs
+    return labelled
 
 
 # --------------------------------------------------------------------------- errors
@@ -446,12 +457,10 @@ def parse_numbered(text: str, source: str = "<input>", *, beside: Beside | None 
     """Parse every TritonPipeline document in a YAML text, each with its document's place; other
     Kubernetes objects in the file (other_object) are passed over. Problems of all documents are
     collected."""
-    docs = load_documents(text, source)
     out: list[Numbered] = []
     problems: list[Problem] = []
     others: list[str] = []
-    for i, doc in enumerate(docs):
-        label = f"document {i + 1}: " if len(docs) > 1 else ""
+    for label, doc in _listed(load_labelled(text, source)):
         other = other_object(doc)
         if other is not None:
             others.append(other)
@@ -465,6 +474,22 @@ def parse_numbered(text: str, source: str = "<input>", *, beside: Beside | None 
     problems += _same_names(out) if not problems else []
     if problems:
         raise SpecError(problems, source)
+    return out
+
+
+def _listed(labelled: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The documents with the items of each `kind: List` in their place (what `kubectl get -o yaml` writes
+    for several objects), labelled `items[i].`."""
+    out: list[tuple[str, Any]] = []
+    for label, doc in labelled:
+        items = doc.get("items")
+        if doc.get("kind") == "List" and doc.get("apiVersion") == "v1" and isinstance(items, list):
+            out += [
+                (f"{label}items[{i}].", item if isinstance(item, dict) else {})
+                for i, item in enumerate(items)
+            ]
+        else:
+            out.append((label, doc))
     return out
 
 
@@ -485,7 +510,7 @@ def _same_names(pipelines: list[Numbered]) -> list[Problem]:
                 Problem(
                     f"{n.label}metadata.name",
                     f"a second TritonPipeline named {n.pipeline.name!r}{where} (also "
-                    f"{first[key].rstrip(': ')}); applying the file would keep only the last one",
+                    f"{first[key].rstrip(': .')}); applying the file would keep only the last one",
                 )
             )
         first.setdefault(key, n.label)
