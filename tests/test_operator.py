@@ -627,7 +627,7 @@ def test_deployment_ready_turns_the_pipeline_ready(kube, namespace, run_operator
 
 
 def test_drift_is_repaired(kube, namespace, run_operator):
-    run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "1"})
+    op = run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "1"})
     kube.apply(cluster_doc("vision", namespace))
     wait_reconciled(kube, namespace, "vision")
     kube.delete("v1", "Service", namespace, "vision")
@@ -660,6 +660,47 @@ def test_drift_is_repaired(kube, namespace, run_operator):
 
     wait_for("the Triton image restored", lambda: triton_image() != "evil/triton:1", timeout=30)
     assert condition(get_cr(kube, namespace, "vision"), "UpToDate")["reason"] != "OperatorUpgraded"
+    # what a hand edit adds, a field the operator never sets, goes too (server-side apply kept it: an env
+    # var from `kubectl set env`, a capability from `kubectl edit`); the template's metadata stays
+    restart = {"kubectl.kubernetes.io/restartedAt": "2026-11-28T10:00:00Z"}
+    added = {
+        "spec": {
+            "template": {
+                "metadata": {"annotations": restart},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tritonserver",
+                            "env": [{"name": "LD_PRELOAD", "value": "/tmp/evil.so"}],
+                            "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+                        }
+                    ]
+                },
+            }
+        }
+    }
+    kube.request(
+        "PATCH", url, query=[("fieldManager", "kubectl-edit")], body=added,
+        content_type="application/strategic-merge-patch+json",
+    )  # fmt: skip
+
+    def triton_container() -> dict[str, Any]:
+        deployment = kube.get("apps/v1", "Deployment", namespace, "vision") or {}
+        return next(
+            c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"
+        )
+
+    wait_for(
+        "the added env var and capability removed",
+        lambda: (
+            not any(e["name"] == "LD_PRELOAD" for e in triton_container().get("env") or [])
+            and "add" not in ((triton_container().get("securityContext") or {}).get("capabilities") or {})
+        ),
+        timeout=30,
+    )
+    template = children(kube, namespace, "vision")["deployment"]["spec"]["template"]
+    assert restart.items() <= (template["metadata"].get("annotations") or {}).items()
+    assert "the pod spec held what field manager(s) kubectl-edit wrote" in op.text()
 
 
 def test_a_namespace_being_deleted_is_not_repaired(kube, namespace, run_operator):

@@ -222,14 +222,14 @@ def decide(
     return Decision(bool(differences), tuple(differences))
 
 
-def hand_edits(deployment: dict[str, Any]) -> list[str]:
+def hand_edits(deployment: dict[str, Any], manager: str = FIELD_MANAGER) -> list[str]:
     """The field managers other than the operator that own fields of the pod's spec (`kubectl set image`,
     `kubectl patch`, `kubectl edit`): a template someone edited by hand is no earlier operator's rendering,
     and keeping it kept a tampered image. Template metadata (`kubectl rollout restart`'s annotation) and
     the subresources (the HPA's scale, the controller's status) do not count."""
     found = []
     for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
-        if entry.get("manager") == FIELD_MANAGER or entry.get("subresource"):
+        if entry.get("manager") == manager or entry.get("subresource"):
             continue
         fields = entry.get("fieldsV1") or {}
         pod_spec = ((fields.get("f:spec") or {}).get("f:template") or {}).get("f:spec")

@@ -12,10 +12,11 @@ from typing import Any
 
 import kopf
 
-from ..kube import access, autoscaling
+from ..kube import access, autoscaling, pinning
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, is_transient
+from ..kube.client import path as client_path
 from ..kube.manifests import PDB_API, PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
@@ -100,7 +101,7 @@ async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
 
 
 async def apply_children(
-    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any]
+    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any], logger: kopf.Logger
 ) -> list[dict[str, Any]]:
     """Apply the children every cluster serves (children.all()), owned by the pipeline; the live
     objects as applied."""
@@ -109,7 +110,9 @@ async def apply_children(
         obj = owned(child, owner)
         try:
             if child is children.deployment:
-                applied.append(await _apply_deployment(kube, tp, obj))
+                applied.append(
+                    await _restore_pod_spec(kube, obj, await _apply_deployment(kube, tp, obj), logger)
+                )
             else:
                 applied.append(await asyncio.to_thread(kube.apply, obj))
         except KubeError as exc:  # which object, for the log and the status
@@ -133,6 +136,33 @@ async def _apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str
     if handover is not None and live is None:
         applied = await asyncio.to_thread(kube.apply, handover, None, manager)
     return applied
+
+
+async def _restore_pod_spec(
+    kube: Kube, deployment: dict[str, Any], applied: dict[str, Any], logger: kopf.Logger
+) -> dict[str, Any]:
+    """What another field manager added to the pod spec (`kubectl set env`, `kubectl edit`: an env var, a
+    container, a security setting) stays through a server-side apply, which removes only what its own
+    manager stops setting: the pod spec is then replaced by the rendered one (a JSON patch; the template's
+    metadata, such as `kubectl rollout restart`'s annotation, is left as it is)."""
+    edited = pinning.hand_edits(applied, kube.field_manager)
+    if not edited:
+        return applied
+    meta = deployment["metadata"]
+    url = client_path("apps/v1", "Deployment", meta.get("namespace"), meta["name"])
+    spec = deployment["spec"]["template"]["spec"]
+    restored = await asyncio.to_thread(
+        kube.request,
+        "PATCH",
+        url,
+        query=[("fieldManager", kube.field_manager)],
+        body=[{"op": "replace", "path": "/spec/template/spec", "value": spec}],
+        content_type="application/json-patch+json",
+    )
+    before, after = (int((d.get("metadata") or {}).get("generation", 0)) for d in (applied, restored))
+    if after != before:
+        events.POD_SPEC_RESTORED.log(logger, deployment=meta["name"], managers=", ".join(sorted(edited)))
+    return restored
 
 
 async def apply_optional(

@@ -107,7 +107,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
         await ensure_admin_secret(kube, tp, config, owner, logger)
         pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
-        applied = await apply_children(kube, tp, pinned.children, owner)
+        applied = await apply_children(kube, tp, pinned.children, owner, logger)
         optional, conditions = await apply_optional(kube, tp, children, owner, generation, gateway)
         applied += optional
         # a new pipeline has nothing to prune

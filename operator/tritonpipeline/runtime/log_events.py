@@ -152,6 +152,16 @@ ADMIN_KEY_ROLL = LogEvent(
     "`serving.tritonpipeline.io/admin-key-created`), since each pod reads the key once, when it starts. "
     "Clients of the admin APIs read the key from the Secret again.",
 )
+POD_SPEC_RESTORED = LogEvent(
+    "POD_SPEC_RESTORED",
+    logging.WARNING,
+    "Deployment {deployment}: the pod spec held what field manager(s) {managers} wrote; replaced by the "
+    "rendered one",
+    "Someone changed the Triton pods' spec by hand (`kubectl set env`, `kubectl edit`, a patch): what they "
+    "added stays through a server-side apply, so the operator replaced the pod spec with its rendering "
+    "(the pods roll). Change the TritonPipeline instead (`spec.server`: args, resources, securityContext, "
+    "...).",
+)
 CONDITION_WARNING = LogEvent(
     "CONDITION_WARNING",
     logging.WARNING,
