@@ -211,3 +211,47 @@ def test_a_kept_template_leaves_the_admin_key_restart_to_its_own_field_manager()
     kept = pinning.pinned_deployment(new, live)
     assert ADMIN_KEY_CREATED not in (kept["spec"]["template"]["metadata"].get("annotations") or {})
     assert kept["spec"]["template"]["spec"] == live["spec"]["template"]["spec"]
+
+
+def _entry(manager: str, pod_spec: dict[str, Any], operation: str = "Update", **extra: Any) -> dict[str, Any]:
+    fields = {"f:spec": {"f:template": {"f:spec": pod_spec}}}
+    return {"manager": manager, "operation": operation, "fieldsV1": fields, **extra}
+
+
+TRITON = 'k:{"name":"tritonserver"}'
+
+
+def test_only_a_manager_owning_pod_spec_fields_the_operator_does_not_is_foreign() -> None:
+    """What a server-side apply of the operator would leave behind: the fields another manager owns alone.
+    A manager that co-owns the operator's fields (a server-side apply of the same image) leaves nothing."""
+    ours = _entry(
+        "tritonpipeline",
+        {"f:containers": {TRITON: {".": {}, "f:name": {}, "f:image": {}}}},
+        operation="Apply",
+    )
+    set_env = _entry(
+        "kubectl-set",
+        {"f:containers": {TRITON: {"f:env": {'k:{"name":"LD_PRELOAD"}': {".": {}, "f:value": {}}}}}},
+    )
+    same_image = _entry(
+        "kubectl", {"f:containers": {TRITON: {".": {}, "f:name": {}, "f:image": {}}}}, operation="Apply"
+    )
+    scale = _entry("kube-controller-manager", {"f:containers": {}}, subresource="scale")
+    restart = {
+        "manager": "kubectl-rollout",
+        "operation": "Update",
+        "fieldsV1": {
+            "f:spec": {
+                "f:template": {"f:metadata": {"f:annotations": {"f:kubectl.kubernetes.io/restartedAt": {}}}}
+            }
+        },
+    }
+
+    def foreign(*entries: dict[str, Any]) -> list[str]:
+        return pinning.foreign_pod_spec_fields(
+            {"metadata": {"managedFields": list(entries)}}, "tritonpipeline"
+        )
+
+    assert foreign(ours, set_env, same_image, scale, restart) == ["kubectl-set"]
+    assert foreign(ours, same_image, scale, restart) == []
+    assert foreign(same_image) == ["kubectl"]  # the operator owns nothing yet

@@ -238,6 +238,34 @@ def hand_edits(deployment: dict[str, Any], manager: str = FIELD_MANAGER) -> list
     return found
 
 
+def foreign_pod_spec_fields(deployment: dict[str, Any], manager: str = FIELD_MANAGER) -> list[str]:
+    """The field managers other than `manager` (hand_edits) that own fields of the pod's spec which
+    `manager` does not own too: what a server-side apply of `manager` would leave in place (an env var
+    from `kubectl set env`). A manager that only co-owns the operator's own fields is not one."""
+    ours: set[tuple[str, ...]] = set()
+    theirs: dict[str, set[tuple[str, ...]]] = {}
+    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("subresource"):
+            continue
+        fields = entry.get("fieldsV1") or {}
+        pod_spec = ((fields.get("f:spec") or {}).get("f:template") or {}).get("f:spec") or {}
+        leaves = set(_field_leaves(pod_spec, ()))
+        if entry.get("manager") == manager:
+            ours |= leaves
+        elif leaves:
+            theirs.setdefault(str(entry.get("manager") or "?"), set()).update(leaves)
+    return sorted(name for name, leaves in theirs.items() if leaves - ours)
+
+
+def _field_leaves(node: dict[str, Any], path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """The paths of a managedFields fieldsV1 tree's leaves (`.`, an item itself, counts as one)."""
+    for key, sub in node.items():
+        if isinstance(sub, dict) and sub:
+            yield from _field_leaves(sub, (*path, key))
+        else:
+            yield (*path, key)
+
+
 def pinned_deployment(rendered: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
     """The rendered Deployment with the live pod template and the live record (nothing the pods see
     changes; the rest of the Deployment, its replicas and strategy, follows the spec)."""

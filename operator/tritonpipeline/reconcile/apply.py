@@ -143,25 +143,34 @@ async def _restore_pod_spec(
 ) -> dict[str, Any]:
     """What another field manager added to the pod spec (`kubectl set env`, `kubectl edit`: an env var, a
     container, a security setting) stays through a server-side apply, which removes only what its own
-    manager stops setting: the pod spec is then replaced by the rendered one (a JSON patch; the template's
-    metadata, such as `kubectl rollout restart`'s annotation, is left as it is)."""
-    edited = pinning.hand_edits(applied, kube.field_manager)
+    manager stops setting: the pod spec is then replaced by the one applied (a JSON patch; the template's
+    metadata, such as `kubectl rollout restart`'s annotation, is left as it is). Fields no manager owns
+    (what a mutating webhook added when the Deployment was created) go with it."""
+    edited = pinning.foreign_pod_spec_fields(applied, kube.field_manager)
     if not edited:
         return applied
     meta = deployment["metadata"]
     url = client_path("apps/v1", "Deployment", meta.get("namespace"), meta["name"])
     spec = deployment["spec"]["template"]["spec"]
-    restored = await asyncio.to_thread(
-        kube.request,
-        "PATCH",
-        url,
-        query=[("fieldManager", kube.field_manager)],
-        body=[{"op": "replace", "path": "/spec/template/spec", "value": spec}],
-        content_type="application/json-patch+json",
-    )
+    try:
+        restored = await asyncio.to_thread(
+            kube.request,
+            "PATCH",
+            url,
+            query=[("fieldManager", kube.field_manager)],
+            body=[{"op": "replace", "path": "/spec/template/spec", "value": spec}],
+            content_type="application/json-patch+json",
+        )
+    except KubeError as exc:  # a policy refuses it: the rest of the pipeline is applied all the same
+        if is_transient(exc):
+            raise
+        events.POD_SPEC_NOT_RESTORED.log(
+            logger, deployment=meta["name"], managers=", ".join(edited), error=exc.message
+        )
+        return applied
     before, after = (int((d.get("metadata") or {}).get("generation", 0)) for d in (applied, restored))
     if after != before:
-        events.POD_SPEC_RESTORED.log(logger, deployment=meta["name"], managers=", ".join(sorted(edited)))
+        events.POD_SPEC_RESTORED.log(logger, deployment=meta["name"], managers=", ".join(edited))
     return restored
 
 

@@ -157,10 +157,18 @@ POD_SPEC_RESTORED = LogEvent(
     logging.WARNING,
     "Deployment {deployment}: the pod spec held what field manager(s) {managers} wrote; replaced by the "
     "rendered one",
-    "Someone changed the Triton pods' spec by hand (`kubectl set env`, `kubectl edit`, a patch): what they "
-    "added stays through a server-side apply, so the operator replaced the pod spec with its rendering "
-    "(the pods roll). Change the TritonPipeline instead (`spec.server`: args, resources, securityContext, "
-    "...).",
+    "Another field manager (`kubectl set env`, `kubectl edit`, a patch, another controller) added to the "
+    "Triton pods' spec: what it added stays through a server-side apply, so the operator replaced the pod "
+    "spec with its own (the pods roll). Change the TritonPipeline instead (`spec.server`: args, resources, "
+    "securityContext, ...).",
+)
+POD_SPEC_NOT_RESTORED = LogEvent(
+    "POD_SPEC_NOT_RESTORED",
+    logging.WARNING,
+    "Deployment {deployment}: the pod spec holds what field manager(s) {managers} wrote, and replacing it "
+    "was refused: {error}",
+    "As POD_SPEC_RESTORED, but the API server (an admission policy, say) refused the replacement; the rest "
+    "of the pipeline was applied, and the next reconcile tries again.",
 )
 CONDITION_WARNING = LogEvent(
     "CONDITION_WARNING",
