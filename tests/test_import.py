@@ -2094,3 +2094,16 @@ def test_too_many_tensors_are_named_at_the_config_list_that_holds_them(tmp_path:
         proc.stderr.strip()
         == f"error: {repo / 'wide' / 'config.pbtxt'}: input: allows at most {MAX_TENSORS} item(s)"
     )
+
+
+def test_a_config_link_to_nothing_is_read_as_no_config_and_said(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path / "repo", {}, {"dang/1/model.py": ""})
+    (repo / "dang" / "config.pbtxt").symlink_to(tmp_path / "gone" / "config.pbtxt")
+    proc = run_import(repo, "-o", tmp_path / "out.yaml")
+    assert proc.returncode == 0, proc.stderr
+    link = repo / "dang" / "config.pbtxt"
+    assert (
+        f"warning: {link} is a link to {tmp_path / 'gone' / 'config.pbtxt'}, which does not exist: "
+        "read as no config.pbtxt, as Triton reads it"
+    ) in proc.stderr.splitlines()
+    assert "backend python by 1/model.py" in proc.stderr

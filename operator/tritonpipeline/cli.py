@@ -22,7 +22,7 @@ import time
 import typing
 import urllib.parse
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import extras, yamltext
@@ -236,6 +236,9 @@ IMPORT_NOT_DIR = "not a Triton model repository: {dir} is not a directory"
 IMPORT_UNREADABLE = "cannot read {path}: {why}"
 IMPORT_NOT_UTF8 = "{path}: not UTF-8 text"
 IMPORT_NOT_A_FILE = "{path} is not a file"
+IMPORT_BROKEN_LINK = (
+    "{path} is a link to {target}, which does not exist: read as no config.pbtxt, as Triton reads it"
+)
 IMPORT_CONFIG_TOO_LARGE = (
     "{path}: {size} bytes; a model's config is rendered into a ConfigMap, which holds at most {limit} bytes"
 )
@@ -267,6 +270,7 @@ class ModelRepositoryDir:
     python_files: dict[str, dict[str, str]]  # model dir -> the Python files of the version Triton loads
     model_dirs: list[Path]  # every (non-hidden) subdirectory: never written into
     errors: list[str]
+    warnings: list[str] = field(default_factory=list)  # what the import carries but the user should know
 
 
 def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
@@ -301,6 +305,8 @@ def read_model_repository(root: Path, shown: str) -> ModelRepositoryDir:
                 found.errors.append(IMPORT_NOT_A_FILE.format(path=path))
                 continue
             else:  # Triton completes an empty config, picking the backend by the model file
+                if config.is_symlink():  # Triton finds no file there either
+                    found.warnings.append(IMPORT_BROKEN_LINK.format(path=path, target=os.readlink(config)))
                 found.no_config[entry.name] = has_version_dir(entry)
                 below = sorted(p.parent.name for p in entry.glob(f"*/{CONFIG}") if p.is_file())
                 if below:
@@ -426,6 +432,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         for line in failed:
             print(line, file=sys.stderr)
         return EXIT_INVALID
+    for warning in repo.warnings if repo is not None else []:
+        print(f"warning: {warning}", file=sys.stderr)
     for kind in (COMPLETED, NOT_CARRIED, WARNING):
         for finding in findings:
             if finding.kind == kind:
