@@ -970,3 +970,28 @@ def test_an_empty_output_path_is_a_usage_error(
     with pytest.raises(SystemExit) as exit_info:
         cli.build_parser().parse_args([*command, ""])
     assert exit_info.value.code == 2 and "expected a path, got an empty one" in capsys.readouterr().err
+
+
+def test_a_pipeline_read_from_standard_input(tmp_path: Path) -> None:
+    """`kubectl get tp vision -o yaml | tritonpipeline validate -`: `-` reads standard input; a relative
+    modelRepository.uri is then taken from the working directory."""
+    cmd = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "tritonpipeline.cli"]
+    text = (EXAMPLES / "fanout.yaml").read_text()
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*cmd, *args], input=text, capture_output=True, text=True, timeout=120, cwd=cwd, check=False
+        )
+
+    ok = run("validate", "-", cwd=EXAMPLES)
+    assert ok.returncode == 0, ok.stderr
+    assert (
+        ok.stdout.strip()
+        == "-: TritonPipeline 'vision' is valid (3 model(s), 1 ensemble(s), 1 router(s) inserted)"
+    )
+    elsewhere = run("validate", "-", cwd=tmp_path)
+    assert elsewhere.returncode == 1
+    assert "model repository directory" in elsewhere.stderr and "does not exist" in elsewhere.stderr
+    rendered = run("render", "-", "-o", str(tmp_path / "repo"), cwd=EXAMPLES)
+    assert rendered.returncode == 0, rendered.stderr
+    assert (tmp_path / "repo" / "vision" / "config.pbtxt").is_file()

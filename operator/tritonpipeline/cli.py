@@ -59,6 +59,9 @@ from .spec import GatewayImplementation, TritonPipeline, load_numbered
 from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
+FILE_HELP = (
+    "a YAML file of TritonPipelines; - reads standard input (a relative modelRepository.uri: from here)"
+)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
 
@@ -816,13 +819,13 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     p = sub.add_parser("validate", help="check TritonPipeline files (exit 0 valid, 1 invalid)")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help=FILE_HELP)
     p.add_argument("--output", choices=("text", "json"), default="text", help="report format")
     common(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("render", help="write a complete Triton model repository")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("-o", "--output-dir", required=True, metavar="DIR", type=output_path)
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
     p.add_argument("--cpu", action="store_true", help="turn GPU instance groups into CPU ones")
@@ -831,7 +834,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("graph", help="draw the compiled graph (Mermaid, DOT, PNG/SVG with graphviz)")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--format", choices=("mermaid", "dot", "png", "svg"), default="mermaid")
     p.add_argument("-o", "--output", metavar="FILE", type=output_path)
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
@@ -840,7 +843,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_graph)
 
     p = sub.add_parser("serve", help="serve a pipeline on a local tritonserver (no cluster needed)")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--name", help="which TritonPipeline, when the file holds several")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -902,7 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
         "name your own with spec.server.adminKeySecretRef. The operator's "
         "settings come from the same environment variables (TRITONPIPELINE_ASSEMBLER_IMAGE, ...).",
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--name", help="only this TritonPipeline, when the file holds several")
     p.add_argument("-n", "--namespace", help="the namespace to render for (default: the CR's, else default)")
     p.add_argument(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -526,12 +527,19 @@ FILE_TOO_LARGE = (
 )
 
 
+STDIN = "-"  # the file name that reads standard input, as kubectl's `-f -`
+
+
 def load_numbered(path: str | Path, *, beside: Beside | None = None) -> list[Numbered]:
-    """Read (at most MAX_FILE_BYTES) and parse a YAML file of TritonPipeline documents (parse_numbered)."""
+    """Read (at most MAX_FILE_BYTES) and parse a YAML file of TritonPipeline documents (parse_numbered);
+    STDIN reads standard input."""
     p = Path(path)
     try:
-        with p.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        if str(path) == STDIN:
+            data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+        else:
+            with p.open("rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             raise SpecError([Problem("", FILE_TOO_LARGE.format(limit=MAX_FILE_BYTES >> 20))], str(p))
         text = data.decode("utf-8")
