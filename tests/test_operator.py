@@ -787,6 +787,29 @@ def test_a_pipeline_an_earlier_release_handled_is_not_new_after_the_upgrade(kube
     )
 
 
+def test_a_label_change_alone_posts_no_updated_event(kube, namespace, run_operator):
+    """kopf hands a change of the pipeline's labels to the update handler; the reconcile finds nothing to
+    apply and the spec's generation handled already: an Updated event ("applied repository ...") said an
+    update happened where none did."""
+    op = run_operator()
+    doc = cluster_doc("vision", namespace)
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, "vision")
+    wait_for(
+        "the Created event", lambda: any(e["reason"] == "Created" for e in events(kube, namespace, "vision"))
+    )
+    handled = op.text().count("Updating is processed")
+    kube.apply({**doc, "metadata": {**doc["metadata"], "labels": {"team": "a"}}})
+    wait_for("the label change handled", lambda: op.text().count("Updating is processed") > handled)
+    assert not [e for e in events(kube, namespace, "vision") if e["reason"] == "Updated"]
+    doc["spec"]["server"]["replicas"] = 2
+    kube.apply({**doc, "metadata": {**doc["metadata"], "labels": {"team": "a"}}})
+    wait_reconciled(kube, namespace, "vision", 2)
+    wait_for(
+        "an Updated event", lambda: any(e["reason"] == "Updated" for e in events(kube, namespace, "vision"))
+    )
+
+
 def test_kill_9_mid_reconcile_then_restart_converges(kube, namespace, run_operator):
     op = run_operator()
     names = [f"p{i:02d}" for i in range(20)]
