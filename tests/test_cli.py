@@ -995,3 +995,10 @@ def test_a_pipeline_read_from_standard_input(tmp_path: Path) -> None:
     rendered = run("render", "-", "-o", str(tmp_path / "repo"), cwd=EXAMPLES)
     assert rendered.returncode == 0, rendered.stderr
     assert (tmp_path / "repo" / "vision" / "config.pbtxt").is_file()
+    # `-` is no file of the working directory that an output could overwrite
+    text = text.replace("uri: ../model_repository", f"uri: {(EXAMPLES / '../model_repository').resolve()}")
+    graph = run("graph", "-", "-o", "-", cwd=tmp_path)  # a file named `-` here: not the pipeline's
+    assert graph.returncode == 0, graph.stderr
+    assert (tmp_path / "-").read_text().startswith("flowchart")
+    twice = run("validate", "-", "-", cwd=EXAMPLES)
+    assert (twice.returncode, twice.stderr.strip()) == (2, "error: - (standard input) can be given once")

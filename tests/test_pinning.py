@@ -252,6 +252,10 @@ def test_only_a_manager_owning_pod_spec_fields_the_operator_does_not_is_foreign(
             {"metadata": {"managedFields": list(entries)}}, "tritonpipeline"
         )
 
+    whole_struct = _entry("flux", {"f:containers": {TRITON: {".": {}, "f:name": {}}}})  # over our fields
+    whole_struct["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][TRITON]["f:image"] = {}
+    assert foreign(ours, whole_struct) == []
+    assert foreign(ours, _entry("flux", {"f:containers": {}})) == []  # the list itself, whose items we own
     assert foreign(ours, set_env, same_image, scale, restart) == ["kubectl-set"]
     assert foreign(ours, same_image, scale, restart) == []
     assert foreign(same_image) == ["kubectl"]  # the operator owns nothing yet

@@ -55,7 +55,7 @@ from .local.repository import (
 )
 from .runtime.logs import FORMATS
 from .settings import MAX_CONFIGMAP_BYTES, Settings, SettingsError
-from .spec import GatewayImplementation, TritonPipeline, load_numbered
+from .spec import STDIN, GatewayImplementation, TritonPipeline, load_numbered
 from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
@@ -136,7 +136,15 @@ def _warnings(compiled: list[Compiled]) -> list[Problem]:
     return [Problem(c.label + w.path, w.message) for c in compiled for w in checks.warnings(c.pipeline)]
 
 
+def _files(path: str) -> list[str]:
+    """The pipeline file an output must not overwrite: none when it is standard input."""
+    return [] if path == STDIN else [path]
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    if args.files.count(STDIN) > 1:
+        print(f"error: {STDIN} (standard input) can be given once", file=sys.stderr)
+        return EXIT_USAGE
     results = []
     failed = False
     for path in args.files:
@@ -176,7 +184,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     c = _select(compile_file(args.file, cpu_only=args.cpu, models=args.models), args.name, args.file)
-    dest = write_repository(c.artifacts, args.output_dir, c.model_root, force=args.force, protect=[args.file])
+    dest = write_repository(
+        c.artifacts, args.output_dir, c.model_root, force=args.force, protect=_files(args.file)
+    )
     print(f"rendered {c.pipeline.name!r} into {dest} ({len(c.artifacts.files)} generated files)")
     if c.model_root is None:
         print(
@@ -192,7 +202,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     c = _select(compile_file(args.file, models=args.models), args.name, args.file)
     if args.output:
         sources = model_sources(c.artifacts.models, c.model_root)
-        overlap = overlap_problem(Path(args.output), sources, [args.file], what="output file")
+        overlap = overlap_problem(Path(args.output), sources, _files(args.file), what="output file")
         if overlap:
             raise SpecError.one(overlap)
         if os.path.lexists(args.output) and not os.path.isdir(args.output) and not args.force:
@@ -555,7 +565,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     server = None
     try:
-        repo = write_repository(c.artifacts, workdir / "repository", c.model_root, protect=[args.file])
+        repo = write_repository(c.artifacts, workdir / "repository", c.model_root, protect=_files(args.file))
         print(f"compiled {c.pipeline.name!r}: {len(c.artifacts.files)} generated files in {repo}")
         server_args, left_out = tritonserver_options.for_serve(c.pipeline.spec.server.args)
         for flag, why in left_out:

@@ -22,7 +22,7 @@ from .reconcile.status import mirror_pods
 from .reconcile.upgrade import finished_rolling
 from .runtime import health, metrics, webhook
 from .runtime import log_events as events
-from .runtime.diffbase import DigestDiffBaseStorage
+from .runtime.diffbase import DigestDiffBaseStorage, spec_changed
 from .runtime.state import OperatorState, operator_state
 from .settings import GROUP, PLURAL, VERSION
 
@@ -152,8 +152,11 @@ async def on_create(body: kopf.Body, memo: OperatorState, logger: kopf.Logger, *
 
 
 @kopf.on.update(GROUP, VERSION, PLURAL)
-async def on_update(body: kopf.Body, memo: OperatorState, logger: kopf.Logger, **_: Any) -> None:
-    await reconcile(body, memo, logger, "Updated")
+async def on_update(
+    body: kopf.Body, diff: kopf.Diff, memo: OperatorState, logger: kopf.Logger, **_: Any
+) -> None:
+    # a change of the labels or annotations alone is re-applied as a resync is: no Updated event
+    await reconcile(body, memo, logger, "Updated" if spec_changed(diff) else None)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

@@ -211,7 +211,7 @@ def decide(
     template = (live.get("spec") or {}).get("template") or {}
     if any(name not in live_configmaps for name in projected_configmaps(template)):
         return Decision(False)
-    if hand_edits(live):  # not an earlier operator's rendering: restored, not kept
+    if foreign_pod_spec_fields(live):  # not an earlier operator's rendering: restored, not kept
         return Decision(False)
     differences = [
         *template_differences(
@@ -222,26 +222,13 @@ def decide(
     return Decision(bool(differences), tuple(differences))
 
 
-def hand_edits(deployment: dict[str, Any], manager: str = FIELD_MANAGER) -> list[str]:
-    """The field managers other than the operator that own fields of the pod's spec (`kubectl set image`,
-    `kubectl patch`, `kubectl edit`): a template someone edited by hand is no earlier operator's rendering,
-    and keeping it kept a tampered image. Template metadata (`kubectl rollout restart`'s annotation) and
-    the subresources (the HPA's scale, the controller's status) do not count."""
-    found = []
-    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
-        if entry.get("manager") == manager or entry.get("subresource"):
-            continue
-        fields = entry.get("fieldsV1") or {}
-        pod_spec = ((fields.get("f:spec") or {}).get("f:template") or {}).get("f:spec")
-        if pod_spec:
-            found.append(str(entry.get("manager") or "?"))
-    return found
-
-
 def foreign_pod_spec_fields(deployment: dict[str, Any], manager: str = FIELD_MANAGER) -> list[str]:
-    """The field managers other than `manager` (hand_edits) that own fields of the pod's spec which
-    `manager` does not own too: what a server-side apply of `manager` would leave in place (an env var
-    from `kubectl set env`). A manager that only co-owns the operator's own fields is not one."""
+    """The field managers other than `manager` that own fields of the pod's spec which `manager` does not
+    own too (`kubectl set image`, `kubectl set env`, `kubectl edit`, a patch): a template someone edited
+    so is no earlier operator's rendering (keeping it kept a tampered image), and what they added stays
+    through a server-side apply of `manager`. A manager that only co-owns the operator's fields (or owns
+    a whole struct whose fields the operator owns) is not one; template metadata (`kubectl rollout
+    restart`'s annotation) and the subresources (the HPA's scale, the controller's status) do not count."""
     ours: set[tuple[str, ...]] = set()
     theirs: dict[str, set[tuple[str, ...]]] = {}
     for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
@@ -254,7 +241,8 @@ def foreign_pod_spec_fields(deployment: dict[str, Any], manager: str = FIELD_MAN
             ours |= leaves
         elif leaves:
             theirs.setdefault(str(entry.get("manager") or "?"), set()).update(leaves)
-    return sorted(name for name, leaves in theirs.items() if leaves - ours)
+    covered = ours | {path[:i] for path in ours for i in range(1, len(path))}
+    return sorted(name for name, leaves in theirs.items() if leaves - covered)
 
 
 def _field_leaves(node: dict[str, Any], path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:

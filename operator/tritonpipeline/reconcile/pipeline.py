@@ -196,14 +196,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             logger, type=c["type"], status=c["status"], reason=c["reason"], message=c["message"]
         )
         await warn(kube, body, c["reason"], c["message"])
-    # a change of labels or annotations alone (the generation handled already) that changed nothing
-    # applied is no update to announce
-    metadata_only = (
-        event == "Updated"
-        and (body.get("status") or {}).get("observedGeneration") == generation
-        and outcome in ("unchanged", "waiting")
-    )
-    if event and not metadata_only:
+    if event:
         kopf.info(
             body,
             reason=event,

@@ -6,8 +6,9 @@ so a pipeline whose spec is larger than that less its other annotations (a spec 
 server-side; ~128 KB with client-side `kubectl apply`, whose last-applied-configuration annotation
 holds the spec again) could never be marked handled: every patch was refused, and the pipeline was
 handled as new again and again (a traceback and a Created event each time). The operator's handlers
-read no diff, only that something changed, so a SHA-256 of the same content is enough: 64 characters
-whatever the spec's size.
+read no diff, only that something changed and whether it was the spec or only the labels and
+annotations, so two SHA-256 digests of the same content are enough: 129 characters whatever the spec's
+size.
 
 A pipeline last handled by an operator that kept the copy keeps being compared with that copy until
 its next change, when the copy is replaced by the digest (no pipeline looks new after an upgrade; a
@@ -25,6 +26,7 @@ import kopf
 DIGEST_KEY = "last-handled-digest"  # serving.tritonpipeline.io/last-handled-digest
 COPY_KEY = "last-handled-configuration"  # kopf's key, where earlier releases kept the copy
 CHANGED = "changed"  # the essence fetch() answers when the digest differs: any value the new one lacks
+SEPARATOR = "."  # between the digest of the spec and that of the labels and annotations
 
 
 class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
@@ -41,9 +43,10 @@ class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         return essence
 
     def fetch(self, *, body: kopf.Body) -> Any:
-        """The essence last handled: the current one when its digest is the one stored, a stand-in that
-        differs from it when not (kopf then runs the update handler), kopf's stored copy where there is
-        no digest yet, None for a pipeline never handled (kopf runs the create handler)."""
+        """The essence last handled: the current one when its digest is the one stored; where it is not, a
+        stand-in that differs from it in the part that changed (the spec, or the labels and annotations:
+        kopf's diff then says which, and kopf runs the update handler); kopf's stored copy where there is
+        no digest yet; None for a pipeline never handled (kopf runs the create handler)."""
         stored = next(
             (v for k in self.make_keys(DIGEST_KEY, body=body) if (v := body.metadata.annotations.get(k))),
             None,
@@ -51,9 +54,18 @@ class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         if stored is None:
             return self._copies.fetch(body=body)
         current = self.build(body=body)
-        if self.digest(current) == stored.strip():
+        content, metadata = self.digest(current).split(SEPARATOR)
+        was = stored.strip().split(SEPARATOR)
+        if len(was) != 2:
+            was = [stored.strip(), stored.strip()]  # not ours: both parts changed
+        if [content, metadata] == was:
             return current
-        return {"spec": {CHANGED: stored.strip()}}
+        stand_in = dict(current)
+        if content != was[0]:
+            stand_in = {k: v for k, v in stand_in.items() if k == "metadata"} | {"spec": {CHANGED: was[0]}}
+        if metadata != was[1]:
+            stand_in["metadata"] = {CHANGED: was[1]}
+        return stand_in
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
         for key in self.make_keys(DIGEST_KEY, body=body):
@@ -64,9 +76,10 @@ class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         self._store_marker(prefix=self.prefix, patch=patch, body=body)
 
     def digest(self, essence: Any) -> str:
-        """sha256 of an essence's canonical JSON. The status and the annotations of the operator's own
-        prefix (kopf's progress records, its marker, the roll request) are left out, as kopf leaves them
-        out of its diff once the prefix is marked; empty labels or annotations count as none."""
+        """`SHA.SHA`: sha256 of an essence's canonical JSON without its metadata, and of its labels and
+        annotations. The status and the annotations of the operator's own prefix (kopf's progress
+        records, its marker, the roll request) are left out, as kopf leaves them out of its diff once the
+        prefix is marked; empty labels or annotations count as none."""
         content = cast(dict[str, Any], json.loads(json.dumps(essence)))
         content.pop("status", None)
         metadata = content.pop("metadata", None) or {}
@@ -74,7 +87,15 @@ class DigestDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
         annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if not k.startswith(own)}
         kept = {**metadata, "labels": metadata.get("labels") or {}, "annotations": annotations}
         kept = {k: v for k, v in kept.items() if v not in ({}, None)}
-        if kept:
-            content["metadata"] = kept
-        canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return SEPARATOR.join(_sha(part) for part in (content, kept))
+
+
+def _sha(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def spec_changed(diff: Any) -> bool:
+    """Whether kopf's diff of an update (items of operation, field path, old, new) changes anything but
+    the labels and annotations."""
+    return any(tuple(item[1])[:1] != ("metadata",) for item in diff)

@@ -58,6 +58,7 @@ from .base import (
     TensorName,
 )
 from .document import (
+    STDIN,
     Metadata,
     Numbered,
     PipelineSpec,
@@ -122,6 +123,7 @@ __all__ = [
     "RESOURCE_RE",
     "RULE_TEXT",
     "SECRET_KEY_RE",
+    "STDIN",
     "TENSOR_RE",
     "URI_SCHEMES",
     "URL_RE",

@@ -536,6 +536,8 @@ def load_numbered(path: str | Path, *, beside: Beside | None = None) -> list[Num
     p = Path(path)
     try:
         if str(path) == STDIN:
+            if sys.stdin is None:  # closed: `validate - <&-`
+                raise SpecError([Problem("", "cannot read standard input: it is closed")], STDIN)
             data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
         else:
             with p.open("rb") as f:
