@@ -36,7 +36,7 @@ from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import checks
 from tritonpipeline.local.repository import check_model_dirs, write_repository
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.server import LocalTriton, TritonError
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver
@@ -793,7 +793,10 @@ LOAD_REFUSALS: list[tuple[str, Change, ConfigChange, str, str]] = [
 # A model whose implicit state Triton's sequence batcher refuses: only after the model's instances started,
 # so each is loaded alone in a tritonserver of its own (beside other models, unloading the failed model's
 # Python stubs has crashed this tritonserver, signal 11: 2 of 5 runs with both of these and an unchanged
-# model, 1 of 5 with one of them and an unchanged model; alone, 16 of 16 ran).
+# model, 1 of 5 with one of them and an unchanged model; alone, 16 of 16 ran, and 1 of about 10 full
+# `make test` runs crashed alone under the load of the whole suite: it then starts again, SEGFAULT_TRIES
+# times at most).
+SEGFAULT_TRIES = 3
 STATE_REFUSALS: list[tuple[str, Change, ConfigChange, str, str]] = [
     (
         "initial_state_rank",
@@ -839,8 +842,15 @@ def test_what_triton_refuses_to_load_the_spec_refuses(
             change_config(rendered)
         files[f"{name}/config.pbtxt"] = text_format.MessageToString(rendered).encode()
     repo = Repository(files, tuple(path.split("/")[0] for path in files))
-    with triton(tmp_path, repo, generic_model_root(tmp_path / "models", docs)) as server:
-        states = model_states(server)
+    model_root = generic_model_root(tmp_path / "models", docs)
+    for attempt in range(1, SEGFAULT_TRIES + 1):
+        try:
+            with triton(tmp_path / f"attempt{attempt}", repo, model_root) as server:
+                states = model_states(server)
+            break
+        except TritonError as exc:  # Triton's crash after refusing a state (STATE_REFUSALS): not ours
+            if cases is LOAD_REFUSALS or "exited (code -11)" not in str(exc) or attempt == SEGFAULT_TRIES:
+                raise
     assert all(states[name][0] == "READY" for name, *_ in unchanged), states
     for name, *_, words in cases:
         state, reason = states[name]
