@@ -15,6 +15,7 @@ from ..spec import TritonPipeline
 from ..triton import security
 from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, namespace_of, selector_labels
 from .meta import metadata as _meta
+from .status import pod_problem
 
 NETWORK_POLICY_API = ("networking.k8s.io/v1", "NetworkPolicy")
 # on the pod template, under a field manager of its own: when the operator made the current admin key, set
@@ -121,19 +122,14 @@ def admin_key_roll(tp: TritonPipeline, created: str) -> dict[str, Any]:
 
 
 def waits_for_secret(pods: list[dict[str, Any]], secret: str) -> bool:
-    """Whether a pod cannot start its containers because Secret `secret` is missing (the kubelet's
-    CreateContainerConfigError: `secret "NAME" not found` from its watch of the Secret, `secrets "NAME"
-    not found` from the API server where it gets the Secret each time)."""
+    """Whether a pod cannot start its containers because Secret `secret` is missing: status.pod_problem's
+    CreateContainerConfigError, `secret "NAME" not found` from the kubelet's watch of the Secret,
+    `secrets "NAME" not found` from the API server where it gets the Secret each time."""
     missing = re.compile(rf'\bsecrets? "{re.escape(secret)}" not found')
-    for pod in pods:
-        status = pod.get("status") or {}
-        for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-            waiting = (c.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") == "CreateContainerConfigError" and missing.search(
-                str(waiting.get("message"))
-            ):
-                return True
-    return False
+    problems = (pod_problem([pod]) for pod in pods)
+    return any(
+        p is not None and p[0] == "CreateContainerConfigError" and missing.search(p[1]) for p in problems
+    )
 
 
 def reads_secret(deployment: dict[str, Any], secret: str) -> bool:

@@ -24,14 +24,7 @@ from ..runtime import metrics
 from ..runtime.state import OperatorState
 from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
-from .apply import (
-    apply_children,
-    apply_optional,
-    changes,
-    ensure_admin_secret,
-    prune,
-    rendered_optional,
-)
+from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import list_pods, previous_condition, replica_status, warn, write_status
