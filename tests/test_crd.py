@@ -642,6 +642,13 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
         ("spec.modelRepository.s3.caConfigMapRef", "give the CA bundle once"),
     ),
     (
+        "rollout-and-strategy",
+        "fanout",
+        _set("spec.server", {"rollout": "ReplaceInPlace", "strategy": {"type": "Recreate"}}),
+        ("spec.server.rollout", "set one of rollout and strategy"),
+    ),
+    ("rollout-alone", "fanout", _set("spec.server", {"rollout": "ReplaceInPlace"}), OK),
+    (
         "s3-ca-over-http",
         "fanout",
         _set(

@@ -1051,7 +1051,10 @@ def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, 
         [{"podSelector": {}}],
         [monitoring],
     ]
-    assert kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision") is None  # one replica
+    # one replica: a budget that keeps a drain from evicting it (the operator replaces it first: a surge)
+    pdb = kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision")
+    assert pdb is not None and pdb["spec"]["minAvailable"] == "50%", pdb
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     # later reconciles keep the key: the Secret is created once, never rewritten
     doc["spec"]["server"]["replicas"] = 2
     del doc["spec"]["networkPolicy"]
@@ -1060,13 +1063,15 @@ def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, 
     again, later = _admin_key(kube, namespace, "vision-admin-key")
     assert again == key and later["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
     assert kube.get(*NETWORK_POLICY_API[:1], NETWORK_POLICY_API[1], namespace, "vision") is None
-    # two replicas: a budget of one pod at a time, accepted by the real apiserver; gone again at one
+    # two replicas: a budget of one pod at a time, accepted by the real apiserver; back at one, the first
     pdb = kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision")
-    assert pdb is not None and pdb["spec"]["maxUnavailable"] == 1
+    assert pdb is not None and pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"], pdb
     doc["spec"]["server"]["replicas"] = 1
     kube.apply(doc)
     wait_reconciled(kube, namespace, "vision", 3)
-    assert kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision") is None
+    pdb = kube.get("policy/v1", "PodDisruptionBudget", namespace, "vision")
+    assert pdb is not None and pdb["spec"].get("minAvailable") == "50%", pdb
+    assert "maxUnavailable" not in pdb["spec"]
 
 
 def test_a_deleted_admin_key_secret_is_made_again_when_a_pod_waits_for_it_and_every_pod_restarts(

@@ -64,10 +64,10 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
     wait_reconciled(kube, namespace, "vision")
     created = wait_for("the created line", lambda: outcome_lines(op, namespace, "vision"))[0]
     assert " INFO " in created
-    assert "reconcile created (generation 1): 3 objects (" in created
+    assert "reconcile created (generation 1): 4 objects (" in created  # the disruption budget too
     assert "Deployment/vision" in created and "waiting for pods (0/1 ready)" in created  # no kubelet here
 
-    # a replica change updates exactly the Deployment, and two replicas get their disruption budget
+    # a replica change updates exactly the Deployment, and the disruption budget of two replicas
     doc["spec"]["server"]["replicas"] = 2
     kube.apply(doc)
     wait_reconciled(kube, namespace, "vision", 2)
@@ -76,7 +76,7 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
         lambda: [x for x in outcome_lines(op, namespace, "vision") if "(generation 2)" in x],
     )
     assert (
-        "reconcile updated (generation 2): created PodDisruptionBudget/vision; updated Deployment/vision; "
+        "reconcile updated (generation 2): updated Deployment/vision, PodDisruptionBudget/vision; "
         "waiting for pods (0/2 ready)" in updated[0]
     )
 

@@ -410,23 +410,6 @@ def deployment_spec(doc: dict[str, Any]) -> dict[str, Any]:
     return render_children(tp, compile_pipeline(tp), Settings()).deployment["spec"]
 
 
-@pytest.mark.parametrize(
-    ("server", "autoscaled", "surge", "unavailable"),
-    [
-        ({"gpus": 1, "replicas": 3}, False, 0, 1),  # several GPU pods: replace in place, no extra GPU
-        ({"gpus": 1, "replicas": 1}, True, 0, 1),  # an autoscaler: several pods
-        ({"gpus": 1, "replicas": 1}, False, 1, 0),  # one GPU pod: surge, never zero ready pods
-        ({"gpus": 0, "replicas": 3}, False, 1, 0),  # CPU pods: surge
-    ],
-)
-def test_default_rollout_strategy_fits_gpu_pods(server, autoscaled, surge, unavailable) -> None:
-    doc = cluster_doc(**server)
-    if autoscaled:
-        doc["spec"]["autoscaling"] = {"minReplicas": 2, "maxReplicas": 4, "metric": "queueTime", "target": 50}
-    rolling = deployment_spec(doc)["strategy"]["rollingUpdate"]
-    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (surge, unavailable)
-
-
 def test_rollout_strategy_is_the_users_when_set() -> None:
     mine = {"type": "Recreate"}
     assert deployment_spec(cluster_doc(strategy=mine))["strategy"] == mine
@@ -490,35 +473,3 @@ def test_container_errors_reach_the_pod_status() -> None:
     pod = pod_spec(cluster_doc())
     for c in [*pod["initContainers"], *pod["containers"]]:
         assert c["terminationMessagePolicy"] == "FallbackToLogsOnError", c["name"]
-
-
-@pytest.mark.parametrize(
-    ("server", "autoscaling", "budget"),
-    [
-        ({"replicas": 1}, None, False),
-        ({"replicas": 3}, None, True),
-        ({"replicas": 1}, {"maxReplicas": 4}, True),
-    ],
-)
-def test_several_replicas_get_a_disruption_budget_of_one_pod(server, autoscaling, budget) -> None:
-    """A drain may take one Triton pod at a time; a pipeline of one replica has no budget, which could
-    only block the drain."""
-    doc = cluster_doc(**server)
-    if autoscaling:
-        doc["spec"]["autoscaling"] = autoscaling
-    tp = parse_pipeline(doc)
-    children = render_children(tp, compile_pipeline(tp), Settings())
-    pdb = children.disruption_budget
-    if not budget:
-        assert pdb is None
-        return
-    assert pdb is not None and pdb in children.all()
-    assert (pdb["apiVersion"], pdb["kind"], pdb["metadata"]["name"]) == (
-        "policy/v1",
-        "PodDisruptionBudget",
-        "vision",
-    )
-    assert pdb["spec"]["maxUnavailable"] == 1
-    pod_labels = children.deployment["spec"]["template"]["metadata"]["labels"]
-    assert pdb["spec"]["selector"]["matchLabels"] == children.deployment["spec"]["selector"]["matchLabels"]
-    assert all(pod_labels[k] == v for k, v in pdb["spec"]["selector"]["matchLabels"].items())

@@ -14,6 +14,7 @@ from ..settings import GROUP, Settings
 from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
 from ..triton.addresses import IPV6_ANY, listen_args, loopback
 from . import access, autoscaling, checks, packing
+from .disruption import PDB_API, disruption_budget, strategy
 from .meta import (
     GRPC_PORT,
     HTTP_PORT,
@@ -50,12 +51,14 @@ __all__ = [
     "HASH_ANNOTATION",
     "HTTP_PORT",
     "METRICS_PORT",
+    "PDB_API",
     "PIPELINE_LABEL",
     "Children",
     "labels",
     "owner_reference",
     "render_children",
     "selector_labels",
+    "strategy",
 ]
 
 
@@ -211,22 +214,6 @@ INIT_RESOURCES: dict[str, Any] = {
 # cluster (or a full GPU pool) still schedules them all
 SPREAD_WEIGHT, HOSTNAME_TOPOLOGY = 100, "kubernetes.io/hostname"
 PROBE_PERIOD_SECONDS = 5
-
-
-def strategy(tp: TritonPipeline) -> dict[str, Any]:
-    """The rollout strategy: spec.server.strategy, else one that fits where pods run.
-
-    A surge pod needs its own GPU, and in a full GPU pool it stays Pending and the rollout stalls. So
-    GPU pipelines with more than one replica replace pods in place (maxSurge 0, maxUnavailable 1: one
-    pod fewer for a moment, no extra GPU). A single GPU replica, and CPU pods, surge (maxSurge 1,
-    maxUnavailable 0): no moment without a ready pod; a stalled rollout is reported in status
-    (Progressing=False, RolloutStalled)."""
-    server = tp.spec.server
-    if server.strategy is not None:
-        return _copy(server.strategy)
-    several = tp.spec.autoscaling is not None or server.replicas > 1
-    surge, unavailable = (0, 1) if server.gpus > 0 and several else (1, 0)
-    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}
 
 
 def _with_default_requests(resources: dict[str, Any], defaults: dict[str, str]) -> dict[str, Any]:
@@ -409,24 +396,6 @@ def deployment(
         "kind": "Deployment",
         "metadata": _meta(tp.name, tp, settings),
         "spec": spec,
-    }
-
-
-PDB_API = ("policy/v1", "PodDisruptionBudget")
-
-
-def disruption_budget(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
-    """A PodDisruptionBudget for a pipeline that may run several replicas (replicas > 1, or an autoscaler):
-    voluntary evictions (a node drain, a cluster upgrade) take one Triton pod at a time, so the others keep
-    serving. maxUnavailable, not minAvailable, so that a pipeline scaled down to one pod can still be
-    drained. None for a single-replica pipeline: a budget there could only block a drain."""
-    if tp.spec.autoscaling is None and tp.spec.server.replicas <= 1:
-        return None
-    return {
-        "apiVersion": PDB_API[0],
-        "kind": PDB_API[1],
-        "metadata": _meta(tp.name, tp, settings),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(tp.name)}},
     }
 
 

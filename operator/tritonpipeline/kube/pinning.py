@@ -19,6 +19,7 @@ from typing import Any
 
 from ..settings import FIELD_MANAGER, GROUP
 from .access import ADMIN_KEY_CREATED
+from .disruption import DRAIN_ANNOTATION
 
 # on the TritonPipeline: set to a new value (a timestamp) to have its pods get the operator's rendering
 ROLL_ANNOTATION = f"{GROUP}/roll"
@@ -259,10 +260,12 @@ def pinned_deployment(rendered: dict[str, Any], live: dict[str, Any]) -> dict[st
     changes; the rest of the Deployment, its replicas and strategy, follows the spec)."""
     out = json.loads(json.dumps(rendered))
     out["spec"]["template"] = json.loads(json.dumps(live["spec"]["template"]))
-    # the restart for a new admin key is another field manager's (access.admin_key_roll): left to it, not
-    # taken over, so no later rendering counts it as a field the operator stops setting
+    # the restarts for a new admin key and for a drain are other field managers' (access.admin_key_roll,
+    # disruption.drain_restart): left to them, not taken over, so no later rendering counts them as fields
+    # the operator stops setting
     template_annotations = out["spec"]["template"].get("metadata", {}).get("annotations") or {}
-    template_annotations.pop(ADMIN_KEY_CREATED, None)
+    for restart in (ADMIN_KEY_CREATED, DRAIN_ANNOTATION):
+        template_annotations.pop(restart, None)
     live_annotations = (live.get("metadata") or {}).get("annotations") or {}
     annotations = out["metadata"].setdefault("annotations", {})
     for key in (RENDERED_GENERATION, ROLLED):

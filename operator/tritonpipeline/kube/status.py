@@ -49,7 +49,32 @@ def merge_conditions(
 
 STALLED_HINT = (
     "for GPU pods this usually means no node has a free GPU for the new pod: free one, or let the rollout "
-    "replace pods in place (spec.server.strategy rollingUpdate maxSurge 0, maxUnavailable 1)"
+    "replace pods in place (spec.server.rollout: ReplaceInPlace)"
+)
+# Progressing while a rollout's new pod has no room, or a drain waits for the only ready pod's replacement
+NO_ROOM, DRAIN_WAITING, REPLACING_DRAINED = "NoRoomForNewPod", "DrainWaiting", "ReplacingDrainedPod"
+ROOM_HINT = (
+    "make room for one more pod (free a GPU, add a node), or set spec.server.rollout: ReplaceInPlace to "
+    "replace pods in place (no extra pod, but with one replica nothing serves while the new pod loads)"
+)
+NO_ROOM_MESSAGE = (
+    "rollout waiting ({updated}/{desired} updated, {ready} ready): pod {pod} cannot be scheduled: {why}; "
+    "{serving}" + ROOM_HINT
+)
+STILL_SERVING = "the {ready} ready pod(s) keep serving meanwhile; "
+DRAINED_MESSAGE = (
+    "node {node} is being drained (cordoned) and holds pod {pod}, the only ready replica: the "
+    "PodDisruptionBudget keeps the drain from evicting it until a new pod is ready on another node"
+)
+DRAIN_WAITING_MESSAGE = (
+    DRAINED_MESSAGE + "; pod {new} cannot be scheduled: {why}; make room for one more pod (free a GPU, add a "
+    "node), or set spec.server.rollout: ReplaceInPlace (the drain then evicts the pod, and nothing serves "
+    "while its replacement loads)"
+)
+REPLACING_MESSAGE = (
+    DRAINED_MESSAGE
+    + "; the operator restarted the pods for that ({updated}/{desired} updated, {ready} ready), "
+    "and the drain completes once the new pod is ready"
 )
 
 
@@ -110,9 +135,19 @@ def pod_problem(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
                 return waiting[
                     "reason"
                 ], f"pod {name}: container {c.get('name')}: {detail or waiting['reason']}"
-        for cond in status.get("conditions") or []:
+        pending = unschedulable([pod])
+        if pending is not None:
+            return "Unschedulable", f"pod {name} cannot be scheduled: {pending[1]}"
+    return None
+
+
+def unschedulable(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(name, the scheduler's message) of the first pod the scheduler found no node for, e.g. `0/3 nodes are
+    available: 3 Insufficient nvidia.com/gpu.`; None when there is none."""
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return "Unschedulable", f"pod {name} cannot be scheduled: {cond.get('message', '')}"
+                return pod.get("metadata", {}).get("name", "?"), str(cond.get("message", ""))
     return None
 
 
@@ -124,10 +159,14 @@ def ready_condition(
     generation: int | None,
     stalled: str | None = None,
     problem: tuple[str, str] | None = None,
+    pending: tuple[str, str] | None = None,
+    drained: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Progressing and Ready from the Deployment's numbers; `stalled` is the Deployment's message when
     its rollout passed progressDeadlineSeconds (Progressing=False, ProgressDeadlineExceeded); `problem`
-    (pod_problem) names why pods are not ready in Ready's reason and message."""
+    (pod_problem) names why pods are not ready in Ready's reason and message; `pending` (unschedulable)
+    is a pod without room, which stops a rollout (Progressing=False); `drained` is (pod, node), the only
+    ready pod on a node being drained, which the rollout replaces."""
     rolling = updated < desired or replicas > desired
     progressing = condition(
         "Progressing",
@@ -136,7 +175,20 @@ def ready_condition(
         f"{updated}/{desired} replicas updated, {ready} ready",
         generation,
     )
-    if stalled is not None:
+    counts = {"updated": updated, "desired": desired, "ready": ready}
+    if rolling and pending is not None and drained is not None:
+        message = DRAIN_WAITING_MESSAGE.format(
+            pod=drained[0], node=drained[1], new=pending[0], why=pending[1]
+        )
+        progressing = condition("Progressing", False, DRAIN_WAITING, message, generation)
+    elif rolling and pending is not None:
+        serving = STILL_SERVING.format(ready=ready) if ready else ""
+        message = NO_ROOM_MESSAGE.format(pod=pending[0], why=pending[1], serving=serving, **counts)
+        progressing = condition("Progressing", False, NO_ROOM, message, generation)
+    elif drained is not None:
+        message = REPLACING_MESSAGE.format(pod=drained[0], node=drained[1], **counts)
+        progressing = condition("Progressing", True, REPLACING_DRAINED, message, generation)
+    elif stalled is not None:
         message = f"rollout stalled ({updated}/{desired} updated, {ready} ready): {stalled}; {STALLED_HINT}"
         progressing = condition("Progressing", False, "RolloutStalled", message, generation)
     ok = desired > 0 and ready >= desired and not rolling

@@ -27,7 +27,7 @@ from ..spec import TritonPipeline, parse_pipeline
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
-from .status import list_pods, previous_condition, replica_status, warn, write_status
+from .status import pod_status, previous_condition, warn, write_status
 from .upgrade import pin, rolled
 
 
@@ -168,10 +168,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             reason=pinned.condition["reason"],
             message=pinned.condition["message"],
         )
-    pods = await list_pods(state, namespace, name)
-    replicas = replica_status(
-        deployment, generation, [valid, configured, *conditions, affinity, pinned.condition], pods
-    )
+    extra = [valid, configured, *conditions, affinity, pinned.condition]
+    replicas = await pod_status(state, logger, deployment, generation, extra)
     await write_status(
         state,
         namespace,

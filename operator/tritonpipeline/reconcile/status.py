@@ -16,6 +16,7 @@ from ..runtime import log_events as events
 from ..runtime.state import OperatorState
 from ..settings import API_VERSION, KIND, OPERATOR_NAME
 from .apply import raise_if_transient
+from .drain import relieve
 from .refs import namespace_of, owner_of, pipeline_ref
 
 
@@ -107,9 +108,11 @@ def replica_status(
     generation: int | None,
     extra: list[dict[str, Any]],
     pods: list[dict[str, Any]] | None = None,
+    drained: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """replicas, readyReplicas and the conditions; Ready says why when `pods` show a problem, or when the
-    Deployment cannot create them."""
+    Deployment cannot create them; Progressing when a rollout's new pod has no room, or a drain waits
+    for the only ready pod (`drained`: drain.relieve) to be replaced."""
     spec, dstatus = deployment.get("spec", {}), deployment.get("status", {})
     desired = int(spec.get("replicas", 1))
     fresh = dstatus.get("observedGeneration", 0) >= deployment.get("metadata", {}).get("generation", 0)
@@ -128,6 +131,8 @@ def replica_status(
                 generation,
                 st.stalled_message(dstatus),
                 st.pod_problem(pods or []) or st.creation_problem(dstatus),
+                st.unschedulable(pods or []),
+                drained,
             ),
         ],
     }
@@ -140,6 +145,21 @@ async def list_pods(state: OperatorState, namespace: str, name: str) -> list[dic
     except KubeError as exc:
         raise_if_transient(exc)
         return []
+
+
+async def pod_status(
+    state: OperatorState,
+    log: Any,
+    deployment: dict[str, Any],
+    generation: int | None,
+    extra: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """replica_status with the pipeline's pods as they are now, once a drain that waits for its only ready
+    pod has that pod replaced (drain.relieve)."""
+    meta = deployment["metadata"]
+    pods = await list_pods(state, meta["namespace"], meta["name"])
+    drained, deployment = await relieve(state, log, deployment, pods)
+    return replica_status(deployment, generation, extra, pods, drained)
 
 
 async def mirror_pods(state: OperatorState, namespace: str, name: str) -> None:
@@ -170,13 +190,13 @@ async def mirror_deployment(body: kopf.Body, state: OperatorState, owner: dict[s
     uid, generation = state.owners[key]
     if uid != owner.get("uid"):
         return
-    new = replica_status(dict(body), generation, [], await list_pods(state, namespace, owner["name"]))
+    log = state.logger_for(pipeline_ref(namespace, owner["name"], uid))
+    new = await pod_status(state, log, dict(body), generation, [])
     conditions = (state.statuses.get(key) or {}).get("conditions") or []
     if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
         # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]
     if await write_status(state, namespace, owner["name"], new):
-        log = state.logger_for(pipeline_ref(namespace, owner["name"], uid))
         events.PODS_READY.log(
             log, ready=new["readyReplicas"], replicas=new["replicas"], deployment=body.metadata.name
         )

@@ -152,6 +152,33 @@ ADMIN_KEY_ROLL = LogEvent(
     "`serving.tritonpipeline.io/admin-key-created`), since each pod reads the key once, when it starts. "
     "Clients of the admin APIs read the key from the Secret again.",
 )
+DRAIN_REPLACING = LogEvent(
+    "DRAIN_REPLACING",
+    logging.INFO,
+    "node {node} is being drained and holds pod {pod}, the only ready replica: restarting the pods of "
+    "Deployment {deployment}, a new pod first",
+    "`kubectl drain` (or a cluster upgrade, an autoscaler's scale-down) cordoned the node of the pipeline's "
+    "only ready pod, which its PodDisruptionBudget keeps from eviction. The operator restarts the pods (a "
+    "rolling update that surges: the pod template's annotation `serving.tritonpipeline.io/"
+    "replaces-drained-pod`): the new pod starts on another node, the old one goes once it is Ready, and "
+    "the drain completes. Where the new pod cannot be scheduled, Progressing says DrainWaiting and why.",
+)
+DRAIN_RESTART_REFUSED = LogEvent(
+    "DRAIN_RESTART_REFUSED",
+    logging.WARNING,
+    "node {node} is being drained and holds pod {pod}, the only ready replica; restarting the pods of "
+    "Deployment {deployment} was refused: {error}",
+    "As DRAIN_REPLACING, but the API server (an admission policy, say) refused the restart; the drain "
+    "waits, and the operator tries again at the pipeline's next status pass (its next resync at the latest).",
+)
+NODE_UNREADABLE = LogEvent(
+    "NODE_UNREADABLE",
+    logging.WARNING,
+    "cannot read node {node} (is it being drained?): {error}; a drain of it waits for pod {pod}",
+    "The operator reads the node of a pipeline's only ready pod to see whether it is being drained (`get` "
+    "on nodes, in the chart's ClusterRole `<release>-triton-pipeline-kopf`). Without it a drain of that "
+    "node waits until the pod is gone some other way. Logged once per node until it is readable again.",
+)
 POD_SPEC_RESTORED = LogEvent(
     "POD_SPEC_RESTORED",
     logging.WARNING,

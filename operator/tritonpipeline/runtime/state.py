@@ -68,6 +68,8 @@ class OperatorState:
     scrapes: dict[Key, dict[str, Scrape]] = field(default_factory=dict)
     # the pipelines whose last metrics poll failed (one warning when it starts failing)
     scrape_failing: set[Key] = field(default_factory=set)
+    # nodes the drain check could not read (NODE_UNREADABLE is logged once per node; reconcile/drain.py)
+    unreadable_nodes: set[str] = field(default_factory=set)
     # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
     # status-poll loops run only then); always active without peering (settings.peering empty)
     identity: str = ""

@@ -169,6 +169,10 @@ class ModelRepository(_Base):
         return self.uri.partition("://")[0] if "://" in self.uri else "local"
 
 
+# how a roll or a drain replaces a pipeline's pods (spec.server.rollout; kube/disruption.py)
+Rollout = Literal["Surge", "ReplaceInPlace"]
+
+
 class Server(_Base):
     image: Annotated[str, Field(min_length=1)] = Field(
         default=DEFAULT_IMAGE,
@@ -253,14 +257,27 @@ class Server(_Base):
         description="How long Triton may take to load its models before the startup probe restarts it (large "
         "models load for minutes).",
     )
-    # the Deployment's strategy, passed through; None: the operator's default (kube/manifests.py)
+    # how pods are replaced (kube/disruption.py); None: Surge, and no default in the CRD, so that a stored
+    # pipeline carries no field an operator of an earlier release does not know
+    rollout: Rollout | None = Field(
+        default=None,
+        description="How pods are replaced on a roll (a spec change, an operator upgrade's roll) and on a "
+        "node drain. `Surge` (the default): a new pod first, an old one only once a new one is Ready, so "
+        "a serving pipeline never goes to zero; it costs one extra pod (a GPU) during the roll, and where "
+        "the cluster has no room for it the roll waits (`Progressing=False`, `NoRoomForNewPod`). With "
+        "GPUs, from four replicas up a quarter of the pods are also replaced in place (one pod fewer for a "
+        "moment, no more extra GPUs). A drain never evicts the only ready replica: the operator replaces "
+        "it on another node first. `ReplaceInPlace`: an old pod goes first (`maxSurge: 0`, "
+        "`maxUnavailable: 1`, and the PodDisruptionBudget lets a drain evict any one pod): no extra GPU, "
+        "but with one replica nothing serves while the new pod loads its models. See "
+        "docs/concepts/operator.md#rollouts-and-drains.",
+    )
+    # the Deployment's strategy, passed through; None: the one `rollout` names (kube/disruption.py)
     strategy: dict[str, Any] | None = Field(
         default=None,
-        description="The Deployment's `strategy`, passed through. Default: GPU pipelines with more than one "
-        "replica (or an autoscaler) replace pods in place (`maxSurge: 0`, `maxUnavailable: 1`: a surge "
-        "pod needs a free GPU, and in a full pool it stays Pending and the rollout stalls); a single GPU "
-        "replica and CPU pods surge (`maxSurge: 1`, `maxUnavailable: 0`). A stalled rollout shows as "
-        "`Progressing=False`, `RolloutStalled`.",
+        description="The Deployment's `strategy`, passed through (instead of `rollout`, for finer control). "
+        "The PodDisruptionBudget and the drain follow it: a strategy that surges at one replica (a "
+        "`RollingUpdate` with `maxSurge` above 0) is treated as `Surge`, any other as `ReplaceInPlace`.",
     )
     router: RouterMode = Field(
         default="auto",
@@ -276,6 +293,15 @@ class Server(_Base):
         default=None,
         description="A Secret of yours holding the admin-API key; absent: the operator creates "
         "`<name>-admin-key` with a random key (see docs/concepts/security.md).",
+    )
+
+    RULES = (
+        Rule(
+            lambda s: s.rollout is None or s.strategy is None,
+            "!(has(self.rollout) && has(self.strategy))",
+            "set one of rollout and strategy: strategy is the whole Deployment strategy, rollout names one",
+            ".rollout",
+        ),
     )
 
     @field_validator("args")
