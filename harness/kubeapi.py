@@ -29,6 +29,7 @@ _CHART_ONLY_PLURALS = {
     "RoleBinding": "rolebindings",
     "ServiceMonitor": "servicemonitors",
     "EndpointSlice": "endpointslices",  # written by hand where no controller does (tests/test_haproxy_dns.py)
+    "Node": "nodes",  # a node a test cordons as `kubectl drain` does (tests/test_operator_disruption.py)
 }
 
 

@@ -82,6 +82,8 @@ KOPF_CRDS = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourc
 # which implementation serves a pipeline's Gateway (its GatewayClass's controllerName): get only
 GATEWAYS = {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways", "gatewayclasses"],
             "verbs": ["get"]}  # fmt: skip
+# whether the node of a pipeline's only ready pod is being drained (cordoned): get only
+NODES = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
 KOPF_NAMESPACES = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
 # the admission webhook's registration: exactly the configuration the chart creates (helm deletes it)
 WEBHOOK_RULE = {"apiGroups": ["admissionregistration.k8s.io"],
@@ -433,7 +435,7 @@ def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["cluster-wide"]])
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline") == OPERATOR_RULES
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [
-        KOPF_CRDS, GATEWAYS, *peering_rules("clusterkopfpeerings"),
+        KOPF_CRDS, GATEWAYS, NODES, *peering_rules("clusterkopfpeerings"),
     ]  # fmt: skip
     (role,) = by_kind(docs, "Role")  # in the release's namespace: the shared webhook certificate only
     assert role["metadata"]["namespace"] == "ops" and role["rules"] == [CERT_SECRET_RULE]
@@ -464,7 +466,9 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
         "rel-triton-pipeline-kopf", "rel-triton-pipeline-webhook",
     ]  # fmt: skip
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE]
-    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [KOPF_CRDS, GATEWAYS, KOPF_NAMESPACES]
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [
+        KOPF_CRDS, GATEWAYS, NODES, KOPF_NAMESPACES,
+    ]  # fmt: skip
     command = deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
 

@@ -304,3 +304,13 @@ def test_unschedulable_names_the_pod_and_the_schedulers_words() -> None:
     assert st.unschedulable(pods) == ("b", NO_GPU)
     assert st.pod_problem(pods) == ("Unschedulable", f"pod b cannot be scheduled: {NO_GPU}")
     assert st.unschedulable(pods[:1]) is None
+
+
+def test_every_rollout_reason_is_documented() -> None:
+    """The reasons of Progressing are constants, not literals in a condition() call (tests/test_docs.py reads
+    those): each needs its row in docs/how-to/status.md too."""
+    from helpers import docs_page
+
+    section = docs_page("how-to/status.md")
+    missing = [r for r in (st.NO_ROOM, st.DRAIN_WAITING, st.REPLACING_DRAINED) if f"`{r}`" not in section]
+    assert not missing, missing
