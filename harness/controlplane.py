@@ -31,6 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,6 +307,18 @@ class ControlPlane:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The kube-apiserver stopped (SIGSTOP, by its PID) for the block and continued after it: its port
+        accepts connections that get no answer, as a hung apiserver's does; etcd runs on."""
+        proc = self._apiserver
+        assert proc is not None and proc.poll() is None, "the apiserver is not running"
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
 
     def __enter__(self) -> ControlPlane:
         return self.start()

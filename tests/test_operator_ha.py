@@ -30,6 +30,8 @@ PEERING_CRDS = ROOT / "charts" / "triton-pipeline" / "crds" / "kopfpeerings.kopf
 PEERING = "tp-ha"
 LIFETIME = 6  # seconds: kopf then renews each entry every second (max(1, lifetime - 5..10))
 CHECK_SECONDS = 3  # reconcile/leadership.py: how often a replica reads the peering object
+LOOP_STALE_MARGIN = 5
+LAST_PASS = re.compile(r'^tritonpipeline_operator_loop_last_pass_timestamp_seconds\{loop="(\S+?)"\} ', re.M)
 ACTIVE = re.compile(r"^tritonpipeline_operator_active (\S+)$", re.M)
 LINE_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z ")
 
@@ -143,6 +145,9 @@ def replicas(
             "TRITONPIPELINE_PEERING": PEERING,
             "TRITONPIPELINE_PEERING_LIFETIME_SECONDS": str(LIFETIME),
             "TRITONPIPELINE_RESYNC_SECONDS": "2",  # a standby that resyncs would show it at once
+            # liveness fails when a loop completed no pass for 3 periods + this: 11 s for the resync,
+            # which a standby does not run (and must not fail on)
+            "TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS": str(LOOP_STALE_MARGIN),
             "POD_ID": identity,
         }
         log = tmp_path / f"{identity}.log"
@@ -186,6 +191,7 @@ def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_
         sampler.add("replica-a", a)
         wait_for("replica-a active", logged(a, "replica replica-a is now the active reconciler"), 60)
         b = replicas("replica-b")
+        b_started = time.monotonic()
         sampler.add("replica-b", b)
         wait_for("replica-b standby", logged(b, "replica replica-b is standby"), 60)
         assert "active: replica-a" in b.text()
@@ -206,9 +212,14 @@ def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_
         wait_for("a few resyncs by replica-a", lambda: len(reconcile_times(a, namespace, "vision")) >= 4)
         assert reconcile_times(b, namespace, "vision") == []
         assert sampler.active("replica-a") and not sampler.active("replica-b")
-        # the standby is ready and alive on its peering watch alone (its resource watches are closed)
+        # the standby is ready and alive on its peering watch alone (its resource watches are closed), and
+        # on its leadership loop alone: past the resync's bound it has made no resync pass, and is not judged
+        # on it
+        time.sleep(max(0.0, b_started + 3 * 2 + LOOP_STALE_MARGIN + 2 - time.monotonic()))
         assert b.get("/readyz") == (200, "ok\n")
         assert b.healthz() == 200
+        assert set(LAST_PASS.findall(b.get("/metrics")[1])) == {"leadership"}
+        assert set(LAST_PASS.findall(a.get("/metrics")[1])) == {"leadership", "resync"}  # no poll in 30 s yet
 
         # --- SIGKILL the active one: the standby waits for its entry's lifetime, then takes over ---------
         killed, killed_at = time.monotonic(), utc_now()

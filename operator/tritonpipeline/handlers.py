@@ -71,19 +71,20 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.networking.request_timeout = 60
     select_children(settings)
     try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
-        settings.admission.server = webhook.server(config, state.kube)
+        settings.admission.server = webhook.server(config, state.kube, state.loops)
     except webhook.WebhookConfigError as exc:
         raise kopf.PermanentError(str(exc)) from None
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
     metrics.watch_pipelines(lambda: list(state.statuses.values()) if state.active else [])
     if config.metrics_url:
         try:
-            state.metrics_server = await health.serve(config.metrics_url, state.health)
+            state.metrics_server = await health.serve(config.metrics_url, state.health, state.loops)
         except OSError as exc:
             raise kopf.PermanentError(f"cannot serve /metrics at {config.metrics_url}: {exc}") from None
     if config.peering:  # kopf starts paused and resumes when no peer outranks this replica
         settings.peering.lifetime = config.peering_lifetime_seconds
         state.active = False
+        state.loops.standby = True
         metrics.ACTIVE.set(0)
         state.leadership = asyncio.create_task(leadership_loop(state, logger))
     state.resync = asyncio.create_task(resync_loop(state, logger))
@@ -114,6 +115,16 @@ async def stop(memo: OperatorState, **_: Any) -> None:
 async def watch_alive(memo: OperatorState, **_: Any) -> str:
     """Liveness (kopf's /healthz answers 500 when this raises): every watch stream reconnects."""
     problems = memo.health.problems()
+    if problems:
+        raise kopf.PermanentError("; ".join(problems))
+    return "ok"
+
+
+@kopf.on.probe(id="loops")
+async def loops_alive(memo: OperatorState, **_: Any) -> str:
+    """Liveness: every loop (resync, status poll, leadership, webhook certificate) completed a pass
+    within its bound (runtime/loops.py)."""
+    problems = memo.loops.problems()
     if problems:
         raise kopf.PermanentError("; ".join(problems))
     return "ok"

@@ -33,6 +33,11 @@ MAX_ROLL_OUTDATED = 1000
 DEFAULT_WATCH_TIMEOUT_SECONDS = 270
 # liveness fails after a watch stream has not reconnected for the watch timeout plus this long
 WATCH_STALE_MARGIN_SECONDS = 60
+# liveness fails after a loop (runtime/loops.py) has completed no pass for this many of its periods plus a
+# margin, by default longer than the watches' own bound: an API server outage alone restarts no operator
+# before the watches' liveness would
+LOOP_STALE_PERIODS = 3
+DEFAULT_LOOP_STALE_MARGIN_SECONDS = 300
 # what a pipeline's routers run on: the spec's server.router and the operator's router setting
 RouterMode = Literal["auto", "native", "python"]
 ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
@@ -233,6 +238,16 @@ class Settings:
         "for this many seconds.",
         Range(0, above=True),
         default_text=f"`TRITONPIPELINE_WATCH_TIMEOUT_SECONDS` + {WATCH_STALE_MARGIN_SECONDS}",
+    )
+    loop_stale_margin_seconds: float = setting(
+        float(DEFAULT_LOOP_STALE_MARGIN_SECONDS),
+        "LOOP_STALE_MARGIN_SECONDS",
+        f"Liveness (/healthz) and readiness (/readyz) fail when one of the operator's loops has not "
+        f"completed a pass for {LOOP_STALE_PERIODS} of its periods plus this many seconds: the drift repair "
+        "(`TRITONPIPELINE_RESYNC_SECONDS`), the status poll (`TRITONPIPELINE_STATUS_POLL_SECONDS`), the "
+        "leadership check (with peering) and the webhook certificate's check (docs/how-to/operate.md, "
+        "Health). A standby replica makes no drift repair or status poll, and is not judged on them.",
+        Range(0, above=True),
     )
     metrics_url: str = setting(
         "",

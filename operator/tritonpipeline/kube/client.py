@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -52,16 +54,23 @@ TRANSIENT = frozenset({0, 429, 502, 503, 504})
 # one call retries those a few times, and a conflict (409: another writer came first; the next attempt
 # is a fresh one) and a 500 (an internal error may pass)
 RETRYABLE = TRANSIENT | {409, 500}
+# what a call that got no answer raises (status 0): a connection refused, reset or cut off, a timeout, a
+# failed TLS handshake. urllib3 raises its own errors for these (MaxRetryError, ProtocolError,
+# ReadTimeoutError, NewConnectionError, SSLError...), none of them an OSError; http.client its own
+NO_ANSWER: tuple[type[Exception], ...] = (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException)
 
 
 def api_client() -> k8s.ApiClient:
-    """The official client on the in-cluster service account, else on KUBECONFIG (8 connections)."""
+    """The official client on the in-cluster service account, else on KUBECONFIG (8 connections). It does
+    not retry: `Kube` does, with backoff, counting each failure (urllib3's own retries resend at once, and
+    log a warning each)."""
     try:
         k8s_config.load_incluster_config()
     except k8s_config.ConfigException:
         k8s_config.load_kube_config()
     configuration = k8s.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = 8
+    configuration.retries = 0
     return k8s.ApiClient(configuration)
 
 
@@ -88,6 +97,19 @@ def namespace_terminating(exc: KubeError) -> bool:
 def is_transient(exc: KubeError) -> bool:
     """Whether a failed call may succeed when tried again later (TRANSIENT)."""
     return exc.status in TRANSIENT
+
+
+def transient_error(exc: BaseException) -> bool:
+    """Whether `exc`, of any type, is a KubeError that may pass when tried again (is_transient)."""
+    return isinstance(exc, KubeError) and is_transient(exc)
+
+
+def no_answer(exc: BaseException) -> str:
+    """The message of a call that got no answer: the error of its last attempt (urllib3's MaxRetryError
+    holds it as its reason)."""
+    reason = getattr(exc, "reason", None)
+    cause = reason if isinstance(reason, BaseException) else exc
+    return f"no answer from the API server ({type(cause).__name__}: {cause})"
 
 
 def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
@@ -141,10 +163,10 @@ class Kube:
                 metrics.api_error(exc.status or 0)
                 if exc.status not in RETRYABLE or attempt == retries:
                     raise KubeError(exc.status or 0, _message(exc), _causes(exc)) from None
-            except OSError as exc:  # connection reset, refused: transient
+            except NO_ANSWER as exc:  # transient, like every status 0
                 metrics.api_error(0)
                 if attempt == retries:
-                    raise KubeError(0, str(exc)) from None
+                    raise KubeError(0, no_answer(exc)) from None
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")

@@ -8,9 +8,9 @@ import datetime
 import kopf
 
 from ..kube import peering
-from ..kube.client import KubeError
 from ..runtime import log_events as events
 from ..runtime import metrics
+from ..runtime.loops import LEADERSHIP, supervise
 from ..runtime.state import OperatorState
 
 CHECK_SECONDS = 3.0  # how often a replica reads the peering objects
@@ -34,7 +34,7 @@ def set_active(
 ) -> None:
     """Record whether this replica reconciles; log the first answer and each change."""
     metrics.ACTIVE.set(1 if active else 0)
-    state.health.standby = not active
+    state.health.standby = state.loops.standby = not active
     if active == state.active and not first:
         return
     state.active = active
@@ -48,14 +48,13 @@ def set_active(
 
 async def leadership_loop(state: OperatorState, logger: kopf.Logger) -> None:
     """Every CHECK_SECONDS, whether this replica is the active one (what kopf decides from the same
-    objects; an API error keeps the last answer)."""
+    objects), on every replica. A pass that fails (runtime/loops.py) keeps the last answer."""
     first = True  # a replica starts standby (handlers.start): say so too, not only a change
-    while True:
-        try:
-            blockers = await asyncio.to_thread(read_blockers, state)
-        except KubeError as exc:
-            events.PEERING_UNREADABLE.log(logger, peering=state.settings.peering, error=exc)
-        else:
-            set_active(state, not blockers, blockers, logger, first)
-            first = False
-        await asyncio.sleep(CHECK_SECONDS)
+
+    async def check() -> None:
+        nonlocal first
+        blockers = await asyncio.to_thread(read_blockers, state)
+        set_active(state, not blockers, blockers, logger, first)
+        first = False
+
+    await supervise(state.loops, state.loops.add(LEADERSHIP, CHECK_SECONDS), check, logger)

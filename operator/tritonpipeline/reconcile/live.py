@@ -14,9 +14,10 @@ import kopf
 from ..errors import SpecError
 from ..kube import autoscaling
 from ..kube import triton_metrics as tm
-from ..kube.client import KubeError
+from ..kube.client import KubeError, transient_error
 from ..kube.meta import METRICS_PORT, PIPELINE_LABEL
 from ..runtime import log_events as events
+from ..runtime.loops import STATUS_POLL, supervise
 from ..runtime.state import OperatorState
 from ..spec import TritonPipeline, parse_pipeline
 from ..triton.addresses import url_host
@@ -90,6 +91,8 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
         _report_failures(state, key, failed, log)
         new["autoscaler"] = await _autoscaler(state, tp, namespace)
     except KubeError as exc:
+        if transient_error(exc):  # no answer: the pass fails and is tried again (runtime/loops.py)
+            raise
         events.STATUS_POLL_UNREADABLE.log(log, error=exc)
         return
     await write_status(state, namespace, name, new)
@@ -117,14 +120,21 @@ def _report_failures(state: OperatorState, key: tuple[str, str], failed: dict[st
         events.METRICS_READABLE_AGAIN.log(log)
 
 
+async def poll_pass(state: OperatorState, logger: kopf.Logger) -> None:
+    """Poll every pipeline; one whose poll raises is reported and the others go on, but no answer from
+    the API server fails the pass."""
+    for cr in await watched_pipelines(state, logger, STATUS_POLL):
+        if cr["metadata"].get("deletionTimestamp"):
+            continue
+        try:
+            await poll_pipeline(state, cr, state.logger_for(cr))
+        except Exception as exc:
+            if transient_error(exc):
+                raise
+            events.STATUS_POLL_FAILED.log(state.logger_for(cr), error_type=type(exc).__name__, error=exc)
+
+
 async def poll_loop(state: OperatorState, logger: kopf.Logger) -> None:
-    """Every status poll period, poll every pipeline (operator-level, like the resync loop)."""
-    while True:
-        await asyncio.sleep(state.settings.status_poll_seconds)
-        for cr in await watched_pipelines(state, logger, "status poll"):
-            if cr["metadata"].get("deletionTimestamp"):
-                continue
-            try:
-                await poll_pipeline(state, cr, state.logger_for(cr))
-            except Exception as exc:  # a poll never stops the loop
-                events.STATUS_POLL_FAILED.log(state.logger_for(cr), error_type=type(exc).__name__, error=exc)
+    """Every status poll period, a poll pass on the active replica (supervised like the resync loop)."""
+    loop = state.loops.add(STATUS_POLL, state.settings.status_poll_seconds, active_only=True)
+    await supervise(state.loops, loop, lambda: poll_pass(state, logger), logger, wait_first=True)

@@ -10,8 +10,9 @@ from typing import Any, cast
 import kopf
 
 from ..kube import access
-from ..kube.client import KubeError
+from ..kube.client import KubeError, transient_error
 from ..runtime import log_events as events
+from ..runtime.loops import RESYNC, supervise
 from ..runtime.state import OperatorState
 from ..settings import API_VERSION, KIND, Settings
 from .pipeline import reconcile
@@ -45,8 +46,9 @@ async def restore_admin_secret(state: OperatorState, pod: kopf.Body, pipeline: s
 
 async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str) -> list[dict[str, Any]]:
     """Every pipeline in the namespaces the operator watches, for an operator-level loop (`what` names
-    it in the warning when a namespace cannot be listed; that namespace is skipped this round). None on
-    a standby replica: the active one does this work (kube/peering.py)."""
+    it in the warning when the API server refuses to list a namespace: that namespace is skipped this
+    round). No answer at all (a transient KubeError) is raised: the loop's pass fails, and is tried again
+    (runtime/loops.py). None on a standby replica: the active one does this work (kube/peering.py)."""
     config: Settings = state.settings
     if not state.active:
         return []
@@ -55,18 +57,31 @@ async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str
         try:
             found += await asyncio.to_thread(state.kube.list, API_VERSION, KIND, ns, "")
         except KubeError as exc:
+            if transient_error(exc):
+                raise
             events.LIST_FAILED.log(logger, loop=what, error=exc)
     return found
 
 
-async def resync_loop(state: OperatorState, logger: kopf.Logger) -> None:
-    """Every resync period, re-apply every pipeline (catches drift no event told us about). An
-    operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
-    while True:
-        await asyncio.sleep(state.settings.resync_seconds)
-        for cr in await watched_pipelines(state, logger, "resync"):
-            key = (cr["metadata"]["namespace"], cr["metadata"]["name"])
-            # the status as stored, not as last written: someone else's write (or an earlier active
-            # replica's, after a hand-over) is then seen, and repaired, once a period
-            state.statuses.pop(key, None)
+async def resync_pass(state: OperatorState, logger: kopf.Logger) -> None:
+    """Re-apply every pipeline (catches drift no event told us about). A pipeline whose repair raises
+    is reported and the others go on; no answer from the API server fails the pass (the rest would get
+    none either)."""
+    for cr in await watched_pipelines(state, logger, RESYNC):
+        key = (cr["metadata"]["namespace"], cr["metadata"]["name"])
+        # the status as stored, not as last written: someone else's write (or an earlier active
+        # replica's, after a hand-over) is then seen, and repaired, once a period
+        state.statuses.pop(key, None)
+        try:
             await reconcile_owner(state, *key)
+        except Exception as exc:
+            if transient_error(exc):
+                raise
+            events.RESYNC_FAILED.log(state.logger_for(cr), error_type=type(exc).__name__, error=exc)
+
+
+async def resync_loop(state: OperatorState, logger: kopf.Logger) -> None:
+    """Every resync period, a resync pass on the active replica (supervised: runtime/loops.py). An
+    operator-level loop, not a kopf timer: timers put finalizers on the CRs, and we need none."""
+    loop = state.loops.add(RESYNC, state.settings.resync_seconds, active_only=True)
+    await supervise(state.loops, loop, lambda: resync_pass(state, logger), logger, wait_first=True)

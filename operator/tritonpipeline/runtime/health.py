@@ -6,7 +6,8 @@ successfully for longer than that, plus a margin, is stuck: the apiserver is unr
 watcher hangs. The numbers come from an aiohttp trace on kopf's own client session (handlers.login);
 the same trace counts API errors and watch restarts (metrics.py). Liveness (kopf's /healthz, through
 a probe handler) and readiness (/readyz, here) read them. A standby replica (kube/peering.py) has its
-resource watches closed by kopf's pause: only its peering watch counts then."""
+resource watches closed by kopf's pause: only its peering watch counts then. Both also fail when one of
+the operator's own loops is stuck (loops.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import aiohttp.web
 
 from ..kube.peering import PLURALS
 from . import metrics
+from .loops import Loops
 
 PEERING_PLURALS = frozenset(PLURALS.values())
 
@@ -120,15 +122,16 @@ def trace_config(health: WatchHealth) -> aiohttp.TraceConfig:
     return trace
 
 
-async def serve(url: str, health: WatchHealth) -> aiohttp.web.AppRunner:
-    """/metrics (Prometheus text) and /readyz at `url` (http://HOST:PORT) on the running loop."""
+async def serve(url: str, health: WatchHealth, loops: Loops) -> aiohttp.web.AppRunner:
+    """/metrics (Prometheus text) and /readyz at `url` (http://HOST:PORT) on the running loop: ready once
+    the watches are (`WatchHealth.not_ready`) and every loop completed a pass within its bound."""
 
     async def get_metrics(_: aiohttp.web.Request) -> aiohttp.web.Response:
         body, content_type = metrics.exposition()
         return aiohttp.web.Response(body=body, headers={"Content-Type": content_type})
 
     async def get_ready(_: aiohttp.web.Request) -> aiohttp.web.Response:
-        reason = health.not_ready()
+        reason = "; ".join(filter(None, [health.not_ready(), *loops.problems()]))
         return aiohttp.web.Response(status=503 if reason else 200, text=f"{reason or 'ok'}\n")
 
     parts = urllib.parse.urlsplit(url)

@@ -76,13 +76,6 @@ REPLICA_STANDBY = LogEvent(
     "With several replicas: another replica (named) reconciles; this one serves the admission webhook "
     "and takes over when the active one's peering entry expires. Logged at start and on every change.",
 )
-PEERING_UNREADABLE = LogEvent(
-    "PEERING_UNREADABLE",
-    logging.WARNING,
-    "cannot read the peering object {peering!r}: {error}",
-    "The replica could not read kopf's peering object, so it keeps its last answer (active or "
-    "standby) and tries again; check the operator's RBAC on the peering object and the API server.",
-)
 
 # reconciles of a pipeline: exactly one outcome line each (RECONCILE_DONE, RECONCILE_INVALID or
 # RECONCILE_ERROR), the same outcome as the tritonpipeline_operator_reconciles_total metric counts
@@ -248,8 +241,16 @@ LIST_FAILED = LogEvent(
     "LIST_FAILED",
     logging.WARNING,
     "{loop}: cannot list pipelines: {error}",
-    "The resync loop or the status poll could not list the TritonPipelines of a watched namespace; "
-    "that namespace is skipped this round.",
+    "The API server refused the resync loop or the status poll the list of the TritonPipelines of a "
+    "watched namespace (RBAC?); that namespace is skipped this round. No answer at all (a connection "
+    "refused, an overloaded API server) fails the whole pass instead: LOOP_FAILED.",
+)
+RESYNC_FAILED = LogEvent(
+    "RESYNC_FAILED",
+    logging.WARNING,
+    "resync of this pipeline failed: {error_type}: {error}",
+    "The drift repair of one pipeline raised outside its reconcile (reading the pipeline, say): the "
+    "resync goes on with the others and repairs this one next period. Report anything but a KubeError.",
 )
 
 # the status poll (TRITONPIPELINE_STATUS_POLL_SECONDS)
@@ -258,8 +259,9 @@ STATUS_POLL_UNREADABLE = LogEvent(
     "STATUS_POLL_UNREADABLE",
     logging.WARNING,
     "status poll: cannot read the pipeline's pods or autoscaler: {error}",
-    "The status poll could not list the pipeline's pods or read its HorizontalPodAutoscaler; its "
-    "status keeps the last numbers until the next poll.",
+    "The API server refused the status poll the list of the pipeline's pods or its "
+    "HorizontalPodAutoscaler; its status keeps the last numbers until the next poll. No answer at all "
+    "fails the whole pass instead: LOOP_FAILED.",
 )
 METRICS_UNREADABLE = LogEvent(
     "METRICS_UNREADABLE",
@@ -283,6 +285,35 @@ STATUS_POLL_FAILED = LogEvent(
     "status poll failed: {error_type}: {error}",
     "An unexpected error in one pipeline's status poll; the loop goes on with the others and polls "
     "it again next period. Report it if it repeats.",
+)
+
+# every loop (runtime/loops.py): resync, status-poll, leadership, webhook-certificate
+
+LOOP_FAILED = LogEvent(
+    "LOOP_FAILED",
+    logging.WARNING,
+    "{loop} failed ({failures} in a row): {error_type}: {error}; retrying in {retry:.3g}s",
+    "A pass of one of the operator's loops raised: `resync` (drift repair), `status-poll`, `leadership` "
+    "(reading the peering object: the replica keeps its last answer, active or standby) or "
+    "`webhook-certificate` (reading the shared certificate or its files). `HTTP 0: no answer from the "
+    "API server` is a connection refused, reset, cut or timed out. The loop is not over: the pass is "
+    "tried again after the time said, doubling from 1 s up to the loop's period. Liveness fails when a "
+    "loop has completed no pass for three periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS. "
+    "Persistent: check the API server and the operator's RBAC; anything but a KubeError is a bug to report "
+    "(`--verbose` logs its traceback).",
+)
+LOOP_FAILED_DETAILS = LogEvent(
+    "LOOP_FAILED_DETAILS",
+    logging.DEBUG,
+    "{loop}: where the pass failed",
+    "With `--verbose`, after LOOP_FAILED: the failure's traceback.",
+    traceback=True,
+)
+LOOP_RECOVERED = LogEvent(
+    "LOOP_RECOVERED",
+    logging.INFO,
+    "{loop}: passes complete again after {failures} failures",
+    "After LOOP_FAILED: a pass of the loop completed; it goes on at its period.",
 )
 
 # the admission webhook (TRITONPIPELINE_WEBHOOK_*)

@@ -43,6 +43,19 @@ ACTIVE = Gauge(
     "(it serves the admission webhook only)",
 )
 ACTIVE.set(1)
+LOOP_LAST_PASS = Gauge(
+    f"{PREFIX}_loop_last_pass_timestamp_seconds",
+    "When each of the operator's loops last completed a pass (Unix time), by loop: resync, status-poll, "
+    "leadership, webhook-certificate; no series before its first pass. Liveness fails when a loop has "
+    "completed none for three of its periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS. A standby "
+    "replica makes no resync or status-poll passes",
+    ["loop"],
+)
+LOOP_FAILURES = Counter(
+    f"{PREFIX}_loop_failures",
+    "Failed passes of the operator's loops, by loop (each one logged, and tried again with backoff)",
+    ["loop"],
+)
 for _outcome in OUTCOMES:  # every outcome is a series from the start (rate() sees the first one)
     RECONCILES.labels(_outcome)
 

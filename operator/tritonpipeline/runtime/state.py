@@ -16,6 +16,7 @@ import kopf
 from ..kube.client import Kube
 from ..settings import Settings
 from .health import WatchHealth
+from .loops import Loops
 
 if TYPE_CHECKING:
     import logging
@@ -37,6 +38,8 @@ class OperatorState:
     kube: Kube
     # the watch streams' health (liveness, readiness), fed by the trace on kopf's client (health.py)
     health: WatchHealth = field(init=False)
+    # the loops (resync, status poll, leadership, webhook certificate): their passes (liveness, metrics)
+    loops: Loops = field(init=False)
     # kopf's settings, for the loggers of work outside a pipeline's handlers (set at start-up)
     kopf_settings: kopf.OperatorSettings = field(default_factory=kopf.OperatorSettings)
     # the status each pipeline last got from us: we are its only writer
@@ -85,6 +88,7 @@ class OperatorState:
 
     def __post_init__(self) -> None:
         self.health = WatchHealth(self.settings.watch_stale_seconds)
+        self.loops = Loops(self.settings.loop_stale_margin_seconds)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop what the operator remembers of a deleted pipeline."""

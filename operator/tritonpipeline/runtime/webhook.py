@@ -50,6 +50,7 @@ from ..settings import (
 from ..spec import DNS_SUBDOMAIN_RE, parse_pipeline
 from ..triton.addresses import url_host
 from . import log_events as events
+from .loops import FIRST_RETRY_SECONDS, WEBHOOK_CERTIFICATE, Loops, describe, retrying, supervise
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ FILE_CHECK_SECONDS = 10.0  # how often the certificate files of WEBHOOK_CERT_DIR
 KOPF_FILE_CHECK_SECONDS = 3600.0  # kopf's check of its (unchanging) copy: rare, it finds nothing
 STORE_CHECK_SECONDS = 30.0  # how often a replica reads the shared certificate (at most a sixth of its life)
 BACKDATE = datetime.timedelta(minutes=5)  # certificates start this early (clocks that run behind)
-REGISTER_RETRY_SECONDS = 10.0
+REGISTER_RETRY_SECONDS = 10.0  # the longest wait before the registration or the first certificate is retried
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\s/]*):(?P<port>\d{1,5})$")
 _LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # a DNS-1123 label: a namespace or a Service name
 _SERVICE_RE = re.compile(rf"^(?P<namespace>{_LABEL})/(?P<name>{_LABEL}):(?P<port>\d{{1,5}})$")
@@ -515,10 +516,11 @@ class Server:
     certificate files changed (cert-manager renewed its Secret, or the self-signed one was renewed).
     """
 
-    def __init__(self, ws: WebhookSettings, namespaces: Sequence[str], kube: Kube) -> None:
+    def __init__(self, ws: WebhookSettings, namespaces: Sequence[str], kube: Kube, loops: Loops) -> None:
         self.ws = ws
         self.namespaces = tuple(namespaces)
         self.kube = kube
+        self.loops = loops  # the certificate's check is one of the operator's loops (loops.py)
         self.ca_bundle: bytes | None = None  # the self-signed CAs the API server is told to trust
         self.registering = asyncio.Lock()
         self.store: MemoryStore | SecretStore = MemoryStore()
@@ -565,15 +567,18 @@ class Server:
 
     async def current(self) -> Certs:
         """The self-signed certificate to serve: the stored one, or a new one written to the store when
-        there is none or it is due (`due`), without the CAs that expired. API errors are retried."""
-        while True:
-            try:
-                return await asyncio.to_thread(self._current)
-            except KubeError as exc:
-                events.WEBHOOK_CERT_STORE_FAILED.log(
-                    log, store=self.store, error=exc, retry=REGISTER_RETRY_SECONDS
-                )
-                await asyncio.sleep(REGISTER_RETRY_SECONDS)
+        there is none or it is due (`due`), without the CAs that expired. Any error is logged and retried
+        with backoff."""
+
+        def failed(exc: Exception, _: int, delay: float) -> None:
+            events.WEBHOOK_CERT_STORE_FAILED.log(log, store=self.store, error=describe(exc), retry=delay)
+
+        return await retrying(
+            lambda: asyncio.to_thread(self._current),
+            failed,
+            first=FIRST_RETRY_SECONDS,
+            cap=REGISTER_RETRY_SECONDS,
+        )
 
     def _current(self) -> Certs:
         names = self.ws.server_names()
@@ -593,11 +598,12 @@ class Server:
 
     async def follow(self, live: LiveCertificate, serving: Certs) -> None:
         """Serve what the store holds: renew when due, switch when another replica renewed. The API
-        server trusts a new CA before this server presents the certificate it signed."""
-        every = min(STORE_CHECK_SECONDS, self.ws.cert_seconds / 6)
-        while True:
-            await asyncio.sleep(every)
-            certs = await self.current()
+        server trusts a new CA before this server presents the certificate it signed. A supervised loop
+        (loops.py): a check that fails is logged and tried again."""
+
+        async def check() -> None:
+            nonlocal serving
+            certs = await asyncio.to_thread(self._current)
             if certs.ca_bundle != self.ca_bundle:
                 self.ca_bundle = certs.ca_bundle
                 await self.register()
@@ -606,59 +612,68 @@ class Server:
                 serving = certs
                 events.WEBHOOK_CERT_RELOADED.log(log)
 
+        loop = self.loops.add(WEBHOOK_CERTIFICATE, min(STORE_CHECK_SECONDS, self.ws.cert_seconds / 6))
+        await supervise(self.loops, loop, check, log, wait_first=True)
+
     async def follow_dir(self, cert_dir: Path, live: LiveCertificate) -> None:
         """Serve the files of WEBHOOK_CERT_DIR as they are renewed (cert-manager's Secret, mounted):
-        a pair that does not load (caught between its two files' updates) is tried again next time."""
+        a pair that does not load (caught between its two files' updates) is tried again next time. A
+        supervised loop (loops.py), as `follow`."""
         serving = _read_pair(cert_dir)
-        while True:
-            await asyncio.sleep(FILE_CHECK_SECONDS)
+
+        async def check() -> None:
+            nonlocal serving
             try:
                 pair = _read_pair(cert_dir)
             except OSError as exc:
                 events.WEBHOOK_CERT_UNUSABLE.log(log, where=cert_dir, error=exc)
-                continue
+                return
             if pair == serving:
-                continue
+                return
             try:
                 live.load(*pair)
             except ssl.SSLError as exc:
                 events.WEBHOOK_CERT_UNUSABLE.log(log, where=cert_dir, error=exc)
-                continue
+                return
             serving = pair
             events.WEBHOOK_CERT_RELOADED.log(log)
 
+        loop = self.loops.add(WEBHOOK_CERTIFICATE, FILE_CHECK_SECONDS)
+        await supervise(self.loops, loop, check, log, wait_first=True)
+
     async def register(self) -> None:
-        """Apply the configuration with the CAs of now; on failure log why and retry (the operator keeps
-        reconciling). One at a time (kopf's restart and `follow` may both register): the last applied
-        is the latest bundle."""
+        """Apply the configuration with the CAs of now; on any failure log why and retry with backoff
+        (the operator keeps reconciling). One at a time (kopf's restart and `follow` may both register):
+        the last applied is the latest bundle."""
+
+        async def apply() -> dict[str, Any]:
+            doc = configuration(self.ws, self.namespaces, self.ca_bundle)
+            await asyncio.to_thread(self.kube.apply, doc)
+            return doc
+
+        def failed(exc: Exception, _: int, delay: float) -> None:
+            events.WEBHOOK_REGISTER_FAILED.log(
+                log, configuration=self.ws.configuration, error=describe(exc), retry=delay
+            )
+
         async with self.registering:
-            while True:
-                doc = configuration(self.ws, self.namespaces, self.ca_bundle)
-                try:
-                    await asyncio.to_thread(self.kube.apply, doc)
-                except KubeError as exc:
-                    events.WEBHOOK_REGISTER_FAILED.log(
-                        log, configuration=self.ws.configuration, error=exc, retry=REGISTER_RETRY_SECONDS
-                    )
-                    await asyncio.sleep(REGISTER_RETRY_SECONDS)
-                    continue
-                served = doc["webhooks"][0]["clientConfig"]
-                where = f"Service {self.ws.service}" if self.ws.service else served["url"]
-                events.WEBHOOK_REGISTERED.log(
-                    log,
-                    webhook=WEBHOOK_NAME,
-                    configuration=self.ws.configuration,
-                    failure_policy=self.ws.failure_policy,
-                    where=where,
-                )
-                return
+            doc = await retrying(apply, failed, first=FIRST_RETRY_SECONDS, cap=REGISTER_RETRY_SECONDS)
+        served = doc["webhooks"][0]["clientConfig"]
+        where = f"Service {self.ws.service}" if self.ws.service else served["url"]
+        events.WEBHOOK_REGISTERED.log(
+            log,
+            webhook=WEBHOOK_NAME,
+            configuration=self.ws.configuration,
+            failure_policy=self.ws.failure_policy,
+            where=where,
+        )
 
 
-def server(settings: Settings, kube: Kube) -> Server | kopf.WebhookServerProtocol:
+def server(settings: Settings, kube: Kube, loops: Loops) -> Server | kopf.WebhookServerProtocol:
     """kopf's admission server for these settings: ours, or one that serves nothing when the webhook is off
     (kopf wants a server once a validating handler exists). Raises WebhookConfigError."""
     ws = WebhookSettings.from_env()
-    return Server(ws, settings.namespaces, kube) if ws.enabled else disabled
+    return Server(ws, settings.namespaces, kube, loops) if ws.enabled else disabled
 
 
 class LiveCertificate:
