@@ -348,7 +348,11 @@ def operator_metrics() -> list[Metric]:
             suffix = "_total" if obj._type == "counter" else ""
             kind = str(obj._type)
             found.append(Metric(obj._name + suffix, kind, tuple(obj._labelnames), obj._documentation))
-    for family in metrics.PipelinesCollector(lambda: ()).collect():
+    collectors = (
+        metrics.PipelinesCollector(lambda: ()),
+        metrics.NotOwnedCollector(lambda: [[("v1", "Service", "example")]]),  # a series shows its labels
+    )
+    for family in (f for c in collectors for f in c.collect()):
         labels = tuple(dict.fromkeys(k for s in family.samples for k in s.labels))
         found.append(Metric(family.name, str(family.type), labels, family.documentation))
     return found

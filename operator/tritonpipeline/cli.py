@@ -24,6 +24,7 @@ import urllib.parse
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from . import extras, yamltext
 from .compiler import Artifacts, graph_problems_beside
@@ -40,7 +41,7 @@ from .compiler.importer import (
 )
 from .compiler.visualize import to_dot, to_mermaid
 from .errors import Problem, SpecError, clip, quote, reason
-from .kube import checks
+from .kube import checks, ownership
 from .kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from .local.repository import (
     check_model_dirs,
@@ -145,7 +146,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.files.count(STDIN) > 1:
         print(f"error: {STDIN} (standard input) can be given once", file=sys.stderr)
         return EXIT_USAGE
-    results = []
+    results: list[dict[str, Any]] = []
+    validated: list[tuple[dict[str, Any], TritonPipeline]] = []  # a valid pipeline, its file's result
     failed = False
     for path in args.files:
         try:
@@ -167,6 +169,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                     "warnings": SpecError(warned, path).as_dicts(),
                 }
             )
+            validated += [(results[-1], c.pipeline) for c in compiled]
             if args.output == "text":
                 for c in compiled:
                     print(_summary(c))
@@ -177,9 +180,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
             results.append({"file": path, "valid": False, "pipelines": [], "errors": exc.as_dicts()})
             if args.output == "text":
                 print(exc.render(), file=sys.stderr)
+    for result, collided in _name_collisions(validated):
+        failed = True
+        result["valid"] = False
+        result["errors"] = [*result["errors"], *collided.as_dicts()]
+        if args.output == "text":
+            print(collided.render(), file=sys.stderr)
     if args.output == "json":
         print(json.dumps(results, indent=2))
     return EXIT_INVALID if failed else EXIT_OK
+
+
+def _name_collisions(
+    validated: list[tuple[dict[str, Any], TritonPipeline]],
+) -> list[tuple[dict[str, Any], SpecError]]:
+    """The pipelines validated together that make an object of the same kind and name as another pipeline
+    of their namespace (kube/ownership.py `collisions`): each with its file's result and the problem."""
+    found = []
+    for result, tp in validated:
+        others = [o.name for _, o in validated if o.metadata.namespace == tp.metadata.namespace]
+        problems = [
+            Problem("metadata.name", ownership.NAME_COLLISION.format(other=other, kind=kind, name=name))
+            for other, kind, name in ownership.collisions(tp.name, others)
+        ]
+        if problems:
+            found.append((result, SpecError(problems, result["file"])))
+    return found
 
 
 def cmd_render(args: argparse.Namespace) -> int:

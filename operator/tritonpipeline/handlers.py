@@ -75,7 +75,10 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     except webhook.WebhookConfigError as exc:
         raise kopf.PermanentError(str(exc)) from None
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
-    metrics.watch_pipelines(lambda: list(state.statuses.values()) if state.active else [])
+    metrics.watch_pipelines(
+        lambda: list(state.statuses.values()) if state.active else [],
+        lambda: [list(taken) for taken in state.taken.values()] if state.active else [],
+    )
     if config.metrics_url:
         try:
             state.metrics_server = await health.serve(config.metrics_url, state.health, state.loops)
@@ -154,7 +157,8 @@ async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
 @kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook.HANDLER_ID)
 async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> None:
     """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
-    await webhook.admit(kwargs["operation"], kwargs["new"], kwargs["old"], warnings, memo.settings)
+    operation, new, old = kwargs["operation"], kwargs["new"], kwargs["old"]
+    await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube)
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)

@@ -183,9 +183,14 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     the operator reads one with GET (status writes are read-modify-write) and lists them (resync);
   - status is written with a merge PATCH on the status subresource (never read through it);
   - kopf.info / kopf.warn POST Events (kopf never patches or reads them);
-  - children are written with server-side apply: PATCH, which needs create as well when the object
-    does not exist yet; kopf watches each kind by label (on.event handlers: list + watch);
-  - only surplus ConfigMap parts and children a spec no longer renders are ever deleted (_prune): a
+  - children are written with server-side apply (PATCH) naming the child's UID, so it reaches only the
+    object the pipeline controls; a child that does not exist is created (POST: create) and another's
+    object of a child's name is left alone. Whose an object is, is read (GET) when the operator does
+    not know the child's UID yet (after a start, or when the object was replaced): `get` on every kind
+    it writes (kube/ownership.py, reconcile/claim.py). kopf watches some kinds by label (on.event
+    handlers: list + watch);
+  - only surplus ConfigMap parts and children a spec no longer renders are ever deleted (prune), and
+    only those the pipeline controls (a DELETE with the child's UID as its precondition): a
     dropped HPA or ScaledObject, and routing objects (the headless Service, Ingresses, DestinationRule,
     HTTPRoute/GRPCRoute, Envoy Gateway's BackendTrafficPolicy, NGINX Gateway Fabric's
     UpstreamSettingsPolicy) when session affinity, its provider or the Gateway's implementation changes.
@@ -237,16 +242,16 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   verbs: ["create"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch"]
@@ -258,22 +263,22 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["networking.istio.io"]
   resources: ["destinationrules"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes", "grpcroutes"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["gateway.envoyproxy.io"]
   resources: ["backendtrafficpolicies"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["gateway.nginx.org"]
   resources: ["upstreamsettingspolicies"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
-  verbs: ["create", "patch", "delete"]
+  verbs: ["get", "create", "patch", "delete"]
 {{- end }}
 
 {{/*

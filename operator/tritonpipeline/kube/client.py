@@ -18,6 +18,7 @@ from ..settings import API_VERSION, KIND, PLURAL
 from . import peering
 
 T = TypeVar("T")
+JsonPatch = list[dict[str, Any]]  # RFC 6902 operations
 
 _PLURALS = {
     "ConfigMap": "configmaps",
@@ -87,6 +88,11 @@ class KubeError(RuntimeError):
         self.message = message
         self.causes = causes
         super().__init__(f"HTTP {status}: {message}")
+
+
+class Replaced(KubeError):
+    """A write that named the object's UID found no object of that UID: it was deleted, or another object
+    of its name took its place. Not retried: the caller looks again."""
 
 
 def namespace_terminating(exc: KubeError) -> bool:
@@ -188,23 +194,47 @@ class Kube:
         )
 
     def apply(
-        self, obj: dict[str, Any], retries: int | None = None, field_manager: str | None = None
+        self,
+        obj: dict[str, Any],
+        retries: int | None = None,
+        field_manager: str | None = None,
+        uid: str | None = None,
     ) -> dict[str, Any]:
-        """Server-side apply under our field manager, or `field_manager` (idempotent; conflicts forced)."""
+        """Server-side apply under our field manager, or `field_manager` (idempotent; conflicts forced).
+        With `uid`, only to the object of that UID: the API server refuses the apply when there is none
+        (409) or another object has the name (422 on metadata.uid), raised as Replaced; nothing is
+        created then."""
         meta = obj["metadata"]
         url = path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         query = [("fieldManager", field_manager or self.field_manager), ("force", "true")]
+        body = obj if uid is None else {**obj, "metadata": {**meta, "uid": uid}}
         return self._retry(
-            lambda: self._call(
-                "PATCH", url, query=query, body=obj, content_type="application/apply-patch+yaml"
+            _replaced_if(
+                uid,
+                lambda: self._call(
+                    "PATCH", url, query=query, body=body, content_type="application/apply-patch+yaml"
+                ),
             ),
             retries,
         )
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """POST a new object (e.g. an Event, which has a generateName)."""
+    def create(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
+        """POST a new object (e.g. an Event, which has a generateName), its fields under `field_manager`
+        when given. A field the API server's schema lacks is refused (strict validation, as a server-side
+        apply refuses it), not dropped. An object of its name that exists: KubeError 409, not retried."""
         url = path(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"))
-        return self._retry(lambda: self._call("POST", url, body=obj))
+        query = [("fieldValidation", "Strict")]
+        query += [("fieldManager", field_manager)] if field_manager else []
+
+        def attempt() -> dict[str, Any]:
+            try:
+                return self._call("POST", url, query=query, body=obj)
+            except ApiException as exc:
+                if exc.status == 409:
+                    raise KubeError(409, _message(exc), _causes(exc)) from None
+                raise
+
+        return self._retry(attempt)
 
     def create_if_absent(self, obj: dict[str, Any]) -> bool:
         """POST an object unless one of its name exists (409: False at once, no retry, nothing read).
@@ -236,14 +266,42 @@ class Kube:
             "items", []
         )
 
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+    def delete(
+        self, api_version: str, kind: str, namespace: str | None, name: str, uid: str | None = None
+    ) -> bool:
+        """Delete the object (with `uid`: only the object of that UID); False when there was none."""
+        url = path(api_version, kind, namespace, name)
+        body = None if uid is None else {"preconditions": {"uid": uid}}
         try:
-            self._retry(lambda: self._call("DELETE", path(api_version, kind, namespace, name)))
+            self._retry(_replaced_if(uid, lambda: self._call("DELETE", url, body=body)))
             return True
         except KubeError as exc:
-            if exc.status == 404:
+            if exc.status == 404 or isinstance(exc, Replaced):
                 return False
             raise
+
+    def patch_json(self, obj: dict[str, Any], uid: str, operations: JsonPatch) -> dict[str, Any]:
+        """A JSON patch of the object of `uid` (a `test` of the UID comes first: Replaced when another
+        object has the name, KubeError 404 when there is none), under our field manager."""
+        meta = obj["metadata"]
+        url = path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        body = [{"op": "test", "path": "/metadata/uid", "value": uid}, *operations]
+
+        def attempt() -> dict[str, Any]:
+            try:
+                return self._call(
+                    "PATCH",
+                    url,
+                    query=[("fieldManager", self.field_manager)],
+                    body=body,
+                    content_type="application/json-patch+json",
+                )
+            except ApiException as exc:
+                if exc.status == 422 and not _causes(exc):  # the test failed: another object
+                    raise Replaced(422, _message(exc)) from None
+                raise
+
+        return self._retry(attempt)
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch a TritonPipeline's status (retried on transient errors)."""
@@ -268,12 +326,39 @@ class Kube:
         return any(r.get("kind") == kind for r in resources)
 
 
-def _causes(exc: ApiException) -> tuple[str, ...]:
+def _replaced_if(uid: str | None, call: Callable[[], T]) -> Callable[[], T]:
+    """`call`, raising Replaced (not retried) when it named `uid` and the API server found no object of
+    that UID: 409 (none of the name: an apply; another UID: a delete's precondition) or 422 on
+    metadata.uid (an apply to another object of the name)."""
+    if uid is None:
+        return call
+
+    def attempt() -> T:
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status == 409 or (exc.status == 422 and "metadata.uid" in _fields(exc)):
+                raise Replaced(exc.status, _message(exc), _causes(exc)) from None
+            raise
+
+    return attempt
+
+
+def _details(exc: ApiException) -> list[dict[str, Any]]:
     try:
         causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
-        return tuple(str(c.get("reason", "")) for c in causes if isinstance(c, dict))
     except (ValueError, AttributeError):
-        return ()
+        return []
+    return [c for c in causes if isinstance(c, dict)] if isinstance(causes, list) else []
+
+
+def _fields(exc: ApiException) -> tuple[str, ...]:
+    """The fields the API server's Status names (details.causes[].field)."""
+    return tuple(str(c.get("field", "")) for c in _details(exc))
+
+
+def _causes(exc: ApiException) -> tuple[str, ...]:
+    return tuple(str(c.get("reason", "")) for c in _details(exc))
 
 
 def _message(exc: ApiException) -> str:

@@ -13,9 +13,9 @@ PIPELINE_LABEL = f"{GROUP}/pipeline"
 MANAGED_BY = {"app.kubernetes.io/managed-by": OPERATOR_NAME}
 
 
-def configmap_name(tp: TritonPipeline, index: int) -> str:
-    """The ConfigMap holding part `index` of the generated repository."""
-    return f"{tp.name}-repo-{index}"
+def configmap_name(tp: TritonPipeline | str, index: int) -> str:
+    """The ConfigMap holding part `index` of the generated repository (of the pipeline of this name)."""
+    return f"{tp if isinstance(tp, str) else tp.name}-repo-{index}"
 
 
 def selector_labels(name: str) -> dict[str, str]:

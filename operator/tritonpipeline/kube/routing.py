@@ -136,12 +136,17 @@ def nginx_variable(header: str) -> str:
 # --------------------------------------------------------------------------- objects
 
 
-def headless_name(tp: TritonPipeline) -> str:
-    return f"{tp.name}{HEADLESS_SUFFIX}"
+def headless_name(tp: TritonPipeline | str) -> str:
+    """The headless Service of the pipeline (or of the pipeline of this name)."""
+    return f"{_name(tp)}{HEADLESS_SUFFIX}"
 
 
-def ingress_name(tp: TritonPipeline, kind: str) -> str:
-    return f"{tp.name}-{kind}"
+def ingress_name(tp: TritonPipeline | str, kind: str) -> str:
+    return f"{_name(tp)}-{kind}"
+
+
+def _name(tp: TritonPipeline | str) -> str:
+    return tp if isinstance(tp, str) else tp.name
 
 
 def headless_service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
@@ -472,14 +477,15 @@ def older_api(objects: tuple[dict[str, Any], ...], api: tuple[str, str]) -> tupl
     return tuple({**o, "apiVersion": older} if (o["apiVersion"], o["kind"]) == api else o for o in objects)
 
 
-def possible_names(tp: TritonPipeline) -> list[tuple[str, str, str]]:
-    """(apiVersion, kind, name) of every routing object any spec of this pipeline could render."""
+def possible_names(pipeline: str) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of every routing object any spec of the pipeline named `pipeline` could
+    render."""
     return [
-        ("v1", "Service", headless_name(tp)),
-        *((*INGRESS_API, ingress_name(tp, kind)) for kind in INGRESS_KINDS),
-        (*DESTINATION_RULE_API, tp.name),
-        (*HTTP_ROUTE_API, tp.name),
-        (*GRPC_ROUTE_API, tp.name),
-        (*BACKEND_TRAFFIC_POLICY_API, tp.name),
-        (*UPSTREAM_SETTINGS_POLICY_API, tp.name),
+        ("v1", "Service", headless_name(pipeline)),
+        *((*INGRESS_API, ingress_name(pipeline, kind)) for kind in INGRESS_KINDS),
+        (*DESTINATION_RULE_API, pipeline),
+        (*HTTP_ROUTE_API, pipeline),
+        (*GRPC_ROUTE_API, pipeline),
+        (*BACKEND_TRAFFIC_POLICY_API, pipeline),
+        (*UPSTREAM_SETTINGS_POLICY_API, pipeline),
     ]

@@ -12,12 +12,11 @@ from typing import Any
 
 import kopf
 
-from ..kube import access, autoscaling, pinning
+from ..kube import access, autoscaling, ownership, pinning
 from ..kube import routing as rt
 from ..kube import status as st
-from ..kube.client import Kube, KubeError, is_transient
-from ..kube.client import path as client_path
-from ..kube.manifests import PDB_API, PIPELINE_LABEL, Children
+from ..kube.client import Kube, KubeError, Replaced, is_transient
+from ..kube.manifests import PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
 from ..runtime import log_events as events
@@ -25,6 +24,7 @@ from ..runtime.state import OperatorState, Seen
 from ..settings import Settings
 from ..spec import TritonPipeline
 from ..triton import security
+from .claim import Claims, remove
 from .gateway import GatewayLookup
 
 
@@ -86,11 +86,12 @@ async def ensure_admin_secret(
     name = access.admin_secret_name(tp)
     events.ADMIN_SECRET_CREATED.log(logger, secret=name)
     live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", pipeline_namespace(tp), tp.name)
-    if live is None or not access.reads_secret(live, name):
+    if live is None or not ownership.controlled_by(live, owner["uid"]) or not access.reads_secret(live, name):
         return  # a new pipeline, or pods that read another Secret (the spec's adminKeySecretRef until now)
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     manager = config.field_manager + access.ADMIN_KEY_MANAGER_SUFFIX
-    await asyncio.to_thread(kube.apply, access.admin_key_roll(tp, created), field_manager=manager)
+    roll = access.admin_key_roll(tp, created)
+    await asyncio.to_thread(kube.apply, roll, None, manager, live["metadata"]["uid"])
     events.ADMIN_KEY_ROLL.log(logger, secret=name, deployment=tp.name)
 
 
@@ -101,41 +102,55 @@ async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
 
 
 async def apply_children(
-    kube: Kube, tp: TritonPipeline, children: Children, owner: dict[str, Any], logger: kopf.Logger
+    kube: Kube, tp: TritonPipeline, claims: Claims, owner: dict[str, Any], logger: kopf.Logger
 ) -> list[dict[str, Any]]:
-    """Apply the children every cluster serves (children.all()), owned by the pipeline; the live
-    objects as applied."""
+    """Apply the children every cluster serves (claims.children.all()), owned by the pipeline, to the
+    objects the pipeline controls (claim.py: an object of a child's name that another holds is left as it
+    is, and recorded in `claims`); the live objects as applied."""
     applied = []
+    children = claims.children
     for child in children.all():
         obj = owned(child, owner)
         try:
             if child is children.deployment:
-                applied.append(
-                    await _restore_pod_spec(kube, obj, await _apply_deployment(kube, tp, obj), logger)
-                )
+                obj = ownership.record_optional(obj, rendered_optional(tp, children))
+                done = await _apply_deployment(kube, tp, obj, claims)
+                if done is not None:
+                    done = await _restore_pod_spec(kube, obj, done, logger)
             else:
-                applied.append(await asyncio.to_thread(kube.apply, obj))
+                done = await claims.put(kube, obj)
         except KubeError as exc:  # which object, for the log and the status
             what = f"{child['kind']} {child['metadata']['name']}: {exc.message}"
             raise KubeError(exc.status, what, exc.causes) from exc
+        if done is not None:
+            applied.append(done)
     return applied
 
 
-async def _apply_deployment(kube: Kube, tp: TritonPipeline, deployment: dict[str, Any]) -> dict[str, Any]:
+async def _apply_deployment(
+    kube: Kube, tp: TritonPipeline, deployment: dict[str, Any], claims: Claims
+) -> dict[str, Any] | None:
     """Apply the Deployment; when it gets an autoscaler, hand spec.replicas over first so the count stays
-    (autoscaling.replicas_handover)."""
-    if tp.spec.autoscaling is None:
-        return await asyncio.to_thread(kube.apply, deployment)
+    (autoscaling.replicas_handover). None when it was not applied (claims says why)."""
+    if tp.spec.autoscaling is None or claims.blocked(deployment):
+        return await claims.put(kube, deployment)
     meta = deployment["metadata"]
     live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", meta["namespace"], meta["name"])
+    if live is not None and not holder_writable(live, claims):
+        return await claims.put(kube, deployment)  # records who holds it
     handover = autoscaling.replicas_handover(tp, deployment, live, kube.field_manager)
     manager = autoscaling.REPLICAS_HANDOVER_MANAGER
     if handover is not None and live is not None:
-        await asyncio.to_thread(kube.apply, handover, None, manager)
-    applied = await asyncio.to_thread(kube.apply, deployment)
-    if handover is not None and live is None:
-        applied = await asyncio.to_thread(kube.apply, handover, None, manager)
+        await asyncio.to_thread(kube.apply, handover, None, manager, live["metadata"]["uid"])
+    applied = await claims.put(kube, deployment)
+    if applied is not None and handover is not None and live is None:
+        applied = await asyncio.to_thread(kube.apply, handover, None, manager, applied["metadata"]["uid"])
     return applied
+
+
+def holder_writable(live: dict[str, Any], claims: Claims) -> bool:
+    """Whether the pipeline may write `live`, an existing object of one of its children's names."""
+    return ownership.holder(live, claims.pipeline.name, claims.pipeline.uid).writable
 
 
 async def _restore_pod_spec(
@@ -150,19 +165,14 @@ async def _restore_pod_spec(
     if not edited:
         return applied
     meta = deployment["metadata"]
-    url = client_path("apps/v1", "Deployment", meta.get("namespace"), meta["name"])
     spec = deployment["spec"]["template"]["spec"]
+    operation = {"op": "replace", "path": "/spec/template/spec", "value": spec}
     try:
         restored = await asyncio.to_thread(
-            kube.request,
-            "PATCH",
-            url,
-            query=[("fieldManager", kube.field_manager)],
-            body=[{"op": "replace", "path": "/spec/template/spec", "value": spec}],
-            content_type="application/json-patch+json",
+            kube.patch_json, deployment, applied["metadata"]["uid"], [operation]
         )
     except KubeError as exc:  # a policy refuses it: the rest of the pipeline is applied all the same
-        if is_transient(exc):
+        if is_transient(exc) or isinstance(exc, Replaced):
             raise
         events.POD_SPEC_NOT_RESTORED.log(
             logger, deployment=meta["name"], managers=", ".join(edited), error=exc.message
@@ -177,15 +187,17 @@ async def _restore_pod_spec(
 async def apply_optional(
     kube: Kube,
     tp: TritonPipeline,
-    children: Children,
+    claims: Claims,
     owner: dict[str, Any],
     generation: int | None,
     gateway: GatewayLookup | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Apply the children that need a provider's API when the cluster serves it, owned by the pipeline
-    like the others. Returns what was applied and the RoutingConfigured / AutoscalingConfigured
-    conditions saying what happened (`gateway`: what the Gateway's lookup found, with gateway-api)."""
+    like the others (and, like them, only to objects the pipeline controls: claim.py). Returns what was
+    applied and the RoutingConfigured / AutoscalingConfigured conditions saying what happened
+    (`gateway`: what the Gateway's lookup found, with gateway-api)."""
     applied: list[dict[str, Any]] = []
+    children = claims.children
     r = children.routing
     provider = tp.spec.routing.provider
     provider_objects = r.provider_objects
@@ -218,7 +230,9 @@ async def apply_optional(
         )
     else:
         try:
-            applied += [await asyncio.to_thread(kube.apply, owned(obj, owner), 1) for obj in provider_objects]
+            for obj in provider_objects:
+                done = await claims.put(kube, owned(obj, owner), 1)
+                applied += [done] if done is not None else []
             if provider == "ingress-nginx":
                 message = f"{r.description}; {rt.INGRESS_NGINX_RETIRED}"
                 routing = st.condition("RoutingConfigured", True, rt.PROVIDER_DEPRECATED, message, generation)
@@ -259,7 +273,8 @@ async def apply_optional(
         )
     else:
         try:
-            applied.append(await asyncio.to_thread(kube.apply, owned(children.scaled_object, owner), 1))
+            done = await claims.put(kube, owned(children.scaled_object, owner), 1)
+            applied += [done] if done is not None else []
             message = autoscaling.describe(tp)
             scaling = st.condition("AutoscalingConfigured", True, "ScaledObject", message, generation)
         except KubeError as exc:
@@ -268,6 +283,9 @@ async def apply_optional(
             scaling = st.condition(
                 "AutoscalingConfigured", False, "ScaledObjectRejected", message, generation
             )
+    routing = claims.unwritten("RoutingConfigured", [*r.objects, *provider_objects], generation) or routing
+    scalers = [o for o in (children.hpa, children.scaled_object) if o is not None]
+    scaling = claims.unwritten("AutoscalingConfigured", scalers, generation) or scaling
     return applied, [routing, scaling]
 
 
@@ -275,17 +293,6 @@ def raise_if_transient(exc: KubeError) -> None:
     """Connection trouble and overload are retried by the reconcile; a refusal becomes a condition."""
     if is_transient(exc):
         raise exc
-
-
-def _optional_candidates(tp: TritonPipeline) -> list[tuple[str, str, str]]:
-    """(apiVersion, kind, name) of every child that only some specs of this pipeline render."""
-    return [
-        *rt.possible_names(tp),
-        ("autoscaling/v2", "HorizontalPodAutoscaler", tp.name),
-        (*autoscaling.SCALED_OBJECT_API, tp.name),
-        (*access.NETWORK_POLICY_API, tp.name),
-        (*PDB_API, tp.name),
-    ]
 
 
 def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, str, str]]:
@@ -299,38 +306,43 @@ def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, 
         *([children.disruption_budget] if children.disruption_budget else []),
     ]
     names = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in rendered}
-    return names & set(_optional_candidates(tp))
+    return names & set(ownership.optional_names(tp.name))
 
 
 async def prune(
     state: OperatorState,
     kube: Kube,
     tp: TritonPipeline,
-    children: Children,
+    claims: Claims,
     keep_configmaps: frozenset[str] = frozenset(),
     listed: tuple[dict[str, Any], ...] | None = None,
+    live: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Delete children a valid spec no longer renders: surplus ConfigMap parts (of `listed`, the
-    pipeline's ConfigMaps before this apply, listed here when None; but `keep_configmaps`, those of a
-    pinned pod template), and a dropped HPA, ScaledObject or routing object. After a restart every
-    candidate is tried once (404s are cheap); later only what this process rendered before."""
+    """Delete the pipeline's children a valid spec no longer renders, each only if the pipeline controls
+    it (by UID): surplus ConfigMap parts (of `listed`, the pipeline's ConfigMaps before this apply, listed
+    here when None; but `keep_configmaps`, those of a pinned pod template), and a dropped optional child
+    (an autoscaler, a routing object...): those the previous reconcile in this process rendered, else
+    those the live Deployment (`live`, before this apply) records (ownership.RENDERED_OPTIONAL), else,
+    for a Deployment of an operator before that record, every optional name this pipeline could have."""
+    children, pipeline = claims.children, claims.pipeline
     namespace, name = pipeline_namespace(tp), tp.name
-    selector = f"{PIPELINE_LABEL}={name}"
     keep = {c["metadata"]["name"] for c in children.configmaps} | keep_configmaps
     removed = []
     if listed is None:
-        listed = tuple(await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector))
+        listed = tuple(
+            await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={name}")
+        )
     for cm in listed:
-        if cm["metadata"]["name"] not in keep:
-            await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, cm["metadata"]["name"])
-            removed.append(f"ConfigMap/{cm['metadata']['name']}")
+        meta = cm["metadata"]
+        if meta["name"] in keep or not ownership.controlled_by(cm, pipeline.uid):
+            continue
+        if await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, meta["name"], meta["uid"]):
+            removed.append(f"ConfigMap/{meta['name']}")
     rendered = rendered_optional(tp, children)
     before = state.optional.get((namespace, name))
-    candidates = [
-        c for c in _optional_candidates(tp) if c not in rendered and (before is None or c in before)
-    ]
-    deleted = await asyncio.gather(
-        *(asyncio.to_thread(kube.delete, api, kind, namespace, obj) for api, kind, obj in candidates)
-    )
-    removed += [f"{kind}/{obj}" for (_, kind, obj), gone in zip(candidates, deleted, strict=True) if gone]
+    if before is None:
+        before = ownership.recorded_optional(live, tp.name)
+    candidates = [c for c in ownership.optional_names(name) if c not in rendered and c in before]
+    deleted = await asyncio.gather(*(remove(kube, c, namespace, pipeline) for c in candidates))
+    removed += [ownership.shown(c) for c, gone in zip(candidates, deleted, strict=True) if gone]
     return removed

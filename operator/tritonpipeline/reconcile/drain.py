@@ -58,7 +58,8 @@ async def relieve(
     body = disruption.drain_restart(deployment, pod, node)
     name = deployment["metadata"]["name"]
     try:
-        restarted = await asyncio.to_thread(state.kube.apply, body, None, manager)
+        uid = deployment["metadata"]["uid"]  # only the pipeline's own (claim.py)
+        restarted = await asyncio.to_thread(state.kube.apply, body, None, manager, uid)
     except KubeError as exc:  # an admission policy, say: the next status pass tries again
         raise_if_transient(exc)
         events.DRAIN_RESTART_REFUSED.log(log, node=node, pod=pod, deployment=name, error=exc)

@@ -14,7 +14,7 @@ import kopf
 from ..compiler import compile_pipeline, graph_problems_beside
 from ..compiler.router_choice import choose_router
 from ..errors import SpecError
-from ..kube import autoscaling, pinning, storage
+from ..kube import autoscaling, ownership, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, is_transient, namespace_terminating
@@ -25,6 +25,7 @@ from ..runtime.state import OperatorState
 from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
+from .claim import Claims, Pipeline
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import pod_status, previous_condition, warn, write_status
@@ -52,6 +53,9 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
         except kopf.PermanentError:
             outcome = "invalid"
             raise
+        except KubeError as exc:  # a call outside the apply (a read, the status): said and retried alike
+            events.RECONCILE_ERROR.log(logger, generation=body.metadata.get("generation"), error=exc)
+            raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=10) from exc
         finally:
             metrics.RECONCILES.labels(outcome).inc()
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
@@ -100,16 +104,21 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
         await ensure_admin_secret(kube, tp, config, owner, logger)
         pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
-        applied = await apply_children(kube, tp, pinned.children, owner, logger)
-        optional, conditions = await apply_optional(kube, tp, children, owner, generation, gateway)
+        known = {ref: seen[0] for ref, seen in state.applied.get((namespace, name), {}).items()}
+        claims = Claims(Pipeline(name, body.metadata.uid, known), pinned.children)
+        applied = await apply_children(kube, tp, claims, owner, logger)
+        optional, conditions = await apply_optional(kube, tp, claims, owner, generation, gateway)
         applied += optional
         # a new pipeline has nothing to prune
         stale = (
             []
             if event == "Created"
-            else await prune(state, kube, tp, children, pinned.keep_configmaps, pinned.live_configmaps)
+            else await prune(
+                state, kube, tp, claims, pinned.keep_configmaps, pinned.live_configmaps, pinned.live
+            )
         )
         state.optional[(namespace, name)] = rendered_optional(tp, children)
+        state.taken[(namespace, name)] = dict(claims.taken)
     except KubeError as exc:
         if namespace_terminating(exc):
             # deleting the namespace deletes the pipeline and its children: nothing to restore
@@ -119,8 +128,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         if not is_transient(exc):  # the apiserver's answer, the same until something changes: say it
             await _report_refused(state, body, generation, exc)
         raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
-    deployment = next(o for o in applied if o.get("kind") == "Deployment")
-    if pinned.rolled:
+    deployment = next((o for o in applied if o.get("kind") == "Deployment"), None)
+    if pinned.rolled and deployment is not None:
         rolled(state, (namespace, name), deployment)
     summary = artifacts.graph_summary()
     routers = [r["name"] for r in summary["routers"]]
@@ -143,6 +152,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     )
     valid = _spec_valid(generation)
     affinity = _affinity_condition(tp, generation)
+    conditions = [*conditions, _owned_condition(name, claims, generation)]
     claim = storage.claim_name(tp)
     if claim is not None:
         live_claim = await asyncio.to_thread(kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
@@ -169,7 +179,13 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             message=pinned.condition["message"],
         )
     extra = [valid, configured, *conditions, affinity, pinned.condition]
-    replicas = await pod_status(state, logger, deployment, generation, extra)
+    if deployment is None:  # another's Deployment (or ConfigMap) has the name: nothing of ours serves
+        why = ", ".join(ownership.shown(ref) for ref in claims.taken)
+        message = ownership.NOT_SERVING.format(what=f"{why} is not this pipeline's (see {ownership.OWNED})")
+        not_ready = st.condition("Ready", False, ownership.NAME_TAKEN, message, generation)
+        replicas: dict[str, Any] = {"conditions": [*extra, not_ready]}
+    else:
+        replicas = await pod_status(state, logger, deployment, generation, extra)
     await write_status(
         state,
         namespace,
@@ -180,7 +196,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     created, updated, state.applied[(namespace, name)] = changes(
         applied, config.field_manager, since, state.applied.get((namespace, name))
     )
-    outcome, line = _outcome(len(applied), created, updated, stale, deployment)
+    outcome, line = _outcome(len(applied), created, updated, stale, deployment or {})
     events.RECONCILE_DONE.log(logger, outcome=outcome, generation=generation, summary=line)
     for c in warnings:
         events.CONDITION_WARNING.log(
@@ -216,6 +232,17 @@ def _outcome(
     else:
         outcome, what = ("waiting" if waiting else "unchanged"), f"{applied} objects unchanged"
     return outcome, "; ".join(p for p in (what, waiting) if p)
+
+
+def _owned_condition(name: str, claims: Claims, generation: int | None) -> dict[str, Any]:
+    """ObjectsOwned: every object of the pipeline is its own, or which another holds and what was left
+    out because of it."""
+    if not claims.taken:
+        return st.condition(
+            ownership.OWNED, True, ownership.ALL_OWNED, ownership.ALL_OWNED_MESSAGE, generation
+        )
+    message = ownership.taken_message(name, claims.taken, claims.skipped)
+    return st.condition(ownership.OWNED, False, ownership.NAME_TAKEN, message, generation)
 
 
 def _spec_valid(generation: int | None) -> dict[str, Any]:

@@ -12,17 +12,20 @@ import kopf
 from ..kube import access
 from ..kube.client import KubeError, transient_error
 from ..runtime import log_events as events
+from ..runtime.diffbase import handled
 from ..runtime.loops import RESYNC, supervise
 from ..runtime.state import OperatorState
-from ..settings import API_VERSION, KIND, Settings
+from ..settings import API_VERSION, GROUP, KIND, Settings
 from .pipeline import reconcile
 from .refs import namespace_of, pipeline_ref
 
 
 async def reconcile_owner(state: OperatorState, namespace: str, name: str) -> None:
-    """Re-apply one pipeline's children from its current spec (drift repair)."""
+    """Re-apply one pipeline's children from its current spec (drift repair). A pipeline kopf has not
+    handled yet is left to kopf's create handler (reconciled here first, it was reconciled twice, its
+    problems reported twice)."""
     cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
-    if cr is None or cr["metadata"].get("deletionTimestamp"):
+    if cr is None or cr["metadata"].get("deletionTimestamp") or not handled(cr, GROUP):
         return
     with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
         await reconcile(kopf.Body(cast(kopf.RawBody, cr)), state, state.logger_for(cr), None)

@@ -29,6 +29,7 @@ class Pinned:
     keep_configmaps: frozenset[str] = frozenset()
     live_configmaps: tuple[dict[str, Any], ...] = ()
     rolled: bool = False  # this apply rolls an outdated pipeline (settings.roll_outdated)
+    live: dict[str, Any] | None = None  # the Deployment as read before this apply
 
 
 async def pin(
@@ -66,14 +67,14 @@ async def pin(
     listed = tuple(configmaps)
     if not decision.pinned or live is None:
         state.queued.pop(key, None)
-        return Pinned(fresh, current, live_configmaps=listed)
+        return Pinned(fresh, current, live_configmaps=listed, live=live)
     differences = pinning.describe(decision.differences)
     slots = state.settings.roll_outdated
     if slots > 0 and (key in state.rolling or len(state.rolling) < slots):
         state.queued.pop(key, None)
         state.rolling.setdefault(key, None)
         events.ROLLING.log(logger, rolling=len(state.rolling), slots=slots, differences=differences)
-        return Pinned(fresh, current, live_configmaps=listed, rolled=True)
+        return Pinned(fresh, current, live_configmaps=listed, rolled=True, live=live)
     message = pinning.PINNED_MESSAGE.format(
         generation=generation, differences=differences, name=tp.name, annotation=pinning.ROLL_ANNOTATION
     )
@@ -85,7 +86,7 @@ async def pin(
     pinned = dataclasses.replace(fresh, deployment=pinning.pinned_deployment(rendered, live), configmaps=())
     keep = frozenset(pinning.projected_configmaps(live["spec"]["template"]))
     condition = st.condition(pinning.UP_TO_DATE, False, reason, message, generation)
-    return Pinned(pinned, condition, keep, listed)
+    return Pinned(pinned, condition, keep, listed, live=live)
 
 
 def rolled(state: OperatorState, key: tuple[str, str], deployment: dict[str, Any]) -> None:

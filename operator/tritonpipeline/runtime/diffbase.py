@@ -95,6 +95,13 @@ def _sha(value: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def handled(cr: dict[str, Any], prefix: str) -> bool:
+    """Whether kopf has handled the pipeline at least once (its diff base is stored, as a digest or, by an
+    earlier release, as a copy): until then its creation is kopf's to handle."""
+    annotations = (cr.get("metadata") or {}).get("annotations") or {}
+    return f"{prefix}/{DIGEST_KEY}" in annotations or f"{prefix}/{COPY_KEY}" in annotations
+
+
 def spec_changed(diff: Any) -> bool:
     """Whether kopf's diff of an update (items of operation, field path, old, new) changes anything but
     the labels and annotations."""

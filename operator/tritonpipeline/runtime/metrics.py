@@ -89,15 +89,45 @@ class PipelinesCollector(Collector):
         yield family
 
 
-_pipelines: list[PipelinesCollector] = []
+class NotOwnedCollector(Collector):
+    """`tritonpipeline_operator_objects_not_owned{kind}`: the objects with a name a pipeline's child would
+    have that another holds (left as they are, kube/ownership.py), as the pipelines' last reconciles found
+    them, by kind."""
+
+    def __init__(self, taken: Callable[[], Iterable[Iterable[tuple[str, str, str]]]]) -> None:
+        self.taken = taken
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        counts: dict[str, int] = {}
+        for refs in self.taken():
+            for _, kind, _ in refs:
+                counts[kind] = counts.get(kind, 0) + 1
+        family = GaugeMetricFamily(
+            f"{PREFIX}_objects_not_owned",
+            "Objects with the name of a pipeline's child that are not the pipeline's (another's Service, "
+            "another pipeline's headless Service...), left as they are and reported in the pipeline's "
+            "ObjectsOwned condition, by kind; 0 in a healthy cluster",
+            labels=["kind"],
+        )
+        for kind, n in sorted(counts.items()):
+            family.add_metric([kind], n)
+        yield family
 
 
-def watch_pipelines(statuses: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
-    """Register the pipelines gauge (a second call replaces the first)."""
+_pipelines: list[Collector] = []
+
+
+def watch_pipelines(
+    statuses: Callable[[], Iterable[Mapping[str, Any]]],
+    taken: Callable[[], Iterable[Iterable[tuple[str, str, str]]]] = list,
+) -> None:
+    """Register the gauges read from the pipelines' statuses and from what their children's names hold
+    (a second call replaces the first)."""
     while _pipelines:
         REGISTRY.unregister(_pipelines.pop())
-    _pipelines.append(PipelinesCollector(statuses))
-    REGISTRY.register(_pipelines[0])
+    _pipelines.extend([PipelinesCollector(statuses), NotOwnedCollector(taken)])
+    for collector in _pipelines:
+        REGISTRY.register(collector)
 
 
 def exposition() -> tuple[bytes, str]:

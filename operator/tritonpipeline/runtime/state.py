@@ -67,6 +67,9 @@ class OperatorState:
     optional: dict[Key, OptionalChildren] = field(default_factory=dict)
     # what each pipeline's last reconcile saw of its children (reconcile.apply.changes)
     applied: dict[Key, Seen] = field(default_factory=dict)
+    # the objects with a pipeline's children's names that another holds (kube/ownership.py): `Kind/name`
+    # -> who, as its last reconcile found them (the objects-not-owned metric counts them)
+    taken: dict[Key, dict[tuple[str, str, str], str]] = field(default_factory=dict)
     # the last scrape of each Ready pod's Triton metrics, per pipeline (reconcile.live)
     scrapes: dict[Key, dict[str, Scrape]] = field(default_factory=dict)
     # the pipelines whose last metrics poll failed (one warning when it starts failing)
@@ -97,6 +100,7 @@ class OperatorState:
             self.owners,
             self.optional,
             self.applied,
+            self.taken,
             self.scrapes,
             self.queued,
             self.rolling,

@@ -33,12 +33,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..compiler import graph_problems_beside
 from ..errors import Problem, SpecError
-from ..kube import checks
+from ..kube import checks, ownership
 from ..kube.client import Kube, KubeError, path
 from ..settings import (
+    API_VERSION,
     BAD_VALUE,
     FIELD_MANAGER,
     GROUP,
+    KIND,
     PLURAL,
     VERSION,
     Range,
@@ -235,20 +237,60 @@ def verdict(doc: Mapping[str, Any], settings: Settings | None = None) -> Verdict
     return Verdict(found, [] if found else checks.warnings(tp))
 
 
+def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
+    """A new pipeline's object names that are already another's, where the webhook can know it: another
+    pipeline of the namespace that makes an object of the same kind and name (kube/ownership.py
+    `collisions`), an existing object of a name the pipeline would make that it could not take (a Secret
+    is not read: the operator may only create Secrets). What cannot be read (403) is not checked."""
+    meta = doc.get("metadata") or {}
+    name, namespace, uid = str(meta.get("name", "")), meta.get("namespace") or "default", meta.get("uid", "")
+    problems = []
+    try:
+        others = [str(p["metadata"]["name"]) for p in kube.list(API_VERSION, KIND, namespace, "")]
+    except KubeError:
+        others = []
+    for other, kind, taken in ownership.collisions(name, others):
+        message = ownership.NAME_COLLISION.format(other=other, kind=kind, name=taken)
+        problems.append(Problem("metadata.name", message))
+    for api, kind, taken in ownership.generated_names(name):
+        if kind == "Secret":
+            continue
+        try:
+            live = kube.get(api, kind, namespace, taken)
+        except KubeError:
+            continue  # not served by this cluster, or not ours to read
+        if live is None or ownership.holder(live, name, str(uid)).writable:
+            continue
+        message = ownership.NAME_TAKEN_AT_ADMISSION.format(
+            kind=kind,
+            name=taken,
+            owner=ownership.describe_owner(live),
+            annotation=ownership.ADOPT_ANNOTATION,
+            pipeline=name,
+        )
+        problems.append(Problem("metadata.name", message))
+    return problems
+
+
 async def admit(
     operation: str,
     new: Mapping[str, Any] | None,
     old: Mapping[str, Any] | None,
     warnings: list[str],
     settings: Settings | None,
+    kube: Kube | None = None,
 ) -> None:
     """kopf's validating handler: raises kopf.AdmissionError (HTTP 422) with every problem, adds warnings.
-    An unexpected error allows the request with a warning: the operator still checks it afterwards."""
+    A CREATE whose objects' names are another's is refused too (`names_taken`, with `kube`). An
+    unexpected error allows the request with a warning: the operator still checks it afterwards."""
     if not review(operation, new, old):
         return
     assert new is not None
     try:
         result = await asyncio.to_thread(verdict, new, settings)
+        if result.allowed and operation == "CREATE" and kube is not None:
+            taken = await asyncio.to_thread(names_taken, kube, new)
+            result = Verdict(taken, result.warnings) if taken else result
     except Exception as exc:
         events.WEBHOOK_REVIEW_FAILED.log(log)
         warnings.append(f"not checked at admission ({type(exc).__name__}); the operator reports in status")
