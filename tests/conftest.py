@@ -297,3 +297,31 @@ def namespace(kube: Any) -> Iterator[str]:
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     yield ns
     kube.delete("v1", "Namespace", None, ns)
+
+
+@pytest.fixture
+def run_operator(
+    control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Any]]:
+    """start(env, endpoints) -> `tritonpipeline run -n NAMESPACE` (harness LocalOperator; `endpoints`:
+    with /metrics and /readyz, returned once ready), each with a log of its own; stopped afterwards,
+    the last one's log printed when the test failed."""
+    from harness.operator_process import LocalOperator
+    from harness.wait import wait_for
+
+    started: list[LocalOperator] = []
+
+    def start(env: dict[str, str] | None = None, endpoints: bool = False) -> LocalOperator:
+        log = tmp_path / ("operator.log" if not started else f"operator-{len(started)}.log")
+        op = LocalOperator(control_plane.kubeconfig, namespace, log, env=env, endpoints=endpoints).start()
+        started.append(op)
+        if endpoints:
+            wait_for("the operator's /readyz", lambda: op.get("/readyz")[0] == 200, 60)
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if started and rep is not None and rep.failed:
+        print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")

@@ -37,25 +37,6 @@ SELECTOR = "serving.tritonpipeline.io/pipeline"
 pytestmark = pytest.mark.apiserver
 
 
-@pytest.fixture
-def run_operator(
-    control_plane: Any, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., LocalOperator]]:
-    started: list[LocalOperator] = []
-
-    def start(env: dict[str, str] | None = None) -> LocalOperator:
-        op = LocalOperator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", env=env).start()
-        started.append(op)
-        return op
-
-    yield start
-    for op in started:
-        op.stop()
-    rep = getattr(request.node, "rep_call", None)
-    if started and rep is not None and rep.failed:
-        print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")
-
-
 @contextmanager
 def private_cluster(binaries: Any, workdir: Path, namespace: str) -> Iterator[tuple[Any, Kube]]:
     """A private kube-apiserver + etcd for a test that stops it or installs CRDs the shared one must not

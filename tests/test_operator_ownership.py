@@ -98,24 +98,9 @@ def metric(op: LocalOperator, name: str) -> str:
 
 
 @pytest.fixture
-def operator(control_plane: Any, namespace: str, tmp_path: Any, request: pytest.FixtureRequest) -> Any:
-    started: list[LocalOperator] = []
-
-    def start(env: dict[str, str] | None = None) -> LocalOperator:
-        log = tmp_path / f"operator-{len(started)}.log"
-        op = LocalOperator(
-            control_plane.kubeconfig, namespace, log, ["--verbose"], env=env, endpoints=True
-        ).start()
-        started.append(op)
-        wait_for("the operator's /readyz", lambda: op.get("/readyz")[0] == 200, 60)
-        return op
-
-    yield start
-    for op in started:
-        op.stop()
-    rep = getattr(request.node, "rep_call", None)
-    if started and rep is not None and rep.failed:
-        print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")
+def operator(run_operator: Callable[..., LocalOperator]) -> Callable[..., LocalOperator]:
+    """run_operator with /metrics (stops the first when a test starts another)."""
+    return lambda env=None: run_operator(env, endpoints=True)
 
 
 def test_a_teams_objects_under_generated_names_are_left_alone_and_reported(
