@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from ..spec import NEWER_FIELDS, newer_fields
+
 CONDITION_TYPES = (
     "SpecValid",
+    "SchemaCurrent",
     "ModelsConfigured",
     "ModelSource",
     "RoutingConfigured",
@@ -29,6 +32,21 @@ def condition(ctype: str, ok: bool, reason: str, message: str, generation: int |
         "message": message[:1024],
         "observedGeneration": generation,
     }
+
+
+# the spec holds fields of a newer CRD than the operator's (spec/document.py `parse_pipeline`'s `newer`)
+SCHEMA_CURRENT = "SchemaCurrent"
+ALL_FIELDS_KNOWN = "AllFieldsKnown"
+ALL_FIELDS_KNOWN_MESSAGE = "every field of the spec is one this operator knows"
+FIELDS_FROM_NEWER_SCHEMA = "FieldsFromNewerSchema"
+
+
+def schema_condition(newer: list[str], generation: int | None) -> dict[str, Any]:
+    """SchemaCurrent: True, or False naming the fields of a newer CRD that this operator ignores."""
+    if not newer:
+        return condition(SCHEMA_CURRENT, True, ALL_FIELDS_KNOWN, ALL_FIELDS_KNOWN_MESSAGE, generation)
+    message = f"{newer_fields(newer)}: {NEWER_FIELDS}"
+    return condition(SCHEMA_CURRENT, False, FIELDS_FROM_NEWER_SCHEMA, message, generation)
 
 
 def merge_conditions(

@@ -28,7 +28,7 @@ from .apply import apply_children, apply_optional, changes, ensure_admin_secret,
 from .claim import Claims, Pipeline
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
-from .status import pod_status, previous_condition, warn, write_status
+from .status import pod_status, previous_condition, schema_current, warn, write_status
 from .upgrade import pin, rolled
 
 
@@ -68,7 +68,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     name, namespace = body.metadata.name, namespace_of(body)
     state.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
-        tp = parse_pipeline(dict(body), beside=graph_problems_beside)
+        newer: list[str] = []  # fields of a newer CRD: reported (SchemaCurrent) and ignored
+        tp = parse_pipeline(dict(body), beside=graph_problems_beside, newer=newer)
         artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
         children = render_children(tp, artifacts, config)
     except SpecError as exc:
@@ -178,7 +179,8 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
             reason=pinned.condition["reason"],
             message=pinned.condition["message"],
         )
-    extra = [valid, configured, *conditions, affinity, pinned.condition]
+    schema = schema_current(state, body, logger, newer, generation)
+    extra = [valid, configured, *conditions, affinity, pinned.condition, schema]
     if deployment is None:  # another's Deployment (or ConfigMap) has the name: nothing of ours serves
         why = ", ".join(ownership.shown(ref) for ref in claims.taken)
         message = ownership.NOT_SERVING.format(what=f"{why} is not this pipeline's (see {ownership.OWNED})")

@@ -15,6 +15,7 @@ from ..kube.manifests import PIPELINE_LABEL
 from ..runtime import log_events as events
 from ..runtime.state import OperatorState
 from ..settings import API_VERSION, KIND, OPERATOR_NAME
+from ..spec import newer_fields
 from .apply import raise_if_transient
 from .drain import relieve
 from .refs import namespace_of, owner_of, pipeline_ref
@@ -66,6 +67,18 @@ def previous_condition(
     """The condition of type `ctype` as last written (or as the event showed it)."""
     status = state.statuses.get((namespace, name)) or body.get("status") or {}
     return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
+
+
+def schema_current(
+    state: OperatorState, body: kopf.Body, logger: kopf.Logger, newer: list[str], generation: int | None
+) -> dict[str, Any]:
+    """SchemaCurrent for the fields of a newer CRD the parse left out (`newer`); logged once by each
+    operator process, and again when they change."""
+    key, fields = (namespace_of(body), body.metadata.name), newer_fields(newer)
+    if fields and state.newer_fields.get(key) != fields:
+        events.NEWER_FIELDS_IGNORED.log(logger, fields=fields)
+    state.newer_fields[key] = fields
+    return st.schema_condition(newer, generation)
 
 
 async def warn(kube: Kube, body: kopf.Body, reason: str, message: str) -> None:

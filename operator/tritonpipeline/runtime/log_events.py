@@ -206,6 +206,17 @@ NOT_UP_TO_DATE = LogEvent(
     "until its spec changes, it is annotated to roll, or TRITONPIPELINE_ROLL_OUTDATED rolls it; the "
     "message says what differs and how to roll.",
 )
+NEWER_FIELDS_IGNORED = LogEvent(
+    "NEWER_FIELDS_IGNORED",
+    logging.WARNING,
+    "fields of a newer CRD ignored: {fields}",
+    "The pipeline holds fields this operator does not know. The API server keeps only fields its CRD "
+    "defines, so a newer CRD than this operator's defines them (applied before the operator was upgraded, "
+    "or kept after a `helm rollback`); its defaults fill some in on every pipeline. The operator serves "
+    "the rest of the spec and leaves them alone (SchemaCurrent=False, FieldsFromNewerSchema); they take "
+    "effect once the operator of that CRD's release runs. Logged once per pipeline by each operator "
+    "process and again when the fields change, not at every resync.",
+)
 ROLLING = LogEvent(
     "ROLLING",
     logging.INFO,

@@ -70,6 +70,8 @@ class OperatorState:
     # the objects with a pipeline's children's names that another holds (kube/ownership.py): `Kind/name`
     # -> who, as its last reconcile found them (the objects-not-owned metric counts them)
     taken: dict[Key, dict[tuple[str, str, str], str]] = field(default_factory=dict)
+    # the fields of a newer CRD each pipeline's last reconcile ignored (logged when they change)
+    newer_fields: dict[Key, str] = field(default_factory=dict)
     # the last scrape of each Ready pod's Triton metrics, per pipeline (reconcile.live)
     scrapes: dict[Key, dict[str, Scrape]] = field(default_factory=dict)
     # the pipelines whose last metrics poll failed (one warning when it starts failing)
@@ -101,6 +103,7 @@ class OperatorState:
             self.optional,
             self.applied,
             self.taken,
+            self.newer_fields,
             self.scrapes,
             self.queued,
             self.rolling,

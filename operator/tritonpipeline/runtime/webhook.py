@@ -49,7 +49,7 @@ from ..settings import (
     read_env,
     setting,
 )
-from ..spec import DNS_SUBDOMAIN_RE, parse_pipeline
+from ..spec import DNS_SUBDOMAIN_RE, NEWER_FIELDS, newer_fields, parse_pipeline
 from ..triton.addresses import url_host
 from . import log_events as events
 from .loops import FIRST_RETRY_SECONDS, WEBHOOK_CERTIFICATE, Loops, describe, retrying, supervise
@@ -228,13 +228,20 @@ def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any]
 
 
 def verdict(doc: Mapping[str, Any], settings: Settings | None = None) -> Verdict:
-    """The same parse + compile + cluster checks as `tritonpipeline validate` and the operator."""
+    """The same parse + compile + cluster checks as `tritonpipeline validate` and the operator. A field
+    of a newer CRD (the review comes after the API server's pruning) is a warning, never a refusal."""
+    newer: list[str] = []
     try:
-        tp = parse_pipeline(dict(doc), beside=graph_problems_beside)
+        tp = parse_pipeline(dict(doc), beside=graph_problems_beside, newer=newer)
     except SpecError as exc:
-        return Verdict(exc.problems)
+        return Verdict(exc.problems, newer_warning(newer))
     _, found = checks.check(tp, settings)
-    return Verdict(found, [] if found else checks.warnings(tp))
+    return Verdict(found, newer_warning(newer) + ([] if found else checks.warnings(tp)))
+
+
+def newer_warning(newer: list[str]) -> list[Problem]:
+    """The admission warning naming the fields of a newer CRD that this operator ignores, if any."""
+    return [Problem(newer_fields(newer), NEWER_FIELDS)] if newer else []
 
 
 def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:

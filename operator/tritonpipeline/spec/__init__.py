@@ -58,6 +58,7 @@ from .base import (
     TensorName,
 )
 from .document import (
+    NEWER_FIELDS,
     STDIN,
     Metadata,
     Numbered,
@@ -67,6 +68,7 @@ from .document import (
     load_documents,
     load_file,
     load_numbered,
+    newer_fields,
     parse_pipeline,
     parse_text,
 )
@@ -113,6 +115,7 @@ __all__ = [
     "MAX_TENSOR_NAME",
     "MODEL_NAME_RE",
     "NAME_RE",
+    "NEWER_FIELDS",
     "NGINX_GATEWAY_HEADER_RE",
     "NONZERO_DIM",
     "NVIDIA_GPU",
@@ -179,6 +182,7 @@ __all__ = [
     "load_documents",
     "load_file",
     "load_numbered",
+    "newer_fields",
     "parse_pipeline",
     "parse_text",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -419,15 +419,61 @@ Beside = Callable[[dict[str, Any], list[Problem]], list[Problem]]
 
 
 def parse_pipeline(
-    doc: dict[str, Any], source: str | None = None, *, beside: Beside | None = None
+    doc: dict[str, Any],
+    source: str | None = None,
+    *,
+    beside: Beside | None = None,
+    newer: list[str] | None = None,
 ) -> TritonPipeline:
     """Validate one TritonPipeline mapping. Raises SpecError listing every problem found, and what
-    `beside` finds too."""
+    `beside` finds too.
+
+    With `newer` (for an object the API server stored or sends for admission): a field the schema does not
+    know is no problem; it is left out and its path appended to `newer`. The API server prunes every field
+    its CRD does not define, after defaulting, so such a field is one a newer CRD defines (applied before
+    this operator was upgraded, or kept after a rollback): reported and ignored, never refused. A user's
+    file (`validate`) has no `newer`: an unknown field there is a typo."""
     try:
         return TritonPipeline.model_validate(doc)
     except ValidationError as exc:
+        unknown = [tuple(e["loc"]) for e in exc.errors(include_url=False) if e["type"] == "extra_forbidden"]
+        known = _without(doc, unknown) if newer is not None and unknown else doc
+        if newer is not None and known != doc:  # the rest is parsed again: its own problems are raised
+            newer += [format_path(loc) for loc in unknown]
+            return parse_pipeline(known, source, beside=beside, newer=newer)
         problems = _problems(exc)
         raise SpecError(problems + (beside(doc, problems) if beside else []), source) from None
+
+
+def _without(value: Any, locs: list[tuple[Any, ...]]) -> Any:
+    """`value` less what lies at each location (pydantic's, through mappings and lists), copied only along
+    their paths."""
+    if not locs:
+        return value
+    gone = {loc[0] for loc in locs if len(loc) == 1}
+    below: dict[Any, list[tuple[Any, ...]]] = {}
+    for loc in locs:
+        if len(loc) > 1:
+            below.setdefault(loc[0], []).append(loc[1:])
+    if isinstance(value, Mapping):
+        return {k: _without(v, below.get(k, [])) for k, v in value.items() if k not in gone}
+    if isinstance(value, list):
+        return [_without(v, below.get(i, [])) for i, v in enumerate(value)]
+    return value
+
+
+# What a pipeline says of the fields `parse_pipeline` put in `newer`: in its status and the webhook's warning
+NEWER_FIELDS = (
+    "defined by a newer CRD than this operator knows (the API server keeps only fields its CRD defines): "
+    "this operator ignores them and serves the rest of the spec; they take effect once the operator of "
+    "that CRD's release runs"
+)
+
+
+def newer_fields(paths: list[str]) -> str:
+    """The paths `parse_pipeline` put in `newer`, each once, a list index as [*] (a CRD's default fills a
+    field in every item): `spec.server.someSetting, spec.models[*].other`."""
+    return ", ".join(dict.fromkeys(re.sub(r"\[\d+\]", "[*]", p) for p in paths))
 
 
 @dataclass(frozen=True)

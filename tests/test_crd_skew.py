@@ -1,0 +1,284 @@
+"""Version skew between the CRD and the operator (docs/concepts/validation.md, CRD evolution): an operator
+never refuses, and never marks invalid, a pipeline because it holds fields a newer CRD defines. The API
+server prunes every field its CRD does not define, after defaulting, so a field the operator does not
+know in a stored object or an admission review is a newer CRD's: it is reported (SchemaCurrent=False,
+NEWER_FIELDS_IGNORED, an admission warning) and ignored. A user's file (`validate`) still refuses an
+unknown field: there it is a typo.
+
+The other way (a newer operator reading objects stored under an older CRD) is tests/test_crd_upgrade.py."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.kubeapi import ensure_namespace, wait_established
+from harness.operator_process import OperatorProcess
+from harness.wait import wait_for
+from helpers import condition
+from test_crd_upgrade import CRD_PATH
+from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
+from test_webhook import DENIED, call, cluster_doc, collection, create, cyclic, start_webhook_operator
+from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import status as st
+from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.runtime import log_events as events
+from tritonpipeline.runtime import webhook
+from tritonpipeline.spec import NEWER_FIELDS, parse_pipeline
+
+API = "serving.tritonpipeline.io/v1alpha1"
+NAMESPACE = "ml"
+# what a future release adds under the evolution policy: an optional field with a default (filled in on
+# every stored pipeline by the API server), one in every list item, and a new optional object
+FUTURE_SETTING = "spec.server.someFutureSetting"
+FUTURE_FLAG = "spec.models[*].futureFlag"
+FUTURE_OBJECT = "spec.futureObject"
+# the children whose survival says nothing was rolled or pruned
+CHILD_KINDS = (("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "ConfigMap"))
+
+
+def with_future_fields(doc: dict[str, Any], future_object: bool = True) -> dict[str, Any]:
+    """A pipeline as the API server serves it under the newer CRD (its defaults filled in)."""
+    out = copy.deepcopy(doc)
+    out["spec"]["server"]["someFutureSetting"] = "x"
+    for model in out["spec"]["models"]:
+        model["futureFlag"] = False
+    if future_object:
+        out["spec"]["futureObject"] = {"mode": "fast"}
+    return out
+
+
+# ------------------------------------------------------------------------------------ pure
+
+
+def test_fields_a_newer_crd_defines_are_collected_not_refused() -> None:
+    doc = cluster_doc("diamond", "d")
+    newer: list[str] = []
+    tp = parse_pipeline(with_future_fields(doc), newer=newer)
+    assert tp.spec == parse_pipeline(doc).spec  # ignored: the spec means what it meant
+    assert newer == [
+        "spec.server.someFutureSetting",
+        *(f"spec.models[{i}].futureFlag" for i in range(len(doc["spec"]["models"]))),
+        "spec.futureObject",
+    ]
+
+
+def test_a_users_file_still_refuses_an_unknown_field() -> None:
+    """`validate` (no `newer`): an unknown field in a file is a typo."""
+    with pytest.raises(SpecError) as exc:
+        parse_pipeline(with_future_fields(cluster_doc("diamond", "d")))
+    paths = {p.path for p in exc.value.problems}
+    assert {"spec.server.someFutureSetting", "spec.futureObject", "spec.models[0].futureFlag"} <= paths
+    assert all(p.message.startswith("unknown field") for p in exc.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path"),
+    [
+        (lambda d: d["spec"]["server"].update(replicas=-1), "spec.server.replicas"),
+        # pass-through Kubernetes fields keep their own checks: an unknown key there is no CRD's field
+        (
+            lambda d: d["spec"]["server"].update(affinity={"nodeAfinity": {}}),
+            "spec.server.affinity.nodeAfinity",
+        ),
+        (lambda d: d["spec"]["server"].update(resources={"limit": {}}), "spec.server.resources.limit"),
+        (lambda d: d["spec"]["models"][0].update(backend="Python!"), "spec.models[0].backend"),
+    ],
+)
+def test_only_unknown_fields_are_collected_every_other_problem_stays(
+    mutate: Callable[[dict[str, Any]], None], path: str
+) -> None:
+    doc = with_future_fields(cluster_doc("diamond", "d"))
+    mutate(doc)
+    newer: list[str] = []
+    with pytest.raises(SpecError) as exc:
+        parse_pipeline(doc, newer=newer)
+    assert [p.path for p in exc.value.problems] == [path]
+    assert "spec.futureObject" in newer
+
+
+def test_the_webhook_allows_fields_of_a_newer_crd_with_a_warning_naming_them() -> None:
+    verdict = webhook.verdict(with_future_fields(cluster_doc("diamond", "d")))
+    assert verdict.allowed, verdict.message()
+    assert [str(w) for w in verdict.warnings] == [
+        f"{FUTURE_SETTING}, {FUTURE_FLAG}, {FUTURE_OBJECT}: {NEWER_FIELDS}"
+    ]
+    assert not webhook.verdict(with_future_fields(cyclic())).allowed  # a real problem is still refused
+
+
+def test_schema_condition_names_the_fields_once_each() -> None:
+    fields = ["spec.server.someFutureSetting", "spec.models[0].futureFlag", "spec.models[1].futureFlag"]
+    found = st.schema_condition(fields, 3)
+    assert (found["type"], found["status"], found["reason"]) == (
+        "SchemaCurrent",
+        "False",
+        "FieldsFromNewerSchema",
+    )
+    assert found["message"] == f"{FUTURE_SETTING}, {FUTURE_FLAG}: {NEWER_FIELDS}"
+    assert st.schema_condition([], 3)["status"] == "True"
+
+
+# ------------------------------------------------------------------------------ real apiserver
+
+
+def newer_crd() -> dict[str, Any]:
+    """This tree's CRD as a future release would change it under the evolution policy."""
+    new = crd()
+    spec = new["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"]["server"]["properties"]["someFutureSetting"] = {"type": "string", "default": "x"}
+    spec["properties"]["models"]["items"]["properties"]["futureFlag"] = {"type": "boolean", "default": False}
+    spec["properties"]["futureObject"] = {"type": "object", "properties": {"mode": {"type": "string"}}}
+    return new
+
+
+def webhook_operator(cp: Any, kube: Kube, log: Path) -> OperatorProcess:
+    """This tree's operator serving its webhook with failurePolicy Ignore (the chart's default), resyncing
+    every 2 s."""
+    resync = {"TRITONPIPELINE_RESYNC_SECONDS": "2"}
+    return start_webhook_operator(cp.kubeconfig, kube, NAMESPACE, log, "tp-webhook-skew", "Ignore", resync)
+
+
+def children(kube: Kube, name: str) -> dict[tuple[str, str], str]:
+    """(kind, name) -> uid of the pipeline's Deployment, Services and ConfigMaps."""
+    return {
+        (kind, obj["metadata"]["name"]): obj["metadata"]["uid"]
+        for api, kind in CHILD_KINDS
+        for obj in kube.list(api, kind, NAMESPACE, f"{PIPELINE_LABEL}={name}")
+    }
+
+
+def pipeline(kube: Kube, name: str) -> dict[str, Any]:
+    obj = kube.get(API, "TritonPipeline", NAMESPACE, name)
+    assert obj is not None, name
+    return obj
+
+
+def reported(kube: Kube, name: str) -> dict[str, Any] | None:
+    """The pipeline once it says SchemaCurrent=False naming the newer CRD's fields."""
+    obj = pipeline(kube, name)
+    schema = condition(obj, st.SCHEMA_CURRENT) or {}
+    return obj if schema.get("reason") == st.FIELDS_FROM_NEWER_SCHEMA else None
+
+
+def snapshot(kube: Kube, name: str) -> dict[str, Any]:
+    """What must not change: SpecValid (its lastTransitionTime: it never flipped), the children (the same
+    objects) and the Deployment's pod template."""
+    deployment = kube.get("apps/v1", "Deployment", NAMESPACE, name)
+    assert deployment is not None, name
+    return {
+        "valid": condition(pipeline(kube, name), "SpecValid"),
+        "children": children(kube, name),
+        "template": deployment["spec"]["template"],
+    }
+
+
+def reconciled(kube: Kube, name: str) -> dict[str, Any] | None:
+    """The pipeline once this operator reconciled its current generation."""
+    obj = pipeline(kube, name)
+    status = obj.get("status") or {}
+    handled = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return obj if handled and condition(obj, st.SCHEMA_CURRENT) else None
+
+
+def invalid(kube: Kube, name: str) -> dict[str, Any] | None:
+    obj = pipeline(kube, name)
+    return obj if (condition(obj, "SpecValid") or {}).get("status") == "False" else None
+
+
+def assert_served_as_before(kube: Kube, name: str, before: dict[str, Any]) -> None:
+    """Still valid, the newer fields named, nothing rolled or pruned."""
+    obj = wait_for(
+        f"{name} reports the newer CRD's fields (or is marked invalid)",
+        lambda: reported(kube, name) or invalid(kube, name),
+        60,
+    )
+    valid = condition(obj, "SpecValid") or {}
+    assert valid.get("status") == "True", valid
+    assert obj["spec"]["server"]["someFutureSetting"] == "x"  # the newer CRD's default, as served
+    message = (condition(obj, st.SCHEMA_CURRENT) or {})["message"]
+    assert message.startswith(f"{FUTURE_SETTING}, {FUTURE_FLAG}: "), message
+    after = snapshot(kube, name)
+    assert after["valid"]["status"] == "True", after["valid"]
+    assert after == before, name
+
+
+def writes_pass_with_the_warning(kube: Kube, created: str, updated: str) -> None:
+    """A create (with the new optional object) and a spec update: allowed, with the webhook's warning
+    naming the newer CRD's fields (the warning shows the webhook answered: Ignore would let a failed
+    call through silently). A real problem is still refused."""
+    doc = with_future_fields(cluster_doc("diamond", created))
+    status, body, warnings = create(kube, NAMESPACE, doc)
+    assert status == 201, body
+    assert any(w.startswith(f"{FUTURE_SETTING}, {FUTURE_FLAG}, {FUTURE_OBJECT}: ") for w in warnings), (
+        warnings
+    )
+    obj = pipeline(kube, updated)
+    obj["spec"]["server"]["replicas"] = obj["spec"]["server"].get("replicas", 1) + 1
+    status, body, warnings = call(kube, "PUT", f"{collection(NAMESPACE)}/{updated}", obj)
+    assert status == 200, body
+    assert any(w.startswith(f"{FUTURE_SETTING}, {FUTURE_FLAG}: ") for w in warnings), warnings
+    status, body, _ = create(kube, NAMESPACE, with_future_fields(cyclic()), dry_run=True)
+    assert status == 422 and DENIED in body["message"], body
+
+
+# the log line of a stored pipeline under the newer CRD (no futureObject: only the defaults fill it in)
+IGNORED_LINE = events.NEWER_FIELDS_IGNORED.format(fields=f"{FUTURE_SETTING}, {FUTURE_FLAG}")
+
+
+@pytest.mark.apiserver
+def test_a_running_operator_keeps_serving_while_a_newer_crd_is_applied_and_after_a_rollback(
+    control_plane: Any, tmp_path: Path
+) -> None:
+    """docs/how-to/upgrade.md's first step (the new CRD applied while the previous release's operator and
+    its webhook still run), with this tree's operator as the previous release and this tree's CRD plus a
+    future release's fields as the new one. Then `helm rollback` with the newer CRD kept: the older
+    operator starts again against it (the same code path, from a fresh start)."""
+    from harness.controlplane import ControlPlane
+
+    with ControlPlane(tmp_path / "cp", control_plane.binaries) as cp:
+        kube = Kube(cp.api_client(), "test-admin")
+        current = crd()
+        kube.request("POST", CRD_PATH, query=[("fieldManager", "helm")], body=current)  # helm install
+        wait_established(kube, current["metadata"]["name"])
+        ensure_namespace(kube, NAMESPACE)
+        stored = ("a", "b")
+        for name in stored:
+            kube.apply(cluster_doc("diamond", name, NAMESPACE), field_manager="kubectl")
+        op = webhook_operator(cp, kube, tmp_path / "operator.log")
+        try:
+            for name in stored:
+                wait_for(f"{name} reconciled", lambda n=name: reconciled(kube, n), 60)
+            before = {name: snapshot(kube, name) for name in stored}
+            assert all(b["valid"]["status"] == "True" for b in before.values()), before
+
+            kubectl_server_side_apply(kube, newer_crd(), force=True)  # the upgrade how-to's first step
+            wait_established(kube, current["metadata"]["name"])
+            for name in stored:
+                assert_served_as_before(kube, name, before[name])
+            writes_pass_with_the_warning(kube, "c", "a")
+            wait_for("c reported", lambda: reported(kube, "c"), 60)
+            wait_for("a's new generation reconciled", lambda: reconciled(kube, "a"), 60)
+            before["a"] = snapshot(kube, "a")
+            assert before["a"]["valid"]["status"] == "True", before["a"]
+            assert IGNORED_LINE in op.text(), op.text()[-3000:]
+            assert "Traceback" not in op.text(), op.text()[-3000:]
+            op.stop()
+
+            # `helm rollback` keeps the newer CRD: the older operator, started afresh, reads it the same way
+            op = webhook_operator(cp, kube, tmp_path / "operator-rolled-back.log")
+            wait_for("the restarted operator's log line", lambda: IGNORED_LINE in op.text(), 60)
+            for name in stored:
+                assert_served_as_before(kube, name, before[name])
+            writes_pass_with_the_warning(kube, "d", "b")
+            assert "Traceback" not in op.text(), op.text()[-3000:]
+        except BaseException:
+            print(f"\n===== operator log =====\n{op.text()[-6000:]}")
+            raise
+        finally:
+            op.stop()
