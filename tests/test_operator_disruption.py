@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-import test_operator
 from harness.kubeapi import apply_object, write_status
 from harness.wait import wait_for
 from helpers import condition
@@ -23,7 +22,6 @@ from tritonpipeline.kube.status import DRAIN_WAITING, NO_ROOM, REPLACING_DRAINED
 from tritonpipeline.settings import FIELD_MANAGER
 
 pytestmark = pytest.mark.apiserver
-run_operator = test_operator.run_operator
 
 NO_GPU = "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu."
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import yaml
 
-import test_operator
 from harness.gotools import ToolError, ToolUnavailable, ensure_tool
 from harness.kubeapi import dry_run_apply, schemaless_crd, wait_established
 from harness.operator_process import LocalOperator
@@ -45,7 +44,6 @@ pytestmark = pytest.mark.apiserver
 
 GATEWAY = {"name": "public", "namespace": "gateways"}
 # the operator as a subprocess (the shared control plane and a fresh namespace per test: conftest)
-run_operator = test_operator.run_operator
 
 
 def routed(

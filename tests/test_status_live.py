@@ -17,7 +17,6 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-import test_operator
 from harness.kubeapi import write_status
 from harness.wait import wait_for
 from helpers import example
@@ -32,7 +31,6 @@ from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import triton_metrics as tm
 from tritonpipeline.spec import parse_pipeline
 
-run_operator = test_operator.run_operator
 REQUESTS = 20
 
 
