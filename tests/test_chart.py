@@ -66,6 +66,7 @@ OPERATOR_RULES = [
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["apps"], "resources": ["deployments"],
      "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},

@@ -25,10 +25,10 @@ from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.crd import crd
-from tritonpipeline.kube.manifests import HASH_ANNOTATION
+from tritonpipeline.kube.manifests import HASH_ANNOTATION, render_children
 from tritonpipeline.kube.packing import entries_of, unpack
 from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
-from tritonpipeline.settings import GROUP
+from tritonpipeline.settings import GROUP, Settings
 from tritonpipeline.spec import parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -71,6 +71,12 @@ def cluster_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, 
     doc["metadata"] = {"name": name, "namespace": namespace}
     doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
     return doc
+
+
+def rendered(doc: dict[str, Any]) -> Any:
+    """The children the operator renders for `doc` (with its router choice and default settings)."""
+    tp = parse_pipeline(doc)
+    return render_children(tp, compile_pipeline(tp, router=choose_router(tp)), Settings())
 
 
 def get_cr(kube: Kube, ns: str, name: str) -> dict[str, Any]:
@@ -813,7 +819,11 @@ def test_kill_9_mid_reconcile_then_restart_converges(kube, namespace, run_operat
     configmaps = kube.list("v1", "ConfigMap", namespace, SELECTOR)
     assert sorted(d["metadata"]["name"] for d in deployments) == names
     assert sorted(s["metadata"]["name"] for s in services) == names
-    assert sorted(c["metadata"]["name"] for c in configmaps) == [f"{n}-repo-0" for n in names]
+    # each pipeline's ConfigMaps once: no half-applied set left behind, none made twice
+    want = sorted(
+        c["metadata"]["name"] for n in names for c in rendered(cluster_doc(n, namespace)).configmaps
+    )
+    assert sorted(c["metadata"]["name"] for c in configmaps) == want
 
 
 @pytest.mark.tritonserver

@@ -113,11 +113,11 @@ def test_unrelated_configmaps_do_not_reach_the_operator(control_plane: Any, tmp_
             wait_for("Ready=True", ready)
             # the ConfigMap watch lists before it watches, so a restored ConfigMap also means the operator
             # has read whatever its ConfigMap list returned (all 150 MB of them without a label selector)
-            k.delete("v1", "ConfigMap", "memory", "vision-repo-0")
+            (generated,) = k.list("v1", "ConfigMap", "memory", "serving.tritonpipeline.io/pipeline=vision")
+            name = generated["metadata"]["name"]
+            k.delete("v1", "ConfigMap", "memory", name)
             wait_for(
-                "the ConfigMap to come back",
-                lambda: k.get("v1", "ConfigMap", "memory", "vision-repo-0"),
-                timeout=120,
+                "the ConfigMap to come back", lambda: k.get("v1", "ConfigMap", "memory", name), timeout=120
             )
             assert op.proc is not None and op.alive()
             peak = peak_rss_mb(op.proc.pid)

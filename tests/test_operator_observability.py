@@ -19,7 +19,15 @@ import pytest
 from harness.operator_process import LocalOperator
 from harness.prometheus import Prometheus
 from harness.wait import wait_for
-from test_operator import API, CLI, cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
+from test_operator import (
+    API,
+    CLI,
+    SELECTOR,
+    cluster_doc,
+    operator_log_on_failure,
+    private_cluster,
+    wait_reconciled,
+)
 from tritonpipeline.reconcile.apply import changes
 from tritonpipeline.runtime.health import WatchHealth
 
@@ -90,10 +98,12 @@ def test_full_log_lines_carry_time_level_object_and_one_outcome_per_reconcile(ku
     assert "reconcile waiting (generation 2): 4 objects unchanged; waiting for pods (0/2 ready)" in waiting
 
     # a deleted child: the line names the pipeline it belongs to, and the reconcile re-creates it
-    kube.delete("v1", "ConfigMap", namespace, "vision-repo-0")
-    restored = f"[{namespace}/vision] ConfigMap/vision-repo-0 was deleted; restoring it"
+    (generated,) = kube.list("v1", "ConfigMap", namespace, f"{SELECTOR}=vision")
+    name = generated["metadata"]["name"]
+    kube.delete("v1", "ConfigMap", namespace, name)
+    restored = f"[{namespace}/vision] ConfigMap/{name} was deleted; restoring it"
     wait_for("the restore line", lambda: restored in op.text())
-    recreated = f"[{namespace}/vision] reconcile updated (generation 2): created ConfigMap/vision-repo-0;"
+    recreated = f"[{namespace}/vision] reconcile updated (generation 2): created ConfigMap/{name};"
     wait_for("the re-create line", lambda: recreated in op.text())
 
     # an invalid spec: the first error, once per reconcile

@@ -16,7 +16,7 @@ import pytest
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
-from test_operator import cluster_doc, get_cr, wait_reconciled
+from test_operator import cluster_doc, get_cr, rendered, wait_reconciled
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.ownership import ADOPT_ANNOTATION, NAME_TAKEN, OWNED, generated_names
 
@@ -220,29 +220,31 @@ def test_a_teams_object_created_after_the_pipeline_is_never_deleted(
 def test_a_configmap_of_anothers_stops_the_deployment(
     kube: Kube, namespace: str, operator: Callable[..., LocalOperator]
 ) -> None:
-    """A team's ConfigMap has the name of the pipeline's first repository part: the Deployment, which would
-    mount it, is not applied; Ready says nothing serves and why."""
+    """A ConfigMap of another's has the name of the pipeline's first repository part: the Deployment,
+    which would mount it, is not applied; Ready says nothing serves and why."""
+    doc = cluster_doc("d", namespace)
+    taken = rendered(doc).configmaps[0]["metadata"]["name"]
     kube.create(
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"namespace": namespace, "name": "d-repo-0"},
+            "metadata": {"namespace": namespace, "name": taken},
             "data": {"config.pbtxt": "name: 'not yours'"},
         }
     )
     operator()
-    kube.apply(cluster_doc("d", namespace))
+    kube.apply(doc)
     ready = wait_for(
         "Ready=False NameTaken",
         lambda: (lambda c: c if c and c["reason"] == NAME_TAKEN else None)(
             condition(get_cr(kube, namespace, "d"), "Ready")
         ),
     )
-    assert "ConfigMap/d-repo-0" in ready["message"], ready
+    assert f"ConfigMap/{taken}" in ready["message"], ready
     owned = condition(get_cr(kube, namespace, "d"), OWNED)
     assert owned is not None and "Deployment/d" in owned["message"], owned  # not applied, and why
     assert kube.get("apps/v1", "Deployment", namespace, "d") is None
-    cm = kube.get("v1", "ConfigMap", namespace, "d-repo-0")
+    cm = kube.get("v1", "ConfigMap", namespace, taken)
     assert cm is not None and cm["data"] == {"config.pbtxt": "name: 'not yours'"}
 
 

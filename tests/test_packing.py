@@ -157,3 +157,25 @@ def test_no_manifest_and_broken_manifest_are_refused() -> None:
         unpack({"manifest-000.json": b"{"})
     with pytest.raises(SpecError, match="not one this version writes"):
         unpack({"manifest-000.json": b'{"part": 0}'})
+
+
+def _configmaps(fan_out: str, max_bytes: int = 900 * 1024) -> list[dict[str, object]]:
+    doc = example("fanout")
+    doc["spec"]["pipelines"][0]["fanOut"] = fan_out
+    tp = parse_pipeline(doc)
+    return configmaps(tp, compile_pipeline(tp), Settings(configmap_max_bytes=max_bytes))
+
+
+def test_configmaps_are_immutable_and_named_by_their_content() -> None:
+    """The same repository gets the same names (a resync writes nothing new); a changed one gets new
+    names for every part, so a Deployment switches to it in one step and never mounts a mix; so does
+    another split of the same files (another size limit)."""
+    first, again = _configmaps("router"), _configmaps("router")
+    names = [c["metadata"]["name"] for c in first]  # type: ignore[index]
+    assert names == [c["metadata"]["name"] for c in again]  # type: ignore[index]
+    assert all(c["immutable"] is True for c in first)
+    assert all(re.fullmatch(r"vision-repo-[0-9a-f]{10}-\d+", n) for n in names), names
+    changed = [c["metadata"]["name"] for c in _configmaps("shared")]  # type: ignore[index]
+    assert not set(changed) & set(names)
+    split = [c["metadata"]["name"] for c in _configmaps("router", 4000)]  # type: ignore[index]
+    assert len(split) > len(names) and not set(split) & set(names)

@@ -204,6 +204,8 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     whoever may update the owner's finalizers: `update` on tritonpipelines/finalizers (no finalizer is
     ever written);
   - a Deployment is read (GET) when a pipeline gets an autoscaler, to hand its replica count over;
+  - ReplicaSets are listed (by the pipeline's label) before generated ConfigMaps are pruned: those the
+    pods of a kept ReplicaSet mount stay (the ConfigMaps are immutable and named by their content);
   - the model claim of a pvc:// repository is read (GET) for its access modes (ModelSource condition).
   - Secrets: create only. The operator POSTs each pipeline's admin-key Secret (a random key) once and
     takes "already exists" as done; it never gets, lists, watches, patches or deletes a Secret, so it
@@ -255,6 +257,9 @@ The operator's permissions inside a namespace (or in all of them), derived from 
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]

@@ -23,7 +23,7 @@ from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, Model, TritonPipeline, kubernetes
 from ..triton import advisories, tritonserver_options
 from . import packing, routing
-from .meta import configmap_name
+from .meta import CONFIGMAP_DIGEST_CHARS, configmap_name
 from .security_context import container_security, pod_security
 
 
@@ -115,7 +115,13 @@ def derived_names(tp: TritonPipeline) -> list[DerivedName]:
     names = [
         DerivedName("the Service", base, base, meta, DNS_1035_LABEL),
         DerivedName("the Deployment", base, base, meta, DNS_1123_SUBDOMAIN),
-        DerivedName("the ConfigMap", configmap_name(tp, 0), base, meta, DNS_1123_SUBDOMAIN),
+        DerivedName(
+            "the ConfigMap",
+            configmap_name(tp, 0, "0" * CONFIGMAP_DIGEST_CHARS),
+            base,
+            meta,
+            DNS_1123_SUBDOMAIN,
+        ),
         DerivedName("the label app.kubernetes.io/instance", base, base, meta, LABEL_VALUE),
     ]
     route = tp.spec.routing

@@ -24,6 +24,7 @@ _PLURALS = {
     "ConfigMap": "configmaps",
     "Service": "services",
     "Deployment": "deployments",
+    "ReplicaSet": "replicasets",
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
     "Ingress": "ingresses",
     "DestinationRule": "destinationrules",

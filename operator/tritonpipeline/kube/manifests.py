@@ -44,6 +44,8 @@ S3_ADDRESSING_ENV = "TRITONPIPELINE_S3_ADDRESSING_STYLE"
 MODELS_DIR = "/tp/models"
 REPOSITORY_DIR = f"{MODELS_DIR}/repository"
 HASH_ANNOTATION = f"{GROUP}/repository-hash"
+# earlier ReplicaSets a Deployment keeps (`kubectl rollout undo` reaches them), each with its ConfigMaps
+REVISION_HISTORY = 3
 METRIC_NAMES = autoscaling.METRIC_NAMES
 
 __all__ = [
@@ -89,26 +91,25 @@ class Children:
         ]
 
 
-def configmap_names(tp: TritonPipeline, count: int) -> list[str]:
-    return [configmap_name(tp, i) for i in range(count)]
-
-
 def configmaps(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> list[dict[str, Any]]:
-    """The generated repository split over ConfigMaps below the size limit (format: kube/packing.py)."""
+    """The generated repository split over ConfigMaps below the size limit (format: kube/packing.py),
+    immutable and named by their content (meta.configmap_name): a new repository is new ConfigMaps, which
+    the Deployment switches to in one step, while pods of earlier ReplicaSets keep theirs."""
     too_large = checks.file_size_problems(artifacts, settings)
     if too_large:
         raise SpecError(too_large)
     parts = packing.pack(artifacts.files, artifacts.models, settings.configmap_max_bytes)
-    names = configmap_names(tp, len(parts))
+    digest = packing.parts_digest(parts)
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(name, tp, settings),
+            "metadata": _meta(configmap_name(tp, index, digest), tp, settings),
+            "immutable": True,
             "data": part.data,
             **({"binaryData": part.binary_data} if part.binary_data else {}),
         }
-        for name, part in zip(names, parts, strict=True)
+        for index, part in enumerate(parts)
     ]
 
 
@@ -380,6 +381,8 @@ def deployment(
     pod_spec["affinity"] = affinity(tp)
     spec: dict[str, Any] = {
         "strategy": strategy(tp),
+        # each kept ReplicaSet keeps the generated ConfigMaps its pods mount (reconcile/apply.py prune)
+        "revisionHistoryLimit": REVISION_HISTORY,
         "selector": {"matchLabels": selector_labels(tp.name)},
         "template": {
             "metadata": {

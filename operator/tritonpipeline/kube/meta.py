@@ -13,9 +13,17 @@ PIPELINE_LABEL = f"{GROUP}/pipeline"
 MANAGED_BY = {"app.kubernetes.io/managed-by": OPERATOR_NAME}
 
 
-def configmap_name(tp: TritonPipeline | str, index: int) -> str:
-    """The ConfigMap holding part `index` of the generated repository (of the pipeline of this name)."""
-    return f"{tp if isinstance(tp, str) else tp.name}-repo-{index}"
+# hex digits of the generated repository's digest in its ConfigMaps' names
+CONFIGMAP_DIGEST_CHARS = 10
+
+
+def configmap_name(tp: TritonPipeline | str, index: int, digest: str) -> str:
+    """The ConfigMap holding part `index` of the generated repository whose parts' digest is `digest`
+    (kube/packing.py `parts_digest`), of the pipeline (or of the pipeline of this name): content-addressed,
+    so a changed repository is a new set of ConfigMaps, and a pod always mounts the one its template was
+    rendered for."""
+    name = tp if isinstance(tp, str) else tp.name
+    return f"{name}-repo-{digest[:CONFIGMAP_DIGEST_CHARS]}-{index}"
 
 
 def selector_labels(name: str) -> dict[str, str]:

@@ -17,7 +17,6 @@ from ..settings import FIELD_MANAGER, GROUP, KIND
 from . import access, autoscaling
 from . import routing as rt
 from .manifests import PDB_API, Children
-from .meta import configmap_name
 
 # on an existing object: the name of the pipeline that may take it over (adopt it as its own child)
 ADOPT_ANNOTATION = f"{GROUP}/adopt"
@@ -116,12 +115,12 @@ def shown(ref: Ref) -> str:
 
 
 def generated_names(pipeline: str) -> list[Ref]:
-    """Every object name any spec of the pipeline named `pipeline` could render (the ConfigMaps by their
-    first part): what another pipeline of the namespace must not render too."""
+    """Every object name any spec of the pipeline named `pipeline` could render: what another pipeline of
+    the namespace must not render too. Not its ConfigMaps: named by their content, `NAME-repo-DIGEST-N`,
+    they cannot be another pipeline's."""
     return [
         ("apps/v1", "Deployment", pipeline),
         ("v1", "Service", pipeline),
-        ("v1", "ConfigMap", configmap_name(pipeline, 0)),
         ("v1", "Secret", access.generated_secret_name(pipeline)),
         *optional_names(pipeline),
     ]

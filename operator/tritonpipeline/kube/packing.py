@@ -12,6 +12,7 @@ mix of two versions.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -70,6 +71,14 @@ def _manifest(index: int, parts: int, digest: str, models: Iterable[str], keys: 
 def _base_size(models: tuple[str, ...]) -> int:
     """A part's size before any file: its manifest with no files (part numbers up to 999)."""
     return len(manifest_key(0)) + len(_manifest(999, 999, "0" * 64, models, {}))
+
+
+def parts_digest(parts: Iterable[Part]) -> str:
+    """sha256 of what the parts store, in order: equal parts give equal digests (ConfigMap names)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(json.dumps([part.data, part.binary_data], sort_keys=True).encode() + b"\0")
+    return h.hexdigest()
 
 
 def too_large(files: Mapping[str, bytes], models: Iterable[str], max_bytes: int) -> list[str]:

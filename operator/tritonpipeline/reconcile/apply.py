@@ -319,23 +319,29 @@ async def prune(
     live: dict[str, Any] | None = None,
 ) -> list[str]:
     """Delete the pipeline's children a valid spec no longer renders, each only if the pipeline controls
-    it (by UID): surplus ConfigMap parts (of `listed`, the pipeline's ConfigMaps before this apply, listed
-    here when None; but `keep_configmaps`, those of a pinned pod template), and a dropped optional child
+    it (by UID): generated ConfigMaps (of `listed`, the pipeline's ConfigMaps before this apply, listed
+    here when None) that neither this rendering, nor a pinned pod template (`keep_configmaps`), nor a
+    ReplicaSet of the Deployment (REVISION_HISTORY of them are kept) mounts; and a dropped optional child
     (an autoscaler, a routing object...): those the previous reconcile in this process rendered, else
     those the live Deployment (`live`, before this apply) records (ownership.RENDERED_OPTIONAL), else,
     for a Deployment of an operator before that record, every optional name this pipeline could have."""
     children, pipeline = claims.children, claims.pipeline
     namespace, name = pipeline_namespace(tp), tp.name
+    selector = f"{PIPELINE_LABEL}={name}"
     keep = {c["metadata"]["name"] for c in children.configmaps} | keep_configmaps
     removed = []
     if listed is None:
-        listed = tuple(
-            await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={name}")
-        )
-    for cm in listed:
-        meta = cm["metadata"]
-        if meta["name"] in keep or not ownership.controlled_by(cm, pipeline.uid):
-            continue
+        listed = tuple(await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector))
+    surplus = [
+        cm["metadata"]
+        for cm in listed
+        if cm["metadata"]["name"] not in keep and ownership.controlled_by(cm, pipeline.uid)
+    ]
+    if surplus:  # those a ReplicaSet's pods mount stay with it (a pod it starts again must find them)
+        sets = await asyncio.to_thread(kube.list, "apps/v1", "ReplicaSet", namespace, selector)
+        mounted = {n for rs in sets for n in pinning.projected_configmaps(rs["spec"].get("template") or {})}
+        surplus = [meta for meta in surplus if meta["name"] not in mounted]
+    for meta in surplus:
         if await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, meta["name"], meta["uid"]):
             removed.append(f"ConfigMap/{meta['name']}")
     rendered = rendered_optional(tp, children)

@@ -32,8 +32,13 @@ async def reconcile_owner(state: OperatorState, namespace: str, name: str) -> No
 
 
 async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, Any]) -> None:
-    """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children."""
+    """A deleted child of a pipeline: say so on the pipeline's lines, and re-apply its children. Not one
+    the pipeline's last reconcile in this process did not apply (it pruned it, or a new set of generated
+    ConfigMaps replaced it)."""
     namespace = namespace_of(body)
+    seen = state.applied.get((namespace, owner["name"]))
+    if seen is not None and f"{body.get('kind')}/{body.metadata.name}" not in seen:
+        return
     log = state.logger_for(pipeline_ref(namespace, owner["name"], owner.get("uid")))
     events.CHILD_RESTORED.log(log, kind=body.get("kind"), name=body.metadata.name)
     await reconcile_owner(state, namespace, owner["name"])
