@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
 .PHONY: help venv system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
-	bench-router bench-controlplane clean \
+	bench-router bench-controlplane bench-chaos clean \
 	controlplane controlplane-main controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
@@ -157,7 +157,7 @@ cluster-up: $(STAMP) controlplane-main ## start etcd + kube-apiserver in the bac
 cluster-down: ## stop the control plane started by cluster-up
 	@$(PY) -m harness.controlplane down --dir $(CLUSTER_DIR)
 
-bench: bench-dataplane bench-controlplane ## all benchmarks
+bench: bench-dataplane bench-controlplane bench-chaos ## all benchmarks
 
 bench-dataplane: $(STAMP) ## router (Python and native) vs shared vs BLS vs per-step round trips on a real tritonserver
 	$(PY) -m bench.dataplane
@@ -167,6 +167,11 @@ bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic b
 
 bench-controlplane: $(STAMP) controlplane-main ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
 	$(PY) -m bench.controlplane
+
+# the scenarios of tests/test_chaos.py (which `make test` runs too), through pytest: 2.5 minutes, a 60 s
+# apiserver outage included; each scenario's numbers and outcome go to bench/results/chaos.json
+bench-chaos: $(STAMP) controlplane-main ## chaos on a real kube-apiserver: others' objects, outage, kill -9, failover, CRD skew
+	$(PY) -m bench.chaos
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

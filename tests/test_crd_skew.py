@@ -10,13 +10,14 @@ The other way (a newer operator reading objects stored under an older CRD) is te
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.kubeapi import ensure_namespace, wait_established
+from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
 from helpers import condition
@@ -227,6 +228,25 @@ def writes_pass_with_the_warning(kube: Kube, created: str, updated: str) -> None
     assert status == 422 and DENIED in body["message"], body
 
 
+STORED = ("a", "b")  # the pipelines stored before the newer CRD (diamond)
+
+
+@contextmanager
+def helm_installed(binaries: Any, workdir: Path) -> Iterator[tuple[Any, Kube]]:
+    """A private kube-apiserver + etcd with this tree's CRD created as `helm install` creates it, namespace
+    NAMESPACE, and the pipelines STORED in it as `kubectl apply` stores them; stopped afterwards."""
+    from harness.controlplane import ControlPlane
+
+    with ControlPlane(workdir / "cp", binaries) as cp:
+        kube = Kube(cp.api_client(), "test-admin")
+        kube.request("POST", CRD_PATH, query=[("fieldManager", "helm")], body=crd())  # helm install
+        wait_established(kube, CRD_NAME)
+        ensure_namespace(kube, NAMESPACE)
+        for name in STORED:
+            kube.apply(cluster_doc("diamond", name, NAMESPACE), field_manager="kubectl")
+        yield cp, kube
+
+
 # the log line of a stored pipeline under the newer CRD (no futureObject: only the defaults fill it in)
 IGNORED_LINE = events.NEWER_FIELDS_IGNORED.format(fields=f"{FUTURE_SETTING}, {FUTURE_FLAG}")
 
@@ -239,17 +259,8 @@ def test_a_running_operator_keeps_serving_while_a_newer_crd_is_applied_and_after
     its webhook still run), with this tree's operator as the previous release and this tree's CRD plus a
     future release's fields as the new one. Then `helm rollback` with the newer CRD kept: the older
     operator starts again against it (the same code path, from a fresh start)."""
-    from harness.controlplane import ControlPlane
-
-    with ControlPlane(tmp_path / "cp", control_plane.binaries) as cp:
-        kube = Kube(cp.api_client(), "test-admin")
-        current = crd()
-        kube.request("POST", CRD_PATH, query=[("fieldManager", "helm")], body=current)  # helm install
-        wait_established(kube, current["metadata"]["name"])
-        ensure_namespace(kube, NAMESPACE)
-        stored = ("a", "b")
-        for name in stored:
-            kube.apply(cluster_doc("diamond", name, NAMESPACE), field_manager="kubectl")
+    with helm_installed(control_plane.binaries, tmp_path) as (cp, kube):
+        stored = STORED
         op = webhook_operator(cp, kube, tmp_path / "operator.log")
         try:
             for name in stored:
@@ -258,7 +269,7 @@ def test_a_running_operator_keeps_serving_while_a_newer_crd_is_applied_and_after
             assert all(b["valid"]["status"] == "True" for b in before.values()), before
 
             kubectl_server_side_apply(kube, newer_crd(), force=True)  # the upgrade how-to's first step
-            wait_established(kube, current["metadata"]["name"])
+            wait_established(kube, CRD_NAME)
             for name in stored:
                 assert_served_as_before(kube, name, before[name])
             writes_pass_with_the_warning(kube, "c", "a")

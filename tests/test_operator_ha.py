@@ -46,6 +46,14 @@ def install_peering_crds(kube: Kube) -> None:
             wait_established(kube, doc["metadata"]["name"])
 
 
+def peering_in(kube: Kube, namespace: str) -> None:
+    """kopf's peering CRDs (`install_peering_crds`) and the KopfPeering PEERING in `namespace`, which the
+    replicas of `replica_env` take part in (what the chart creates with watchNamespaces)."""
+    install_peering_crds(kube)
+    meta = {"name": PEERING, "namespace": namespace}
+    kube.apply({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": meta})
+
+
 def peering_status(kube: Kube, namespace: str) -> dict[str, Any]:
     obj = kube.get("kopf.dev/v1", "KopfPeering", namespace, PEERING)
     assert obj is not None
@@ -129,6 +137,19 @@ def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
+def replica_env(identity: str) -> dict[str, str]:
+    """The environment of replica `identity` in the peering PEERING (kopf's, with a short lifetime)."""
+    return {
+        "TRITONPIPELINE_PEERING": PEERING,
+        "TRITONPIPELINE_PEERING_LIFETIME_SECONDS": str(LIFETIME),
+        "TRITONPIPELINE_RESYNC_SECONDS": "2",  # a standby that resyncs would show it at once
+        # liveness fails when a loop completed no pass for 3 periods + this: 11 s for the resync,
+        # which a standby does not run (and must not fail on)
+        "TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS": str(LOOP_STALE_MARGIN),
+        "POD_ID": identity,
+    }
+
+
 KOPF_RESUMED = "Resuming operations after the pause"  # kopf's peering: no live peer outranks it any more
 
 
@@ -141,16 +162,7 @@ def replicas(
     started: list[LocalOperator] = []
 
     def start(identity: str) -> LocalOperator:
-        env = {
-            "TRITONPIPELINE_PEERING": PEERING,
-            "TRITONPIPELINE_PEERING_LIFETIME_SECONDS": str(LIFETIME),
-            "TRITONPIPELINE_RESYNC_SECONDS": "2",  # a standby that resyncs would show it at once
-            # liveness fails when a loop completed no pass for 3 periods + this: 11 s for the resync,
-            # which a standby does not run (and must not fail on)
-            "TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS": str(LOOP_STALE_MARGIN),
-            "POD_ID": identity,
-        }
-        log = tmp_path / f"{identity}.log"
+        log, env = tmp_path / f"{identity}.log", replica_env(identity)
         op = LocalOperator(control_plane.kubeconfig, namespace, log, env=env, endpoints=True)
         started.append(op)
         return op.start()
@@ -176,14 +188,7 @@ def timed(what: str, measured: dict[str, float]) -> Iterator[None]:
 def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_stops(
     kube, namespace, replicas
 ) -> None:
-    install_peering_crds(kube)
-    kube.apply(
-        {
-            "apiVersion": "kopf.dev/v1",
-            "kind": "KopfPeering",
-            "metadata": {"name": PEERING, "namespace": namespace},
-        }
-    )
+    peering_in(kube, namespace)
     measured: dict[str, float] = {}
     with ActiveSampler() as sampler:
         # --- two replicas: the first one started reconciles, the other waits ------------------------------

@@ -93,6 +93,18 @@ def snapshot(kube: Kube, objects: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def header_routed(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """Pipeline `name` with Header routing applied and reconciled: its headless Service (`NAME-headless`,
+    a name another pipeline's Service could have) as stored."""
+    doc = cluster_doc(name, namespace)
+    doc["spec"]["routing"] = {"sessionAffinity": "Header", "header": "x-session", "provider": "ingress-nginx"}
+    kube.apply(doc)
+    wait_reconciled(kube, namespace, name)
+    headless = kube.get("v1", "Service", namespace, f"{name}-headless")
+    assert headless is not None
+    return headless
+
+
 def metric(op: LocalOperator, name: str) -> str:
     return "\n".join(line for line in op.get("/metrics")[1].splitlines() if line.startswith(name))
 
@@ -254,16 +266,7 @@ def test_pipelines_whose_children_names_collide_do_not_fight(
     """Pipeline `b` (Header routing: headless Service `b-headless`) and pipeline `b-headless` (its Service
     `b-headless`): the first to apply keeps the Service, the other reports it and never writes it."""
     op = operator({"TRITONPIPELINE_RESYNC_SECONDS": "1"})
-    first = cluster_doc("b", namespace)
-    first["spec"]["routing"] = {
-        "sessionAffinity": "Header",
-        "header": "x-session",
-        "provider": "ingress-nginx",
-    }
-    kube.apply(first)
-    wait_reconciled(kube, namespace, "b")
-    headless = kube.get("v1", "Service", namespace, "b-headless")
-    assert headless is not None
+    headless = header_routed(kube, namespace, "b")
     kube.apply(cluster_doc("b-headless", namespace))
     owned = wait_for(
         "b-headless reports its Service",
