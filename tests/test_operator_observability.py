@@ -364,6 +364,6 @@ def test_kopf_keeps_connections_for_requests_beside_every_watch_stream() -> None
         if h.selector is not None
     }
     assert watched == set(handlers.WATCHED)
-    # two namespaces: 7 streams each (6 resources and the peering object), the CRD and namespace observers
-    assert handlers.watch_streams(("a", "b")) == 16
-    assert handlers.watch_streams(()) == 9
+    # two namespaces: 9 streams each (8 resources and the peering object), the CRD and namespace observers
+    assert handlers.watch_streams(("a", "b")) == 20
+    assert handlers.watch_streams(()) == 11

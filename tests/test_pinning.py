@@ -141,12 +141,22 @@ def test_fields_an_earlier_apply_set_and_a_new_rendering_drops_are_differences()
 
 
 def test_generated_configs_that_differ_are_named_and_missing_ones_end_the_pin() -> None:
+    """Configs are named by their content: a rendering whose configs differ names ConfigMaps the pods do
+    not mount, each a difference; the pinned pods' own ones must be there."""
     old, cms = rendered(OLD)
-    changed = copy.deepcopy(cms)
-    first = next(iter(changed[0]["data"]))
-    changed[0]["data"][first] += "\n# new router code"
-    decision = pinning.decide(3, 3, "", old, changed, as_served(old), served_configmaps(cms))
-    assert decision.differences == (f"the generated configs (ConfigMap {cms[0]['metadata']['name']})",)
+    doc = example("fanout")
+    doc["metadata"] = {"name": "vision", "namespace": "ml"}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    doc["spec"]["pipelines"][0]["fanOut"] = "shared"  # other generated configs
+    tp = parse_pipeline(doc)
+    kids = render_children(tp, compile_pipeline(tp), Settings(assembler_image=OLD))
+    fresh, changed = pinning.record(kids.deployment, 3, ""), list(kids.configmaps)
+    assert not {c["metadata"]["name"] for c in changed} & {c["metadata"]["name"] for c in cms}
+    decision = pinning.decide(3, 3, "", fresh, changed, as_served(old), served_configmaps(cms))
+    assert decision.pinned
+    assert {f"the generated configs (ConfigMap {c['metadata']['name']})" for c in changed} <= set(
+        decision.differences
+    )
     # the pinned pods read ConfigMaps that are gone: they could not start again, so they take the new ones
     assert not pinning.decide(3, 3, "", old, changed, as_served(old), {}).pinned
     assert pinning.projected_configmaps(old["spec"]["template"]) == [cm["metadata"]["name"] for cm in cms]

@@ -316,10 +316,14 @@ def test_operator_reads_a_ready_pods_triton_metrics_into_status(
         kube.apply(doc)
         wait_reconciled(kube, namespace, name)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": f"{name}-0"}}
+        deployment = kube.get("apps/v1", "Deployment", namespace, name)
+        assert deployment is not None
+        labels = deployment["spec"]["template"]["metadata"]["labels"]  # what its ReplicaSet gives a pod
+        assert labels[PIPELINE_LABEL] == name
         kube.create(
             {
                 **pod,
-                "metadata": {**pod["metadata"], "labels": {PIPELINE_LABEL: name}},
+                "metadata": {**pod["metadata"], "labels": labels},
                 "spec": {"containers": [{"name": "triton", "image": "triton"}]},
             }
         )

@@ -17,7 +17,7 @@ from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
-from .reconcile.resync import reconcile_owner, restore_admin_secret, restore_child, resync_loop
+from .reconcile.resync import reconcile_owner, repair_drift, restore_admin_secret, restore_child, resync_loop
 from .reconcile.status import mirror_pods
 from .reconcile.upgrade import finished_rolling
 from .runtime import health, metrics, webhook
@@ -33,9 +33,11 @@ from .settings import GROUP, PLURAL, VERSION
 CONFIGMAPS = ("", "v1", "configmaps")
 SERVICES = ("", "v1", "services")
 AUTOSCALERS = ("autoscaling", "v2", "horizontalpodautoscalers")
+BUDGETS = ("policy", "v1", "poddisruptionbudgets")
+NETWORK_POLICIES = ("networking.k8s.io", "v1", "networkpolicies")
 PODS = ("", "v1", "pods")
 DEPLOYMENTS = ("apps", "v1", "deployments")
-CHILDREN = (CONFIGMAPS, SERVICES, AUTOSCALERS, PODS, DEPLOYMENTS)
+CHILDREN = (CONFIGMAPS, SERVICES, AUTOSCALERS, BUDGETS, NETWORK_POLICIES, PODS, DEPLOYMENTS)
 WATCHED = ((GROUP, VERSION, PLURAL), *CHILDREN)  # every resource a handler below watches
 API_CONNECTIONS = 16  # kopf's connections for requests, besides those its watch streams hold
 
@@ -189,9 +191,26 @@ async def on_delete(body: kopf.Body, memo: OperatorState, **_: Any) -> None:
     memo.forget(namespace_of(body), body.metadata.name)
 
 
+@kopf.on.event(*CONFIGMAPS)
+@kopf.on.event(*SERVICES)
+@kopf.on.event(*AUTOSCALERS)
+@kopf.on.event(*BUDGETS)
+@kopf.on.event(*NETWORK_POLICIES)
+@kopf.on.event(*PODS)
+@kopf.on.event(*DEPLOYMENTS)
+async def child_seen(body: kopf.Body, type: str, memo: OperatorState, **_: Any) -> None:
+    """Every child as its watch shows it, for the loops to read instead of the API (runtime/children.py);
+    one someone else changed is repaired at once."""
+    memo.children.observe(body, deleted=type == "DELETED")
+    if type == "MODIFIED":
+        await repair_drift(memo, body)
+
+
 @kopf.on.event(*CONFIGMAPS, when=_deleted)
 @kopf.on.event(*SERVICES, when=_deleted)
 @kopf.on.event(*AUTOSCALERS, when=_deleted)
+@kopf.on.event(*BUDGETS, when=_deleted)
+@kopf.on.event(*NETWORK_POLICIES, when=_deleted)
 async def child_changed(body: kopf.Body, type: str, memo: OperatorState, **_: Any) -> None:
     """A deleted child is recreated at once from its pipeline's spec."""
     owner = owner_of(body)

@@ -213,8 +213,9 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     collector delete it). RBAC cannot narrow create by name (the name is not known at authorisation
     time), so this is the narrowest grant. A pipeline's secretRef and adminKeySecretRef are read by
     the kubelet for its pods, never by the operator;
-  - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects;
-  - PodDisruptionBudgets (a pipeline with several replicas or an autoscaler) likewise.
+  - NetworkPolicies (spec.networkPolicy) are applied and pruned like the routing objects, and watched
+    by label like the other children (a resync sends only what changed: it compares with the watch);
+  - PodDisruptionBudgets (every pipeline that runs pods) likewise.
   - kopf's peering (the replicas agree which one reconciles, docs/how-to/operate.md): its
     ClusterKopfPeering (cluster-wide) or KopfPeering (per watched namespace) is listed and watched by
     every replica, and only the release's own object is read (get, the operator's standby check) and
@@ -244,10 +245,10 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   verbs: ["create"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

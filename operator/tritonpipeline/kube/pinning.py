@@ -164,15 +164,13 @@ def _short(value: Any) -> str:
 
 
 def configmap_differences(rendered: list[dict[str, Any]], live: dict[str, dict[str, Any]]) -> list[str]:
-    """The generated ConfigMaps whose content a fresh rendering changes (live: name -> ConfigMap)."""
-    found = []
-    for cm in rendered:
-        name = cm["metadata"]["name"]
-        old = live.get(name)
-        keys = ("data", "binaryData")
-        if old is None or any((old.get(k) or {}) != (cm.get(k) or {}) for k in keys):
-            found.append(f"the generated configs (ConfigMap {name})")
-    return found
+    """The generated ConfigMaps a fresh rendering would add (live: name -> ConfigMap): they are named by
+    their content (meta.configmap_name), so a rendering that changes the configs names other ones."""
+    return [
+        f"the generated configs (ConfigMap {cm['metadata']['name']})"
+        for cm in rendered
+        if cm["metadata"]["name"] not in live
+    ]
 
 
 def projected_configmaps(template: dict[str, Any]) -> list[str]:

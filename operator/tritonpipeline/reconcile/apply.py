@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import calendar
 import datetime
-import json
 import time
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..kube.manifests import PIPELINE_LABEL, Children
 from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
 from ..runtime import log_events as events
+from ..runtime.children import fingerprint
 from ..runtime.state import OperatorState, Seen
 from ..settings import Settings
 from ..spec import TritonPipeline
@@ -42,25 +42,31 @@ def _seen(obj: dict[str, Any], manager: str) -> tuple[str, float, int]:
         for f in meta.get("managedFields") or []
         if f.get("manager") == manager and f.get("operation") == "Apply"
     ]
-    body = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
-    labels = {k: meta.get(k) for k in ("labels", "annotations", "ownerReferences")}
-    return str(meta.get("uid")), max(times, default=0.0), hash(json.dumps([body, labels], sort_keys=True))
+    return str(meta.get("uid")), max(times, default=0.0), fingerprint(obj)
 
 
 def changes(
-    applied: list[dict[str, Any]], manager: str, since: float, before: Seen | None
+    applied: list[dict[str, Any]],
+    manager: str,
+    since: float,
+    before: Seen | None,
+    kept: frozenset[str] = frozenset(),
 ) -> tuple[list[str], list[str], Seen]:
     """(created, updated, seen): the `Kind/name` of the objects a server-side apply started at `since`
     created or changed, given what the previous reconcile in this process saw (`before`, None after a
     start). The apiserver stamps our field manager's Apply entry, to the second, only when our fields
     changed, so a change by this apply is stamped at or after `since`, and (within the same second as
     the previous apply) also changes the object's uid, stamp or content. Others' writes (a controller,
-    an HPA) do not touch our stamp."""
+    an HPA) do not touch our stamp. The objects of `kept` were not sent (claim.py `unchanged`): they keep
+    what the previous reconcile saw."""
     start = float(int(since))
     created, updated, seen = [], [], {}
     for obj in applied:
         meta = obj.get("metadata") or {}
         ref = f"{obj.get('kind')}/{meta.get('name')}"
+        if ref in kept and before is not None and ref in before:
+            seen[ref] = before[ref]
+            continue
         seen[ref] = now = _seen(obj, manager)
         old = (before or {}).get(ref)
         if (old[0] != now[0]) if old else _epoch(meta.get("creationTimestamp")) >= start:
@@ -134,6 +140,9 @@ async def _apply_deployment(
     (autoscaling.replicas_handover). None when it was not applied (claims says why)."""
     if tp.spec.autoscaling is None or claims.blocked(deployment):
         return await claims.put(kube, deployment)
+    kept = claims.unchanged(deployment)
+    if kept is not None:  # as applied, and no one changed it since: no handover to make either
+        return kept
     meta = deployment["metadata"]
     live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", meta["namespace"], meta["name"])
     if live is not None and not holder_writable(live, claims):

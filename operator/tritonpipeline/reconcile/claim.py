@@ -6,6 +6,7 @@ appeared meanwhile); a delete names the UID too."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,18 +14,35 @@ from ..kube import ownership
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, Replaced
 from ..kube.manifests import Children
+from ..runtime.children import ChildIndex
+from ..runtime.state import Seen
 
 LOOKS = 3  # an object deleted or created between the look and the write: look again, this many times
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The pipeline whose children are written: its name and UID, and the UID of each child as the last
-    reconcile in this process saw it (`Kind/name` -> UID; a write to it needs no look first)."""
+    """The pipeline whose children are written: its name and UID; each child as the last reconcile in this
+    process applied it (`seen`, `Kind/name` -> (UID, apply time, fingerprint): a write to it needs no look
+    first) and the digest of what it sent (`sent`); the watches' index of the children (`index`), which
+    tells whether a child is still as applied."""
 
     name: str
     uid: str
-    known: dict[str, str]
+    namespace: str = ""
+    seen: Seen = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
+    index: ChildIndex | None = None
+    new: bool = False  # just created: its children are created, not looked for first
+
+    @property
+    def known(self) -> dict[str, str]:
+        return {ref: seen[0] for ref, seen in self.seen.items()}
+
+
+def digest(obj: dict[str, Any]) -> int:
+    """What a rendered child says, to tell whether it is what was sent last time."""
+    return hash(json.dumps(obj, sort_keys=True))
 
 
 async def put(
@@ -46,6 +64,10 @@ async def put(
             pass  # deleted, or another took the name: look
     api, kind, name = ownership.ref_of(obj)
     namespace = obj["metadata"].get("namespace")
+    if pipeline.new:  # a new pipeline's children do not exist: create first (an existing one: 409, look)
+        created = await _create(kube, obj, retries, field_manager)
+        if created is not None:
+            return created
     for _ in range(LOOKS):
         live = await asyncio.to_thread(kube.get, api, kind, namespace, name)
         if live is None:
@@ -128,6 +150,27 @@ class Claims:
     children: Children
     taken: dict[ownership.Ref, str] = field(default_factory=dict)
     skipped: list[ownership.Ref] = field(default_factory=list)
+    # what this reconcile sent (or found as sent before: `kept`, not sent again), `Kind/name` -> digest
+    sent: dict[str, int] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)
+
+    def unchanged(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """The child as its watch shows it, when the rendering is what was sent last time and the object
+        is still as it was applied (no one changed it since): nothing to send. None otherwise, or when
+        the index does not know the object (its watch has not listed it yet, or the kind is not
+        watched)."""
+        p = self.pipeline
+        ref = ownership.shown(ownership.ref_of(obj))
+        seen, rendered = p.seen.get(ref), digest(obj)
+        if p.index is None or seen is None or p.sent.get(ref) != rendered:
+            return None
+        _, kind, name = ownership.ref_of(obj)
+        live = p.index.get(kind, obj["metadata"].get("namespace") or p.namespace, name)
+        if live is None or (live.uid, live.fingerprint) != (seen[0], seen[2]):
+            return None
+        self.sent[ref] = rendered
+        self.kept.append(ref)
+        return live.body
 
     def blocked(self, obj: dict[str, Any]) -> bool:
         """Whether `obj` depends on an object another holds (recorded in `skipped`)."""
@@ -148,10 +191,14 @@ class Claims:
         """`put` the child unless it is blocked; None when it was not written (taken or blocked)."""
         if self.blocked(obj):
             return None
+        kept = self.unchanged(obj)
+        if kept is not None:
+            return kept
         result = await put(kube, obj, self.pipeline, retries, field_manager)
         if isinstance(result, ownership.Holder):
             self.taken[ownership.ref_of(obj)] = result.owner
             return None
+        self.sent[ownership.shown(ownership.ref_of(obj))] = digest(obj)
         return result
 
     def unwritten(

@@ -11,6 +11,7 @@ event), and only for a Deployment of one surging replica."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from ..kube import disruption
@@ -23,8 +24,16 @@ from .apply import raise_if_transient
 NODES = "/api/v1/nodes"  # cluster-scoped, read one at a time (`get` only)
 
 
+NODE_RECHECK_SECONDS = 15.0  # how long a node read serves every pipeline with a pod on it
+
+
 async def _cordoned(state: OperatorState, node: str, pod: str, log: Any) -> bool:
-    """Whether `node` is cordoned; False when it cannot be read (logged once per node)."""
+    """Whether `node` is cordoned; False when it cannot be read (logged once per node). One read serves
+    every pipeline for NODE_RECHECK_SECONDS (a resync of many pipelines on few nodes reads each once)."""
+    now = time.monotonic()
+    known = state.nodes.get(node)
+    if known is not None and now - known[0] < NODE_RECHECK_SECONDS:
+        return known[1]
     try:
         found = await asyncio.to_thread(state.kube.request, "GET", f"{NODES}/{node}")
     except KubeError as exc:
@@ -36,7 +45,8 @@ async def _cordoned(state: OperatorState, node: str, pod: str, log: Any) -> bool
             events.NODE_UNREADABLE.log(log, node=node, pod=pod, error=exc)
         return False
     state.unreadable_nodes.discard(node)
-    return disruption.cordoned(found)
+    state.nodes[node] = (now, disruption.cordoned(found))
+    return state.nodes[node][1]
 
 
 async def relieve(

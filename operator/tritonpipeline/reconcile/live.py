@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import kopf
@@ -15,14 +15,15 @@ from ..errors import SpecError
 from ..kube import autoscaling
 from ..kube import triton_metrics as tm
 from ..kube.client import KubeError, transient_error
-from ..kube.meta import METRICS_PORT, PIPELINE_LABEL
+from ..kube.meta import METRICS_PORT
 from ..runtime import log_events as events
 from ..runtime.loops import STATUS_POLL, supervise
 from ..runtime.state import OperatorState
-from ..spec import TritonPipeline, parse_pipeline
+from ..spec import TritonPipeline
 from ..triton.addresses import url_host
+from .pipeline import compiled
 from .resync import watched_pipelines
-from .status import write_status
+from .status import list_pods, write_status
 
 SCRAPE_TIMEOUT_SECONDS = 3.0
 
@@ -73,13 +74,13 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
     """Read one pipeline's pod metrics and autoscaler into its status."""
     namespace, name = cr["metadata"]["namespace"], cr["metadata"]["name"]
     key = (namespace, name)
-    try:
-        tp = parse_pipeline(cr, newer=[])  # fields of a newer CRD: the reconcile reports them
+    try:  # the reconcile's compilation, kept: nothing is parsed on the event loop
+        tp = (await compiled(state, kopf.Body(cast(kopf.RawBody, cr))))[0]
     except SpecError:
         return  # its status already says why
     new: dict[str, Any] = {}
     try:
-        pods = await asyncio.to_thread(state.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
+        pods = await list_pods(state, namespace, name, indexed=True)
         ips = ready_pod_ips(pods)
         before = dict(state.scrapes.get(key, {}))
         failed = await scrape_pods(state, key, ips)
@@ -102,6 +103,9 @@ async def _autoscaler(state: OperatorState, tp: TritonPipeline, namespace: str) 
     name = autoscaling.hpa_name(tp)
     if name is None:
         return None
+    known = state.children.get("HorizontalPodAutoscaler", namespace, name)
+    if known is not None:  # ours: its watch shows it (KEDA's HPA is not ours, nor watched)
+        return tm.autoscaler_status(tp, known.body)
     hpa = await asyncio.to_thread(
         state.kube.get, "autoscaling/v2", "HorizontalPodAutoscaler", namespace, name
     )

@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import time
 from dataclasses import replace
 from typing import Any
 
 import kopf
 
-from ..compiler import compile_pipeline, graph_problems_beside
+from ..compiler import Artifacts, compile_pipeline, graph_problems_beside
 from ..compiler.router_choice import choose_router
 from ..errors import SpecError
-from ..kube import autoscaling, ownership, pinning, storage
+from ..kube import access, autoscaling, ownership, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, is_transient, namespace_terminating
-from ..kube.manifests import endpoint, owner_reference, render_children
+from ..kube.manifests import Children, endpoint, owner_reference, render_children
 from ..runtime import log_events as events
 from ..runtime import metrics
 from ..runtime.state import OperatorState
-from ..settings import Settings
+from ..settings import GROUP, Settings
 from ..spec import TritonPipeline, parse_pipeline
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .claim import Claims, Pipeline
@@ -30,6 +32,45 @@ from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import pod_status, previous_condition, schema_current, warn, write_status
 from .upgrade import pin, rolled
+
+Compiled = tuple[TritonPipeline, Artifacts, Children, list[str]]
+
+
+def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
+    """Parse, compile and render a pipeline (pure; raises SpecError): the spec, the generated repository,
+    the children, and the fields of a newer CRD the parse left out (reported in SchemaCurrent)."""
+    newer: list[str] = []
+    tp = parse_pipeline(body, beside=graph_problems_beside, newer=newer)
+    artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
+    return tp, artifacts, render_children(tp, artifacts, config), newer
+
+
+def essence(body: kopf.Body) -> str:
+    """What a pipeline's compilation depends on: its spec, name, namespace, labels and the annotations
+    that are not the operator's own (kopf's progress, the roll request)."""
+    meta = body.metadata
+    annotations = {k: v for k, v in (meta.annotations or {}).items() if not k.startswith(f"{GROUP}/")}
+    text = json.dumps(
+        [body.get("spec"), meta.name, meta.namespace, dict(meta.labels or {}), annotations], sort_keys=True
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def compiled(state: OperatorState, body: kopf.Body) -> Compiled:
+    """compile_cr off the event loop (a large spec takes seconds: the webhook's answers and the probes
+    wait for no compile), once per pipeline essence: a resync of an unchanged pipeline compiles nothing.
+    Raises the compile's SpecError (remembered alike)."""
+    key, current = (namespace_of(body), body.metadata.name), essence(body)
+    cached = state.compiled.get(key)
+    if cached is None or cached[0] != current:
+        try:
+            result: Compiled | SpecError = await asyncio.to_thread(compile_cr, dict(body), state.settings)
+        except SpecError as exc:
+            result = exc
+        state.compiled[key] = cached = (current, result)
+    if isinstance(cached[1], SpecError):
+        raise cached[1]
+    return cached[1]
 
 
 def one_line(exc: SpecError) -> str:
@@ -46,7 +87,18 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
     per pipeline at a time; the Deployment watcher waits for it (its numbers are then already written).
     Counted and timed by outcome (metrics.py)."""
     outcome = "error"
-    async with state.reconciling[(namespace_of(body), body.metadata.name)]:
+    key = (namespace_of(body), body.metadata.name)
+    async with state.reconciling[key]:
+        if event is None and superseded(state.owners.get(key), body):
+            return  # a resync's copy, older than what a handler reconciled meanwhile
+        refused = state.refused.get(key)
+        if (
+            event is None
+            and refused is not None
+            and refused[0] == essence(body)
+            and time.monotonic() < refused[2]
+        ):
+            return  # the API server refused this spec's objects: it is tried again after its back-off
         started = time.monotonic()
         try:
             outcome = await _reconcile(body, state, logger, event)
@@ -54,11 +106,37 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
             outcome = "invalid"
             raise
         except KubeError as exc:  # a call outside the apply (a read, the status): said and retried alike
-            events.RECONCILE_ERROR.log(logger, generation=body.metadata.get("generation"), error=exc)
-            raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=10) from exc
+            generation = body.metadata.get("generation")
+            events.RECONCILE_ERROR.log(logger, generation=generation, error=exc, retry=RETRY_SECONDS)
+            raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=RETRY_SECONDS) from exc
         finally:
             metrics.RECONCILES.labels(outcome).inc()
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+
+
+RETRY_SECONDS = 10  # a failed apply is tried again after this long (kopf's retry)
+MAX_RETRY_SECONDS = 600  # the longest back-off of an apply the API server keeps refusing
+
+
+def refusal_backoff(state: OperatorState, body: kopf.Body) -> int:
+    """The seconds until this spec's apply is tried again after the API server refused it: 10, then
+    doubled at each refusal of the same spec, up to MAX_RETRY_SECONDS (a spec change starts over). The
+    resync leaves the pipeline alone until then."""
+    key, current = (namespace_of(body), body.metadata.name), essence(body)
+    before = state.refused.get(key)
+    count = before[1] + 1 if before is not None and before[0] == current else 0
+    delay = min(RETRY_SECONDS * 2**count, MAX_RETRY_SECONDS)
+    state.refused[key] = (current, count, time.monotonic() + delay)
+    return delay
+
+
+def superseded(last: tuple[str | None, int | None] | None, body: kopf.Body) -> bool:
+    """Whether `body` is an older copy of the pipeline than the one reconciled last (`last`: its uid and
+    generation): a resync lists the pipelines, then reconciles them one after another."""
+    if last is None or last[0] != body.metadata.uid:
+        return False
+    generation = body.metadata.get("generation")
+    return last[1] is not None and generation is not None and int(generation) < int(last[1])
 
 
 async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> str:
@@ -68,13 +146,15 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     name, namespace = body.metadata.name, namespace_of(body)
     state.owners[(namespace, name)] = (body.metadata.uid, generation)
     try:
-        newer: list[str] = []  # fields of a newer CRD: reported (SchemaCurrent) and ignored
-        tp = parse_pipeline(dict(body), beside=graph_problems_beside, newer=newer)
-        artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
-        children = render_children(tp, artifacts, config)
+        tp, artifacts, children, newer = await compiled(state, body)
     except SpecError as exc:
         message = one_line(exc)
-        deployed = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name)
+        indexed = state.children.get("Deployment", namespace, name)
+        deployed = (
+            indexed.body
+            if indexed
+            else await asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name)
+        )
         kept = events.INVALID_KEPT if deployed is not None else events.INVALID_NOTHING
         events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc), kept=kept)
         events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
@@ -103,10 +183,17 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         gateway = await lookup_gateway(kube, tp) if rt.needs_gateway_lookup(tp) else None
         if gateway is not None and gateway.implementation is not None:
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
-        await ensure_admin_secret(kube, tp, config, owner, logger)
+        if not access.generates_secret(tp):
+            state.secrets.discard((namespace, name))
+        elif (namespace, name) not in state.secrets:  # once a process: a pod event says when it is gone
+            await ensure_admin_secret(kube, tp, config, owner, logger)
+            state.secrets.add((namespace, name))
         pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
-        known = {ref: seen[0] for ref, seen in state.applied.get((namespace, name), {}).items()}
-        claims = Claims(Pipeline(name, body.metadata.uid, known), pinned.children)
+        seen, sent = state.applied.get((namespace, name), {}), state.sent.get((namespace, name), {})
+        pipeline = Pipeline(
+            name, body.metadata.uid, namespace, seen, sent, state.children, event == "Created"
+        )
+        claims = Claims(pipeline, pinned.children)
         applied = await apply_children(kube, tp, claims, owner, logger)
         optional, conditions = await apply_optional(kube, tp, claims, owner, generation, gateway)
         applied += optional
@@ -120,15 +207,19 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         )
         state.optional[(namespace, name)] = rendered_optional(tp, children)
         state.taken[(namespace, name)] = dict(claims.taken)
+        state.sent[(namespace, name)] = dict(claims.sent)
     except KubeError as exc:
         if namespace_terminating(exc):
             # deleting the namespace deletes the pipeline and its children: nothing to restore
             events.NAMESPACE_DELETING.log(logger, namespace=namespace, generation=generation)
             return "unchanged"
-        events.RECONCILE_ERROR.log(logger, generation=generation, error=exc)
+        delay = RETRY_SECONDS
         if not is_transient(exc):  # the apiserver's answer, the same until something changes: say it
+            delay = refusal_backoff(state, body)
             await _report_refused(state, body, generation, exc)
-        raise kopf.TemporaryError(f"apply failed: {exc}", delay=10) from exc
+        events.RECONCILE_ERROR.log(logger, generation=generation, error=exc, retry=delay)
+        raise kopf.TemporaryError(f"apply failed: {exc}", delay=delay) from exc
+    state.refused.pop((namespace, name), None)
     deployment = next((o for o in applied if o.get("kind") == "Deployment"), None)
     if pinned.rolled and deployment is not None:
         rolled(state, (namespace, name), deployment)
@@ -156,7 +247,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     conditions = [*conditions, _owned_condition(name, claims, generation)]
     claim = storage.claim_name(tp)
     if claim is not None:
-        live_claim = await asyncio.to_thread(kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
+        live_claim = await read_claim(state, namespace, name, claim, fresh=event is not None)
         source = storage.model_source_condition(tp, live_claim, generation)
         conditions = [*conditions, *([source] if source else [])]
     warnings = [
@@ -187,7 +278,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         not_ready = st.condition("Ready", False, ownership.NAME_TAKEN, message, generation)
         replicas: dict[str, Any] = {"conditions": [*extra, not_ready]}
     else:
-        replicas = await pod_status(state, logger, deployment, generation, extra)
+        replicas = await pod_status(state, logger, deployment, generation, extra, indexed=True)
     await write_status(
         state,
         namespace,
@@ -196,7 +287,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         body.get("status") or {},
     )
     created, updated, state.applied[(namespace, name)] = changes(
-        applied, config.field_manager, since, state.applied.get((namespace, name))
+        applied, config.field_manager, since, state.applied.get((namespace, name)), frozenset(claims.kept)
     )
     outcome, line = _outcome(len(applied), created, updated, stale, deployment or {})
     events.RECONCILE_DONE.log(logger, outcome=outcome, generation=generation, summary=line)
@@ -236,6 +327,22 @@ def _outcome(
     return outcome, "; ".join(p for p in (what, waiting) if p)
 
 
+CLAIM_RECHECK_SECONDS = 300  # how long a resync reuses the model claim it read (ModelSource)
+
+
+async def read_claim(
+    state: OperatorState, namespace: str, pipeline: str, claim: str, fresh: bool
+) -> dict[str, Any] | None:
+    """The pipeline's model claim (None: none of that name): read on a user's change (`fresh`), and by a
+    resync once CLAIM_RECHECK_SECONDS have passed; the pods' own events say sooner when it cannot mount."""
+    key, now = (namespace, pipeline), time.monotonic()
+    cached = state.claims.get(key)
+    if fresh or cached is None or cached[0] != claim or now - cached[1] > CLAIM_RECHECK_SECONDS:
+        live = await asyncio.to_thread(state.kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
+        state.claims[key] = cached = (claim, now, live)
+    return cached[2]
+
+
 def _owned_condition(name: str, claims: Claims, generation: int | None) -> dict[str, Any]:
     """ObjectsOwned: every object of the pipeline is its own, or which another holds and what was left
     out because of it."""
@@ -255,7 +362,8 @@ def _spec_valid(generation: int | None) -> dict[str, Any]:
 APPLY_REFUSED = "ApplyRefused"
 APPLY_REFUSED_MESSAGE = (
     "the apiserver refused {error}; the objects applied before stay as they are, and the operator "
-    "tries again every 10 s"
+    "tries again after 10 s, doubling the wait while the same spec is refused (at most 10 minutes), and at "
+    "once when the spec changes"
 )
 NOTHING_APPLIED_MESSAGE = "nothing serves yet: the apiserver refused the pipeline's objects (see UpToDate)"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any, cast
 
 import kopf
@@ -12,19 +13,23 @@ import kopf
 from ..kube import access
 from ..kube.client import KubeError, transient_error
 from ..runtime import log_events as events
+from ..runtime.children import fingerprint
 from ..runtime.diffbase import handled
 from ..runtime.loops import RESYNC, supervise
 from ..runtime.state import OperatorState
 from ..settings import API_VERSION, GROUP, KIND, Settings
 from .pipeline import reconcile
-from .refs import namespace_of, pipeline_ref
+from .refs import namespace_of, owner_of, pipeline_ref
 
 
-async def reconcile_owner(state: OperatorState, namespace: str, name: str) -> None:
+async def reconcile_owner(
+    state: OperatorState, namespace: str, name: str, cr: dict[str, Any] | None = None
+) -> None:
     """Re-apply one pipeline's children from its current spec (drift repair). A pipeline kopf has not
     handled yet is left to kopf's create handler (reconciled here first, it was reconciled twice, its
     problems reported twice)."""
-    cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
+    if cr is None:
+        cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
     if cr is None or cr["metadata"].get("deletionTimestamp") or not handled(cr, GROUP):
         return
     with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
@@ -44,11 +49,39 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
     await reconcile_owner(state, namespace, owner["name"])
 
 
+DRIFT_REPAIR_SECONDS = 10.0  # the least time between two repairs of one pipeline that its events start
+
+
+async def repair_drift(state: OperatorState, body: kopf.Body) -> None:
+    """A child's watch shows it other than the pipeline's last reconcile applied it (by its fingerprint,
+    runtime/children.py): someone changed it. Re-apply the pipeline now, unless a reconcile of it runs (its
+    own writes show up so), or one that an event started ran less than DRIFT_REPAIR_SECONDS ago (another
+    controller that keeps changing it is then repaired at that pace, and by the resync)."""
+    owner = owner_of(body)
+    if owner is None:
+        return
+    key, ref = (namespace_of(body), owner["name"]), f"{body.get('kind')}/{body.metadata.name}"
+    seen = state.applied.get(key, {}).get(ref)
+    if seen is None or seen[0] != body.metadata.uid or seen[2] == fingerprint(body):
+        return
+    now = time.monotonic()
+    if (
+        state.reconciling[key].locked()
+        or now - state.repaired.get(key, -DRIFT_REPAIR_SECONDS) < DRIFT_REPAIR_SECONDS
+    ):
+        return
+    state.repaired[key] = now
+    log = state.logger_for(pipeline_ref(key[0], key[1], owner.get("uid")))
+    events.CHILD_DRIFTED.log(log, kind=body.get("kind"), name=body.metadata.name)
+    await reconcile_owner(state, *key)
+
+
 async def restore_admin_secret(state: OperatorState, pod: kopf.Body, pipeline: str) -> None:
     """A pipeline's pod cannot start because its generated admin-key Secret is missing (deleted, or
     collected with an earlier pipeline of the same name): re-apply the pipeline now, which creates it,
     rather than at the next resync."""
     if access.waits_for_secret([dict(pod)], access.generated_secret_name(pipeline)):
+        state.secrets.discard((namespace_of(pod), pipeline))
         await reconcile_owner(state, namespace_of(pod), pipeline)
 
 
@@ -81,7 +114,7 @@ async def resync_pass(state: OperatorState, logger: kopf.Logger) -> None:
         # replica's, after a hand-over) is then seen, and repaired, once a period
         state.statuses.pop(key, None)
         try:
-            await reconcile_owner(state, *key)
+            await reconcile_owner(state, *key, cr)  # as listed: reconcile skips a copy older than its last
         except Exception as exc:
             if transient_error(exc):
                 raise

@@ -151,8 +151,14 @@ def replica_status(
     }
 
 
-async def list_pods(state: OperatorState, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The pipeline's Triton pods (their status says why they are not ready); [] when they cannot be read."""
+async def list_pods(
+    state: OperatorState, namespace: str, name: str, indexed: bool = False
+) -> list[dict[str, Any]]:
+    """The pipeline's Triton pods (their status says why they are not ready); [] when they cannot be read.
+    `indexed`: as the pods' watch last showed them, once the watches know the pipeline's Deployment (a
+    resync, the status poll: no request), else from the API."""
+    if indexed and state.children.get("Deployment", namespace, name) is not None:
+        return state.children.of("Pod", namespace, name)
     try:
         return await asyncio.to_thread(state.kube.list, "v1", "Pod", namespace, f"{PIPELINE_LABEL}={name}")
     except KubeError as exc:
@@ -166,11 +172,12 @@ async def pod_status(
     deployment: dict[str, Any],
     generation: int | None,
     extra: list[dict[str, Any]],
+    indexed: bool = False,
 ) -> dict[str, Any]:
-    """replica_status with the pipeline's pods as they are now, once a drain that waits for its only ready
-    pod has that pod replaced (drain.relieve)."""
+    """replica_status with the pipeline's pods as they are now (`indexed`: as their watch shows them,
+    list_pods), once a drain that waits for its only ready pod has that pod replaced (drain.relieve)."""
     meta = deployment["metadata"]
-    pods = await list_pods(state, meta["namespace"], meta["name"])
+    pods = await list_pods(state, meta["namespace"], meta["name"], indexed)
     drained, deployment = await relieve(state, log, deployment, pods)
     return replica_status(deployment, generation, extra, pods, drained)
 

@@ -47,12 +47,8 @@ async def pin(
     namespace, key = namespace_of(tp), (namespace_of(tp), tp.name)
     rendered = pinning.record(children.deployment, generation, roll)
     fresh = dataclasses.replace(children, deployment=rendered)
-    kube = state.kube
     name = rendered["metadata"]["name"]
-    live, configmaps = await asyncio.gather(
-        asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name),
-        asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={tp.name}"),
-    )
+    live, configmaps = await live_deployment(state, namespace, name, tp.name)
     live_configmaps = {cm["metadata"]["name"]: cm for cm in configmaps}
     decision = pinning.decide(
         generation, observed, roll, rendered, list(children.configmaps), live, live_configmaps
@@ -87,6 +83,26 @@ async def pin(
     keep = frozenset(pinning.projected_configmaps(live["spec"]["template"]))
     condition = st.condition(pinning.UP_TO_DATE, False, reason, message, generation)
     return Pinned(pinned, condition, keep, listed, live=live)
+
+
+async def live_deployment(
+    state: OperatorState, namespace: str, name: str, pipeline: str
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The pipeline's Deployment and its generated ConfigMaps as they are: from the watches' index where
+    it knows them (the Deployment, and every ConfigMap its pod template mounts), else from the API."""
+    index = state.children
+    known = index.get("Deployment", namespace, name)
+    if known is not None:
+        configmaps = index.of("ConfigMap", namespace, pipeline)
+        mounts = set(pinning.projected_configmaps(known.body["spec"].get("template") or {}))
+        if mounts <= {cm["metadata"]["name"] for cm in configmaps}:
+            return known.body, configmaps
+    kube = state.kube
+    live, listed = await asyncio.gather(
+        asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name),
+        asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={pipeline}"),
+    )
+    return live, listed
 
 
 def rolled(state: OperatorState, key: tuple[str, str], deployment: dict[str, Any]) -> None:

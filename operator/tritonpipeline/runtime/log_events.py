@@ -101,11 +101,13 @@ RECONCILE_INVALID = LogEvent(
 RECONCILE_ERROR = LogEvent(
     "RECONCILE_ERROR",
     logging.ERROR,
-    "reconcile error (generation {generation}): apply failed, retried in 10s: {error}",
+    "reconcile error (generation {generation}): apply failed, retried in {retry}s: {error}",
     "The outcome line of a reconcile whose apply failed (an API call was refused or did not answer); "
-    "kopf retries it in 10 s. A refusal (an admission policy, a quota, a field the cluster does not "
-    "know) is also in status: UpToDate=False with reason ApplyRefused, and a Warning event. Persistent "
-    "errors: check the operator's RBAC and the API server.",
+    "kopf retries it after `{retry}` seconds: 10 after no answer; after a refusal (an admission policy, "
+    "a quota, a field the cluster does not know) 10, doubled at each refusal of the same spec up to 600, "
+    "and the resync leaves the pipeline alone meanwhile (a change of the spec is tried at once). A "
+    "refusal is also in status: UpToDate=False with reason ApplyRefused, and a Warning event when it is "
+    "new. Persistent errors: check the operator's RBAC and the API server.",
 )
 RECONCILE_PROBLEMS = LogEvent(
     "RECONCILE_PROBLEMS",
@@ -247,6 +249,14 @@ CHILD_RESTORED = LogEvent(
     logging.INFO,
     "{kind}/{name} was deleted; restoring it",
     "A child object of the pipeline was deleted by someone else: the operator re-applies the pipeline.",
+)
+CHILD_DRIFTED = LogEvent(
+    "CHILD_DRIFTED",
+    logging.INFO,
+    "{kind}/{name} was changed by another writer; re-applying the pipeline",
+    "A child's watch showed it different from what the operator applied last (a hand edit, another "
+    "controller): the operator re-applies the pipeline at once (at most once every 10 s per pipeline; the "
+    "resync catches what this misses).",
 )
 LIST_FAILED = LogEvent(
     "LIST_FAILED",

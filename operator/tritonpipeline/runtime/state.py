@@ -15,6 +15,7 @@ import kopf
 
 from ..kube.client import Kube
 from ..settings import Settings
+from .children import ChildIndex
 from .health import WatchHealth
 from .loops import Loops
 
@@ -67,6 +68,22 @@ class OperatorState:
     optional: dict[Key, OptionalChildren] = field(default_factory=dict)
     # what each pipeline's last reconcile saw of its children (reconcile.apply.changes)
     applied: dict[Key, Seen] = field(default_factory=dict)
+    # each pipeline's model claim as last read: (claim, when, the claim or None) (reconcile/pipeline.py)
+    claims: dict[Key, tuple[str, float, dict[str, Any] | None]] = field(default_factory=dict)
+    # when an event last started a repair of each pipeline's changed child (reconcile/resync.py)
+    repaired: dict[Key, float] = field(default_factory=dict)
+    # the pipelines whose objects the API server refused: (essence of the refused spec, refusals in a
+    # row, monotonic time before which a resync leaves it alone) (reconcile/pipeline.py refusal_backoff)
+    refused: dict[Key, tuple[str, int, float]] = field(default_factory=dict)
+    # the pipelines whose generated admin-key Secret this process made or found (reconcile/pipeline.py)
+    secrets: set[Key] = field(default_factory=set)
+    # what each pipeline's last reconcile sent of each child (reconcile/claim.py: `Kind/name` -> digest)
+    sent: dict[Key, dict[str, int]] = field(default_factory=dict)
+    # each pipeline's last compilation, by its essence (reconcile/pipeline.py `compiled`): the children,
+    # or the SpecError
+    compiled: dict[Key, tuple[str, Any]] = field(default_factory=dict)
+    # the children as their watches show them (handlers.py feeds it; runtime/children.py)
+    children: ChildIndex = field(default_factory=ChildIndex)
     # the objects with a pipeline's children's names that another holds (kube/ownership.py): `Kind/name`
     # -> who, as its last reconcile found them (the objects-not-owned metric counts them)
     taken: dict[Key, dict[tuple[str, str, str], str]] = field(default_factory=dict)
@@ -78,6 +95,8 @@ class OperatorState:
     scrape_failing: set[Key] = field(default_factory=set)
     # nodes the drain check could not read (NODE_UNREADABLE is logged once per node; reconcile/drain.py)
     unreadable_nodes: set[str] = field(default_factory=set)
+    # each node as the drain check last read it: (monotonic time, cordoned) (reconcile/drain.py)
+    nodes: dict[str, tuple[float, bool]] = field(default_factory=dict)
     # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
     # status-poll loops run only then); always active without peering (settings.peering empty)
     identity: str = ""
@@ -103,6 +122,11 @@ class OperatorState:
             self.optional,
             self.applied,
             self.taken,
+            self.sent,
+            self.compiled,
+            self.claims,
+            self.refused,
+            self.repaired,
             self.newer_fields,
             self.scrapes,
             self.queued,
@@ -111,6 +135,7 @@ class OperatorState:
         for store in stores:
             store.pop((namespace, name), None)
         self.scrape_failing.discard((namespace, name))
+        self.secrets.discard((namespace, name))
 
     def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
         """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done
