@@ -32,6 +32,7 @@ from helpers import CLI, built_kubectl, condition, example, imported_example
 from test_spec_errors import CASES, Case
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import ownership
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.local.server import free_port
 from tritonpipeline.runtime import webhook
@@ -761,3 +762,46 @@ def test_unreachable_webhook_follows_the_failure_policy(
     else:
         assert status >= 500 and "failed calling webhook" in body["message"], body
         assert kube.get(API, "TritonPipeline", namespace, "cyclic") is None
+
+
+@pytest.mark.apiserver
+def test_a_pipeline_whose_objects_are_anothers_is_refused_at_creation(
+    kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
+) -> None:
+    """The webhook knows the cluster: a CREATE is refused, naming the object and its holder, when an object
+    of a name the pipeline would make exists under another owner (a team's Service `c`), or when another
+    pipeline of the namespace makes the same object (`b` makes `b-headless`); an object annotated for the
+    pipeline, and the children of a deleted pipeline of the same name, are no refusal."""
+    webhook_operator("Fail")
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "c", "namespace": namespace},
+        "spec": {"selector": {"app": "user-app"}, "ports": [{"port": 80}]},
+    }
+    kube.create(service)
+    status, body, _ = create(kube, namespace, cluster_doc("fanout", "c", namespace))
+    assert status == 422, body
+    message = body.get("message", "")
+    assert DENIED in message and "metadata.name: Service 'c' exists and is not this pipeline's" in message
+    assert f"{ownership.ADOPT_ANNOTATION}=c" in message
+    # annotated for the pipeline by its owner: allowed (the operator takes it over)
+    kube.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/services/c",
+        body={"metadata": {"annotations": {ownership.ADOPT_ANNOTATION: "c"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert create(kube, namespace, cluster_doc("fanout", "c", namespace), dry_run=True)[0] == 201
+
+    assert create(kube, namespace, cluster_doc("fanout", "b", namespace))[0] == 201
+    status, body, _ = create(kube, namespace, cluster_doc("fanout", "b-headless", namespace))
+    assert status == 422, body
+    assert "pipeline 'b' (in this namespace) makes Service 'b-headless' too" in body.get("message", "")
+    assert [p["metadata"]["name"] for p in kube.list(API, "TritonPipeline", namespace, "")] == ["b"]
+    # b deleted (no garbage collector runs here: its children stay, controlled by the b that was): a new b
+    # takes them over, so it is no refusal
+    wait_for("b's Service", lambda: kube.get("v1", "Service", namespace, "b"))
+    kube.delete(API, "TritonPipeline", namespace, "b")
+    wait_for("b deleted", lambda: kube.get(API, "TritonPipeline", namespace, "b") is None)
+    assert create(kube, namespace, cluster_doc("fanout", "b", namespace))[0] == 201
