@@ -176,8 +176,17 @@ async def on_update(
     await reconcile(body, memo, logger, "Updated" if spec_changed(diff) else None)
 
 
+INDEX_WAIT_SECONDS = 10.0  # how long a resume waits for the children's watches to have listed them
+
+
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 async def on_resume(body: kopf.Body, memo: OperatorState, logger: kopf.Logger, **_: Any) -> None:
+    """A pipeline found at start-up: reconciled once the watches of its children have listed them (the
+    index then tells an unchanged child, which is not sent again), or after INDEX_WAIT_SECONDS."""
+    plurals = [plural for _, _, plural in CHILDREN]
+    deadline = asyncio.get_running_loop().time() + INDEX_WAIT_SECONDS
+    while not memo.health.listed(plurals) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
     await reconcile(body, memo, logger, None)
 
 

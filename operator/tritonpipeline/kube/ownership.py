@@ -9,6 +9,8 @@ existing object is explicit: its owner annotates it with `ADOPT_ANNOTATION` set 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +25,10 @@ ADOPT_ANNOTATION = f"{GROUP}/adopt"
 # on the Deployment: the optional children (an autoscaler, routing objects...) applied with it, `Kind/name`
 # comma-separated, so that an operator started later prunes the one a spec drops without looking for all
 RENDERED_OPTIONAL = f"{GROUP}/optional-children"
+
+# on every child: the digest of what the operator applied (applied_digest), so that an operator started
+# later tells an unchanged child from one to send again without sending it
+APPLIED_DIGEST = f"{GROUP}/applied-digest"
 
 # the condition that says whether every generated object is the pipeline's
 OWNED = "ObjectsOwned"
@@ -238,3 +244,26 @@ def replace_content(obj: Mapping[str, Any], live: Mapping[str, Any]) -> list[dic
             if key not in TOP_LEVEL_KEPT and key not in obj
         ),
     ]
+
+
+def with_digest(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The child with APPLIED_DIGEST: a SHA-256 of the child without it."""
+    meta = dict(obj["metadata"])
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != APPLIED_DIGEST}
+    bare = {**obj, "metadata": {**meta, "annotations": annotations}}
+    text = json.dumps(bare, sort_keys=True, separators=(",", ":"))
+    meta["annotations"] = {**annotations, APPLIED_DIGEST: hashlib.sha256(text.encode()).hexdigest()}
+    return {**obj, "metadata": meta}
+
+
+def applied_digest(obj: Mapping[str, Any]) -> str | None:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(APPLIED_DIGEST)
+
+
+def written_by(obj: Mapping[str, Any]) -> set[str]:
+    """The field managers that own fields of the object itself (not of its status or scale)."""
+    return {
+        str(entry.get("manager"))
+        for entry in (obj.get("metadata") or {}).get("managedFields") or []
+        if not entry.get("subresource")
+    }

@@ -7,6 +7,7 @@ import asyncio
 import calendar
 import datetime
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -50,7 +51,7 @@ def changes(
     manager: str,
     since: float,
     before: Seen | None,
-    kept: frozenset[str] = frozenset(),
+    kept: Mapping[str, tuple[str, float, int]] | None = None,
 ) -> tuple[list[str], list[str], Seen]:
     """(created, updated, seen): the `Kind/name` of the objects a server-side apply started at `since`
     created or changed, given what the previous reconcile in this process saw (`before`, None after a
@@ -64,8 +65,8 @@ def changes(
     for obj in applied:
         meta = obj.get("metadata") or {}
         ref = f"{obj.get('kind')}/{meta.get('name')}"
-        if ref in kept and before is not None and ref in before:
-            seen[ref] = before[ref]
+        if kept and ref in kept:
+            seen[ref] = kept[ref]
             continue
         seen[ref] = now = _seen(obj, manager)
         old = (before or {}).get(ref)

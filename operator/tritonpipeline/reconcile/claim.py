@@ -6,16 +6,17 @@ appeared meanwhile); a delete names the UID too."""
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..kube import ownership
 from ..kube import status as st
+from ..kube.autoscaling import REPLICAS_HANDOVER_MANAGER
 from ..kube.client import Kube, KubeError, Replaced
 from ..kube.manifests import Children
 from ..runtime.children import ChildIndex
 from ..runtime.state import Seen
+from ..settings import FIELD_MANAGER
 
 LOOKS = 3  # an object deleted or created between the look and the write: look again, this many times
 
@@ -31,18 +32,20 @@ class Pipeline:
     uid: str
     namespace: str = ""
     seen: Seen = field(default_factory=dict)
-    sent: dict[str, int] = field(default_factory=dict)
+    sent: dict[str, str] = field(default_factory=dict)
     index: ChildIndex | None = None
     new: bool = False  # just created: its children are created, not looked for first
+    field_manager: str = FIELD_MANAGER
 
     @property
     def known(self) -> dict[str, str]:
         return {ref: seen[0] for ref, seen in self.seen.items()}
 
 
-def digest(obj: dict[str, Any]) -> int:
-    """What a rendered child says, to tell whether it is what was sent last time."""
-    return hash(json.dumps(obj, sort_keys=True))
+def ours(manager: str, field_manager: str) -> bool:
+    """Whether a field manager is one of the operator's: its own, or one it applies a part with (the
+    admin-key restart, the drain's restart, the replica count's hand-over)."""
+    return manager in (field_manager, REPLICAS_HANDOVER_MANAGER) or manager.startswith(f"{field_manager}-")
 
 
 async def put(
@@ -150,26 +153,36 @@ class Claims:
     children: Children
     taken: dict[ownership.Ref, str] = field(default_factory=dict)
     skipped: list[ownership.Ref] = field(default_factory=list)
-    # what this reconcile sent (or found as sent before: `kept`, not sent again), `Kind/name` -> digest
-    sent: dict[str, int] = field(default_factory=dict)
-    kept: list[str] = field(default_factory=list)
+    # what this reconcile sent, `Kind/name` -> its APPLIED_DIGEST; and what it found as sent before and
+    # did not send again (`kept`, `Kind/name` -> what apply.changes records of it)
+    sent: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, tuple[str, float, int]] = field(default_factory=dict)
 
     def unchanged(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """The child as its watch shows it, when the rendering is what was sent last time and the object
-        is still as it was applied (no one changed it since): nothing to send. None otherwise, or when
-        the index does not know the object (its watch has not listed it yet, or the kind is not
-        watched)."""
+        """The child as its watch shows it, when there is nothing to send: it carries the digest of this
+        rendering (ownership.APPLIED_DIGEST) and no one changed it since it was applied (its watch shows
+        it as this process applied it; after a start, no writer but the operator's own owns its fields).
+        None otherwise, or when the index does not know the object (its watch has not listed it yet, or
+        the kind is not watched)."""
         p = self.pipeline
-        ref = ownership.shown(ownership.ref_of(obj))
-        seen, rendered = p.seen.get(ref), digest(obj)
-        if p.index is None or seen is None or p.sent.get(ref) != rendered:
+        if p.index is None:
             return None
+        stamped = ownership.with_digest(obj)
+        ref, rendered = ownership.shown(ownership.ref_of(obj)), ownership.applied_digest(stamped)
         _, kind, name = ownership.ref_of(obj)
         live = p.index.get(kind, obj["metadata"].get("namespace") or p.namespace, name)
-        if live is None or (live.uid, live.fingerprint) != (seen[0], seen[2]):
+        if live is None or ownership.applied_digest(live.body) != rendered:
             return None
-        self.sent[ref] = rendered
-        self.kept.append(ref)
+        seen = p.seen.get(ref)
+        if seen is not None:  # this process applied it: as applied, to the watch's eye
+            if (live.uid, live.fingerprint) != (seen[0], seen[2]):
+                return None
+        elif not ownership.controlled_by(live.body, p.uid) or not all(
+            ours(m, p.field_manager) for m in ownership.written_by(live.body)
+        ):
+            return None
+        self.sent[ref] = str(rendered)
+        self.kept[ref] = seen if seen is not None else (live.uid, 0.0, live.fingerprint)
         return live.body
 
     def blocked(self, obj: dict[str, Any]) -> bool:
@@ -194,11 +207,12 @@ class Claims:
         kept = self.unchanged(obj)
         if kept is not None:
             return kept
-        result = await put(kube, obj, self.pipeline, retries, field_manager)
+        stamped = ownership.with_digest(obj)
+        result = await put(kube, stamped, self.pipeline, retries, field_manager)
         if isinstance(result, ownership.Holder):
             self.taken[ownership.ref_of(obj)] = result.owner
             return None
-        self.sent[ownership.shown(ownership.ref_of(obj))] = digest(obj)
+        self.sent[ownership.shown(ownership.ref_of(obj))] = str(ownership.applied_digest(stamped))
         return result
 
     def unwritten(

@@ -191,7 +191,14 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
         seen, sent = state.applied.get((namespace, name), {}), state.sent.get((namespace, name), {})
         pipeline = Pipeline(
-            name, body.metadata.uid, namespace, seen, sent, state.children, event == "Created"
+            name,
+            body.metadata.uid,
+            namespace,
+            seen,
+            sent,
+            state.children,
+            event == "Created",
+            config.field_manager,
         )
         claims = Claims(pipeline, pinned.children)
         applied = await apply_children(kube, tp, claims, owner, logger)
@@ -287,7 +294,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         body.get("status") or {},
     )
     created, updated, state.applied[(namespace, name)] = changes(
-        applied, config.field_manager, since, state.applied.get((namespace, name)), frozenset(claims.kept)
+        applied, config.field_manager, since, state.applied.get((namespace, name)), claims.kept
     )
     outcome, line = _outcome(len(applied), created, updated, stale, deployment or {})
     events.RECONCILE_DONE.log(logger, outcome=outcome, generation=generation, summary=line)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
 
@@ -59,6 +59,12 @@ class WatchHealth:
 
     def connect(self, path: str) -> None:
         self.connected[path] = self.clock()
+
+    def listed(self, resources: Iterable[str]) -> bool:
+        """Whether a watch of each resource (by plural) has connected: kopf lists a resource before it
+        watches it, so what the list held has reached the handlers (runtime/children.py's index)."""
+        have = {_resource(path) for path in self.connected}
+        return set(resources) <= have
 
     def problems(self) -> list[str]:
         """Why the watching is not alive; empty when every stream connected recently."""

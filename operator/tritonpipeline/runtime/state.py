@@ -78,7 +78,7 @@ class OperatorState:
     # the pipelines whose generated admin-key Secret this process made or found (reconcile/pipeline.py)
     secrets: set[Key] = field(default_factory=set)
     # what each pipeline's last reconcile sent of each child (reconcile/claim.py: `Kind/name` -> digest)
-    sent: dict[Key, dict[str, int]] = field(default_factory=dict)
+    sent: dict[Key, dict[str, str]] = field(default_factory=dict)
     # each pipeline's last compilation, by its essence (reconcile/pipeline.py `compiled`): the children,
     # or the SpecError
     compiled: dict[Key, tuple[str, Any]] = field(default_factory=dict)

@@ -1,0 +1,77 @@
+"""Cheap at rest, on a real kube-apiserver: pipelines that nothing changes cost the API server no write and
+next to no read, resync after resync, and after a restart of the operator (the counts are the apiserver's
+own `apiserver_request_total`). `make bench-controlplane` measures the same at scale."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bench.controlplane.apiserver_metrics import api_snapshot
+from harness.operator_process import LocalOperator
+from harness.wait import wait_for
+from test_operator import cluster_doc, wait_reconciled
+
+pytestmark = pytest.mark.apiserver
+
+WRITES = frozenset({"APPLY", "PATCH", "POST", "PUT", "DELETE", "DELETECOLLECTION", "CREATE", "UPDATE"})
+# the API server's own requests (its identity lease, renewed every few seconds)
+APISERVER_OWN = frozenset({"leases"})
+PIPELINES = 3
+WINDOW = 6.0  # seconds counted: six resyncs and six status polls of every pipeline
+ENV = {"TRITONPIPELINE_RESYNC_SECONDS": "1", "TRITONPIPELINE_STATUS_POLL_SECONDS": "1"}
+
+
+def requests_during(control_plane: Any, seconds: float) -> Counter[str]:
+    """'VERB resource' -> requests the API server answered in the next `seconds` (watches left out)."""
+    before = api_snapshot(control_plane)[0]
+    time.sleep(seconds)
+    delta = api_snapshot(control_plane)[0] - before
+    found: Counter[str] = Counter()
+    for (verb, resource, _), count in delta.items():
+        if verb not in ("WATCH", "CONNECT") and resource not in APISERVER_OWN:
+            found[f"{verb} {resource}"] += count
+    return found
+
+
+def settled(op: LocalOperator, lines: int) -> bool:
+    """Whether the operator logged `lines` more reconcile outcome lines than it had (resyncs ran)."""
+    return len([x for x in op.lines() if "] reconcile " in x]) >= lines
+
+
+def test_unchanged_pipelines_cost_no_write_and_a_list_per_pass(
+    control_plane: Any, kube: Any, namespace: str, run_operator: Callable[..., LocalOperator]
+) -> None:
+    op = run_operator(ENV)
+    for i in range(PIPELINES):
+        kube.apply(cluster_doc(f"p{i}", namespace))
+    for i in range(PIPELINES):
+        wait_reconciled(kube, namespace, f"p{i}")
+    wait_for("a few resyncs", lambda: settled(op, 3 * PIPELINES))
+    found = requests_during(control_plane, WINDOW)
+    writes = {k: v for k, v in found.items() if k.split()[0] in WRITES}
+    assert writes == {}, f"writes at rest: {dict(found)}"
+    # the resync and the status poll list the pipelines once a pass each: the rest is the children's
+    # business of the watches (one pass may straddle the window's edges)
+    per_pass = 2
+    assert sum(found.values()) <= per_pass * (WINDOW + 2), dict(found)
+    assert set(found) <= {"LIST tritonpipelines"}, dict(found)
+
+    # a restart: the new process reconciles every pipeline once, writes none of its unchanged children
+    op.stop()
+    before = api_snapshot(control_plane)[0]
+    op = run_operator(ENV)
+    wait_for("every pipeline resumed", lambda: settled(op, PIPELINES))
+    wait_for("a resync after", lambda: settled(op, 2 * PIPELINES))
+    delta = api_snapshot(control_plane)[0] - before
+    child_writes = {
+        f"{verb} {res}": n
+        for (verb, res, _), n in delta.items()
+        if verb in WRITES and res not in ("tritonpipelines", "events", *APISERVER_OWN) and n
+    }
+    # the admin-key Secret is POSTed once per pipeline and process (409: it exists); nothing else
+    assert child_writes == {"POST secrets": PIPELINES}, dict(delta)
