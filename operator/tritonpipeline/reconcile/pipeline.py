@@ -9,7 +9,7 @@ import hashlib
 import json
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -45,32 +45,39 @@ def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
     return tp, artifacts, render_children(tp, artifacts, config), newer
 
 
-def essence(body: kopf.Body) -> str:
-    """What a pipeline's compilation depends on: its spec, name, namespace, labels and the annotations
-    that are not the operator's own (kopf's progress, the roll request)."""
+def essence(body: kopf.Body) -> tuple[str, int]:
+    """What a pipeline's compilation depends on (its spec, name, namespace, labels and the annotations
+    that are not the operator's own: kopf's progress, the roll request), as a digest, and its size."""
     meta = body.metadata
     annotations = {k: v for k, v in (meta.annotations or {}).items() if not k.startswith(f"{GROUP}/")}
     text = json.dumps(
         [body.get("spec"), meta.name, meta.namespace, dict(meta.labels or {}), annotations], sort_keys=True
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest(), len(text)
+
+
+# what a compiled pipeline keeps in memory per byte of its spec (the parsed spec, the generated files and
+# the rendered children: 5.3 MB for a 260 KB spec, measured with tracemalloc)
+RETAINED_PER_SPEC_BYTE = 21
 
 
 async def compiled(state: OperatorState, body: kopf.Body) -> Compiled:
     """compile_cr off the event loop (a large spec takes seconds: the webhook's answers and the probes
-    wait for no compile), once per pipeline essence: a resync of an unchanged pipeline compiles nothing.
-    Raises the compile's SpecError (remembered alike)."""
-    key, current = (namespace_of(body), body.metadata.name), essence(body)
-    cached = state.compiled.get(key)
-    if cached is None or cached[0] != current:
+    wait for no compile), once per change of the pipeline's essence while it stays in the bounded cache
+    (state.compiled: a resync of an unchanged pipeline compiles nothing). Raises the compile's
+    SpecError (remembered alike)."""
+    key = (namespace_of(body), body.metadata.name)
+    tag, size = essence(body)
+    result = state.compiled.get(key, tag)
+    if result is None:
         try:
-            result: Compiled | SpecError = await asyncio.to_thread(compile_cr, dict(body), state.settings)
+            result = await asyncio.to_thread(compile_cr, dict(body), state.settings)
         except SpecError as exc:
             result = exc
-        state.compiled[key] = cached = (current, result)
-    if isinstance(cached[1], SpecError):
-        raise cached[1]
-    return cached[1]
+        state.compiled.put(key, tag, result, size * RETAINED_PER_SPEC_BYTE)
+    if isinstance(result, SpecError):
+        raise result
+    return cast(Compiled, result)
 
 
 def one_line(exc: SpecError) -> str:
@@ -95,7 +102,7 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
         if (
             event is None
             and refused is not None
-            and refused[0] == essence(body)
+            and refused[0] == essence(body)[0]
             and time.monotonic() < refused[2]
         ):
             return  # the API server refused this spec's objects: it is tried again after its back-off
@@ -122,7 +129,7 @@ def refusal_backoff(state: OperatorState, body: kopf.Body) -> int:
     """The seconds until this spec's apply is tried again after the API server refused it: 10, then
     doubled at each refusal of the same spec, up to MAX_RETRY_SECONDS (a spec change starts over). The
     resync leaves the pipeline alone until then."""
-    key, current = (namespace_of(body), body.metadata.name), essence(body)
+    key, current = (namespace_of(body), body.metadata.name), essence(body)[0]
     before = state.refused.get(key)
     count = before[1] + 1 if before is not None and before[0] == current else 0
     delay = min(RETRY_SECONDS * 2**count, MAX_RETRY_SECONDS)

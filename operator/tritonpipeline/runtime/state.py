@@ -15,6 +15,7 @@ import kopf
 
 from ..kube.client import Kube
 from ..settings import Settings
+from .cache import BoundedCache
 from .children import ChildIndex
 from .health import WatchHealth
 from .loops import Loops
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ..kube.triton_metrics import Scrape
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
+COMPILE_CACHE_BYTES = 64 * 1024 * 1024  # the compiled pipelines kept (estimated: reconcile/pipeline.py)
 Seen = dict[str, tuple[str, float, int]]  # Kind/name -> (uid, our Apply time, hash of spec/data)
 OptionalChildren = set[tuple[str, str, str]]  # (apiVersion, kind, name) of optional children
 
@@ -81,7 +83,7 @@ class OperatorState:
     sent: dict[Key, dict[str, str]] = field(default_factory=dict)
     # each pipeline's last compilation, by its essence (reconcile/pipeline.py `compiled`): the children,
     # or the SpecError
-    compiled: dict[Key, tuple[str, Any]] = field(default_factory=dict)
+    compiled: BoundedCache = field(default_factory=lambda: BoundedCache(COMPILE_CACHE_BYTES))
     # the children as their watches show them (handlers.py feeds it; runtime/children.py)
     children: ChildIndex = field(default_factory=ChildIndex)
     # the objects with a pipeline's children's names that another holds (kube/ownership.py): `Kind/name`
@@ -123,7 +125,6 @@ class OperatorState:
             self.applied,
             self.taken,
             self.sent,
-            self.compiled,
             self.claims,
             self.refused,
             self.repaired,
@@ -136,6 +137,7 @@ class OperatorState:
             store.pop((namespace, name), None)
         self.scrape_failing.discard((namespace, name))
         self.secrets.discard((namespace, name))
+        self.compiled.pop((namespace, name))
 
     def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
         """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done
