@@ -19,6 +19,7 @@ from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import autoscaling, checks, routing
 from tritonpipeline.kube.client import Kube, KubeError
 from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.meta import CONFIGMAP_DIGEST_CHARS, configmap_name
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -117,8 +118,10 @@ def test_every_rendered_object_name_is_a_checked_name(mutate: Any) -> None:
     configmaps = {c["metadata"]["name"] for c in children.configmaps}
     for obj in objects:
         name = obj["metadata"]["name"]
-        if name in configmaps:  # parts differ by their index only: part 0 stands for them
-            name = name.rsplit("-", 1)[0] + "-0"
+        if name in configmaps:  # parts differ by digest and index only: a zero digest, part 0 stands for them
+            checked_form = configmap_name(tp, 0, "0" * CONFIGMAP_DIGEST_CHARS)
+            assert len(name.rsplit("-", 1)[0]) == len(checked_form.rsplit("-", 1)[0]), name
+            name = checked_form
         assert name in checked, f"{obj['kind']} {name} is not checked by kube/checks.py"
 
 

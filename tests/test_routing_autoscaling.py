@@ -228,7 +228,7 @@ def test_header_gateway_api_routes(implementation):
     assert grpc["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8001}]
     served = {(o["apiVersion"], o["kind"]) for o in kids.provider_objects}
     assert served == set(kids.provider_apis)  # every kind rendered is checked for being served
-    possible = {(a, k, n) for a, k, n in routing.possible_names(tp)}
+    possible = {(a, k, n) for a, k, n in routing.possible_names(tp.name)}
     assert {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in kids.provider_objects} <= possible
 
 
