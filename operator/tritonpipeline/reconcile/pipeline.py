@@ -8,12 +8,12 @@ import contextlib
 import hashlib
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import kopf
 
-from ..compiler import Artifacts, compile_pipeline, graph_problems_beside
+from ..compiler import compile_pipeline, graph_problems_beside
 from ..compiler.router_choice import choose_router
 from ..errors import SpecError
 from ..kube import access, autoscaling, ownership, pinning, storage
@@ -33,16 +33,27 @@ from .refs import namespace_of
 from .status import pod_status, previous_condition, schema_current, warn, write_status
 from .upgrade import pin, rolled
 
-Compiled = tuple[TritonPipeline, Artifacts, Children, list[str]]
+
+@dataclass(frozen=True)
+class Generated:
+    """What a reconcile reports of the generated repository (the compiled plan itself is not kept)."""
+
+    graph: dict[str, Any]  # Artifacts.graph_summary()
+    digest: str
+    files: int
+
+
+Compiled = tuple[TritonPipeline, Generated, Children, list[str]]
 
 
 def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
-    """Parse, compile and render a pipeline (pure; raises SpecError): the spec, the generated repository,
-    the children, and the fields of a newer CRD the parse left out (reported in SchemaCurrent)."""
+    """Parse, compile and render a pipeline (pure; raises SpecError): the spec, what the generated
+    repository is, the children, and the fields of a newer CRD the parse left out (SchemaCurrent)."""
     newer: list[str] = []
     tp = parse_pipeline(body, beside=graph_problems_beside, newer=newer)
     artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
-    return tp, artifacts, render_children(tp, artifacts, config), newer
+    generated = Generated(artifacts.graph_summary(), artifacts.digest(), len(artifacts.files))
+    return tp, generated, render_children(tp, artifacts, config), newer
 
 
 def essence(body: kopf.Body) -> tuple[str, int]:
@@ -59,6 +70,7 @@ def essence(body: kopf.Body) -> tuple[str, int]:
 # what a compiled pipeline keeps in memory per byte of its spec (the parsed spec, the generated files and
 # the rendered children: 5.3 MB for a 260 KB spec, measured with tracemalloc)
 RETAINED_PER_SPEC_BYTE = 21
+RETAINED_AT_LEAST = 48 * 1024  # and at least this much (examples/fanout.yaml's: 44 KB)
 
 
 async def compiled(state: OperatorState, body: kopf.Body) -> Compiled:
@@ -74,7 +86,7 @@ async def compiled(state: OperatorState, body: kopf.Body) -> Compiled:
             result = await asyncio.to_thread(compile_cr, dict(body), state.settings)
         except SpecError as exc:
             result = exc
-        state.compiled.put(key, tag, result, size * RETAINED_PER_SPEC_BYTE)
+        state.compiled.put(key, tag, result, max(size * RETAINED_PER_SPEC_BYTE, RETAINED_AT_LEAST))
     if isinstance(result, SpecError):
         raise result
     return cast(Compiled, result)
@@ -237,13 +249,13 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     deployment = next((o for o in applied if o.get("kind") == "Deployment"), None)
     if pinned.rolled and deployment is not None:
         rolled(state, (namespace, name), deployment)
-    summary = artifacts.graph_summary()
+    summary = artifacts.graph
     routers = [r["name"] for r in summary["routers"]]
     events.RECONCILE_DETAILS.log(
         logger,
         objects=len(applied),
         configmaps=len(children.configmaps),
-        digest=artifacts.digest()[:12],
+        digest=artifacts.digest[:12],
         routers=", ".join(routers) or "none",
         pruned=stale or "nothing",
         autoscaling=autoscaling.describe(tp),
@@ -252,7 +264,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         "ModelsConfigured",
         True,
         "RepositoryGenerated",
-        f"{len(artifacts.files)} generated files in {len(children.configmaps)} ConfigMap(s); "
+        f"{artifacts.files} generated files in {len(children.configmaps)} ConfigMap(s); "
         f"{len(routers)} router(s) inserted",
         generation,
     )
@@ -314,7 +326,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         kopf.info(
             body,
             reason=event,
-            message=f"applied repository {artifacts.digest()[:12]}, "
+            message=f"applied repository {artifacts.digest[:12]}, "
             f"{len(routers)} router(s), {len(applied)} objects",
         )
     return outcome

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..kube.ownership import written_by
 from ..settings import GROUP
 
 PIPELINE_LABEL = f"{GROUP}/pipeline"
@@ -35,17 +36,18 @@ def fingerprint(obj: Mapping[str, Any]) -> int:
     return hash(json.dumps([body, labels], sort_keys=True, default=str))
 
 
+KEPT_METADATA = ("name", "namespace", "uid", "labels", "annotations", "ownerReferences")
+
+
 @dataclass(frozen=True)
 class Live:
     """One child as its watch last showed it."""
 
     uid: str
     fingerprint: int
-    body: dict[str, Any]  # whole for WHOLE kinds, else kind, apiVersion and metadata
-
-    @property
-    def pipeline(self) -> str | None:
-        return ((self.body.get("metadata") or {}).get("labels") or {}).get(PIPELINE_LABEL)
+    body: dict[str, Any]  # whole for WHOLE kinds, else apiVersion, kind and metadata (KEPT_METADATA)
+    writers: frozenset[str] = frozenset()  # the field managers that own fields of the object itself
+    pipeline: str | None = None  # its pipeline label
 
 
 class ChildIndex:
@@ -60,8 +62,15 @@ class ChildIndex:
         if deleted:
             self._live.pop(key, None)
             return
-        body = dict(obj) if kind in WHOLE else {k: obj.get(k) for k in ("apiVersion", "kind", "metadata")}
-        self._live[key] = Live(str(meta.get("uid")), fingerprint(obj), body)
+        if kind in WHOLE:
+            body = dict(obj)  # a kopf Body is a mapping over the decoded JSON
+        else:
+            kept = {k: meta[k] for k in KEPT_METADATA if k in meta}
+            body = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": kept}
+        pipeline = (meta.get("labels") or {}).get(PIPELINE_LABEL)
+        self._live[key] = Live(
+            str(meta.get("uid")), fingerprint(obj), body, frozenset(written_by(obj)), pipeline
+        )
 
     def get(self, kind: str, namespace: str, name: str) -> Live | None:
         return self._live.get((kind, namespace, name))
