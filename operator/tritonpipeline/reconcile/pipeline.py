@@ -120,7 +120,8 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
             return  # the API server refused this spec's objects: it is tried again after its back-off
         started = time.monotonic()
         try:
-            outcome = await _reconcile(body, state, logger, event)
+            async with state.admitted:
+                outcome = await _reconcile(body, state, logger, event)
         except kopf.PermanentError:
             outcome = "invalid"
             raise
