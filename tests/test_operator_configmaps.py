@@ -102,3 +102,25 @@ def test_a_new_repository_is_a_new_set_and_the_old_one_stays_with_its_replica_se
     kube.delete("v1", "ConfigMap", namespace, gone)
     back = wait_for("the ConfigMap back", lambda: kube.get("v1", "ConfigMap", namespace, gone))
     assert back["data"] == before["data"] and back["immutable"] is True
+
+
+def test_a_metadata_list_sends_names_and_owners_not_contents(kube: Kube, namespace: str) -> None:
+    """What the prune and the webhook list (Kube.list metadata_only): ConfigMaps of a pipeline cost their
+    metadata, not their configs; an empty list is a list."""
+    labels = {SELECTOR: "meta-only"}
+    data = {"config.pbtxt": "x" * 100_000}
+    for i in range(3):
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"m-{i}", "namespace": namespace, "labels": labels},
+                "data": data,
+            }
+        )
+    full = kube.list("v1", "ConfigMap", namespace, f"{SELECTOR}=meta-only")
+    listed = kube.list("v1", "ConfigMap", namespace, f"{SELECTOR}=meta-only", metadata_only=True)
+    assert sorted(c["metadata"]["name"] for c in listed) == ["m-0", "m-1", "m-2"]
+    assert [c["metadata"]["uid"] for c in listed] == [c["metadata"]["uid"] for c in full]
+    assert all("data" in c for c in full) and not any("data" in c for c in listed)
+    assert kube.list("v1", "ConfigMap", namespace, f"{SELECTOR}=nothing", metadata_only=True) == []

@@ -119,6 +119,9 @@ def no_answer(exc: BaseException) -> str:
     return f"no answer from the API server ({type(cause).__name__}: {cause})"
 
 
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
 def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     ns = f"/namespaces/{namespace}" if namespace else ""
@@ -142,8 +145,9 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> dict[str, Any]:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         params = self.api.param_serialize(
@@ -261,11 +265,20 @@ class Kube:
                 return None
             raise
 
-    def list(self, api_version: str, kind: str, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+    def list(
+        self, api_version: str, kind: str, namespace: str | None, selector: str, metadata_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """The objects of a kind matching a label selector; `metadata_only`: their metadata alone (the
+        API server sends PartialObjectMetadata: a list of large objects costs their names, not their
+        contents)."""
         url = path(api_version, kind, namespace)
-        return self._retry(lambda: self._call("GET", url, query=[("labelSelector", selector)])).get(
-            "items", []
-        )
+        accept = METADATA_LIST if metadata_only else "application/json"
+        return (
+            self._retry(
+                lambda: self._call("GET", url, query=[("labelSelector", selector)], accept=accept)
+            ).get("items")
+            or []
+        )  # an empty PartialObjectMetadataList has `items: null`
 
     def delete(
         self, api_version: str, kind: str, namespace: str | None, name: str, uid: str | None = None

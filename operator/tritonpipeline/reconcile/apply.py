@@ -341,7 +341,7 @@ async def prune(
     keep = {c["metadata"]["name"] for c in children.configmaps} | keep_configmaps
     removed = []
     if listed is None:
-        listed = tuple(await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector))
+        listed = tuple(await asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, selector, True))
     surplus = [
         cm["metadata"]
         for cm in listed

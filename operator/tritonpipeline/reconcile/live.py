@@ -21,9 +21,9 @@ from ..runtime.loops import STATUS_POLL, supervise
 from ..runtime.state import OperatorState
 from ..spec import TritonPipeline
 from ..triton.addresses import url_host
-from .pipeline import compiled
+from .pipeline import parsed
 from .resync import watched_pipelines
-from .status import list_pods, write_status
+from .status import list_pods, previous_condition, write_status
 
 SCRAPE_TIMEOUT_SECONDS = 3.0
 
@@ -74,10 +74,14 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
     """Read one pipeline's pod metrics and autoscaler into its status."""
     namespace, name = cr["metadata"]["namespace"], cr["metadata"]["name"]
     key = (namespace, name)
-    try:  # the reconcile's compilation, kept: nothing is parsed on the event loop
-        tp = (await compiled(state, kopf.Body(cast(kopf.RawBody, cr))))[0]
-    except SpecError:
+    body = kopf.Body(cast(kopf.RawBody, cr))
+    valid = previous_condition(state, namespace, name, body, "SpecValid") or {}
+    if valid.get("status") == "False":
         return  # its status already says why
+    try:  # the reconcile's parse where kept, else parsed off the event loop: nothing is compiled
+        tp = await parsed(state, body)
+    except SpecError:
+        return
     new: dict[str, Any] = {}
     try:
         pods = await list_pods(state, namespace, name, indexed=True)

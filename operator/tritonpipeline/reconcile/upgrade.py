@@ -101,7 +101,7 @@ async def live_deployment(
     kube = state.kube
     live, listed = await asyncio.gather(
         asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name),
-        asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={pipeline}"),
+        asyncio.to_thread(kube.list, "v1", "ConfigMap", namespace, f"{PIPELINE_LABEL}={pipeline}", True),
     )
     return live, listed
 

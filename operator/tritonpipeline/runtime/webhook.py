@@ -253,7 +253,7 @@ def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
     name, namespace, uid = str(meta.get("name", "")), meta.get("namespace") or "default", meta.get("uid", "")
     problems = []
     try:
-        others = [str(p["metadata"]["name"]) for p in kube.list(API_VERSION, KIND, namespace, "")]
+        others = [str(p["metadata"]["name"]) for p in kube.list(API_VERSION, KIND, namespace, "", True)]
     except KubeError:
         others = []
     for other, kind, taken in ownership.collisions(name, others):
