@@ -75,3 +75,8 @@ def test_unchanged_pipelines_cost_no_write_and_a_list_per_pass(
     }
     # the admin-key Secret is POSTed once per pipeline and process (409: it exists); nothing else
     assert child_writes == {"POST secrets": PIPELINES}, dict(delta)
+    # nor is anything read per pipeline that the watches' listing shows: the resume reconcile writes the
+    # status, no mirror of a listed Deployment or pod reads the pipeline, its Deployment or its pods
+    reads = Counter(f"{verb} {res}" for (verb, res, _), n in delta.items() for _ in range(int(n)))
+    assert reads["GET tritonpipelines"] == reads["GET deployments"] == 0, dict(reads)
+    assert reads["LIST pods"] <= 2, dict(reads)  # the pods' watch lists them (once, or again on a resume)

@@ -232,7 +232,8 @@ async def pod_changed(body: kopf.Body, type: str, memo: OperatorState, **_: Any)
     waiting for its missing admin-key Secret gets it at once."""
     name = (body.metadata.labels or {}).get(PIPELINE_LABEL)
     if name and type != "DELETED":
-        await mirror_pods(memo, namespace_of(body), name)
+        if type is not None:  # None: listed at start-up, where the pipeline's resume writes its status
+            await mirror_pods(memo, namespace_of(body), name)
         await restore_admin_secret(memo, body, name)
 
 
@@ -245,6 +246,8 @@ async def deployment_changed(body: kopf.Body, type: str, memo: OperatorState, **
         return
     if type == "DELETED":
         await restore_child(memo, body, owner)
+        return
+    if type is None:  # listed at start-up: the pipeline's resume reconcile writes its status
         return
     namespace = namespace_of(body)
     await mirror_pods(memo, namespace, owner["name"])  # as it is now, not as the event said
