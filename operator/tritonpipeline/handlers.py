@@ -227,7 +227,7 @@ async def child_changed(body: kopf.Body, type: str, memo: OperatorState, **_: An
 
 
 @kopf.on.event(*PODS)
-async def pod_changed(body: kopf.Body, type: str, memo: OperatorState, **_: Any) -> None:
+async def pod_changed(body: kopf.Body, type: str | None, memo: OperatorState, **_: Any) -> None:
     """A Triton pod changed (an init container failed, an image pull is stuck...): Ready says why; a pod
     waiting for its missing admin-key Secret gets it at once."""
     name = (body.metadata.labels or {}).get(PIPELINE_LABEL)
@@ -238,7 +238,7 @@ async def pod_changed(body: kopf.Body, type: str, memo: OperatorState, **_: Any)
 
 
 @kopf.on.event(*DEPLOYMENTS)
-async def deployment_changed(body: kopf.Body, type: str, memo: OperatorState, **_: Any) -> None:
+async def deployment_changed(body: kopf.Body, type: str | None, memo: OperatorState, **_: Any) -> None:
     """Mirror the Deployment's replica counts into its TritonPipeline's status and Ready condition;
     recreate it if it was deleted."""
     owner = owner_of(body)
