@@ -21,10 +21,12 @@ import shutil
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kopf
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -279,6 +281,11 @@ def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
+# Reviews run in threads of their own: the reconciles' API calls (the default executor) may queue for
+# minutes while many large pipelines resync, and the API server waits at most 10 s for an answer
+REVIEWS = ThreadPoolExecutor(2, thread_name_prefix="review")
+
+
 async def admit(
     operation: str,
     new: Mapping[str, Any] | None,
@@ -294,9 +301,10 @@ async def admit(
         return
     assert new is not None
     try:
-        result = await asyncio.to_thread(verdict, new, settings)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(REVIEWS, verdict, new, settings)
         if result.allowed and operation == "CREATE" and kube is not None:
-            taken = await asyncio.to_thread(names_taken, kube, new)
+            taken = await loop.run_in_executor(REVIEWS, names_taken, kube, new)
             result = Verdict(taken, result.warnings) if taken else result
     except Exception as exc:
         events.WEBHOOK_REVIEW_FAILED.log(log)
@@ -559,6 +567,20 @@ class SecretStore:
         return f"Secret {self.namespace}/{self.name}"
 
 
+# The largest AdmissionReview the webhook reads: an UPDATE carries the object and its old copy, each up to
+# the API server's request limit (3 MiB). aiohttp's default, 1 MiB, answered a 260 KB pipeline's UPDATE
+# review (with its managedFields) 413, which failurePolicy Fail turns into a refused write.
+REVIEW_MAX_BYTES = 8 * 1024 * 1024
+
+
+class ReviewServer(kopf.WebhookServer):
+    """kopf's webhook server, reading reviews up to REVIEW_MAX_BYTES."""
+
+    @staticmethod
+    async def _serve(fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        return await kopf.WebhookServer._serve(fn, request.clone(client_max_size=REVIEW_MAX_BYTES))
+
+
 class Server:
     """kopf's webhook server with this operator's certificate; registers the configuration (server-side
     apply, retried until it works) each time kopf (re)starts listening: at start, and after the
@@ -595,7 +617,7 @@ class Server:
             # file check would close the listener and open another on a change (connections refused in
             # between); `live` swaps the certificate in place instead
             first = shutil.copy(live.bundle, workdir / "first.pem")
-            server = kopf.WebhookServer(
+            server = ReviewServer(
                 addr=ws.listen_host or None,
                 port=ws.port,
                 context=live.context,
