@@ -4,6 +4,7 @@ colliding pipelines is at the end."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -69,6 +70,27 @@ def test_names_of_two_pipelines_collide_only_where_one_makes_the_others() -> Non
     assert ownership.collisions("b-headless", ["b", "c", "b-headless"]) == [("b", "Service", "b-headless")]
     assert ownership.collisions("b", ["b-headless"]) == [("b-headless", "Service", "b-headless")]
     assert ownership.collisions("b", ["b", "b-http", "bb", "b-repo-0", "b-admin-key"]) == []
+
+
+# names built of the generated suffixes, so that many of them collide with one another
+NAMES = [
+    "".join(parts)
+    for parts in itertools.product(
+        ["a", "b-headless", "b"], ["", "-headless", "-http", "-admin-key", "-grpc"]
+    )
+] + ["b-headless-headless", "b-http-headless", "a-grpc-http", "x"]
+
+
+@pytest.mark.parametrize("pipeline", NAMES)
+def test_the_pipelines_that_could_collide_are_all_those_that_do(pipeline: str) -> None:
+    """The webhook GETs only the pipelines `could_collide` names: every collision with any other name is
+    among them."""
+    candidates = ownership.could_collide(pipeline)
+    assert candidates is not None and pipeline not in candidates
+    assert ownership.collisions(pipeline, NAMES) == ownership.collisions(
+        pipeline, [n for n in NAMES if n in candidates]
+    )
+    assert len(candidates) <= 4  # a GET or a few per review, whatever the namespace holds
 
 
 def children(name: str = "c", **spec: Any) -> Any:

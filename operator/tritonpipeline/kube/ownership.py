@@ -178,6 +178,26 @@ def collisions(pipeline: str, others: Iterable[str]) -> list[tuple[str, str, str
     ]
 
 
+def could_collide(pipeline: str) -> list[str] | None:
+    """The names of the other pipelines that could share an object name with the pipeline `pipeline`
+    (`collisions` tells which do): each generated name is the pipeline's name and a suffix of its kind,
+    so another pipeline shares one only when its name is this one's with a suffix added or taken off.
+    None when a generated name is not of that shape (then every pipeline of the namespace is a
+    candidate)."""
+    probe = "p"
+    suffixes: dict[str, list[str]] = {}
+    for _, kind, name in generated_names(probe):
+        if not name.startswith(probe):
+            return None
+        suffixes.setdefault(kind, []).append(name[len(probe) :])
+    found: dict[str, None] = {}
+    for _, kind, mine in generated_names(pipeline):
+        for suffix in suffixes[kind]:
+            if mine.endswith(suffix):
+                found[mine[: len(mine) - len(suffix)]] = None
+    return [name for name in found if name and name != pipeline]
+
+
 def dependents(children: Children, taken: Sequence[Ref]) -> list[Ref]:
     """The children that must not be applied while the objects `taken` are another's: a Deployment
     would mount a taken ConfigMap's files or replace another's Deployment's pods; an autoscaler and a

@@ -254,8 +254,12 @@ def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
     meta = doc.get("metadata") or {}
     name, namespace, uid = str(meta.get("name", "")), meta.get("namespace") or "default", meta.get("uid", "")
     problems = []
+    candidates = ownership.could_collide(name)
     try:
-        others = [str(p["metadata"]["name"]) for p in kube.list(API_VERSION, KIND, namespace, "", True)]
+        if candidates is None:
+            others = [str(p["metadata"]["name"]) for p in kube.list(API_VERSION, KIND, namespace, "", True)]
+        else:  # a GET of each pipeline that could collide, not a list of them all (their managedFields)
+            others = [other for other in candidates if kube.get(API_VERSION, KIND, namespace, other)]
     except KubeError:
         others = []
     for other, kind, taken in ownership.collisions(name, others):
