@@ -15,6 +15,8 @@ from typing import Any
 from harness.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
 
 from . import __doc__ as DESCRIPTION
+from . import restart
+from .admission import Admission
 from .process import proc_stat
 from .report import (
     Measured,
@@ -62,8 +64,44 @@ def throughput_rounds(bench: Bench, rounds: int) -> list[dict[str, Any]]:
     return out
 
 
-def measure(bench: Bench, rounds: int) -> Measured:
-    """Install the CRD, start the operator, then the warm-up, the single CRs and the throughput rounds."""
+def restart_and_idle(bench: Bench, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The restart rounds on N pipelines (each path), then the idle window of the last operator started."""
+    state = restart.set_up(bench, args.crs)
+    print(
+        f"restart: {args.crs} pipelines in place (operator {state.setup['operator_s']:.1f} s, "
+        f"floor {state.setup['floor_s']:.1f} s)",
+        flush=True,
+    )
+    current = restart.rounds(bench, state, args.restart_rounds, args.background_seconds)
+    bg = ", ".join(f"{k} {v:g}" for k, v in state.background_per_minute.items()) or "none"
+    print(f"apiserver's own requests per minute, no operator running: {bg}", flush=True)
+    idle = None
+    if args.idle_seconds > 0:
+        print(f"idle: {args.idle_seconds:g} s with {args.crs} pipelines, default resync and poll", flush=True)
+        idle = restart.idle(bench, state, current, args.idle_seconds)
+        print(
+            f"idle: {idle['requests_per_pipeline_per_minute']} requests and "
+            f"{idle['writes_per_pipeline_per_minute']} writes per pipeline per minute "
+            f"({idle['operator_by_call']})",
+            flush=True,
+        )
+    rss = max([r["vmhwm_mb"] for r in state.rounds if r["mode"] == "operator"] + [0.0])
+    if idle is not None:
+        rss = max(rss, idle["operator_vmhwm_mb"])
+    current.stop()
+    result = {
+        "setup": state.setup,
+        "rounds": state.rounds,
+        "background": state.background,
+        "operator_vmhwm_mb": rss,
+    }
+    return result, idle
+
+
+def measure(bench: Bench, args: argparse.Namespace) -> Measured:
+    """Install the CRD, start the operator, then the warm-up, the single CRs and the throughput rounds;
+    then the restart rounds and the idle window, then the webhook scenario."""
+    rounds = args.rounds
     bench.install()
     bench.start_operator()
     assert bench.operator is not None
@@ -74,15 +112,31 @@ def measure(bench: Bench, rounds: int) -> Measured:
     s = single["to_children_s"]
     print(f"single: p50 {fmt(s['p50'], ' s')} p99 {fmt(s['p99'], ' s')} to children", flush=True)
     done = throughput_rounds(bench, rounds)
+    end, log_stats = proc_stat(bench.operator.pid), operator_log_stats(bench.operator.text())
+    restarted, idle = restart_and_idle(bench, args) if args.restart_rounds > 0 else (None, None)
+    admission = None
+    if args.webhook_crs > 0:
+        admission = Admission(
+            bench,
+            args.webhook_crs,
+            args.webhook_probes,
+            args.webhook_gap,
+            args.webhook_cap,
+            args.webhook_resync_seconds,
+        ).run()
     return Measured(
         warmup=warmup,
         single=single,
         rounds=done,
         rss_after_warmup_mb=rss_after_warmup,
-        end=proc_stat(bench.operator.pid),
-        log_stats=operator_log_stats(bench.operator.text()),
+        end=end,
+        log_stats=log_stats,
         watch_errors=[e for rec in bench.recs.values() for e in rec.errors],
         machine=machine_info(bench.cp),
+        restart=restarted,
+        idle=idle,
+        webhook=admission,
+        load_during=bench.loads,
     )
 
 
@@ -95,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     bench = Bench(cp, args, workdir)
     try:
-        measured = measure(bench, args.rounds)
+        measured = measure(bench, args)
     finally:
         exit_code = bench.close()
         cp.stop()
@@ -127,7 +181,12 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(DESCRIPTION or "").split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smoke run: 5 single CRs, 40-CR bursts, 1 round")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 5 single CRs, 40-CR bursts, 1 round; 40 CRs restarted once, 30 s idle; "
+        "20 large pipelines and 40 webhook probes per state",
+    )
     p.add_argument("--single", type=int, default=20, help="single-CR runs (default 20)")
     p.add_argument("--single-gap", type=float, default=0.3, help="idle seconds before each single CR")
     p.add_argument("--crs", type=int, default=200, help="CRs per throughput round (default 200)")
@@ -142,6 +201,43 @@ def main(argv: list[str] | None = None) -> int:
         help="operator drift-repair period (TRITONPIPELINE_RESYNC_SECONDS; the operator's default is 60: "
         "a pass re-reconciles every CR and would land at a random point inside a round)",
     )
+    p.add_argument(
+        "--restart-rounds",
+        type=int,
+        default=4,
+        help="restart rounds on --crs pipelines, each the floor's re-apply and an operator restart "
+        "(0: no restart and no idle scenario)",
+    )
+    p.add_argument(
+        "--background-seconds",
+        type=float,
+        default=60,
+        help="window, with no operator running (first restart round), in which the apiserver's own "
+        "requests are counted (taken out of the idle figures)",
+    )
+    p.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=180,
+        help="idle window: the operator alone with --crs pipelines at its default resync (0: none)",
+    )
+    p.add_argument(
+        "--webhook-crs", type=int, default=200, help="large pipelines of the webhook scenario (0: none)"
+    )
+    p.add_argument(
+        "--webhook-probes",
+        type=int,
+        default=200,
+        help="dry runs per series (update, then create) in each webhook state",
+    )
+    p.add_argument("--webhook-gap", type=float, default=0.05, help="seconds between two dry runs")
+    p.add_argument("--webhook-cap", type=float, default=120, help="most seconds of each probe series")
+    p.add_argument(
+        "--webhook-resync-seconds",
+        type=float,
+        default=5,
+        help="the busy state's resync period (the operator's TRITONPIPELINE_RESYNC_SECONDS)",
+    )
     p.add_argument("--out", help="results file (default bench/results/controlplane[-quick].json)")
     p.add_argument(
         "--workdir", help="where the control plane and the operator log live (default: a temp dir)"
@@ -150,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.single, args.crs, args.rounds = 5, 40, 1
+        args.restart_rounds = min(args.restart_rounds, 1)
+        args.background_seconds = min(args.background_seconds, 10)
+        args.idle_seconds = min(args.idle_seconds, 30)
+        args.webhook_crs, args.webhook_probes = min(args.webhook_crs, 20), min(args.webhook_probes, 40)
+        args.webhook_cap = min(args.webhook_cap, 30)
     return run(args)
 
 

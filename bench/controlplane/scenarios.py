@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 from harness.controlplane import ControlPlane
 from harness.kubeapi import ensure_namespace, install_generated_crd
 from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.kube import status as st
 from tritonpipeline.kube.client import Kube, path
 from tritonpipeline.kube.manifests import endpoint, owner_reference, render_children
@@ -31,10 +35,12 @@ from .workload import (
     FIELD_MANAGER,
     NAMESPACES,
     OP_NS,
+    WEBHOOK_NS,
     api_client,
     child_keys,
     cluster_doc,
     now,
+    render,
 )
 
 
@@ -47,15 +53,28 @@ class Bench:
         self.args = args
         self.workdir = workdir
         self.kube = Kube(api_client(cp.kubeconfig, 64), FIELD_MANAGER)
-        self.operator: SampledOperator | None = None
+        self.operator: SampledOperator | None = None  # the one of the warm-up, single CRs and bursts
+        self.extra: list[SampledOperator] = []  # those started later (restarts, the webhook scenario)
         self.recs: dict[str, Recorder] = {}
         self.problems: list[str] = []
+        self.loads: list[dict[str, Any]] = []  # the host's load average as each phase started
+        self.t0 = time.monotonic()
+
+    def mark(self, phase: str) -> None:
+        """Note the 1/5/15-minute load average as `phase` starts."""
+        self.loads.append(
+            {
+                "phase": phase,
+                "at_s": round(time.monotonic() - self.t0, 1),
+                "loadavg": [round(x, 2) for x in os.getloadavg()],
+            }
+        )
 
     # -- cluster state ---------------------------------------------------------------------------------
 
     def install(self) -> None:
         install_generated_crd(self.kube)
-        for ns in NAMESPACES.values():
+        for ns in [*NAMESPACES.values(), WEBHOOK_NS]:
             ensure_namespace(self.kube, ns)
 
     def cpu(self) -> dict[str, float]:
@@ -66,14 +85,17 @@ class Bench:
             out[name] = proc_stat(pid)["cpu_s"]
         return out
 
-    def settle(self, quiet_s: float = 1.0, timeout: float = 30.0) -> float:
-        """Wait until the operator used < 2% CPU over `quiet_s`; returns the seconds waited."""
-        assert self.operator is not None
+    def settle(self, quiet_s: float = 1.0, timeout: float = 30.0, pid: int | None = None) -> float:
+        """Wait until the operator (or process `pid`) used < 2% CPU over `quiet_s`; returns the seconds
+        waited."""
+        if pid is None:
+            assert self.operator is not None
+            pid = self.operator.pid
         t0 = time.monotonic()
-        last = proc_stat(self.operator.pid)["cpu_s"]
+        last = proc_stat(pid)["cpu_s"]
         while time.monotonic() - t0 < timeout:
             time.sleep(quiet_s)
-            cur = proc_stat(self.operator.pid)["cpu_s"]
+            cur = proc_stat(pid)["cpu_s"]
             if cur - last < 0.02 * quiet_s:
                 break
             last = cur
@@ -82,13 +104,25 @@ class Bench:
     def delete_all(self, namespace: str, with_crs: bool) -> None:
         kinds = [(API, KIND)] if with_crs else []
         kinds += [*CHILD_KINDS, ("v1", "Event")]
+        kinds += [("v1", "Secret")] if with_crs else []  # the operator's admin-key Secrets
         for api_version, kind in kinds:
             self.kube.request("DELETE", path(api_version, kind, namespace))
 
+    def own_lists(self) -> Counter[str]:
+        """This script's list requests so far ('LIST plural'), from its watches' (re)lists."""
+        total: Counter[str] = Counter()
+        for rec in self.recs.values():
+            with rec.cond:
+                total.update(rec.lists)
+        return total
+
     def close(self) -> int | None:
-        """Stop the watches and the operator; the operator's exit code (None when it never ran)."""
+        """Stop the watches and every operator process started (by PID); the first operator's exit code
+        (None when it never ran)."""
         for rec in self.recs.values():
             rec.stop()
+        for op in self.extra:
+            op.stop()
         return self.operator.stop() if self.operator else None
 
     # -- phases ------------------------------------------------------------------------------------------
@@ -119,14 +153,18 @@ class Bench:
         op_first = now() - t0
         for mode, task in (("floor", self.floor_one), ("cr_floor", self.cr_floor_one)):
             task(cluster_doc("warmup-0", NAMESPACES[mode]))
-            self.recs[mode].wait(lambda m=mode: self.recs[m].children_time(keys) is not None, 30)
+            rec = self.recs[mode]
+
+            def applied(rec: Recorder = rec) -> bool:
+                return rec.children_time(keys) is not None
+
+            rec.wait(applied, 30)
         self.operator.phase = "warmup"
         self.settle()
         return {"operator_first_cr_s": round(op_first, 3)}
 
     def floor_one(self, doc: dict[str, Any]) -> None:
         """What the floor does per pipeline: parse, compile, render, server-side apply every child."""
-        tp = parse_pipeline(doc)
         owner = {
             "apiVersion": API,
             "kind": KIND,
@@ -135,7 +173,7 @@ class Bench:
             "controller": True,
             "blockOwnerDeletion": True,
         }
-        for obj in render_children(tp, compile_pipeline(tp), Settings()).all():
+        for obj in render(doc).all():
             self.kube.apply(owned(obj, owner))
 
     def cr_floor_one(self, doc: dict[str, Any]) -> None:
@@ -143,9 +181,10 @@ class Bench:
         the CR), one status write of the same shape as the operator's."""
         cr = self.kube.apply(doc)
         tp = parse_pipeline(copy.deepcopy(cr))
-        artifacts = compile_pipeline(tp)
+        settings = Settings()
+        artifacts = compile_pipeline(tp, router=choose_router(tp, settings.router))
         generation = cr["metadata"]["generation"]
-        children = render_children(tp, artifacts, Settings())
+        children = render_children(tp, artifacts, settings)
         for obj in children.all():
             self.kube.apply(owned(obj, owner_reference(cr)))
         desired = int(children.deployment["spec"].get("replicas", 1))
@@ -176,6 +215,7 @@ class Bench:
         assert self.operator is not None
         rec = self.recs["operator"]
         self.operator.phase = "single"
+        self.mark("single")
         to_children, to_status, apply_s = [], [], []
         cpu0, req0 = self.cpu(), api_snapshot(self.cp)
         for i in range(self.args.single):
@@ -223,7 +263,13 @@ class Bench:
         docs = [cluster_doc(f"r{rnd}-tp-{i:03d}", ns) for i in range(n)]
         keys = {d["metadata"]["name"]: child_keys(d) for d in docs}
         self.operator.phase = f"{mode}-{rnd}"
-        task = {"operator": self.kube.apply, "floor": self.floor_one, "cr_floor": self.cr_floor_one}[mode]
+        self.mark(f"burst {mode} round {rnd}")
+        tasks: dict[str, Callable[[dict[str, Any]], object]] = {
+            "operator": self.kube.apply,
+            "floor": self.floor_one,
+            "cr_floor": self.cr_floor_one,
+        }
+        task = tasks[mode]
         cpu0, req0 = self.cpu(), api_snapshot(self.cp)
         apply_errors: list[str] = []
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ class Recorder:
         self.created: dict[str, float] = {}
         self.errors: list[str] = []
         self.events = 0
+        self.lists: Counter[str] = Counter()  # 'LIST plural': this script's own list requests
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
         self._responses: list[Any] = []
@@ -89,6 +91,8 @@ class Recorder:
                         method="GET", resource_path=url, header_params={"Accept": list_accept}
                     )
                     resp = api.call_api(*params, _request_timeout=30)
+                    with self.cond:
+                        self.lists[f"LIST {url.rsplit('/', 1)[1]}"] += 1
                     body = resp.read()
                     if resp.status != 200:
                         raise RuntimeError(f"list {kind}: HTTP {resp.status}: {body[:200]!r}")
@@ -152,11 +156,17 @@ class Recorder:
         return None if any(t is None for t in times) else max(t for t in times if t is not None)
 
     def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cond.wait(min(left, 0.5))
-            return True
+        return wait_on(self.cond, predicate, timeout)
+
+
+def wait_on(cond: threading.Condition, predicate: Callable[[], bool], timeout: float) -> bool:
+    """Wait until `predicate` (called with `cond` held) is true, woken by `cond`'s notifications and
+    every 0.5 s; False after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    with cond:
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            cond.wait(min(left, 0.5))
+        return True
