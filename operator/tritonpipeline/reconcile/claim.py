@@ -171,22 +171,19 @@ class Claims:
         ref, rendered = ownership.shown(ownership.ref_of(obj)), ownership.applied_digest(stamped)
         _, kind, name = ownership.ref_of(obj)
         live = p.index.get(kind, obj["metadata"].get("namespace") or p.namespace, name)
-        if live is None:
-            return None
-        body = live.body
-        if ownership.applied_digest(body) != rendered:
+        if live is None or ownership.applied_digest(live.body) != rendered:
             return None
         seen = p.seen.get(ref)
         if seen is not None:  # this process applied it: as applied, to the watch's eye
             if (live.uid, live.fingerprint) != (seen[0], seen[2]):
                 return None
-        elif not ownership.controlled_by(body, p.uid) or not all(
+        elif not ownership.controlled_by(live.body, p.uid) or not all(
             ours(m, p.field_manager) for m in live.writers
         ):
             return None
         self.sent[ref] = str(rendered)
         self.kept[ref] = seen if seen is not None else (live.uid, 0.0, live.fingerprint)
-        return body
+        return live.body
 
     def blocked(self, obj: dict[str, Any]) -> bool:
         """Whether `obj` depends on an object another holds (recorded in `skipped`)."""

@@ -94,10 +94,9 @@ async def live_deployment(
     known = index.get("Deployment", namespace, name)
     if known is not None:
         configmaps = index.of("ConfigMap", namespace, pipeline)
-        body = known.body
-        mounts = set(pinning.projected_configmaps(body["spec"].get("template") or {}))
+        mounts = set(pinning.projected_configmaps(known.body["spec"].get("template") or {}))
         if mounts <= {cm["metadata"]["name"] for cm in configmaps}:
-            return body, configmaps
+            return known.body, configmaps
     kube = state.kube
     live, listed = await asyncio.gather(
         asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name),
