@@ -1036,7 +1036,7 @@ def test_namespaced_install_operator_runs_with_exactly_the_chart_rbac(
     notes = cluster_helm.install(release, release_ns, set_values=values)
     assert f"It watches the namespaces {watched}, {other}." in notes
     assert "kubectl apply --server-side --force-conflicts -f charts/triton-pipeline/crds/" in notes
-    assert "failurePolicy Ignore: while the operator is down, pipelines are stored unchecked" in notes
+    assert "failurePolicy Fail: while the operator is down or unreachable, EVERY TritonPipeline" in notes
     wait_established(admin, CRD_NAME)
     docs = cluster_helm.template(release, release_ns, set_values=values)
     for obj in docs:  # everything helm rendered is in the apiserver now

@@ -1230,3 +1230,131 @@ def test_the_apiserver_serves_the_spec_descriptions(kube: Kube, control_plane: A
     server = explain("tritonpipeline.spec.server")
     assert "DESCRIPTION: The Triton pods." in server, server
     assert "gpus <integer> GPUs per pod; `0` = CPU only" in server, server
+
+
+# --- 4. no poison pill: every field bounded before anything stores or reads it ----------------------
+
+DEEP = "<deep>"
+
+
+def deep_text(doc: dict[str, Any], levels: int = 1500) -> str:
+    """`doc` as JSON, each DEEP value in it replaced by {"a": {"a": ... 1}}, `levels` mappings deep
+    (written as text: Python's encoder and decoder give up at about 1,000 levels; the API server's at
+    10,000). Sent as YAML, which the client passes on unencoded and JSON is."""
+    return json.dumps(doc).replace(json.dumps(DEEP), '{"a":' * levels + "1" + "}" * levels)
+
+
+def send(kube: Kube, doc: dict[str, Any], strict: bool = False) -> tuple[int, Any]:
+    query = [("fieldValidation", "Strict")] if strict else []
+    url = collection_url(doc["metadata"]["namespace"])
+    return raw(kube, "POST", url, query=query, body=deep_text(doc), content_type="application/yaml")
+
+
+def _depth(value: Any) -> int:
+    """How many mappings and lists deep `value` is."""
+    most, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (dict, list)):
+            most = max(most, level + 1)
+            todo += [(v, level + 1) for v in (item.values() if isinstance(item, dict) else item)]
+    return most
+
+
+def _free_form(schema: dict[str, Any], path: str = "") -> Iterator[str]:
+    """The paths under `schema` that keep whatever is sent (x-kubernetes-preserve-unknown-fields) without a
+    rule that refuses a mapping or a list there."""
+    scalar = schema.get("maxProperties") == schema.get("maxItems") == 0
+    if schema.get("x-kubernetes-preserve-unknown-fields") and not scalar:
+        yield path or "."
+    for name, sub in schema.get("properties", {}).items():
+        yield from _free_form(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield from _free_form(schema[key], f"{path}[]" if key == "items" else f"{path}.*")
+
+
+def test_no_field_of_the_spec_keeps_whatever_is_sent() -> None:
+    """A field that keeps any content lets a tenant store a mapping nested deeper than the operator can
+    decode (issue 54: affinity 1,500 levels deep stopped the operator for every tenant)."""
+    root = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert list(_free_form(root["properties"]["spec"], "spec")) == []
+
+
+@pytest.mark.apiserver
+@pytest.mark.parametrize(
+    "field",
+    [
+        ("server", "affinity"),
+        ("server", "securityContext"),
+        ("server", "podSecurityContext"),
+        ("server", "strategy"),
+        ("server", "resources"),
+        ("server", "initResources"),
+    ],
+)
+def test_nesting_a_kubernetes_type_does_not_have_is_never_stored(
+    kube: Kube, ns: str, field: tuple[str, str]
+) -> None:
+    """1,500 levels of nesting in a pass-through field: refused under strict field validation (kubectl's
+    default), pruned otherwise; what is stored is no deeper than the spec's own types allow."""
+    doc = example("fanout", ns)
+    doc["spec"][field[0]][field[1]] = {"a": DEEP}
+    status, message = send(kube, doc, strict=True)
+    assert status == 400, message
+    assert f'unknown field "spec.{field[0]}.{field[1]}.a"' in message
+    status, created = send(kube, doc)
+    assert status == 200, created
+    stored = kube.get(API, KIND, ns, "subject")
+    assert stored is not None
+    assert stored["spec"][field[0]].get(field[1]) in (None, {})
+    assert _depth(stored["spec"]) < 12
+
+
+@pytest.mark.apiserver
+def test_a_deep_toleration_or_network_peer_is_never_stored(kube: Kube, ns: str) -> None:
+    doc = example("fanout", ns)
+    doc["spec"]["server"]["tolerations"] = [{"key": "k", "operator": "Exists", "a": DEEP}]
+    doc["spec"]["networkPolicy"] = {"inference": [{"podSelector": {"matchLabels": {"a": "b"}}, "a": DEEP}]}
+    status, created = send(kube, doc)
+    assert status == 200, created
+    stored = kube.get(API, KIND, ns, "subject")
+    assert stored is not None
+    assert stored["spec"]["server"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert stored["spec"]["networkPolicy"]["inference"] == [{"podSelector": {"matchLabels": {"a": "b"}}}]
+
+
+@pytest.mark.apiserver
+@pytest.mark.parametrize(
+    ("where", "value", "expected"),
+    [
+        ("parameters", DEEP, "spec.models[0].parameters.p: Too many: 1"),
+        ("parameters", [[1]], "spec.models[0].parameters.p: Too many: 1: must have at most 0 items"),
+        ("limits", DEEP, "spec.server.resources.limits.cpu: Too many: 1"),
+    ],
+)
+def test_a_scalar_field_refuses_nesting(kube: Kube, ns: str, where: str, value: Any, expected: str) -> None:
+    """Where a value may be a string or a number (a model's parameters, a resource quantity) a rule keeps
+    it a scalar: nesting is refused, not stored."""
+    doc = example("fanout", ns)
+    if where == "parameters":
+        doc["spec"]["models"][0]["parameters"] = {"p": value}
+    else:
+        doc["spec"]["server"]["resources"] = {"limits": {"cpu": value}}
+    status, message = send(kube, doc)
+    assert status == 422, message
+    assert expected in message
+    assert kube.get(API, KIND, ns, "subject") is None
+
+
+@pytest.mark.apiserver
+def test_scalars_of_each_kind_are_admitted_where_a_scalar_may_be_one(kube: Kube, ns: str) -> None:
+    doc = example("fanout", ns)
+    doc["spec"]["models"][0]["parameters"] = {"s": "x", "i": 3, "f": 0.5, "b": True}
+    doc["spec"]["server"]["resources"] = {"requests": {"cpu": 0.5, "memory": "2Gi"}, "limits": {"cpu": 2}}
+    status, created = raw(kube, "POST", collection_url(ns), body=doc)
+    assert status == 200, created
+    stored = kube.get(API, KIND, ns, "subject")
+    assert stored is not None
+    assert stored["spec"]["models"][0]["parameters"] == {"s": "x", "i": 3, "f": 0.5, "b": True}
+    assert stored["spec"]["server"]["resources"]["requests"] == {"cpu": 0.5, "memory": "2Gi"}

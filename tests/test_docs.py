@@ -12,17 +12,21 @@ from typing import Any
 import yaml
 
 from helpers import DOCS, ROOT, docs_page
+from tritonpipeline.kube.crd import passes_through
 
 README = ROOT / "README.md"
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 
 
 def field_paths(schema: dict[str, Any], path: str = "spec") -> Iterator[tuple[str, str]]:
-    """(path, type) of every property under `schema`, arrays as `name[]`."""
+    """(path, type) of every property under `schema`, arrays as `name[]`; a Kubernetes type's own fields
+    are not the spec's (`kubectl explain` describes them)."""
     for name, sub in schema.get("properties", {}).items():
         here = f"{path}.{name}"
         kind = sub.get("type", "any")
-        if kind == "array":
+        if passes_through(sub) or passes_through(sub.get("items", {})):
+            yield here, f"[]{sub['items'].get('type', 'any')}" if kind == "array" else kind
+        elif kind == "array":
             items = sub.get("items", {})
             yield here, f"[]{items.get('type', 'any')}"
             yield from field_paths(items, here + "[]")

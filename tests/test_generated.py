@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from helpers import ROOT
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.crd import crd, passes_through
 
 
 def _generator() -> ModuleType:
@@ -35,6 +35,8 @@ def properties(schema: dict[str, Any], path: str = "spec") -> Iterator[tuple[str
     for name, sub in schema.get("properties", {}).items():
         here = f"{path}.{name}"
         yield here, sub
+        if passes_through(sub) or passes_through(sub.get("items", {})):
+            continue  # a Kubernetes type's own fields
         if sub.get("type") == "array":
             yield from properties(sub.get("items", {}), here + "[]")
         else:

@@ -13,7 +13,14 @@ from helpers import ROOT
 PACKAGE = ROOT / "operator" / "tritonpipeline"
 # lowest first; a module's layer is its top-level name in the package (a module or a subpackage)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "settings", "extras", "yamltext", "triton"),  # the foundation: no other part of the package
+    (
+        "errors",
+        "settings",
+        "extras",
+        "yamltext",
+        "jsontext",
+        "triton",
+    ),  # the foundation: no other part of the package
     ("spec",),  # the typed CR
     ("compiler",),  # spec -> Triton artifacts; knows no cluster and no local server
     ("kube",),  # spec + artifacts -> manifests, status; the thin API client
@@ -69,7 +76,9 @@ def test_every_module_has_a_layer() -> None:
     assert tops - {"__main__"} <= set(LAYER), sorted(tops - set(LAYER))
     # the root keeps only the foundation, the client, the handlers and the CLI: the rest is grouped by role
     loose = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
-    assert loose == ["cli", "client", "errors", "extras", "handlers", "settings", "yamltext"], loose
+    assert loose == ["cli", "client", "errors", "extras", "handlers", "jsontext", "settings", "yamltext"], (
+        loose
+    )
 
 
 def test_imports_run_downward_only() -> None:

@@ -239,6 +239,19 @@ def test_images_only_from_allowed_registries_when_the_admin_says(image: str, ok:
     assert [p.path for p in err.value.problems] == ["spec.server.image"]
 
 
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease"])
+def test_pipelines_in_the_clusters_own_namespaces_are_refused(namespace: str) -> None:
+    """Issue 54: a pipeline in kube-system was accepted; its pods would run beside the control plane's."""
+    doc = cluster_doc()
+    doc["metadata"]["namespace"] = namespace
+    with pytest.raises(SpecError) as err:
+        pod_spec(doc)
+    (problem,) = err.value.problems
+    assert problem.path == "metadata.namespace"
+    assert f"refused in namespace {namespace!r}, one of the cluster's own" in problem.message
+    assert pod_spec(doc, Settings(refused_namespaces=()))["containers"]  # the admin may allow it
+
+
 def test_default_requests_only_where_the_spec_sets_nothing() -> None:
     triton = pod_spec(cluster_doc())["containers"][0]["resources"]
     assert triton["requests"] == {

@@ -23,7 +23,7 @@ from tritonpipeline.cli import compile_file, main
 from tritonpipeline.compiler import compile_pipeline, plan_types, rules
 from tritonpipeline.compiler.triton_config import parse_text as triton_parse_text
 from tritonpipeline.errors import Problem, SpecError
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.crd import crd, passes_through
 from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import MAX_STEPS, parse_pipeline, parse_text
@@ -1348,7 +1348,8 @@ def test_a_triton_config_integer_takes_its_largest_value_and_no_more(
 
 
 def _numbers(schema: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(schema, dict):
+    """The spec's own numbers (a Kubernetes type's are Kubernetes' to bound, when it gets the object)."""
+    if isinstance(schema, dict) and not passes_through(schema):
         if schema.get("type") in ("integer", "number"):
             yield path, schema
         for key, value in schema.get("properties", {}).items():

@@ -201,6 +201,19 @@ def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
         "service": {"namespace": "ops", "name": "tp-webhook", "port": 443, "path": "/validate"}
     }
     assert "tp-webhook.ops.svc" in svc.server_names()
+    # the operator's own namespace is never matched, whatever the failure policy (its pods never wait on
+    # their own webhook)
+    (hook,) = webhook.configuration(svc, [], None, own_namespace="ops")["webhooks"]
+    assert hook["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops"]}
+    ]
+    (hook,) = webhook.configuration(svc, ["a"], None, own_namespace="ops")["webhooks"]
+    assert [e["operator"] for e in hook["namespaceSelector"]["matchExpressions"]] == ["In", "NotIn"]
+
+
+def test_the_webhook_fails_closed_by_default() -> None:
+    """Issue 54: with Ignore, a review the webhook could not answer stored the object unchecked."""
+    assert webhook.WebhookSettings().failure_policy == "Fail"
 
 
 @pytest.mark.parametrize(

@@ -665,11 +665,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .kube import peering
     from .kube.client import Kube, KubeError, api_client
     from .kube.security_context import OPENSHIFT_SCC_API
+    from .runtime import kopf_json
     from .runtime.logs import configure
     from .runtime.memory import limit_malloc_arenas
     from .runtime.state import OperatorState
 
     limit_malloc_arenas()  # before kopf's and the API client's threads start
+    kopf_json.install()  # kopf reads no JSON nested deeper than jsontext.MAX_DEPTH
     settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
     configure(args.log_format, args.verbose)
     try:

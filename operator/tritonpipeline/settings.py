@@ -282,6 +282,13 @@ class Settings:
         "capabilities, root...) in every namespace; off: refused with the field path.",
         _flag,
     )
+    refused_namespaces: tuple[str, ...] = setting(
+        ("kube-system", "kube-public", "kube-node-lease"),
+        "REFUSED_NAMESPACES",
+        "Namespaces no pipeline may be in (the cluster's own: whoever may create a TritonPipeline there "
+        "would get pods beside the control plane's, with its Secrets and service accounts at hand).",
+        _items,
+    )
     privileged_namespaces: tuple[str, ...] = setting(
         (),
         "PRIVILEGED_NAMESPACES",

@@ -188,6 +188,10 @@ SERVICE_ACCOUNT_NOT_ALLOWED = (
     "({allowed}); without serviceAccountName they run as the namespace's default service account (chart "
     "value security.allowedServiceAccounts)"
 )
+NAMESPACE_REFUSED = (
+    "pipelines are refused in namespace {namespace!r}, one of the cluster's own ({refused}; chart value "
+    "security.refusedNamespaces)"
+)
 IMAGE_NOT_ALLOWED = (
     "image {image!r} is not from a registry the cluster admin allows ({allowed}; chart value "
     "security.allowedImageRegistries)"
@@ -287,12 +291,18 @@ def full_reference(image: str) -> str:
 
 def privilege_problems(tp: TritonPipeline, settings: Settings) -> list[Problem]:
     """What a TritonPipeline may not obtain through the pods the operator creates for it, unless the cluster
-    admin's settings allow it: more than Pod Security 'restricted' (judged on the securityContexts as
-    rendered, the spec's merged over the defaults), another service account, another registry."""
+    admin's settings allow it: pods in the cluster's own namespaces, more than Pod Security 'restricted'
+    (judged on the securityContexts as rendered, the spec's merged over the defaults), another service
+    account, another registry."""
 
     server = tp.spec.server
     namespace = tp.metadata.namespace or "default"
     found: list[Problem] = []
+    if namespace in settings.refused_namespaces:
+        refused = ", ".join(settings.refused_namespaces)
+        found.append(
+            Problem("metadata.namespace", NAMESPACE_REFUSED.format(namespace=namespace, refused=refused))
+        )
     if not (settings.allow_privileged or namespace in settings.privileged_namespaces):
         for field_name, violations in (
             ("podSecurityContext", pod_violations(pod_security(tp, settings.platform_ids))),

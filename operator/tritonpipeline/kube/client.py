@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from .. import jsontext
 from ..runtime import metrics
 from ..settings import API_VERSION, KIND, PLURAL
 from . import peering
@@ -162,7 +163,7 @@ class Kube:
         data = resp.read()
         if resp.status >= 400:
             raise ApiException(status=resp.status, reason=resp.reason, http_resp=resp)
-        return json.loads(data) if data else {}
+        return jsontext.loads(data) if data else {}
 
     def _retry(self, fn: Callable[[], T], retries: int | None = None) -> T:
         retries = self.retries if retries is None else retries

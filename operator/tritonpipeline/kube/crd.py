@@ -8,8 +8,12 @@ they are current.
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import types
 import typing
+from importlib import resources
 from typing import Any, Literal
 
 import annotated_types as at
@@ -19,6 +23,7 @@ from pydantic.fields import FieldInfo
 from .. import yamltext
 from ..settings import GROUP, KIND, PLURAL, VERSION
 from ..spec import K8S_NAME_RE, RULE_TEXT, PipelineSpec, Rule
+from ..spec.kubernetes import KubernetesType
 from .checks import DNS_1035_LABEL
 from .routing import HEADLESS_SUFFIX
 
@@ -32,6 +37,76 @@ MAP_LISTS = {
     ("Pipeline", "inputs"),
     ("Pipeline", "outputs"),
 }
+
+
+# the schemas of the Kubernetes types pass-through fields hold (spec.kubernetes.KubernetesType), generated
+# by `make generate` from the Kubernetes client's models (tools/kubernetes_types.py)
+KUBERNETES_TYPES = "kubernetes_types.json"
+PASSED_THROUGH = "Schema: Kubernetes' {name}."
+
+
+def scalar(what: str) -> dict[str, Any]:
+    """A string, a number or a boolean as written, nothing nested. A structural schema gives a node one
+    type, and a rule cannot see a node without one, so the node keeps what is sent and admits no
+    property and no item: the API server refuses a mapping or a list there (an empty one is no deeper)
+    before anything stores or reads it. What it holds is the spec's to check (`what` says, for the CRD's
+    readers), with the field's path."""
+    return {
+        "x-kubernetes-preserve-unknown-fields": True,
+        "maxProperties": 0,
+        "maxItems": 0,
+        "description": f"{what}; not a mapping or a list",
+    }
+
+
+# apimachinery's resource.Quantity as a pod spec takes it: a string (`500m`, `2Gi`) or a number (`0.5`)
+QUANTITY = scalar("A quantity such as 500m, 0.5, 2 or 1.5Gi")
+# a model's `parameters` values (Triton's string_value, from a string, a number or a boolean)
+PARAMETER = scalar("A string, a number or a boolean")
+
+
+@functools.cache
+def _kubernetes_types() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath(KUBERNETES_TYPES).read_text()
+    return dict(json.loads(text))
+
+
+def kubernetes_type(name: str) -> dict[str, Any]:
+    """The schema of Kubernetes' type `name` (a copy: the caller adds its description)."""
+    found = _kubernetes_types().get(name)
+    if found is None:
+        raise ValueError(f"no schema of Kubernetes' {name} in kube/{KUBERNETES_TYPES}: run `make generate`")
+    return copy.deepcopy(found)
+
+
+def passes_through(schema: dict[str, Any]) -> bool:
+    """Whether a node of the CRD's schema is a Kubernetes type's (its fields are Kubernetes' own)."""
+    return PASSED_THROUGH.split("{", 1)[0] in schema.get("description", "")
+
+
+def kubernetes_type_names(model: type[BaseModel] = PipelineSpec) -> list[str]:
+    """The Kubernetes types the spec's pass-through fields name, each once, sorted."""
+    found: set[str] = set()
+
+    def visit(tp: Any) -> None:
+        if isinstance(tp, KubernetesType):
+            found.add(tp.name)
+        elif isinstance(tp, FieldInfo):
+            for m in tp.metadata:
+                visit(m)
+            visit(tp.annotation)
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp not in seen:
+                seen.add(tp)
+                for field in tp.model_fields.values():
+                    visit(field)
+        else:
+            for arg in typing.get_args(tp):
+                visit(arg)
+
+    seen: set[type] = set()
+    visit(model)
+    return sorted(found)
 
 
 def _constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
@@ -66,11 +141,15 @@ def _schema(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
             else:
                 metadata.append(e)
         return _schema(base, metadata)
+    if passed := [m for m in metadata if isinstance(m, KubernetesType)]:
+        return {**kubernetes_type(passed[0].name), "description": PASSED_THROUGH.format(name=passed[0].name)}
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:
             return _schema(args[0], metadata)
-        return {"x-kubernetes-int-or-string": True} if {str, int} <= set(args) else {}
+        if set(args) == {str, int}:
+            return {"x-kubernetes-int-or-string": True}
+        raise TypeError(f"no CRD schema for {tp}: a structural schema gives a node one type")
     if origin is Literal:
         schema: dict[str, Any] = {"type": "string", "enum": list(typing.get_args(tp))}
     elif origin is list:
@@ -80,8 +159,10 @@ def _schema(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
         _, value = typing.get_args(tp)
         if value is str:
             schema = {"type": "object", "additionalProperties": {"type": "string"}}
+        elif value is Any:  # a mapping of scalars (spec/models.py's parameters): no nesting
+            schema = {"type": "object", "additionalProperties": copy.deepcopy(PARAMETER)}
         else:
-            schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            raise TypeError(f"no CRD schema for {tp}: type the values, or name a KubernetesType")
     elif isinstance(tp, type) and issubclass(tp, BaseModel):
         schema = _object(tp)
     elif tp is bool:
@@ -93,7 +174,7 @@ def _schema(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
     elif tp is str:
         schema = {"type": "string"}
     else:
-        schema = {"x-kubernetes-preserve-unknown-fields": True}
+        raise TypeError(f"no CRD schema for {tp}: every field has a bounded type")
     _constraints(schema, metadata)
     return schema
 
@@ -112,7 +193,7 @@ def _object(model: type[BaseModel]) -> dict[str, Any]:
         elif isinstance(field.default, (str, int, float, bool)) and field.default is not None:
             s["default"] = field.default
         if field.description:
-            s["description"] = field.description
+            s["description"] = " ".join(filter(None, [field.description, s.get("description")]))
         props[alias] = s
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required:

@@ -118,10 +118,10 @@ class WebhookSettings:
         "renewed by whichever replica finds it missing or due); empty: this process keeps its own.",
     )
     failure_policy: str = setting(
-        "Ignore",
+        "Fail",
         "WEBHOOK_FAILURE_POLICY",
-        "What the API server does when it cannot reach the webhook: `Ignore` (store unchecked; the "
-        "operator reports in status) or `Fail` (refuse).",
+        "What the API server does when it cannot reach the webhook or gets no answer from it: `Fail` "
+        "(refuse the write) or `Ignore` (store it unchecked; the operator reports in status).",
     )
     timeout_seconds: int = setting(
         10,
@@ -337,9 +337,16 @@ def client_config(ws: WebhookSettings, ca_bundle: bytes | None) -> dict[str, Any
     return config
 
 
-def configuration(ws: WebhookSettings, namespaces: Sequence[str], ca_bundle: bytes | None) -> dict[str, Any]:
-    """The ValidatingWebhookConfiguration: TritonPipeline CREATE and UPDATE, in the watched namespaces.
-    Without `ca_bundle` the caBundle field is left to its owner (cert-manager's CA injector)."""
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label the API server gives every namespace
+
+
+def configuration(
+    ws: WebhookSettings, namespaces: Sequence[str], ca_bundle: bytes | None, own_namespace: str = ""
+) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration: TritonPipeline CREATE and UPDATE, in the watched namespaces
+    but the operator's own (`own_namespace`: the operator's pods there never wait on their own webhook,
+    whatever its failure policy). Without `ca_bundle` the caBundle field is left to its owner
+    (cert-manager's CA injector)."""
     hook: dict[str, Any] = {
         "name": WEBHOOK_NAME,
         "clientConfig": client_config(ws, ca_bundle),
@@ -358,12 +365,13 @@ def configuration(ws: WebhookSettings, namespaces: Sequence[str], ca_bundle: byt
         "timeoutSeconds": ws.timeout_seconds,
         "admissionReviewVersions": ["v1"],
     }
+    expressions = []
     if namespaces:
-        hook["namespaceSelector"] = {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}
-            ]
-        }
+        expressions.append({"key": NAMESPACE_NAME, "operator": "In", "values": sorted(namespaces)})
+    if own_namespace:
+        expressions.append({"key": NAMESPACE_NAME, "operator": "NotIn", "values": [own_namespace]})
+    if expressions:
+        hook["namespaceSelector"] = {"matchExpressions": expressions}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -591,9 +599,17 @@ class Server:
     certificate files changed (cert-manager renewed its Secret, or the self-signed one was renewed).
     """
 
-    def __init__(self, ws: WebhookSettings, namespaces: Sequence[str], kube: Kube, loops: Loops) -> None:
+    def __init__(
+        self,
+        ws: WebhookSettings,
+        namespaces: Sequence[str],
+        kube: Kube,
+        loops: Loops,
+        own_namespace: str = "",
+    ) -> None:
         self.ws = ws
         self.namespaces = tuple(namespaces)
+        self.own_namespace = own_namespace
         self.kube = kube
         self.loops = loops  # the certificate's check is one of the operator's loops (loops.py)
         self.ca_bundle: bytes | None = None  # the self-signed CAs the API server is told to trust
@@ -722,7 +738,7 @@ class Server:
         the last applied is the latest bundle."""
 
         async def apply() -> dict[str, Any]:
-            doc = configuration(self.ws, self.namespaces, self.ca_bundle)
+            doc = configuration(self.ws, self.namespaces, self.ca_bundle, self.own_namespace)
             await asyncio.to_thread(self.kube.apply, doc)
             return doc
 
@@ -748,7 +764,9 @@ def server(settings: Settings, kube: Kube, loops: Loops) -> Server | kopf.Webhoo
     """kopf's admission server for these settings: ours, or one that serves nothing when the webhook is off
     (kopf wants a server once a validating handler exists). Raises WebhookConfigError."""
     ws = WebhookSettings.from_env()
-    return Server(ws, settings.namespaces, kube, loops) if ws.enabled else disabled
+    return (
+        Server(ws, settings.namespaces, kube, loops, settings.operator_namespace) if ws.enabled else disabled
+    )
 
 
 class LiveCertificate:

@@ -66,12 +66,12 @@ class NetworkPolicy(_Base):
     """Who may reach the pipeline's pods: NetworkPolicy peers (podSelector, namespaceSelector, ipBlock).
     Unset: the pods of the pipeline's namespace; an empty list: nobody."""
 
-    inference: list[dict[str, Any]] | None = Field(
+    inference: list[Annotated[dict[str, Any], kubernetes.KubernetesType("NetworkPolicyPeer")]] | None = Field(
         default=None,
         description="NetworkPolicy peers that may reach HTTP 8000 and gRPC 8001; absent: the pods of the "
         "pipeline's namespace; `[]`: nobody.",
     )
-    metrics: list[dict[str, Any]] | None = Field(
+    metrics: list[Annotated[dict[str, Any], kubernetes.KubernetesType("NetworkPolicyPeer")]] | None = Field(
         default=None,
         description="NetworkPolicy peers that may scrape metrics on 8002; absent: the pods of the pipeline's "
         "namespace; `[]`: nobody.",

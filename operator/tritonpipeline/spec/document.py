@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from .. import jsontext
 from ..errors import Problem, SpecError, kind_of, plain_number, quote
 from ..settings import API_VERSION, KIND
 from ..yamltext import STR_TAG
@@ -265,6 +266,14 @@ TOO_DEEP = (
 )
 
 
+# a value the operator read no further (jsontext.py): it was nested deeper than any field of a pipeline is
+NESTED_TOO_DEEP = (
+    f"nested more than {jsontext.MAX_DEPTH} levels deep (mappings or lists inside one another); no field of "
+    "a TritonPipeline is: this pipeline is not read"
+)
+MANAGED = ("metadata", "managedFields")  # the API server's record of who set what: it mirrors the object
+
+
 def load_documents(text: str, source: str = "<input>") -> list[dict[str, Any]]:
     """Parse YAML text (one or several documents) refusing duplicate keys; empty documents are skipped."""
     return [doc for _, doc in load_labelled(text, source)]
@@ -433,6 +442,9 @@ def parse_pipeline(
     its CRD does not define, after defaulting, so such a field is one a newer CRD defines (applied before
     this operator was upgraded, or kept after a rollback): reported and ignored, never refused. A user's
     file (`validate`) has no `newer`: an unknown field there is a typo."""
+    cut = [Problem(format_path(at), NESTED_TOO_DEEP) for at in jsontext.cut_paths(doc) if at[:2] != MANAGED]
+    if cut:
+        raise SpecError(cut, source)
     try:
         return TritonPipeline.model_validate(doc)
     except ValidationError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import kind_of, quote
@@ -52,6 +53,15 @@ IMAGE = (
     "letters, digits and '.', '_' or '-' between them, a digest sha256:<64 hex digits> "
     "(e.g. nvcr.io/nvidia/tritonserver:26.08-py3)"
 )
+
+
+@dataclass(frozen=True)
+class KubernetesType:
+    """A pass-through field's metadata: the Kubernetes type it holds (such as `Affinity`, core/v1's).
+    The CRD gives the field that type's own schema (kube/crd.py), so the API server bounds it (no
+    unknown field, no nesting the type has not) before the webhook or the operator reads it."""
+
+    name: str
 
 
 def passed_through(value: Any, check: Callable[[Any], Found]) -> Any:

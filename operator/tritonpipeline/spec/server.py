@@ -193,7 +193,7 @@ class Server(_Base):
         "must be 1, since one process uses one MIG device, and `autoscaling.metric` cannot be "
         "`gpuUtilization`: Triton reads no GPU metrics from MIG devices).",
     )
-    resources: dict[str, Any] = Field(
+    resources: Annotated[dict[str, Any], kubernetes.KubernetesType("ResourceRequirements")] = Field(
         default={},
         description="CPU/memory `requests`/`limits` of the Triton container, passed through; a request of "
         "`cpu: 1`, `memory: 2Gi` and `ephemeral-storage: 2Gi` is added for each that sets neither a request "
@@ -207,11 +207,11 @@ class Server(_Base):
         default="50Gi", description="Size limit of the volume the init container copies the models into."
     )
     node_selector: dict[str, str] = Field(default={}, description="Passed through to the pod.")
-    tolerations: list[dict[str, Any]] = Field(
+    tolerations: list[Annotated[dict[str, Any], kubernetes.KubernetesType("Toleration")]] = Field(
         default=[],
         description="Passed through; the `nvidia.com/gpu` NoSchedule toleration is added when `gpus > 0`.",
     )
-    affinity: dict[str, Any] = Field(
+    affinity: Annotated[dict[str, Any], kubernetes.KubernetesType("Affinity")] = Field(
         default={},
         description="Passed through to the pod. Absent: a preferred `podAntiAffinity` on "
         "`kubernetes.io/hostname` spreads the replicas over nodes.",
@@ -223,14 +223,16 @@ class Server(_Base):
         "together) or where they set what the operator sets.",
     )
     # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
-    security_context: dict[str, Any] | None = Field(
+    security_context: Annotated[dict[str, Any], kubernetes.KubernetesType("SecurityContext")] | None = Field(
         default=None,
         description="Security context of the Triton and init containers. Default (restricted-compliant): "
         "`allowPrivilegeEscalation: false`, `capabilities.drop: [ALL]`, and for the init container "
         "`readOnlyRootFilesystem: true`; a mapping is merged over it field by field. More than Pod Security "
         "`restricted` allows is refused unless the cluster admin allows it.",
     )
-    pod_security_context: dict[str, Any] | None = Field(
+    pod_security_context: (
+        Annotated[dict[str, Any], kubernetes.KubernetesType("PodSecurityContext")] | None
+    ) = Field(
         default=None,
         description="Pod security context. Default: `runAsNonRoot`, uid/gid/fsGroup 1000 (NVIDIA's "
         "`triton-server` user; on OpenShift no ids, which its SCC assigns: the operator setting "
@@ -247,7 +249,7 @@ class Server(_Base):
         description="`[{name: SECRET}]` for the Triton image; the chart's `imagePullSecrets` (the init "
         "container's image) are added.",
     )
-    init_resources: dict[str, Any] = Field(
+    init_resources: Annotated[dict[str, Any], kubernetes.KubernetesType("ResourceRequirements")] = Field(
         default={},
         description="`requests`/`limits` of the init container. Default: requests `cpu: 100m`, `memory: "
         "128Mi`, `ephemeral-storage: 256Mi`, limit `memory: 1Gi`.",
@@ -273,7 +275,7 @@ class Server(_Base):
         "docs/concepts/operator.md#rollouts-and-drains.",
     )
     # the Deployment's strategy, passed through; None: the one `rollout` names (kube/disruption.py)
-    strategy: dict[str, Any] | None = Field(
+    strategy: Annotated[dict[str, Any], kubernetes.KubernetesType("DeploymentStrategy")] | None = Field(
         default=None,
         description="The Deployment's `strategy`, passed through (instead of `rollout`, for finer control). "
         "The PodDisruptionBudget and the drain follow it: a strategy that surges at one replica (a "

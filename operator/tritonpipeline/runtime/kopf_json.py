@@ -1,0 +1,65 @@
+"""kopf reads the API server's JSON through jsontext (never deeper than jsontext.MAX_DEPTH): its watches
+and lists, its answers to requests, the annotations it stores its progress and diff base in, and the
+webhook's reviews. Python's decoder raised RecursionError on an object nested about 1,000 levels deep;
+in a watch that ended kopf's watching of every pipeline, and a restart met the object again on its first
+list (issue 54). kopf 1.45 reads JSON with the `json` module each of these modules imports, and with
+aiohttp's ClientResponse.json: install() gives those modules a `json` whose `loads` is jsontext's, and
+ClientResponse.json jsontext's loads as its default. tests/test_poison_pill.py shows the result on a real
+API server; a kopf that reads JSON elsewhere fails it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import types
+from typing import Any
+
+import aiohttp
+
+from .. import jsontext
+
+# kopf's modules that read JSON with their own `import json` (kopf 1.45.2, pinned in pyproject.toml)
+KOPF_JSON_READERS = (
+    "kopf._cogs.clients.api",  # watch streams
+    "kopf._cogs.configs.progress",  # the progress annotations
+    "kopf._cogs.configs.diffbase",  # the last-handled configuration annotation
+    "kopf._kits.webhooks",  # the webhook server's admission reviews
+)
+
+
+class _Json(types.ModuleType):
+    """The json module, its loads jsontext's."""
+
+    loads = staticmethod(jsontext.loads)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(json, name)
+
+
+JSON = _Json("json")
+_installed = False
+
+
+def install() -> None:
+    """Make kopf (and every aiohttp response of this process) read JSON through jsontext; once."""
+    global _installed
+    if _installed:
+        return
+    for name in KOPF_JSON_READERS:
+        module = importlib.import_module(name)
+        if getattr(module, "json", None) is not json:
+            raise RuntimeError(f"{name} no longer imports json: see runtime/kopf_json.py")
+        module.json = JSON  # type: ignore[attr-defined]
+    read = aiohttp.ClientResponse.json
+
+    async def json_response(
+        self: aiohttp.ClientResponse,
+        *,
+        encoding: str | None = None,
+        loads: Any = jsontext.loads,
+        content_type: str | None = "application/json",
+    ) -> Any:
+        return await read(self, encoding=encoding, loads=loads, content_type=content_type)
+
+    aiohttp.ClientResponse.json = json_response  # type: ignore[method-assign]
+    _installed = True
