@@ -114,6 +114,16 @@ def test_prometheus_text_that_is_not_metrics_is_refused():
         tm.read_scrape("<html>not metrics</html>\n", 0)
 
 
+def test_a_page_with_more_series_than_triton_writes_is_refused():
+    """A tenant's pod serves what it likes on port 8002 (issue 54); the bytes are capped where they are
+    read (reconcile/live.py), the series here."""
+    line = 'nv_inference_request_success{model="m%d",version="1"} 1\n'
+    text = "".join(line % i for i in range(tm.MAX_SERIES))
+    assert len(tm.read_scrape(text, 0).models) == tm.MAX_SERIES
+    with pytest.raises(ValueError, match=tm.TOO_MANY_SERIES):
+        tm.read_scrape(text + line % -1, 0)
+
+
 def hpa_status(current: int, desired: int) -> dict[str, Any]:
     return {"currentReplicas": current, "desiredReplicas": desired, "currentMetrics": None}
 

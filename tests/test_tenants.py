@@ -4,7 +4,10 @@ cannot stop the operator for the others."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,15 +15,18 @@ from typing import Any
 
 import pytest
 
-from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established
+from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established, write_status
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
 from test_crd_upgrade import CRD_PATH
+from test_operator import wait_reconciled
 from test_webhook import call, cluster_doc, collection, start_webhook_operator
 from tritonpipeline import jsontext
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
+from tritonpipeline.reconcile.live import MAX_SCRAPE_BYTES
 from tritonpipeline.spec.document import NESTED_TOO_DEEP
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -137,3 +143,91 @@ def test_the_webhook_answers_a_pipeline_too_deep_to_decode_with_a_verdict(
             assert "RecursionError" not in op.text(), op.text()[-3000:]
         finally:
             op.stop()
+
+
+class HugePage(http.server.BaseHTTPRequestHandler):
+    """A pod's metrics port serving PAGE_BYTES of valid Prometheus text (no Content-Length: read until the
+    connection closes), counting what it managed to send."""
+
+    PAGE_BYTES = 20 * 1024 * 1024
+    sent: list[int] = []
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        line = b'nv_inference_request_success{model="m%08d",version="1"} 1\n'
+        chunk = b"".join(line % i for i in range(1000))
+        sent = 0
+        try:
+            while sent < self.PAGE_BYTES:
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass
+        self.sent.append(sent)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.apiserver
+def test_a_tenants_huge_metrics_page_is_not_read(kube: Kube, namespace: str, run_operator: Any) -> None:
+    """Issue 54: a Ready pod of a pipeline served a 19.7 MB metrics page; the status poll read it whole
+    (no size cap) and parsed it on the event loop, taking the operator to its memory limit. Now it reads
+    at most MAX_SCRAPE_BYTES, says so once, and goes on."""
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", METRICS_PORT)) == 0:
+            pytest.skip(f"127.0.0.1 port {METRICS_PORT} is in use (the pod's metrics port must be that one)")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", METRICS_PORT), HugePage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        op = run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
+        kube.apply(cluster_doc("fanout", "hostile", namespace))
+        wait_reconciled(kube, namespace, "hostile")
+        deployment = kube.get("apps/v1", "Deployment", namespace, "hostile")
+        assert deployment is not None
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert labels[PIPELINE_LABEL] == "hostile"
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": "hostile-0"}}
+        kube.create(
+            {
+                **pod,
+                "metadata": {**pod["metadata"], "labels": labels},
+                "spec": {"containers": [{"name": "triton", "image": "triton"}]},
+            }
+        )
+        ready = [{"type": "Ready", "status": "True"}]
+        write_status(kube, pod, {"phase": "Running", "podIP": "127.0.0.1", "conditions": ready})
+        warning = "cannot read Triton metrics of pod hostile-0 on port 8002: ValueError: the page is larger"
+        wait_for("the scrape refused", lambda: warning in op.text(), 30)
+        wait_for("the page served at least once", lambda: HugePage.sent, 10)
+        # the operator stopped reading after the cap: the server could not send the whole page
+        assert min(HugePage.sent) < HugePage.PAGE_BYTES, HugePage.sent
+        assert MAX_SCRAPE_BYTES < HugePage.PAGE_BYTES
+        # and it goes on: another pipeline is reconciled
+        kube.apply(cluster_doc("fanout", "other", namespace))
+        wait_reconciled(kube, namespace, "other")
+        assert op.alive()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.apiserver
+def test_a_pipeline_in_the_clusters_own_namespace_is_refused_at_admission(
+    control_plane: Any, kube: Kube, tmp_path: Path
+) -> None:
+    """Issue 54: a TritonPipeline in kube-system was admitted and reconciled."""
+    ensure_namespace(kube, "kube-system")
+    log = tmp_path / "operator.log"
+    op = start_webhook_operator(control_plane.kubeconfig, kube, "kube-system", log, "tp-webhook-system")
+    try:
+        query = (("dryRun", "All"),)
+        doc = cluster_doc("fanout", "system", "kube-system")
+        status, answer, _ = call(kube, "POST", collection("kube-system"), doc, query)
+        assert status == 422, answer
+        assert "metadata.namespace: pipelines are refused in namespace 'kube-system'" in answer["message"]
+    finally:
+        op.stop()

@@ -67,13 +67,22 @@ class Work:
     per_second: float
 
 
+# the series a pod's page may have (Triton's: a few dozen per model and GPU); more is not a Triton page
+MAX_SERIES = 50_000
+TOO_MANY_SERIES = f"the page has more than {MAX_SERIES} series; not read"
+
+
 def read_scrape(text: str, at: float) -> Scrape:
     """A /metrics text read at `at`: per model, Triton's cumulative request, queue and compute counters
     (all versions together), and the open-streams gauge. Raises ValueError on text that is not
-    Prometheus exposition."""
+    Prometheus exposition, or that has more than MAX_SERIES series."""
     found: dict[str, dict[str, float]] = {}
     streams: int | None = None
+    series = 0
     for family in text_string_to_metric_families(text):
+        series += len(family.samples)
+        if series > MAX_SERIES:
+            raise ValueError(TOO_MANY_SERIES)
         if family.name == OPEN_STREAMS_GAUGE:
             streams = sum(int(sample.value) for sample in family.samples)
         if family.name not in COUNTERS:

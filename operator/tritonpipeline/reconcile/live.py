@@ -26,6 +26,11 @@ from .resync import watched_pipelines
 from .status import list_pods, previous_condition, write_status
 
 SCRAPE_TIMEOUT_SECONDS = 3.0
+# what a pod's metrics page may take: Triton's for hundreds of models on eight GPUs is well under 1 MiB.
+# A tenant controls what its pods serve (its image, Python custom metrics): a 19.7 MB page took the
+# operator to its memory limit and stalled every tenant's admission while it was parsed (issue 54)
+MAX_SCRAPE_BYTES = 4 * 1024 * 1024
+SCRAPE_CHUNK_BYTES = 64 * 1024
 
 
 def ready_pod_ips(pods: list[dict[str, Any]]) -> dict[str, str]:
@@ -40,12 +45,27 @@ def ready_pod_ips(pods: list[dict[str, Any]]) -> dict[str, str]:
     return ready
 
 
+async def read_capped(response: aiohttp.ClientResponse, most: int) -> bytes:
+    """The response's body, or ValueError as soon as it is longer than `most` bytes (read no further)."""
+    too_long = ValueError(f"the page is larger than {most // (1024 * 1024)} MiB; not read")
+    if (response.content_length or 0) > most:
+        raise too_long
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(SCRAPE_CHUNK_BYTES):
+        body += chunk
+        if len(body) > most:
+            raise too_long
+    return bytes(body)
+
+
 async def scrape(session: aiohttp.ClientSession, ip: str) -> tm.Scrape:
-    """One pod's Triton counters (raises OSError, aiohttp.ClientError, TimeoutError or ValueError)."""
+    """One pod's Triton counters (raises OSError, aiohttp.ClientError, TimeoutError or ValueError): at
+    most MAX_SCRAPE_BYTES read, parsed on a thread (not on the loop the webhook and handlers answer on)."""
     async with session.get(f"http://{url_host(ip)}:{METRICS_PORT}/metrics") as response:
         response.raise_for_status()
-        text = await response.text()
-    return tm.read_scrape(text, time.monotonic())
+        body = await read_capped(response, MAX_SCRAPE_BYTES)
+        at = time.monotonic()
+    return await asyncio.to_thread(tm.read_scrape, body.decode("utf-8", "replace"), at)
 
 
 async def scrape_pods(state: OperatorState, key: tuple[str, str], ips: dict[str, str]) -> dict[str, str]:
