@@ -149,7 +149,7 @@ def test_header_ingress_nginx_creates_headless_service_and_ingresses_then_prunes
 def test_provider_not_installed_is_a_condition_and_everything_else_is_applied(
     kube, namespace, run_operator, provider, implementation, missing
 ):
-    op = run_operator()
+    op = run_operator({"TRITONPIPELINE_SHARED_GATEWAY_NAMESPACES": GATEWAY["namespace"]})
     kube.apply(routed("stream", namespace, provider, implementation=implementation))
     cr = wait_reconciled(kube, namespace, "stream")
     routing = condition(cr, "RoutingConfigured")
@@ -273,6 +273,8 @@ class Plane:
         return ns
 
     def operator(self, ns: str, env: dict[str, str] | None = None) -> LocalOperator:
+        """The operator watching `ns`; the shared Gateways of these tests are in GATEWAY's namespace."""
+        env = {"TRITONPIPELINE_SHARED_GATEWAY_NAMESPACES": GATEWAY["namespace"], **(env or {})}
         return LocalOperator(self.cp.kubeconfig, ns, self.workdir / f"operator-{ns}.log", env=env).start()
 
 
@@ -586,6 +588,41 @@ def test_gateway_implementation_is_read_from_its_gateway_class(providers):
         )
         assert kube.get("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy", ns, "edge") is not None
         assert op.proc is not None and op.proc.poll() is None
+
+
+def test_a_gateway_of_a_namespace_not_shared_is_not_read_for_a_pipeline(providers):
+    """Issue 54: a pipeline naming a Gateway of another namespace learnt from its status whether that
+    Gateway exists and which controller serves it. Now the operator reads Gateways of the pipeline's own
+    namespace and of the shared ones only: elsewhere the status says the same whether the Gateway exists
+    or not, and no route is created until the pipeline names its implementation."""
+    kube = providers.kube
+    ns = providers.namespace()
+    op = providers.operator(ns, {"TRITONPIPELINE_RESYNC_SECONDS": "1"})
+    with operator_log_on_failure(op):
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "private-gw"}})
+        kube.apply({**gateway("secret", "eg"), "metadata": {"name": "secret", "namespace": "private-gw"}})
+        found = routed("found", ns, "gateway-api", gateway={"name": "secret", "namespace": "private-gw"})
+        absent = routed("absent", ns, "gateway-api", gateway={"name": "nothing", "namespace": "private-gw"})
+        kube.apply(found)
+        kube.apply(absent)
+        messages = []
+        for name in ("found", "absent"):
+            reported = wait_for(
+                f"{name}: GatewayNotLookedUp",
+                condition_is(kube, ns, name, "RoutingConfigured", "False", "GatewayNotLookedUp"),
+            )
+            messages.append(reported["message"].replace("/secret", "/X").replace("/nothing", "/X"))
+            assert get(kube, "gateway.networking.k8s.io/v1", "HTTPRoute", ns, name) is None
+        assert messages[0] == messages[1]
+        assert "routing.gateway.implementation" in messages[0]
+        # named, the implementation needs no lookup: the routes attach
+        found["spec"]["routing"]["gateway"]["implementation"] = "envoy-gateway"
+        kube.apply(found)
+        wait_for(
+            "Configured with the implementation named",
+            condition_is(kube, ns, "found", "RoutingConfigured", "True", "Configured"),
+            timeout=30,
+        )
 
 
 # Istio before 1.22: no networking.istio.io/v1

@@ -282,6 +282,14 @@ class Settings:
         "capabilities, root...) in every namespace; off: refused with the field path.",
         _flag,
     )
+    shared_gateway_namespaces: tuple[str, ...] = setting(
+        (),
+        "SHARED_GATEWAY_NAMESPACES",
+        "Namespaces whose Gateways the operator reads for a pipeline of any namespace (to tell which "
+        "implementation serves a Gateway its routes attach to); a Gateway elsewhere than the pipeline's "
+        "own namespace and these is not read, and the pipeline names its implementation.",
+        _items,
+    )
     refused_namespaces: tuple[str, ...] = setting(
         ("kube-system", "kube-public", "kube-node-lease"),
         "REFUSED_NAMESPACES",

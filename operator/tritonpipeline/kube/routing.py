@@ -270,6 +270,14 @@ GATEWAY_NOT_FOUND = (
     "is created until it does (the next reconcile or resync looks again); create it, or set "
     "routing.gateway.implementation"
 )
+# a Gateway of another namespace than the pipeline's, one the admin has not listed as shared: the
+# operator does not read it for the pipeline, so the status cannot tell a tenant whether it exists and
+# who serves it (issue 54)
+GATEWAY_NOT_LOOKED_UP = (
+    "Gateway {gateway} is in another namespace, one whose Gateways the operator does not read for a "
+    "pipeline (chart value security.sharedGatewayNamespaces lists those it reads), so it cannot tell which "
+    "implementation hashes the header: no route is created; set routing.gateway.implementation"
+)
 GATEWAY_NOT_READABLE = (
     "the operator may not read {what}, so it cannot tell which implementation hashes the header: no route "
     "is created; grant get on it (the chart does) or set routing.gateway.implementation"

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..kube import routing as rt
 from ..kube.client import Kube, KubeError, is_transient
+from ..settings import Settings
 from ..spec import GatewayImplementation, TritonPipeline
 
 
@@ -25,11 +26,16 @@ async def _get(kube: Kube, api: tuple[str, str], namespace: str | None, name: st
     return await asyncio.to_thread(kube.get, api[0], api[1], namespace, name)
 
 
-async def lookup(kube: Kube, tp: TritonPipeline) -> GatewayLookup:
+async def lookup(kube: Kube, tp: TritonPipeline, settings: Settings) -> GatewayLookup:
     """Read the implementation of the pipeline's Gateway. A transient failure raises (the reconcile is
-    retried); a refusal, a missing object or an unknown controller is a lookup without implementation."""
+    retried); a refusal, a missing object or an unknown controller is a lookup without implementation.
+    A Gateway of another namespace is read only where the admin lists that namespace as shared: what
+    the lookup finds goes into the pipeline's status, which its author reads."""
     namespace, name = rt.gateway_ref(tp)
     gateway = f"{namespace}/{name}"
+    own = tp.metadata.namespace or "default"
+    if namespace != own and namespace not in settings.shared_gateway_namespaces:
+        return GatewayLookup(None, "GatewayNotLookedUp", rt.GATEWAY_NOT_LOOKED_UP.format(gateway=gateway))
     try:
         live = await _get(kube, rt.GATEWAY_API, namespace, name)
         if live is None:

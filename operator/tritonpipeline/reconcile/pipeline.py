@@ -212,7 +212,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     since = time.time()
     try:
         owner = owner_reference(dict(body))
-        gateway = await lookup_gateway(kube, tp) if rt.needs_gateway_lookup(tp) else None
+        gateway = await lookup_gateway(kube, tp, config) if rt.needs_gateway_lookup(tp) else None
         if gateway is not None and gateway.implementation is not None:
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
         if not access.generates_secret(tp):

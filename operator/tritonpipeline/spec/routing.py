@@ -33,7 +33,9 @@ class GatewayRef(_Base):
         description="Whose consistent-hash policy on the header goes with the routes: `envoy-gateway` "
         "(BackendTrafficPolicy), `istio` (DestinationRule), `nginx-gateway-fabric` (UpstreamSettingsPolicy) "
         "or `standard` (the routes' own `sessionPersistence`, which pins a value the gateway issues, not "
-        "the client's key); absent: read from the controllerName of the Gateway's GatewayClass.",
+        "the client's key); absent: read from the controllerName of the Gateway's GatewayClass, for a "
+        "Gateway of the pipeline's namespace or of one the admin shares (chart value "
+        "security.sharedGatewayNamespaces).",
     )
 
 
