@@ -132,7 +132,7 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
             return  # the API server refused this spec's objects: it is tried again after its back-off
         started = time.monotonic()
         try:
-            async with state.admitted:
+            async with state.admitted.of(key[0]):
                 outcome = await _reconcile(body, state, logger, event)
         except kopf.PermanentError:
             outcome = "invalid"

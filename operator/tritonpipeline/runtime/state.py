@@ -17,6 +17,7 @@ from ..kube.client import Kube
 from ..settings import Settings
 from .cache import BoundedCache
 from .children import ChildIndex
+from .fairness import FairShare
 from .health import WatchHealth
 from .loops import Loops
 
@@ -63,8 +64,9 @@ class OperatorState:
     reconciling: collections.defaultdict[Key, asyncio.Lock] = field(
         default_factory=lambda: collections.defaultdict(asyncio.Lock)
     )
-    # reconciles in flight at once, of all pipelines (RECONCILES_AT_ONCE)
-    admitted: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(RECONCILES_AT_ONCE))
+    # reconciles in flight at once, of all pipelines (RECONCILES_AT_ONCE), shared fairly between
+    # namespaces: one tenant's burst leaves the next free place to another tenant's pipeline
+    admitted: FairShare = field(default_factory=lambda: FairShare(RECONCILES_AT_ONCE))
     # status mirrors of the Deployment and its pods, one at a time per pipeline (read, then write)
     mirroring: collections.defaultdict[Key, asyncio.Lock] = field(
         default_factory=lambda: collections.defaultdict(asyncio.Lock)
