@@ -57,4 +57,7 @@ def schema(name: str, quantity: dict[str, Any]) -> dict[str, Any]:
 
 
 def schemas(names: list[str], quantity: dict[str, Any]) -> dict[str, Any]:
-    return {"kubernetesClient": kubernetes.__version__, **{name: schema(name, quantity) for name in names}}
+    return {
+        "kubernetesClient": kubernetes.__version__,
+        "types": {name: schema(name, quantity) for name in names},
+    }

@@ -68,7 +68,8 @@ PARAMETER = scalar("A string, a number or a boolean")
 @functools.cache
 def _kubernetes_types() -> dict[str, Any]:
     text = resources.files(__package__).joinpath(KUBERNETES_TYPES).read_text()
-    return dict(json.loads(text))
+    # {"kubernetesClient": the client version they were generated from, "types": {name: schema}}
+    return dict(json.loads(text)["types"])
 
 
 def kubernetes_type(name: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ M_ARENA_MAX = -8
 # glibc gives each thread that allocates while another holds an arena an arena of its own, up to
 # eight per core; each keeps the memory it once held. The operator's API threads (runtime/state.py)
 # each decode and build large objects now and then, so its resident memory grew by a few such arenas
-# after every pass (bench-controlplane's restart and idle scenarios: 155 MB at the default, 142 MB
+# after every pass (bench-controlplane's restart and idle scenarios: 155 MB at the default, 141 MB
 # with two). Two arenas: threads rarely wait on each other's allocations here (Python's GIL already
 # serializes them).
 ARENAS = 2
