@@ -109,6 +109,16 @@ def peering_rules(resource: str) -> list[dict[str, Any]]:
 CERT_SECRET_RULE = {"apiGroups": [""], "resources": ["secrets"],
                     "resourceNames": ["rel-triton-pipeline-webhook-cert"],
                     "verbs": ["get", "update"]}  # fmt: skip
+# the access review (security.reviewAuthors, on by default): the key that signs its records, its mutating
+# webhook, and the question it asks about each pipeline's author
+REVIEW_KEY_RULE = {"apiGroups": [""], "resources": ["secrets"],
+                   "resourceNames": ["rel-triton-pipeline-review-key"],
+                   "verbs": ["get", "update"]}  # fmt: skip
+REVIEW_RULES = [
+    {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+     "resourceNames": ["rel-triton-pipeline"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+]  # fmt: skip
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
@@ -364,10 +374,26 @@ def test_default_render(helm):
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
         "ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
-        "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "PodDisruptionBudget",
-        "Role", "RoleBinding", "Secret", "Service", "Service", "ServiceAccount",
-        "ValidatingWebhookConfiguration",
+        "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "MutatingWebhookConfiguration",
+        "NetworkPolicy", "PodDisruptionBudget", "Role", "Role", "RoleBinding", "RoleBinding", "Secret",
+        "Secret", "Service", "Service", "ServiceAccount", "ValidatingWebhookConfiguration",
     ]  # fmt: skip
+    # the access review is on: its key's Secret, its mutating webhook, and the SubjectAccessReviews
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment_of(docs)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TRITONPIPELINE_REVIEW_AUTHORS"] == "true"
+    assert env["TRITONPIPELINE_REVIEW_KEY_STORE"] == "ops/rel-triton-pipeline-review-key"
+    assert {"rel-triton-pipeline-review-key", "rel-triton-pipeline-webhook-cert"} == {
+        d["metadata"]["name"] for d in by_kind(docs, "Secret")
+    }
+    rules = [r for d in by_kind(docs, "ClusterRole") for r in d["rules"]]
+    assert {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    } in rules
     dep = deployment_of(docs)
     assert dep["metadata"]["namespace"] == "ops"
     spec = dep["spec"]
@@ -442,10 +468,14 @@ def test_rbac_cluster_wide_is_exactly_the_derived_rules(helm):
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [
         KOPF_CRDS, GATEWAYS, NODES, *peering_rules("clusterkopfpeerings"),
     ]  # fmt: skip
-    (role,) = by_kind(docs, "Role")  # in the release's namespace: the shared webhook certificate only
-    assert role["metadata"]["namespace"] == "ops" and role["rules"] == [CERT_SECRET_RULE]
-    (binding,) = by_kind(docs, "RoleBinding")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    # in the release's namespace: the shared webhook certificate and the review key only
+    roles = by_kind(docs, "Role")
+    assert {r["metadata"]["namespace"] for r in roles} == {"ops"}
+    assert sorted((r["rules"] for r in roles), key=str) == sorted(
+        [[CERT_SECRET_RULE], [REVIEW_KEY_RULE]], key=str
+    )
+    bindings = by_kind(docs, "RoleBinding")
+    assert sorted(b["roleRef"]["name"] for b in bindings) == sorted(r["metadata"]["name"] for r in roles)
     for binding in by_kind(docs, "ClusterRoleBinding"):
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "rel-triton-pipeline", "namespace": "ops"}
@@ -465,12 +495,12 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
     assert {p["metadata"]["name"] for p in peerings} == {"rel-triton-pipeline"}
     assert not by_kind(docs, "ClusterKopfPeering")
     bound = sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding"))
-    assert bound == ["ops", "team-a", "team-b"]  # ops: the shared webhook certificate
+    assert bound == ["ops", "ops", "team-a", "team-b"]  # ops: the webhook certificate, the review key
     # the only cluster-wide grants left: kopf's read-only bookkeeping, the webhook's one configuration
     assert sorted(c["metadata"]["name"] for c in by_kind(docs, "ClusterRole")) == [
         "rel-triton-pipeline-kopf", "rel-triton-pipeline-webhook",
     ]  # fmt: skip
-    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE]
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE, *REVIEW_RULES]
     assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-kopf") == [
         KOPF_CRDS, GATEWAYS, NODES, KOPF_NAMESPACES,
     ]  # fmt: skip
@@ -521,22 +551,21 @@ def test_the_install_page_permission_table_is_the_charts_rbac(helm):
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
 def test_secrets_create_only_and_no_wildcards_anywhere(helm, scenario):
     """The operator may create a Secret (a pipeline's admin key) but never read, change or delete one,
-    except the one the chart creates empty for the shared webhook certificate (get and update only)."""
+    except those the chart creates empty (the shared webhook certificate, the review key): get and update
+    of each by its name only."""
     docs = helm.template("rel", "ops", [SCENARIOS[scenario]] if scenario != "default" else [])
     secrets = [d["metadata"]["name"] for d in by_kind(docs, "Secret") if "data" not in d]
-    assert len(secrets) == len(by_kind(docs, "Secret")) <= 1
+    assert len(secrets) == len(by_kind(docs, "Secret")) <= 2
     create = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
-    shared = {
-        "apiGroups": [""],
-        "resources": ["secrets"],
-        "resourceNames": secrets,
-        "verbs": ["get", "update"],
-    }
+    shared = [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get", "update"]}
+        for name in secrets
+    ]
     for doc in docs:
         for rule in doc.get("rules", []):
             assert "*" not in rule["resources"] + rule["verbs"]
             if "secrets" in rule["resources"]:
-                assert rule == create or (rule == shared and secrets), rule
+                assert rule == create or rule in shared, rule
 
 
 @pytest.mark.helm
@@ -680,6 +709,9 @@ def test_security_grants_reach_the_operator(helm):
         "TRITONPIPELINE_ALLOW_PRIVILEGED": "false",
         "TRITONPIPELINE_ALLOWED_SERVICE_ACCOUNTS": "",
         "TRITONPIPELINE_ALLOWED_IMAGE_REGISTRIES": "",
+        "TRITONPIPELINE_ALLOWED_HOSTS": "",
+        "TRITONPIPELINE_ALLOWED_INGRESS_CLASSES": "",
+        "TRITONPIPELINE_ALLOWED_METRICS_ADDRESSES": "",
     }
     assert env_of(helm.template("rel", "ops"))["TRITONPIPELINE_PRIVILEGED_NAMESPACES"] == ""
     granted = [
@@ -752,12 +784,14 @@ def test_webhook_render_fits_together(helm):
     assert "TRITONPIPELINE_WEBHOOK_CERT_DIR" not in env
     settings = WebhookSettings.from_env(env)  # the operator takes what the chart gives it
     assert "rel-triton-pipeline-webhook.ops.svc" in settings.server_names()  # the self-signed SANs
-    (secret,) = by_kind(docs, "Secret")  # the replicas' shared certificate, written by the operator
-    assert settings.shared_cert == f"ops/{secret['metadata']['name']}" and "data" not in secret
+    (secret,) = [s for s in by_kind(docs, "Secret") if s["metadata"]["name"].endswith("-cert")]
+    assert settings.shared_cert == f"ops/{secret['metadata']['name']}" and "data" not in secret  # shared
     (vwc,) = by_kind(docs, "ValidatingWebhookConfiguration")
     assert vwc["metadata"]["name"] == env["TRITONPIPELINE_WEBHOOK_CONFIGURATION"] == "rel-triton-pipeline"
     assert "webhooks" not in vwc and "annotations" not in vwc["metadata"]
-    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE]
+    assert rules_of(docs, "ClusterRole", "rel-triton-pipeline-webhook") == [WEBHOOK_RULE, *REVIEW_RULES]
+    (mwc,) = by_kind(docs, "MutatingWebhookConfiguration")  # the access review's, filled the same way
+    assert mwc["metadata"]["name"] == vwc["metadata"]["name"] and "webhooks" not in mwc
     assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
     off = helm.template("rel", "ops", set_values=["webhook.enabled=false"])
     assert not by_kind(off, "ValidatingWebhookConfiguration")
@@ -772,7 +806,8 @@ def test_webhook_with_cert_manager(helm):
     operator reads it, and cert-manager's CA injector is pointed at it; a given issuer replaces the chart's
     self-signed Issuer."""
     docs = helm.template("rel", "ops", set_values=["webhook.certManager.enabled=true"])
-    assert not by_kind(docs, "Secret") and "TRITONPIPELINE_WEBHOOK_SHARED_CERT" not in env_of(docs)
+    assert [s["metadata"]["name"] for s in by_kind(docs, "Secret")] == ["rel-triton-pipeline-review-key"]
+    assert "TRITONPIPELINE_WEBHOOK_SHARED_CERT" not in env_of(docs)
     (cert,) = by_kind(docs, "Certificate")
     (issuer,) = by_kind(docs, "Issuer")
     assert issuer["spec"] == {"selfSigned": {}}
@@ -922,7 +957,16 @@ def check_refused_outside_grant(sa: Kube, watched: str, outside: str | None) -> 
 
 def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
     """Create, reconcile, scale out with an HPA and back (the operator deletes the HPA), restore a
-    deleted Service: every verb of the chart's rules is used."""
+    deleted Service: every verb of the chart's rules is used. Pipelines are applied once the operator
+    registered its webhooks: the access review records on each what its author may reach, and a
+    pipeline stored before is refused until someone allowed touches it."""
+    configuration = op.container_env["TRITONPIPELINE_WEBHOOK_CONFIGURATION"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        wait_for(
+            f"the operator's {kind}",
+            lambda k=kind: (admin.get(WEBHOOK_API, k, None, configuration) or {}).get("webhooks"),  # type: ignore[misc]
+            60,
+        )
     doc = pipeline_doc("vision", ns)
     admin.apply(doc)
 

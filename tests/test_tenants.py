@@ -21,12 +21,15 @@ from harness.wait import wait_for
 from helpers import condition
 from test_crd_upgrade import CRD_PATH
 from test_operator import wait_reconciled
-from test_webhook import call, cluster_doc, collection, start_webhook_operator
+from test_webhook import VWC_API, call, cluster_doc, collection, start_webhook_operator
 from tritonpipeline import jsontext
+from tritonpipeline.kube import reach as rc
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
+from tritonpipeline.kube.reach import RECORD_ANNOTATION
 from tritonpipeline.reconcile.live import MAX_SCRAPE_BYTES
+from tritonpipeline.runtime import webhook
 from tritonpipeline.spec.document import NESTED_TOO_DEEP
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -231,3 +234,200 @@ def test_a_pipeline_in_the_clusters_own_namespace_is_refused_at_admission(
         assert "metadata.namespace: pipelines are refused in namespace 'kube-system'" in answer["message"]
     finally:
         op.stop()
+
+
+# --- no reach past RBAC (issue 54, point 2) ---------------------------------------------------------
+
+TENANT = "tenant-a"  # a user who may use TritonPipelines and read PVCs in the test's namespace, nothing else
+LEAD = "lead-a"  # who may read the namespace's Secrets too
+REVIEW_ENV = {"TRITONPIPELINE_REVIEW_AUTHORS": "1"}
+BANK_INGRESS = {
+    "sessionAffinity": "Header",
+    "provider": "ingress-nginx",
+    "host": "login.bank.example",
+    "tlsSecretName": "bank-tls",
+}
+
+
+def grant_tenant(kube: Kube, namespace: str) -> None:
+    """TENANT may use TritonPipelines and read PVCs in `namespace`; LEAD may read its Secrets too."""
+    rules = [
+        {"apiGroups": ["serving.tritonpipeline.io"], "resources": ["tritonpipelines"], "verbs": ["*"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list"]},
+    ]
+    grant(kube, namespace, TENANT, rules)
+    grant(kube, namespace, LEAD, [*rules, {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])
+    for secret in ("bank-tls", "s3-creds"):
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret, "namespace": namespace}}
+        kube.apply({**body, "stringData": {"k": "v"}})
+
+
+def grant(kube: Kube, namespace: str, user: str, rules: list[dict[str, Any]]) -> None:
+    meta = {"name": f"pipelines-{user}", "namespace": namespace}
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules}
+    kube.request("POST", f"{rbac}/roles", body=role)
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    kube.request("POST", f"{rbac}/rolebindings", body=binding)
+
+
+@contextmanager
+def review_operator(cp: Any, kube: Kube, namespace: str, tmp_path: Path) -> Iterator[None]:
+    """The operator with its webhook and the access review on (failurePolicy Fail) for `namespace`;
+    stopped afterwards, its webhook configurations deleted, its log printed when the test failed."""
+    name = f"tp-review-{namespace}"
+    op = start_webhook_operator(
+        cp.kubeconfig, kube, namespace, tmp_path / "operator.log", name, "Fail", REVIEW_ENV
+    )
+    try:
+        yield
+    except BaseException:
+        print(f"\n===== operator log =====\n{op.text()[-8000:]}")
+        raise
+    finally:
+        op.stop()
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            kube.delete(VWC_API, kind, None, name)
+
+
+def with_spec(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    doc = cluster_doc("fanout", name, namespace)
+    doc["spec"].update(spec)
+    return doc
+
+
+def refusal(answer: dict[str, Any]) -> str:
+    return str(answer.get("message", ""))
+
+
+def record_by(obj: dict[str, Any] | None) -> str:
+    text = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(RECORD_ANNOTATION)
+    return str(json.loads(text)["by"]) if text else ""
+
+
+@pytest.mark.apiserver
+def test_a_tenant_gets_nothing_through_a_pipeline_that_its_rbac_denies(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 54: a tenant who got 403 on ingresses and scaledobjects obtained through a TritonPipeline an
+    Ingress for login.bank.example with a TLS Secret, a KEDA trigger fetching any address, and any
+    Secret of the namespace in its pods. Now each is refused at admission with its field, nothing is
+    stored; what the tenant may do is admitted, recorded on the pipeline and reconciled; the admin's own
+    pipeline is not widened by the tenant's later change."""
+    grant_tenant(kube, namespace)
+    with review_operator(control_plane, kube, namespace, tmp_path):
+        tenant_is_refused_what_its_rbac_denies(kube, namespace)
+
+
+def tenant_is_refused_what_its_rbac_denies(kube: Kube, namespace: str) -> None:
+    url = collection(namespace)
+    keda = {"maxReplicas": 3, "engine": "keda", "prometheusAddress": "http://127.0.0.1:10250"}
+    repository = {"uri": "s3://models/triton", "secretRef": {"name": "s3-creds"}}
+    refused = {
+        "ingress": (
+            with_spec("ingress", namespace, routing=BANK_INGRESS),
+            ["spec.routing.host", "spec.routing.tlsSecretName"],
+        ),
+        "keda": (with_spec("keda", namespace, autoscaling=keda), ["spec.autoscaling.prometheusAddress"]),
+        "secret": (
+            with_spec("secret", namespace, modelRepository=repository),
+            ["spec.modelRepository.secretRef.name"],
+        ),
+    }
+    for name, (doc, fields) in refused.items():
+        status, answer, _ = call(kube, "POST", url, doc, as_user=TENANT)
+        assert status == 403, (name, answer)
+        assert f'admission webhook "{webhook.REVIEW_WEBHOOK_NAME}" denied the request' in refusal(answer)
+        for field in fields:
+            assert f"{field}: {TENANT} may not " in refusal(answer), (name, answer)
+        assert kube.get(API, KIND, namespace, name) is None
+    generated = cluster_doc("fanout", "plain", namespace)
+    generated["metadata"] = {"generateName": "plain-", "namespace": namespace}
+    status, answer, _ = call(kube, "POST", url, generated, as_user=TENANT)
+    assert status == 422 and f"metadata.name: {rc.NO_NAME}" in refusal(answer), answer
+    status, answer, _ = call(kube, "POST", url, cluster_doc("fanout", "plain", namespace), as_user=TENANT)
+    assert status == 201, answer
+    assert record_by(kube.get(API, KIND, namespace, "plain")) == TENANT
+    wait_reconciled(kube, namespace, "plain")
+    assert kube.get("apps/v1", "Deployment", namespace, "plain") is not None
+    # the admin may: their pipeline is admitted and its Ingress made
+    status, answer, _ = call(kube, "POST", url, with_spec("bank", namespace, routing=BANK_INGRESS))
+    assert status == 201, answer
+    wait_reconciled(kube, namespace, "bank")
+    wait_for(
+        "the admin's Ingress", lambda: kube.get("networking.k8s.io/v1", "Ingress", namespace, "bank-http"), 30
+    )
+    admin = record_by(kube.get(API, KIND, namespace, "bank"))
+    assert admin and admin != TENANT
+    # the tenant may change what the record already holds, not widen it
+    path = f"{url}/bank"
+    replicas = {"spec": {"server": {"replicas": 2}}}
+    status, answer, _ = call(
+        kube, "PATCH", path, replicas, content_type="application/merge-patch+json", as_user=TENANT
+    )
+    assert status == 200, answer
+    assert record_by(kube.get(API, KIND, namespace, "bank")) == admin
+    widened = {"spec": {"routing": {"host": "pay.bank.example"}}}
+    status, answer, _ = call(
+        kube, "PATCH", path, widened, content_type="application/merge-patch+json", as_user=TENANT
+    )
+    assert status == 403 and "spec.routing.host" in refusal(answer), answer
+    assert (kube.get(API, KIND, namespace, "bank") or {})["spec"]["routing"]["host"] == "login.bank.example"
+
+
+@pytest.mark.apiserver
+def test_a_record_written_by_hand_reaches_nothing_until_someone_allowed_reviews_it(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """A pipeline stored without the webhook's review (before it was registered, or by hand) with a
+    record of its own: the reconcile refuses it at the field, applies nothing, and goes on once someone
+    who may read the Secret touches the pipeline (any annotation) and so has it reviewed."""
+    grant_tenant(kube, namespace)
+    repository = {"uri": "s3://models/triton", "secretRef": {"name": "s3-creds"}}
+    doc = with_spec("forged", namespace, modelRepository=repository)
+    forged = rc.record(
+        b"\0" * 32, namespace, "forged", "system:admin", ["get secrets " + namespace + "/s3-creds"]
+    )
+    doc["metadata"]["annotations"] = {RECORD_ANNOTATION: forged}
+    kube.apply(doc)  # no webhook yet
+    with review_operator(control_plane, kube, namespace, tmp_path):
+        hand_written_record_is_refused(kube, namespace)
+
+
+def hand_written_record_is_refused(kube: Kube, namespace: str) -> None:
+
+    def refused() -> dict[str, Any] | None:
+        valid = condition(kube.get(API, KIND, namespace, "forged") or {}, "SpecValid") or {}
+        return valid if valid.get("status") == "False" else None
+
+    valid = wait_for("the forged pipeline refused", refused, 60)
+    assert "spec.modelRepository.secretRef.name: not reviewed" in valid["message"], valid
+    assert kube.get("apps/v1", "Deployment", namespace, "forged") is None
+    # the tenant, who may not read the Secret, annotates it: still not reviewed
+    touch = {"metadata": {"annotations": {"team": "a"}}}
+    path = f"{collection(namespace)}/forged"
+    status, answer, _ = call(
+        kube, "PATCH", path, touch, content_type="application/merge-patch+json", as_user=TENANT
+    )
+    assert status == 200, answer
+    assert record_by(kube.get(API, KIND, namespace, "forged")) == "system:admin"  # the hand-written one
+    assert kube.get("apps/v1", "Deployment", namespace, "forged") is None
+    # the team's lead, who may read the Secret, annotates it: reviewed, recorded, reconciled (the admin
+    # of this test is the operator's own user, whose writes review nobody)
+    touch = {"metadata": {"annotations": {"reviewed-by": LEAD}}}
+    status, answer, _ = call(
+        kube, "PATCH", path, touch, content_type="application/merge-patch+json", as_user=LEAD
+    )
+    assert status == 200, answer
+    assert record_by(kube.get(API, KIND, namespace, "forged")) == LEAD
+    wait_for(
+        "the reviewed pipeline's Deployment",
+        lambda: kube.get("apps/v1", "Deployment", namespace, "forged"),
+        60,
+    )

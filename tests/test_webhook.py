@@ -322,14 +322,20 @@ def call(
     body: Any = None,
     query: tuple[tuple[str, str], ...] = (),
     content_type: str = "application/json",
+    as_user: str = "",
 ) -> Any:
-    """One API call (no retries): (HTTP status, decoded body, the Warning headers' texts)."""
+    """One API call (no retries): (HTTP status, decoded body, the Warning headers' texts); made as user
+    `as_user` where given (the admin impersonates them: the API server authorizes, and the webhook
+    reviews, that user)."""
     api = kube.api
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    if as_user:
+        headers["Impersonate-User"] = as_user
     params = api.param_serialize(
         method=method,
         resource_path=path,
         query_params=list(query),
-        header_params={"Accept": "application/json", "Content-Type": content_type},
+        header_params=headers,
         body=body,
         auth_settings=["BearerToken"],
     )
@@ -411,6 +417,7 @@ def webhook_operator(
     for op in started:
         op.stop()
     kube.delete(VWC_API, "ValidatingWebhookConfiguration", None, name)
+    kube.delete(VWC_API, "MutatingWebhookConfiguration", None, name)  # the access review's, if any
     rep = getattr(request.node, "rep_call", None)
     if started and rep is not None and rep.failed:
         print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,6 +14,7 @@ import aiohttp
 import kopf
 
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
+from .reconcile import authors
 from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
@@ -72,9 +74,16 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.networking.request_timeout = 60
     select_children(settings)
     try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
-        settings.admission.server = webhook.server(config, state.kube, state.loops)
+        registered = functools.partial(state.health.waiting.discard, webhook.NOT_REGISTERED)
+        settings.admission.server = webhook.server(config, state.kube, state.loops, registered)
     except webhook.WebhookConfigError as exc:
         raise kopf.PermanentError(str(exc)) from None
+    state.reviews.webhook_on = isinstance(settings.admission.server, webhook.Server)
+    if state.reviews.webhook_on:  # not ready until the API server calls the webhooks
+        state.health.waiting.add(webhook.NOT_REGISTERED)
+    if not config.review_authors or not state.reviews.webhook_on:
+        why = events.NO_REVIEW if not config.review_authors else events.NO_REVIEW_WEBHOOK
+        events.AUTHORS_NOT_REVIEWED.log(logger, why=why)
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
     metrics.watch_pipelines(
         lambda: list(state.statuses.values()) if state.active else [],
@@ -160,6 +169,14 @@ async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> N
     """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
     operation, new, old = kwargs["operation"], kwargs["new"], kwargs["old"]
     await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube)
+
+
+@kopf.on.mutate(GROUP, VERSION, PLURAL, id=authors.HANDLER_ID)
+async def review_access(warnings: list[str], memo: OperatorState, patch: kopf.Patch, **kwargs: Any) -> None:
+    """The access review (reconcile/authors.py, with TRITONPIPELINE_REVIEW_AUTHORS): a new pipeline or a
+    spec change whose author may not reach what it asks for is refused; the rest is recorded on it."""
+    operation, new, old, user = kwargs["operation"], kwargs["new"], kwargs["old"], kwargs["userinfo"]
+    await authors.stamp(memo, operation, new, old, user, patch)
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)

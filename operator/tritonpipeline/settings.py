@@ -30,6 +30,18 @@ DEFAULT_PEERING_LIFETIME_SECONDS = 15
 # kopf renews a peering entry 5 to 10 s before it ends: from that to two minutes of waiting after a kill
 MIN_PEERING_LIFETIME_SECONDS, MAX_PEERING_LIFETIME_SECONDS = 5, 120
 MAX_ROLL_OUTDATED = 1000
+# the kinds a pipeline makes that stay inside its namespace and serve only its pods (kube/reach.py): made
+# for any author; the others (Ingress, routes, gateway policies, KEDA's ScaledObject) reach shared
+# infrastructure and are made only for an author who may create them
+TRUSTED_KINDS = (
+    "ConfigMap",
+    "Deployment",
+    "Service",
+    "Secret",
+    "HorizontalPodAutoscaler",
+    "PodDisruptionBudget",
+    "NetworkPolicy",
+)
 DEFAULT_WATCH_TIMEOUT_SECONDS = 270
 # liveness fails after a watch stream has not reconnected for the watch timeout plus this long
 WATCH_STALE_MARGIN_SECONDS = 60
@@ -295,6 +307,50 @@ class Settings:
         "REFUSED_NAMESPACES",
         "Namespaces no pipeline may be in (the cluster's own: whoever may create a TritonPipeline there "
         "would get pods beside the control plane's, with its Secrets and service accounts at hand).",
+        _items,
+    )
+    review_authors: bool = setting(
+        False,
+        "REVIEW_AUTHORS",
+        "Ask, for each kind a pipeline makes and each object, host, ingress class or metrics address it "
+        "names, whether its author may do that themselves (a SubjectAccessReview at admission, recorded "
+        "on the pipeline: kube/reach.py) unless a list below allows it; refuse the pipeline otherwise. "
+        "Needs the admission webhook (without it nothing can be reviewed, so only what the lists allow "
+        "is made). The chart turns it on.",
+        _flag,
+    )
+    review_key_store: str = setting(
+        "",
+        "REVIEW_KEY_STORE",
+        "`NAMESPACE/NAME` of the Secret holding the key that signs the review records (filled by the "
+        "first replica that finds it empty); empty: a key of this process's own, so records written "
+        "before a restart must be made again (a spec change or any annotation by the author).",
+    )
+    trusted_kinds: tuple[str, ...] = setting(
+        TRUSTED_KINDS,
+        "TRUSTED_KINDS",
+        "Kinds the operator makes for any pipeline without asking whether its author may create them: "
+        "those that stay inside the pipeline's namespace and serve only its pods.",
+        _items,
+    )
+    allowed_hosts: tuple[str, ...] = setting(
+        (),
+        "ALLOWED_HOSTS",
+        "Hosts an Ingress or route may take for a pipeline whose author may not create one: `PATTERN` (any "
+        "namespace) or `NAMESPACE/PATTERN`, shell-style (`*.team-a.example.com`).",
+        _items,
+    )
+    allowed_ingress_classes: tuple[str, ...] = setting(
+        (),
+        "ALLOWED_INGRESS_CLASSES",
+        "Ingress classes likewise (`NAME` or `NAMESPACE/NAME`, shell-style).",
+        _items,
+    )
+    allowed_metrics_addresses: tuple[str, ...] = setting(
+        (),
+        "ALLOWED_METRICS_ADDRESSES",
+        "Prometheus addresses (spec.autoscaling.prometheusAddress) a KEDA trigger may read likewise "
+        "(`URL-PATTERN` or `NAMESPACE/URL-PATTERN`, shell-style).",
         _items,
     )
     privileged_namespaces: tuple[str, ...] = setting(

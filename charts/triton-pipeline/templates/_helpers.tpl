@@ -325,6 +325,13 @@ The operator's metrics Service (a Service name is a DNS-1035 label: 63 character
 {{- end }}
 
 {{/*
+The Secret holding the key that signs the pipelines' access review records (TRITONPIPELINE_REVIEW_KEY_STORE).
+*/}}
+{{- define "triton-pipeline.reviewKeySecret" -}}
+{{- printf "%s-review-key" (include "triton-pipeline.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
 The Secret the operator replicas share the self-signed webhook certificate in (TRITONPIPELINE_WEBHOOK_SHARED_CERT).
 */}}
 {{- define "triton-pipeline.webhookCertSecret" -}}

@@ -46,6 +46,9 @@ _PLURALS = {
     KIND: PLURAL,
     "CustomResourceDefinition": "customresourcedefinitions",
     "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+    "SubjectAccessReview": "subjectaccessreviews",
+    "SelfSubjectReview": "selfsubjectreviews",
     **peering.PLURALS,
 }
 # Failures worth trying again later: no HTTP answer at all (status 0: refused, reset, timed out), overload
@@ -121,6 +124,11 @@ def no_answer(exc: BaseException) -> str:
 
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def plural(kind: str) -> str:
+    """The resource name of a kind the operator reads or writes (`Ingress` -> `ingresses`)."""
+    return _PLURALS[kind]
 
 
 def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:

@@ -26,6 +26,7 @@ from ..runtime import metrics
 from ..runtime.state import OperatorState
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline, parse_pipeline
+from . import authors
 from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
 from .claim import Claims, Pipeline
 from .gateway import lookup as lookup_gateway
@@ -171,6 +172,43 @@ def superseded(last: tuple[str | None, int | None] | None, body: kopf.Body) -> b
     return last[1] is not None and generation is not None and int(generation) < int(last[1])
 
 
+async def _refuse(
+    state: OperatorState, body: kopf.Body, logger: kopf.Logger, event: str | None, exc: SpecError
+) -> None:
+    """Report an invalid spec (or one whose author may not reach what it asks for) and change nothing:
+    the Deployment of the last good spec keeps serving. Raises kopf.PermanentError."""
+    kube: Kube = state.kube
+    generation = body.metadata.get("generation")
+    name, namespace = body.metadata.name, namespace_of(body)
+    message = one_line(exc)
+    indexed = state.children.get("Deployment", namespace, name)
+    deployed = (
+        indexed.body
+        if indexed
+        else await asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name)
+    )
+    kept = events.INVALID_KEPT if deployed is not None else events.INVALID_NOTHING
+    events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc), kept=kept)
+    events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
+    before = previous_condition(state, namespace, name, body, "SpecValid") or {}
+    await write_status(
+        state,
+        namespace,
+        name,
+        {
+            "observedGeneration": generation,
+            "conditions": [
+                st.condition("SpecValid", False, "InvalidSpec", message, generation),
+                st.condition("Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation),
+            ],
+        },
+        body.get("status") or {},
+    )
+    if event or (before.get("reason"), before.get("message")) != ("InvalidSpec", message):
+        await warn(kube, body, "InvalidSpec", message)  # a user's change or a new problem, not a resync
+    raise kopf.PermanentError(message) from None
+
+
 async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> str:
     kube: Kube = state.kube
     config: Settings = state.settings
@@ -180,41 +218,17 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
     try:
         tp, artifacts, children, newer = await compiled(state, body)
     except SpecError as exc:
-        message = one_line(exc)
-        indexed = state.children.get("Deployment", namespace, name)
-        deployed = (
-            indexed.body
-            if indexed
-            else await asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name)
-        )
-        kept = events.INVALID_KEPT if deployed is not None else events.INVALID_NOTHING
-        events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc), kept=kept)
-        events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
-        before = previous_condition(state, namespace, name, body, "SpecValid") or {}
-        await write_status(
-            state,
-            namespace,
-            name,
-            {
-                "observedGeneration": generation,
-                "conditions": [
-                    st.condition("SpecValid", False, "InvalidSpec", message, generation),
-                    st.condition(
-                        "Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation
-                    ),
-                ],
-            },
-            body.get("status") or {},
-        )
-        if event or (before.get("reason"), before.get("message")) != ("InvalidSpec", message):
-            await warn(kube, body, "InvalidSpec", message)  # a user's change or a new problem, not a resync
-        raise kopf.PermanentError(message) from None
+        await _refuse(state, body, logger, event, exc)
     since = time.time()
     try:
         owner = owner_reference(dict(body))
         gateway = await lookup_gateway(kube, tp, config) if rt.needs_gateway_lookup(tp) else None
         if gateway is not None and gateway.implementation is not None:
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
+        try:  # what it reaches, its author may reach, or an admin list allows (reconcile/authors.py)
+            await authors.check(state, body, tp, children)
+        except SpecError as exc:
+            await _refuse(state, body, logger, event, exc)
         if not access.generates_secret(tp):
             state.secrets.discard((namespace, name))
         elif (namespace, name) not in state.secrets:  # once a process: a pod event says when it is gone

@@ -38,6 +38,9 @@ class WatchHealth:
         self.opened: set[str] = set()
         self.connected: dict[str, float] = {}
         self._standby = False
+        # start-up steps the operator is not ready before (the admission webhook's registration: a
+        # pipeline applied before it would be stored without the access review's record)
+        self.waiting: set[str] = set()
 
     @property
     def standby(self) -> bool:
@@ -83,7 +86,10 @@ class WatchHealth:
         ]
 
     def not_ready(self) -> str | None:
-        """Why the operator is not ready: it is ready once its watches connected and none is stale."""
+        """Why the operator is not ready: it is ready once its start-up steps are done (`waiting`) and its
+        watches connected, none stale."""
+        if self.waiting:
+            return "; ".join(sorted(self.waiting))
         if not self.connected:
             return "no watch stream has connected yet"
         problems = self.problems()

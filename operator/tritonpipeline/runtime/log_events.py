@@ -50,6 +50,16 @@ MORE_PODS = " (and {count} more pods)"
 INVALID_KEPT = "last good deployment kept"
 INVALID_NOTHING = "nothing deployed yet"
 
+# AUTHORS_NOT_REVIEWED's reason
+NO_REVIEW = (
+    "TRITONPIPELINE_REVIEW_AUTHORS is off, so whoever may create a TritonPipeline gets every object and "
+    "reference it asks for"
+)
+NO_REVIEW_WEBHOOK = (
+    "the admission webhook is off, so only what the admin lists allow (TRITONPIPELINE_TRUSTED_KINDS and "
+    "the others) is made"
+)
+
 # start-up and leadership
 
 OPERATOR_STARTED = LogEvent(
@@ -390,6 +400,24 @@ WEBHOOK_REVIEW_FAILED = LogEvent(
     "An unexpected error while checking a TritonPipeline at admission (logged with its traceback): "
     "the request is allowed with a warning and the operator reports any problem in status. Report it.",
     traceback=True,
+)
+
+ACCESS_DENIED = LogEvent(
+    "ACCESS_DENIED",
+    logging.INFO,
+    "admission: {user} may not reach {count} thing(s) TritonPipeline {namespace}/{name} asks for; refused",
+    "The access review (TRITONPIPELINE_REVIEW_AUTHORS, kube/reach.py) found that the author of a new "
+    "pipeline or a spec change may not do themselves what the operator would do for them (create an "
+    "Ingress, read a Secret...), and no admin list allows it: the write is refused with each field.",
+)
+AUTHORS_NOT_REVIEWED = LogEvent(
+    "AUTHORS_NOT_REVIEWED",
+    logging.WARNING,
+    "pipeline authors are not reviewed: {why}",
+    "At start-up, when the operator cannot ask whether a pipeline's author may reach what it asks for: "
+    "TRITONPIPELINE_REVIEW_AUTHORS off (anyone who may create a TritonPipeline gets what it makes, "
+    "Secrets of its namespace and Ingresses included), or on without the admission webhook (then only "
+    "what the admin lists allow is made). The chart turns both on.",
 )
 
 

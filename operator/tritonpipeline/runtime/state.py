@@ -43,6 +43,19 @@ OptionalChildren = set[tuple[str, str, str]]  # (apiVersion, kind, name) of opti
 
 
 @dataclass
+class Reviews:
+    """What the access review needs once a process (reconcile/authors.py): the key that signs the
+    pipelines' records (read once), the operator's own user name (its writes review nobody), and whether
+    this process serves the webhook. An object of its own: kopf hands each pipeline's handlers a shallow
+    copy of the OperatorState, so what one sets on its copy must live in an object they share."""
+
+    key: bytes | None = None
+    self_user: str | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    webhook_on: bool = False
+
+
+@dataclass
 class OperatorState:
     """The operator's settings, API client and per-pipeline memory."""
 
@@ -111,6 +124,8 @@ class OperatorState:
     unreadable_nodes: set[str] = field(default_factory=set)
     # each node as the drain check last read it: (monotonic time, cordoned) (reconcile/drain.py)
     nodes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    # the access review's key and identity (reconcile/authors.py), one object every memo shares
+    reviews: Reviews = field(default_factory=lambda: Reviews())
     # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
     # status-poll loops run only then); always active without peering (settings.peering empty)
     identity: str = ""

@@ -20,7 +20,7 @@ import re
 import shutil
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 HANDLER_ID = "validate"  # kopf's handler id: the webhook serves it at PATH
 PATH = f"/{HANDLER_ID}"
 WEBHOOK_NAME = f"pipelines.{GROUP}"  # the webhook's name in its configuration (kubectl prints it)
+REVIEW_HANDLER_ID = "review-access"  # the access review's kopf handler (reconcile/authors.py)
+REVIEW_PATH = f"/{REVIEW_HANDLER_ID}"
+REVIEW_WEBHOOK_NAME = f"authors.{GROUP}"  # the access review's name in the mutating configuration
+NOT_REGISTERED = "the admission webhook is not registered yet"  # why the operator is not ready before
 FAILURE_POLICIES = ("Ignore", "Fail")
 MAX_TIMEOUT_SECONDS = 30  # the API's limit for timeoutSeconds
 CERT_SECONDS = 365 * 24 * 3600  # validity of the self-signed CA and serving certificate
@@ -329,16 +333,17 @@ async def admit(
 # ------------------------------------------------------------------------------- registration
 
 
-def client_config(ws: WebhookSettings, ca_bundle: bytes | None) -> dict[str, Any]:
-    """How the apiserver reaches the webhook: through the Service, or at https://HOST:PORT/validate."""
+def client_config(ws: WebhookSettings, ca_bundle: bytes | None, at: str = PATH) -> dict[str, Any]:
+    """How the apiserver reaches the webhook: through the Service, or at https://HOST:PORT/validate
+    (`at`: the path, one per kopf handler)."""
     if ws.service:
         m = _SERVICE_RE.match(ws.service)
         assert m is not None
         config: dict[str, Any] = {
-            "service": {"namespace": m["namespace"], "name": m["name"], "port": int(m["port"]), "path": PATH}
+            "service": {"namespace": m["namespace"], "name": m["name"], "port": int(m["port"]), "path": at}
         }
     else:
-        config = {"url": f"https://{url_host(ws.url_host())}:{ws.port}{PATH}"}
+        config = {"url": f"https://{url_host(ws.url_host())}:{ws.port}{at}"}
     if ca_bundle is not None:
         config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
     return config
@@ -385,6 +390,22 @@ def configuration(
         "metadata": {"name": ws.configuration},
         "webhooks": [hook],
     }
+
+
+def mutating_configuration(
+    ws: WebhookSettings, namespaces: Sequence[str], ca_bundle: bytes | None, own_namespace: str = ""
+) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration of the access review (reconcile/authors.py): the same requests,
+    scope and policies as `configuration`, served at REVIEW_PATH; it records who may reach what on the
+    object (it runs once: what later webhooks change is not its concern)."""
+    validating = configuration(ws, namespaces, ca_bundle, own_namespace)
+    hook = {
+        **validating["webhooks"][0],
+        "name": REVIEW_WEBHOOK_NAME,
+        "clientConfig": client_config(ws, ca_bundle, REVIEW_PATH),
+        "reinvocationPolicy": "Never",
+    }
+    return {**validating, "kind": "MutatingWebhookConfiguration", "webhooks": [hook]}
 
 
 # -------------------------------------------------------------------------------- certificates
@@ -613,8 +634,12 @@ class Server:
         kube: Kube,
         loops: Loops,
         own_namespace: str = "",
+        review: bool = False,
+        registered: Callable[[], None] = lambda: None,
     ) -> None:
         self.ws = ws
+        self.review = review  # register the access review's mutating configuration too
+        self.registered = registered  # called after each registration (the operator is ready then)
         self.namespaces = tuple(namespaces)
         self.own_namespace = own_namespace
         self.kube = kube
@@ -745,7 +770,10 @@ class Server:
         the last applied is the latest bundle."""
 
         async def apply() -> dict[str, Any]:
-            doc = configuration(self.ws, self.namespaces, self.ca_bundle, self.own_namespace)
+            args = (self.ws, self.namespaces, self.ca_bundle, self.own_namespace)
+            if self.review:  # first: no pipeline is let through unrecorded while both are registered
+                await asyncio.to_thread(self.kube.apply, mutating_configuration(*args))
+            doc = configuration(*args)
             await asyncio.to_thread(self.kube.apply, doc)
             return doc
 
@@ -756,6 +784,7 @@ class Server:
 
         async with self.registering:
             doc = await retrying(apply, failed, first=FIRST_RETRY_SECONDS, cap=REGISTER_RETRY_SECONDS)
+        self.registered()
         served = doc["webhooks"][0]["clientConfig"]
         where = f"Service {self.ws.service}" if self.ws.service else served["url"]
         events.WEBHOOK_REGISTERED.log(
@@ -767,13 +796,16 @@ class Server:
         )
 
 
-def server(settings: Settings, kube: Kube, loops: Loops) -> Server | kopf.WebhookServerProtocol:
+def server(
+    settings: Settings, kube: Kube, loops: Loops, registered: Callable[[], None] = lambda: None
+) -> Server | kopf.WebhookServerProtocol:
     """kopf's admission server for these settings: ours, or one that serves nothing when the webhook is off
     (kopf wants a server once a validating handler exists). Raises WebhookConfigError."""
     ws = WebhookSettings.from_env()
-    return (
-        Server(ws, settings.namespaces, kube, loops, settings.operator_namespace) if ws.enabled else disabled
-    )
+    if not ws.enabled:
+        return disabled
+    namespaces, own = settings.namespaces, settings.operator_namespace
+    return Server(ws, namespaces, kube, loops, own, settings.review_authors, registered)
 
 
 class LiveCertificate:

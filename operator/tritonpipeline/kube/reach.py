@@ -1,0 +1,315 @@
+"""What a pipeline reaches on its author's behalf, and the signed record of who may (pure).
+
+The operator's service account creates a pipeline's objects and mounts what its spec names. Without a
+check, whoever may create a TritonPipeline would get through it what their own RBAC denies: an Ingress
+for another team's host, a KEDA trigger fetching any address from KEDA's network position, any Secret of
+the namespace in a container running their code (issue 54). So each thing a pipeline reaches is a
+`Reach` item: a kind the operator creates for it, an object the spec names (a Secret, a PVC, a ConfigMap,
+another namespace's Gateway), or a host, ingress class or metrics address it writes into what it creates.
+
+An item passes when the admin lists it (Settings: trusted_kinds, allowed_hosts, allowed_ingress_classes,
+allowed_metrics_addresses, shared_gateway_namespaces) or when the pipeline's author may do it themselves:
+the admission webhook asks the API server (a SubjectAccessReview per item, reconcile/authors.py) and
+records what passed on the pipeline (`RECORD_ANNOTATION`, signed with a key only the operator holds).
+Each reconcile renders the same items and goes on only where every one is listed or recorded; otherwise
+the pipeline is refused with the field path, and what it already runs is left as it is.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Problem
+from ..settings import GROUP, Settings
+from ..spec import DNS_LABEL_RE, TritonPipeline
+from . import access
+from .client import plural
+from .manifests import Children
+
+# on the pipeline: what its author was found allowed to reach, signed (`record`)
+RECORD_ANNOTATION = f"{GROUP}/reviewed-access"
+
+# the spec field that makes an object of each optional kind; the others come from the spec as a whole
+KIND_FIELDS = {
+    "Ingress": "spec.routing",
+    "HTTPRoute": "spec.routing",
+    "GRPCRoute": "spec.routing",
+    "DestinationRule": "spec.routing",
+    "BackendTrafficPolicy": "spec.routing",
+    "UpstreamSettingsPolicy": "spec.routing",
+    "HorizontalPodAutoscaler": "spec.autoscaling",
+    "ScaledObject": "spec.autoscaling",
+    "NetworkPolicy": "spec.networkPolicy",
+    "Secret": "spec.server.adminKeySecretRef",
+}
+
+# the refusals (the webhook's and each reconcile's), and what an item is in words
+DENIED = (
+    "{user} may not {words}, and no admin list allows it ({setting}): the operator would do it on the "
+    "pipeline's behalf"
+)
+NOT_RECORDED = (
+    "not reviewed: no record that this pipeline's author may {words} (annotation {annotation}), and no "
+    "admin list allows it ({setting}); apply the pipeline again so that the admission webhook reviews "
+    "its author"
+)
+NO_NAME = (
+    "required with the access review (a generated name comes after the review, so its record could not "
+    "name the pipeline): give the pipeline a name"
+)
+NO_WEBHOOK = (
+    "not reviewed: the admission webhook is off, so nobody asked whether this pipeline's author may "
+    "{words}, and no admin list allows it ({setting})"
+)
+
+
+@dataclass(frozen=True, order=True)
+class Reach:
+    """One thing a pipeline reaches: what its author would need to do it themselves (`verb` on
+    `resource`.`group`, the object `name` or any, in `namespace`), the spec `field` asking for it, the
+    `detail` (a host, an ingress class, an address) that an admin list may allow, and whether one does."""
+
+    field: str
+    verb: str
+    group: str
+    resource: str
+    namespace: str
+    name: str = ""
+    detail: str = ""
+    listed: bool = False
+    setting: str = "trusted_kinds"  # the admin list that could allow it (Settings' field)
+
+    @property
+    def key(self) -> str:
+        """The item as the record keeps it (the same on every render of the same spec)."""
+        kind = f"{self.resource}.{self.group}" if self.group else self.resource
+        where = f"{self.namespace}/{self.name}" if self.name else self.namespace
+        return f"{self.verb} {kind} {where}" + (f" {self.detail}" if self.detail else "")
+
+    def words(self) -> str:
+        kind = f"{self.resource}.{self.group}" if self.group else self.resource
+        what = f"{self.verb} {kind} {self.name}" if self.name else f"{self.verb} {kind}"
+        return f"{what} in namespace {self.namespace}" + (f" ({self.detail})" if self.detail else "")
+
+    def attributes(self) -> dict[str, str]:
+        """The SubjectAccessReview's resourceAttributes that say whether the author may do it."""
+        found = {
+            "namespace": self.namespace,
+            "verb": self.verb,
+            "group": self.group,
+            "resource": self.resource,
+        }
+        return {**found, "name": self.name} if self.name else found
+
+
+def listed(entries: Sequence[str], namespace: str, value: str) -> bool:
+    """Whether an admin list allows `value` in `namespace`: an entry `PATTERN` (any namespace) or
+    `NAMESPACE/PATTERN`, shell-style (`*.team-a.example.com`, `team-a/http://prometheus.team-a.svc:*`)."""
+    for entry in entries:
+        head, slash, rest = entry.partition("/")
+        where, pattern = (head, rest) if slash and DNS_LABEL_RE.fullmatch(head) else ("", entry)
+        if (not where or where == namespace) and fnmatch.fnmatchcase(value, pattern):
+            return True
+    return False
+
+
+def locate(spec: Any, value: str, path: str = "spec") -> str | None:
+    """The first field of the spec as written whose text is `value` (or a pvc:// URL of that claim):
+    where a rendered object's reference came from. None: the operator's own (a setting, a derived name)."""
+    if isinstance(spec, str):
+        if spec == value or spec.startswith(f"pvc://{value}/") or spec == f"pvc://{value}":
+            return path
+        return None
+    if isinstance(spec, Mapping):
+        items: Iterator[tuple[str, Any]] = ((f"{path}.{k}", v) for k, v in spec.items())
+    elif isinstance(spec, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(spec))
+    else:
+        return None
+    for sub, child in items:
+        found = locate(child, value, sub)
+        if found is not None:
+            return found
+    return None
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def _pod_references(pod: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(kind, name) of every Secret, ConfigMap and PVC a pod spec names."""
+    for volume in pod.get("volumes") or []:
+        if "secret" in volume:
+            yield "Secret", volume["secret"].get("secretName", "")
+        if "configMap" in volume:
+            yield "ConfigMap", volume["configMap"].get("name", "")
+        if "persistentVolumeClaim" in volume:
+            yield "PersistentVolumeClaim", volume["persistentVolumeClaim"].get("claimName", "")
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if "secret" in source:
+                yield "Secret", source["secret"].get("name", "")
+            if "configMap" in source:
+                yield "ConfigMap", source["configMap"].get("name", "")
+    for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        for env in container.get("env") or []:
+            ref = env.get("valueFrom") or {}
+            if "secretKeyRef" in ref:
+                yield "Secret", ref["secretKeyRef"].get("name", "")
+            if "configMapKeyRef" in ref:
+                yield "ConfigMap", ref["configMapKeyRef"].get("name", "")
+        for source in container.get("envFrom") or []:
+            if "secretRef" in source:
+                yield "Secret", source["secretRef"].get("name", "")
+            if "configMapRef" in source:
+                yield "ConfigMap", source["configMapRef"].get("name", "")
+    for secret in pod.get("imagePullSecrets") or []:
+        yield "Secret", secret.get("name", "")
+
+
+def _details(obj: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(what, value, the Settings list that may allow it) an object carries that an admin may list."""
+    spec = obj.get("spec") or {}
+    for rule in spec.get("rules") or []:
+        if isinstance(rule, Mapping) and rule.get("host"):
+            yield "host", str(rule["host"]), "allowed_hosts"
+    for host in spec.get("hostnames") or []:
+        yield "host", str(host), "allowed_hosts"
+    if spec.get("ingressClassName"):
+        yield "ingress class", str(spec["ingressClassName"]), "allowed_ingress_classes"
+    for trigger in spec.get("triggers") or []:
+        address = (trigger.get("metadata") or {}).get("serverAddress")
+        if address:
+            yield "metrics address", str(address), "allowed_metrics_addresses"
+
+
+def reach(tp: TritonPipeline, children: Children, settings: Settings, spec: Mapping[str, Any]) -> list[Reach]:
+    """Every item the pipeline reaches once rendered as `children`, each once, sorted; `spec`: the spec
+    as written (the references found there are the author's; the rest the operator's own)."""
+    namespace = tp.metadata.namespace or "default"
+    scaled = [children.scaled_object] if children.scaled_object else []
+    objects = [*children.all(), *children.routing.provider_objects, *scaled]
+    found: dict[str, Reach] = {}
+
+    def add(item: Reach) -> None:
+        found.setdefault(item.key, item)
+
+    if access.generates_secret(tp):
+        add(_kind("v1", "Secret", namespace, settings))
+    for obj in objects:
+        api, kind = str(obj["apiVersion"]), str(obj["kind"])
+        item = _kind(api, kind, namespace, settings)
+        add(item)
+        for what, value, setting in _details(obj):
+            at = locate(spec, value)
+            if at is not None:
+                allowed = listed(getattr(settings, setting), namespace, value)
+                add(_detail(item, at, f"{what} {value}", allowed, setting))
+        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec")
+        references = list(_pod_references(pod)) if kind == "Deployment" and pod else []
+        references += [
+            ("Secret", str(t.get("secretName", ""))) for t in (obj.get("spec") or {}).get("tls") or []
+        ]
+        for ref_kind, name in references:
+            at = locate(spec, name) if name else None
+            if at is not None:
+                add(Reach(at, "get", "", plural(ref_kind), namespace, name, setting=""))
+        for parent in (obj.get("spec") or {}).get("parentRefs") or []:
+            other = parent.get("namespace")
+            if other and other != namespace:
+                at = locate(spec, str(other)) or "spec.routing.gateway.namespace"
+                shared = other in settings.shared_gateway_namespaces
+                name = str(parent.get("name", ""))
+                add(
+                    Reach(
+                        at,
+                        "get",
+                        _group(GATEWAY_API),
+                        "gateways",
+                        other,
+                        name,
+                        "",
+                        shared,
+                        "shared_gateway_namespaces",
+                    )
+                )
+    return sorted(found.values())
+
+
+GATEWAY_API = "gateway.networking.k8s.io/v1"
+
+
+def _kind(api_version: str, kind: str, namespace: str, settings: Settings) -> Reach:
+    field = KIND_FIELDS.get(kind, "spec")
+    trusted = kind in settings.trusted_kinds
+    return Reach(field, "create", _group(api_version), plural(kind), namespace, listed=trusted)
+
+
+def _detail(kind: Reach, field: str, detail: str, allowed: bool, setting: str) -> Reach:
+    return Reach(field, kind.verb, kind.group, kind.resource, kind.namespace, "", detail, allowed, setting)
+
+
+# ---------------------------------------------------------------------------------------- record
+
+
+def _mac(key: bytes, namespace: str, name: str, by: str, keys: Sequence[str]) -> str:
+    text = json.dumps([namespace, name, by, sorted(keys)], separators=(",", ":"))
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def record(key: bytes, namespace: str, name: str, by: str, keys: Sequence[str]) -> str:
+    """The annotation's text: who was reviewed, the items they may reach, and the signature binding
+    both to this pipeline's namespace and name."""
+    doc = {"by": by, "reach": sorted(set(keys)), "mac": _mac(key, namespace, name, by, sorted(set(keys)))}
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
+
+
+def recorded(key: bytes, namespace: str, name: str, text: str | None) -> frozenset[str]:
+    """The items a record allows: none when there is no record, it does not read, or its signature is
+    not the operator's for this pipeline (written by hand, copied from another)."""
+    if not text:
+        return frozenset()
+    try:
+        doc = json.loads(text)
+        by, keys, mac = str(doc["by"]), [str(k) for k in doc["reach"]], str(doc["mac"])
+    except (ValueError, KeyError, TypeError):
+        return frozenset()
+    if not hmac.compare_digest(mac, _mac(key, namespace, name, by, keys)):
+        return frozenset()
+    return frozenset(keys)
+
+
+def record_of(obj: Mapping[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(RECORD_ANNOTATION)
+    return str(value) if value is not None else None
+
+
+def unreviewed(items: Sequence[Reach], allowed: frozenset[str], webhook: bool = True) -> list[Problem]:
+    """The refusals of the items neither listed nor on the record (`allowed`), at their fields."""
+    message = NOT_RECORDED if webhook else NO_WEBHOOK
+    return [
+        Problem(
+            item.field,
+            message.format(words=item.words(), annotation=RECORD_ANNOTATION, setting=setting_words(item)),
+        )
+        for item in items
+        if not item.listed and item.key not in allowed
+    ]
+
+
+def setting_words(item: Reach) -> str:
+    """The admin list that could allow an item, as the chart names it (values security.*)."""
+    return {
+        "trusted_kinds": "security.trustedKinds",
+        "allowed_hosts": "security.allowedHosts",
+        "allowed_ingress_classes": "security.allowedIngressClasses",
+        "allowed_metrics_addresses": "security.allowedMetricsAddresses",
+        "shared_gateway_namespaces": "security.sharedGatewayNamespaces",
+    }.get(item.setting, "none lists references")
