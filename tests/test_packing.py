@@ -179,3 +179,20 @@ def test_configmaps_are_immutable_and_named_by_their_content() -> None:
     assert not set(changed) & set(names)
     split = [c["metadata"]["name"] for c in _configmaps("router", 4000)]  # type: ignore[index]
     assert len(split) > len(names) and not set(split) & set(names)
+
+
+def test_a_repository_larger_than_a_pipeline_may_generate_is_refused() -> None:
+    """Issue 54: a 0.98 MB spec became 8.7 MB of ConfigMaps, and about 200 such fill etcd's 2 GiB. The
+    whole generated repository is bounded (TRITONPIPELINE_MAX_GENERATED_BYTES), whatever its split."""
+    from tritonpipeline.kube.checks import file_size_problems
+
+    artifacts = compile_pipeline(parse_pipeline(example("fanout")))
+    total = sum(len(data) for data in artifacts.files.values())
+    assert file_size_problems(artifacts, Settings(max_generated_bytes=total)) == []
+    (problem,) = file_size_problems(artifacts, Settings(max_generated_bytes=total - 1))
+    assert problem.path == "spec"
+    assert (
+        f"would hold {total} bytes in {len(artifacts.files)} files, more than the {total - 1}"
+        in problem.message
+    )
+    assert "TRITONPIPELINE_MAX_GENERATED_BYTES" in problem.message

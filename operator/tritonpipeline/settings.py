@@ -26,6 +26,9 @@ DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
 DEFAULT_CONFIGMAP_MAX_BYTES = 900 * 1024
 MIN_CONFIGMAP_BYTES, MAX_CONFIGMAP_BYTES = 4096, 1024 * 1024
+# the most a pipeline's generated repository may hold: etcd keeps every ConfigMap (2 GiB by default, for
+# the whole cluster); 5 times what the largest benchmark pipeline generates (250 models: 0.8 MB)
+DEFAULT_MAX_GENERATED_BYTES = 4 * 1024 * 1024
 DEFAULT_PEERING_LIFETIME_SECONDS = 15
 # kopf renews a peering entry 5 to 10 s before it ends: from that to two minutes of waiting after a kill
 MIN_PEERING_LIFETIME_SECONDS, MAX_PEERING_LIFETIME_SECONDS = 5, 120
@@ -221,6 +224,13 @@ class Settings:
         "Largest ConfigMap payload in bytes before the generated repository is split over several "
         "ConfigMaps (the API limit is 1 MiB).",
         Range(MIN_CONFIGMAP_BYTES, MAX_CONFIGMAP_BYTES, whole=True, unit="bytes"),
+    )
+    max_generated_bytes: int = setting(
+        DEFAULT_MAX_GENERATED_BYTES,
+        "MAX_GENERATED_BYTES",
+        "The most bytes a pipeline's generated repository may hold, all its ConfigMaps together (etcd keeps "
+        "them all: 2 GiB by default for the whole cluster); a pipeline that would generate more is refused.",
+        Range(MIN_CONFIGMAP_BYTES, whole=True, unit="bytes"),
     )
     field_manager: str = FIELD_MANAGER
     prometheus_address: str = setting(

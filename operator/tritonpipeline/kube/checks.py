@@ -142,12 +142,28 @@ def name_problems(tp: TritonPipeline) -> list[Problem]:
 
 
 def file_size_problems(artifacts: Artifacts, settings: Settings) -> list[Problem]:
-    """Generated files too large for one ConfigMap (the repository is split by file, never inside one)."""
+    """Generated files too large for one ConfigMap (the repository is split by file, never inside one),
+    and a repository larger than a pipeline may generate (issue 54: a 0.98 MB spec became 8.7 MB of
+    ConfigMaps; about 200 such fill etcd)."""
     limit = settings.configmap_max_bytes
-    return [
+    found = [
         Problem("spec", packing.too_large_message(path, artifacts.files[path], limit))
         for path in packing.too_large(artifacts.files, artifacts.models, limit)
     ]
+    total = sum(len(data) for data in artifacts.files.values())
+    if total > settings.max_generated_bytes:
+        words = GENERATED_TOO_LARGE.format(
+            size=total, files=len(artifacts.files), limit=settings.max_generated_bytes
+        )
+        found.append(Problem("spec", words))
+    return found
+
+
+GENERATED_TOO_LARGE = (
+    "the generated repository would hold {size} bytes in {files} files, more than the {limit} a pipeline "
+    "may generate (TRITONPIPELINE_MAX_GENERATED_BYTES, chart value operator.maxGeneratedBytes: etcd keeps "
+    "every ConfigMap); split the pipeline into several, or ask the cluster admin to raise the limit"
+)
 
 
 MIG_PREFIX = "nvidia.com/mig-"  # the device plugin's MIG resources, e.g. nvidia.com/mig-1g.10gb
