@@ -114,15 +114,12 @@ async def items_of(state: OperatorState, doc: Mapping[str, Any]) -> list[rc.Reac
     """The items a pipeline reaches, rendered as the reconcile renders it (with the implementation of
     its Gateway read where the spec leaves it out); None for a spec that does not compile (the
     validating webhook refuses it, the reconcile reports it)."""
-    from .pipeline import compile_cr  # the reconcile's own compile (it imports this module)
+    from .pipeline import compiled  # the reconcile's own compile and cache (it imports this module)
 
-    loop = asyncio.get_running_loop()
     namespace = str((doc.get("metadata") or {}).get("namespace", ""))
     try:  # in the webhook's review threads, shared fairly between namespaces (runtime/webhook.py)
         async with webhook.TURNS.of(namespace):
-            tp, _, children, _ = await loop.run_in_executor(
-                webhook.REVIEWS, compile_cr, dict(doc), state.settings
-            )
+            tp, _, children, _ = await compiled(state, doc, webhook.REVIEWS)
     except SpecError:
         return None
     return await _reach(state, tp, children, doc)

@@ -4,10 +4,12 @@ status and events (status.py)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -57,13 +59,16 @@ def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
     return tp, generated, render_children(tp, artifacts, config), newer
 
 
-def essence(body: kopf.Body) -> tuple[str, int]:
+def essence(body: Mapping[str, Any]) -> tuple[str, int]:
     """What a pipeline's compilation depends on (its spec, name, namespace, labels and the annotations
-    that are not the operator's own: kopf's progress, the roll request), as a digest, and its size."""
-    meta = body.metadata
-    annotations = {k: v for k, v in (meta.annotations or {}).items() if not k.startswith(f"{GROUP}/")}
+    that are not the operator's own: kopf's progress, the roll request, the access review's record), as
+    a digest, and its size."""
+    meta = body.get("metadata") or {}
+    owned = f"{GROUP}/"
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(owned)}
+    labels = dict(meta.get("labels") or {})
     text = json.dumps(
-        [body.get("spec"), meta.name, meta.namespace, dict(meta.labels or {}), annotations], sort_keys=True
+        [body.get("spec"), meta.get("name"), meta.get("namespace"), labels, annotations], sort_keys=True
     )
     return hashlib.sha256(text.encode()).hexdigest(), len(text)
 
@@ -74,17 +79,22 @@ RETAINED_PER_SPEC_BYTE = 13
 RETAINED_AT_LEAST = 48 * 1024  # and at least this much (examples/fanout.yaml's: 44 KB)
 
 
-async def compiled(state: OperatorState, body: kopf.Body) -> Compiled:
+async def compiled(
+    state: OperatorState, body: Mapping[str, Any], executor: concurrent.futures.Executor | None = None
+) -> Compiled:
     """compile_cr off the event loop (a large spec takes seconds: the webhook's answers and the probes
-    wait for no compile), once per change of the pipeline's essence while it stays in the bounded cache
-    (state.compiled: a resync of an unchanged pipeline compiles nothing). Raises the compile's
-    SpecError (remembered alike)."""
-    key = (namespace_of(body), body.metadata.name)
+    wait for no compile), in `executor` (the default: the API threads), once per change of the
+    pipeline's essence while it stays in the bounded cache (state.compiled, which every memo shares: a
+    resync of an unchanged pipeline compiles nothing, nor does the reconcile of a pipeline the access
+    review compiled at admission). Raises the compile's SpecError (remembered alike)."""
+    meta = body.get("metadata") or {}
+    key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
     tag, size = essence(body)
     result = state.compiled.get(key, tag)
     if result is None:
+        loop = asyncio.get_running_loop()
         try:
-            result = await asyncio.to_thread(compile_cr, dict(body), state.settings)
+            result = await loop.run_in_executor(executor, compile_cr, dict(body), state.settings)
         except SpecError as exc:
             result = exc
         state.compiled.put(key, tag, result, max(size * RETAINED_PER_SPEC_BYTE, RETAINED_AT_LEAST))
