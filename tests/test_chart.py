@@ -678,6 +678,13 @@ def test_the_operator_pod_admits_only_the_webhook_and_the_metrics_readers(helm):
     )
     (policy,) = by_kind(docs, "NetworkPolicy")
     assert policy["spec"]["ingress"][1] == {"from": [peer], "ports": [{"port": 8081, "protocol": "TCP"}]}
+    # the webhook port narrowed to the API server's addresses (issue 54: open to every source)
+    control_plane = {"ipBlock": {"cidr": "10.0.0.0/28"}}
+    docs = helm.template("rel", "ops", set_values=["networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/28"])
+    (policy,) = by_kind(docs, "NetworkPolicy")
+    assert policy["spec"]["ingress"] == [
+        {"ports": [{"port": webhook_port, "protocol": "TCP"}], "from": [control_plane]}
+    ]
     assert (
         by_kind(helm.template("rel", "ops", set_values=["networkPolicy.enabled=false"]), "NetworkPolicy")
         == []
