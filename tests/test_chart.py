@@ -1002,17 +1002,23 @@ def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
             if e["involvedObject"].get("name") == "vision" and e["reason"] == "Created"
         ],
     )
+    # the chart's default NetworkPolicy (security.defaultNetworkPolicy): inference from the namespace's
+    # pods, metrics from them, Prometheus's namespace and the operator
+    policy = admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision")
+    assert policy is not None and [r["ports"][0]["port"] for r in policy["spec"]["ingress"]] == [8000, 8002]
     doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 3}
-    doc["spec"]["networkPolicy"] = {}
+    doc["spec"]["networkPolicy"] = {"inference": []}  # nobody may reach inference
     admin.apply(doc)
     wait_for("generation 2", lambda: reconciled(2), 60)
     assert admin.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "vision") is not None
-    assert admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision") is not None
+    policy = admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision")
+    assert policy is not None and [r["ports"][0]["port"] for r in policy["spec"]["ingress"]] == [8002]
     del doc["spec"]["autoscaling"], doc["spec"]["networkPolicy"]
     admin.apply(doc)
     wait_for("generation 3", lambda: reconciled(3), 60)
     assert admin.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "vision") is None
-    assert admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision") is None
+    policy = admin.get("networking.k8s.io/v1", "NetworkPolicy", ns, "vision")  # the default again
+    assert policy is not None and [r["ports"][0]["port"] for r in policy["spec"]["ingress"]] == [8000, 8002]
     admin.delete("v1", "Service", ns, "vision")
     wait_for("the deleted Service to be restored", lambda: admin.get("v1", "Service", ns, "vision"), 60)
     assert op.healthz() == 200

@@ -39,9 +39,9 @@ def cluster(source: str = "diamond", **spec: Any) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any]) -> Any:
+def render(doc: dict[str, Any], settings: Settings | None = None) -> Any:
     tp = parse_pipeline(doc)
-    return render_children(tp, compile_pipeline(tp), Settings())
+    return render_children(tp, compile_pipeline(tp), settings or Settings())
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
@@ -291,6 +291,40 @@ def test_the_security_page_names_each_bulletin_its_cves_and_its_fixed_release():
 
 def test_no_network_policy_unless_asked():
     assert render(cluster()).network_policy is None
+
+
+def test_the_admin_closes_every_pipeline_by_default():
+    """Issue 54: spec.networkPolicy was opt-in, so any pod could reach inference, metadata and metrics.
+    With the default policy on (the chart's default) a pipeline without one admits only the pods of its
+    namespace, the routing tier's namespaces (inference) and Prometheus's and the operator's (metrics);
+    a spec's own policy still wins, and a field it leaves out gets the same namespaces."""
+    import dataclasses
+
+    settings = dataclasses.replace(
+        Settings(),
+        default_network_policy=True,
+        routing_namespaces=("ingress-nginx",),
+        metrics_namespaces=("monitoring",),
+        operator_namespace="triton-system",
+        operator_labels=(("app", "op"),),
+    )
+    policy = render(cluster(), settings).network_policy
+    assert policy is not None and policy["spec"]["policyTypes"] == ["Ingress"]
+
+    def namespace(ns: str) -> dict[str, Any]:
+        return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+
+    operator = {**namespace("triton-system"), "podSelector": {"matchLabels": {"app": "op"}}}
+    tcp = [{"protocol": "TCP", "port": p} for p in (8000, 8001, 8002)]
+    assert policy["spec"]["ingress"] == [
+        {"from": [{"podSelector": {}}, namespace("ingress-nginx")], "ports": tcp[:2]},
+        {"from": [{"podSelector": {}}, namespace("monitoring"), operator], "ports": tcp[2:]},
+    ]
+    closed = render(cluster(networkPolicy={"inference": []}), settings).network_policy
+    assert closed is not None
+    assert closed["spec"]["ingress"] == [
+        {"from": [{"podSelector": {}}, namespace("monitoring"), operator], "ports": tcp[2:]}
+    ]
 
 
 def test_network_policy_defaults_to_the_namespace_and_an_empty_list_closes_a_port():

@@ -319,6 +319,29 @@ class Settings:
         "would get pods beside the control plane's, with its Secrets and service accounts at hand).",
         _items,
     )
+    default_network_policy: bool = setting(
+        False,
+        "DEFAULT_NETWORK_POLICY",
+        "Give a pipeline without spec.networkPolicy a NetworkPolicy all the same: its inference ports "
+        "admit the pods of its namespace and of `TRITONPIPELINE_ROUTING_NAMESPACES`, its metrics port those "
+        "of its namespace, of `TRITONPIPELINE_METRICS_NAMESPACES` and the operator's; nobody else. The chart "
+        "turns it on.",
+        _flag,
+    )
+    routing_namespaces: tuple[str, ...] = setting(
+        (),
+        "ROUTING_NAMESPACES",
+        "Namespaces whose pods may reach every pipeline's inference ports where a NetworkPolicy leaves "
+        "`inference` out: the routing tier's (the ingress controller's, the Gateway's).",
+        _items,
+    )
+    metrics_namespaces: tuple[str, ...] = setting(
+        (),
+        "METRICS_NAMESPACES",
+        "Namespaces whose pods may read every pipeline's metrics port where a NetworkPolicy leaves "
+        "`metrics` out: Prometheus's.",
+        _items,
+    )
     review_authors: bool = setting(
         False,
         "REVIEW_AUTHORS",

@@ -13,7 +13,7 @@ from typing import Any
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline
 from ..triton import security
-from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, namespace_of, selector_labels
+from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, NAMESPACE_NAME, namespace_of, selector_labels
 from .meta import metadata as _meta
 from .status import pod_problem
 
@@ -66,11 +66,11 @@ def admin_secret(tp: TritonPipeline, key: str, settings: Settings) -> dict[str, 
     }
 
 
-def _rule(peers: list[dict[str, Any]] | None, ports: tuple[int, ...]) -> list[dict[str, Any]]:
-    """One ingress rule for `ports`: from `peers`, from the namespace's pods when unset, none when []."""
-    if peers is not None and not peers:
+def _rule(peers: list[dict[str, Any]], ports: tuple[int, ...]) -> list[dict[str, Any]]:
+    """One ingress rule for `ports` from `peers`; none when there are none."""
+    if not peers:
         return []
-    sources = [{"podSelector": {}}] if peers is None else [dict(p) for p in peers]
+    sources = [dict(p) for p in peers]
     return [{"from": sources, "ports": [{"protocol": "TCP", "port": p} for p in ports]}]
 
 
@@ -80,21 +80,35 @@ def operator_peer(settings: Settings) -> dict[str, Any] | None:
     if not settings.operator_namespace or not settings.operator_labels:
         return None
     return {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.operator_namespace}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME: settings.operator_namespace}},
         "podSelector": {"matchLabels": dict(settings.operator_labels)},
     }
 
 
+def namespace_peers(namespaces: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The pods of the pipeline's own namespace and of each of `namespaces`, as NetworkPolicy peers."""
+    others = [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: ns}}} for ns in namespaces]
+    return [{"podSelector": {}}, *others]
+
+
 def network_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
-    """spec.networkPolicy as a NetworkPolicy on the pipeline's pods (ingress only), or None. The
-    operator's pods may always read metrics, unless `metrics` is `[]` (nobody)."""
+    """spec.networkPolicy as a NetworkPolicy on the pipeline's pods (ingress only); without it, the
+    default one where the admin turned it on (settings.default_network_policy), else None. A field left
+    out admits the pods of the pipeline's namespace and of the admin's routing namespaces (inference) or
+    metrics namespaces (metrics). The operator's pods may always read metrics, unless `metrics` is `[]`
+    (nobody)."""
     policy = tp.spec.network_policy
-    if policy is None:
+    if policy is None and not settings.default_network_policy:
         return None
-    metrics = policy.metrics
+    inference = policy.inference if policy is not None else None
+    metrics = policy.metrics if policy is not None else None
+    if inference is None:
+        inference = namespace_peers(settings.routing_namespaces)
+    if metrics is None:
+        metrics = namespace_peers(settings.metrics_namespaces)
     peer = operator_peer(settings)
     if peer is not None and metrics != []:
-        metrics = [*(metrics if metrics is not None else [{"podSelector": {}}]), peer]
+        metrics = [*metrics, peer]
     return {
         "apiVersion": NETWORK_POLICY_API[0],
         "kind": NETWORK_POLICY_API[1],
@@ -103,7 +117,7 @@ def network_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | N
             "podSelector": {"matchLabels": selector_labels(tp.name)},
             "policyTypes": ["Ingress"],
             "ingress": [
-                *_rule(policy.inference, (HTTP_PORT, GRPC_PORT)),
+                *_rule(inference, (HTTP_PORT, GRPC_PORT)),
                 *_rule(metrics, (METRICS_PORT,)),
             ],
         },

@@ -9,6 +9,7 @@ from ..settings import API_VERSION, GROUP, KIND, OPERATOR_NAME, Settings
 from ..spec import TritonPipeline
 
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label the API server gives every namespace
 PIPELINE_LABEL = f"{GROUP}/pipeline"
 MANAGED_BY = {"app.kubernetes.io/managed-by": OPERATOR_NAME}
 

@@ -37,6 +37,7 @@ from ..compiler import graph_problems_beside
 from ..errors import Problem, SpecError
 from ..kube import checks, ownership
 from ..kube.client import Kube, KubeError, path
+from ..kube.meta import NAMESPACE_NAME
 from ..settings import (
     API_VERSION,
     BAD_VALUE,
@@ -347,9 +348,6 @@ def client_config(ws: WebhookSettings, ca_bundle: bytes | None, at: str = PATH) 
     if ca_bundle is not None:
         config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
     return config
-
-
-NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label the API server gives every namespace
 
 
 def configuration(
