@@ -161,3 +161,5 @@ def test_unreviewed_items_are_refused_at_their_fields() -> None:
     host = next(p for p in problems if p.path == "spec.routing.host")
     assert "create ingresses.networking.k8s.io in namespace team-a (host login.bank.example)" in host.message
     assert rc.RECORD_ANNOTATION in host.message and "security.allowedHosts" in host.message
+    tls = next(p for p in problems if p.path == "spec.routing.tlsSecretName")
+    assert "get secrets bank-tls in namespace team-a" in tls.message and rc.NOT_LISTABLE in tls.message

@@ -50,14 +50,10 @@ KIND_FIELDS = {
 }
 
 # the refusals (the webhook's and each reconcile's), and what an item is in words
-DENIED = (
-    "{user} may not {words}, and no admin list allows it ({setting}): the operator would do it on the "
-    "pipeline's behalf"
-)
+DENIED = "{user} may not {words}, which the operator would do on the pipeline's behalf; {allow}"
 NOT_RECORDED = (
-    "not reviewed: no record that this pipeline's author may {words} (annotation {annotation}), and no "
-    "admin list allows it ({setting}); apply the pipeline again so that the admission webhook reviews "
-    "its author"
+    "not reviewed: no record that this pipeline's author may {words} (annotation {annotation}); "
+    "{allow}; apply the pipeline again so that the admission webhook reviews its author"
 )
 NO_NAME = (
     "required with the access review (a generated name comes after the review, so its record could not "
@@ -65,8 +61,11 @@ NO_NAME = (
 )
 NO_WEBHOOK = (
     "not reviewed: the admission webhook is off, so nobody asked whether this pipeline's author may "
-    "{words}, and no admin list allows it ({setting})"
+    "{words}; {allow}"
 )
+# the end of each refusal: what else could allow the item
+LISTED_BY = "an admin may allow it for every author (chart value {setting})"
+NOT_LISTABLE = "only the author's own access counts for a Secret, PVC or ConfigMap the pods are given"
 
 
 @dataclass(frozen=True, order=True)
@@ -297,19 +296,23 @@ def unreviewed(items: Sequence[Reach], allowed: frozenset[str], webhook: bool = 
     return [
         Problem(
             item.field,
-            message.format(words=item.words(), annotation=RECORD_ANNOTATION, setting=setting_words(item)),
+            message.format(words=item.words(), annotation=RECORD_ANNOTATION, allow=allowed_by(item)),
         )
         for item in items
         if not item.listed and item.key not in allowed
     ]
 
 
-def setting_words(item: Reach) -> str:
-    """The admin list that could allow an item, as the chart names it (values security.*)."""
-    return {
-        "trusted_kinds": "security.trustedKinds",
-        "allowed_hosts": "security.allowedHosts",
-        "allowed_ingress_classes": "security.allowedIngressClasses",
-        "allowed_metrics_addresses": "security.allowedMetricsAddresses",
-        "shared_gateway_namespaces": "security.sharedGatewayNamespaces",
-    }.get(item.setting, "none lists references")
+CHART_VALUES = {  # each admin list as the chart names it
+    "trusted_kinds": "security.trustedKinds",
+    "allowed_hosts": "security.allowedHosts",
+    "allowed_ingress_classes": "security.allowedIngressClasses",
+    "allowed_metrics_addresses": "security.allowedMetricsAddresses",
+    "shared_gateway_namespaces": "security.sharedGatewayNamespaces",
+}
+
+
+def allowed_by(item: Reach) -> str:
+    """What else could allow an item: the admin list, or nothing but the author's own access."""
+    value = CHART_VALUES.get(item.setting)
+    return LISTED_BY.format(setting=value) if value else NOT_LISTABLE

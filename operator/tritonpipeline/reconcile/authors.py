@@ -195,7 +195,7 @@ async def stamp(
     denied = [i for i, ok in zip(wanted, allowed, strict=True) if not ok]
     if denied and spec_changed:
         problems = [
-            Problem(i.field, rc.DENIED.format(user=username, words=i.words(), setting=rc.setting_words(i)))
+            Problem(i.field, rc.DENIED.format(user=username, words=i.words(), allow=rc.allowed_by(i)))
             for i in denied
         ]
         events.ACCESS_DENIED.log(log, user=username, namespace=namespace, name=name, count=len(denied))
