@@ -694,9 +694,19 @@ def test_the_operator_pod_admits_only_the_webhook_and_the_metrics_readers(helm):
 @pytest.mark.helm
 def test_no_plain_env_value_looks_like_a_secret_to_linters(helm):
     """Linters' secret-in-env checks (kube-linter env-var-secret, checkov) flag a plain value under a name
-    that says secret, password or token; the pull-secret names reach the operator under another name."""
+    that says secret, password or token; the pull-secret names reach the operator under another name.
+    The operator's own pull secrets stay the operator's (issue 54: the chart put them into every tenant
+    pod); the Triton pods get only the assembler's, named per namespace."""
+    own = ["imagePullSecrets[0].name=operator-registry"]
+    docs = helm.template("rel", "ops", set_values=own)
+    assert "TRITONPIPELINE_ASSEMBLER_IMAGE_PULL_REFS" not in env_of(docs)
+    assert deployment_of(docs)["spec"]["template"]["spec"]["imagePullSecrets"] == [
+        {"name": "operator-registry"}
+    ]
     docs = helm.template(
-        "rel", "ops", set_values=["imagePullSecrets[0].name=ngc", "imagePullSecrets[1].name=m"]
+        "rel",
+        "ops",
+        set_values=[*own, "assemblerImagePullSecrets[0].name=ngc", "assemblerImagePullSecrets[1].name=m"],
     )
     (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
     flagged = [

@@ -180,7 +180,7 @@ def test_every_setting_is_on_the_settings_page() -> None:
     assert "| `-n`, `--namespace` | `watchNamespaces` |" in row_of(page, "TRITONPIPELINE_NAMESPACES")
     assert "| `--metrics` | `operator.metricsPort` |" in row_of(page, "TRITONPIPELINE_METRICS_URL")
     assert "| `operator.resyncSeconds` |" in row_of(page, "TRITONPIPELINE_RESYNC_SECONDS")
-    assert "| `imagePullSecrets` |" in row_of(page, "TRITONPIPELINE_ASSEMBLER_IMAGE_PULL_REFS")
+    assert "| `assemblerImagePullSecrets` |" in row_of(page, "TRITONPIPELINE_ASSEMBLER_IMAGE_PULL_REFS")
     assert "| `assemblerImage` |" in row_of(page, "TRITONPIPELINE_ASSEMBLER_IMAGE")  # named in its comment
     assert "| set by the chart |" in row_of(page, "TRITONPIPELINE_OPERATOR_NAMESPACE")
     assert "| `270` |" in row_of(page, "TRITONPIPELINE_WATCH_TIMEOUT_SECONDS")

@@ -243,8 +243,8 @@ class Settings:
     assembler_pull_secrets: tuple[str, ...] = setting(
         (),
         "ASSEMBLER_IMAGE_PULL_REFS",
-        "Names of the pull secrets of the assembler image (the chart's imagePullSecrets), added to every "
-        "Triton pod.",
+        "Names of the pull secrets of the assembler image (the chart's assemblerImagePullSecrets), added "
+        "to every Triton pod: each must exist in every pipeline's namespace.",
         _items,
     )
     watch_timeout_seconds: int = setting(

@@ -246,8 +246,8 @@ class Server(_Base):
     )
     image_pull_secrets: list[SecretRef] = Field(
         default=[],
-        description="`[{name: SECRET}]` for the Triton image; the chart's `imagePullSecrets` (the init "
-        "container's image) are added.",
+        description="`[{name: SECRET}]` for the Triton image; the chart's `assemblerImagePullSecrets` (the "
+        "init container's image) are added.",
     )
     init_resources: Annotated[dict[str, Any], kubernetes.KubernetesType("ResourceRequirements")] = Field(
         default={},
