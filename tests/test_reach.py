@@ -163,3 +163,12 @@ def test_unreviewed_items_are_refused_at_their_fields() -> None:
     assert rc.RECORD_ANNOTATION in host.message and "security.allowedHosts" in host.message
     tls = next(p for p in problems if p.path == "spec.routing.tlsSecretName")
     assert "get secrets bank-tls in namespace team-a" in tls.message and rc.NOT_LISTABLE in tls.message
+
+
+def test_without_the_webhook_only_the_admin_lists_allow() -> None:
+    """With the review on and no webhook nobody was asked: each item no list allows is refused at its
+    field, saying why."""
+    found = items(doc(routing=INGRESS))
+    problems = rc.unreviewed(list(found.values()), frozenset(), webhook=False)
+    assert {p.path for p in problems} == {i.field for i in found.values()}
+    assert all(p.message.startswith("not reviewed: the admission webhook is off") for p in problems)

@@ -27,7 +27,8 @@ DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 DEFAULT_CONFIGMAP_MAX_BYTES = 900 * 1024
 MIN_CONFIGMAP_BYTES, MAX_CONFIGMAP_BYTES = 4096, 1024 * 1024
 # the most a pipeline's generated repository may hold: etcd keeps every ConfigMap (2 GiB by default, for
-# the whole cluster); 5 times what the largest benchmark pipeline generates (250 models: 0.8 MB)
+# the whole cluster); about 6 times what the largest benchmark pipeline generates (bench/controlplane's
+# large_doc, 250 models: 266 files, 702,244 bytes)
 DEFAULT_MAX_GENERATED_BYTES = 4 * 1024 * 1024
 DEFAULT_PEERING_LIFETIME_SECONDS = 15
 # kopf renews a peering entry 5 to 10 s before it ends: from that to two minutes of waiting after a kill

@@ -31,6 +31,7 @@ from ..spec import DNS_LABEL_RE, TritonPipeline
 from . import access
 from .client import plural
 from .manifests import Children
+from .routing import GATEWAY_API
 
 # on the pipeline: what its author was found allowed to reach, signed (`record`)
 RECORD_ANNOTATION = f"{GROUP}/reviewed-access"
@@ -46,7 +47,7 @@ KIND_FIELDS = {
     "HorizontalPodAutoscaler": "spec.autoscaling",
     "ScaledObject": "spec.autoscaling",
     "NetworkPolicy": "spec.networkPolicy",
-    "Secret": "spec.server.adminKeySecretRef",
+    "Secret": "spec.server",  # the admin-key Secret, made when spec.server.adminKeySecretRef is unset
 }
 
 # the refusals (the webhook's and each reconcile's), and what an item is in words
@@ -229,7 +230,7 @@ def reach(tp: TritonPipeline, children: Children, settings: Settings, spec: Mapp
                     Reach(
                         at,
                         "get",
-                        _group(GATEWAY_API),
+                        _group(GATEWAY_API[0]),
                         "gateways",
                         other,
                         name,
@@ -239,9 +240,6 @@ def reach(tp: TritonPipeline, children: Children, settings: Settings, spec: Mapp
                     )
                 )
     return sorted(found.values())
-
-
-GATEWAY_API = "gateway.networking.k8s.io/v1"
 
 
 def _kind(api_version: str, kind: str, namespace: str, settings: Settings) -> Reach:
