@@ -1261,17 +1261,24 @@ def _depth(value: Any) -> int:
     return most
 
 
+def schema_nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, node) for `schema` and every schema under it: properties, list items (`path[]`) and map
+    values (`path.*`)."""
+    yield path or ".", schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from schema_nodes(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield from schema_nodes(schema[key], f"{path}[]" if key == "items" else f"{path}.*")
+
+
 def _free_form(schema: dict[str, Any], path: str = "") -> Iterator[str]:
     """The paths under `schema` that keep whatever is sent (x-kubernetes-preserve-unknown-fields) without a
     rule that refuses a mapping or a list there."""
-    scalar = schema.get("maxProperties") == schema.get("maxItems") == 0
-    if schema.get("x-kubernetes-preserve-unknown-fields") and not scalar:
-        yield path or "."
-    for name, sub in schema.get("properties", {}).items():
-        yield from _free_form(sub, f"{path}.{name}")
-    for key in ("items", "additionalProperties"):
-        if isinstance(schema.get(key), dict):
-            yield from _free_form(schema[key], f"{path}[]" if key == "items" else f"{path}.*")
+    for at, node in schema_nodes(schema, path):
+        scalar = node.get("maxProperties") == node.get("maxItems") == 0
+        if node.get("x-kubernetes-preserve-unknown-fields") and not scalar:
+            yield at
 
 
 def test_no_field_of_the_spec_keeps_whatever_is_sent() -> None:

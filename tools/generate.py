@@ -99,14 +99,25 @@ def field_rows(schema: dict[str, Any], path: str = "spec") -> Iterator[str]:
         yield from field_rows(nested, here + "[]" if sub.get("type") == "array" else here)
 
 
-def field_table(crd_doc: dict[str, Any]) -> str:
-    spec = crd_doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+def field_table(crd_doc: dict[str, Any], part: str = "spec") -> str:
+    """The table of the CRD's `spec` (or `status`)."""
+    schema = crd_doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][part]
     head = ["| field | type | default / allowed | |", "|---|---|---|---|"]
-    return "\n".join([*head, *field_rows(spec)])
+    return "\n".join([*head, *field_rows(schema, part)])
+
+
+STATUS_HEAD = """
+## status
+
+What the operator writes ([Reading status](../how-to/status.md) says what each field means), as the
+CRD's schema types and bounds it (kube/status_schema.py): the API server prunes any other field and
+refuses a value out of bounds, whoever writes the status.
+
+"""
 
 
 def fields_page(crd_doc: dict[str, Any]) -> str:
-    return f"{FIELDS_HEAD}{field_table(crd_doc)}\n"
+    return f"{FIELDS_HEAD}{field_table(crd_doc)}\n{STATUS_HEAD}{field_table(crd_doc, 'status')}\n"
 
 
 def kubernetes_types_text() -> str:

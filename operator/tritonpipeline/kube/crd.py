@@ -1,6 +1,6 @@
 """The TritonPipeline CRD, generated from the typed spec so the two cannot drift apart: types, enums,
 bounds, defaults, name patterns, list limits, descriptions and the spec's Rules (as CEL) all come from
-the spec package (spec/).
+the spec package (spec/); the status's typed and bounded schema from kube/status_schema.py.
 
 `tritonpipeline crd` prints it; `make generate` writes crds/ and the chart's copy, and a test checks
 they are current.
@@ -26,6 +26,7 @@ from ..spec import K8S_NAME_RE, RULE_TEXT, PipelineSpec, Rule
 from ..spec.kubernetes import KubernetesType
 from .checks import DNS_1035_LABEL
 from .routing import HEADLESS_SUFFIX
+from .status_schema import status_schema
 
 # lists whose items are keyed by a required `name`: the apiserver then refuses duplicate names itself
 # (and server-side apply merges them by name)
@@ -269,7 +270,7 @@ def crd() -> dict[str, Any]:
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec_schema,
-                                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                "status": status_schema(),
                             },
                             "x-kubernetes-validations": [
                                 {

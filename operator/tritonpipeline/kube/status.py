@@ -24,14 +24,40 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# the longest free text the operator writes into status (a condition's message, the router choice's
+# reason): readable in `kubectl describe`, and far below the CRD's bound (kube/status_schema.py), which a
+# later release's longer text must not exceed either
+MAX_MESSAGE = 1024
+TRUNCATED = " … [{more} more characters]"
+
+
+def fit(text: str, most: int = MAX_MESSAGE) -> str:
+    """`text` as the operator writes it into status: cut to at most `most` characters, a cut one ending
+    with TRUNCATED (a spec error lists every problem, a scheduler's or the API server's words are quoted,
+    an image reference has no length limit), so the API server never refuses the status for its size."""
+    if len(text) <= most:
+        return text
+    cut = most - len(TRUNCATED.format(more=len(text)))  # the marker of the largest count: it fits
+    return text[:cut] + TRUNCATED.format(more=len(text) - cut)
+
+
 def condition(ctype: str, ok: bool, reason: str, message: str, generation: int | None) -> dict[str, Any]:
     return {
         "type": ctype,
         "status": "True" if ok else "False",
         "reason": reason,
-        "message": message[:1024],
+        "message": fit(message),
         "observedGeneration": generation,
     }
+
+
+def graph_status(summary: dict[str, Any]) -> dict[str, Any]:
+    """status.graph: the compiler's summary (Artifacts.graph_summary), the router choice's reason fitted
+    (it quotes spec.server.image)."""
+    choice = summary.get("routerBackend")
+    if choice is None:
+        return summary
+    return {**summary, "routerBackend": {**choice, "reason": fit(str(choice.get("reason", "")))}}
 
 
 # the spec holds fields of a newer CRD than the operator's (spec/document.py `parse_pipeline`'s `newer`)
@@ -49,10 +75,16 @@ def schema_condition(newer: list[str], generation: int | None) -> dict[str, Any]
     return condition(SCHEMA_CURRENT, False, FIELDS_FROM_NEWER_SCHEMA, message, generation)
 
 
+# the most conditions status holds (the CRD's maxItems): the operator writes 11 types (CONDITION_TYPES,
+# UpToDate, ObjectsOwned); the rest is room for the types of a newer release, which an older operator keeps
+MAX_CONDITIONS = 32
+
+
 def merge_conditions(
     old: list[dict[str, Any]] | None, new: list[dict[str, Any]], timestamp: str | None = None
 ) -> list[dict[str, Any]]:
-    """Replace conditions by type; lastTransitionTime is kept unless the status flips."""
+    """Replace conditions by type; lastTransitionTime is kept unless the status flips. At most
+    MAX_CONDITIONS: the types only `old` has (another writer's) make room for `new`'s."""
     by_type = {c.get("type"): c for c in (old or [])}
     ts = timestamp or now()
     for c in new:
@@ -61,6 +93,10 @@ def merge_conditions(
         if prev is not None and prev.get("status") == c["status"] and prev.get("lastTransitionTime"):
             since = prev["lastTransitionTime"]
         by_type[c["type"]] = {**c, "lastTransitionTime": since}
+    written = {c["type"] for c in new}
+    room = MAX_CONDITIONS - len(written)
+    for ctype in [t for t in by_type if t not in written][max(room, 0) :]:
+        del by_type[ctype]
     order = {t: i for i, t in enumerate(CONDITION_TYPES)}
     return sorted(by_type.values(), key=lambda c: (order.get(str(c.get("type")), 99), str(c.get("type"))))
 

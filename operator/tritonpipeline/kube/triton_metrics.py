@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..compiler import OPEN_STREAMS_GAUGE, tracks_open_streams
 from ..spec import TritonPipeline
+from .status_schema import MAX_POD_ENTRIES
 
 REQUESTS = "nv_inference_request_success"
 QUEUE = "nv_inference_queue_duration_us"
@@ -179,11 +180,13 @@ def autoscaler_status(tp: TritonPipeline, hpa: Mapping[str, Any] | None) -> dict
 def open_sequences_status(
     tp: TritonPipeline, pods: Mapping[str, Scrape | None]
 ) -> list[dict[str, Any]] | None:
-    """status.openSequences: per Ready pod, the sequences open on it (its established gRPC connections,
-    one per Stream sequence), absent for a pod that could not be read. None unless Stream routing."""
+    """status.openSequences: per Ready pod, the sequences open on it (the streams the client helper
+    registered with the open-streams model, their leases not expired), absent for a pod that could not be
+    read. None unless Stream routing. At
+    most MAX_POD_ENTRIES pods, the first by name (the CRD's bound)."""
     if not tracks_open_streams(tp):
         return None
     return [
         without_nulls({"pod": pod, "openSequences": scrape.open_streams if scrape is not None else None})
-        for pod, scrape in sorted(pods.items())
+        for pod, scrape in sorted(pods.items())[:MAX_POD_ENTRIES]
     ]

@@ -201,6 +201,7 @@ async def _refuse(
     events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc), kept=kept)
     events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
     before = previous_condition(state, namespace, name, body, "SpecValid") or {}
+    invalid = st.condition("SpecValid", False, "InvalidSpec", message, generation)
     await write_status(
         state,
         namespace,
@@ -208,13 +209,14 @@ async def _refuse(
         {
             "observedGeneration": generation,
             "conditions": [
-                st.condition("SpecValid", False, "InvalidSpec", message, generation),
+                invalid,
                 st.condition("Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation),
             ],
         },
         body.get("status") or {},
     )
-    if event or (before.get("reason"), before.get("message")) != ("InvalidSpec", message):
+    # compared as stored: a long list of problems is cut there (st.fit)
+    if event or (before.get("reason"), before.get("message")) != ("InvalidSpec", invalid["message"]):
         await warn(kube, body, "InvalidSpec", message)  # a user's change or a new problem, not a resync
     raise kopf.PermanentError(message) from None
 
@@ -346,7 +348,12 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         state,
         namespace,
         name,
-        {"observedGeneration": generation, "endpoint": endpoint(tp), "graph": summary, **replicas},
+        {
+            "observedGeneration": generation,
+            "endpoint": endpoint(tp),
+            "graph": st.graph_status(summary),
+            **replicas,
+        },
         body.get("status") or {},
     )
     created, updated, state.applied[(namespace, name)] = changes(
