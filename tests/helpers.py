@@ -26,6 +26,7 @@ __all__ = [
     "compile_to_serve",
     "condition",
     "docs_page",
+    "established",
     "example",
     "native_router_or_skip",
     "tree_with_stand_in_backends",
@@ -169,3 +170,15 @@ def contained(want: Any, live: Any, path: str = "") -> list[str]:
             for d in contained(w, v, f"{path}[{i}]")
         ]
     return [] if want == live else [f"{path}: {live!r} != {want!r}"]
+
+
+def established(port: int) -> int:
+    """Established TCP connections whose local port is `port` (the server side), from /proc/net/tcp{,6}."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = [line.split() for line in Path(table).read_text().splitlines()[1:]]
+        except FileNotFoundError:
+            continue
+        count += sum(1 for row in rows if row[1].endswith(f":{port:04X}") and row[3] == "01")
+    return count

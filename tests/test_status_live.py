@@ -4,7 +4,7 @@ operator from an HPA status written through the real apiserver."""
 
 from __future__ import annotations
 
-import queue
+import asyncio
 import re
 import socket
 import time
@@ -21,6 +21,7 @@ from harness.kubeapi import write_status
 from harness.wait import wait_for
 from helpers import example
 from test_operator import cluster_doc, get_cr, wait_reconciled
+from tritonpipeline.client import SequenceStream
 from tritonpipeline.compiler import (
     OPEN_STREAMS_GAUGE,
     OPEN_STREAMS_MODEL,
@@ -224,20 +225,12 @@ def stream_doc() -> dict[str, Any]:
     return doc
 
 
-def open_sequence(server: Any, sequence_id: int) -> Any:
-    """A gRPC client of its own (its own TCP connection, as separate client processes have) that starts
-    a sequence on its stream and leaves it open; returns the client."""
-    client = grpcclient.InferenceServerClient(
-        server.grpc_url, channel_args=[("grpc.use_local_subchannel_pool", 1)]
-    )
-    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
-    client.start_stream(callback=lambda result, error: answers.put((result, error)))
-    chunk = grpcclient.InferInput("CHUNK", [1, 1], "INT32")
-    chunk.set_data_from_numpy(np.array([[sequence_id]], dtype=np.int32))
-    client.async_stream_infer("streaming", [chunk], sequence_id=sequence_id, sequence_start=True)
-    _, error = answers.get(timeout=60)
-    assert error is None, error
-    return client
+async def open_sequence(server: Any, sequence_id: int) -> SequenceStream:
+    """A SequenceStream (its own gRPC stream on its own connection, registered with the open-streams
+    model) with its sequence started and left open."""
+    seq = SequenceStream(server.grpc_url, "streaming", sequence_id=sequence_id)
+    await seq.send([seq.input("CHUNK", np.array([[sequence_id]], dtype=np.int32))])
+    return seq
 
 
 def stub_rss_kib(server: Any, model: str) -> int:
@@ -252,6 +245,8 @@ def stub_rss_kib(server: Any, model: str) -> int:
 
 @pytest.mark.tritonserver
 def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
+    """The gauge counts the client helper's streams; a plain gRPC connection next to them counts for
+    nothing (tests/test_stream_leases.py has the rest)."""
     tp = parse_pipeline(stream_doc())
     server = serve_pipeline(stream_doc())
 
@@ -259,19 +254,27 @@ def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
         with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
             return tm.read_scrape(response.read().decode(), 0).open_streams
 
-    assert gauge() == 0
-    clients = [open_sequence(server, sequence_id) for sequence_id in (11, 12, 13)]
-    try:
-        wait_for("3 open sequences on the gauge", lambda: gauge() == 3, timeout=10)
-        clients.pop().stop_stream()  # one sequence's client goes away
-        wait_for("2 open sequences", lambda: gauge() == 2, timeout=10)
-        status = tm.open_sequences_status(tp, {"vision-0": scrape(server), "vision-1": None})
-        assert status == [{"pod": "vision-0", "openSequences": 2}, {"pod": "vision-1"}]
-    finally:
-        for client in clients:
-            client.stop_stream()
-            client.close()
-    wait_for("no open sequence", lambda: gauge() == 0, timeout=10)
+    async def until(what: str, fn: Any) -> None:
+        await asyncio.to_thread(wait_for, what, fn, 10)
+
+    async def run() -> None:
+        assert gauge() == 0
+        idle = grpcclient.InferenceServerClient(server.grpc_url)
+        assert idle.is_server_live()
+        streams = [await open_sequence(server, sequence_id) for sequence_id in (11, 12, 13)]
+        try:
+            await until("3 open sequences on the gauge", lambda: gauge() == 3)
+            await streams.pop().close()  # one sequence's client goes away
+            await until("2 open sequences", lambda: gauge() == 2)
+            status = tm.open_sequences_status(tp, {"vision-0": scrape(server), "vision-1": None})
+            assert status == [{"pod": "vision-0", "openSequences": 2}, {"pod": "vision-1"}]
+        finally:
+            for seq in streams:
+                await seq.close()
+            idle.close()
+        await until("no open sequence", lambda: gauge() == 0)
+
+    asyncio.run(run())
     rss = stub_rss_kib(server, OPEN_STREAMS_MODEL)
     print(f"\nopen-streams stub process: {rss / 1024:.1f} MiB resident")
     assert rss < 64 * 1024  # the budget docs/how-to/status.md states

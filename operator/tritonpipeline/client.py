@@ -21,7 +21,7 @@ reaches a pod that stays. Requests of a sequence are never resent (a model's sta
 With `spec.routing.sessionAffinity: Stream` (recommended for sequences) a sequence is one gRPC stream on a
 connection of its own, `SequenceStream`: the Service picks a pod when the connection opens and every chunk
 follows it, so pods added later never see it and a leaving pod serves it to its end (the pod waits while a
-stream is open). No header and no proxy rule are needed:
+stream registered by this helper is open: see SequenceStream). No header and no proxy rule are needed:
 
     from tritonpipeline.client import SequenceStream
 
@@ -44,6 +44,7 @@ and call them through `.admin`, which adds the header (HTTP) or metadata (gRPC) 
 from __future__ import annotations
 
 import secrets
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import quote
@@ -274,12 +275,70 @@ def own_connection_args() -> list[tuple[str, Any]]:
     ]
 
 
+# The open-streams model of a `Stream` pipeline (compiler/open_streams_model.py, compiler/plan_types.py
+# names it too): a stream registered there holds a leaving pod while it is open; one that is not, does not
+OPEN_STREAMS_MODEL = "tritonpipeline__open_streams"
+STREAM_LEASE_SECONDS = 15  # the model's lease time, when its answer does not say (its LEASE_SECONDS)
+
+
+def lease_request(lease: bytes, opening: bool) -> dict[str, Any]:
+    """A request to the open-streams model: open or renew `lease` (opening), or close it."""
+    from tritonclient.grpc import InferInput
+
+    lease_id = InferInput("LEASE", [1], "BYTES")
+    lease_id.set_data_from_numpy(np.array([lease], dtype=np.object_))
+    open_flag = InferInput("OPEN", [1], "BOOL")
+    open_flag.set_data_from_numpy(np.array([opening], dtype=np.bool_))
+    return {"model_name": OPEN_STREAMS_MODEL, "inputs": [lease_id, open_flag]}
+
+
+def lease_seconds(result: Any) -> float:
+    """The lease time the open-streams model answered (STREAM_LEASE_SECONDS when it says none)."""
+    answered = result.as_numpy("LEASE_SECONDS")
+    if answered is None or answered.size == 0 or int(answered.reshape(-1)[0]) <= 0:
+        return float(STREAM_LEASE_SECONDS)
+    return float(answered.reshape(-1)[0])
+
+
+def is_lease_answer(result: Any) -> bool:
+    return result is not None and result.get_response().model_name == OPEN_STREAMS_MODEL
+
+
+async def queued(requests: Any) -> Any:
+    """The requests put on `requests` until None (the stream's request side; not a method, so that the
+    call does not hold its SequenceStream)."""
+    while (request := await requests.get()) is not None:
+        yield request
+
+
+async def renew_lease(
+    stream: weakref.ref[SequenceStream], requests: Any, lease: bytes, period: float
+) -> None:
+    """Renew `lease` every `period` seconds while its stream lives and its sequence goes on. Holds the
+    stream weakly: a SequenceStream dropped without close() stops renewing, and its lease runs out."""
+    import asyncio
+
+    while True:
+        await asyncio.sleep(period)
+        seq = stream()
+        if seq is None or seq.ended:
+            return
+        del seq
+        await requests.put(lease_request(lease, True))
+
+
 class SequenceStream:
     """One sequence of `model_name` as one gRPC stream (ModelStreamInfer) on a connection of its own
     (`spec.routing.sessionAffinity: Stream`). `send` sends one chunk and returns its InferResult; the first
     chunk carries the START flag, `end=True` the END flag. One response per request (not for decoupled
     models). Raises tritonclient's InferenceServerException for an error Triton answered, and
-    SequenceBroken when the stream itself ended. `sequence_id` defaults to a random 63-bit number."""
+    SequenceBroken when the stream itself ended. `sequence_id` defaults to a random 63-bit number.
+
+    On the same stream, before its first chunk, the stream registers with the pipeline's open-streams
+    model (a random lease ID), renews that lease every third of its lease time (15 s) while the sequence
+    goes on, and closes it with the END chunk or close(): a leaving pod waits for registered streams only
+    (up to routing.streamDrainSeconds). Where the model is missing (a pipeline without `Stream`
+    routing) the first answer is Triton's error and the stream simply goes on unregistered."""
 
     def __init__(
         self,
@@ -297,6 +356,8 @@ class SequenceStream:
         self.raw = module.InferenceServerClient(url, channel_args=own_connection_args(), **client_args)
         self._requests: Any = None
         self._responses: Any = None
+        self._lease: bytes | None = None  # registered with the open-streams model, not closed yet
+        self._renewal: Any = None  # the asyncio task renewing it
         self.started = self.ended = False
 
     def input(self, name: str, array: np.ndarray, datatype: str | None = None) -> Any:
@@ -307,18 +368,61 @@ class SequenceStream:
         tensor.set_data_from_numpy(array)
         return tensor
 
-    async def _request_iterator(self) -> Any:
-        while (request := await self._requests.get()) is not None:
-            yield request
+    async def _next(self) -> tuple[Any, Any]:
+        """The stream's next (result, error); SequenceBroken when the stream itself ended."""
+        try:
+            return await self._responses.__anext__()
+        except StopAsyncIteration as exc:
+            self._broken()
+            raise SequenceBroken(f"sequence {self.sequence_id}: the stream closed") from exc
+        except Exception as exc:  # grpc.aio.AioRpcError and what tritonclient turns it into
+            self._broken()
+            raise SequenceBroken(f"sequence {self.sequence_id}: {exc}") from exc
 
-    async def send(self, inputs: list[Any], *, end: bool = False, **kwargs: Any) -> Any:
+    async def _answer(self) -> tuple[Any, Any]:
+        """The next answer that is not the open-streams model's (its renewals' and closes' answers are
+        skipped; it answers no error to a well-formed request, so an error is the chunk's)."""
+        while True:
+            result, error = await self._next()
+            if not is_lease_answer(result):
+                return result, error
+
+    async def _open(self) -> None:
+        """Open the stream and register it; wait for the registration's answer, the only request on the
+        stream, so that an error (no open-streams model there) cannot be taken for a chunk's."""
         import asyncio
 
+        self._requests = asyncio.Queue()
+        self._responses = self.raw.stream_infer(queued(self._requests), headers=self._headers)
+        lease = secrets.token_hex(16).encode()
+        await self._requests.put(lease_request(lease, True))
+        result, error = await self._next()
+        if error is None and is_lease_answer(result):
+            self._lease = lease
+            period = lease_seconds(result) / 3
+            self._renewal = asyncio.create_task(renew_lease(weakref.ref(self), self._requests, lease, period))
+
+    def _release(self) -> None:
+        """Close the lease (the stream still open) and stop renewing it."""
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
+        if self._lease is not None and self._requests is not None:
+            self._requests.put_nowait(lease_request(self._lease, False))
+        self._lease = None
+
+    def _broken(self) -> None:
+        self.ended = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
+        self._lease = None  # the stream is gone: nothing to close it on (the lease runs out)
+
+    async def send(self, inputs: list[Any], *, end: bool = False, **kwargs: Any) -> Any:
         if self.ended:
             raise SequenceBroken(f"sequence {self.sequence_id} has ended; open a new SequenceStream")
         if self._responses is None:
-            self._requests = asyncio.Queue()
-            self._responses = self.raw.stream_infer(self._request_iterator(), headers=self._headers)
+            await self._open()
         request = {
             "model_name": self.model_name,
             "inputs": inputs,
@@ -330,27 +434,22 @@ class SequenceStream:
         self.started = True
         self.ended = end
         await self._requests.put(request)
-        try:
-            result, error = await self._responses.__anext__()
-        except StopAsyncIteration as exc:
-            self.ended = True
-            raise SequenceBroken(f"sequence {self.sequence_id}: the stream closed") from exc
-        except Exception as exc:  # grpc.aio.AioRpcError and what tritonclient turns it into
-            self.ended = True
-            raise SequenceBroken(f"sequence {self.sequence_id}: {exc}") from exc
+        result, error = await self._answer()
+        if end:
+            self._release()
         if error is not None:
             raise error
         return result
 
     async def close(self) -> None:
-        """End the stream, wait (at most 5 s) for the server to end its side, then close the connection.
-        Closing the channel while the call is still open leaves its TCP connection established, and with
-        `Stream` routing an open connection holds a leaving pod until routing.streamDrainSeconds. A
-        sequence not ended is left to Triton's idle timeout."""
+        """Close the lease, end the stream, wait (at most 5 s) for the server to end its side, then close
+        the connection. Closing the channel while the call is still open leaves its TCP connection
+        established. A sequence not ended is left to Triton's idle timeout."""
         import asyncio
         import contextlib
 
         self.ended = True
+        self._release()
         if self._requests is not None:
             await self._requests.put(None)
             with contextlib.suppress(Exception):  # the end of the call, or its error: either way it is over

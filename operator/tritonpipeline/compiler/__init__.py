@@ -17,7 +17,9 @@ from .plan_types import (
     NATIVE_ROUTER_LIBRARY,
     NATIVE_ROUTER_SLOT,
     NATIVE_ROUTER_SLOT_TEXT,
+    OPEN_STREAMS_FILE,
     OPEN_STREAMS_GAUGE,
+    OPEN_STREAMS_LEASE_SECONDS,
     OPEN_STREAMS_MODEL,
     RepositoryPlan,
 )
@@ -25,7 +27,9 @@ from .router_choice import RouterBackend, RouterChoice
 from .triton_config import ensemble_config, model_config, open_streams_config, router_config, to_text
 
 __all__ = [
+    "OPEN_STREAMS_FILE",
     "OPEN_STREAMS_GAUGE",
+    "OPEN_STREAMS_LEASE_SECONDS",
     "OPEN_STREAMS_MODEL",
     "Artifacts",
     "compile_pipeline",

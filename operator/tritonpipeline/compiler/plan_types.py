@@ -28,9 +28,12 @@ NATIVE_ROUTER_SLOT_TEXT = (
 # of this text and `MODEL/FILE`, which the repository writer (local/repository.py, in the init container
 # too) makes a link to that model's file
 LINK_TO_MODEL_FILE = b"tritonpipeline: a link to the model file "
-# the generated open-streams gauge of Stream pipelines (open_streams_model.py, which names the gauge too)
+# the generated open-streams gauge of Stream pipelines (open_streams_model.py, which names the gauge, the
+# lease time and the count file too): the streams the client helper registered, their leases not expired
 OPEN_STREAMS_MODEL = "tritonpipeline__open_streams"
 OPEN_STREAMS_GAUGE = "tritonpipeline_open_streams"
+OPEN_STREAMS_LEASE_SECONDS = 15  # a registered stream not renewed for this long counts no more
+OPEN_STREAMS_FILE = "open-streams"  # "COUNT UNIX_SECONDS", in the pod's drain directory
 
 
 def parse_ref(ref: str) -> tuple[str, str] | None:

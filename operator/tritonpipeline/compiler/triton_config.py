@@ -276,11 +276,15 @@ def router_config(router: RouterPlan, native: bool = False) -> mc.ModelConfig:
 
 
 def open_streams_config(name: str) -> mc.ModelConfig:
-    """The open-streams gauge (open_streams_model.py): one CPU instance that serves no requests; Triton
-    wants an input and an output on every model."""
+    """The open-streams gauge (open_streams_model.py): one CPU instance, decoupled (Triton refuses it to
+    unary inference, so only a stream registers), that counts the leases of the client helper's streams:
+    LEASE (the lease ID) and OPEN (open or renew; false: close) in, the live leases and the lease time out."""
     cfg = mc.ModelConfig(name=name, backend="python", max_batch_size=0)
-    cfg.input.add(name="UNUSED", data_type=mc.TYPE_INT32, dims=[1])
-    cfg.output.add(name="UNUSED", data_type=mc.TYPE_INT32, dims=[1])
+    cfg.input.add(name="LEASE", data_type=mc.TYPE_STRING, dims=[1])
+    cfg.input.add(name="OPEN", data_type=mc.TYPE_BOOL, dims=[1])
+    cfg.output.add(name="OPEN_STREAMS", data_type=mc.TYPE_INT32, dims=[1])
+    cfg.output.add(name="LEASE_SECONDS", data_type=mc.TYPE_INT32, dims=[1])
+    cfg.model_transaction_policy.decoupled = True
     cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     return cfg
 

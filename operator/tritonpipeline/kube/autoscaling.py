@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import yamltext
+from ..compiler import OPEN_STREAMS_FILE, OPEN_STREAMS_LEASE_SECONDS
 from ..settings import Settings
 from ..spec import AutoscalingMetric, TritonPipeline
 from ..triton import tritonserver_options
 from ..triton.addresses import IPV4_LOOPBACK, url_host
-from .meta import GRPC_PORT, HTTP_PORT, metadata, namespace_of
+from .meta import HTTP_PORT, metadata, namespace_of
 from .routing import longest_idle_seconds, sequence_models
 
 DEFAULT_WINDOW = "1m"
@@ -56,6 +57,7 @@ TRITON_EXIT_TIMEOUT_SECONDS = 30  # tritonserver's default --exit-timeout-secs
 DRAIN_MARGIN_SECONDS = 5
 DRAIN_DIR = "/tp/run"
 DRAIN_FILE = f"{DRAIN_DIR}/draining"
+OPEN_STREAMS_PATH = f"{DRAIN_DIR}/{OPEN_STREAMS_FILE}"  # written by the open-streams model (Stream routing)
 
 
 # --------------------------------------------------------------------------- PromQL
@@ -148,11 +150,16 @@ def adapter_rules_yaml() -> str:
 # --------------------------------------------------------------------------- stateful pipelines
 
 
-def open_streams_test(port: int = GRPC_PORT) -> str:
-    """A shell test that succeeds while the pod holds an established TCP connection on `port` (its own
-    network namespace's /proc/net/tcp and tcp6: local port in hex, state 01). With `Stream` routing each
-    open connection of the client helper is one open sequence."""
-    return f"grep -Eqs '^ *[0-9]+: [0-9A-F]+:{port:04X} [0-9A-F]+:[0-9A-F]+ 01 ' /proc/net/tcp /proc/net/tcp6"
+def open_streams_test(path: str = OPEN_STREAMS_PATH, fresh_seconds: int = OPEN_STREAMS_LEASE_SECONDS) -> str:
+    """A shell test that succeeds while the pod serves a stream the client helper registered: the
+    open-streams model (compiler/open_streams_model.py) rewrites `path` every second with "COUNT
+    UNIX_SECONDS", the streams whose lease has not expired. True while the count is above 0 and was
+    written at most `fresh_seconds` ago (an older file, left by a model that stopped, counts as none); a
+    missing or malformed file: no stream. Connections that never registered hold nothing."""
+    return (
+        f'{{ read n t < {path}; }} 2>/dev/null && [ "$n" -gt 0 ] 2>/dev/null && '
+        f'[ "$t" -ge $(($(date +%s) - {fresh_seconds})) ] 2>/dev/null'
+    )
 
 
 @dataclass(frozen=True)
@@ -160,8 +167,8 @@ class Drain:
     """How a stateful pipeline's pod leaves: preStop makes readiness fail (the drain file) and keeps the
     container serving for `seconds` before tritonserver gets SIGTERM: the sequence idle timeout plus a
     margin, or with `Stream` routing the time proxies take to stop opening connections to it, then as
-    long as any sequence stream is still open there, at most `stream_wait_seconds`. The grace period
-    covers that and Triton's own exit timeout."""
+    long as a sequence stream registered by the client helper is still open there (`open_streams_test`),
+    at most `stream_wait_seconds`. The grace period covers that and Triton's own exit timeout."""
 
     seconds: int
     grace_seconds: int
