@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv lock system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane bench-chaos clean \
 	controlplane controlplane-main controlplane-if-go cluster-up cluster-down
 
@@ -24,6 +24,12 @@ $(STAMP): pyproject.toml
 	@echo ">> $(VENV) ready"
 
 venv: $(STAMP) ## create .venv and install the package with dev tools
+
+# requirements/*.lock: the images' Python dependencies with their hashes, resolved by pip-compile (pip-tools in
+# a virtual environment of its own, cached) from pyproject.toml's pins for Linux and the Dockerfile's Python;
+# UPGRADE=1 also moves the transitive ones to their newest versions. `make lint` checks they hold the pins.
+lock: $(STAMP) ## rewrite requirements/*.lock (hashed, for the images) from pyproject.toml's pins
+	$(PY) tools/locks.py $(if $(UPGRADE),--upgrade)
 
 # Debian packages the tests use when present: graphviz renders `tritonpipeline graph --format png`;
 # nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
@@ -104,11 +110,12 @@ golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (the scenarios only through the kind test)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff, mypy on operator/, harness/ and tools/ (settings in pyproject.toml), generated files current
+lint: $(STAMP) ## ruff, mypy on operator/, harness/ and tools/ (settings in pyproject.toml), generated files and locks current
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness tools
 	$(VENV)/bin/mypy
 	$(PY) tools/generate.py --check
+	$(PY) tools/locks.py --check
 
 # every example (and variants) as the operator applies it and the chart with each ci/ values file, checked by
 # kubeconform -strict (schemas from Kubernetes' OpenAPI and the CRDs), kube-score, checkov and helm lint --strict;

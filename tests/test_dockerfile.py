@@ -1,9 +1,11 @@
-"""The operator image without a Docker engine: the Dockerfile's own RUN steps (build the wheel, create
-a venv, pip install the wheel) run on this machine in a fresh venv, then the installed entry point is
-exercised the way the chart uses it (`tritonpipeline ...` as ENTRYPOINT)."""
+"""The operator and assembler images without a Docker engine: the Dockerfile's own RUN steps (build the
+wheel, create each image's venv, pip install its hashed lock and the wheel) run on this machine in fresh
+venvs, then each installed entry point is exercised the way the chart uses it (`tritonpipeline ...` as
+ENTRYPOINT). The lock files' agreement with pyproject.toml is checked here too (tools/locks.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -11,12 +13,17 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import locks
 import pytest
 
-from helpers import ROOT
+from helpers import MODELS, ROOT, example
+from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
+from tritonpipeline.kube.packing import pack
 from tritonpipeline.local.native_router import INSTALLED_ENV as NATIVE_ENV
+from tritonpipeline.spec import parse_pipeline
 
 DOCKERFILE = ROOT / "Dockerfile"
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
@@ -50,46 +57,169 @@ def stages(text: str) -> list[list[tuple[str, str]]]:
     return result
 
 
+def named(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Each stage's instructions by its name (`FROM ... AS name`)."""
+    out = {}
+    for stage in stages(text):
+        _, _, name = stage[0][1].partition(" AS ")
+        assert name, f"every stage is named: {stage[0]}"
+        out[name] = stage
+    return out
+
+
+def chain(by_name: dict[str, list[tuple[str, str]]], name: str) -> list[tuple[str, str]]:
+    """A stage's instructions after those of the stages it is built FROM (what its image holds)."""
+    stage = by_name[name]
+    base = stage[0][1].split(" AS ")[0]
+    return (chain(by_name, base) if base in by_name else []) + stage
+
+
+def pip_installs(text: str) -> list[str]:
+    """Every `pip ... install ...` command of the Dockerfile's RUN lines (split at &&)."""
+    runs = [a for w, a in instructions(text) if w == "RUN"]
+    return [c.strip() for run in runs for c in run.split("&&") if re.search(r"\bpip\b.*\binstall\b", c)]
+
+
 def test_dockerfile_shape():
     text = DOCKERFILE.read_text()
-    build, native, final = stages(text)
+    by_name = named(text)
     args = dict(a.split("=", 1) for w, a in instructions(text) if w == "ARG" and "=" in a)
     image = args["PYTHON_IMAGE"]
     # a pinned slim Python (patch version and Debian release), one the package supports
     m = re.fullmatch(r"python:3\.(\d+)\.\d+-slim-[a-z]+", image)
     assert m, image
     assert 10 <= int(m.group(1)) <= 13
-    assert build[0] == ("FROM", "${PYTHON_IMAGE} AS wheel")
-    assert native[0] == ("FROM", "${PYTHON_IMAGE} AS native-router")
-    assert final[0] == ("FROM", "${PYTHON_IMAGE}")
-    assert ("COPY", "--from=wheel /wheels /wheels") in final
-    # the native router, built for the image's architecture, where the init container looks for it
-    env = " ".join(a for w, a in final if w == "ENV")
-    (library,) = re.findall(rf"{NATIVE_ENV}=(\S+)", env)
-    copied = [a.split() for w, a in final if w == "COPY" and a.startswith("--from=native-router")]
-    assert [c[-1] for c in copied] == [library] and library.endswith(f"/{NATIVE_ROUTER_LIBRARY}")
-    assert ("USER", "10001:10001") in final
-    assert ("ENTRYPOINT", '["tritonpipeline"]') in final
-    users = [a for w, a in final if w == "RUN" and "useradd" in a]
-    assert users and "--uid 10001" in users[0]
-    assert (ROOT / ".dockerignore").exists()
+    # the operator image is the last stage, what a plain `docker build` (and e2e/images.py) makes; the
+    # assembler a target of its own
+    assert {name: stage[0][1].split(" AS ")[0] for name, stage in by_name.items()} == {
+        "wheel": "${PYTHON_IMAGE}",
+        "assembler-venv": "${PYTHON_IMAGE}",
+        "native-router": "assembler-venv",
+        "runtime": "${PYTHON_IMAGE}",
+        "assembler": "runtime",
+        "operator": "runtime",
+    }
+    assert list(by_name)[-1] == "operator"
+    assert ("COPY", "--from=wheel /wheels /wheels") in by_name["operator"]
+    assert ("COPY", "--from=assembler-venv /opt/tritonpipeline /opt/tritonpipeline") in by_name["assembler"]
+    for target in ("assembler", "operator"):
+        final = chain(by_name, target)
+        # the native router, built for the image's architecture, where the init container looks for it
+        env = " ".join(a for w, a in final if w == "ENV")
+        (library,) = re.findall(rf"{NATIVE_ENV}=(\S+)", env)
+        copied = [a.split() for w, a in final if w == "COPY" and a.startswith("--from=native-router")]
+        assert [c[-1] for c in copied] == [library] and library.endswith(f"/{NATIVE_ROUTER_LIBRARY}")
+        assert final[-3:-1] == [("USER", "10001:10001"), ("ENTRYPOINT", '["tritonpipeline"]')], target
+        users = [a for w, a in final if w == "RUN" and "useradd" in a]
+        assert users and "--uid 10001" in users[0]
+    # the init container's args start with `assemble` (kube/manifests.py): the entry point is the CLI
+    assert by_name["assembler"][-1] == ("CMD", '["assemble", "--help"]')
+    # each image's dependencies from its own hashed lock (tools/locks.py), then the wheel without any
+    for target, stage in (("assembler", "assembler-venv"), ("operator", "operator")):
+        lock = f"requirements/{target}.lock"
+        assert ("COPY", f"{lock} /wheels/") in by_name[stage]
+        assert (ROOT / lock).is_file()
+        (run,) = [a for w, a in by_name[stage] if w == "RUN"]
+        assert f"--require-hashes -r /wheels/{target}.lock" in run
+        # no installer left in the venv
+        assert "&& /opt/tritonpipeline/bin/python -m pip uninstall --yes pip setuptools" in run
+    for install in pip_installs(text):
+        assert re.search(r" --require-hashes -r /wheels/[a-z]+\.lock$", install) or (
+            " --no-deps " in install and install.endswith('"$(echo /wheels/tritonpipeline-*.whl)"')
+        ), f"every install is hashed, or the wheel alone: {install}"
+    # the assembler image carries no installer: the base image's pip removed (its venv never had one)
+    (removal,) = [a for w, a in by_name["assembler"] if w == "RUN"]
+    assert removal.startswith("(python -m pip uninstall --yes --no-cache-dir pip setuptools wheel || ")
+    assert removal.endswith("&& rm -rf /usr/local/lib/python3.*/ensurepip/_bundled")
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "*" in ignored and "!requirements/*.lock" in ignored
+
+
+@pytest.mark.parametrize("image", sorted(locks.LOCKS))
+def test_each_lock_holds_the_pins_of_pyproject(image):
+    """requirements/<image>.lock (`make lock`) has each pin of the core and the image's extras at the
+    same version, nothing pyproject no longer asks for, every entry hashed; the assembler's versions are
+    the operator's. `make lint` runs the same check (tools/locks.py --check)."""
+    assert locks.problems(image) == []
+    entries = locks.parse_lock(locks.lock_path(image).read_text())
+    assert set(locks.pyproject_pins(locks.LOCKS[image])) <= set(entries)
+    assert all(hashes and all(h.startswith("sha256:") for h in hashes) for _, hashes, _ in entries.values())
+
+
+def test_the_assembler_lock_is_the_operators_without_the_operator_extra():
+    operator = locks.parse_lock(locks.lock_path("operator").read_text())
+    assembler = locks.parse_lock(locks.lock_path("assembler").read_text())
+    assert {n: e[0] for n, e in assembler.items()}.items() <= {n: e[0] for n, e in operator.items()}.items()
+    assert not {"kopf", "kubernetes", "aiohttp", "prometheus-client"} & set(assembler)
+
+
+def test_the_lock_check_sees_a_pin_moved_or_dropped(tmp_path):
+    """What `make lint` says when pyproject.toml changes and the locks do not."""
+    text = (ROOT / "pyproject.toml").read_text()
+    boto3 = re.search(r'"boto3==([^"]+)"', text)
+    assert boto3 is not None
+    changed = text.replace(boto3.group(0), '"boto3==0.0.1"').replace('"prometheus_client==', '"#==')
+    changed = re.sub(r'\n\s*"#==[^\n]*', "", changed)  # prometheus_client no longer asked for
+    (tmp_path / "pyproject.toml").write_text(changed)
+    found = locks.problems("operator", tmp_path / "pyproject.toml")
+    assert f"requirements/operator.lock has boto3=={boto3.group(1)}, pyproject.toml pins 0.0.1" in found
+    assert any(
+        p.startswith("requirements/operator.lock holds prometheus-client for pyproject") for p in found
+    )
+    requirements = tmp_path / "requirements"
+    requirements.mkdir()
+    assert locks.problems("operator", tmp_path / "pyproject.toml", requirements) == [
+        f"requirements/operator.lock is missing: run `{locks.COMPILE_COMMAND}`"
+    ]
+    (requirements / "assembler.lock").write_text("#    make lock\nsix==1.0 \\\n    # via boto3\n")
+    found = locks.problems("assembler", requirements=requirements)
+    assert "requirements/assembler.lock: six==1.0 has no --hash" in found
+    assert "requirements/assembler.lock lacks boto3==" + boto3.group(1) + " (pyproject.toml)" in found
+
+
+def distributions(python: Path, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """name -> version of what a venv holds (importlib.metadata: the image venvs have no pip to list them)."""
+    code = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return {locks.normalized(k): v for k, v in json.loads(proc.stdout).items()}
+
+
+def size_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
 
 
 @pytest.mark.image
 def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
-    """Stage 1 (COPY sources, pip wheel) and stage 2 (venv + pip install of the wheel) exactly as the
-    Dockerfile's RUN lines say, with only the paths moved under tmp_path and the pip cache allowed
-    (the image sets PIP_NO_CACHE_DIR=1 to stay small)."""
+    """Every RUN step that builds or installs, exactly as the Dockerfile's lines say, with only the paths
+    moved under tmp_path and the pip cache allowed (the image sets PIP_NO_CACHE_DIR=1 to stay small):
+    the wheel; the assembler's venv from assembler.lock (--require-hashes) and the native router built in
+    it; the assembler image's removal of pip, on a venv standing for the base image's Python; the operator's
+    venv from operator.lock. Then each venv holds exactly its lock and the wheel, and runs as its image's
+    entry point: the assembler assembles and has no kopf, the operator's is the whole CLI."""
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed (make system-deps installs it): the native router's stage needs it")
-    build, native, final = stages(DOCKERFILE.read_text())
-    src, wheels, prefix = tmp_path / "src", tmp_path / "wheels", tmp_path / "opt"
+    by_name = named(DOCKERFILE.read_text())
+    src, wheels = tmp_path / "src", tmp_path / "wheels"
     built = tmp_path / "native-router"
+    # the image venvs, each at /opt/tritonpipeline in its image
+    prefix = {"assembler": tmp_path / "assembler", "operator": tmp_path / "operator"}
+    # the base image's Python as the assembler's last step finds it: pip, setuptools, ensurepip's wheels
+    base, stdlib = tmp_path / "base", tmp_path / "usr-local-lib"
+    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True, timeout=300)
+    bundled = stdlib / "python3.11" / "ensurepip" / "_bundled"
+    bundled.mkdir(parents=True)
+    (bundled / "pip-24.0-py3-none-any.whl").write_bytes(b"PK")
     # the build stage's COPY lines, honouring .dockerignore's exclusions
     src.mkdir()
-    for word, args in build:
+    for word, args in by_name["wheel"]:
         if word == "COPY":
             *sources, _dest = args.split()
             for s in sources:
@@ -101,41 +231,126 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
                 else:
                     shutil.copy2(path, src / path.name)
 
-    def host(cmd: str) -> str:
-        cmd = cmd.replace("/opt/tritonpipeline", str(prefix / "tritonpipeline")).replace(
-            "/wheels", str(wheels)
-        )
-        cmd = cmd.replace("/native-router/", f"{built}/").replace("/build/", f"{tmp_path}/build/")
-        cmd = cmd.replace("-m venv /build", f"-m venv {tmp_path}/build")
-        return re.sub(r"(^|&& )python ", rf"\1{sys.executable} ", cmd)
+    def host(cmd: str, image: str) -> str:
+        if image in prefix:
+            cmd = cmd.replace("/opt/tritonpipeline", str(prefix[image] / "tritonpipeline"))
+        cmd = cmd.replace("/wheels", str(wheels)).replace("/native-router/", f"{built}/")
+        cmd = cmd.replace("/usr/local/lib/", f"{stdlib}/")
+        python = base / "bin" / "python" if image == "base" else sys.executable
+        return re.sub(r"(^|&& |\|\| |\()python ", rf"\1{python} ", cmd)
 
-    runs = [("build", a) for w, a in build if w == "RUN"]
+    def copy_locks(stage: str) -> None:
+        """The stage's COPY of a lock file into /wheels/."""
+        for word, args in by_name[stage]:
+            if word == "COPY" and args.startswith("requirements/"):
+                source, dest = args.split()
+                assert dest == "/wheels/"
+                shutil.copy2(ROOT / source, wheels / Path(source).name)
+
+    # (stage, the image its paths belong to, the working directory) in the order a build of both runs them
+    steps = [("wheel", "operator", src), ("assembler-venv", "assembler", tmp_path)]
     # the native router's build (not its apt-get of gcc: the host has gcc, a system dependency of the tests)
-    runs += [("native", a) for w, a in native if w == "RUN" and "apt-get" not in a]
-    runs += [("final", a) for w, a in final if w == "RUN" and re.search(r"\bpip\b", a)]
-    assert len(runs) == 3, runs
+    steps += [("native-router", "assembler", tmp_path), ("assembler", "base", tmp_path)]
+    steps += [("operator", "operator", tmp_path)]
+    runs = [
+        (stage, image, cwd, a)
+        for stage, image, cwd in steps
+        for w, a in by_name[stage]
+        if w == "RUN" and "apt-get" not in a
+    ]
+    assert len(runs) == 5, runs
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     timings = {}
-    for stage, cmd in runs:
+    for stage, image, cwd, cmd in runs:
+        copy_locks(stage)
+        command = host(cmd, image)
+        assert "/usr/local/lib/" not in command and " /opt/" not in command, command  # nothing of the host's
         t0 = time.monotonic()
         proc = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", host(cmd)],
-            cwd=src if stage == "build" else tmp_path,
+            ["bash", "-euo", "pipefail", "-c", command],
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
             timeout=600,
         )
         timings[stage] = round(time.monotonic() - t0, 1)
-        assert proc.returncode == 0, f"{host(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    print(f"Dockerfile steps: {timings}")
-    assert not wheels.exists()  # the install step removes the wheels, as in the image
-    # the native router the image carries: a shared library for this machine, as `serve` builds it
+        assert proc.returncode == 0, f"{command}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    sizes = {image: round(size_mb(p / "tritonpipeline"), 1) for image, p in prefix.items()}
+    print(f"Dockerfile steps: {timings}; venvs (MB on disk): {sizes}")
+    assert not wheels.exists()  # the operator's install step removes the wheels, as in the image
+    # the native router the images carry: a shared library for this machine, as `serve` builds it
     assert (built / NATIVE_ROUTER_LIBRARY).read_bytes()[:4] == b"\x7fELF"
-    cli = prefix / "tritonpipeline" / "bin" / "tritonpipeline"
-    assert cli.exists()
     clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+
+    # each venv: exactly its lock (the versions pip checked the hashes of) and the wheel, no installer
+    for image, root in prefix.items():
+        held = distributions(root / "tritonpipeline" / "bin" / "python", tmp_path, clean)
+        locked = {n: e[0] for n, e in locks.parse_lock(locks.lock_path(image).read_text()).items()}
+        assert held == {**locked, "tritonpipeline": held.get("tritonpipeline")}, image
+        assert not {"pip", "setuptools", "wheel"} & set(held), image
+
+    # the assembler image's last step: the base Python has no pip left, nor ensurepip's wheels
+    no_pip = subprocess.run(
+        [str(base / "bin" / "python"), "-m", "pip", "--version"], capture_output=True, text=True
+    )
+    assert no_pip.returncode != 0 and "No module named pip" in no_pip.stderr
+    assert not bundled.exists() and bundled.parent.exists()
+    # and where pip cannot be removed, a Python that is no distribution's fails the build
+    (removal,) = [a for w, a in by_name["assembler"] if w == "RUN"]
+    again = subprocess.run(["bash", "-c", host(removal, "base")], capture_output=True, text=True, env=env)
+    assert again.returncode != 0 and "No module named pip" in again.stderr, again.stderr
+
+    # the assembler: `tritonpipeline assemble` (with s3:// and gs:// SDKs), and nothing of the operator's
+    assembler = prefix["assembler"] / "tritonpipeline" / "bin"
+    helped = subprocess.run(
+        [str(assembler / "tritonpipeline"), "assemble", "--help"],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=60,
+    )
+    assert helped.returncode == 0 and "--generated" in helped.stdout, helped.stderr
+    imports = "import boto3, botocore.config, google.cloud.storage, google.api_core.exceptions, google.auth"
+    sdks = subprocess.run(
+        [str(assembler / "python"), "-c", imports], capture_output=True, text=True, env=clean, cwd=tmp_path
+    )
+    assert sdks.returncode == 0, sdks.stderr
+    for module in ("kopf", "kubernetes", "aiohttp", "prometheus_client", "numpy"):
+        absent = subprocess.run(
+            [str(assembler / "python"), "-c", f"import {module}"],
+            capture_output=True,
+            text=True,
+            env=clean,
+            cwd=tmp_path,
+        )
+        assert f"No module named '{module}'" in absent.stderr, (module, absent.stderr)
+    run = subprocess.run(
+        [str(assembler / "tritonpipeline"), "run"], capture_output=True, text=True, env=clean, timeout=60
+    )
+    assert run.returncode != 0 and "'operator' extra" in run.stderr, run.stderr
+    # a whole assemble as the init container runs it: the generated ConfigMaps' files and a mounted source
+    artifacts = compile_pipeline(parse_pipeline(example("diamond")))
+    generated = tmp_path / "generated"
+    generated.mkdir()
+    for part in pack(artifacts.files, artifacts.models, 900 * 1024):
+        for key, text in part.data.items():
+            (generated / key).write_text(text)
+        for key, data in part.binary_data.items():
+            (generated / key).write_bytes(base64.b64decode(data))
+    out = tmp_path / "repository"
+    assembled = subprocess.run(
+        [str(assembler / "tritonpipeline"), "assemble", "--generated", str(generated),
+         "--source", str(MODELS), "--out", str(out)],
+        capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert assembled.returncode == 0, assembled.stderr
+    assert {p.name for p in out.iterdir()} >= set(artifacts.models)
+    assert sizes["assembler"] < sizes["operator"]
+
+    # the operator image: the whole CLI
+    cli = prefix["operator"] / "tritonpipeline" / "bin" / "tritonpipeline"
     out = subprocess.run([str(cli), "--help"], capture_output=True, text=True, env=clean, timeout=60)
     assert out.returncode == 0, out.stderr
     for command in ("validate", "render", "serve", "run", "crd", "assemble"):
@@ -146,23 +361,17 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
 
     def installed_python(code: str) -> str:
         """What `code` printed (stdout, then stderr), run by the image venv's python outside this checkout."""
-        python = prefix / "tritonpipeline" / "bin" / "python"
+        python = prefix["operator"] / "tritonpipeline" / "bin" / "python"
         proc = subprocess.run(
             [str(python), "-c", code], capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=60
         )
         return proc.stdout + proc.stderr
 
     # exactly what the image runs: the operator and the init container's cloud SDKs, no serving stack
-    listed = subprocess.run(
-        [str(prefix / "tritonpipeline" / "bin" / "python"), "-m", "pip", "list", "--format=json"],
-        capture_output=True,
-        text=True,
-        env=clean,
-        timeout=120,
-    )
-    installed = {d["name"].lower().replace("_", "-") for d in json.loads(listed.stdout)}
+    installed = set(distributions(prefix["operator"] / "tritonpipeline" / "bin" / "python", tmp_path, clean))
     assert {"kopf", "kubernetes", "prometheus-client", "boto3", "google-cloud-storage"} <= installed
     assert not {"numpy", "nvidia-pytriton", "tritonclient", "grpcio"} & installed
+    assert installed_python("import kopf, kubernetes, aiohttp, cryptography; print('ok')").strip() == "ok"
     serve = subprocess.run(
         [str(cli), "serve", str(ROOT / "examples" / "fanout.yaml")],
         capture_output=True,
@@ -188,7 +397,7 @@ def test_dockerfile_install_steps_in_a_fresh_venv(tmp_path):
     assert "'serve' extra" not in serve.stderr and "not a tritonserver tree" in serve.stderr, serve.stderr
     # the installed package is the wheel, not this checkout
     where = installed_python("import tritonpipeline; print(tritonpipeline.__file__)")
-    assert str(prefix) in where, where
+    assert str(prefix["operator"]) in where, where
     # test scaffolding is not in the product: no harness package, no load generator
     found = installed_python(
         "from importlib.util import find_spec as f; print(f('harness'), f('tritonpipeline.loadgen'))"
