@@ -30,13 +30,16 @@ from harness.kubeapi import (
 from harness.kubeconfig import kube_for, token_kubeconfig
 from harness.operator_process import ChartOperator
 from harness.wait import wait_for
-from helpers import ROOT, condition
+from helpers import ROOT, condition, example
+from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd_yaml
+from tritonpipeline.kube.manifests import render_children
 from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
 from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
 from tritonpipeline.spec import kubernetes as k8s
+from tritonpipeline.spec import parse_pipeline
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"
 KOPF_CRD_FILE = ROOT / "charts" / "triton-pipeline" / "crds" / "kopfpeerings.kopf.dev.yaml"
@@ -170,8 +173,9 @@ def test_chart_versions_match_the_package():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert chart["apiVersion"] == "v2"
     assert version is not None and chart["appVersion"] == version.group(1)
-    # the chart's default image is the one the operator assumes when nothing configures it
-    assert f"{values['image']['repository']}:{chart['appVersion']}" == DEFAULT_ASSEMBLER_IMAGE
+    # the chart's default assembler image (the operator's repository with -assembler, its tag) is the one
+    # the operator assumes when nothing configures it
+    assert f"{values['image']['repository']}-assembler:{chart['appVersion']}" == DEFAULT_ASSEMBLER_IMAGE
 
 
 def test_every_values_key_is_commented():
@@ -316,6 +320,11 @@ def test_helm_lint_strict(helm, scenario):
         (["metrics.serviceMonitor.interval=15"], "at '/metrics/serviceMonitor/interval'"),
         (["image.repository=ghcr.io/org/op:1.0"], "at '/image/repository'"),  # the tag goes in image.tag
         (["assemblerImage=ghcr.io/Org/assembler"], "at '/assemblerImage'"),
+        (  # a digest is one image's: the assembler's is not derived from the operator's
+            ["image.digest=sha256:" + "0" * 64],
+            "image.digest pins the operator image only: set assemblerImage too, the assembler image by "
+            "digest (ghcr.io/tritonpipeline/operator-assembler@sha256:...)",
+        ),
         (["terminationGracePeriodSeconds=9"], "terminationGracePeriodSeconds 9 is too short"),
         (["webhook=null"], "missing property 'webhook'"),
         (["livenessProbe.periodSeconds=null"], "at '/livenessProbe': missing property 'periodSeconds'"),
@@ -411,7 +420,7 @@ def test_default_render(helm):
     assert pdb["spec"] == {"maxUnavailable": 1, "selector": spec["selector"]}
     (peering,) = by_kind(docs, "ClusterKopfPeering")  # kopf's peering object, named like the release
     (c,) = pod["containers"]
-    assert c["image"] == DEFAULT_ASSEMBLER_IMAGE
+    assert c["image"] == DEFAULT_ASSEMBLER_IMAGE.replace("-assembler:", ":")
     assert c["command"] == [
         "tritonpipeline", "run", "--liveness", "http://0.0.0.0:8080/healthz",
         "--metrics", "http://0.0.0.0:8081", "--log-format", "full",
@@ -419,7 +428,8 @@ def test_default_render(helm):
     env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
     assert env["TRITONPIPELINE_PEERING"] == peering["metadata"]["name"] == "rel-triton-pipeline"
     assert {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
-    assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == c["image"]  # the operator image runs `assemble` too
+    # the Triton pods' init container: the minimal assembler image (the Dockerfile's target assembler)
+    assert env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == DEFAULT_ASSEMBLER_IMAGE
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     # a stopping pod serves the webhook on while the Service's endpoints drop it
@@ -689,6 +699,46 @@ def test_the_operator_pod_admits_only_the_webhook_and_the_metrics_readers(helm):
         by_kind(helm.template("rel", "ops", set_values=["networkPolicy.enabled=false"]), "NetworkPolicy")
         == []
     )
+
+
+@pytest.mark.helm
+def test_the_init_container_runs_the_assembler_image_beside_the_operators(helm):
+    """The Triton pods' init container image (TRITONPIPELINE_ASSEMBLER_IMAGE, which the operator puts in
+    every pod template) is the Dockerfile's target assembler, named after the operator image: its
+    repository with -assembler, its tag; assemblerImage names another, the operator image included."""
+
+    def images(*values: str) -> tuple[str, str]:
+        docs = helm.template("rel", "ops", set_values=list(values))
+        (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
+        return c["image"], env_of(docs)["TRITONPIPELINE_ASSEMBLER_IMAGE"]
+
+    assert images() == ("ghcr.io/tritonpipeline/operator:0.1.0", DEFAULT_ASSEMBLER_IMAGE)
+    mirrored = ["image.repository=registry.example.com/ml/tritonpipeline", "image.tag=0.1.0-rc1"]
+    assert images(*mirrored) == (
+        "registry.example.com/ml/tritonpipeline:0.1.0-rc1",
+        "registry.example.com/ml/tritonpipeline-assembler:0.1.0-rc1",
+    )
+    operator = "registry.example.com/ml/tritonpipeline:0.1.0-rc1"
+    assert images(*mirrored, f"assemblerImage={operator}") == (operator, operator)
+    # with a digest, the assembler's is given (a digest names one image): both pinned
+    digest = "sha256:" + "ab" * 32
+    pinned = f"registry.example.com/ml/tritonpipeline-assembler@sha256:{'cd' * 32}"
+    assert images(*mirrored, f"image.digest={digest}", f"assemblerImage={pinned}") == (
+        f"registry.example.com/ml/tritonpipeline@{digest}",
+        pinned,
+    )
+    # what the operator reads from that variable and renders into each Triton pod's init container
+    with pytest.MonkeyPatch.context() as m:
+        for key, value in env_of(helm.template("rel", "ops", set_values=mirrored)).items():
+            m.setenv(key, value)
+        settings = Settings.from_env()
+    doc = {**example("fanout", "pvc://models/triton"), "metadata": {"name": "vision", "namespace": "ml"}}
+    tp = parse_pipeline(doc)
+    (init,) = render_children(tp, compile_pipeline(tp), settings).deployment["spec"]["template"]["spec"][
+        "initContainers"
+    ]
+    assert init["image"] == "registry.example.com/ml/tritonpipeline-assembler:0.1.0-rc1"
+    assert init["args"][0] == "assemble"  # after the image's ENTRYPOINT, tritonpipeline
 
 
 @pytest.mark.helm
@@ -1000,7 +1050,8 @@ def exercise_operator(admin: Kube, op: ChartOperator, ns: str) -> None:
     assert admin.list("v1", "ConfigMap", ns, f"{SELECTOR}=vision")
     dep = admin.get("apps/v1", "Deployment", ns, "vision")
     init = dep["spec"]["template"]["spec"]["initContainers"][0]
-    assert init["image"] == op.container_env["TRITONPIPELINE_ASSEMBLER_IMAGE"]
+    # the chart's default: the minimal assembler image, not the operator's
+    assert init["image"] == op.container_env["TRITONPIPELINE_ASSEMBLER_IMAGE"] == DEFAULT_ASSEMBLER_IMAGE
     assert admin.get("v1", "Service", ns, "vision") is not None
     secret = admin.get("v1", "Secret", ns, "vision-admin-key")  # created under create-only RBAC
     assert secret is not None and secret["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]

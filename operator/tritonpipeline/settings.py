@@ -20,7 +20,8 @@ KIND = "TritonPipeline"
 # the operator's name: its field manager, the value of the managed-by label and the source of its events
 OPERATOR_NAME = "tritonpipeline-operator"
 FIELD_MANAGER = OPERATOR_NAME
-DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator:0.1.0"
+# the Dockerfile's target `assembler`, as the chart names it: the operator's repository with a suffix
+DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator-assembler:0.1.0"
 # kube-prometheus-stack's Prometheus Service when installed in the `monitoring` namespace
 DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
@@ -204,7 +205,7 @@ class Settings:
         DEFAULT_ASSEMBLER_IMAGE,
         "ASSEMBLER_IMAGE",
         "Image of the init container that assembles each Triton pod's model repository "
-        "(`tritonpipeline assemble`): normally the operator's own image.",
+        "(`tritonpipeline assemble`): normally the assembler image, the Dockerfile's target `assembler`.",
     )
     namespaces: tuple[str, ...] = setting(
         (),

@@ -79,10 +79,16 @@ The operator image reference: repository@digest, or repository:tag (tag defaults
 {{- end }}
 
 {{/*
-The init container image that assembles model repositories: the operator image unless overridden.
+The init container image that assembles model repositories: assemblerImage, else the assembler image
+(the Dockerfile's target `assembler`) beside the operator's: its repository with the suffix -assembler,
+at the same tag (validate refuses an empty assemblerImage with image.digest: a digest is one image's).
 */}}
 {{- define "triton-pipeline.assemblerImage" -}}
-{{- default (include "triton-pipeline.image" .) .Values.assemblerImage }}
+{{- if .Values.assemblerImage }}
+{{- .Values.assemblerImage }}
+{{- else }}
+{{- printf "%s-assembler:%s" (.Values.image.repository | trim) (default .Chart.AppVersion .Values.image.tag | toString) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -107,6 +113,9 @@ that depends on them, so `helm template`, `helm lint` and `helm install` all sto
 {{- end }}
 {{- if and (not .Values.image.digest) (not (default .Chart.AppVersion .Values.image.tag | toString | trim)) }}
 {{- fail "image.tag is empty and the chart has no appVersion: set image.tag or image.digest" }}
+{{- end }}
+{{- if and .Values.image.digest (not .Values.assemblerImage) }}
+{{- fail (printf "image.digest pins the operator image only: set assemblerImage too, the assembler image by digest (%s-assembler@sha256:...), or the operator image's reference to run both from it" (.Values.image.repository | trim)) }}
 {{- end }}
 {{- if and .Values.rbac.clusterWide .Values.watchNamespaces }}
 {{- fail (printf "watchNamespaces %v conflicts with rbac.clusterWide=true: a ClusterRole would grant every namespace while the operator watches only these; set rbac.clusterWide=false for per-namespace Roles, or empty watchNamespaces to watch all" .Values.watchNamespaces) }}

@@ -19,13 +19,14 @@ from .server import cache_root
 
 SOURCE = "native_router.c"
 CFLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC")
-# where an image that carries the library built for its architecture says it is (the operator image's
-# Dockerfile sets it): the init container puts it beside every native router
+# where an image that carries the library built for its architecture says it is (the Dockerfile sets it
+# in the assembler and operator images): the init container puts it beside every native router
 INSTALLED_ENV = "TRITONPIPELINE_NATIVE_ROUTER"
 NOT_INSTALLED = (
     "the routers of this pipeline run on the native router, but this init container's image carries no "
-    "native router library ({env} {why}): use the operator's own image as the assembler image "
-    "(the chart's assemblerImage, empty by default), or set spec.server.router: python"
+    "native router library ({env} {why}): use an image built from the repository's Dockerfile as the "
+    "assembler image (its target assembler, the chart's default when assemblerImage is empty, or the "
+    "operator image), or set spec.server.router: python"
 )
 
 
