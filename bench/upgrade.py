@@ -7,13 +7,14 @@ with `webhook.failurePolicy=Fail`
 `fanout` a second time) each under a checking client (e2e/infer.py --loop, through the Service's
 ClusterIP). Then:
 
-    upgrade     `helm upgrade` to a new operator build: the operator image under another tag (what a
-                release changes; the pods' init image is the operator's, so a renderer output changes
-                for every pipeline). The operator's two pods roll one at a time. Meanwhile a valid
-                TritonPipeline is applied with `--dry-run=server` every APPLY_EVERY seconds (the webhook
-                is called each time). Measured: Triton pod restarts (a pod replaced or a container
-                restarted), failed requests, refused applies, and the seconds until every pipeline
-                reports the new operator's view (UpToDate=False, OperatorUpgraded).
+    upgrade     `helm upgrade` to a new operator build: the operator and assembler images under another
+                tag (what a release changes; the pods' init image is the assembler's, named after the
+                operator's, so a renderer output changes for every pipeline). The operator's two pods
+                roll one at a time. Meanwhile a valid TritonPipeline is applied with `--dry-run=server`
+                every APPLY_EVERY seconds (the webhook is called each time). Measured: Triton pod
+                restarts (a pod replaced or a container restarted), failed requests, refused applies,
+                and the seconds until every pipeline reports the new operator's view (UpToDate=False,
+                OperatorUpgraded).
     roll        the admin's bounded roll, `operator.rollOutdated=N`: the most pipelines rolling at once
                 (from one list of the Deployments each poll), the seconds until all run the new
                 rendering, and the failed requests meanwhile.
@@ -42,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # tests/node_cluster.py: the scenarios' Cluster and CRs, shared
 
+from e2e.images import assembler_of  # noqa: E402
 from node_cluster import (  # noqa: E402
     NAMESPACE,
     Cluster,
@@ -153,16 +155,24 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"pipelines": names}
     try:
         time.sleep(5)
-        # the upgrade: a new operator build, the operator image under another tag
+        # the upgrade: a new operator build, the operator and assembler images under another tag (the
+        # chart names the init image after the operator's)
         image = cluster.images["operator"].name
         repository, _, tag = image.rpartition(":")
         new_tag = f"{tag}-next"
+        new_init = assembler_of(f"{repository}:{new_tag}")
         cluster.tag_image(image, f"{repository}:{new_tag}")
+        cluster.tag_image(cluster.images["assembler"].name, new_init)
         before = triton_pods(cluster)
         applier = Applier(cluster, docs["fanout"])
         applier.start()
         t = time.monotonic()
-        helm_upgrade(cluster, workdir / "helm", "--set", f"image.repository={repository},image.tag={new_tag}")
+        helm_upgrade(
+            cluster,
+            workdir / "helm",
+            "--set",
+            f"image.repository={repository},image.tag={new_tag},assemblerImage=",  # the chart's default
+        )
         operator_rollout_s = time.monotonic() - t
         wait(
             "every pipeline reporting the new operator's view",
@@ -190,7 +200,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         def new_template(deployment: dict[str, Any]) -> bool:
             init = deployment["spec"]["template"]["spec"]["initContainers"][0]
-            return bool(init["image"] == f"{repository}:{new_tag}")
+            return bool(init["image"] == new_init)
 
         def all_rolled() -> bool:
             nonlocal most

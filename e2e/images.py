@@ -4,13 +4,15 @@
                      curl) packed as an OCI image: the PYTHON_IMAGE the Dockerfile is built on
     operator         the repository's Dockerfile, built by Debian's buildah on that base (so the
                      Dockerfile itself is proven), exported as an OCI archive under the chart's image name
+    assembler        the Dockerfile's target `assembler` (the Triton pods' init container), built the
+                     same way, under the name the chart gives it (the operator's repository + -assembler)
     tritonserver-cpu the same rootfs plus the nvidia-pytriton wheel's tritonserver laid out like NVIDIA's
                      image (/opt/tritonserver/{bin,lib,backends}, `tritonserver` on PATH), user 1000
 
 Every image is an OCI archive under <cache>/images/ named after the hash of what it is made of; a second
 run only finds it. `kind load image-archive` loads an archive into the nodes' containerd.
 
-    python -m e2e.images           build (or find) all three, print their names, archives and sizes
+    python -m e2e.images           build (or find) all four, print their names, archives and sizes
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ HOST_PIP_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
 # a build when the build created it
 BUILDAH_HOST_DIRS = ("/var/lib/containers",)
 KEEP_OPERATOR_ARCHIVES = 3
+# the Dockerfile's targets: (the image's role, `buildah bud --target`; None: the last stage, the default)
+DOCKERFILE_TARGETS = {"operator": None, "assembler": "assembler"}
+ASSEMBLER_SUFFIX = "-assembler"  # the chart's default assembler image: the operator's repository + this
 
 
 class ImageError(RuntimeError):
@@ -367,7 +372,7 @@ def triton_image() -> Image:
 
 
 # ---------------------------------------------------------------------------------------------------
-# the operator image: the repository's Dockerfile, built by buildah
+# the operator and assembler images: the repository's Dockerfile, built by buildah
 
 
 def chart_image() -> str:
@@ -383,9 +388,21 @@ def chart_image() -> str:
     return f"{repo}:{version}"
 
 
+def chart_assembler_image() -> str:
+    """The init container image the chart renders by default: image.repository-assembler:appVersion."""
+    return assembler_of(chart_image())
+
+
+def assembler_of(operator: str) -> str:
+    """The assembler image the chart names after an operator image REPOSITORY:TAG (its default)."""
+    repository, _, tag = operator.rpartition(":")
+    return f"{repository}{ASSEMBLER_SUFFIX}:{tag}"
+
+
 def _context_files() -> list[Path]:
-    """What the Dockerfile COPYs (pyproject.toml, README.md, operator/) and the Dockerfile itself."""
+    """What the Dockerfile COPYs (pyproject.toml, README.md, operator/, the lock files) and the Dockerfile."""
     files = [ROOT / "Dockerfile", ROOT / "pyproject.toml", ROOT / "README.md"]
+    files += sorted((ROOT / "requirements").glob("*.lock"))
     files += sorted(
         p
         for p in (ROOT / "operator").rglob("*")
@@ -422,14 +439,26 @@ def _stream(cmd: list[str], env: dict[str, str], what: str) -> None:
 def operator_image(base: Image | None = None) -> Image:
     """The repository's Dockerfile built with buildah on the local Python base, as an OCI archive named
     like the chart's image. Cached by the Dockerfile, the build context and the base image."""
+    return _dockerfile_image("operator", chart_image(), base)
+
+
+def assembler_image(base: Image | None = None) -> Image:
+    """The Dockerfile's target `assembler`, the same way, named as the chart names it by default."""
+    return _dockerfile_image("assembler", chart_assembler_image(), base)
+
+
+def _dockerfile_image(role: str, name: str, base: Image | None) -> Image:
+    """A target of the repository's Dockerfile (DOCKERFILE_TARGETS[role]) built with buildah, as an OCI
+    archive named `name`, cached by the Dockerfile, the build context, the target and the base image."""
     if shutil.which("buildah") is None:
         raise ImageError("buildah is not installed (apt-get install buildah)")
     base = base or base_image()
     digest = hashlib.sha256()
     for path in _context_files():
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    name = chart_image()
-    archive = images_dir() / f"operator-{_key(name, base.archive.name, digest.hexdigest())}.oci.tar"
+    target = DOCKERFILE_TARGETS[role]
+    key = _key(name, base.archive.name, digest.hexdigest(), *([target] if target else []))
+    archive = images_dir() / f"{role}-{key}.oci.tar"
     if archive.exists():
         return Image(name, archive)
     images_dir().mkdir(parents=True, exist_ok=True)
@@ -440,11 +469,11 @@ def operator_image(base: Image | None = None) -> Image:
             return Image(name, archive)
         absent = [d for d in BUILDAH_HOST_DIRS if not os.path.lexists(d)]
         try:
-            _buildah_build(name, base, archive)
+            _buildah_build(name, base, archive, target)
         finally:
             for d in absent:
                 shutil.rmtree(d, ignore_errors=True)
-    _keep_newest("operator-*.oci.tar", KEEP_OPERATOR_ARCHIVES)
+    _keep_newest(f"{role}-*.oci.tar", KEEP_OPERATOR_ARCHIVES)
     return Image(name, archive)
 
 
@@ -457,8 +486,9 @@ def _keep_newest(pattern: str, keep: int) -> None:
         old.unlink(missing_ok=True)
 
 
-def _buildah_build(name: str, base: Image, archive: Path) -> None:
-    """buildah bud of the Dockerfile with a storage of its own under the cache, then `push` to `archive`."""
+def _buildah_build(name: str, base: Image, archive: Path, target: str | None = None) -> None:
+    """buildah bud of the Dockerfile (its `target` stage, else the last) with a storage of its own under the
+    cache, then `push` to `archive`."""
     work = images_dir() / "buildah"
     work.mkdir(parents=True, exist_ok=True)
     store = ["--root", str(work / "storage"), "--runroot", str(work / "run")]
@@ -472,6 +502,7 @@ def _buildah_build(name: str, base: Image, archive: Path) -> None:
     mounts = [f"--volume={p}:{p}:ro" for p in HOST_PIP_FILES if Path(p).exists()]
     log(f"buildah bud {ROOT / 'Dockerfile'} -> {name} (about a minute; pip through the host's CA bundle)")
     cmd = ["buildah", *store, "bud", "--pull-never", "--network=host", "--layers=false"]
+    cmd += [f"--target={target}"] if target else []
     cmd += [
         f"--build-arg=PYTHON_IMAGE={base.name}",
         *mounts,
@@ -492,7 +523,7 @@ def _buildah_build(name: str, base: Image, archive: Path) -> None:
 
 def all_images() -> dict[str, Image]:
     base = base_image()
-    return {"operator": operator_image(base), "triton": triton_image()}
+    return {"operator": operator_image(base), "assembler": assembler_image(base), "triton": triton_image()}
 
 
 def main() -> int:

@@ -7,7 +7,7 @@
 #   2. creates a kind cluster whose node sees all GPUs (/var/run/nvidia-container-devices/all) and the
 #      repository's model_repository/ (hostPath, served to pods through a PV/PVC named `models`)
 #   3. installs the NVIDIA container toolkit inside the node and the NVIDIA device plugin (helm)
-#   4. builds the operator image (Dockerfile), `kind load`s it, `helm install`s charts/triton-pipeline
+#   4. builds the operator and assembler images (Dockerfile), `kind load`s them, `helm install`s charts/triton-pipeline
 #   5. applies examples/fanout.yaml (GPU instance groups) with modelRepository pvc://models/triton,
 #      waits for Ready, port-forwards its Service and checks inference numbers with tritonclient
 #   on failure: operator, Triton (init + server) logs, `describe` and events go to $E2E_LOGS
@@ -166,10 +166,13 @@ done
 [ -n "$gpus" ] && [ "$gpus" != 0 ] || { echo "the node advertises no nvidia.com/gpu after 5 minutes" >&2; exit 1; }
 say "node $NODE advertises nvidia.com/gpu=$gpus"
 
-# --- 4. the operator image and the chart ---------------------------------------------------------------
-say "building $IMAGE_REPO:$IMAGE_TAG"
+# --- 4. the operator and assembler images and the chart -------------------------------------------------
+# the assembler (the Dockerfile's target assembler, every Triton pod's init container) under the name the
+# chart gives it by default: the operator's repository with the suffix -assembler, the same tag
+say "building $IMAGE_REPO:$IMAGE_TAG and $IMAGE_REPO-assembler:$IMAGE_TAG"
 docker build -t "$IMAGE_REPO:$IMAGE_TAG" "$ROOT"
-"$KIND" load docker-image "$IMAGE_REPO:$IMAGE_TAG" --name "$CLUSTER_NAME"
+docker build --target assembler -t "$IMAGE_REPO-assembler:$IMAGE_TAG" "$ROOT"
+"$KIND" load docker-image "$IMAGE_REPO:$IMAGE_TAG" "$IMAGE_REPO-assembler:$IMAGE_TAG" --name "$CLUSTER_NAME"
 say "helm install $RELEASE"
 helm install "$RELEASE" "$ROOT/charts/triton-pipeline" --namespace "$RELEASE_NS" --create-namespace \
   --set image.repository="$IMAGE_REPO" --set image.tag="$IMAGE_TAG" --set image.pullPolicy=Never --wait --timeout 5m
@@ -223,6 +226,7 @@ if [ "${E2E_SCENARIOS:-0}" = 1 ]; then
   say "the pod-level scenarios on $CLUSTER_NAME (the client joins the node container's network namespace: root)"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -E"
   TRITONPIPELINE_E2E_KUBECONFIG="$KUBECONFIG" TRITONPIPELINE_E2E_OPERATOR_IMAGE="$IMAGE_REPO:$IMAGE_TAG" \
+  TRITONPIPELINE_E2E_ASSEMBLER_IMAGE="$IMAGE_REPO-assembler:$IMAGE_TAG" \
   TRITONPIPELINE_E2E_TRITON_IMAGE="$TRITON_IMAGE" TRITONPIPELINE_E2E_MODELS_DIR=/models \
   TRITONPIPELINE_E2E_NETNS="/proc/$(docker inspect -f '{{.State.Pid}}' "$NODE")/ns/net" \
     $SUDO "$ROOT/.venv/bin/pytest" -m node "$ROOT/tests/test_node_pipeline.py" "$ROOT/tests/test_node_scenarios.py"

@@ -5,7 +5,8 @@
      Debian's mirror (e2e/kind_image.py; KIND_NODE_IMAGE=local forces that, =published forbids it)
   3. the cluster: kind's default CNI replaced by a static ptp configuration per node (one pod /24 each,
      routes between the nodes), the example models mounted at /models/triton on every node
-  4. the operator image (the Dockerfile) and a CPU Triton image built here and `kind load`ed
+  4. the operator and assembler images (the Dockerfile's two targets) and a CPU Triton image built here
+     and `kind load`ed
   5. the chart installed as docs/getting-started/cluster.md says; every example applied, Ready, and
      answering right (e2e/infer.py against its Service, from inside a worker's network namespace)
   6. with E2E_SCENARIOS=1 (the default), the pod-level scenario tests on this cluster
@@ -39,7 +40,7 @@ import yaml
 
 from e2e.docker_engine import Engine, EngineError
 from e2e.host import in_netns_path, read_sysctls, restore_sysctls
-from e2e.images import ImageError, all_images, chart_image
+from e2e.images import ImageError, all_images, assembler_of, chart_image
 from e2e.kind_image import ImageError as NodeImageError
 from e2e.kind_image import ensure_node_binaries, lacks_sys_resource, local_node_image, published_node_image
 from e2e.local import Report, Row
@@ -455,6 +456,7 @@ def cluster_env(cluster: KindCluster, images: dict[str, str], client_netns: str)
         "TRITONPIPELINE_E2E_KUBECONFIG": str(cluster.kubeconfig),
         "TRITONPIPELINE_E2E_NODES": ",".join(cluster.workload_nodes()),
         "TRITONPIPELINE_E2E_OPERATOR_IMAGE": images["operator"],
+        "TRITONPIPELINE_E2E_ASSEMBLER_IMAGE": images["assembler"],
         "TRITONPIPELINE_E2E_TRITON_IMAGE": images["triton"],
         "TRITONPIPELINE_E2E_MODELS_DIR": MODELS_DIR,
         "TRITONPIPELINE_E2E_NETNS": client_netns,
@@ -643,6 +645,8 @@ def main(argv: list[str] | None = None) -> int:
                     if operator == chart_image()
                     else ["--set", f"image.repository={repository},image.tag={tag}"]
                 )
+                if images["assembler"].name != assembler_of(operator):  # else the chart's default
+                    chosen += ["--set", f"assemblerImage={images['assembler'].name}"]
                 # every router on the native router, carried by the operator image (the scenarios'
                 # `helm upgrade --install` goes back to the chart's default: the Python router)
                 helm.run(
@@ -653,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
                 timings["helm_install"] = time.monotonic() - t
                 return f"{RELEASE}-triton-pipeline rolled out in {timings['helm_install']:.0f}s"
 
-            if not report.run("kind load: operator and CPU Triton images", load):
+            if not report.run("kind load: operator, assembler and CPU Triton images", load):
                 raise StepFailed
             if not report.run("helm install (docs)", install):
                 raise StepFailed

@@ -64,7 +64,8 @@ class Cluster:
         nodes: tuple[str, ...] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
-        self.images = images  # "operator", "triton" -> an object with `.name` (the image reference)
+        # "operator", "assembler", "triton" -> an object with `.name` (the image reference)
+        self.images = images
         self.models_dir = models_dir  # the hostPath PV's directory as the node sees it
         self.netns = netns
         self.nodes = nodes  # the node containers (kind), for `docker exec`
@@ -74,13 +75,16 @@ class Cluster:
     def from_env(cls, env: dict[str, str] | None = None) -> Cluster:
         """TRITONPIPELINE_E2E_KUBECONFIG (the cluster), _NETNS (the client's network namespace file),
         _TRITON_IMAGE (default NVIDIA's tritonserver), _OPERATOR_IMAGE (default the chart's image),
+        _ASSEMBLER_IMAGE (default the one the chart names after the operator image),
         _MODELS_DIR (the node directory holding triton/, default /models as e2e/kind-gpu.sh mounts it),
         _NODES (the node containers, comma-separated: kind's, reached with `docker exec`)."""
-        from e2e.images import chart_image
+        from e2e.images import assembler_of, chart_image
 
         env = dict(os.environ if env is None else env)
+        operator = env.get("TRITONPIPELINE_E2E_OPERATOR_IMAGE") or chart_image()
         images = {
-            "operator": ImageRef(env.get("TRITONPIPELINE_E2E_OPERATOR_IMAGE") or chart_image()),
+            "operator": ImageRef(operator),
+            "assembler": ImageRef(env.get("TRITONPIPELINE_E2E_ASSEMBLER_IMAGE") or assembler_of(operator)),
             "triton": ImageRef(
                 env.get("TRITONPIPELINE_E2E_TRITON_IMAGE") or "nvcr.io/nvidia/tritonserver:26.08-py3"
             ),
@@ -193,7 +197,7 @@ def chart_operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -
 def install_chart(cluster: Cluster, helm_home: Path, *settings: str) -> dict[str, Any]:
     """The chart installed as RELEASE in RELEASE_NS (with helm `settings`, e.g. "--set", "k=v"); returns
     the active operator pod once the rollout is done."""
-    from e2e.images import chart_image
+    from e2e.images import assembler_of, chart_image
     from harness.gotools import ensure_tool
     from harness.helm import Helm
 
@@ -203,6 +207,9 @@ def install_chart(cluster: Cluster, helm_home: Path, *settings: str) -> dict[str
     image = cluster.images["operator"].name
     repository, _, tag = image.rpartition(":")
     chosen = [] if image == chart_image() else ["--set", f"image.repository={repository},image.tag={tag}"]
+    assembler = cluster.images["assembler"].name
+    if assembler != assembler_of(image):  # else the chart's default
+        chosen += ["--set", f"assemblerImage={assembler}"]
     with cluster.network():
         helm.run(
             "upgrade",

@@ -74,3 +74,31 @@ def test_apt_mirror_is_read_from_apts_own_sources(tmp_path: Path) -> None:
         assert "no Debian mirror for trixie" in str(err)
     else:
         raise AssertionError("no error for a suite apt does not know")
+
+
+def test_the_dockerfile_images_are_named_as_the_chart_names_them() -> None:
+    """e2e/images.py builds the operator image and the Dockerfile's target `assembler` under the names the
+    chart renders by default (image.repository:appVersion, the same repository with -assembler), which
+    are the operator's defaults too, so `kind load` puts on the nodes what the pods ask for; the lock
+    files the images install are part of what a cached archive was built from."""
+    from e2e.images import (
+        DOCKERFILE_TARGETS,
+        _context_files,
+        assembler_of,
+        chart_assembler_image,
+        chart_image,
+    )
+    from harness.paths import ROOT
+    from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
+
+    assert chart_assembler_image() == DEFAULT_ASSEMBLER_IMAGE == assembler_of(chart_image())
+    assert (
+        assembler_of("registry.example.com:5000/ml/tp:e2e") == "registry.example.com:5000/ml/tp-assembler:e2e"
+    )
+    assert DOCKERFILE_TARGETS == {"operator": None, "assembler": "assembler"}
+    stages = [
+        ln.split(" AS ")[-1] for ln in (ROOT / "Dockerfile").read_text().splitlines() if ln.startswith("FROM")
+    ]
+    assert stages[-1] == "operator" and "assembler" in stages  # the default target, and the named one
+    files = {p.relative_to(ROOT).as_posix() for p in _context_files()}
+    assert {"requirements/operator.lock", "requirements/assembler.lock", "Dockerfile"} <= files

@@ -347,7 +347,7 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
     the next, still answering correctly."""
     from tritonpipeline.kube import pinning
 
-    image = cluster.images["operator"].name
+    image = cluster.images["assembler"].name
     upgraded = f"{image}-upgraded"  # the same image under another name: a different pod template
     cluster.tag_image(image, upgraded)
     names = list(fleet["docs"])
