@@ -755,6 +755,21 @@ def test_run_without_credentials_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(result, "no Kubernetes credentials (in-cluster or KUBECONFIG)")
 
 
+@pytest.mark.cli
+def test_run_with_a_name_no_namespace_can_have_is_one_line(tmp_path: Path) -> None:
+    """`-n a,b` once ran with one namespace named "a,b": the operator started, and its webhook
+    registration failed every 10 s on a label value the API server refused. Both sources take
+    comma-separated names and refuse, before anything starts, a name no namespace can have."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "TRITONPIPELINE_"))}
+    env = {**env, "KUBECONFIG": str(tmp_path / "no-kubeconfig"), "HOME": str(tmp_path)}
+    result = run_cli("run", "-n", "team-a,Team_B", env=env)
+    assert_one_line_error(result, "--namespace='team-a,Team_B': 'Team_B' is not a namespace name")
+    result = run_cli("run", env={**env, "TRITONPIPELINE_NAMESPACES": "team-a, " + "n" * 64})
+    assert_one_line_error(result, "TRITONPIPELINE_NAMESPACES='team-a,nnnn")
+    result = run_cli("run", "-n", "team-a,team-b", env=env)  # valid: on to the credentials
+    assert_one_line_error(result, "no Kubernetes credentials (in-cluster or KUBECONFIG)")
+
+
 def alias_bomb(levels: int = 8) -> list[str]:
     """YAML lines defining &b0..&b{levels}: b{levels} expands to 9**levels strings."""
     lines = ['b0: &b0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

@@ -55,8 +55,8 @@ from .local.repository import (
     write_repository,
 )
 from .runtime.logs import FORMATS
-from .settings import MAX_CONFIGMAP_BYTES, Settings, SettingsError
-from .spec import STDIN, GatewayImplementation, TritonPipeline, load_numbered
+from .settings import BAD_VALUE, MAX_CONFIGMAP_BYTES, Settings, SettingsError, env_name
+from .spec import DNS_LABEL_RE, STDIN, GatewayImplementation, TritonPipeline, load_numbered
 from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
@@ -655,6 +655,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+NAMESPACES_ENV = env_name(Settings, "namespaces")
+NOT_A_NAMESPACE = "{name!r} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+
+
+def check_namespaces(names: tuple[str, ...], source: str) -> None:
+    """Raise SettingsError naming `source` (the flag or the variable) for a name no namespace can have:
+    `-n a,b` once ran with one namespace "a,b", and its webhook registration failed every 10 s."""
+    for name in names:
+        if not DNS_LABEL_RE.match(name):
+            why = NOT_A_NAMESPACE.format(name=name)
+            raise SettingsError(BAD_VALUE.format(env=source, text=",".join(names), why=why))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the operator (kopf) against the cluster in KUBECONFIG or the in-cluster service account."""
     extras.need("operator", "tritonpipeline run")
@@ -673,6 +686,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     limit_malloc_arenas()  # before kopf's and the API client's threads start
     kopf_json.install()  # kopf reads no JSON nested deeper than jsontext.MAX_DEPTH
     settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
+    check_namespaces(settings.namespaces, "--namespace" if args.namespace else NAMESPACES_ENV)
     configure(args.log_format, args.verbose)
     try:
         kube = Kube(api_client(), settings.field_manager)

@@ -156,8 +156,8 @@ class Range:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    """Comma-separated names, empty ones left out."""
-    return tuple(n for n in text.split(",") if n)
+    """Comma-separated names, empty ones left out (cli.py checks each is a namespace's name)."""
+    return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
 def _items(text: str) -> tuple[str, ...]:
@@ -467,8 +467,8 @@ class Settings:
         if "watch_stale_seconds" not in values:  # its default follows the watch timeout
             watch = values.get("watch_timeout_seconds", DEFAULT_WATCH_TIMEOUT_SECONDS)
             values["watch_stale_seconds"] = float(watch + WATCH_STALE_MARGIN_SECONDS)
-        if namespaces:
-            values["namespaces"] = namespaces
+        if namespaces:  # -n a -n b, or -n a,b as the variable takes them
+            values["namespaces"] = _names(",".join(namespaces))
         if metrics_url is not None:
             values["metrics_url"] = metrics_url
         return cls(**values)
