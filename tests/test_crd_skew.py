@@ -29,8 +29,8 @@ from tritonpipeline.kube import status as st
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.runtime import compiling
 from tritonpipeline.runtime import log_events as events
-from tritonpipeline.runtime import webhook
 from tritonpipeline.spec import NEWER_FIELDS, parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -105,12 +105,12 @@ def test_only_unknown_fields_are_collected_every_other_problem_stays(
 
 
 def test_the_webhook_allows_fields_of_a_newer_crd_with_a_warning_naming_them() -> None:
-    verdict = webhook.verdict(with_future_fields(cluster_doc("diamond", "d")))
+    verdict = compiling.verdict(with_future_fields(cluster_doc("diamond", "d")))
     assert verdict.allowed, verdict.message()
     assert [str(w) for w in verdict.warnings] == [
         f"{FUTURE_SETTING}, {FUTURE_FLAG}, {FUTURE_OBJECT}: {NEWER_FIELDS}"
     ]
-    assert not webhook.verdict(with_future_fields(cyclic())).allowed  # a real problem is still refused
+    assert not compiling.verdict(with_future_fields(cyclic())).allowed  # a real problem is still refused
 
 
 def test_schema_condition_names_the_fields_once_each() -> None:

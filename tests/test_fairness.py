@@ -85,3 +85,21 @@ def test_the_webhook_and_the_reconciles_share_by_namespace() -> None:
     assert isinstance(webhook.TURNS, FairShare) and webhook.TURNS.capacity == webhook.REVIEW_THREADS
     admitted = OperatorState.__dataclass_fields__["admitted"].default_factory()  # type: ignore[misc]
     assert isinstance(admitted, FairShare) and admitted.capacity == RECONCILES_AT_ONCE
+
+
+def test_a_namespace_holds_at_most_its_limit_and_leaves_the_rest_free() -> None:
+    """Issue 54: with compiles_per_namespace 1 of 2 workers, a tenant's storm never holds both; another
+    tenant arriving mid-storm starts at once, without waiting for a place to free."""
+
+    async def scenario() -> list[str]:
+        share, order, gate = FairShare(2, limit=1), [], asyncio.Event()
+        storm = await _storm(share, order, gate, "a", 3)
+        assert order == ["a0"] and share.running["a"] == 1  # the second place stays free
+        other = await _storm(share, order, gate, "b", 1)
+        assert order == ["a0", "b0"]  # at once: no place had to free
+        gate.set()
+        await asyncio.gather(*storm, *other)
+        assert len(share) == 0
+        return order
+
+    assert asyncio.run(scenario()) == ["a0", "b0", "a1", "a2"]

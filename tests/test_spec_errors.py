@@ -1593,7 +1593,7 @@ def test_a_problem_outside_the_graph_does_not_hide_the_graphs(tmp_path: Path) ->
     without it, so validate, the webhook and the operator report the graph's problems with it. A field
     it reads (a model's) leaves no graph to compile: nothing is guessed."""
     from tritonpipeline.compiler import graph_problems_beside
-    from tritonpipeline.runtime.webhook import verdict
+    from tritonpipeline.runtime.compiling import verdict
 
     doc = example("diamond")
     spec(doc)["autoscaling"] = {"minReplicas": 5, "maxReplicas": 2}

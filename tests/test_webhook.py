@@ -36,7 +36,7 @@ from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import ownership
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.local.server import free_port
-from tritonpipeline.runtime import webhook
+from tritonpipeline.runtime import compiling, webhook
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import newer_fields, parse_pipeline
 
@@ -99,7 +99,7 @@ def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path:
         with pytest.raises(SpecError) as info:
             parse_pipeline(doc)
         assert [p.path for p in info.value.problems] == [case.path]
-        verdict = webhook.verdict(doc)
+        verdict = compiling.verdict(doc)
         named = newer_fields([case.path])  # spec.pipelines[*].steps[*].modle
         assert verdict.allowed and [w.path for w in verdict.warnings][:1] == [named], verdict
         return
@@ -107,7 +107,7 @@ def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path:
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(SpecError) as info:
         compile_file(str(path))
-    verdict = webhook.verdict(doc)
+    verdict = compiling.verdict(doc)
     assert not verdict.allowed
     assert verdict.problems == info.value.problems
     assert any(p.path == case.path and case.reason in p.message for p in verdict.problems)
@@ -116,15 +116,15 @@ def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path:
 
 def test_valid_spec_is_allowed_with_its_warnings() -> None:
     doc = cluster_doc("streaming")  # a sequence model on 2 replicas, session affinity Header
-    assert webhook.verdict(doc).allowed and not webhook.verdict(doc).warnings
+    assert compiling.verdict(doc).allowed and not compiling.verdict(doc).warnings
     doc["spec"]["routing"] = {"sessionAffinity": "None"}
-    verdict = webhook.verdict(doc)
+    verdict = compiling.verdict(doc)
     assert verdict.allowed
     assert [w.path for w in verdict.warnings] == ["spec.routing.sessionAffinity"]
     assert "chunks of one sequence will reach different replicas" in verdict.warnings[0].message
     # the retired ingress-nginx is still allowed, with a warning that points to the migration
     doc["spec"]["routing"] = {"sessionAffinity": "Header", "provider": "ingress-nginx", "tlsSecretName": "t"}
-    verdict = webhook.verdict(doc)
+    verdict = compiling.verdict(doc)
     assert verdict.allowed
     assert [w.path for w in verdict.warnings] == ["spec.routing.provider"]
     message = verdict.warnings[0].message
@@ -133,17 +133,17 @@ def test_valid_spec_is_allowed_with_its_warnings() -> None:
 
 @pytest.mark.parametrize("name", ["tensorrtllm", "asr", "tutorials"])
 def test_what_import_writes_is_allowed(name: str) -> None:
-    verdict = webhook.verdict(imported_example(name))
+    verdict = compiling.verdict(imported_example(name))
     assert verdict.allowed and not verdict.warnings, verdict.message()
 
 
 def test_privilege_beyond_restricted_is_refused_unless_the_operator_grants_it() -> None:
     doc = cluster_doc("fanout")
     doc["spec"]["server"]["securityContext"] = {"privileged": True}
-    refused = webhook.verdict(doc)
+    refused = compiling.verdict(doc)
     assert not refused.allowed
     assert [p.path for p in refused.problems] == ["spec.server.securityContext.privileged"]
-    assert webhook.verdict(doc, Settings(allow_privileged=True)).allowed
+    assert compiling.verdict(doc, Settings(allow_privileged=True)).allowed
 
 
 def test_only_creates_and_spec_changes_are_reviewed() -> None:

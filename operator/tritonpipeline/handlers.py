@@ -73,6 +73,8 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.watching.server_timeout = config.watch_timeout_seconds
     settings.networking.request_timeout = 60
     select_children(settings)
+    state.workers.configure(config)  # the compile worker processes (runtime/compiling.py)
+    state.workers.start()
     try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
         registered = functools.partial(state.health.waiting.discard, webhook.NOT_REGISTERED)
         settings.admission.server = webhook.server(config, state.kube, state.loops, registered)
@@ -120,6 +122,7 @@ async def stop(memo: OperatorState, **_: Any) -> None:
     for task in (memo.resync, memo.poll, memo.leadership):
         if task is not None:
             task.cancel()
+    memo.workers.close()
     if memo.metrics_server is not None:
         await memo.metrics_server.cleanup()
 
@@ -168,7 +171,7 @@ async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
 async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> None:
     """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
     operation, new, old = kwargs["operation"], kwargs["new"], kwargs["old"]
-    await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube)
+    await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube, memo.workers)
 
 
 @kopf.on.mutate(GROUP, VERSION, PLURAL, id=authors.HANDLER_ID)

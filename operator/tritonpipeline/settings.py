@@ -234,6 +234,27 @@ class Settings:
         "them all: 2 GiB by default for the whole cluster); a pipeline that would generate more is refused.",
         Range(MIN_CONFIGMAP_BYTES, whole=True, unit="bytes"),
     )
+    compile_workers: int = setting(
+        2,
+        "COMPILE_WORKERS",
+        "Worker processes that parse, compile and check pipelines (the webhook's reviews and the "
+        "reconciles), away from the operator's event loop; 0: threads of the operator's own process.",
+        Range(0, 16, whole=True, unit="processes"),
+    )
+    compiles_per_namespace: int = setting(
+        1,
+        "COMPILES_PER_NAMESPACE",
+        "The most compile workers one namespace's pipelines hold at once: the others are left to other "
+        "namespaces (a tenant's storm of large specs waits for its own turns).",
+        Range(1, 16, whole=True, unit="processes"),
+    )
+    compile_timeout_seconds: float = setting(
+        8.0,
+        "COMPILE_TIMEOUT_SECONDS",
+        "Longest compile of one pipeline: one that takes longer is ended with its worker and the "
+        "pipeline refused (below the webhook's timeout, so the refusal reaches the author).",
+        Range(1, 300),
+    )
     field_manager: str = FIELD_MANAGER
     prometheus_address: str = setting(
         DEFAULT_PROMETHEUS_ADDRESS,

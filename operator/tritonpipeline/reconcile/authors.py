@@ -116,10 +116,8 @@ async def items_of(state: OperatorState, doc: Mapping[str, Any]) -> list[rc.Reac
     validating webhook refuses it, the reconcile reports it)."""
     from .pipeline import compiled  # the reconcile's own compile and cache (it imports this module)
 
-    namespace = str((doc.get("metadata") or {}).get("namespace", ""))
-    try:  # in the webhook's review threads, shared fairly between namespaces (runtime/webhook.py)
-        async with webhook.TURNS.of(namespace):
-            tp, _, children, _ = await compiled(state, doc, webhook.REVIEWS)
+    try:  # in a compile worker, shared fairly between namespaces (runtime/compiling.py)
+        tp, _, children, _ = await compiled(state, doc)
     except SpecError:
         return None
     return await _reach(state, tp, children, doc)

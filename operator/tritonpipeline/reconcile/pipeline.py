@@ -4,27 +4,26 @@ status and events (status.py)."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hashlib
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, cast
 
 import kopf
 
-from ..compiler import compile_pipeline, graph_problems_beside
-from ..compiler.router_choice import choose_router
+from ..compiler import graph_problems_beside
 from ..errors import SpecError
 from ..kube import access, autoscaling, ownership, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, is_transient, namespace_terminating
-from ..kube.manifests import Children, endpoint, owner_reference, render_children
+from ..kube.manifests import endpoint, owner_reference
 from ..runtime import log_events as events
 from ..runtime import metrics
+from ..runtime.compiling import Compiled, CompileStopped, compile_cr
 from ..runtime.state import OperatorState
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline, parse_pipeline
@@ -35,28 +34,6 @@ from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import pod_status, previous_condition, schema_current, warn, write_status
 from .upgrade import pin, rolled
-
-
-@dataclass(frozen=True)
-class Generated:
-    """What a reconcile reports of the generated repository (the compiled plan itself is not kept)."""
-
-    graph: dict[str, Any]  # Artifacts.graph_summary()
-    digest: str
-    files: int
-
-
-Compiled = tuple[TritonPipeline, Generated, Children, list[str]]
-
-
-def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
-    """Parse, compile and render a pipeline (pure; raises SpecError): the spec, what the generated
-    repository is, the children, and the fields of a newer CRD the parse left out (SchemaCurrent)."""
-    newer: list[str] = []
-    tp = parse_pipeline(body, beside=graph_problems_beside, newer=newer)
-    artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
-    generated = Generated(artifacts.graph_summary(), artifacts.digest(), len(artifacts.files))
-    return tp, generated, render_children(tp, artifacts, config), newer
 
 
 def essence(body: Mapping[str, Any]) -> tuple[str, int]:
@@ -79,11 +56,9 @@ RETAINED_PER_SPEC_BYTE = 13
 RETAINED_AT_LEAST = 48 * 1024  # and at least this much (examples/fanout.yaml's: 44 KB)
 
 
-async def compiled(
-    state: OperatorState, body: Mapping[str, Any], executor: concurrent.futures.Executor | None = None
-) -> Compiled:
-    """compile_cr off the event loop (a large spec takes seconds: the webhook's answers and the probes
-    wait for no compile), in `executor` (the default: the API threads), once per change of the
+async def compiled(state: OperatorState, body: Mapping[str, Any]) -> Compiled:
+    """compile_cr in a compile worker (runtime/compiling.py: a large spec takes seconds, and neither the
+    webhook's answers nor the probes wait for it), in the namespace's turn, once per change of the
     pipeline's essence while it stays in the bounded cache (state.compiled, which every memo shares: a
     resync of an unchanged pipeline compiles nothing, nor does the reconcile of a pipeline the access
     review compiled at admission). Raises the compile's SpecError (remembered alike)."""
@@ -92,9 +67,10 @@ async def compiled(
     tag, size = essence(body)
     result = state.compiled.get(key, tag)
     if result is None:
-        loop = asyncio.get_running_loop()
         try:
-            result = await loop.run_in_executor(executor, compile_cr, dict(body), state.settings)
+            result = await state.workers.run(compile_cr, dict(body), state.settings)
+        except CompileStopped:
+            raise  # not remembered: the next resync tries again
         except SpecError as exc:
             result = exc
         state.compiled.put(key, tag, result, max(size * RETAINED_PER_SPEC_BYTE, RETAINED_AT_LEAST))

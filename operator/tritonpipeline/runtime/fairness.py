@@ -1,7 +1,8 @@
 """Work shared fairly between tenants (issue 54): `FairShare` runs at most `capacity` holders at once,
-and when holders queue it gives the next free place to the key (a namespace) that holds the fewest,
-the one that waited longest among those. One namespace alone uses every place; a namespace that
-arrives while another's storm queues waits for one place to free, not for the whole storm."""
+and at most `limit` of them for one key (a namespace); when holders queue it gives the next free place
+to the waiting key that holds the fewest, the one that waited longest among those. One namespace alone
+uses every place its limit allows; a namespace that arrives while another's storm queues waits for one
+place to free, not for the whole storm, and with `limit` below `capacity` it finds one free at once."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from collections.abc import AsyncIterator
 
 
 class FairShare:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, limit: int | None = None) -> None:
         self.capacity = capacity
+        self.limit = capacity if limit is None else max(1, min(limit, capacity))
         self.running: Counter[str] = Counter()
         self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
 
@@ -29,8 +31,17 @@ class FairShare:
         finally:
             self._release(key)
 
+    def _free(self) -> bool:
+        return sum(self.running.values()) < self.capacity
+
+    def _next(self) -> str | None:
+        """The waiting key that may run now and holds the fewest places; among equals the one queued
+        first. None when none may."""
+        ready = [k for k in self._waiting if self.running[k] < self.limit]
+        return min(ready, key=lambda k: self.running[k]) if ready else None
+
     async def _acquire(self, key: str) -> None:
-        if sum(self.running.values()) < self.capacity and not self._waiting:
+        if self._free() and self.running[key] < self.limit and self._next() is None:
             self.running[key] += 1
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -55,9 +66,10 @@ class FairShare:
         self.running[key] -= 1
         if self.running[key] <= 0:
             del self.running[key]
-        while self._waiting and sum(self.running.values()) < self.capacity:
-            # the waiting key holding the fewest places; among equals the one queued first
-            chosen = min(self._waiting, key=lambda k: self.running[k])
+        while self._waiting and self._free():
+            chosen = self._next()
+            if chosen is None:
+                return  # every waiting key holds its limit
             queue = self._waiting[chosen]
             turn = queue.popleft()
             if not queue:

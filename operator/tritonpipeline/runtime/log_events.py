@@ -393,6 +393,14 @@ WEBHOOK_CERT_UNUSABLE = LogEvent(
     "The files of WEBHOOK_CERT_DIR changed but do not load as a certificate and its key (caught "
     "between two updates, or a key of another certificate); they are read again at the next check.",
 )
+COMPILE_STOPPED = LogEvent(
+    "COMPILE_STOPPED",
+    logging.WARNING,
+    "compile of {namespace}/{name} stopped: {why}",
+    "A pipeline's compile ran past TRITONPIPELINE_COMPILE_TIMEOUT_SECONDS, or its worker process ended "
+    "(killed for memory, say) twice, so the pipeline is refused (at admission, or in status SpecValid). "
+    "The operator and the other tenants' compiles go on; a new worker replaces the one that ended.",
+)
 WEBHOOK_REVIEW_FAILED = LogEvent(
     "WEBHOOK_REVIEW_FAILED",
     logging.ERROR,

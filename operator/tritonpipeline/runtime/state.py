@@ -17,6 +17,7 @@ from ..kube.client import Kube
 from ..settings import Settings
 from .cache import BoundedCache
 from .children import ChildIndex
+from .compiling import Workers
 from .fairness import FairShare
 from .health import WatchHealth
 from .loops import Loops
@@ -109,6 +110,9 @@ class OperatorState:
     # each pipeline's last compilation, by its essence (reconcile/pipeline.py `compiled`): the children,
     # or the SpecError
     compiled: BoundedCache = field(default_factory=lambda: BoundedCache(COMPILE_CACHE_BYTES))
+    # the compile worker processes and the webhook's verdicts (runtime/compiling.py); in-process threads
+    # until the start-up handler configures them from the settings
+    workers: Workers = field(default_factory=Workers)
     # the children as their watches show them (handlers.py feeds it; runtime/children.py)
     children: ChildIndex = field(default_factory=ChildIndex)
     # the objects with a pipeline's children's names that another holds (kube/ownership.py): `Kind/name`

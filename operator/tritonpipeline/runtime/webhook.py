@@ -22,7 +22,7 @@ import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..compiler import graph_problems_beside
-from ..errors import Problem, SpecError
-from ..kube import checks, ownership
+from ..errors import Problem
+from ..kube import ownership
 from ..kube.client import Kube, KubeError, path
 from ..kube.meta import NAMESPACE_NAME
 from ..settings import (
@@ -52,9 +51,10 @@ from ..settings import (
     read_env,
     setting,
 )
-from ..spec import DNS_SUBDOMAIN_RE, NEWER_FIELDS, newer_fields, parse_pipeline
+from ..spec import DNS_SUBDOMAIN_RE
 from ..triton.addresses import url_host
 from . import log_events as events
+from .compiling import Verdict, Workers
 from .fairness import FairShare
 from .loops import FIRST_RETRY_SECONDS, WEBHOOK_CERTIFICATE, Loops, describe, retrying, supervise
 
@@ -208,22 +208,6 @@ class WebhookSettings:
 # ------------------------------------------------------------------------------------------ review
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the webhook answers: refused for any problem; warnings are printed by kubectl either way."""
-
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        return not self.problems
-
-    def message(self) -> str:
-        """Every problem on its own line, `path: message`, as `tritonpipeline validate` prints them."""
-        return "\n".join(map(str, self.problems))
-
-
 def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bool:
     """Whether an admission request is one the webhook checks: a CREATE, or an UPDATE that changes the spec
     of an object not being deleted. Other updates (labels, kopf's annotations, finalizers) pass, so an
@@ -233,23 +217,6 @@ def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any]
     if (new.get("metadata") or {}).get("deletionTimestamp"):
         return False
     return not (operation == "UPDATE" and old is not None and old.get("spec") == new.get("spec"))
-
-
-def verdict(doc: Mapping[str, Any], settings: Settings | None = None) -> Verdict:
-    """The same parse + compile + cluster checks as `tritonpipeline validate` and the operator. A field
-    of a newer CRD (the review comes after the API server's pruning) is a warning, never a refusal."""
-    newer: list[str] = []
-    try:
-        tp = parse_pipeline(dict(doc), beside=graph_problems_beside, newer=newer)
-    except SpecError as exc:
-        return Verdict(exc.problems, newer_warning(newer))
-    _, found = checks.check(tp, settings)
-    return Verdict(found, newer_warning(newer) + ([] if found else checks.warnings(tp)))
-
-
-def newer_warning(newer: list[str]) -> list[Problem]:
-    """The admission warning naming the fields of a newer CRD that this operator ignores, if any."""
-    return [Problem(newer_fields(newer), NEWER_FIELDS)] if newer else []
 
 
 def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
@@ -291,14 +258,16 @@ def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
     return problems
 
 
-# Reviews run in threads of their own: the reconciles' API calls (the default executor) may queue for
-# minutes while many large pipelines resync, and the API server waits at most 10 s for an answer
+# A review's API reads run in threads of their own: the reconciles' API calls (the default executor) may
+# queue for minutes while many large pipelines resync, and the API server waits at most 10 s for an
+# answer. Its compile runs in the compile workers (runtime/compiling.py).
 REVIEW_THREADS = 2
 REVIEWS = ThreadPoolExecutor(REVIEW_THREADS, thread_name_prefix="review")
 # the review threads shared fairly between namespaces: a tenant's storm of (dry-run) creates leaves the
 # next free thread to another namespace's review (issue 54: three large specs stalled another tenant's
 # admission 3.2 s at a time)
 TURNS = FairShare(REVIEW_THREADS)
+IN_PROCESS = Workers()  # compiles in threads of this process: callers that pass no workers (tests)
 
 
 async def admit(
@@ -308,20 +277,22 @@ async def admit(
     warnings: list[str],
     settings: Settings | None,
     kube: Kube | None = None,
+    workers: Workers = IN_PROCESS,
 ) -> None:
     """kopf's validating handler: raises kopf.AdmissionError (HTTP 422) with every problem, adds warnings.
-    A CREATE whose objects' names are another's is refused too (`names_taken`, with `kube`). An
-    unexpected error allows the request with a warning: the operator still checks it afterwards."""
+    The verdict comes from `workers` (its cache, or a compile in a worker process). A CREATE whose
+    objects' names are another's is refused too (`names_taken`, with `kube`). An unexpected error allows
+    the request with a warning: the operator still checks it afterwards."""
     if not review(operation, new, old):
         return
     assert new is not None
     try:
         loop = asyncio.get_running_loop()
-        async with TURNS.of(str((new.get("metadata") or {}).get("namespace", ""))):
-            result = await loop.run_in_executor(REVIEWS, verdict, new, settings)
-            if result.allowed and operation == "CREATE" and kube is not None:
+        result = await workers.verdict(new, settings)
+        if result.allowed and operation == "CREATE" and kube is not None:
+            async with TURNS.of(str((new.get("metadata") or {}).get("namespace", ""))):
                 taken = await loop.run_in_executor(REVIEWS, names_taken, kube, new)
-                result = Verdict(taken, result.warnings) if taken else result
+            result = Verdict(taken, result.warnings) if taken else result
     except Exception as exc:
         events.WEBHOOK_REVIEW_FAILED.log(log)
         warnings.append(f"not checked at admission ({type(exc).__name__}); the operator reports in status")
