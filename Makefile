@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
 .PHONY: help venv lock system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
-	bench-router bench-controlplane bench-chaos clean \
+	bench-router bench-controlplane bench-chaos bench-tenants clean \
 	controlplane controlplane-main controlplane-if-go cluster-up cluster-down
 
 help: ## list targets
@@ -164,7 +164,7 @@ cluster-up: $(STAMP) controlplane-main ## start etcd + kube-apiserver in the bac
 cluster-down: ## stop the control plane started by cluster-up
 	@$(PY) -m harness.controlplane down --dir $(CLUSTER_DIR)
 
-bench: bench-dataplane bench-controlplane bench-chaos ## all benchmarks
+bench: bench-dataplane bench-controlplane bench-chaos bench-tenants ## all benchmarks
 
 bench-dataplane: $(STAMP) ## router (Python and native) vs shared vs BLS vs per-step round trips on a real tritonserver
 	$(PY) -m bench.dataplane
@@ -174,6 +174,9 @@ bench-router: $(STAMP) ## router variants (DLPack, numpy, 2 instances, dynamic b
 
 bench-controlplane: $(STAMP) controlplane-main ## operator vs direct-apply floor on a real kube-apiserver (latency, 200 CRs, RSS)
 	$(PY) -m bench.controlplane
+
+bench-tenants: $(STAMP) controlplane-main ## a hostile tenant (dry-run storm of 0.9 MB specs, 20 MB metrics page) vs another's admission and reconcile latency
+	$(PY) -m bench.controlplane.tenants
 
 # the scenarios of tests/test_chaos.py (which `make test` runs too), through pytest: 2.5 minutes, a 60 s
 # apiserver outage included; each scenario's numbers and outcome go to bench/results/chaos.json

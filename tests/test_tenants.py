@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established, write_status
+from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
@@ -146,32 +147,6 @@ def test_the_webhook_answers_a_pipeline_too_deep_to_decode_with_a_verdict(
             assert "RecursionError" not in op.text(), op.text()[-3000:]
         finally:
             op.stop()
-
-
-class HugePage(http.server.BaseHTTPRequestHandler):
-    """A pod's metrics port serving PAGE_BYTES of valid Prometheus text (no Content-Length: read until the
-    connection closes), counting what it managed to send."""
-
-    PAGE_BYTES = 20 * 1024 * 1024
-    sent: list[int] = []
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.end_headers()
-        line = b'nv_inference_request_success{model="m%08d",version="1"} 1\n'
-        chunk = b"".join(line % i for i in range(1000))
-        sent = 0
-        try:
-            while sent < self.PAGE_BYTES:
-                self.wfile.write(chunk)
-                sent += len(chunk)
-        except OSError:
-            pass
-        self.sent.append(sent)
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.mark.apiserver
