@@ -15,6 +15,7 @@ from bench.controlplane.apiserver_metrics import api_snapshot
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from test_operator import cluster_doc, wait_reconciled
+from tritonpipeline import handlers
 
 pytestmark = pytest.mark.apiserver
 
@@ -38,6 +39,16 @@ def requests_during(control_plane: Any, seconds: float) -> Counter[str]:
     return found
 
 
+# what the operator watches: each watch lists its resource once as it starts
+WATCHED = frozenset(plural for _, _, plural in handlers.WATCHED)
+
+
+def listed_since(control_plane: Any, before: Counter[Any]) -> set[str]:
+    """The resources the API server answered a LIST of since the snapshot `before`."""
+    delta = api_snapshot(control_plane)[0] - before
+    return {resource for (verb, resource, _), count in delta.items() if verb == "LIST" and count}
+
+
 def settled(op: LocalOperator, lines: int) -> bool:
     """Whether the operator logged `lines` more reconcile outcome lines than it had (resyncs ran)."""
     return len([x for x in op.lines() if "] reconcile " in x]) >= lines
@@ -46,12 +57,15 @@ def settled(op: LocalOperator, lines: int) -> bool:
 def test_unchanged_pipelines_cost_no_write_and_a_list_per_pass(
     control_plane: Any, kube: Any, namespace: str, run_operator: Callable[..., LocalOperator]
 ) -> None:
+    started = api_snapshot(control_plane)[0]
     op = run_operator(ENV)
     for i in range(PIPELINES):
         kube.apply(cluster_doc(f"p{i}", namespace))
     for i in range(PIPELINES):
         wait_reconciled(kube, namespace, f"p{i}")
     wait_for("a few resyncs", lambda: settled(op, 3 * PIPELINES))
+    # every watch has made its first list (on a busy machine one came inside the window once)
+    wait_for("every watch listed", lambda: listed_since(control_plane, started) >= WATCHED)
     found = requests_during(control_plane, WINDOW)
     writes = {k: v for k, v in found.items() if k.split()[0] in WRITES}
     assert writes == {}, f"writes at rest: {dict(found)}"

@@ -74,7 +74,6 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.networking.request_timeout = 60
     select_children(settings)
     state.workers.configure(config)  # the compile worker processes (runtime/compiling.py)
-    state.workers.start()
     try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
         registered = functools.partial(state.health.waiting.discard, webhook.NOT_REGISTERED)
         settings.admission.server = webhook.server(config, state.kube, state.loops, registered)
@@ -102,6 +101,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
         state.loops.standby = True
         metrics.ACTIVE.set(0)
         state.leadership = asyncio.create_task(leadership_loop(state, logger))
+    state.workers.start()  # last: a start-up that fails above leaves no process behind
     state.resync = asyncio.create_task(resync_loop(state, logger))
     if config.status_poll_seconds > 0:
         state.poll = asyncio.create_task(poll_loop(state, logger))

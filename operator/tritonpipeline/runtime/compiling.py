@@ -166,22 +166,22 @@ def serve_on(fd: int, data_bytes: int = 0) -> None:
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
         f.write("1000")
     conn = multiprocessing.connection.Connection(fd)
-    conn.send(READY)  # loaded: the compile timeout counts from here
-    while True:
-        try:
+    with contextlib.suppress(EOFError, OSError):  # the operator went (or closed this end): end quietly
+        conn.send(READY)  # loaded: the compile timeout counts from here
+        while True:
             fn, args = conn.recv()
-        except (EOFError, OSError):
-            return
-        started = time.process_time()
-        try:
-            reply: tuple[bool, Any] = (True, fn(*args))
-        except Exception as exc:  # RecursionError and MemoryError included: the compile's verdict
-            reply = (False, exc)
-        used = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, time.process_time() - started)
-        try:
-            conn.send((*reply, *used))
-        except Exception as exc:  # an exception that does not pickle
-            conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}"), *used))
+            started = time.process_time()
+            try:
+                reply: tuple[bool, Any] = (True, fn(*args))
+            except Exception as exc:  # RecursionError and MemoryError included: the compile's verdict
+                reply = (False, exc)
+            used = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, time.process_time() - started)
+            try:
+                conn.send((*reply, *used))
+            except (EOFError, OSError):
+                raise
+            except Exception as exc:  # an exception that does not pickle
+                conn.send((False, RuntimeError(f"{type(exc).__name__}: {exc}"), *used))
 
 
 class CompileStopped(SpecError):
