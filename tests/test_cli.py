@@ -770,6 +770,46 @@ def test_run_with_a_name_no_namespace_can_have_is_one_line(tmp_path: Path) -> No
     assert_one_line_error(result, "no Kubernetes credentials (in-cluster or KUBECONFIG)")
 
 
+def test_every_help_example_parses_and_its_files_exist() -> None:
+    """`tritonpipeline --help` shows examples (issue 55): each is a command line the parser takes, and
+    the example files it names are in the repository."""
+    parser = cli.build_parser()
+    for line, _ in cli.EXAMPLES:
+        words = line.split()
+        args = parser.parse_args(words)
+        assert args.command == words[0] and callable(args.func)
+        for word in words:
+            if word.startswith("examples/"):
+                assert (EXAMPLES.parent / word).is_file(), word
+    help_text = parser.format_help()
+    assert all(f"tritonpipeline {line}\n" in help_text for line, _ in cli.EXAMPLES)
+
+
+@pytest.mark.cli
+def test_version_is_the_one_pyproject_declares() -> None:
+    import tomllib
+
+    declared = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())["project"]["version"]
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"tritonpipeline {declared}\n", "")
+
+
+def test_the_load_progress_names_the_models_still_loading() -> None:
+    from tritonpipeline.local.server import loading_progress
+
+    log = "\n".join(
+        [
+            'I1129 12:00:00.1 1 model_lifecycle.cc:469] "loading: head_a:1"',
+            'I1129 12:00:00.2 1 model_lifecycle.cc:469] "loading: head_c:1"',
+            'I1129 12:00:00.3 1 model_lifecycle.cc:469] "loading: tail:1"',
+            "I1129 12:00:01.0 1 model_lifecycle.cc:849] \"successfully loaded 'head_a'\"",
+            "E1129 12:00:02.0 1 model_lifecycle.cc:654] \"failed to load 'tail' version 1: ...\"",
+        ]
+    )
+    assert loading_progress(log, 12.4) == "  ... 12s: 2 of 3 models done; waiting for head_c"
+    assert loading_progress("", 5) == "  ... 5s: tritonserver is starting"
+
+
 def alias_bomb(levels: int = 8) -> list[str]:
     """YAML lines defining &b0..&b{levels}: b{levels} expands to 9**levels strings."""
     lines = ['b0: &b0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

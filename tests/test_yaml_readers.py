@@ -163,3 +163,29 @@ def test_metadata_as_kubectl_get_prints_it_is_taken() -> None:
     )  # fmt: skip
     (tp,) = parse_text(yaml.safe_dump(doc))
     assert tp.metadata.labels == {"app.kubernetes.io/name": "fanout"}
+
+
+def test_a_file_that_is_no_kubernetes_object_is_one_line() -> None:
+    """Issue 55: the chart's values.yaml given to `validate` got 33 "unknown field" lines. A document
+    with none of apiVersion, kind and spec is one problem naming its first keys; a TritonPipeline that
+    lacks only some of them still gets each named."""
+    values = (EXAMPLES.parent / "charts" / "triton-pipeline" / "values.yaml").read_text()
+    with pytest.raises(SpecError) as info:
+        parse_text(values, "values.yaml")
+    (problem,) = info.value.problems
+    assert problem.message.startswith("not a TritonPipeline: no apiVersion, kind or spec at the top")
+    first = list(yaml.safe_load(values))[:2]
+    assert f"(its keys: {first[0]}, {first[1]}," in problem.message and " more); is this" in problem.message
+
+    pipeline = yaml.safe_dump(example("fanout"))
+    with pytest.raises(SpecError) as info:
+        parse_text(pipeline + "---\nreplicas: 2\nimage: x\n", "two.yaml")
+    (problem,) = info.value.problems
+    assert problem.path == "document 2"
+    assert problem.message.endswith("(its keys: replicas, image); is this the right file?")
+
+    unlabelled = example("fanout")
+    del unlabelled["apiVersion"]
+    with pytest.raises(SpecError) as info:
+        parse_text(yaml.safe_dump(unlabelled), "p.yaml")
+    assert [p.path for p in info.value.problems] == ["apiVersion"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
+import importlib.metadata
 import ipaddress
 import json
 import math
@@ -610,7 +611,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         print(f"starting tritonserver (log: {server.log_file}) ...", flush=True)
         server.start()
-        server.wait_ready(timeout=args.timeout, stop=stop.is_set)
+        server.wait_ready(
+            timeout=args.timeout, stop=stop.is_set, progress=lambda line: print(line, flush=True)
+        )
         print(f"ready: HTTP http://{server.http_url}  gRPC {server.grpc_url}  metrics {server.metrics_url}")
         key_file = security.write_key(workdir, server.admin_key or "")
         print(
@@ -861,10 +864,36 @@ def _check_serve_ports(args: argparse.Namespace) -> None:
         seen[number] = flag
 
 
+# what `tritonpipeline --help` shows under "examples:" (tests/test_cli.py parses each one)
+EXAMPLES = (
+    ("validate examples/fanout.yaml", "check a pipeline: every problem, with its field"),
+    ("serve examples/fanout.yaml --cpu", "serve it on a local tritonserver, no cluster needed"),
+    ("graph examples/fanout.yaml --format svg -o fanout.svg", "draw its graph"),
+    ("render examples/fanout.yaml -o repository", "write its Triton model repository"),
+    ("manifests examples/fanout.yaml -n ml", "print the objects the operator applies for it"),
+    ("import model_repository -o pipeline.yaml", "write a pipeline from a repository you have"),
+    ("run -n team-a,team-b", "run the operator, watching two namespaces"),
+)
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's)."""
+    try:
+        return importlib.metadata.version("tritonpipeline")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tritonpipeline", description="Compile TritonPipeline resources into Triton model repositories."
+        prog="tritonpipeline",
+        description="Compile TritonPipeline resources into Triton model repositories.",
+        epilog="examples:\n"
+        + "\n".join(f"  tritonpipeline {example}\n      {what}" for example, what in EXAMPLES)
+        + "\n\n`tritonpipeline COMMAND --help` says more about each command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from importlib import metadata
 from pathlib import Path
 
@@ -36,6 +37,20 @@ class TritonError(RuntimeError):
 # tritonserver's log lines (model_lifecycle.cc) as a model starts and ends loading
 LOADING_RE = re.compile(r'"loading: (.+?):\d+"')
 LOADED_RE = re.compile(r"\"(?:successfully loaded|failed to load) '([^']+)'")
+SHM_DIR = "/dev/shm"  # where the Python backend's shared-memory regions live (Linux)
+PROGRESS_SECONDS = 5.0  # how often `serve` says how the model load goes
+
+
+def loading_progress(log: str, seconds: float) -> str:
+    """A line on a load under way from tritonserver's log: how long, how many of the models it started
+    loading are done, and which it still waits for (the server answers nothing before all are)."""
+    started = list(dict.fromkeys(LOADING_RE.findall(log)))
+    done = set(LOADED_RE.findall(log))
+    pending = [name for name in started if name not in done]
+    if not started:
+        return f"  ... {seconds:.0f}s: tritonserver is starting"
+    waiting = f"; waiting for {', '.join(pending)}" if pending else ""
+    return f"  ... {seconds:.0f}s: {len(started) - len(pending)} of {len(started)} models done{waiting}"
 
 
 class Interrupted(TritonError):
@@ -264,6 +279,8 @@ class LocalTriton:
     die_with_parent: bool = True
     # the administrative APIs (security.ADMIN_APIS) answer only requests carrying this key; None: open
     admin_key: str | None = field(default_factory=security.new_key, repr=False)
+    # the Python backend's shared-memory regions are /dev/shm/<this>*: this process's pid and a random token
+    shm_prefix: str = field(default_factory=lambda: f"tp{os.getpid()}_{secrets.token_hex(3)}_")
 
     def __post_init__(self) -> None:
         taken = {self.http_port, self.grpc_port, self.metrics_port} - {0}
@@ -296,7 +313,7 @@ class LocalTriton:
             f"--metrics-port={self.metrics_port}",
             "--allow-metrics=true",
             "--strict-readiness=true",
-            f"--backend-config=python,shm-region-prefix-name=tp{os.getpid()}_{secrets.token_hex(3)}_",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             *(security.restricted_args(self.admin_key) if self.admin_key else []),
             *self.extra_args,
         ]
@@ -339,12 +356,22 @@ class LocalTriton:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
-    def wait_ready(self, timeout: float = 120.0, stop: Callable[[], bool] = lambda: False) -> None:
+    def wait_ready(
+        self,
+        timeout: float = 120.0,
+        stop: Callable[[], bool] = lambda: False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         """Block until /v2/health/ready answers 200 and the metrics endpoint answers too (tritonserver
         starts it a moment after the HTTP service); raise TritonError with the log tail otherwise (naming
-        the models not yet ready), Interrupted as soon as `stop()` says so."""
-        deadline = time.monotonic() + timeout
+        the models not yet ready), Interrupted as soon as `stop()` says so. Every PROGRESS_SECONDS
+        `progress` gets a line on the load (`loading_progress`)."""
+        started = time.monotonic()
+        deadline, told = started + timeout, started
         while time.monotonic() < deadline:
+            if progress is not None and time.monotonic() - told >= PROGRESS_SECONDS:
+                told = time.monotonic()
+                progress(loading_progress(self.logs(), told - started))
             if stop():
                 raise Interrupted(f"interrupted while the models load{self._loading()}")
             if self.process is None or self.process.poll() is not None:
@@ -384,8 +411,20 @@ class LocalTriton:
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (Triton drains and unloads), then SIGKILL after `timeout`; then what is left of the
         server's process group (a server that died, of a crash or a kill, leaves its backends' stub
-        processes running)."""
-        return None if self.process is None else end_process(self.process, timeout)
+        processes running); then the shared-memory regions its Python backend left (`remove_shm`)."""
+        code = None if self.process is None else end_process(self.process, timeout)
+        self.remove_shm()
+        return code
+
+    def remove_shm(self) -> list[Path]:
+        """Remove this server's Python-backend regions from SHM_DIR: a server stopped while its models
+        load (Ctrl-C, --timeout) leaves them behind. Only names with this server's own prefix."""
+        removed = []
+        for path in Path(SHM_DIR).glob(f"{glob_escape(self.shm_prefix)}*"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+        return removed
 
     def __enter__(self) -> LocalTriton:
         self.start()

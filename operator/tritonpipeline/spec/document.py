@@ -497,6 +497,23 @@ class Numbered:
 
 
 OTHER_OBJECTS_ONLY = "no TritonPipeline document found (the file holds {objects})"
+NOT_A_RESOURCE = (
+    "not a TritonPipeline: no apiVersion, kind or spec at the top (its keys: {keys}); is this the right file?"
+)
+KEYS_NAMED = 6  # the most top-level keys NOT_A_RESOURCE names
+
+
+def not_a_resource(doc: dict[str, Any]) -> Problem | None:
+    """One problem for a document that is no Kubernetes object at all (a Helm values file, a config):
+    none of apiVersion, kind and spec, so the parse would only list every key as unknown. None for
+    anything else (a TritonPipeline missing some of them gets each problem named)."""
+    if any(key in doc for key in ("apiVersion", "kind", "spec")):
+        return None
+    keys = [str(key) for key in doc]
+    named = ", ".join(keys[:KEYS_NAMED]) + (
+        f" and {len(keys) - KEYS_NAMED} more" if len(keys) > KEYS_NAMED else ""
+    )
+    return Problem("", NOT_A_RESOURCE.format(keys=quote(named, 200).strip("'\"") or "none"))
 
 
 def other_object(doc: dict[str, Any]) -> str | None:
@@ -523,6 +540,10 @@ def parse_numbered(text: str, source: str = "<input>", *, beside: Beside | None 
         other = other_object(doc)
         if other is not None:
             others.append(other)
+            continue
+        stray = not_a_resource(doc)
+        if stray is not None:
+            problems.append(Problem(label.removesuffix(": "), stray.message))
             continue
         try:
             out.append(Numbered(parse_pipeline(doc, beside=beside), label))
