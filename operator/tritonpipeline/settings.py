@@ -235,10 +235,11 @@ class Settings:
         Range(MIN_CONFIGMAP_BYTES, whole=True, unit="bytes"),
     )
     compile_workers: int = setting(
-        2,
+        0,
         "COMPILE_WORKERS",
         "Worker processes that parse, compile and check pipelines (the webhook's reviews and the "
-        "reconciles), away from the operator's event loop; 0: threads of the operator's own process.",
+        "reconciles), away from the operator's event loop (the chart's default: 2); 0: threads of the "
+        "operator's own process.",
         Range(0, 16, whole=True, unit="processes"),
     )
     compiles_per_namespace: int = setting(

@@ -16,8 +16,8 @@ specs and dry-run storms cost the others a turn at a worker at most.
 - The webhook's verdicts are kept by what they depend on (`review_digest`): a storm of the same dry
   run compiles once.
 
-With `compile_workers` 0 the same functions run in threads of the operator's own process (what tests
-that drive the handlers in-process use). This module imports no kopf: a worker loads only the parser,
+With `compile_workers` 0 (the bare operator's default; the chart runs 2) the same functions run in
+threads of the operator's own process. This module imports no kopf: a worker loads only the parser,
 the compiler and the renderers (42 MB, not the operator's 80)."""
 
 from __future__ import annotations
