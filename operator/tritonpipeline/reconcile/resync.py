@@ -46,8 +46,18 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
         return
     log = state.logger_for(pipeline_ref(namespace, owner["name"], owner.get("uid")))
     events.CHILD_RESTORED.log(log, kind=body.get("kind"), name=body.metadata.name)
-    await reconcile_owner(state, namespace, owner["name"])
+    # a child deleted right after the create handler applied it may be seen before kopf has stored that
+    # the handler ran (reconcile_owner leaves such a pipeline to kopf, and nothing restored the child
+    # until the next resync): read the pipeline again for a moment until it has
+    for _ in range(RESTORE_READS):
+        cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, owner["name"])
+        if cr is None or cr["metadata"].get("deletionTimestamp") or handled(cr, GROUP):
+            break
+        await asyncio.sleep(RESTORE_READ_SECONDS)
+    await reconcile_owner(state, namespace, owner["name"], cr)
 
+
+RESTORE_READS, RESTORE_READ_SECONDS = 10, 0.5  # how long a restore waits for kopf's record of the create
 
 DRIFT_REPAIR_SECONDS = 10.0  # the least time between two repairs of one pipeline that its events start
 
