@@ -240,6 +240,17 @@ e2e: $(STAMP) ## kind cluster (3 nodes): chart, every example, the scenario test
 	@bash e2e/build-gotool.sh minio
 	$(PY) -m e2e.kind
 
+# --- a release ----------------------------------------------------------------------------------------
+.PHONY: release
+
+# dist/release/$(VERSION)/: the operator and assembler images as OCI archives (e2e/images.py's buildah build,
+# shared with make e2e's cache) and their digests (images.json), the chart package with those digests as its
+# defaults, the wheel and sdist, SBOMs by syft (built from Go modules), SHA256SUMS. VERSION must be
+# pyproject.toml's version (refused otherwise); REPOSITORY: the operator image's repository (the chart's by
+# default). Needs root, buildah, debootstrap and Go (docs/how-to/release.md); cold, about 10 minutes.
+release: $(STAMP) ## build a release into dist/release/VERSION/ (images, chart, wheel, SBOM, SHA256SUMS)
+	@$(PY) -m e2e.release "$(VERSION)" $(if $(REPOSITORY),--repository $(REPOSITORY))
+
 # --- GPU check ------------------------------------------------------------------------------------------
 .PHONY: gpu-pack gpu-check gpu-run
 # the Python that runs the check: python3 where it has PyTorch (a GPU host), else the venv's (checks up to the GPU)

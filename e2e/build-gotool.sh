@@ -27,6 +27,8 @@
 #   e2e/build-gotool.sh kube-score        kube-score, the manifest best-practice checker (make lint-manifests)
 #   e2e/build-gotool.sh kubernetes-openapi  Kubernetes' OpenAPI document (api/openapi-spec/swagger.json of
 #                                         k8s.io/kubernetes at the control plane's version): kubeconform's schemas
+#   e2e/build-gotool.sh syft              syft, the SBOM generator of `make release` (scans the operator image's OCI archive)
+#   e2e/build-gotool.sh actionlint        actionlint, the GitHub Actions workflow linter (`make lint`: .github/workflows/)
 #   e2e/build-gotool.sh coredns           CoreDNS with its kubernetes plugin (the cluster DNS that answers a headless
 #                                         Service's name; harness/coredns.py), only the plugins listed below compiled in
 set -euo pipefail
@@ -50,6 +52,8 @@ KUBECONFORM_VERSION=v0.8.0    # latest kubeconform on the module proxy when pinn
 KUBE_SCORE_VERSION=v1.20.0    # latest kube-score on the module proxy when pinned
 # the Kubernetes version whose API the control plane serves (its go.mod pins it): the schemas match it
 KUBERNETES_VERSION="$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$(dirname "$0")/controlplane/kube-apiserver/go.mod")"
+SYFT_VERSION=v1.57.1          # latest syft on the module proxy when pinned (needs Go >= 1.26.8)
+ACTIONLINT_VERSION=v1.7.12    # latest actionlint on the module proxy when pinned
 COREDNS_VERSION=v1.15.0       # latest CoreDNS on the module proxy when pinned (needs Go >= 1.26)
 # the CoreDNS plugins compiled in (upstream's plugin.cfg names, kept in its order): the kubernetes plugin
 # and what a Corefile around it uses (kubeadm's Corefile: errors health ready kubernetes prometheus forward
@@ -74,7 +78,9 @@ case "$tool" in
   kubeconform) pkg="github.com/yannh/kubeconform/cmd/kubeconform"; version="$KUBECONFORM_VERSION" ;;
   kube-score) pkg="github.com/zegl/kube-score/cmd/kube-score"; version="$KUBE_SCORE_VERSION" ;;
   kubernetes-openapi) pkg="k8s.io/kubernetes"; version="$KUBERNETES_VERSION" ;;
-  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi [--if-go|--print-path]" >&2; exit 2 ;;
+  syft) pkg="github.com/anchore/syft/cmd/syft"; version="$SYFT_VERSION" ;;
+  actionlint) pkg="github.com/rhysd/actionlint/cmd/actionlint"; version="$ACTIONLINT_VERSION" ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi|syft|actionlint [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
@@ -182,6 +188,9 @@ if [ "$tool" = helm ]; then
 fi
 tags=""
 if [ "$tool" = coredns ]; then ldflags="$ldflags -X github.com/coredns/coredns/coremain.GitCommit=$version"; fi
+# what upstream's release builds set (.goreleaser.yaml): `syft version` and `actionlint -version` name it
+if [ "$tool" = syft ]; then ldflags="$ldflags -X main.version=${version#v}"; fi
+if [ "$tool" = actionlint ]; then ldflags="$ldflags -X github.com/rhysd/actionlint.version=${version#v}"; fi
 if [ "$tool" = prometheus ]; then
   # upstream's build tags: no service discovery plugin but Kubernetes' (a fraction of the dependencies)
   tags="remove_all_sd,enable_kubernetes_sd"
