@@ -110,7 +110,7 @@ golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (the scenarios only through the kind test)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
 
-lint: $(STAMP) ## ruff, mypy on operator/, harness/ and tools/ (settings in pyproject.toml), generated files and locks current
+lint: $(STAMP) ## ruff, mypy on operator/, harness/, tools/ and bench/controlplane/ (settings in pyproject.toml), generated files and locks current
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	$(VENV)/bin/ruff format --check operator tests bench examples e2e harness tools
 	$(VENV)/bin/mypy

@@ -44,6 +44,12 @@ API = "serving.tritonpipeline.io/v1alpha1"
 VWC_API = "admissionregistration.k8s.io/v1"
 DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
 # the compiler's graph rules the issue names: each must be refused by the webhook, not only in status
+DUPLICATE_CLASSES = {
+    "duplicate-model-name",
+    "duplicate-model-output-name",
+    "duplicate-pipeline-input-name",
+    "duplicate-pipeline-output-name",
+}
 GRAPH_CLASSES = {
     "cycle-two-steps",
     "cycle-self-loop",
@@ -448,6 +454,8 @@ def test_every_bad_spec_class_is_refused_at_apply_with_its_field_path(
             assert status == 422
             refused_by_webhook.add(case.id)
     assert refused_by_webhook >= GRAPH_CLASSES
+    # the spec's lists are atomic (kube/crd.py): duplicate names are our rules' to refuse, with the path
+    assert refused_by_webhook >= DUPLICATE_CLASSES
     assert kube.list(API, "TritonPipeline", namespace, "") == []
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from tritonpipeline.kube.client import Kube, KubeError, path
 from tritonpipeline.local.server import free_port
-from tritonpipeline.runtime import webhook
+from tritonpipeline.runtime import compiling, webhook
 from tritonpipeline.settings import KIND
 
 from .apiserver_metrics import api_snapshot, by_call, webhook_calls
@@ -306,12 +306,12 @@ def describe_large() -> dict[str, Any]:
         children = render(doc)
         compile_s.append(now() - t0)
         t0 = now()
-        webhook.verdict(copy.deepcopy(doc))
+        compiling.verdict(copy.deepcopy(doc))
         verdict_s.append(now() - t0)
     assert children is not None
     small = cluster_doc("small", WEBHOOK_NS)
     t0 = now()
-    webhook.verdict(small)
+    compiling.verdict(small)
     small_verdict = now() - t0
     return {
         "models": LARGE_MODELS,

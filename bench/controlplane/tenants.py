@@ -24,7 +24,11 @@ RATE a second, each under a new name (a new review every time: no cached verdict
 The phases alternate in ROUNDS (reversed every other round), so drift of the machine falls on all alike;
 the report gives each phase's latencies, the processes' CPU and the ratios of each storm phase to quiet
 of B's admission and reconcile p50 and p99. The same run measures the operator with 2 compile workers
-(the chart's default) and with compile_workers 0 (compiles in the operator's threads, as before)."""
+(the chart's default) and with compile_workers 0 (compiles in the operator's threads, as before).
+
+Before the phases, on the idle apiserver, apiserver_cost.py measures what one large write costs the
+kube-apiserver itself, by kind and shape: our CRD's pipelines beside a Deployment and a ConfigMap of the
+same size (`--cost-only`: just that)."""
 
 from __future__ import annotations
 
@@ -56,10 +60,11 @@ from tritonpipeline.local.server import free_port
 from tritonpipeline.runtime import webhook
 from tritonpipeline.settings import KIND
 
+from . import apiserver_cost
 from .process import proc_stat, self_cpu
 from .report import machine_info, write_report
 from .stats import summary
-from .workload import API, FIELD_MANAGER, api_client, cluster_doc, large_doc, now
+from .workload import API, FIELD_MANAGER, HUGE, api_client, cluster_doc, large_doc, now
 
 TENANT_A, TENANT_B, TENANT_C = "tenant-a", "tenant-b", "tenant-c"
 STORMS = {"hostile": TENANT_A, "apiserver_only": TENANT_C}  # a storm phase's kind: where it goes
@@ -67,7 +72,6 @@ CONFIGURATION = "tp-bench-tenants"
 DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
 DRY_RUN = [("dryRun", "All")]
 STORM_CLIENTS = 4
-HUGE = {"models": 256, "pipelines": 16, "steps": 128, "tensors": 12}  # 0.9 MB, valid: ~1 s to check here
 VARIANTS = {  # the chart's default, and the compiles in the operator's own threads
     "workers": {"TRITONPIPELINE_COMPILE_WORKERS": "2"},
     "threads": {"TRITONPIPELINE_COMPILE_WORKERS": "0"},
@@ -75,6 +79,7 @@ VARIANTS = {  # the chart's default, and the compiles in the operator's own thre
 GOAL = 1.2
 NAME_MARK = "storm-name-to-replace"  # 21 characters: every storm name is as long
 RESULTS = ROOT / "bench" / "results" / "tenants.json"
+COST_RESULTS = ROOT / "bench" / "results" / "apiserver-cost.json"  # of --cost-only
 OPERATOR_CPUS = {max(os.sched_getaffinity(0))}  # with --pin: the operator's CPU, the others the rest's
 CONTROL_PLANE_CPUS = set(os.sched_getaffinity(0)) - OPERATOR_CPUS
 
@@ -430,8 +435,15 @@ def main(argv: list[str] | None = None) -> int:
         help="leave every process on every CPU (default: the operator on its own CPU, as on a node of its "
         "own, the control plane and this process on the others)",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--cost-only",
+        action="store_true",
+        help="only the apiserver's CPU per large write, by kind and shape (apiserver_cost.py; 2 minutes), "
+        f"written to {COST_RESULTS.relative_to(ROOT)} unless --out",
+    )
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    args.out = args.out or (COST_RESULTS if args.cost_only else RESULTS)
     args.pin = args.pin and len(os.sched_getaffinity(0)) >= 2
     if args.pin:
         pin_family(os.getpid(), CONTROL_PLANE_CPUS)  # this process, and the control plane it starts
@@ -442,7 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ControlPlaneUnavailable, ControlPlaneError) as err:
         print(f"no control plane: {err}", file=sys.stderr)
         return 2
-    print(f"control plane up at {cp.url}; operator variants: {args.variants}", flush=True)
+    print(
+        f"control plane up at {cp.url}; operator variants: {[] if args.cost_only else args.variants}",
+        flush=True,
+    )
     bench = Tenants(cp, workdir, args)
     report: dict[str, Any] = {
         "benchmark": "tenants",
@@ -454,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         bench.install()
-        for label in args.variants.split(","):
+        # first, while nothing else runs: what one large write costs the apiserver itself
+        report["apiserver_cost"] = apiserver_cost.measure(cp, bench.kube, TENANT_C)
+        for label in [] if args.cost_only else args.variants.split(","):
             report["variants"][label] = bench.variant(label, VARIANTS[label])
             report["variants"][label]["operator_part"] = operator_part(report["variants"][label])
             print(f"{label}: ratios to quiet {report['variants'][label]['ratios']}", flush=True)

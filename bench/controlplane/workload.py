@@ -71,6 +71,8 @@ def child_keys(doc: dict[str, Any]) -> set[tuple[str, str]]:
 # the large pipeline of the webhook scenario: MODELS models of TENSORS inputs and outputs each, and
 # PIPELINES chains of STEPS steps over them (the spec's limits: 256 models, 64 pipelines, 128 steps)
 LARGE_MODELS, LARGE_PIPELINES, LARGE_STEPS, LARGE_TENSORS = 250, 8, 120, 4
+# the hostile tenant's pipeline (tenants.py, apiserver_cost.py): 0.9 MB, valid, ~1 s to check here
+HUGE = {"models": 256, "pipelines": 16, "steps": 128, "tensors": 12}
 
 
 def large_doc(
