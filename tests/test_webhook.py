@@ -37,7 +37,7 @@ from tritonpipeline.kube import ownership
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.local.server import free_port
 from tritonpipeline.runtime import compiling, webhook
-from tritonpipeline.settings import Settings
+from tritonpipeline.settings import GROUP, Settings
 from tritonpipeline.spec import newer_fields, parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -791,6 +791,84 @@ def test_unreachable_webhook_follows_the_failure_policy(
     else:
         assert status >= 500 and "failed calling webhook" in body["message"], body
         assert kube.get(API, "TritonPipeline", namespace, "cyclic") is None
+
+
+@pytest.mark.apiserver
+def test_not_ready_until_the_webhook_is_registered(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """A replica that cannot register its webhook (its RBAC may read webhook configurations but not
+    write them) stays out of its Service: /readyz answers 503 naming why for as long as registering
+    fails, while /metrics is served and each failure is logged with its retry. (Ready once registered:
+    every webhook_operator above waits for it.)"""
+    from harness.kubeapi import apply_object, path_for, service_account_token
+    from harness.kubeconfig import token_kubeconfig
+    from harness.operator_process import LocalOperator
+
+    name = f"tp-not-registered-{namespace}"
+    groups = [
+        "",
+        "apps",
+        "policy",
+        "autoscaling",
+        "networking.k8s.io",
+        "coordination.k8s.io",
+        "events.k8s.io",
+    ]
+    groups += ["apiextensions.k8s.io", "authorization.k8s.io", "kopf.dev", GROUP]
+    rules = [
+        {"apiGroups": groups, "resources": ["*"], "verbs": ["*"]},
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["*"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ]
+    rbac = "rbac.authorization.k8s.io/v1"
+    subject = {"kind": "ServiceAccount", "name": "operator", "namespace": namespace}
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
+    objects = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "operator", "namespace": namespace},
+        },
+        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules},
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "subjects": [subject],
+            "roleRef": role_ref,
+        },
+    ]
+    for obj in objects:
+        apply_object(kube, obj)
+    config = token_kubeconfig(
+        control_plane, service_account_token(kube, namespace, "operator"), tmp_path / "kc"
+    )
+    env = {
+        "TRITONPIPELINE_WEBHOOK_LISTEN": f"127.0.0.1:{free_port()}",
+        "TRITONPIPELINE_WEBHOOK_CONFIGURATION": name,
+    }
+    op = LocalOperator(config, namespace, tmp_path / "operator.log", env=env, endpoints=True).start()
+    try:
+        wait_for("/metrics served", lambda: op.get("/metrics")[0] == 200, 60)
+        failed = f"cannot register the admission webhook (ValidatingWebhookConfiguration {name!r})"
+        wait_for("two failed registrations", lambda: op.text().count(failed) >= 2, 60)
+        for _ in range(5):
+            status, reason = op.get("/readyz")
+            assert status == 503 and webhook.NOT_REGISTERED in reason, (status, reason)
+            time.sleep(0.5)
+        assert op.alive()
+        assert kube.get(VWC_API, "ValidatingWebhookConfiguration", None, name) is None
+    except BaseException:
+        print(f"\n===== operator log =====\n{op.text()[-6000:]}")
+        raise
+    finally:
+        op.stop()
+        for obj in objects[:0:-1]:  # the namespace's ServiceAccount goes with the namespace
+            kube.request("DELETE", path_for(obj))
 
 
 @pytest.mark.apiserver
