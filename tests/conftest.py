@@ -195,11 +195,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
     outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
     Last of the collection hooks, so it sees the tests `-m`/`-k` selected: `make test-unit` on a fresh
-    machine builds nothing. First: every selected test carries the marker of each real component its
-    fixtures start."""
+    machine builds nothing, nor does `--collect-only`. First: every selected test carries the marker of
+    each real component its fixtures start."""
     _check_component_markers(items)
     used = {name for item in items for name in getattr(item, "fixturenames", ())}
-    if not used & {"control_plane", "release_plane"}:
+    # `--collect-only` (what an editor runs to list the tests) runs no test: nothing to build for
+    if config.option.collectonly or not used & {"control_plane", "release_plane"}:
         return
     from harness.controlplane import (
         RELEASES,

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from harness.controlplane import BUILD_SCRIPT, RELEASES, etcd_version, kubernetes_version, release_version
+from harness.paths import ROOT
 
 
 def run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -61,3 +63,31 @@ def test_an_unknown_option_is_refused_with_the_usage(tmp_path: Path) -> None:
     proc = run(tmp_path, "--releases")
     assert proc.returncode == 2
     assert "usage:" in proc.stderr and "--without-releases" in proc.stderr
+
+
+def test_collect_only_builds_nothing(tmp_path: Path) -> None:
+    """`pytest --collect-only` (what an editor runs to list the tests) starts no control-plane build,
+    though the tests it lists need one and none is cached."""
+    env = {**os.environ, "TRITONPIPELINE_CACHE": str(tmp_path), "GOPROXY": "off", "GOFLAGS": ""}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_crd.py",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "test_crd.py::" in proc.stdout
+    assert not (tmp_path / "controlplane").exists(), proc.stderr
+    assert "kube-apiserver" not in proc.stderr, proc.stderr
