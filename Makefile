@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv lock system-deps demo test test-side test-side-kind test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv lock system-deps demo test test-side test-side-kind test-side-release test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane bench-chaos bench-tenants clean \
 	controlplane controlplane-main controlplane-if-go cluster-up cluster-down
 
@@ -35,8 +35,10 @@ lock: $(STAMP) ## rewrite requirements/*.lock (hashed, for the images) from pypr
 # nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
 # in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
 # hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py.
+# pipx installs the release's wheel as a user would (tests/test_release.py); shellcheck checks the scripts
+# of .github/workflows/ when actionlint lints them (make lint, tests/test_release.py).
 # Each is installed only if its command is missing; without root the tests that need it skip and say why.
-SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy gcc:gcc
+SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy gcc:gcc pipx:pipx shellcheck:shellcheck
 system-deps: ## install graphviz, nginx, prometheus, curl, haproxy and gcc from Debian if missing (needs root; skipped otherwise)
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 	  cmd=$${dep%%:*}; pkg=$${dep##*:}; \
@@ -74,13 +76,21 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
 	@bash tools/beside.sh side '$(SUBMAKE) test-side' $(SUBMAKE) test-beside-side
 
-# the side track of `make test`: the releases run even when the kind part failed (-k), make exits 2 then
+# the side track of `make test`: the release and the releases run even when the kind part failed (-k), make
+# exits 2 then
 test-side: $(STAMP)
-	@$(SUBMAKE) -k test-side-kind test-side-releases
+	@$(SUBMAKE) -k test-side-kind test-side-release test-side-releases
 
 test-side-kind: $(STAMP)
 	@$(PHASE) side/node-image $(SUBMAKE) kind-if-possible
 	@$(PHASE) side/kind env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m kind
+
+# a whole `make release` into a temporary directory (tests/test_release.py, marker release_build): the images
+# the kind track has just built (e2e/images.py's cache), syft built from Go modules (about 4 minutes cold),
+# the wheel installed in a fresh venv and by pipx, the chart package rendered by helm: about 1.5 minutes warm
+test-side-release: $(STAMP)
+	@$(PHASE) side/build-syft bash e2e/build-gotool.sh syft --if-go
+	@$(PHASE) side/release env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m release_build
 
 # the kube-apiservers of the oldest supported and the newest release: 13 minutes of Go builds cold, which
 # the side track has room for after the kind tests
@@ -94,11 +104,11 @@ test-beside-side: $(STAMP)
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) docs $(SUBMAKE) docs
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
-	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node and not kind and not releases"
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node and not kind and not releases and not release_build"
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind
+	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind and not release_build
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or cluster
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -116,6 +126,9 @@ lint: $(STAMP) ## ruff, mypy on operator/, harness/, tools/ and bench/controlpla
 	$(VENV)/bin/mypy
 	$(PY) tools/generate.py --check
 	$(PY) tools/locks.py --check
+	@bash e2e/build-gotool.sh actionlint --if-go >/dev/null; al="$$(bash e2e/build-gotool.sh actionlint --print-path)"; \
+	if [ -x "$$al" ]; then "$$al" -no-color && echo ">> actionlint: .github/workflows/ clean"; \
+	else echo ">> actionlint is not built (no Go): .github/workflows/ not linted"; fi
 
 # every example (and variants) as the operator applies it and the chart with each ci/ values file, checked by
 # kubeconform -strict (schemas from Kubernetes' OpenAPI and the CRDs), kube-score, checkov and helm lint --strict;

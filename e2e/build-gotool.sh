@@ -29,6 +29,7 @@
 #                                         k8s.io/kubernetes at the control plane's version): kubeconform's schemas
 #   e2e/build-gotool.sh syft              syft, the SBOM generator of `make release` (scans the operator image's OCI archive)
 #   e2e/build-gotool.sh actionlint        actionlint, the GitHub Actions workflow linter (`make lint`: .github/workflows/)
+#   e2e/build-gotool.sh crane             go-containerregistry's crane: the release workflow pushes the OCI archives with it
 #   e2e/build-gotool.sh coredns           CoreDNS with its kubernetes plugin (the cluster DNS that answers a headless
 #                                         Service's name; harness/coredns.py), only the plugins listed below compiled in
 set -euo pipefail
@@ -54,6 +55,7 @@ KUBE_SCORE_VERSION=v1.20.0    # latest kube-score on the module proxy when pinne
 KUBERNETES_VERSION="$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$(dirname "$0")/controlplane/kube-apiserver/go.mod")"
 SYFT_VERSION=v1.57.1          # latest syft on the module proxy when pinned (needs Go >= 1.26.8)
 ACTIONLINT_VERSION=v1.7.12    # latest actionlint on the module proxy when pinned
+CRANE_VERSION=v0.22.1         # latest github.com/google/go-containerregistry when pinned
 COREDNS_VERSION=v1.15.0       # latest CoreDNS on the module proxy when pinned (needs Go >= 1.26)
 # the CoreDNS plugins compiled in (upstream's plugin.cfg names, kept in its order): the kubernetes plugin
 # and what a Corefile around it uses (kubeadm's Corefile: errors health ready kubernetes prometheus forward
@@ -80,7 +82,8 @@ case "$tool" in
   kubernetes-openapi) pkg="k8s.io/kubernetes"; version="$KUBERNETES_VERSION" ;;
   syft) pkg="github.com/anchore/syft/cmd/syft"; version="$SYFT_VERSION" ;;
   actionlint) pkg="github.com/rhysd/actionlint/cmd/actionlint"; version="$ACTIONLINT_VERSION" ;;
-  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi|syft|actionlint [--if-go|--print-path]" >&2; exit 2 ;;
+  crane) pkg="github.com/google/go-containerregistry/cmd/crane"; version="$CRANE_VERSION" ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi|syft|actionlint|crane [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"

@@ -25,11 +25,14 @@ were not built and why (here: no binfmt_misc handler runs arm64 binaries); .gith
 builds arm64 on an arm64 runner and pushes both as one image index.
 
     python -m e2e.release X.Y.Z [--out DIR] [--repository REPO]
-    python -m e2e.release chart X.Y.Z --operator-digest D --assembler-digest D [--repository REPO] --out DIR
+    python -m e2e.release publish DIR [DIR...] --chart-repo oci://REGISTRY/PATH --out DIR [--plain-http]
     python -m e2e.release sums DIR
 
-`chart` packages the chart alone with the given digests (the workflow's image index digests); `sums`
-rewrites DIR/SHA256SUMS. Both import nothing beyond PyYAML and helm.
+`publish` pushes the images of releases of one version (one directory per platform) by digest, as one
+image index per image where there are several platforms, then packages the chart with the digests pushed
+and `helm push`es it; it writes published.json (the references and digests to sign). The release
+workflow runs it, then cosign; tests/test_release.py runs it against a registry of its own. `sums`
+rewrites DIR/SHA256SUMS.
 """
 
 from __future__ import annotations
@@ -264,15 +267,6 @@ def set_chart_images(values: str, repository: str, digest: str, assembler: str) 
     return "".join(lines)
 
 
-def helm_binary() -> Path:
-    from harness.gotools import ToolError, ToolUnavailable, ensure_tool
-
-    try:
-        return ensure_tool("helm")
-    except (ToolUnavailable, ToolError) as err:
-        raise ReleaseError(f"helm: {err}") from err
-
-
 def package_chart(version: str, repository: str, digests: dict[str, str], out: Path) -> Path:
     """`helm package` of a copy of the chart: version and appVersion `version`, the operator image and the
     assembler image by digest as the defaults; checked with helm lint --strict and helm template."""
@@ -289,7 +283,7 @@ def package_chart(version: str, repository: str, digests: dict[str, str], out: P
         shutil.copytree(CHART, copy)
         values = copy / "values.yaml"
         values.write_text(set_chart_images(values.read_text(), repository, digests["operator"], assembler))
-        helm = Helm(helm_binary(), Path(tmp) / "helm-home")
+        helm = Helm(_tool("helm"), Path(tmp) / "helm-home")
         helm.run("lint", "--strict", str(copy))
         helm.run(
             "package", str(copy), "--version", version, "--app-version", version, "--destination", str(out)
@@ -347,14 +341,9 @@ def build_python(version: str, out: Path) -> list[Path]:
 
 def sbom(archive: Path, repository: str, version: str, out: Path) -> Path:
     """An SPDX JSON SBOM of the OCI archive by syft (built from Go modules on first use)."""
-    from harness.gotools import ToolError, ToolUnavailable, ensure_tool
-
     t = time.monotonic()
     log(f"sbom: syft scanning {archive.name} (syft is built from Go modules on first use: about 4 minutes)")
-    try:
-        syft = ensure_tool("syft")
-    except (ToolUnavailable, ToolError) as err:
-        raise ReleaseError(f"syft: {err}") from err
+    syft = _tool("syft")
     env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}
     cmd = [str(syft), "scan", f"oci-archive:{archive}", "--quiet", "--output", f"spdx-json={out}"]
     cmd += ["--source-name", repository, "--source-version", version]
@@ -372,6 +361,95 @@ def file_sha256(path: Path) -> str:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _tool(name: str) -> Path:
+    from harness.gotools import ToolError, ToolUnavailable, ensure_tool
+
+    try:
+        return ensure_tool(name)
+    except (ToolUnavailable, ToolError) as err:
+        raise ReleaseError(f"{name}: {err}") from err
+
+
+def _crane(crane: Path, *args: str) -> str:
+    proc = subprocess.run([str(crane), *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ReleaseError(
+            f"crane {' '.join(args[:2])} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        )
+    return proc.stdout.strip()
+
+
+def publish(
+    dirs: list[Path], out: Path, chart_repo: str, repository: str | None = None, plain_http: bool = False
+) -> dict[str, Any]:
+    """Push the images of one or more releases of the same version (one per platform: `make release` on
+    each architecture) and the chart: each archive by its digest (checked: the registry's digest is the
+    one images.json gives), the platforms as one image index tagged VERSION (one platform: the image
+    itself), then the chart packaged with those digests and `helm push`ed to `chart_repo`
+    (oci://REGISTRY/PATH). Writes and returns `out`/published.json. The registry credentials are the
+    user's: crane reads Docker's config, helm its registry config (`helm registry login`)."""
+    from harness.helm import Helm
+
+    listings = [json.loads((d / "images.json").read_text()) for d in dirs]
+    versions = {listing["version"] for listing in listings}
+    if len(versions) != 1:
+        raise ReleaseError(f"the releases are of different versions: {sorted(versions)}")
+    version = check_version(versions.pop())
+    out.mkdir(parents=True, exist_ok=True)
+    crane = _tool("crane")
+    insecure = ["--insecure"] if plain_http else []
+    published: dict[str, Any] = {"version": version, "images": {}}
+    for role in ("operator", "assembler"):
+        repo = listings[0]["images"][role]["repository"]
+        if repository:
+            repo = repository if role == "operator" else assembler_repository(repository)
+        platforms: dict[str, str] = {}
+        for directory, listing in zip(dirs, listings, strict=True):
+            entry = listing["images"][role]
+            if entry["platform"] in platforms:
+                raise ReleaseError(f"two releases of {entry['platform']}: {dirs}")
+            target = f"{repo}:{version}-{entry['platform'].split('/')[1]}"
+            t = time.monotonic()
+            with tempfile.TemporaryDirectory(prefix="tp-release-push-") as tmp:
+                subprocess.run(["tar", "-xf", str(directory / entry["archive"]), "-C", tmp], check=True)
+                _crane(crane, "push", *insecure, tmp, target)
+            pushed = _crane(crane, "digest", *insecure, target)
+            if pushed != entry["digest"]:
+                raise ReleaseError(f"{target}: the registry has {pushed}, images.json says {entry['digest']}")
+            log(f"pushed {target} ({pushed}) in {time.monotonic() - t:.0f}s")
+            platforms[entry["platform"]] = pushed
+        if len(platforms) == 1:
+            (digest,) = platforms.values()
+            _crane(crane, "tag", *insecure, f"{repo}@{digest}", version)
+        else:
+            manifests = [arg for d in platforms.values() for arg in ("-m", f"{repo}@{d}")]
+            _crane(crane, "index", "append", *insecure, *manifests, "-t", f"{repo}:{version}")
+            digest = _crane(crane, "digest", *insecure, f"{repo}:{version}")
+            log(f"{repo}:{version}: an image index of {', '.join(platforms)} ({digest})")
+        published["images"][role] = {
+            "repository": repo, "tag": version, "digest": digest, "reference": f"{repo}@{digest}",
+            "platforms": platforms,
+        }  # fmt: skip
+    digests = {role: entry["digest"] for role, entry in published["images"].items()}
+    package = package_chart(version, published["images"]["operator"]["repository"], digests, out)
+    with tempfile.TemporaryDirectory(prefix="tp-release-helm-") as tmp:
+        helm = Helm(_tool("helm"), Path(tmp))
+        home = Path.home()
+        helm.env["DOCKER_CONFIG"] = os.environ.get("DOCKER_CONFIG", str(home / ".docker"))
+        helm.env["HELM_REGISTRY_CONFIG"] = os.environ.get(
+            "HELM_REGISTRY_CONFIG", str(home / ".config" / "helm" / "registry" / "config.json")
+        )
+        proc = helm.run("push", str(package), chart_repo, *(["--plain-http"] if plain_http else []))
+    found = re.search(r"^Digest: (sha256:[0-9a-f]{64})$", proc.stdout + proc.stderr, re.MULTILINE)
+    if found is None:
+        raise ReleaseError(f"helm push printed no digest: {proc.stdout}{proc.stderr}")
+    chart_ref = f"{chart_repo.rstrip('/')}/{CHART_NAME}"
+    published["chart"] = {"reference": chart_ref, "version": version, "digest": found.group(1)}
+    log(f"pushed {chart_ref}:{version} ({found.group(1)})")
+    (out / "published.json").write_text(json.dumps(published, indent=2) + "\n")
+    return published
 
 
 def write_sums(directory: Path) -> Path:
@@ -427,19 +505,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m e2e.release", description=__doc__.split("\n\n")[0])
     try:
-        if argv[:1] == ["chart"]:
+        if argv[:1] == ["publish"]:
             parser.add_argument("command")
-            parser.add_argument("version")
-            parser.add_argument("--repository", default=None)
-            parser.add_argument("--operator-digest", required=True)
-            parser.add_argument("--assembler-digest", required=True)
-            parser.add_argument("--out", type=Path, required=True)
-            args = parser.parse_args(argv)
-            args.out.mkdir(parents=True, exist_ok=True)
-            digests = {"operator": args.operator_digest, "assembler": args.assembler_digest}
-            package_chart(
-                check_version(args.version), args.repository or chart_repository(), digests, args.out
+            parser.add_argument("releases", type=Path, nargs="+", help="release directories of one version")
+            parser.add_argument(
+                "--chart-repo", required=True, help="oci://REGISTRY/PATH the chart is pushed to"
             )
+            parser.add_argument(
+                "--repository", default=None, help="the operator image's (default: images.json's)"
+            )
+            parser.add_argument(
+                "--out", type=Path, required=True, help="where the chart and published.json go"
+            )
+            parser.add_argument("--plain-http", action="store_true", help="a registry without TLS")
+            args = parser.parse_args(argv)
+            publish(args.releases, args.out, args.chart_repo, args.repository, args.plain_http)
         elif argv[:1] == ["sums"]:
             parser.add_argument("command")
             parser.add_argument("directory", type=Path)
