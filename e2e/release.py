@@ -104,7 +104,28 @@ def check_version(version: str) -> str:
             f'VERSION {version} is not this tree\'s version {have}: set version = "{version}" in '
             f"pyproject.toml and appVersion in {CHART.relative_to(ROOT)}/Chart.yaml, commit, then release"
         )
+    stale = [where for where, said in version_mentions().items() if said != version]
+    if stale:
+        raise ReleaseError(
+            f"pyproject.toml says {version} but not {' nor '.join(stale)}: set them, commit, then release"
+        )
     return version
+
+
+def version_mentions() -> dict[str, str]:
+    """The other places that name the version, and what each says: the chart's appVersion and the
+    operator's default assembler image tag (tests check they agree with pyproject.toml)."""
+    import yaml
+
+    from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    return {
+        f"{CHART.relative_to(ROOT)}/Chart.yaml appVersion": str(chart.get("appVersion", "")),
+        "operator/tritonpipeline/settings.py DEFAULT_ASSEMBLER_IMAGE": DEFAULT_ASSEMBLER_IMAGE.rpartition(
+            ":"
+        )[2],
+    }
 
 
 def source_state() -> dict[str, Any]:
@@ -342,7 +363,7 @@ def build_python(version: str, out: Path) -> list[Path]:
 def sbom(archive: Path, repository: str, version: str, out: Path) -> Path:
     """An SPDX JSON SBOM of the OCI archive by syft (built from Go modules on first use)."""
     t = time.monotonic()
-    log(f"sbom: syft scanning {archive.name} (syft is built from Go modules on first use: about 4 minutes)")
+    log(f"sbom: syft scanning {archive.name}")
     syft = _tool("syft")
     env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}
     cmd = [str(syft), "scan", f"oci-archive:{archive}", "--quiet", "--output", f"spdx-json={out}"]
@@ -364,8 +385,11 @@ def file_sha256(path: Path) -> str:
 
 
 def _tool(name: str) -> Path:
-    from harness.gotools import ToolError, ToolUnavailable, ensure_tool
+    """A tool e2e/build-gotool.sh builds from Go modules (helm, syft, crane), built on first use."""
+    from harness.gotools import ToolError, ToolUnavailable, ensure_tool, tool_path
 
+    if not tool_path(name).exists():
+        log(f"building {name} from Go modules (first use; syft takes about 4 minutes on 2 cores)")
     try:
         return ensure_tool(name)
     except (ToolUnavailable, ToolError) as err:

@@ -66,6 +66,18 @@ def test_a_version_other_than_pyproject_s_is_refused_in_one_line_before_anything
 def test_the_tree_version_is_the_chart_s_app_version() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert release.tree_version() == str(chart["appVersion"])
+    assert set(release.version_mentions().values()) == {release.tree_version()}
+
+
+def test_a_place_that_names_another_version_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    have = release.tree_version()
+    monkeypatch.setattr(
+        release, "version_mentions", lambda: {"Chart.yaml appVersion": "0.0.1", "settings": have}
+    )
+    with pytest.raises(
+        release.ReleaseError, match=f"pyproject.toml says {have} but not Chart.yaml appVersion:"
+    ):
+        release.check_version(have)
 
 
 # ------------------------------------------------------------------------------------- the images
