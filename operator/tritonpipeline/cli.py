@@ -66,6 +66,23 @@ FILE_HELP = (
 )
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
+ERROR_PREFIX = "error: "  # how every error line the CLI prints starts (tests/test_cli_errors.py)
+
+
+def error(message: str) -> None:
+    """Print an error on stderr: every error the CLI prints goes through here, and each of its lines
+    (a SpecError renders one line a problem) starts with `error: `."""
+    for line in message.splitlines() or [""]:
+        print(line if line.startswith(ERROR_PREFIX) else ERROR_PREFIX + line, file=sys.stderr)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one `error:` line naming the command's --help (argparse
+    printed the whole usage, then `tritonpipeline serve: error: ...`)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        error(f"{message} (`{self.prog} --help` shows the usage)")
+        self.exit(EXIT_USAGE)
 
 
 @dataclass(frozen=True)
@@ -145,7 +162,7 @@ def _files(path: str) -> list[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     if args.files.count(STDIN) > 1:
-        print(f"error: {STDIN} (standard input) can be given once", file=sys.stderr)
+        error(f"{STDIN} (standard input) can be given once")
         return EXIT_USAGE
     results: list[dict[str, Any]] = []
     validated: list[tuple[dict[str, Any], TritonPipeline]] = []  # a valid pipeline, its file's result
@@ -180,13 +197,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             failed = True
             results.append({"file": path, "valid": False, "pipelines": [], "errors": exc.as_dicts()})
             if args.output == "text":
-                print(exc.render(), file=sys.stderr)
+                error(exc.render())
     for result, collided in _name_collisions(validated):
         failed = True
         result["valid"] = False
         result["errors"] = [*result["errors"], *collided.as_dicts()]
         if args.output == "text":
-            print(collided.render(), file=sys.stderr)
+            error(collided.render())
     if args.output == "json":
         print(json.dumps(results, indent=2))
     return EXIT_INVALID if failed else EXIT_OK
@@ -240,14 +257,13 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if fmt in ("png", "svg"):
         dot = shutil.which("dot")
         if dot is None:
-            print(
-                "error: --format png/svg needs Graphviz's `dot` (apt-get install graphviz); "
-                "use --format dot or mermaid",
-                file=sys.stderr,
+            error(
+                "--format png/svg needs Graphviz's `dot` (apt-get install graphviz); use --format dot or "
+                "mermaid"
             )
             return EXIT_USAGE
         if not args.output:
-            print(f"error: --format {fmt} writes a binary file: pass -o FILE", file=sys.stderr)
+            error(f"--format {fmt} writes a binary file: pass -o FILE")
             return EXIT_USAGE
         done = subprocess.run([dot, f"-T{fmt}", "-o", args.output], input=text.encode(), capture_output=True)
         if done.returncode != 0:
@@ -293,7 +309,7 @@ IMPORT_URI_NOTE = (
     "directory (relative paths in the spec resolve against the file's directory)"
 )
 IMPORT_STRICT = (
-    "error: --strict: {count} setting(s) not carried or not valid as imported (listed above); nothing written"
+    "--strict: {count} setting(s) not carried or not valid as imported (listed above); nothing written"
 )
 IMPORT_WROTE = "wrote {file}: {models} model(s), {pipelines} pipeline(s), {left} setting(s) not carried"
 
@@ -406,11 +422,11 @@ def _import_line(finding: Finding, shown: str, no_config: Collection[str] = ()) 
     if finding.kind == COMPLETED:
         return f"note: {finding}"
     if not finding.model:
-        return f"error: {finding}"
+        return ERROR_PREFIX + str(finding)
     where = os.path.join(shown, finding.model, "" if finding.model in no_config else CONFIG)
     if finding.position is not None:
         where += f":{finding.position[0]}:{finding.position[1]}"
-    return f"error: {where}: " + ": ".join(part for part in (finding.field, finding.message) if part)
+    return f"{ERROR_PREFIX}{where}: " + ": ".join(part for part in (finding.field, finding.message) if part)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -467,10 +483,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     findings = list(result.findings) if result is not None else []
     no_config = repo.no_config if repo is not None else {}
     failed = [_import_line(f, given, no_config) for f in findings if f.kind == ERROR]
-    failed += [f"error: {e}" for e in errors]
+    failed += errors
     if failed or result is None or result.document is None:  # only the errors: the rest once they are fixed
         for line in failed:
-            print(line, file=sys.stderr)
+            error(line)
         return EXIT_INVALID
     for warning in repo.warnings if repo is not None else []:
         print(f"warning: {warning}", file=sys.stderr)
@@ -480,7 +496,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 print(_import_line(finding, given, no_config), file=sys.stderr)
     left_out = [f for f in findings if f.kind in (NOT_CARRIED, WARNING)]
     if args.strict and left_out:
-        print(IMPORT_STRICT.format(count=len(left_out)), file=sys.stderr)
+        error(IMPORT_STRICT.format(count=len(left_out)))
         return EXIT_INVALID
     text = document_yaml(result, given)
     if output is None:
@@ -491,7 +507,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         _write_atomically(Path(os.path.realpath(output)), text)  # through a link, to the file it names
     except OSError as exc:
-        print(f"error: cannot write output file {quote(str(output))}: {reason(exc, output)}", file=sys.stderr)
+        error(f"cannot write output file {quote(str(output))}: {reason(exc, output)}")
         return EXIT_INVALID
     spec = result.document["spec"]
     print(
@@ -563,7 +579,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         home = server_home()
     except TritonError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return EXIT_SERVER
     lacking = missing_backends(c.pipeline.spec.models, home, c.model_root)
     if lacking:
@@ -573,7 +589,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         busy = port_in_use(args.host, number)
         if busy:
             message = SERVE_PORT_IN_USE.format(flag=port_flag, host=args.host, port=number, why=busy)
-            print(message, file=sys.stderr)
+            error(message)
             return EXIT_SERVER
     if cpu and args.cpu is None:
         print("no GPU found: GPU instance groups run on the CPU (pass --gpu to keep them)")
@@ -639,11 +655,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"{exc}: stopping tritonserver", file=sys.stderr)
         return EXIT_INTERRUPTED
     except TritonError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         keep = True  # the whole log, for what the tail leaves out
         return EXIT_SERVER
     except OSError as exc:
-        print(f"error: cannot serve from {quote(workdir)}: {reason(exc)}", file=sys.stderr)
+        error(f"cannot serve from {quote(workdir)}: {reason(exc)}")
         return EXIT_SERVER
     finally:
         if server is not None:
@@ -694,14 +710,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         kube = Kube(api_client(), settings.field_manager)
     except ConfigException as exc:
-        print(f"error: no Kubernetes credentials (in-cluster or KUBECONFIG): {exc}", file=sys.stderr)
+        error(f"no Kubernetes credentials (in-cluster or KUBECONFIG): {exc}")
         return EXIT_INVALID
     if settings.adapt_security_context == "auto":  # OpenShift: its SCC assigns the pods' ids
         try:
             openshift = kube.resource_exists(*OPENSHIFT_SCC_API)
         except KubeError as exc:  # retried: the pod restarts and asks again rather than guess
             api = "/".join(OPENSHIFT_SCC_API)
-            print(f"error: cannot tell whether the cluster serves {api}: {exc}", file=sys.stderr)
+            error(f"cannot tell whether the cluster serves {api}: {exc}")
             return EXIT_INVALID
         settings = replace(settings, adapt_security_context="force" if openshift else "disabled")
     state = OperatorState(settings, kube)
@@ -724,7 +740,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not isinstance(outcomes, dict):
             raise
         failed = [str(o.exception) for o in outcomes.values() if getattr(o, "exception", None) is not None]
-        print(f"error: the operator cannot start: {'; '.join(failed) or exc}", file=sys.stderr)
+        error(f"the operator cannot start: {'; '.join(failed) or exc}")
         return EXIT_INVALID
     return EXIT_OK
 
@@ -770,8 +786,8 @@ def cmd_manifests(args: argparse.Namespace) -> int:
             children = replace(children, routing=routing)
         if children.routing.gateway_pending:
             print(
-                f"{tp.name}: routes left out: {children.routing.description}; pass --gateway-implementation "
-                "to render them",
+                f"note: {tp.name}: routes left out: {children.routing.description}; pass "
+                "--gateway-implementation to render them",
                 file=sys.stderr,
             )
         objects += [*children.all(), *children.routing.provider_objects]
@@ -849,7 +865,7 @@ def endpoint_url(text: str) -> str:
 
 SERVE_PORT_FLAGS = ("--http-port", "--grpc-port", "--metrics-port")
 SERVE_PORT_IN_USE = (
-    "error: {flag} {port}: {host}:{port} cannot be bound ({why}): another server listens there; choose "
+    "{flag} {port}: {host}:{port} cannot be bound ({why}): another server listens there; choose "
     "another port"
 )
 
@@ -885,7 +901,7 @@ def package_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tritonpipeline",
         description="Compile TritonPipeline resources into Triton model repositories.",
         epilog="examples:\n"
@@ -1046,19 +1062,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
+        error(exc.render())
         return EXIT_INVALID
     except extras.MissingExtra as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return EXIT_USAGE
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return EXIT_INVALID
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:  # last resort: the commands name their paths themselves
-        print(f"error: {reason(exc)}", file=sys.stderr)
+        error(reason(exc))
         return EXIT_INVALID
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -1066,10 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         detail = clip(" ".join(str(exc).split()), 300)
-        print(
-            f"error: unexpected {type(exc).__name__}: {detail} (set {DEBUG_ENV}=1 for the traceback)",
-            file=sys.stderr,
-        )
+        error(f"unexpected {type(exc).__name__}: {detail} (set {DEBUG_ENV}=1 for the traceback)")
         return EXIT_INVALID
 
 
