@@ -385,6 +385,9 @@ def test_a_release_installs_renders_by_digest_lists_its_packages_and_verifies(
             [str(tmp_path / "pipx-bin" / "tritonpipeline"), "--version"], capture_output=True, text=True
         )
         assert said.stdout.strip() == f"tritonpipeline {version}", said
+    # passed: the 300 MB of archives need not stay in pytest's kept temporary directories
+    for archive in out.glob("*.oci.tar"):
+        archive.unlink()
 
 
 # ------------------------------------------------------------------------------------- the workflow
