@@ -810,6 +810,52 @@ def test_the_load_progress_names_the_models_still_loading() -> None:
     assert loading_progress("", 5) == "  ... 5s: tritonserver is starting"
 
 
+def test_a_load_failure_is_read_from_the_log(tmp_path: Path) -> None:
+    """The cause of a failed load as tritonserver logs it (the reason escaped, the Python backend's
+    traceback innermost first), and the user's file it points at through the repository's link."""
+    import time
+
+    from tritonpipeline.local.server import first_load_time, last_error, load_failures
+
+    version = tmp_path / "models" / "head_c" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text("...")
+    repo = tmp_path / "repository"
+    (repo / "head_c").mkdir(parents=True)
+    (repo / "head_c" / "1").symlink_to(version)
+    inner = f"{repo}/head_c/1/model.py"
+    log = "\n".join(
+        [
+            'E1129 22:05:40.000001 1 server.cc:241] "CudaDriverHelper has not been initialized."',
+            'I1129 22:05:41.485558 1 model_lifecycle.cc:472] "loading: head_c:1"',
+            "E1129 22:05:53.510144 1 model_lifecycle.cc:642] \"failed to load 'head_c' version 1: Internal: "
+            f"ValueError: no weights\\n\\nAt:\\n  /usr/lib/x.py(3): f\\n  {inner}(12): load\\n  {inner}(9): "
+            'initialize\\n"',
+            "E1129 22:05:53.510145 1 model_lifecycle.cc:642] \"failed to load 'join' version 2: Internal: "
+            'SyntaxError: invalid syntax (model.py, line 3)"',
+        ]
+    )
+    (failure, syntax) = load_failures(log, repo)
+    assert (
+        failure.describe()
+        == f"model head_c version 1 failed to load: ValueError: no weights ({version}/model.py line 12)"
+    )
+    assert (
+        syntax.describe()
+        == "model join version 2 failed to load: SyntaxError: invalid syntax (model.py, line 3)"
+    )
+    # where no model failed: the first error but the one of every machine without a GPU
+    assert last_error(log) == "failed to load 'head_c' version 1: Internal: ValueError: no weights"
+    now = time.mktime((2026, 11, 29, 23, 0, 0, 0, 0, -1))
+    assert first_load_time(log, now) == time.mktime((2026, 11, 29, 22, 5, 41, 0, 0, -1)) + 0.485558
+    # the New Year: a December line read in January is last year's
+    january = time.mktime((2027, 1, 1, 0, 0, 10, 0, 0, -1))
+    assert (
+        first_load_time(log.replace("I1129", "I1231"), january)
+        == time.mktime((2026, 12, 31, 22, 5, 41, 0, 0, -1)) + 0.485558
+    )
+
+
 def alias_bomb(levels: int = 8) -> list[str]:
     """YAML lines defining &b0..&b{levels}: b{levels} expands to 9**levels strings."""
     lines = ['b0: &b0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -981,6 +1027,26 @@ def test_manifests_of_a_gateway_route_say_what_the_operator_reads(tmp_path: Path
         assert kinds[-3:] == ["HTTPRoute", "GRPCRoute", policy], kinds
     result = run_cli("manifests", path, "--gateway-implementation", "traefik")
     assert result.returncode == 2 and "invalid choice: 'traefik'" in result.stderr
+
+
+@pytest.mark.cli
+def test_manifests_of_an_auto_autoscaler_say_what_the_operator_chooses(tmp_path: Path) -> None:
+    """autoscaling.engine auto (the default): the operator chooses KEDA where the cluster serves it, so
+    `manifests` (which asks no cluster) renders the HPA and says so on stderr; --autoscaling-engine keda
+    renders the ScaledObject instead."""
+    doc = example("fanout", uri="pvc://models/triton")
+    doc["spec"]["autoscaling"] = {"maxReplicas": 3}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = run_cli("manifests", path)
+    assert result.returncode == 0, result.stderr
+    assert "autoscaling.engine auto" in result.stderr and "--autoscaling-engine keda" in result.stderr
+    kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout)]
+    assert "HorizontalPodAutoscaler" in kinds and "ScaledObject" not in kinds
+    result = run_cli("manifests", path, "--autoscaling-engine", "keda")
+    assert result.returncode == 0 and "autoscaling.engine" not in result.stderr, result.stderr
+    kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout)]
+    assert kinds[-1] == "ScaledObject" and "HorizontalPodAutoscaler" not in kinds
 
 
 @pytest.mark.cli

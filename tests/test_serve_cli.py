@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import re
 import shutil
@@ -9,6 +11,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -260,6 +263,7 @@ def test_serve_killed_by_sigkill_takes_tritonserver_with_it():
     tree = _descendants(proc.pid)
     servers = [pid for pid in tree if "bin/tritonserver" in _cmdline(pid)]
     workdir = Path(re.search(r"generated files in (\S+)", "".join(lines)).group(1)).parent
+    log = Path(re.search(r"starting tritonserver \(log: (\S+)\)", "".join(lines)).group(1))
     try:
         assert len(servers) == 1, [(pid, _cmdline(pid)) for pid in tree]
         proc.kill()
@@ -273,4 +277,202 @@ def test_serve_killed_by_sigkill_takes_tritonserver_with_it():
         for pid in tree:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)  # killed, serve could remove nothing
+        log.unlink(missing_ok=True)
+
+
+# issue 55: one model, so that a server starts in about 2 s; its model.py is the test's
+ONE_MODEL_PIPELINE = """\
+apiVersion: serving.tritonpipeline.io/v1alpha1
+kind: TritonPipeline
+metadata: {name: one}
+spec:
+  modelRepository: {uri: models}
+  models:
+    - name: head_c
+      backend: python
+      maxBatchSize: 8
+      inputs:  [{name: FEATS_IN_C, dataType: FP32, dims: [4]}]
+      outputs: [{name: OUTPUT_C, dataType: FP32, dims: [1]}]
+  pipelines:
+    - name: one
+      inputs: [{name: IN, dataType: FP32, dims: [4]}]
+      steps: [{model: head_c, inputs: {FEATS_IN_C: inputs.IN}}]
+      outputs: [{name: OUT, from: head_c.OUTPUT_C}]
+"""
+MODEL_PY = """\
+import time
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep({init})
+
+    def execute(self, requests):
+        Path({mark!r}).touch()
+        time.sleep({run})
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "FEATS_IN_C").as_numpy()
+            out = x.sum(axis=-1, keepdims=True).astype(np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT_C", out)]))
+        return responses
+"""
+SERVE_LOG = "tritonpipeline-serve-one-*.log"  # the log serve keeps after a failure, in $TMPDIR
+PYTHON_ENVS = "/tmp/python_env_*"  # the Python backend's directory: /tmp whatever $TMPDIR says
+
+
+class OneModel:
+    """`serve` of ONE_MODEL_PIPELINE in a directory of the test's, with a $TMPDIR of its own (empty), and
+    what to look at afterwards: that $TMPDIR, /dev/shm and the Python backend's directories."""
+
+    def __init__(self, tmp_path: Path, model_py: str, *extra: str) -> None:
+        self.root, self.tmp = tmp_path, tmp_path / "tmp"
+        self.tmp.mkdir()
+        version = tmp_path / "models" / "head_c" / "1"
+        version.mkdir(parents=True)
+        (version / "model.py").write_text(model_py)
+        (tmp_path / "pipeline.yaml").write_text(ONE_MODEL_PIPELINE)
+        self.envs_before, self.since = set(glob.glob(PYTHON_ENVS)), time.time()
+        http, grpc, metrics = free_ports(3)
+        self.http = http
+        args = [
+            str(CLI), "serve", "pipeline.yaml", "--cpu", "--router", "python", "--http-port", str(http),
+            "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
+        ]  # fmt: skip
+        env = {**os.environ, "TMPDIR": str(self.tmp)}
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env
+        )
+        self.lines: list[str] = []
+
+    def read_until(self, prefix: str) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return
+        pytest.fail(f"no line {prefix!r}:\n{''.join(self.lines)}{self.proc.stderr.read()}")  # type: ignore[union-attr]
+
+    def finish(self, sig: int | None = signal.SIGINT) -> str:
+        """Send `sig` (None: none), wait for serve to end; its stderr."""
+        if sig is not None:
+            self.proc.send_signal(sig)
+        try:
+            out, err = self.proc.communicate(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self.lines.append(out)
+        return err
+
+    def left_behind(self) -> list[str]:
+        """What serve made and left: in its $TMPDIR, its Python backend's regions in /dev/shm, and a new
+        Python-backend directory in /tmp."""
+        left = [str(p) for p in self.tmp.iterdir()]
+        left += [str(p) for p in Path("/dev/shm").glob(f"tp{self.proc.pid}_*")]
+        for path in set(glob.glob(PYTHON_ENVS)) - self.envs_before:
+            with contextlib.suppress(OSError):
+                left += [path] if os.stat(path).st_mtime >= self.since else []
+        return sorted(left)
+
+
+def _wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+BROKEN_MODELS = {
+    # the SyntaxError Triton logs names model.py without its directory: serve finds it in the version's
+    "syntax-error": (
+        "import numpy as np (\n",
+        r"SyntaxError: invalid syntax \(models/head_c/1/model\.py line 1\)",
+    ),
+    # an exception in initialize: the innermost frame of the traceback in the model's own code
+    "raised-in-initialize": (
+        "class TritonPythonModel:\n    def initialize(self, args):\n        self.load()\n\n"
+        "    def load(self):\n        raise ValueError('no weights in /nowhere')\n",
+        r"ValueError: no weights in /nowhere \(models/head_c/1/model\.py line 6\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_MODELS))
+def test_a_model_that_fails_to_load_is_one_line_naming_its_file(tmp_path: Path, case: str) -> None:
+    """Issue 55: a model that failed to load printed about 60 lines of Triton's log, the cause buried and
+    no file named. Now: one line with the model, the version, the cause, the user's file and line, and
+    the full log, which alone is kept. About 4 s each (a tritonserver that exits after the load)."""
+    model_py, cause = BROKEN_MODELS[case]
+    serve = OneModel(tmp_path, model_py)
+    err = serve.finish(sig=None)
+    assert serve.proc.returncode == 3, "".join(serve.lines) + err
+    (line,) = err.splitlines()
+    log = re.escape(str(tmp_path / "tmp")) + r"/tritonpipeline-serve-one-\w+\.log"
+    assert re.fullmatch(rf"error: model head_c version 1 failed to load: {cause}; full log: {log}", line), err
+    kept = line.rsplit("full log: ", 1)[1]
+    assert "failed to load 'head_c'" in Path(kept).read_text()
+    Path(kept).unlink()  # the one thing left, named: nothing else
+    assert not serve.left_behind()
+
+
+def test_nothing_is_left_after_ctrl_c_before_the_server_starts(tmp_path: Path) -> None:
+    """Ctrl-C as soon as the repository is written (at once the server starts, or before): about 2 s."""
+    serve = OneModel(tmp_path, MODEL_PY.format(init=0, mark="/dev/null", run=0))
+    serve.read_until("compiled ")
+    err = serve.finish()
+    assert serve.proc.returncode in (0, 130), "".join(serve.lines) + err
+    assert not serve.left_behind()
+
+
+def test_nothing_is_left_after_ctrl_c_while_the_model_loads(tmp_path: Path) -> None:
+    """Ctrl-C once the model's Python process runs (its shared memory made) and its initialize sleeps:
+    tritonserver ends at SIGTERM without finalizing its backends, so serve removes their regions and the
+    Python backend's /tmp directory. About 4 s."""
+    serve = OneModel(tmp_path, MODEL_PY.format(init=300, mark="/dev/null", run=0))
+    serve.read_until("starting tritonserver")
+    _wait_for(lambda: list(Path("/dev/shm").glob(f"tp{serve.proc.pid}_*")), "the Python backend's regions")
+    err = serve.finish()
+    assert serve.proc.returncode == 130, "".join(serve.lines) + err
+    assert "interrupted while the models load (not ready: head_c)" in err
+    assert not serve.left_behind()
+
+
+def test_nothing_is_left_after_ctrl_c_during_a_request(tmp_path: Path) -> None:
+    """Ctrl-C while a request runs: tritonserver finishes it (--exit-timeout), then everything goes.
+    About 7 s: the request takes 1, tritonserver's shutdown looks at what is left once a second."""
+    mark = tmp_path / "executing"
+    serve = OneModel(tmp_path, MODEL_PY.format(init=0, mark=str(mark), run=1))
+    serve.read_until("serving;")
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http}")
+    tensor = httpclient.InferInput("IN", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.array([[1, 2, 3, 4]], dtype=np.float32))
+    answer = client.async_infer("one", [tensor])
+    _wait_for(mark.exists, "the request to reach the model")
+    serve.proc.send_signal(signal.SIGINT)
+    assert answer.get_result().as_numpy("OUT").tolist() == [[10.0]]
+    client.close()  # tritonserver waits for its open connections too, up to --exit-timeout
+    err = serve.finish(sig=None)
+    assert serve.proc.returncode == 0, "".join(serve.lines) + err
+    assert "stopped (tritonserver exit code 0)" in serve.lines[-1]
+    assert not serve.left_behind()
+
+
+def test_timeout_keeps_only_the_log_it_names(tmp_path: Path) -> None:
+    """--timeout while the model loads: one error line naming the model not ready and the log, which is
+    all that is left. About 4 s."""
+    serve = OneModel(tmp_path, MODEL_PY.format(init=300, mark="/dev/null", run=0), "--timeout", "2")
+    err = serve.finish(sig=None)
+    assert serve.proc.returncode == 3, "".join(serve.lines) + err
+    (line,) = err.splitlines()
+    log = re.escape(str(tmp_path / "tmp")) + r"/tritonpipeline-serve-one-\w+\.log"
+    assert re.fullmatch(
+        rf"error: tritonserver not ready after 2s \(not ready: head_c\); full log: {log}", line
+    )
+    Path(line.rsplit("full log: ", 1)[1]).unlink()
+    assert not serve.left_behind()

@@ -553,8 +553,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not os.environ.get(HOME_ENV):  # a tritonserver tree of its own needs no wheel's (NVIDIA's image)
         extras.need("serve", "tritonpipeline serve")
     from .local.server import (
-        Interrupted,
-        LocalTriton,
         TritonError,
         installed_numpy,
         missing_backends,
@@ -597,17 +595,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
     warning = numpy_warning(installed_numpy())
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    try:
-        workdir = Path(tempfile.mkdtemp(prefix="tritonpipeline-serve-"))
-    except OSError as exc:
-        where = quote(tempfile.gettempdir())
-        raise SpecError.one(f"cannot create a work directory in {where}: {reason(exc)}") from None
+    return _serve(c, args)
+
+
+# the signals that stop `serve`; from its first temporary file on, each only asks to stop, so that what it
+# made is removed whenever one comes (issue 55: a stop during the load left /dev/shm regions behind)
+SERVE_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SERVE_TEMP_PREFIX = "tritonpipeline-serve-"  # serve's work directory and log in the temporary directory
+
+
+def shown_path(path: Path) -> str:
+    """A path for a message: relative to the current directory when it is under it, as the user names it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def _serve(c: Compiled, args: argparse.Namespace) -> int:
+    """Assemble the repository in a temporary directory, run tritonserver on it until a signal, and
+    remove what it made: the work directory (repository, admin key), the log, the Python backend's
+    shared memory; after a failure, the log stays and the error line names it (--keep keeps all)."""
+    from .local.server import Interrupted, LocalTriton, NotReady, TritonError, last_error, load_failures
+
     stop = threading.Event()
-    keep = False  # the work directory, after a failure
-    handler = lambda *_: stop.set()  # noqa: E731
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    server = None
+    old = {s: signal.signal(s, lambda *_: stop.set()) for s in SERVE_SIGNALS}
+    workdir: Path | None = None
+    log: Path | None = None
+    server: LocalTriton | None = None
+    failed = False  # keep the log, which the error names
     try:
+        try:
+            workdir = Path(tempfile.mkdtemp(prefix=SERVE_TEMP_PREFIX))
+            fd, name = tempfile.mkstemp(prefix=f"{SERVE_TEMP_PREFIX}{c.pipeline.name}-", suffix=".log")
+            os.close(fd)
+            log = Path(name)
+        except OSError as exc:
+            where = quote(tempfile.gettempdir())
+            raise SpecError.one(f"cannot create a work directory in {where}: {reason(exc)}") from None
         repo = write_repository(c.artifacts, workdir / "repository", c.model_root, protect=_files(args.file))
         print(f"compiled {c.pipeline.name!r}: {len(c.artifacts.files)} generated files in {repo}")
         server_args, left_out = tritonserver_options.for_serve(c.pipeline.spec.server.args)
@@ -622,10 +645,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             grpc_port=args.grpc_port,
             metrics_port=args.metrics_port,
             host=args.host,
-            log_file=workdir / "tritonserver.log",
+            log_file=log,
             extra_args=[f"--exit-timeout-secs={args.exit_timeout}", *server_args],
         )
-        print(f"starting tritonserver (log: {server.log_file}) ...", flush=True)
+        if stop.is_set():
+            raise Interrupted("interrupted before tritonserver started")
+        print(f"starting tritonserver (log: {log}) ...", flush=True)
         server.start()
         server.wait_ready(
             timeout=args.timeout, stop=stop.is_set, progress=lambda line: print(line, flush=True)
@@ -642,10 +667,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("serving; Ctrl-C or SIGTERM stops", flush=True)
         while not stop.wait(0.5):
             if server.process is not None and server.process.poll() is not None:
-                print(
-                    f"tritonserver exited (code {server.process.returncode}):\n{server.log_tail()}",
-                    file=sys.stderr,
-                )
+                failed = True
+                why = last_error(server.logs()) or "no cause in its log"
+                code = server.process.returncode
+                error(f"tritonserver exited (code {code}) while serving: {why}; full log: {log}")
                 return EXIT_SERVER
         print("stopping tritonserver ...", flush=True)
         code = server.stop(timeout=args.exit_timeout + 5)
@@ -654,9 +679,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except Interrupted as exc:
         print(f"{exc}: stopping tritonserver", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except NotReady as exc:  # one line a model that failed (its file and line), not the log's tail
+        failed = True
+        logged = server.logs() if server is not None else ""
+        causes = [f.describe(shown_path) for f in load_failures(logged, server.repository)] if server else []
+        if exc.exited and not causes:
+            causes = [f"{exc.headline}: {last_error(logged) or 'no cause in its log'}"]
+        for cause in causes if exc.exited else [exc.headline, *causes]:
+            error(f"{cause}; full log: {log}")
+        return EXIT_SERVER
     except TritonError as exc:
-        error(str(exc))
-        keep = True  # the whole log, for what the tail leaves out
+        failed = True
+        error(f"{exc}; full log: {log}")
         return EXIT_SERVER
     except OSError as exc:
         error(f"cannot serve from {quote(workdir)}: {reason(exc)}")
@@ -664,14 +698,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop(timeout=5)
+        if args.keep:
+            print(f"kept {workdir} (the repository, admin key) and {log}: remove them when done")
+        else:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            if log is not None and not failed:
+                log.unlink(missing_ok=True)
         for s, h in old.items():
             signal.signal(s, h)
-        if keep and not args.keep:
-            print(
-                f"kept {workdir} (tritonserver.log and the repository); remove it when done", file=sys.stderr
-            )
-        if not (args.keep or keep):
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 NAMESPACES_ENV = env_name(Settings, "namespaces")
@@ -865,8 +900,7 @@ def endpoint_url(text: str) -> str:
 
 SERVE_PORT_FLAGS = ("--http-port", "--grpc-port", "--metrics-port")
 SERVE_PORT_IN_USE = (
-    "{flag} {port}: {host}:{port} cannot be bound ({why}): another server listens there; choose "
-    "another port"
+    "{flag} {port}: {host}:{port} cannot be bound ({why}): another server listens there; choose another port"
 )
 
 

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -21,10 +22,11 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
+from glob import glob
 from importlib import metadata
 from pathlib import Path
 
-from ..errors import Problem
+from ..errors import Problem, clip
 from ..spec import PLATFORM_BACKEND, Model
 from ..triton import security
 from ..triton.addresses import listen_args, url_host
@@ -34,11 +36,129 @@ class TritonError(RuntimeError):
     """tritonserver could not be found, started, or did not become ready."""
 
 
+class NotReady(TritonError):
+    """tritonserver exited before it was ready, or was not ready in time. `headline`: that in one line;
+    the message adds the log's tail (what a test's failure shows)."""
+
+    def __init__(self, headline: str, tail: str, *, exited: bool) -> None:
+        self.headline = headline
+        self.exited = exited  # the server exited (else: still loading when the time was up)
+        super().__init__(f"{headline}:\n{tail}")
+
+
 # tritonserver's log lines (model_lifecycle.cc) as a model starts and ends loading
 LOADING_RE = re.compile(r'"loading: (.+?):\d+"')
 LOADED_RE = re.compile(r"\"(?:successfully loaded|failed to load) '([^']+)'")
 SHM_DIR = "/dev/shm"  # where the Python backend's shared-memory regions live (Linux)
+# the Python backend's EnvironmentManager makes mkdtemp("/tmp/python_env_XXXXXX") as it starts (not under
+# $TMPDIR) and removes it only when the backend is finalized: a server ended during its load leaves it
+PYTHON_ENV_GLOB = "/tmp/python_env_*"
+# a glog line's time (local time, no year): I1129 22:27:30.168156; here that of the first model's load
+FIRST_LOAD_RE = re.compile(r'^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) .*"loading: ', re.MULTILINE)
+# how far from that line the Python backend's directory is made (measured: 1 ms before it)
+PYTHON_ENV_WINDOW = (-1.0, 0.5)
 PROGRESS_SECONDS = 5.0  # how often `serve` says how the model load goes
+
+
+# tritonserver's line when a model version fails to load (model_lifecycle.cc), its reason escaped as in a C
+# string ("\n" a line break): the Python backend's reason is the exception, then "At:" and the traceback's
+# frames, innermost first, one "  FILE(LINE): FUNCTION" each
+FAILED_RE = re.compile(r"\"failed to load '([^']+)' version (\d+): (.*)\"\s*$", re.MULTILINE)
+FRAME_RE = re.compile(r"^\s+(/.+?)\((\d+)\): \S")
+# a SyntaxError as Python prints it: the message, then its file's name (no directory) and line
+SYNTAX_RE = re.compile(r"^(\w+Error: .*) \(([^()/]+\.py), line (\d+)\)$")
+# any error line of tritonserver's log (glog: severity E, date, time, thread, file:line] message)
+ERROR_LINE_RE = re.compile(r'^E\d{4} [\d:.]+ +\d+ \S+\] "?(.*?)"?$', re.MULTILINE)
+HARMLESS_ERRORS = ("CudaDriverHelper has not been initialized",)  # logged where there is no GPU
+TRITON_STATUS = "Internal: "  # the status name Triton puts before a backend's error: noise to a user
+CAUSE_LIMIT = 300  # the most characters of a cause quoted from the log
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """A model version that failed to load, from tritonserver's log: the first line of its cause, and the
+    model's file and line it points at (the user's file: the repository links the model's directories)."""
+
+    model: str
+    version: str
+    cause: str
+    file: Path | None = None
+    line: int | None = None
+
+    def describe(self, shown: Callable[[Path], str] = str) -> str:
+        where = f" ({shown(self.file)} line {self.line})" if self.file is not None else ""
+        return f"model {self.model} version {self.version} failed to load: {self.cause}{where}"
+
+
+def _unescape(text: str) -> str:
+    """A reason as tritonserver's log escapes it (a JSON string's escapes), as text."""
+    try:
+        return str(json.loads(f'"{text}"'))
+    except ValueError:
+        return text.replace("\\n", "\n")
+
+
+def _model_file(repository: Path, model: str, version: str, name: str) -> Path | None:
+    """The file `name` (a SyntaxError gives no directory) of a model: in the version's directory, else
+    anywhere in the model's; resolved through the repository's links to the user's file."""
+    top = repository / model
+    candidates = [top / version / name]
+    for root, _dirs, files in os.walk(top, followlinks=True):
+        candidates += [Path(root) / name] if name in files else []
+    found = next((c for c in candidates if c.is_file()), None)
+    return Path(os.path.realpath(found)) if found is not None else None
+
+
+def load_failures(log: str, repository: Path) -> list[LoadFailure]:
+    """The model versions tritonserver's log says failed to load, each once, with the cause and, for a
+    Python model, the file and line of its own code the error comes from (a SyntaxError's location; else
+    the innermost frame of the traceback inside the repository)."""
+    found: dict[tuple[str, str], LoadFailure] = {}
+    inside = f"{repository}{os.sep}"
+    for model, version, escaped in FAILED_RE.findall(log):
+        if (model, version) in found:
+            continue
+        lines = _unescape(escaped).splitlines() or [""]
+        cause = lines[0].strip()
+        cause = cause[len(TRITON_STATUS) :] if cause.startswith(TRITON_STATUS) else cause
+        file, line = None, None
+        syntax = SYNTAX_RE.match(cause)
+        if syntax:
+            file = _model_file(repository, model, version, syntax.group(2))
+            cause, line = (syntax.group(1), int(syntax.group(3))) if file else (cause, None)
+        if file is None:
+            frames = [m for m in map(FRAME_RE.match, lines[1:]) if m and m.group(1).startswith(inside)]
+            if frames:
+                file, line = Path(os.path.realpath(frames[0].group(1))), int(frames[0].group(2))
+        found[model, version] = LoadFailure(model, version, clip(cause, CAUSE_LIMIT), file, line)
+    return list(found.values())
+
+
+def last_error(log: str) -> str | None:
+    """Why tritonserver exited, where no model failed to load: the first error it logged (an ERROR line,
+    but the one every machine without a GPU logs), else its fatal `error: ...` line, else its last line."""
+    errors = [e for e in ERROR_LINE_RE.findall(log) if not e.startswith(HARMLESS_ERRORS)]
+    fatal = [line[len("error: ") :] for line in log.splitlines() if line.startswith("error: ")]
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    if errors:
+        return clip((_unescape(errors[0]).splitlines() or [""])[0], CAUSE_LIMIT)
+    return clip((fatal or lines)[-1], CAUSE_LIMIT) if fatal or lines else None
+
+
+def first_load_time(log: str, now: float) -> float | None:
+    """When tritonserver began loading its first model (its log's first `loading:` line), in seconds since
+    the epoch; the year is `now`'s, or the one before where that would be in the future (New Year)."""
+    found = FIRST_LOAD_RE.search(log)
+    if found is None:
+        return None
+    month, day, hour, minute = (int(g) for g in found.groups()[:4])
+    second = float(found.group(5))
+    year = time.localtime(now).tm_year
+    for y in (year, year - 1):
+        at = time.mktime((y, month, day, hour, minute, int(second), 0, 0, -1)) + second % 1
+        if at <= now + 60:
+            return at
+    return None
 
 
 def loading_progress(log: str, seconds: float) -> str:
@@ -281,6 +401,8 @@ class LocalTriton:
     admin_key: str | None = field(default_factory=security.new_key, repr=False)
     # the Python backend's shared-memory regions are /dev/shm/<this>*: this process's pid and a random token
     shm_prefix: str = field(default_factory=lambda: f"tp{os.getpid()}_{secrets.token_hex(3)}_")
+    # the Python backends' directories there before this server started: never this server's
+    python_envs_before: frozenset[str] = field(default_factory=frozenset, repr=False)
 
     def __post_init__(self) -> None:
         taken = {self.http_port, self.grpc_port, self.metrics_port} - {0}
@@ -325,6 +447,7 @@ class LocalTriton:
     def start(self) -> LocalTriton:
         if self.log_file is None:
             self.log_file = Path(self.repository).parent / f"tritonserver-{self.http_port}.log"
+        self.python_envs_before = frozenset(glob(PYTHON_ENV_GLOB))
         log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child process
         try:
             self.process = subprocess.Popen(
@@ -376,8 +499,8 @@ class LocalTriton:
                 raise Interrupted(f"interrupted while the models load{self._loading()}")
             if self.process is None or self.process.poll() is not None:
                 code = None if self.process is None else self.process.returncode
-                raise TritonError(
-                    f"tritonserver exited (code {code}) before it was ready:\n{self.log_tail()}"
+                raise NotReady(
+                    f"tritonserver exited (code {code}) before it was ready", self.log_tail(), exited=True
                 )
             try:
                 status, _ = self._get("/v2/health/ready")
@@ -387,7 +510,8 @@ class LocalTriton:
             except (OSError, urllib.error.URLError):
                 pass
             time.sleep(0.1)
-        raise TritonError(f"tritonserver not ready after {timeout:g}s{self._loading()}:\n{self.log_tail()}")
+        headline = f"tritonserver not ready after {timeout:g}s{self._loading()}"
+        raise NotReady(headline, self.log_tail(), exited=False)
 
     def _loading(self) -> str:
         """` (not ready: MODEL, ...)`: the models the log says started loading and did not finish (the
@@ -411,10 +535,33 @@ class LocalTriton:
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (Triton drains and unloads), then SIGKILL after `timeout`; then what is left of the
         server's process group (a server that died, of a crash or a kill, leaves its backends' stub
-        processes running); then the shared-memory regions its Python backend left (`remove_shm`)."""
+        processes running); then the shared-memory regions its Python backend left (`remove_shm`) and,
+        when it did not end cleanly (killed during its load: SIGTERM ends it then), the Python backend's
+        directory (`remove_python_env`)."""
         code = None if self.process is None else end_process(self.process, timeout)
         self.remove_shm()
+        if code not in (0, None):
+            self.remove_python_env()
         return code
+
+    def remove_python_env(self) -> list[Path]:
+        """Remove the Python backend's /tmp/python_env_* directory this server made and, ended during its
+        load, did not remove: the one made as this server's log says it began loading models (within
+        PYTHON_ENV_WINDOW), new since it started, owned by this user, and empty (rmdir)."""
+        loaded = first_load_time(self.logs(), time.time())
+        if loaded is None:
+            return []
+        removed = []
+        for name in sorted(set(glob(PYTHON_ENV_GLOB)) - self.python_envs_before):
+            try:
+                info = os.lstat(name)
+                ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+                if ours and PYTHON_ENV_WINDOW[0] <= info.st_mtime - loaded <= PYTHON_ENV_WINDOW[1]:
+                    os.rmdir(name)
+                    removed.append(Path(name))
+            except OSError:
+                continue
+        return removed
 
     def remove_shm(self) -> list[Path]:
         """Remove this server's Python-backend regions from SHM_DIR: a server stopped while its models
