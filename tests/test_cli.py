@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import CLI, EXAMPLES, MODELS, example
+from helpers import CLI, EXAMPLES, MODELS, ROOT, example
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline, router_source
 from tritonpipeline.compiler.plan_types import LINK_TO_MODEL_FILE
@@ -770,19 +772,41 @@ def test_run_with_a_name_no_namespace_can_have_is_one_line(tmp_path: Path) -> No
     assert_one_line_error(result, "no Kubernetes credentials (in-cluster or KUBECONFIG)")
 
 
-def test_every_help_example_parses_and_its_files_exist() -> None:
-    """`tritonpipeline --help` shows examples (issue 55): each is a command line the parser takes, and
-    the example files it names are in the repository."""
+SHELL_OPERATORS = ("|", ">", ">>", "&&", ";")
+REPOSITORY_PATHS = ("examples/", "model_repository")  # what an example reads from the repository
+
+
+def example_arguments(line: str) -> list[str]:
+    """The arguments of the `tritonpipeline` command in an example's shell line (`sed ... | tritonpipeline
+    manifests - | kubectl diff -f -`): from the word after it to the next shell operator."""
+    words = shlex.split(line)
+    start = words.index("tritonpipeline") + 1
+    end = next((i for i, w in enumerate(words[start:], start) if w in SHELL_OPERATORS), len(words))
+    return words[start:end]
+
+
+def test_every_command_has_help_examples_that_parse_and_whose_files_exist() -> None:
+    """Every command's --help ends with examples (issue 55), the top level's with each command's first:
+    each is a command line this parser takes, for the command it is listed under, and the repository files
+    it reads (an example pipeline, the model repository) exist."""
     parser = cli.build_parser()
-    for line, _ in cli.EXAMPLES:
-        words = line.split()
-        args = parser.parse_args(words)
-        assert args.command == words[0] and callable(args.func)
-        for word in words:
-            if word.startswith("examples/"):
-                assert (EXAMPLES.parent / word).is_file(), word
-    help_text = parser.format_help()
-    assert all(f"tritonpipeline {line}\n" in help_text for line, _ in cli.EXAMPLES)
+    commands = set(cli.EXAMPLES)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert commands == set(sub.choices), "every command, and only those, has examples"
+    for command, examples in cli.EXAMPLES.items():
+        assert examples, command
+        help_text = sub.choices[command].format_help()
+        for line, what in examples:
+            arguments = example_arguments(line)
+            args = parser.parse_args(arguments)
+            assert args.command == command and callable(args.func), line
+            for word in shlex.split(line):
+                if word.startswith(REPOSITORY_PATHS):
+                    assert (ROOT / word).exists(), f"{line}: {word} is not in the repository"
+            assert f"\n  {line}\n      {what}\n" in help_text + "\n", help_text
+    top = parser.format_help()
+    for command, examples in cli.EXAMPLES.items():
+        assert (f"\n  {examples[0][0]}\n" in top) == (command not in cli.INTERNAL_COMMANDS), command
 
 
 @pytest.mark.cli

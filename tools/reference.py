@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from tritonpipeline.cli import build_parser
+from tritonpipeline.cli import EXAMPLES, build_parser
 from tritonpipeline.runtime import log_events, metrics
 from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import Range, Settings, declared
@@ -101,6 +101,13 @@ def cli_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
     return rows
 
 
+def cli_examples(examples: tuple[tuple[str, str], ...]) -> list[str]:
+    """A command's examples (cli.EXAMPLES, what its --help ends with) as a shell block: what each does as
+    a comment above it."""
+    lines = "\n\n".join(f"# {what}\n{line}" for line, what in examples)
+    return ["Examples (from the repository's root):", "", "```sh", lines, "```", ""] if examples else []
+
+
 def cli_page(parser: argparse.ArgumentParser | None = None) -> str:
     parser = parser or build_parser()
     commands = _subcommands(parser)
@@ -112,11 +119,12 @@ def cli_page(parser: argparse.ArgumentParser | None = None) -> str:
             sections += ["", " ".join(sub.description.split())]
         rows = cli_rows(sub)
         sections += ["", table(["argument", "default", "choices", ""], rows) if rows else "No arguments.", ""]
+        sections += cli_examples(EXAMPLES.get(name, ()))
     return page(
         "`tritonpipeline.cli.build_parser()`",
         "The tritonpipeline command",
-        f"{parser.description} Every subcommand with its arguments (`{parser.prog} COMMAND --help` prints "
-        "the same).",
+        f"{parser.description} Every subcommand with its arguments and examples (`{parser.prog} COMMAND "
+        "--help` prints the same).",
         *sections,
     )
 

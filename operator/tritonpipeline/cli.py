@@ -914,16 +914,107 @@ def _check_serve_ports(args: argparse.Namespace) -> None:
         seen[number] = flag
 
 
-# what `tritonpipeline --help` shows under "examples:" (tests/test_cli.py parses each one)
-EXAMPLES = (
-    ("validate examples/fanout.yaml", "check a pipeline: every problem, with its field"),
-    ("serve examples/fanout.yaml --cpu", "serve it on a local tritonserver, no cluster needed"),
-    ("graph examples/fanout.yaml --format svg -o fanout.svg", "draw its graph"),
-    ("render examples/fanout.yaml -o repository", "write its Triton model repository"),
-    ("manifests examples/fanout.yaml -n ml", "print the objects the operator applies for it"),
-    ("import model_repository -o pipeline.yaml", "write a pipeline from a repository you have"),
-    ("run -n team-a,team-b", "run the operator, watching two namespaces"),
-)
+# the examples each command's --help ends with (the top level's --help: each command's first) and
+# docs/reference/cli.md shows (tools/reference.py): whole command lines, run from the repository's root.
+# tests/test_cli.py parses each with this parser and checks that the repository files it names exist.
+EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "validate": (
+        (
+            "tritonpipeline validate examples/fanout.yaml examples/diamond.yaml",
+            "check pipelines: every problem, one `error:` line each with its field; exit 1 if any",
+        ),
+        ("tritonpipeline validate examples/fanout.yaml --output json", "the same as JSON, for CI"),
+        (
+            "kubectl get tp vision -n ml -o yaml | tritonpipeline validate -",
+            "check a pipeline as a cluster holds it",
+        ),
+    ),
+    "render": (
+        (
+            "tritonpipeline render examples/fanout.yaml -o repository",
+            "write its Triton model repository (the model files linked)",
+        ),
+        (
+            "tritonpipeline render examples/fanout.yaml -o repository --cpu --force",
+            "again over it, GPU instance groups on the CPU",
+        ),
+    ),
+    "graph": (
+        ("tritonpipeline graph examples/diamond.yaml", "its graph in Mermaid, the inserted routers marked"),
+        (
+            "tritonpipeline graph examples/fanout.yaml --format svg -o fanout.svg",
+            "as a picture (Graphviz's dot)",
+        ),
+    ),
+    "serve": (
+        (
+            "tritonpipeline serve examples/fanout.yaml --cpu",
+            "serve it on a local tritonserver (127.0.0.1:8000 HTTP, 8001 gRPC, 8002 metrics), no cluster",
+        ),
+        (
+            "tritonpipeline serve examples/diamond.yaml --http-port 9000 --grpc-port 9001 "
+            "--metrics-port 9002",
+            "on other ports",
+        ),
+        (
+            "tritonpipeline serve examples/fanout.yaml --models model_repository --timeout 600 --keep",
+            "model files from another directory, a longer load, and keep the repository and log",
+        ),
+    ),
+    "run": (
+        ("tritonpipeline run", "run the operator on every namespace (KUBECONFIG or the pod's account)"),
+        (
+            "tritonpipeline run -n team-a,team-b --metrics http://0.0.0.0:8081",
+            "on two namespaces, /metrics and /readyz on port 8081",
+        ),
+    ),
+    "manifests": (
+        (
+            "sed 's|../model_repository|pvc://models/triton|' examples/fanout.yaml "
+            "| tritonpipeline manifests - -n ml",
+            "the objects the operator applies for a pipeline whose models are on a PVC",
+        ),
+        (
+            "sed 's|../model_repository|pvc://models/triton|' examples/fanout.yaml "
+            "| tritonpipeline manifests - -n ml | kubectl diff -f -",
+            "what applying them would change in the cluster",
+        ),
+    ),
+    "import": (
+        (
+            "tritonpipeline import model_repository -o pipeline.yaml",
+            "write a pipeline from a Triton model repository you have",
+        ),
+        (
+            "tritonpipeline import examples/published/tutorials --strict",
+            "print it; exit 1, writing nothing, if a setting is not carried",
+        ),
+    ),
+    "crd": (("tritonpipeline crd | kubectl apply --server-side -f -", "install the CRD without the chart"),),
+    "assemble": (
+        (
+            "tritonpipeline assemble --generated /tp/generated --source s3://models/triton "
+            "--out /tp/repository",
+            "what the pods' init container runs: the model repository from the ConfigMaps and the source",
+        ),
+    ),
+}
+EXAMPLES_HEADING = "examples:"
+INTERNAL_COMMANDS = ("assemble",)  # what the operator's pods run: no example in the top-level --help
+
+
+def examples_text(examples: tuple[tuple[str, str], ...]) -> str:
+    """An --help's examples: each command line, and under it what it does."""
+    return "\n".join([EXAMPLES_HEADING, *(f"  {line}\n      {what}" for line, what in examples)])
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's: the description wrapped to the terminal, but the examples printed as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(EXAMPLES_HEADING):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def package_version() -> str:
@@ -938,10 +1029,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="tritonpipeline",
         description="Compile TritonPipeline resources into Triton model repositories.",
-        epilog="examples:\n"
-        + "\n".join(f"  tritonpipeline {example}\n      {what}" for example, what in EXAMPLES)
-        + "\n\n`tritonpipeline COMMAND --help` says more about each command.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples_text(tuple(e[0] for name, e in EXAMPLES.items() if name not in INTERNAL_COMMANDS))
+        + "\n\n`tritonpipeline COMMAND --help` says more about each command, with more examples.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -1086,6 +1176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", required=True, help="mounted model source directory, or s3:// / gs:// URI")
     p.add_argument("--out", required=True, metavar="DIR", help="repository to create")
     p.set_defaults(func=cmd_assemble)
+    for name, command in sub.choices.items():  # every command's --help ends with its examples
+        command.epilog = examples_text(EXAMPLES[name])
+        command.formatter_class = HelpFormatter
     return parser
 
 
