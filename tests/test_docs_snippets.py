@@ -1,20 +1,29 @@
 """Every TritonPipeline YAML the docs show is one the spec accepts and the compiler compiles: a whole CR as
 it is, a `spec:` or `modelRepository:` fragment laid over examples/fanout.yaml (each `---` document apart).
 A snippet that drifts from the spec (a renamed field, a removed value) fails here, not in a user's
-`kubectl apply`."""
+`kubectl apply`. The request of docs/getting-started/local.md (serve, curl, tritonclient) is run as the
+page writes it, against a real `serve`."""
 
 from __future__ import annotations
 
 import copy
+import json
 import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from helpers import DOCS, example
+from helpers import CLI, DOCS, ROOT, example
 from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.local.server import free_ports
 from tritonpipeline.spec import parse_pipeline
 
 YAML_BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)
@@ -66,3 +75,77 @@ def test_a_snippet_with_a_wrong_field_is_caught() -> None:
 
     with pytest.raises(SpecError, match="streamDrainSecond"):
         compile_pipeline(parse_pipeline(as_pipeline({"spec": {"routing": {"streamDrainSecond": 600}}})))
+
+
+# -- docs/getting-started/local.md's "Send a request", run as written against a real `serve`
+
+FENCED = re.compile(r"```(\w+)\n(.*?)```", re.S)
+REQUEST_PAGE = DOCS / "getting-started" / "local.md"
+REQUEST_SECTION = "## Send a request"
+
+
+def fenced_blocks(page: Path, section: str) -> list[tuple[str, str]]:
+    """(language, text) of each fenced block of `page` under the heading `section`, in order."""
+    text = page.read_text()
+    start = text.index(f"\n{section}\n")
+    end = text.find("\n## ", start + 1)
+    return FENCED.findall(text[start : end if end != -1 else len(text)])
+
+
+def test_the_request_section_shows_serve_curl_and_python() -> None:
+    languages = [language for language, _ in fenced_blocks(REQUEST_PAGE, REQUEST_SECTION)]
+    assert languages == ["sh", "sh", "json", "python", "text", "python", "text"], languages
+
+
+@pytest.mark.tritonserver
+@pytest.mark.cli
+def test_the_request_section_runs_as_written(tmp_path: Path) -> None:
+    """Issue 55: no page showed a request to a locally served pipeline. local.md's section serves an
+    example (its first block), asks it with curl (the answer: the json block) and with tritonclient over
+    HTTP and gRPC (each printing the text block after it). The commands run as written, from the
+    repository's root, but for the ports: free ones, in the serve command and for localhost:8000/8001.
+    About 10 s (the example's four models load)."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed (make system-deps installs it)")
+    blocks = fenced_blocks(REQUEST_PAGE, REQUEST_SECTION)
+    (serve_line,) = blocks[0][1].strip().splitlines()
+    http, grpc, metrics = free_ports(3)
+
+    def local(text: str) -> str:
+        return text.replace("localhost:8000", f"localhost:{http}").replace(
+            "localhost:8001", f"localhost:{grpc}"
+        )
+
+    words = shlex.split(serve_line)
+    assert words[:2] == [".venv/bin/tritonpipeline", "serve"], serve_line
+    command = [str(CLI), *words[1:], "--http-port", str(http), "--grpc-port", str(grpc)]
+    command += ["--metrics-port", str(metrics)]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("serving;"):
+                break
+        assert lines and lines[-1].startswith("serving;"), "".join(lines)
+        curl = subprocess.run(
+            ["bash", "-euc", local(blocks[1][1])], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert curl.returncode == 0, curl.stderr
+        answer, shown = json.loads(curl.stdout), json.loads(blocks[2][1])
+        assert {k: answer[k] for k in shown if k != "outputs"} == {
+            k: v for k, v in shown.items() if k != "outputs"
+        }
+        by_name = {o["name"]: o for o in answer["outputs"]}
+        assert by_name == {o["name"]: o for o in shown["outputs"]}
+        for (language, code), (_, printed) in zip(blocks[3::2], blocks[4::2], strict=True):
+            assert language == "python"
+            run = subprocess.run(
+                [sys.executable, "-c", local(code)], cwd=ROOT, capture_output=True, text=True, timeout=60
+            )
+            assert (run.returncode, run.stdout) == (0, printed), run.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
