@@ -76,6 +76,16 @@ def test_readme_keeps_its_first_lines_stays_short_and_documents_crd_upgrades():
         assert command in notes, command
 
 
+def test_readme_says_what_a_first_make_test_costs() -> None:
+    """Issue 55: beside `make test`, the time and disk a first run takes, and how the disk was measured."""
+    head = "\n".join(README.read_text().splitlines()[:20])
+    cost = re.search(
+        r"first `make test` costs\*\*: about \*\*(\d+) minutes\*\*.*?\*\*(\d+) GB of disk\*\*", head, re.S
+    )
+    assert cost is not None, head
+    assert "du -sh" in head and "~/.cache/tritonpipeline" in head and "`.venv`" in head
+
+
 def written_reasons() -> set[str]:
     """Every string that can be the `reason` argument of st.condition(...) in the operator."""
     reasons: set[str] = set()
