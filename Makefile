@@ -147,12 +147,16 @@ generate: $(STAMP) ## regenerate every file derived from the code (tools/generat
 	$(PY) tools/generate.py
 
 # the documentation site (mkdocs.yml): docs/ built into site/ by MkDocs Material with --strict, so a broken link
-# or anchor, a missing page or one left out of nav fails; the pictures are drawn from the code as it builds
+# or anchor, a missing page or one left out of nav fails; the pictures are drawn from the code as it builds.
+# The site reads offline: Mermaid, which Material would fetch from a CDN, is the npm registry's package (npm
+# pack, version and sha512 pinned in tools/mermaid.py), cached with the tools and copied into the site.
 docs: $(STAMP) ## build the docs site into site/ (strict; part of `make test`)
+	@$(PY) tools/mermaid.py >/dev/null
 	@NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --clean
 	@echo ">> docs built: site/index.html"
 
 docs-serve: $(STAMP) ## serve the docs site at http://127.0.0.1:8000, rebuilt on every change
+	@$(PY) tools/mermaid.py >/dev/null
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
