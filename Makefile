@@ -87,7 +87,7 @@ test-side-kind: $(STAMP)
 
 # a whole `make release` into a temporary directory (tests/test_release.py, marker release_build): the images
 # the kind track has just built (e2e/images.py's cache), syft built from Go modules (about 4 minutes cold),
-# the wheel installed in a fresh venv and by pipx, the chart package rendered by helm: about 1.5 minutes warm
+# the wheel installed in a fresh venv and by pipx, the chart package rendered by helm: about 45 s warm
 test-side-release: $(STAMP)
 	@$(PHASE) side/build-syft bash e2e/build-gotool.sh syft --if-go
 	@$(PHASE) side/release env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m release_build

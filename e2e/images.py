@@ -400,13 +400,18 @@ def assembler_of(operator: str) -> str:
 
 
 def _context_files() -> list[Path]:
-    """What the Dockerfile COPYs (pyproject.toml, README.md, operator/, the lock files) and the Dockerfile."""
+    """What the Dockerfile COPYs (pyproject.toml, README.md, operator/, the lock files) and the Dockerfile;
+    not what .dockerignore leaves out of the context (bytecode, the egg-info that `pip install -e` and
+    `python -m build` rewrite, which would otherwise make every image new after a build)."""
     files = [ROOT / "Dockerfile", ROOT / "pyproject.toml", ROOT / "README.md"]
     files += sorted((ROOT / "requirements").glob("*.lock"))
     files += sorted(
         p
         for p in (ROOT / "operator").rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and not p.name.endswith(".pyc")
+        and not any(part.endswith(".egg-info") for part in p.parts)
     )
     return files
 

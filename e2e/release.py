@@ -337,19 +337,33 @@ def rendered_images(helm: Any, package: Path) -> tuple[str, str]:
 # the wheel, the SBOM, the sums
 
 
+# what the Dockerfile builds its wheel from (COPY pyproject.toml README.md ./, COPY operator/)
+PYTHON_SOURCES = ("pyproject.toml", "README.md", "operator")
+
+
 def build_python(version: str, out: Path) -> list[Path]:
     """sdist, then the wheel from the sdist (`python -m build`, isolated: setuptools from the index as in
-    the Dockerfile), into `out`."""
+    the Dockerfile), into `out`; from a copy of what the Dockerfile builds its wheel from, so nothing is
+    written into the tree (the egg-info)."""
     t = time.monotonic()
     log("python: sdist and wheel (python -m build: the wheel built from the sdist)")
     with tempfile.TemporaryDirectory(prefix="tp-release-python-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for name in PYTHON_SOURCES:
+            if (ROOT / name).is_dir():
+                junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+                shutil.copytree(ROOT / name, src / name, ignore=junk)
+            else:
+                shutil.copy2(ROOT / name, src / name)
+        dist = Path(tmp) / "dist"
         proc = subprocess.run(
-            [sys.executable, "-m", "build", "--outdir", tmp, str(ROOT)],
+            [sys.executable, "-m", "build", "--outdir", str(dist), str(src)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
         )  # fmt: skip
         if proc.returncode != 0:
             raise ReleaseError(f"python -m build failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
-        files = sorted(Path(tmp).iterdir())
+        files = sorted(dist.iterdir())
         expected = {f"tritonpipeline-{version}-py3-none-any.whl", f"tritonpipeline-{version}.tar.gz"}
         if {f.name for f in files} != expected:
             raise ReleaseError(

@@ -140,6 +140,25 @@ def test_why_a_platform_is_not_built_says_what_the_host_lacks(tmp_path: Path) ->
     assert "qemu-aarch64 is registered" in registered and "arm64 runner" in registered
 
 
+def test_the_images_cache_key_ignores_what_a_build_writes_into_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """e2e/images.py keys an image by the files the Dockerfile copies, less what .dockerignore leaves out:
+    the egg-info `pip install -e` writes is no part of it, so a release (or `make venv`) does not make the
+    next run build the images again."""
+    from e2e import images
+
+    for name in ("Dockerfile", "pyproject.toml", "README.md", "requirements/operator.lock",
+                 "operator/tritonpipeline/cli.py", "operator/tritonpipeline.egg-info/SOURCES.txt",
+                 "operator/tritonpipeline/__pycache__/cli.cpython-311.pyc"):  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    monkeypatch.setattr(images, "ROOT", tmp_path)
+    kept = {p.relative_to(tmp_path).as_posix() for p in images._context_files()}
+    assert kept == {"Dockerfile", "pyproject.toml", "README.md", "requirements/operator.lock",
+                    "operator/tritonpipeline/cli.py"}  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------- the chart, the sums
 
 
