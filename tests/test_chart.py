@@ -83,8 +83,14 @@ OPERATOR_RULES = [
      "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": ["gateway.nginx.org"], "resources": ["upstreamsettingspolicies"],
      "verbs": ["get", "create", "patch", "delete"]},
-    {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["get", "create", "patch", "delete"]},
 ]  # fmt: skip
+# where the operator may use KEDA (autoscaling.keda: true, or auto where helm finds KEDA's CRD)
+KEDA_RULE = {
+    "apiGroups": ["keda.sh"],
+    "resources": ["scaledobjects"],
+    "verbs": ["get", "create", "patch", "delete"],
+}
+KEDA_API = "keda.sh/v1alpha1/ScaledObject"  # as helm's .Capabilities.APIVersions holds it
 KOPF_CRDS = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
              "verbs": ["list", "watch"]}  # fmt: skip
 # which implementation serves a pipeline's Gateway (its GatewayClass's controllerName): get only
@@ -518,6 +524,44 @@ def test_rbac_namespaced_is_a_role_per_namespace(helm):
     assert command[-4:] == ["-n", "team-a", "-n", "team-b"]
 
 
+@pytest.mark.helm
+@pytest.mark.parametrize(
+    ("keda", "api_versions", "granted"),
+    [("auto", [], False), ("auto", [KEDA_API], True), ("true", [], True), ("false", [KEDA_API], False)],
+    ids=["auto", "auto-keda", "true", "false-keda"],
+)
+@pytest.mark.parametrize("scenario", ["cluster-wide", "namespaced"])
+def test_scaled_objects_are_granted_only_where_the_operator_uses_keda(
+    helm, keda, api_versions, granted, scenario
+):
+    """Least privilege for the default autoscaling engine `auto`: the operator holds the ScaledObject
+    rule only where it may use KEDA (autoscaling.keda: where helm finds KEDA's CRD, always, or never),
+    and TRITONPIPELINE_USE_KEDA tells it the same, so it never tries what its RBAC denies; the
+    Prometheus KEDA queries is the chart's value."""
+    docs = helm.template(
+        "rel",
+        "ops",
+        [SCENARIOS[scenario]],
+        set_values=[f"autoscaling.keda={keda}", "autoscaling.prometheusAddress=http://prom.mon.svc:9090"],
+        api_versions=api_versions,
+    )
+    kinds = ("ClusterRole", "Role") if scenario == "cluster-wide" else ("Role",)
+    rules = [
+        rule
+        for d in docs
+        if d["kind"] in kinds and d["metadata"]["name"] == "rel-triton-pipeline"
+        for rule in d["rules"]
+    ]
+    assert rules and (KEDA_RULE in rules) == granted
+    env = env_of(docs)
+    assert env["TRITONPIPELINE_USE_KEDA"] == ("true" if granted else "false")
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("TRITONPIPELINE_USE_KEDA", env["TRITONPIPELINE_USE_KEDA"])
+        m.setenv("TRITONPIPELINE_PROMETHEUS_ADDRESS", env["TRITONPIPELINE_PROMETHEUS_ADDRESS"])
+        settings = Settings.from_env()
+    assert settings.use_keda is granted and settings.prometheus_address == "http://prom.mon.svc:9090"
+
+
 RBAC_DOC = ROOT / "docs" / "getting-started" / "cluster.md"
 
 
@@ -539,7 +583,7 @@ def test_the_install_page_permission_table_is_the_charts_rbac(helm):
     rules = [
         rule
         for scenario in ("cluster-wide", "namespaced")
-        for doc in helm.template("rel", "ops", [SCENARIOS[scenario]])
+        for doc in helm.template("rel", "ops", [SCENARIOS[scenario]], api_versions=[KEDA_API])
         if doc["kind"] in ("ClusterRole", "Role")
         for rule in doc["rules"]
     ]

@@ -1054,6 +1054,26 @@ def test_manifests_of_a_gateway_route_say_what_the_operator_reads(tmp_path: Path
 
 
 @pytest.mark.cli
+def test_manifests_of_an_auto_autoscaler_say_what_the_operator_chooses(tmp_path: Path) -> None:
+    """autoscaling.engine auto (the default): the operator chooses KEDA where the cluster serves it, so
+    `manifests` (which asks no cluster) renders the HPA and says so on stderr; --autoscaling-engine keda
+    renders the ScaledObject instead."""
+    doc = example("fanout", uri="pvc://models/triton")
+    doc["spec"]["autoscaling"] = {"maxReplicas": 3}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = run_cli("manifests", path)
+    assert result.returncode == 0, result.stderr
+    assert "autoscaling.engine auto" in result.stderr and "--autoscaling-engine keda" in result.stderr
+    kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout)]
+    assert "HorizontalPodAutoscaler" in kinds and "ScaledObject" not in kinds
+    result = run_cli("manifests", path, "--autoscaling-engine", "keda")
+    assert result.returncode == 0 and "autoscaling.engine" not in result.stderr, result.stderr
+    kinds = [o["kind"] for o in yaml.safe_load_all(result.stdout)]
+    assert kinds[-1] == "ScaledObject" and "HorizontalPodAutoscaler" not in kinds
+
+
+@pytest.mark.cli
 def test_serve_router_native_without_a_compiler_says_why(tmp_path: Path) -> None:
     """--router native insists: exit 1 with the reason, and no server is started."""
     env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}

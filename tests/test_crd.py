@@ -177,7 +177,7 @@ def test_nested_defaults_are_filled_in_by_the_server(kube: Kube, ns: str) -> Non
         "maxReplicas": 3,
         "metric": "queueTime",
         "target": 50,
-        "engine": "hpa",
+        "engine": "auto",
     }
     assert spec["models"][0]["instances"] == [{"kind": "AUTO", "count": 1, "passive": False}]
     assert spec["models"][0]["dynamicBatching"] == {

@@ -274,7 +274,7 @@ def statuses() -> Iterator[tuple[str, dict[str, Any]]]:
             {
                 **tm.steps_status(tp, work),
                 "openSequences": tm.open_sequences_status(tp, {**pods, "gone": None}),
-                "autoscaler": tm.autoscaler_status(tp, hpa),
+                "autoscaler": tm.autoscaler_status(tp, hpa, "keda"),
             },
         )
         yield f"{name}: first poll", tm.steps_status(tp, None)

@@ -68,6 +68,44 @@ def test_a_keda_trigger_at_any_address_is_reached() -> None:
     }
 
 
+def test_an_auto_engine_reaches_a_scaled_object_only_as_optional_items() -> None:
+    """The default engine `auto` renders the HPA (a trusted kind) and may get a ScaledObject instead
+    where KEDA is served: its items are optional (reviewed at admission, recorded when allowed, never
+    refused); the address the tenant wrote is one of them unless an admin lists it, and none when the
+    operator's own address is used."""
+    settings = Settings()
+    d = doc(autoscaling={"maxReplicas": 3, "prometheusAddress": "http://127.0.0.1:10250"})
+    tp, _, children, _ = compile_cr(d, settings)
+    required = rc.reach(tp, children, settings, d["spec"])
+    assert "create horizontalpodautoscalers.autoscaling team-a" in {i.key for i in required}
+    assert not any(i.resource == "scaledobjects" for i in required)
+    optional = {i.key: i for i in rc.optional_reach(tp, settings, d["spec"], required)}
+    assert set(optional) == {
+        "create scaledobjects.keda.sh team-a",
+        "create scaledobjects.keda.sh team-a metrics address http://127.0.0.1:10250",
+    }
+    assert all(i.optional and not i.listed for i in optional.values())
+    # trusted kind and a listed address (issue 54's admin lists): nothing left to review
+    listed = dataclasses.replace(
+        settings,
+        trusted_kinds=(*settings.trusted_kinds, "ScaledObject"),
+        allowed_metrics_addresses=("team-a/http://127.0.0.1:*",),
+    )
+    assert all(i.listed for i in rc.optional_reach(tp, listed, d["spec"], required))
+    # the operator's own address: the kind alone
+    plain = doc(autoscaling={"maxReplicas": 3})
+    tp, _, children, _ = compile_cr(plain, settings)
+    keys = [
+        i.key for i in rc.optional_reach(tp, settings, plain["spec"], rc.reach(tp, children, settings, {}))
+    ]
+    assert keys == ["create scaledobjects.keda.sh team-a"]
+    # engines named in the spec have nothing optional
+    for engine in ("hpa", "keda"):
+        named = doc(autoscaling={"maxReplicas": 3, "engine": engine})
+        tp, _, children, _ = compile_cr(named, settings)
+        assert rc.optional_reach(tp, settings, named["spec"], rc.reach(tp, children, settings, {})) == []
+
+
 def test_every_secret_and_claim_the_pods_are_given_is_reached_at_its_field() -> None:
     """Any Secret or PVC of the namespace went into the Triton container on request."""
     server = example("fanout")["spec"].get("server", {})

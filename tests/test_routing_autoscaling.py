@@ -15,7 +15,7 @@ from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient, TritonClien
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import autoscaling, routing
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.manifests import render_children, with_engine
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton.addresses import loopback, url_host
@@ -547,6 +547,47 @@ def test_keda_scaled_object_with_the_generated_query(metric):
         kids.scaled_object["spec"]["triggers"][0]["metadata"]["serverAddress"]
         == "http://prom.monitoring:9090"
     )
+
+
+# --------------------------------------------------------------------------------------------- engine
+
+
+def test_engine_auto_is_the_default_and_renders_the_hpa_where_no_cluster_is_asked():
+    """`validate` and `manifests` ask no cluster: `auto` (the default) renders the HPA there; the operator
+    swaps in the ScaledObject where it chooses KEDA (with_engine), the same one `keda` renders."""
+    tp, kids = children(doc("fanout", autoscaling={"maxReplicas": 3}))
+    assert tp.spec.autoscaling.engine == "auto"
+    assert autoscaling.engine_of(tp) == "hpa" and autoscaling.engine_of(tp, keda=True) == "keda"
+    assert kids.hpa is not None and kids.scaled_object is None
+    keda = with_engine(kids, tp, Settings(), "keda")
+    assert keda.hpa is None and keda.hpa not in keda.all()
+    _, named = children(doc("fanout", autoscaling={"maxReplicas": 3, "engine": "keda"}))
+    assert keda.scaled_object == named.scaled_object
+    assert with_engine(kids, tp, Settings(), "hpa") is kids
+    assert autoscaling.hpa_name(tp) == "vision" and autoscaling.hpa_name(tp, "keda") == "keda-hpa-vision"
+    assert "KEDA ScaledObject vision" in autoscaling.describe(tp, "keda")
+    assert "HorizontalPodAutoscaler vision" in autoscaling.describe(tp)
+
+
+@pytest.mark.parametrize(
+    ("engine", "served", "usable", "problems", "chosen", "why"),
+    [
+        ("auto", True, True, (), "keda", autoscaling.AUTO_KEDA),
+        ("auto", False, True, (), "hpa", autoscaling.AUTO_HPA_NO_KEDA),
+        ("auto", True, False, (), "hpa", autoscaling.AUTO_HPA_KEDA_OFF),
+        ("auto", True, True, ("spec.autoscaling: not reviewed",), "hpa", "spec.autoscaling: not reviewed"),
+        # the spec's own choice wins, whatever the cluster serves
+        ("hpa", True, True, (), "hpa", "autoscaling.engine hpa (set in the spec)"),
+        ("keda", False, False, (), "keda", "autoscaling.engine keda (set in the spec)"),
+    ],
+)
+def test_the_engine_chosen_and_why(engine, served, usable, problems, chosen, why):
+    tp = parse_pipeline(doc("fanout", autoscaling={"maxReplicas": 3, "engine": engine}))
+    choice = autoscaling.choose(tp, served, usable, problems)
+    assert choice.engine == chosen and why in choice.why
+    if chosen == "hpa" and engine == "auto":
+        assert "auto chose the HPA" in choice.why
+    assert autoscaling.choose(parse_pipeline(doc("fanout")), served) == autoscaling.EngineChoice(None)
 
 
 # --------------------------------------------------------------------------------------------- client

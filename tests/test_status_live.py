@@ -132,7 +132,8 @@ def hpa_status(current: int, desired: int) -> dict[str, Any]:
 @pytest.mark.apiserver
 def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator):
     """No HPA controller runs on the bare control plane: the test writes the HPA's status as it would,
-    for our HPA (engine hpa) and for the one KEDA makes (keda-hpa-NAME, engine keda)."""
+    for our HPA (engine auto without KEDA: hpa) and for the one KEDA makes (keda-hpa-NAME, engine
+    keda); status.autoscaler names the engine."""
     name = "scaled"
     doc = cluster_doc(name, namespace)
     doc["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 5, "metric": "queueTime", "target": 50}
@@ -155,7 +156,7 @@ def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator)
     hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"}
     wait_for("the HPA", lambda: kube.get(hpa["apiVersion"], hpa["kind"], namespace, name))
     write_status(kube, {**hpa, "metadata": {"namespace": namespace, "name": name}}, hpa_status(2, 4))
-    want = {"currentReplicas": 2, "desiredReplicas": 4, "metric": "queueTime", "target": 50}
+    want = {"currentReplicas": 2, "desiredReplicas": 4, "metric": "queueTime", "target": 50, "engine": "hpa"}
     wait_for("status.autoscaler from the HPA", lambda: autoscaler() == want, timeout=20)
 
     # engine keda: KEDA's own HPA (made here, as KEDA would), not ours
@@ -183,7 +184,7 @@ def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator)
     write_status(kube, {**hpa, "metadata": {"namespace": namespace, "name": keda_name}}, hpa_status(3, 1))
     doc["spec"]["autoscaling"]["engine"] = "keda"
     kube.apply(doc)
-    want = {"currentReplicas": 3, "desiredReplicas": 1, "metric": "queueTime", "target": 50}
+    want = {"currentReplicas": 3, "desiredReplicas": 1, "metric": "queueTime", "target": 50, "engine": "keda"}
     wait_for("status.autoscaler from KEDA's HPA", lambda: autoscaler() == want, timeout=20)
 
     # autoscaling removed: no autoscaler in status

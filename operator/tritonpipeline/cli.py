@@ -792,11 +792,18 @@ def cmd_assemble(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+AUTO_ENGINE_NOTE = (
+    "autoscaling.engine auto: rendered the HPA on prometheus-adapter's metrics; the operator makes a KEDA "
+    "ScaledObject instead where the cluster serves KEDA (--autoscaling-engine keda renders it)"
+)
+
+
 def cmd_manifests(args: argparse.Namespace) -> int:
     """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
     from .compiler import compile_pipeline
     from .compiler.router_choice import choose_router
-    from .kube.manifests import render_children
+    from .kube import autoscaling
+    from .kube.manifests import render_children, with_engine
     from .kube.routing import routing_children
     from .spec import parse_pipeline
 
@@ -825,6 +832,11 @@ def cmd_manifests(args: argparse.Namespace) -> int:
                 "--gateway-implementation to render them",
                 file=sys.stderr,
             )
+        if autoscaling.may_choose_keda(tp):  # engine auto: as the operator would choose it
+            engine: autoscaling.Engine = "keda" if args.autoscaling_engine == "keda" else "hpa"
+            children = with_engine(children, tp, settings, engine)
+            if args.autoscaling_engine is None:
+                print(f"note: {tp.name}: {AUTO_ENGINE_NOTE}", file=sys.stderr)
         objects += [*children.all(), *children.routing.provider_objects]
         objects += [children.scaled_object] if children.scaled_object else []
     sys.stdout.write(yamltext.dump_all(objects))
@@ -1123,10 +1135,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print, as a YAML stream, exactly the objects the operator applies for each pipeline "
         "of FILE: ConfigMaps, Deployment, Service, routing objects and the autoscaler. Objects of a "
         "routing provider or of KEDA are included: the operator applies them where the cluster serves "
-        "their API. Owner references are left out (they need the stored CR's uid), and so is the admin-key "
-        "Secret the operator creates (a key is never printed): without the operator, create it yourself or "
-        "name your own with spec.server.adminKeySecretRef. The operator's "
-        "settings come from the same environment variables (TRITONPIPELINE_ASSEMBLER_IMAGE, ...).",
+        "their API (autoscaling.engine auto: the HPA, or the ScaledObject with --autoscaling-engine keda, "
+        "as the operator chooses from the cluster). Owner references are left out (they need the stored "
+        "CR's uid), and so is the admin-key Secret the operator creates (a key is never printed): without "
+        "the operator, create it yourself or name your own with spec.server.adminKeySecretRef. The "
+        "operator's settings come from the same environment variables (TRITONPIPELINE_ASSEMBLER_IMAGE, ...).",
     )
     p.add_argument("file", metavar="FILE", help=FILE_HELP)
     p.add_argument("--name", help="only this TritonPipeline, when the file holds several")
@@ -1137,6 +1150,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with routing.provider gateway-api: whose hash policy to render with the routes, as the "
         "operator would read it from the Gateway's GatewayClass (default: routing.gateway.implementation; "
         "without either, the routes are left out and stderr says so)",
+    )
+    p.add_argument(
+        "--autoscaling-engine",
+        choices=("hpa", "keda"),
+        help="with autoscaling.engine auto: the autoscaler to render, as the operator chooses it from the "
+        "cluster (keda: a ScaledObject, where KEDA is served; hpa, the default: the HPA on "
+        "prometheus-adapter's metrics, and stderr says so)",
     )
     common(p)
     p.set_defaults(func=cmd_manifests)

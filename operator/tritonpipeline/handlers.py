@@ -15,6 +15,7 @@ import kopf
 
 from .kube.meta import MANAGED_BY, PIPELINE_LABEL
 from .reconcile import authors
+from .reconcile.discovery import discovery_loop
 from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
@@ -103,6 +104,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
         state.leadership = asyncio.create_task(leadership_loop(state, logger))
     state.workers.start()  # last: a start-up that fails above leaves no process behind
     state.resync = asyncio.create_task(resync_loop(state, logger))
+    state.discovering = asyncio.create_task(discovery_loop(state, logger))
     if config.status_poll_seconds > 0:
         state.poll = asyncio.create_task(poll_loop(state, logger))
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
@@ -119,7 +121,7 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
 @kopf.on.cleanup()
 async def stop(memo: OperatorState, **_: Any) -> None:
     """Stop what start() started."""
-    for task in (memo.resync, memo.poll, memo.leadership):
+    for task in (memo.resync, memo.poll, memo.leadership, memo.discovering):
         if task is not None:
             task.cancel()
     memo.workers.close()
@@ -138,8 +140,8 @@ async def watch_alive(memo: OperatorState, **_: Any) -> str:
 
 @kopf.on.probe(id="loops")
 async def loops_alive(memo: OperatorState, **_: Any) -> str:
-    """Liveness: every loop (resync, status poll, leadership, webhook certificate) completed a pass
-    within its bound (runtime/loops.py)."""
+    """Liveness: every loop (resync, status poll, discovery, leadership, webhook certificate) completed a
+    pass within its bound (runtime/loops.py)."""
     problems = memo.loops.problems()
     if problems:
         raise kopf.PermanentError("; ".join(problems))

@@ -263,6 +263,25 @@ class Settings:
         "The Prometheus that KEDA ScaledObjects query, unless a pipeline sets "
         "`autoscaling.prometheusAddress`.",
     )
+    use_keda: bool = setting(
+        True,
+        "USE_KEDA",
+        "Whether the operator scales pipelines with KEDA where the cluster serves KEDA's ScaledObject: "
+        "`autoscaling.engine: auto` (the default) then makes a ScaledObject, and the HPA on "
+        "prometheus-adapter's metrics where KEDA is not served; off (`false`): `auto` always makes the HPA, "
+        "and a pipeline that asks for `keda` gets none. The chart sets it with the ScaledObject permissions "
+        "it grants (its `autoscaling.keda`).",
+        _flag,
+    )
+    discovery_seconds: float = setting(
+        10.0,
+        "DISCOVERY_SECONDS",
+        "How long the operator keeps what API discovery said about an optional API (KEDA's ScaledObject, a "
+        "routing provider's kinds) before it asks again: each period it asks about those its pipelines "
+        "use, and when an answer changes (a CRD installed or removed) it re-applies those pipelines at once "
+        "(an autoscaling engine `auto` switches to KEDA).",
+        Range(0, above=True),
+    )
     # the names of Secrets, not secrets: named so that linters' secret-in-env checks do not take it for one
     assembler_pull_secrets: tuple[str, ...] = setting(
         (),

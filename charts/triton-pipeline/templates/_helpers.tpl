@@ -207,7 +207,8 @@ The operator's permissions inside a namespace (or in all of them), derived from 
   - a pipeline's Gateway and its GatewayClass are read (GET, cluster-wide: a Gateway usually lives in a
     namespace of its own; see kopf-clusterrole.yaml) to learn which implementation hashes the header;
   - routing and KEDA objects are not watched (the resync loop repairs them), so they need no list/watch;
-    whether their API exists is read from discovery, which every authenticated user may read.
+    whether their API exists is read from discovery, which every authenticated user may read. KEDA's
+    ScaledObjects only where the operator may use KEDA (autoscaling.keda: "triton-pipeline.keda" below);
   - children carry owner references with blockOwnerDeletion: true, which the
     OwnerReferencesPermissionEnforcement admission plugin (on by default in OpenShift) allows only to
     whoever may update the owner's finalizers: `update` on tritonpipelines/finalizers (no finalizer is
@@ -291,9 +292,20 @@ The operator's permissions inside a namespace (or in all of them), derived from 
 - apiGroups: ["gateway.nginx.org"]
   resources: ["upstreamsettingspolicies"]
   verbs: ["get", "create", "patch", "delete"]
+{{- if include "triton-pipeline.keda" . }}
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["get", "create", "patch", "delete"]
+{{- end }}
+{{- end }}
+
+{{/*
+"true" where the operator may use KEDA (autoscaling.keda): always, never, or (auto) where helm's API
+versions include KEDA's ScaledObject. The ScaledObject rules above and TRITONPIPELINE_USE_KEDA follow it.
+*/}}
+{{- define "triton-pipeline.keda" -}}
+{{- $keda := toString .Values.autoscaling.keda }}
+{{- if or (eq $keda "true") (and (eq $keda "auto") (.Capabilities.APIVersions.Has "keda.sh/v1alpha1/ScaledObject")) }}true{{ end }}
 {{- end }}
 
 {{/*

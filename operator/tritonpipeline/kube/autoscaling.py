@@ -21,7 +21,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .. import yamltext
 from ..compiler import OPEN_STREAMS_FILE, OPEN_STREAMS_LEASE_SECONDS
@@ -252,6 +252,82 @@ def behavior(tp: TritonPipeline) -> dict[str, Any] | None:
     }
 
 
+# --------------------------------------------------------------------------- engine
+
+Engine = Literal["hpa", "keda"]  # what actually scales a pipeline (`auto` resolved)
+KEDA_API = f"{SCALED_OBJECT_API[1]} ({SCALED_OBJECT_API[0]})"  # as messages name it
+
+
+def engine_of(tp: TritonPipeline, keda: bool = False) -> Engine | None:
+    """The engine that scales the pipeline: the one its spec names, or for `auto` KEDA when `keda` (the
+    operator found KEDA served, usable and allowed: `choose`), the HPA otherwise (what `validate` and
+    `manifests`, which ask no cluster, render). None without spec.autoscaling."""
+    auto = tp.spec.autoscaling
+    if auto is None:
+        return None
+    if auto.engine == "auto":
+        return "keda" if keda else "hpa"
+    return auto.engine
+
+
+def may_choose_keda(tp: TritonPipeline) -> bool:
+    """Whether the operator chooses the engine (`auto`), so that KEDA may scale the pipeline one day."""
+    auto = tp.spec.autoscaling
+    return auto is not None and auto.engine == "auto"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine the operator chose for a pipeline and why, in words for its status (`why` ends the
+    AutoscalingConfigured message's first sentence)."""
+
+    engine: Engine | None
+    why: str = ""
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.why}: " if self.why else ""
+
+
+# why each engine, in the AutoscalingConfigured condition's message
+CHOSEN_IN_SPEC = "autoscaling.engine {engine} (set in the spec)"
+AUTO_KEDA = f"autoscaling.engine auto chose KEDA: the cluster serves {KEDA_API}"
+AUTO_HPA_NO_KEDA = (
+    f"autoscaling.engine auto chose the HPA on prometheus-adapter's metrics: the cluster does not serve "
+    f"{KEDA_API} (a ScaledObject replaces the HPA once KEDA is installed)"
+)
+AUTO_HPA_KEDA_OFF = (
+    f"autoscaling.engine auto chose the HPA on prometheus-adapter's metrics: the cluster serves {KEDA_API}, "
+    "but this operator does not use KEDA (TRITONPIPELINE_USE_KEDA is off: the chart's autoscaling.keda, "
+    "which grants it ScaledObjects)"
+)
+AUTO_HPA_NOT_REVIEWED = (
+    f"autoscaling.engine auto chose the HPA on prometheus-adapter's metrics: the cluster serves {KEDA_API}, "
+    "but the ScaledObject is not allowed for this pipeline ({problems})"
+)
+
+
+def choose(
+    tp: TritonPipeline, served: bool, usable: bool = True, problems: Sequence[str] = ()
+) -> EngineChoice:
+    """The engine for the pipeline, and why: the spec's own choice wins; `auto` is KEDA when the cluster
+    serves KEDA's ScaledObject (`served`), the operator may use it (`usable`: settings.use_keda) and
+    nothing forbids this pipeline's ScaledObject (`problems`: the access review's refusals of it, issue
+    54), else the HPA on prometheus-adapter's custom metrics."""
+    auto = tp.spec.autoscaling
+    if auto is None:
+        return EngineChoice(None)
+    if auto.engine != "auto":
+        return EngineChoice(auto.engine, CHOSEN_IN_SPEC.format(engine=auto.engine))
+    if not served:
+        return EngineChoice("hpa", AUTO_HPA_NO_KEDA)
+    if not usable:
+        return EngineChoice("hpa", AUTO_HPA_KEDA_OFF)
+    if problems:
+        return EngineChoice("hpa", AUTO_HPA_NOT_REVIEWED.format(problems="; ".join(problems)))
+    return EngineChoice("keda", AUTO_KEDA)
+
+
 # --------------------------------------------------------------------------- objects
 
 
@@ -262,10 +338,11 @@ def _target(tp: TritonPipeline) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def hpa(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
-    """autoscaling/v2 HPA with one Pods metric served by prometheus-adapter (rules in the chart)."""
+def hpa(tp: TritonPipeline, settings: Settings, engine: Engine | None = None) -> dict[str, Any] | None:
+    """autoscaling/v2 HPA with one Pods metric served by prometheus-adapter (rules in the chart), when the
+    pipeline's engine (`engine`: as the operator resolved `auto`, else `engine_of`) is the HPA."""
     auto = tp.spec.autoscaling
-    if auto is None or auto.engine != "hpa":
+    if auto is None or (engine or engine_of(tp)) != "hpa":
         return None
     metric: dict[str, Any] = {"name": METRIC_NAMES[auto.metric]}
     if auto.metric in PER_MODEL:
@@ -294,10 +371,13 @@ def hpa(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
     }
 
 
-def scaled_object(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | None:
-    """KEDA ScaledObject with a prometheus trigger on `pipeline_query` (KEDA makes the HPA itself)."""
+def scaled_object(
+    tp: TritonPipeline, settings: Settings, engine: Engine | None = None
+) -> dict[str, Any] | None:
+    """KEDA ScaledObject with a prometheus trigger on `pipeline_query` (KEDA makes the HPA itself), when
+    the pipeline's engine (`engine`, else `engine_of`) is KEDA."""
     auto = tp.spec.autoscaling
-    if auto is None or auto.engine != "keda":
+    if auto is None or (engine or engine_of(tp)) != "keda":
         return None
     spec: dict[str, Any] = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": tp.name},
@@ -330,12 +410,11 @@ def scaled_object(tp: TritonPipeline, settings: Settings) -> dict[str, Any] | No
 KEDA_HPA_PREFIX = "keda-hpa-"  # KEDA names the HPA it makes for a ScaledObject keda-hpa-<its name>
 
 
-def hpa_name(tp: TritonPipeline) -> str | None:
+def hpa_name(tp: TritonPipeline, engine: Engine | None = None) -> str | None:
     """The name of the HPA that scales the pipeline: ours (engine hpa) or KEDA's (engine keda)."""
-    auto = tp.spec.autoscaling
-    if auto is None:
+    if tp.spec.autoscaling is None:
         return None
-    return tp.name if auto.engine == "hpa" else f"{KEDA_HPA_PREFIX}{tp.name}"
+    return tp.name if (engine or engine_of(tp)) == "hpa" else f"{KEDA_HPA_PREFIX}{tp.name}"
 
 
 REPLICAS_HANDOVER_MANAGER = "tritonpipeline-replicas-handover"
@@ -374,14 +453,15 @@ def replicas_handover(
     }
 
 
-def describe(tp: TritonPipeline) -> str:
-    """One line for status and logs: what scales the pipeline, and the exact query behind it."""
+def describe(tp: TritonPipeline, engine: Engine | None = None) -> str:
+    """One line for status and logs: what scales the pipeline (with `engine`, as the operator resolved
+    `auto`), and the exact query behind it."""
     auto = tp.spec.autoscaling
     if auto is None:
         return f"fixed at {tp.spec.server.replicas} replica(s)"
     what = (
         f"HorizontalPodAutoscaler {tp.name} on Pods metric {METRIC_NAMES[auto.metric]} (prometheus-adapter)"
-        if auto.engine == "hpa"
+        if (engine or engine_of(tp)) == "hpa"
         else f"KEDA ScaledObject {tp.name} (prometheus trigger, {KEDA_METRIC_TYPE[auto.metric]})"
     )
     return (

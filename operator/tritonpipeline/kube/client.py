@@ -335,18 +335,24 @@ class Kube:
         )
 
     def resource_exists(self, api_version: str, kind: str) -> bool:
-        """Whether the API serves this kind (e.g. a provider's CRD is installed), from discovery: a group
-        or version it does not serve (404; 403 where discovery is not allowed) is False; a transient
-        failure (an aggregated API's server down: 503) is retried like every call, then KubeError, so
-        that it is never taken for "not installed"."""
+        """Whether the API serves this kind (e.g. a provider's CRD is installed), from discovery
+        (`served_kinds`)."""
+        return kind in self.served_kinds(api_version)
+
+    def served_kinds(self, api_version: str) -> frozenset[str]:
+        """The kinds the API serves at `api_version`, from discovery: a group or version it does not
+        serve (404; 403 where discovery is not allowed) serves none; a transient failure (an aggregated
+        API's server down: 503) is retried like every call, then KubeError, so that it is never taken for
+        "not installed"."""
         url = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         try:
             resources = self._retry(lambda: self._call("GET", url)).get("resources", [])
         except KubeError as exc:
             if exc.status in (403, 404):
-                return False
+                return frozenset()
             raise
-        return any(r.get("kind") == kind for r in resources)
+        # subresources (scaledobjects/status) carry their parent's kind: only the resources themselves
+        return frozenset(str(r.get("kind")) for r in resources if "/" not in str(r.get("name", "")))
 
 
 def _replaced_if(uid: str | None, call: Callable[[], T]) -> Callable[[], T]:

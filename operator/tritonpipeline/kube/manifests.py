@@ -5,7 +5,7 @@ Routing objects live in kube/routing.py, autoscaling objects and queries in kube
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compiler import Artifacts
@@ -61,6 +61,7 @@ __all__ = [
     "render_children",
     "selector_labels",
     "strategy",
+    "with_engine",
 ]
 
 
@@ -438,6 +439,20 @@ def render_children(tp: TritonPipeline, artifacts: Artifacts, settings: Settings
         scaled_object=autoscaling.scaled_object(tp, settings),
         network_policy=access.network_policy(tp, settings),
         disruption_budget=disruption_budget(tp, settings),
+    )
+
+
+def with_engine(
+    children: Children, tp: TritonPipeline, settings: Settings, engine: autoscaling.Engine | None
+) -> Children:
+    """The children with the autoscaler of `engine` (the operator's resolution of `auto`:
+    autoscaling.choose) instead of what render_children made without asking the cluster."""
+    if engine is None or engine == autoscaling.engine_of(tp):
+        return children
+    return replace(
+        children,
+        hpa=autoscaling.hpa(tp, settings, engine),
+        scaled_object=autoscaling.scaled_object(tp, settings, engine),
     )
 
 

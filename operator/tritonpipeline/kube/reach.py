@@ -17,18 +17,19 @@ the pipeline is refused with the field path, and what it already runs is left as
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import hmac
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import Problem
 from ..settings import GROUP, Settings
 from ..spec import DNS_LABEL_RE, TritonPipeline
-from . import access
+from . import access, autoscaling
 from .client import plural
 from .manifests import Children
 from .routing import GATEWAY_API
@@ -84,6 +85,9 @@ class Reach:
     detail: str = ""
     listed: bool = False
     setting: str = "trusted_kinds"  # the admin list that could allow it (Settings' field)
+    # reviewed, recorded when allowed, never refused: what the pipeline may get instead of what it has
+    # (the ScaledObject of an `auto` autoscaling engine, made only where its items are allowed)
+    optional: bool = dataclasses.field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -192,15 +196,39 @@ def _details(obj: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
 def reach(tp: TritonPipeline, children: Children, settings: Settings, spec: Mapping[str, Any]) -> list[Reach]:
     """Every item the pipeline reaches once rendered as `children`, each once, sorted; `spec`: the spec
     as written (the references found there are the author's; the rest the operator's own)."""
-    namespace = tp.metadata.namespace or "default"
     scaled = [children.scaled_object] if children.scaled_object else []
     objects = [*children.all(), *children.routing.provider_objects, *scaled]
+    return reach_objects(tp, objects, settings, spec, access.generates_secret(tp))
+
+
+def optional_reach(
+    tp: TritonPipeline, settings: Settings, spec: Mapping[str, Any], required: Sequence[Reach]
+) -> list[Reach]:
+    """The items of what the operator may render instead of what `required` holds (the ScaledObject of
+    an `auto` autoscaling engine: kube/autoscaling.py), beyond those of `required`, marked optional."""
+    scaled = autoscaling.scaled_object(tp, settings, "keda") if autoscaling.may_choose_keda(tp) else None
+    if scaled is None:
+        return []
+    keys = {i.key for i in required}
+    found = reach_objects(tp, [scaled], settings, spec)
+    return [replace(i, optional=True) for i in found if i.key not in keys]
+
+
+def reach_objects(
+    tp: TritonPipeline,
+    objects: Sequence[Mapping[str, Any]],
+    settings: Settings,
+    spec: Mapping[str, Any],
+    secret: bool = False,
+) -> list[Reach]:
+    """Every item `objects` reach (and the generated admin-key Secret with `secret`), each once, sorted."""
+    namespace = tp.metadata.namespace or "default"
     found: dict[str, Reach] = {}
 
     def add(item: Reach) -> None:
         found.setdefault(item.key, item)
 
-    if access.generates_secret(tp):
+    if secret:
         add(_kind("v1", "Secret", namespace, settings))
     for obj in objects:
         api, kind = str(obj["apiVersion"]), str(obj["kind"])

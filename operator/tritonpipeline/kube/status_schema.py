@@ -156,11 +156,16 @@ def status_schema() -> dict[str, Any]:
         steps=_list(STEP, MAX_STEP_ENTRIES, "Per step: queue and compute time per request, requests/s."),
         bottleneck=_string(2 * MAX_NAME + 1, "pipeline/step with the most queue + compute time per request."),
         autoscaler=_object(
-            "The autoscaler's replicas, the metric and the target it scales on.",
+            "The autoscaler's replicas, the metric and the target it scales on, and its engine.",
             currentReplicas=_count(),
             desiredReplicas=_count(),
             metric=_string(MAX_WORD),
             target={"type": "number", "minimum": 0},
+            engine=_string(
+                MAX_WORD,
+                "hpa or keda: what scales the pipeline (`auto` resolved; the condition "
+                "AutoscalingConfigured says why).",
+            ),
         ),
         openSequences=_list(
             _object(

@@ -165,16 +165,18 @@ def steps_status(tp: TritonPipeline, work: Mapping[str, Work] | None) -> dict[st
     return {"steps": steps, "bottleneck": slowest[1] if slowest else None}
 
 
-def autoscaler_status(tp: TritonPipeline, hpa: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def autoscaler_status(
+    tp: TritonPipeline, hpa: Mapping[str, Any] | None, engine: str | None = None
+) -> dict[str, Any] | None:
     """status.autoscaler from the HPA that scales the pipeline (ours, or KEDA's): its current and desired
-    replicas (absent until the HPA controller has reported them), the metric and the target. None without
-    spec.autoscaling."""
+    replicas (absent until the HPA controller has reported them), the metric, the target and the engine
+    (`hpa` or `keda`, `auto` resolved). None without spec.autoscaling."""
     auto = tp.spec.autoscaling
     if auto is None:
         return None
     status = (hpa or {}).get("status") or {}
     copied = {key: status.get(key) for key in ("currentReplicas", "desiredReplicas")}
-    return without_nulls({**copied, "metric": auto.metric, "target": auto.target})
+    return without_nulls({**copied, "metric": auto.metric, "target": auto.target, "engine": engine})
 
 
 def open_sequences_status(

@@ -7,7 +7,7 @@ import asyncio
 import calendar
 import datetime
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
@@ -21,6 +21,7 @@ from ..kube.meta import namespace_of as pipeline_namespace
 from ..kube.meta import owned
 from ..runtime import log_events as events
 from ..runtime.children import fingerprint
+from ..runtime.discovery import Discovery
 from ..runtime.state import OperatorState, Seen
 from ..settings import Settings
 from ..spec import TritonPipeline
@@ -102,9 +103,12 @@ async def ensure_admin_secret(
     events.ADMIN_KEY_ROLL.log(logger, secret=name, deployment=tp.name)
 
 
-async def _served(kube: Kube, apis: tuple[tuple[str, str], ...]) -> list[str]:
-    """The APIs (of `apis`) this cluster does not serve, as `Kind (group/version)`."""
-    served = await asyncio.gather(*(asyncio.to_thread(kube.resource_exists, a, k) for a, k in apis))
+async def _served(
+    kube: Kube, apis: tuple[tuple[str, str], ...], discovery: Discovery, key: tuple[str, str]
+) -> list[str]:
+    """The APIs (of `apis`) this cluster does not serve, as `Kind (group/version)`, from API discovery
+    as last read (runtime/discovery.py: the pipeline `key` depends on the answers)."""
+    served = await asyncio.gather(*(discovery.served(kube, a, k, key) for a, k in apis))
     return [f"{k} ({a})" for (a, k), ok in zip(apis, served, strict=True) if not ok]
 
 
@@ -194,27 +198,41 @@ async def _restore_pod_spec(
     return restored
 
 
+def _apis(objects: tuple[dict[str, Any], ...]) -> tuple[tuple[str, str], ...]:
+    """(apiVersion, kind) of each of `objects`, each once, in order."""
+    return tuple(dict.fromkeys((o["apiVersion"], o["kind"]) for o in objects))
+
+
 async def apply_optional(
     kube: Kube,
     tp: TritonPipeline,
     claims: Claims,
     owner: dict[str, Any],
     generation: int | None,
+    discovery: Discovery,
+    engine: autoscaling.EngineChoice,
     gateway: GatewayLookup | None = None,
+    use_keda: bool = True,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Apply the children that need a provider's API when the cluster serves it, owned by the pipeline
-    like the others (and, like them, only to objects the pipeline controls: claim.py). Returns what was
-    applied and the RoutingConfigured / AutoscalingConfigured conditions saying what happened
-    (`gateway`: what the Gateway's lookup found, with gateway-api)."""
+    """Apply the children that need a provider's API when the cluster serves it (`discovery`), owned by
+    the pipeline like the others (and, like them, only to objects the pipeline controls: claim.py).
+    Returns what was applied and the RoutingConfigured / AutoscalingConfigured conditions saying what
+    happened (`gateway`: what the Gateway's lookup found, with gateway-api; `engine`: the autoscaling
+    engine chosen and why, reconcile/engine.py; `use_keda`: settings.use_keda)."""
     applied: list[dict[str, Any]] = []
     children = claims.children
+    key = (pipeline_namespace(tp), tp.name)
+
+    async def _missing(apis: tuple[tuple[str, str], ...]) -> list[str]:
+        return await _served(kube, apis, discovery, key)
+
     r = children.routing
     provider = tp.spec.routing.provider
     provider_objects = r.provider_objects
     for api in r.provider_apis:  # an older release of a provider may serve the kind at an older version
         older = rt.older_api(provider_objects, api)
         older_api = (rt.OLDER_API_VERSIONS.get(api, ""), api[1])
-        if older is not None and await _served(kube, (api,)) and not await _served(kube, (older_api,)):
+        if older is not None and await _missing((api,)) and not await _missing((older_api,)):
             provider_objects = older
     if r.gateway_pending:
         reason, message = (gateway.reason, gateway.message) if gateway else ("GatewayNotFound", r.description)
@@ -226,9 +244,7 @@ async def apply_optional(
             routing = st.condition("RoutingConfigured", True, reason, r.description, generation)
         else:
             routing = st.condition("RoutingConfigured", True, "NoAffinity", r.description, generation)
-    elif missing := await _served(
-        kube, tuple(dict.fromkeys((o["apiVersion"], o["kind"]) for o in provider_objects))
-    ):
+    elif missing := await _missing(_apis(provider_objects)):
         routing = st.condition(
             "RoutingConfigured",
             False,
@@ -263,40 +279,59 @@ async def apply_optional(
                 f"the apiserver refused the {provider} objects ({exc}){hint}",
                 generation,
             )
-    auto = tp.spec.autoscaling
-    if auto is None:
-        scaling = st.condition(
-            "AutoscalingConfigured", True, "FixedReplicas", autoscaling.describe(tp), generation
-        )
-    elif children.scaled_object is None:
-        message = autoscaling.describe(tp)
-        scaling = st.condition("AutoscalingConfigured", True, "HorizontalPodAutoscaler", message, generation)
-    elif missing := await _served(kube, (autoscaling.SCALED_OBJECT_API,)):
-        scaling = st.condition(
-            "AutoscalingConfigured",
-            False,
-            "KedaNotInstalled",
-            f"autoscaling.engine keda needs {missing[0]}, which this cluster does not serve: install KEDA "
-            "(the ScaledObject is created at the next reconcile) or use engine hpa; no autoscaler exists "
-            "meanwhile",
-            generation,
-        )
-    else:
-        try:
-            done = await claims.put(kube, owned(children.scaled_object, owner), 1)
-            applied += [done] if done is not None else []
-            message = autoscaling.describe(tp)
-            scaling = st.condition("AutoscalingConfigured", True, "ScaledObject", message, generation)
-        except KubeError as exc:
-            raise_if_transient(exc)
-            message = f"the apiserver refused the ScaledObject: {exc}"
-            scaling = st.condition(
-                "AutoscalingConfigured", False, "ScaledObjectRejected", message, generation
-            )
+    scaling = await _apply_scaler(kube, tp, claims, owner, generation, engine, _missing, use_keda)
+    applied += scaling[0]
     routing = claims.unwritten("RoutingConfigured", [*r.objects, *provider_objects], generation) or routing
     scalers = [o for o in (children.hpa, children.scaled_object) if o is not None]
-    scaling = claims.unwritten("AutoscalingConfigured", scalers, generation) or scaling
-    return applied, [routing, scaling]
+    condition = claims.unwritten("AutoscalingConfigured", scalers, generation) or scaling[1]
+    return applied, [routing, condition]
+
+
+async def _apply_scaler(
+    kube: Kube,
+    tp: TritonPipeline,
+    claims: Claims,
+    owner: dict[str, Any],
+    generation: int | None,
+    engine: autoscaling.EngineChoice,
+    missing: Callable[[tuple[tuple[str, str], ...]], Awaitable[list[str]]],
+    use_keda: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Apply the ScaledObject (KEDA's engine; the HPA is among the children every cluster takes): what
+    was applied and the AutoscalingConfigured condition, which says which engine and why."""
+    children = claims.children
+    message = engine.sentence + autoscaling.describe(tp, engine.engine)
+    if tp.spec.autoscaling is None:
+        return [], st.condition("AutoscalingConfigured", True, "FixedReplicas", message, generation)
+    if children.scaled_object is None:
+        return [], st.condition("AutoscalingConfigured", True, "HorizontalPodAutoscaler", message, generation)
+    if not use_keda:
+        text = KEDA_NOT_ENABLED
+        return [], st.condition("AutoscalingConfigured", False, "KedaNotEnabled", text, generation)
+    if gone := await missing((autoscaling.SCALED_OBJECT_API,)):
+        text = KEDA_NOT_INSTALLED.format(missing=gone[0])
+        return [], st.condition("AutoscalingConfigured", False, "KedaNotInstalled", text, generation)
+    try:
+        done = await claims.put(kube, owned(children.scaled_object, owner), 1)
+    except KubeError as exc:
+        raise_if_transient(exc)
+        text = f"the apiserver refused the ScaledObject: {exc}"
+        return [], st.condition("AutoscalingConfigured", False, "ScaledObjectRejected", text, generation)
+    return ([done] if done is not None else []), st.condition(
+        "AutoscalingConfigured", True, "ScaledObject", message, generation
+    )
+
+
+KEDA_NOT_INSTALLED = (
+    "autoscaling.engine keda needs {missing}, which this cluster does not serve: install KEDA (the "
+    "ScaledObject is created once its CRD is served) or use engine hpa or auto; no autoscaler exists "
+    "meanwhile"
+)
+KEDA_NOT_ENABLED = (
+    "autoscaling.engine keda, but this operator does not use KEDA (TRITONPIPELINE_USE_KEDA is off: the "
+    "chart's autoscaling.keda, which grants it ScaledObjects): use engine hpa or auto, or ask the admin to "
+    "turn it on; no autoscaler exists meanwhile"
+)
 
 
 def raise_if_transient(exc: KubeError) -> None:
@@ -327,6 +362,7 @@ async def prune(
     keep_configmaps: frozenset[str] = frozenset(),
     listed: tuple[dict[str, Any], ...] | None = None,
     live: dict[str, Any] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Delete the pipeline's children a valid spec no longer renders, each only if the pipeline controls
     it (by UID): generated ConfigMaps (of `listed`, the pipeline's ConfigMaps before this apply, listed
@@ -334,7 +370,8 @@ async def prune(
     ReplicaSet of the Deployment (REVISION_HISTORY of them are kept) mounts; and a dropped optional child
     (an autoscaler, a routing object...): those the previous reconcile in this process rendered, else
     those the live Deployment (`live`, before this apply) records (ownership.RENDERED_OPTIONAL), else,
-    for a Deployment of an operator before that record, every optional name this pipeline could have."""
+    for a Deployment of an operator before that record, every optional name this pipeline could have
+    (but those of `skip`, `Kind/name` of children deleted already: prune_replaced_hpa)."""
     children, pipeline = claims.children, claims.pipeline
     namespace, name = pipeline_namespace(tp), tp.name
     selector = f"{PIPELINE_LABEL}={name}"
@@ -354,11 +391,47 @@ async def prune(
     for meta in surplus:
         if await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, meta["name"], meta["uid"]):
             removed.append(f"ConfigMap/{meta['name']}")
-    rendered = rendered_optional(tp, children)
+    return removed + await prune_optional(state, kube, tp, claims, live, skip=skip)
+
+
+async def prune_optional(
+    state: OperatorState,
+    kube: Kube,
+    tp: TritonPipeline,
+    claims: Claims,
+    live: dict[str, Any] | None,
+    kinds: frozenset[str] | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Delete the optional children (of `kinds`, or all) the spec rendered before and no longer does,
+    each only if the pipeline controls it (`prune`), but those of `skip` (`Kind/name`, deleted already).
+    No ScaledObject where the operator does not use KEDA: it made none, and may not read one (the chart
+    grants ScaledObjects with KEDA only)."""
+    namespace, name = pipeline_namespace(tp), tp.name
+    if not state.settings.use_keda:
+        skip = skip | {f"{autoscaling.SCALED_OBJECT_API[1]}/{name}"}
+    rendered = rendered_optional(tp, claims.children)
     before = state.optional.get((namespace, name))
     if before is None:
         before = ownership.recorded_optional(live, tp.name)
-    candidates = [c for c in ownership.optional_names(name) if c not in rendered and c in before]
-    deleted = await asyncio.gather(*(remove(kube, c, namespace, pipeline) for c in candidates))
-    removed += [ownership.shown(c) for c, gone in zip(candidates, deleted, strict=True) if gone]
-    return removed
+    candidates = [
+        c
+        for c in ownership.optional_names(name)
+        if c not in rendered
+        and c in before
+        and ownership.shown(c) not in skip
+        and (kinds is None or c[1] in kinds)
+    ]
+    deleted = await asyncio.gather(*(remove(kube, c, namespace, claims.pipeline) for c in candidates))
+    return [ownership.shown(c) for c, gone in zip(candidates, deleted, strict=True) if gone]
+
+
+async def prune_replaced_hpa(
+    state: OperatorState, kube: Kube, tp: TritonPipeline, claims: Claims, live: dict[str, Any] | None
+) -> list[str]:
+    """With KEDA's ScaledObject to apply, delete first the HPA the pipeline had (the engine switched,
+    `auto` finding KEDA installed): KEDA's admission webhook refuses a ScaledObject for a Deployment that
+    another HPA scales. Only the pipeline's own HPA, as `prune` would delete it after."""
+    if claims.children.scaled_object is None:
+        return []
+    return await prune_optional(state, kube, tp, claims, live, frozenset({"HorizontalPodAutoscaler"}))

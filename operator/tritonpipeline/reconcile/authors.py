@@ -126,12 +126,17 @@ async def items_of(state: OperatorState, doc: Mapping[str, Any]) -> list[rc.Reac
 async def _reach(
     state: OperatorState, tp: TritonPipeline, children: Children, doc: Mapping[str, Any]
 ) -> list[rc.Reach]:
+    """The items of the pipeline as rendered, and (marked optional) those of the ScaledObject an `auto`
+    autoscaling engine may get instead of its HPA: reviewed and recorded when allowed, so that the
+    reconcile may choose KEDA (reconcile/engine.py), never refused."""
     if rt.needs_gateway_lookup(tp):  # as the reconcile does (reconcile/pipeline.py)
         gateway = await lookup_gateway(state.kube, tp, state.settings)
         if gateway.implementation is not None:
             routing = rt.routing_children(tp, state.settings, gateway.implementation)
             children = replace(children, routing=routing)
-    return rc.reach(tp, children, state.settings, doc.get("spec") or {})
+    spec = doc.get("spec") or {}
+    required = rc.reach(tp, children, state.settings, spec)
+    return [*required, *rc.optional_reach(tp, state.settings, spec, required)]
 
 
 def may(kube: Kube, user: Mapping[str, Any], item: rc.Reach) -> bool:
@@ -188,20 +193,25 @@ async def stamp(
         _write(patch, new, before)
         return
     if not name:  # generateName: the name the record is bound to comes after admission
-        raise kopf.AdmissionError(f"metadata.name: {rc.NO_NAME}", code=422)
+        if any(not i.optional for i in wanted):
+            raise kopf.AdmissionError(f"metadata.name: {rc.NO_NAME}", code=422)
+        _write(patch, new, before)  # optional items alone: not reviewed (the HPA serves meanwhile)
+        return
     allowed = await asyncio.gather(*(asyncio.to_thread(may, state.kube, user, i) for i in wanted))
     denied = [i for i, ok in zip(wanted, allowed, strict=True) if not ok]
-    if denied and spec_changed:
+    refused = [i for i in denied if not i.optional]  # an optional item is recorded only when allowed
+    if refused and spec_changed:
         problems = [
             Problem(i.field, rc.DENIED.format(user=username, words=i.words(), allow=rc.allowed_by(i)))
-            for i in denied
+            for i in refused
         ]
-        events.ACCESS_DENIED.log(log, user=username, namespace=namespace, name=name, count=len(denied))
+        events.ACCESS_DENIED.log(log, user=username, namespace=namespace, name=name, count=len(refused))
         raise kopf.AdmissionError("\n".join(map(str, problems)), code=403)
-    if denied:  # an annotation by someone who may not reach it all: the record stays as it was
+    if refused:  # an annotation by someone who may not reach it all: the record stays as it was
         _write(patch, new, before)
         return
-    _write(patch, new, rc.record(key, namespace, name, username, sorted(current)))
+    recorded = current - {i.key for i in denied}
+    _write(patch, new, rc.record(key, namespace, name, username, sorted(recorded)))
 
 
 def _write(patch: kopf.Patch, new: Mapping[str, Any], value: str | None) -> None:
@@ -222,12 +232,29 @@ async def check(
     if not state.settings.review_authors:
         return
     items = rc.reach(tp, children, state.settings, body.get("spec") or {})
-    namespace, name = tp.metadata.namespace or "default", tp.name
-    pending = [i for i in items if not i.listed]
-    if not pending:
-        return
-    key = await ensure_key(state)
-    allowed = rc.recorded(key, namespace, name, rc.record_of(body))
-    problems = rc.unreviewed(pending, allowed, webhook=state.reviews.webhook_on)
+    problems = await _unreviewed(state, body, tp, items)
     if problems:
         raise SpecError(problems)
+
+
+async def unreviewed(
+    state: OperatorState, body: Mapping[str, Any], tp: TritonPipeline, objects: list[dict[str, Any]]
+) -> list[Problem]:
+    """The refusals `check` would make of `objects` (the ScaledObject an `auto` engine may get): none
+    with review_authors off."""
+    if not state.settings.review_authors:
+        return []
+    items = rc.reach_objects(tp, objects, state.settings, body.get("spec") or {})
+    return await _unreviewed(state, body, tp, items)
+
+
+async def _unreviewed(
+    state: OperatorState, body: Mapping[str, Any], tp: TritonPipeline, items: list[rc.Reach]
+) -> list[Problem]:
+    pending = [i for i in items if not i.listed]
+    if not pending:
+        return []
+    namespace, name = tp.metadata.namespace or "default", tp.name
+    key = await ensure_key(state)
+    allowed = rc.recorded(key, namespace, name, rc.record_of(body))
+    return rc.unreviewed(pending, allowed, webhook=state.reviews.webhook_on)

@@ -114,7 +114,8 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
         new.update(tm.steps_status(tp, tm.pipeline_work(pairs) if pairs else None))
         new["openSequences"] = tm.open_sequences_status(tp, fresh)
         _report_failures(state, key, failed, log)
-        new["autoscaler"] = await _autoscaler(state, tp, namespace)
+        if not autoscaling.may_choose_keda(tp) or key in state.engines:  # `auto`: once reconciled
+            new["autoscaler"] = await _autoscaler(state, tp, namespace, state.engines.get(key))
     except KubeError as exc:
         if transient_error(exc):  # no answer: the pass fails and is tried again (runtime/loops.py)
             raise
@@ -123,17 +124,21 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
     await write_status(state, namespace, name, new)
 
 
-async def _autoscaler(state: OperatorState, tp: TritonPipeline, namespace: str) -> dict[str, Any] | None:
-    name = autoscaling.hpa_name(tp)
+async def _autoscaler(
+    state: OperatorState, tp: TritonPipeline, namespace: str, engine: str | None
+) -> dict[str, Any] | None:
+    """status.autoscaler from the HPA of the engine the last reconcile chose (`engine`: ours, or KEDA's)."""
+    chosen = autoscaling.engine_of(tp) if engine is None else cast(autoscaling.Engine, engine)
+    name = autoscaling.hpa_name(tp, chosen)
     if name is None:
         return None
     known = state.children.get("HorizontalPodAutoscaler", namespace, name)
     if known is not None:  # ours: its watch shows it (KEDA's HPA is not ours, nor watched)
-        return tm.autoscaler_status(tp, known.body)
+        return tm.autoscaler_status(tp, known.body, chosen)
     hpa = await asyncio.to_thread(
         state.kube.get, "autoscaling/v2", "HorizontalPodAutoscaler", namespace, name
     )
-    return tm.autoscaler_status(tp, hpa)
+    return tm.autoscaler_status(tp, hpa, chosen)
 
 
 def _report_failures(state: OperatorState, key: tuple[str, str], failed: dict[str, str], log: Any) -> None:

@@ -28,8 +28,17 @@ from ..runtime.state import OperatorState
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline, parse_pipeline
 from . import authors
-from .apply import apply_children, apply_optional, changes, ensure_admin_secret, prune, rendered_optional
+from .apply import (
+    apply_children,
+    apply_optional,
+    changes,
+    ensure_admin_secret,
+    prune,
+    prune_replaced_hpa,
+    rendered_optional,
+)
 from .claim import Claims, Pipeline
+from .engine import choose_engine
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import pod_status, previous_condition, schema_current, warn, write_status
@@ -213,6 +222,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         gateway = await lookup_gateway(kube, tp, config) if rt.needs_gateway_lookup(tp) else None
         if gateway is not None and gateway.implementation is not None:
             children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
+        children, engine = await choose_engine(state, body, tp, children)  # `auto`: KEDA where served
         try:  # what it reaches, its author may reach, or an admin list allows (reconcile/authors.py)
             await authors.check(state, body, tp, children)
         except SpecError as exc:
@@ -236,17 +246,21 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         )
         claims = Claims(pipeline, pinned.children)
         applied = await apply_children(kube, tp, claims, owner, logger)
-        optional, conditions = await apply_optional(kube, tp, claims, owner, generation, gateway)
-        applied += optional
-        # a new pipeline has nothing to prune
-        stale = (
-            []
-            if event == "Created"
-            else await prune(
-                state, kube, tp, claims, pinned.keep_configmaps, pinned.live_configmaps, pinned.live
-            )
+        new = event == "Created"  # a new pipeline has nothing to prune
+        replaced = [] if new else await prune_replaced_hpa(state, kube, tp, claims, pinned.live)
+        optional, conditions = await apply_optional(
+            kube, tp, claims, owner, generation, state.discovery, engine, gateway, config.use_keda
         )
+        applied += optional
+        stale = replaced
+        if not new:
+            keep, listed, live = pinned.keep_configmaps, pinned.live_configmaps, pinned.live
+            stale += await prune(state, kube, tp, claims, keep, listed, live, frozenset(replaced))
         state.optional[(namespace, name)] = rendered_optional(tp, children)
+        if engine.engine is None:
+            state.engines.pop((namespace, name), None)
+        else:
+            state.engines[(namespace, name)] = engine.engine
         state.taken[(namespace, name)] = dict(claims.taken)
         state.sent[(namespace, name)] = dict(claims.sent)
     except KubeError as exc:
@@ -273,7 +287,7 @@ async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger,
         digest=artifacts.digest[:12],
         routers=", ".join(routers) or "none",
         pruned=stale or "nothing",
-        autoscaling=autoscaling.describe(tp),
+        autoscaling=autoscaling.describe(tp, engine.engine),
     )
     configured = st.condition(
         "ModelsConfigured",

@@ -284,6 +284,18 @@ RESYNC_FAILED = LogEvent(
     "resync goes on with the others and repairs this one next period. Report anything but a KubeError.",
 )
 
+# the discovery loop (TRITONPIPELINE_DISCOVERY_SECONDS)
+
+DISCOVERY_CHANGED = LogEvent(
+    "DISCOVERY_CHANGED",
+    logging.INFO,
+    "the cluster now serves {served} at {api_version} (before: {before}); re-applying {count} pipeline(s)",
+    "API discovery changed for an API the pipelines use (a CRD installed, established or removed: KEDA's "
+    "ScaledObject, a routing provider's kinds): the pipelines whose reconciles asked about it are "
+    "re-applied at once, so an `auto` autoscaling engine switches to KEDA (or back to the HPA) and a "
+    "provider's objects are created. `nothing` is no kind at all.",
+)
+
 # the status poll (TRITONPIPELINE_STATUS_POLL_SECONDS)
 
 STATUS_POLL_UNREADABLE = LogEvent(
@@ -318,13 +330,14 @@ STATUS_POLL_FAILED = LogEvent(
     "it again next period. Report it if it repeats.",
 )
 
-# every loop (runtime/loops.py): resync, status-poll, leadership, webhook-certificate
+# every loop (runtime/loops.py): resync, status-poll, discovery, leadership, webhook-certificate
 
 LOOP_FAILED = LogEvent(
     "LOOP_FAILED",
     logging.WARNING,
     "{loop} failed ({failures} in a row): {error_type}: {error}; retrying in {retry:.3g}s",
-    "A pass of one of the operator's loops raised: `resync` (drift repair), `status-poll`, `leadership` "
+    "A pass of one of the operator's loops raised: `resync` (drift repair), `status-poll`, `discovery` "
+    "(reading API discovery: the last answers are kept), `leadership` "
     "(reading the peering object: the replica keeps its last answer, active or standby) or "
     "`webhook-certificate` (reading the shared certificate or its files). `HTTP 0: no answer from the "
     "API server` is a connection refused, reset, cut or timed out. The loop is not over: the pass is "

@@ -1,5 +1,5 @@
-"""The operator's long-running loops (drift repair, status poll, leadership, the webhook's certificate),
-supervised alike: every loop runs through `supervise`, so a loop added later gets the same.
+"""The operator's long-running loops (drift repair, status poll, API discovery, leadership, the webhook's
+certificate), supervised alike: every loop runs through `supervise`, so a loop added later gets the same.
 
 A pass that raises anything (an API error, a connection that failed, a bug) is logged with what failed
 and when it is tried again (LOOP_FAILED), and tried again with exponential backoff, from FIRST_RETRY_SECONDS
@@ -10,8 +10,8 @@ Each loop's last completed pass is a metric (tritonpipeline_operator_loop_last_p
 liveness (kopf's /healthz) and readiness (/readyz) fail when a loop has not completed a pass within its
 bound: LOOP_STALE_PERIODS (settings.py) of its periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS (a loop
 that hangs, or whose every pass fails). On a standby replica (kube/peering.py) the loops of the active one
-(resync, status poll) make no passes and are not counted; their bound starts again when the replica becomes
-active."""
+(resync, status poll, discovery) make no passes and are not counted; their bound starts again when the
+replica becomes active."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ FIRST_RETRY_SECONDS = 1.0  # a failed pass is first tried again after this long 
 # the loops by name (the `loop` label of their metrics, the first word of their log lines)
 RESYNC = "resync"
 STATUS_POLL = "status-poll"
+DISCOVERY = "discovery"
 LEADERSHIP = "leadership"
 WEBHOOK_CERTIFICATE = "webhook-certificate"
 

@@ -46,9 +46,9 @@ ACTIVE.set(1)
 LOOP_LAST_PASS = Gauge(
     f"{PREFIX}_loop_last_pass_timestamp_seconds",
     "When each of the operator's loops last completed a pass (Unix time), by loop: resync, status-poll, "
-    "leadership, webhook-certificate; no series before its first pass. Liveness fails when a loop has "
-    "completed none for three of its periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS. A standby "
-    "replica makes no resync or status-poll passes",
+    "discovery, leadership, webhook-certificate; no series before its first pass. Liveness fails when a "
+    "loop has completed none for three of its periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS. A "
+    "standby replica makes no resync, status-poll or discovery passes",
     ["loop"],
 )
 LOOP_FAILURES = Counter(

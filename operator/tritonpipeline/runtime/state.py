@@ -18,6 +18,7 @@ from ..settings import Settings
 from .cache import BoundedCache
 from .children import ChildIndex
 from .compiling import Workers
+from .discovery import Discovery
 from .fairness import FairShare
 from .health import WatchHealth
 from .loops import Loops
@@ -64,7 +65,8 @@ class OperatorState:
     kube: Kube
     # the watch streams' health (liveness, readiness), fed by the trace on kopf's client (health.py)
     health: WatchHealth = field(init=False)
-    # the loops (resync, status poll, leadership, webhook certificate): their passes (liveness, metrics)
+    # the loops (resync, status poll, discovery, leadership, webhook certificate): their passes (liveness,
+    # metrics)
     loops: Loops = field(init=False)
     # kopf's settings, for the loggers of work outside a pipeline's handlers (set at start-up)
     kopf_settings: kopf.OperatorSettings = field(default_factory=kopf.OperatorSettings)
@@ -128,6 +130,10 @@ class OperatorState:
     unreadable_nodes: set[str] = field(default_factory=set)
     # each node as the drain check last read it: (monotonic time, cordoned) (reconcile/drain.py)
     nodes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    # which optional APIs the cluster serves (KEDA, routing providers), kept for the discovery period
+    discovery: Discovery = field(init=False)
+    # the autoscaling engine each pipeline's last reconcile chose (`auto` resolved: kube/autoscaling.py)
+    engines: dict[Key, str] = field(default_factory=dict)
     # the access review's key and identity (reconcile/authors.py), one object every memo shares
     reviews: Reviews = field(default_factory=lambda: Reviews())
     # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
@@ -136,16 +142,18 @@ class OperatorState:
     priority: int = 0
     active: bool = True
     # the drift-repair loop (reconcile.resync), the status poll (reconcile.live), the peering check
-    # (reconcile.leadership)
+    # (reconcile.leadership), the discovery loop (reconcile.discovery)
     resync: asyncio.Task[None] | None = None
     poll: asyncio.Task[None] | None = None
     leadership: asyncio.Task[None] | None = None
+    discovering: asyncio.Task[None] | None = None
     # /metrics and /readyz, when served
     metrics_server: aiohttp.web.AppRunner | None = None
 
     def __post_init__(self) -> None:
         self.health = WatchHealth(self.settings.watch_stale_seconds)
         self.loops = Loops(self.settings.loop_stale_margin_seconds)
+        self.discovery = Discovery(self.settings.discovery_seconds)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop what the operator remembers of a deleted pipeline."""
@@ -163,12 +171,14 @@ class OperatorState:
             self.scrapes,
             self.queued,
             self.rolling,
+            self.engines,
         )
         for store in stores:
             store.pop((namespace, name), None)
         self.scrape_failing.discard((namespace, name))
         self.secrets.discard((namespace, name))
         self.compiled.pop((namespace, name))
+        self.discovery.forget((namespace, name))
 
     def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
         """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done

@@ -219,11 +219,12 @@ def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any]
     return not (operation == "UPDATE" and old is not None and old.get("spec") == new.get("spec"))
 
 
-def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
+def names_taken(kube: Kube, doc: Mapping[str, Any], keda: bool = True) -> list[Problem]:
     """A new pipeline's object names that are already another's, where the webhook can know it: another
     pipeline of the namespace that makes an object of the same kind and name (kube/ownership.py
     `collisions`), an existing object of a name the pipeline would make that it could not take (a Secret
-    is not read: the operator may only create Secrets). What cannot be read (403) is not checked."""
+    is not read: the operator may only create Secrets; nor a ScaledObject without `keda`, settings.use_keda:
+    the operator makes none, and the chart grants it none). What cannot be read (403) is not checked."""
     meta = doc.get("metadata") or {}
     name, namespace, uid = str(meta.get("name", "")), meta.get("namespace") or "default", meta.get("uid", "")
     problems = []
@@ -239,7 +240,7 @@ def names_taken(kube: Kube, doc: Mapping[str, Any]) -> list[Problem]:
         message = ownership.NAME_COLLISION.format(other=other, kind=kind, name=taken)
         problems.append(Problem("metadata.name", message))
     for api, kind, taken in ownership.generated_names(name):
-        if kind == "Secret":
+        if kind == "Secret" or (kind == "ScaledObject" and not keda):
             continue
         try:
             live = kube.get(api, kind, namespace, taken)
@@ -291,7 +292,8 @@ async def admit(
         result = await workers.verdict(new, settings)
         if result.allowed and operation == "CREATE" and kube is not None:
             async with TURNS.of(str((new.get("metadata") or {}).get("namespace", ""))):
-                taken = await loop.run_in_executor(REVIEWS, names_taken, kube, new)
+                keda = settings is None or settings.use_keda
+                taken = await loop.run_in_executor(REVIEWS, names_taken, kube, new, keda)
             result = Verdict(taken, result.warnings) if taken else result
     except Exception as exc:
         events.WEBHOOK_REVIEW_FAILED.log(log)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     Field,
@@ -10,7 +10,7 @@ from pydantic import (
 )
 
 from . import kubernetes
-from .base import URL_RE, AutoscalingMetric, Rule, _Base, _name_rule
+from .base import URL_RE, AutoscalingEngine, AutoscalingMetric, Rule, _Base, _name_rule
 
 # the HPA compares a target in thousandths in 64 bits (a Quantity's MilliValue): past about 9.2e15 it
 # overflows
@@ -29,16 +29,18 @@ class Autoscaling(_Base):
     target: Annotated[float, Field(gt=0, le=MAX_TARGET, allow_inf_nan=False)] = Field(
         default=50, description="Target value of the metric per pod."
     )
-    engine: Literal["hpa", "keda"] = Field(
-        default="hpa",
-        description="`hpa`: an autoscaling/v2 HPA with a Pods metric served by prometheus-adapter (rules in "
-        "the chart). `keda`: a KEDA ScaledObject with a prometheus trigger on the generated query (when "
-        "KEDA is installed).",
+    engine: AutoscalingEngine = Field(
+        default="auto",
+        description="`auto`: KEDA where the cluster serves its ScaledObject (and the operator may use it), "
+        "else the HPA on prometheus-adapter's custom metrics; the pipeline's status says which and why. "
+        "`hpa`: an autoscaling/v2 HPA with a Pods metric served by prometheus-adapter (rules in the chart). "
+        "`keda`: a KEDA ScaledObject with a prometheus trigger on the generated query.",
     )
     prometheus_address: Annotated[str, _name_rule(URL_RE, "url")] | None = Field(
         default=None,
         description="Prometheus URL for the KEDA trigger; absent: the operator's "
-        "`TRITONPIPELINE_PROMETHEUS_ADDRESS`.",
+        "`TRITONPIPELINE_PROMETHEUS_ADDRESS`. An address the author chooses is used only where the author "
+        "may create ScaledObjects or an admin allows it (docs/concepts/security.md).",
     )
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] | None = Field(
         default=None,

@@ -88,6 +88,8 @@ DECOUPLED_BACKENDS: dict[str, str] = {
     "asserts it",
 }
 AutoscalingMetric = Literal["queueTime", "pendingRequests", "gpuUtilization"]
+# what scales a pipeline: `auto` is resolved by the operator from API discovery (kube/autoscaling.py)
+AutoscalingEngine = Literal["auto", "hpa", "keda"]
 
 
 class FieldProblems(ValueError):

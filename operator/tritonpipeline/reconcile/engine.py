@@ -1,0 +1,36 @@
+"""Which autoscaling engine scales a pipeline: the spec's `hpa` or `keda`, or for `auto` (the default)
+KEDA where the cluster serves its ScaledObject, the HPA on prometheus-adapter's metrics where not
+(kube/autoscaling.py `choose`). Read from API discovery (runtime/discovery.py: kept for the discovery
+period, read again when a CRD appears); the admission webhook and `validate` ask no cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..kube import autoscaling
+from ..kube.manifests import Children, with_engine
+from ..runtime.state import OperatorState
+from ..spec import TritonPipeline
+from . import authors
+
+
+async def choose_engine(
+    state: OperatorState, body: Mapping[str, Any], tp: TritonPipeline, children: Children
+) -> tuple[Children, autoscaling.EngineChoice]:
+    """The children with the autoscaler of the engine chosen for the pipeline, and that choice. `auto`
+    gets KEDA only where the cluster serves it, the operator may use it (settings.use_keda) and the
+    pipeline's ScaledObject passes the access review (its author may create one, or an admin list allows
+    it: kube/reach.py); the HPA otherwise, and the choice says why."""
+    if not autoscaling.may_choose_keda(tp):
+        return children, autoscaling.choose(tp, served=False)
+    key = (tp.metadata.namespace or "default", tp.name)
+    api, kind = autoscaling.SCALED_OBJECT_API
+    served = await state.discovery.served(state.kube, api, kind, key)
+    problems: list[str] = []
+    if served and state.settings.use_keda:
+        keda = with_engine(children, tp, state.settings, "keda")
+        scaled = [keda.scaled_object] if keda.scaled_object else []
+        problems = [str(p) for p in await authors.unreviewed(state, body, tp, scaled)]
+    choice = autoscaling.choose(tp, served, state.settings.use_keda, problems)
+    return with_engine(children, tp, state.settings, choice.engine), choice
