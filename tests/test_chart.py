@@ -823,6 +823,7 @@ def test_security_grants_reach_the_operator(helm):
         "TRITONPIPELINE_ALLOWED_HOSTS": "",
         "TRITONPIPELINE_ALLOWED_INGRESS_CLASSES": "",
         "TRITONPIPELINE_ALLOWED_METRICS_ADDRESSES": "",
+        "TRITONPIPELINE_ALLOWED_TRACE_COLLECTORS": "",
     }
     assert env_of(helm.template("rel", "ops"))["TRITONPIPELINE_PRIVILEGED_NAMESPACES"] == ""
     granted = [

@@ -437,6 +437,7 @@ ZERO_INITIAL = INITIAL | {"zeroData": True}
 INSTANCE = {"kind": "CPU", "count": 1}
 STATE = {"inputName": "S_IN", "outputName": "S_OUT", "dataType": "FP32", "dims": [0]}
 OK = ("", "")
+OTLP = "http://otel-collector.observability.svc:4318/v1/traces"  # an OpenTelemetry collector
 S3_URI = "s3://bucket/models"
 CA = {"name": "store-ca"}  # key: ca.crt by default
 
@@ -820,6 +821,65 @@ AGREEMENT: list[tuple[str, str, Callable[[dict[str, Any]], None], tuple[str, str
         ),
         OK,
     ),
+    # spec.server.tracing (Triton's --trace-config)
+    (
+        "tracing-opentelemetry",
+        "fanout",
+        _set("spec.server.tracing", {"url": OTLP, "resource": {"a": "b"}}),
+        OK,
+    ),
+    (
+        "tracing-triton-file",
+        "fanout",
+        _set(
+            "spec.server.tracing", {"mode": "triton", "level": ["TIMESTAMPS", "TENSORS"], "logFrequency": 5}
+        ),
+        OK,
+    ),
+    ("tracing-triton-off", "fanout", _set("spec.server.tracing", {"mode": "triton", "level": ["OFF"]}), OK),
+    (
+        "tracing-url-with-triton",
+        "fanout",
+        _set("spec.server.tracing", {"mode": "triton", "url": OTLP}),
+        ("spec.server.tracing.url", "applies to mode opentelemetry only"),
+    ),
+    (
+        "tracing-resource-with-triton",
+        "fanout",
+        _set("spec.server.tracing", {"mode": "triton", "resource": {"a": "b"}}),
+        ("spec.server.tracing.resource", "applies to mode opentelemetry only"),
+    ),
+    (
+        "tracing-log-frequency-with-opentelemetry",
+        "fanout",
+        _set("spec.server.tracing", {"logFrequency": 1}),
+        ("spec.server.tracing.logFrequency", "applies to mode triton only"),
+    ),
+    (
+        "tracing-tensors-with-opentelemetry",
+        "fanout",
+        _set("spec.server.tracing", {"level": ["TENSORS"]}),
+        ("spec.server.tracing.level", "mode opentelemetry traces TIMESTAMPS only"),
+    ),
+    (
+        "tracing-off-with-another-level",
+        "fanout",
+        _set("spec.server.tracing", {"mode": "triton", "level": ["TIMESTAMPS", "OFF"]}),
+        ("spec.server.tracing.level", "each level once, and OFF alone"),
+    ),
+    (
+        "tracing-a-level-twice",
+        "fanout",
+        _set("spec.server.tracing", {"mode": "triton", "level": ["TENSORS", "TENSORS"]}),
+        ("spec.server.tracing.level", "each level once, and OFF alone"),
+    ),
+    ("tracing-rate-0", "fanout", _set("spec.server.tracing", {"rate": 0}), ("spec.server.tracing.rate", "")),
+    (
+        "tracing-url-not-http",
+        "fanout",
+        _set("spec.server.tracing", {"url": "collector:4318"}),
+        ("spec.server.tracing.url", ""),
+    ),
 ]
 
 
@@ -1088,6 +1148,8 @@ VALIDATOR_ONLY = {
     "ModelRepository._check_uri": "scheme and claim-name messages per scheme; the schema bounds the length",
     "Server._flags": "tritonserver's flag grammar (tritonserver_options) has no CEL form",
     "Server._labels": "label keys and values of a free map: a CEL rule over them exceeds the cost budget",
+    "Server._trace_flags": "tritonserver's flag grammar (tritonserver_options) has no CEL form",
+    "Tracing._attributes": "keys and values of a free map: a CEL rule over them exceeds the cost budget",
     "Server._resources": PASSED_THROUGH,
     "Server._strategy": PASSED_THROUGH,
     "Server._tolerations": PASSED_THROUGH,

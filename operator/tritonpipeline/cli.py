@@ -57,8 +57,8 @@ from .local.repository import (
 )
 from .runtime.logs import FORMATS
 from .settings import BAD_VALUE, MAX_CONFIGMAP_BYTES, Settings, SettingsError, env_name
-from .spec import DNS_LABEL_RE, STDIN, GatewayImplementation, TritonPipeline, load_numbered
-from .triton import security, tritonserver_options
+from .spec import DNS_LABEL_RE, STDIN, GatewayImplementation, Tracing, TritonPipeline, load_numbered
+from .triton import security, tracing, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
 FILE_HELP = (
@@ -610,6 +610,16 @@ def shown_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+def _tracing_line(traced: Tracing, trace_file: Path) -> str:
+    """Where serve's traces go, in words."""
+    every = "every request" if traced.rate == 1 else f"1 request in {traced.rate}"
+    levels = "+".join(traced.level)
+    if traced.mode == "triton":
+        return f"Triton's trace file {shown_path(trace_file)} ({levels}, {every})"
+    where = traced.url or "http://localhost:4318/v1/traces (Triton's default)"
+    return f"OpenTelemetry spans to {where} ({levels}, {every})"
+
+
 def _serve(c: Compiled, args: argparse.Namespace) -> int:
     """Assemble the repository in a temporary directory, run tritonserver on it until a signal, and
     remove what it made: the work directory (repository, admin key), the log, the Python backend's
@@ -636,6 +646,11 @@ def _serve(c: Compiled, args: argparse.Namespace) -> int:
         server_args, left_out = tritonserver_options.for_serve(c.pipeline.spec.server.args)
         for flag, why in left_out:
             print(f"note: spec.server.args[{flag.index}] {flag.text} is not used locally ({why})")
+        traced = c.pipeline.spec.server.tracing
+        trace_file = Path(args.trace_file or f"{c.pipeline.name}-trace.json").absolute()
+        server_args = [*tracing.trace_args(traced, c.pipeline.name, str(trace_file)), *server_args]
+        if traced is not None:
+            print(f"tracing: {_tracing_line(traced, trace_file)}")
         for r in c.artifacts.plan.routers:
             consumers = ", ".join(cons.label for _, cons in r.outputs)
             print(f"  router {r.name} ({c.artifacts.router_backend}): {r.source} -> {consumers}")
@@ -1096,6 +1111,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--exit-timeout", type=whole_seconds, default=10, help="seconds Triton waits for in-flight requests"
     )
     p.add_argument("--keep", action="store_true", help="keep the rendered repository and log")
+    p.add_argument(
+        "--trace-file",
+        metavar="PATH",
+        type=output_path,
+        help="with spec.server.tracing mode triton: where Triton writes its trace file (default: "
+        "NAME-trace.json in the current directory)",
+    )
     p.add_argument(
         "--router",
         choices=("auto", "native", "python"),

@@ -429,6 +429,14 @@ class Settings:
         "(`URL-PATTERN` or `NAMESPACE/URL-PATTERN`, shell-style).",
         _items,
     )
+    allowed_trace_collectors: tuple[str, ...] = setting(
+        (),
+        "ALLOWED_TRACE_COLLECTORS",
+        "OpenTelemetry collector URLs (spec.server.tracing.url, or an `opentelemetry,url=` in "
+        "spec.server.args) the Triton pods may send spans to for a pipeline whose author may not create "
+        "Deployments in its namespace (`URL-PATTERN` or `NAMESPACE/URL-PATTERN`, shell-style).",
+        _items,
+    )
     privileged_namespaces: tuple[str, ...] = setting(
         (),
         "PRIVILEGED_NAMESPACES",

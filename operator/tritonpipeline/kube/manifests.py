@@ -12,6 +12,7 @@ from ..compiler import Artifacts
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
+from ..triton import tracing
 from ..triton.addresses import IPV6_ANY, listen_args, loopback
 from . import access, autoscaling, checks, packing
 from .disruption import PDB_API, disruption_budget, strategy
@@ -258,8 +259,8 @@ def affinity(tp: TritonPipeline) -> dict[str, Any]:
 
 def triton_args(tp: TritonPipeline, ip_family: str = "IPv4") -> list[str]:
     """tritonserver's args: the operator's own (ports, repository, the admin APIs restricted to the key
-    in the container's env, expanded by the kubelet; on an IPv6 pod network, its endpoints on IPv6), then
-    spec.server.args."""
+    in the container's env, expanded by the kubelet; on an IPv6 pod network, its endpoints on IPv6), the
+    trace flags of spec.server.tracing, then spec.server.args."""
     return [
         f"--model-repository={REPOSITORY_DIR}",
         *(listen_args(IPV6_ANY) if ip_family == "IPv6" else []),
@@ -270,6 +271,8 @@ def triton_args(tp: TritonPipeline, ip_family: str = "IPv4") -> list[str]:
         f"--allow-gpu-metrics={'true' if tp.spec.server.gpus > 0 else 'false'}",
         "--strict-readiness=true",
         *access.admin_args(),
+        # `$` doubled: the kubelet expands $(VAR) in args (the admin key's env var), `$$` is a `$`
+        *(arg.replace("$", "$$") for arg in tracing.trace_args(tp.spec.server.tracing, tp.name)),
         *tp.spec.server.args,
     ]
 
@@ -355,6 +358,9 @@ def deployment(
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
         container["volumeMounts"].append({"name": "run", "mountPath": autoscaling.DRAIN_DIR})
         volumes.append({"name": "run", "emptyDir": {"sizeLimit": "1Mi"}})  # the drain flag file
+    if server.tracing is not None and server.tracing.mode == "triton":  # Triton's trace file
+        container["volumeMounts"].append({"name": "traces", "mountPath": tracing.TRACE_DIR})
+        volumes.append({"name": "traces", "emptyDir": {"sizeLimit": tracing.TRACE_VOLUME_SIZE}})
     resources = _resources(tp)
     if resources:
         container["resources"] = resources

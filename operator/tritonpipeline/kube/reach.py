@@ -29,11 +29,13 @@ from typing import Any
 from ..errors import Problem
 from ..settings import GROUP, Settings
 from ..spec import DNS_LABEL_RE, TritonPipeline
+from ..triton import tracing, tritonserver_options
 from . import access, autoscaling
 from .client import plural
 from .manifests import Children
 from .routing import GATEWAY_API
 
+DEPLOYMENT_API = ("apps/v1", "Deployment")  # what carries a trace collector's URL (its pods' args)
 # on the pipeline: what its author was found allowed to reach, signed (`record`)
 RECORD_ANNOTATION = f"{GROUP}/reviewed-access"
 
@@ -198,7 +200,45 @@ def reach(tp: TritonPipeline, children: Children, settings: Settings, spec: Mapp
     as written (the references found there are the author's; the rest the operator's own)."""
     scaled = [children.scaled_object] if children.scaled_object else []
     objects = [*children.all(), *children.routing.provider_objects, *scaled]
-    return reach_objects(tp, objects, settings, spec, access.generates_secret(tp))
+    found = reach_objects(tp, objects, settings, spec, access.generates_secret(tp))
+    return sorted({i.key: i for i in [*found, *trace_collectors(tp, settings)]}.values())
+
+
+def trace_collectors(tp: TritonPipeline, settings: Settings) -> list[Reach]:
+    """The OpenTelemetry collector URLs the author wrote (spec.server.tracing.url, an `opentelemetry,url=`
+    in spec.server.args): the Triton pods send spans there from the cluster's network, which an author
+    who may create Deployments in the namespace could do anyway (a pod of their own), and an admin list
+    may allow for the others (issue 54, as a KEDA trigger's address)."""
+    namespace = tp.metadata.namespace or "default"
+    found: list[tuple[str, str]] = []
+    url = tracing.collector(tp.spec.server.tracing)
+    if url is not None:
+        found.append(("spec.server.tracing.url", url))
+    args = tp.spec.server.args
+    flags, _ = tritonserver_options.parse(args)
+    for flag in flags:
+        if flag.option != "trace-config":
+            continue
+        parts = tritonserver_options.setting_parts(flag.option, flag.value or "")
+        if parts is not None:
+            mode, setting, value = parts
+            if (mode or "").lower() == "opentelemetry" and setting == "url":
+                index = flag.index + (0 if "=" in args[flag.index] else 1)  # `--trace-config X`: X's item
+                found.append((f"spec.server.args[{index}]", value))
+    group, resource = _group(DEPLOYMENT_API[0]), plural(DEPLOYMENT_API[1])
+    return [
+        Reach(
+            field,
+            "create",
+            group,
+            resource,
+            namespace,
+            detail=f"trace collector {url}",
+            listed=listed(settings.allowed_trace_collectors, namespace, url),
+            setting="allowed_trace_collectors",
+        )
+        for field, url in found
+    ]
 
 
 def optional_reach(
@@ -334,6 +374,7 @@ CHART_VALUES = {  # each admin list as the chart names it
     "allowed_hosts": "security.allowedHosts",
     "allowed_ingress_classes": "security.allowedIngressClasses",
     "allowed_metrics_addresses": "security.allowedMetricsAddresses",
+    "allowed_trace_collectors": "security.allowedTraceCollectors",
     "shared_gateway_namespaces": "security.sharedGatewayNamespaces",
 }
 

@@ -93,7 +93,16 @@ from .models import (
 )
 from .pipelines import Pipeline, PipelineInput, PipelineOutput, StepSpec
 from .routing import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, GatewayRef, Routing
-from .server import AdminKeyRef, GcsOptions, KeyRef, ModelRepository, S3Options, SecretRef, Server
+from .server import (
+    AdminKeyRef,
+    GcsOptions,
+    KeyRef,
+    ModelRepository,
+    S3Options,
+    SecretRef,
+    Server,
+    Tracing,
+)
 
 __all__ = [
     "BACKEND_RE",
@@ -178,6 +187,7 @@ __all__ = [
     "State",
     "StepSpec",
     "TensorName",
+    "Tracing",
     "TritonPipeline",
     "VersionPolicy",
     "format_path",

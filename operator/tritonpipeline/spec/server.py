@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
     field_validator,
+    model_validator,
 )
 
 from ..settings import RouterMode
@@ -15,6 +17,7 @@ from . import kubernetes
 from .base import (
     DEFAULT_IMAGE,
     DNS_SUBDOMAIN_RE,
+    INT32_MAX,
     NVIDIA_GPU,
     REGION_RE,
     RESOURCE_RE,
@@ -169,8 +172,117 @@ class ModelRepository(_Base):
         return self.uri.partition("://")[0] if "://" in self.uri else "local"
 
 
+TRACE_FLAG_SET = "cannot be given in server.args with server.tracing, which sets the trace configuration"
+
 # how a roll or a drain replaces a pipeline's pods (spec.server.rollout; kube/disruption.py)
 Rollout = Literal["Surge", "ReplaceInPlace"]
+
+# Triton's request tracing (--trace-config: triton/tracing.py renders it)
+TraceMode = Literal["opentelemetry", "triton"]
+TraceLevel = Literal["TIMESTAMPS", "TENSORS", "OFF"]
+# an OpenTelemetry resource attribute's key (service.name, deployment.environment, k8s.cluster.name)
+TRACE_RESOURCE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]{0,127}$")
+MAX_TRACE_RESOURCES = 32
+MAX_TRACE_VALUE = 256
+
+
+class Tracing(_Base):
+    """Triton's tracing of inference requests, as tritonserver's `--trace-config` flags, in the cluster's
+    pods and under `tritonpipeline serve`."""
+
+    mode: TraceMode = Field(
+        default="opentelemetry",
+        description="`opentelemetry`: spans exported over OTLP/HTTP to `url`; `triton`: Triton's own JSON "
+        "trace file (in the pod `/tp/traces/trace.json` on an emptyDir, `kubectl cp` it out; under `serve` "
+        "the file `--trace-file` names).",
+    )
+    level: Annotated[list[TraceLevel], Field(min_length=1, max_length=2)] = Field(
+        default=["TIMESTAMPS"],
+        description="What each trace records: `TIMESTAMPS` (when a request was received, queued, computed, "
+        "answered), `TENSORS` (its input and output tensors; mode `triton` only), or `OFF` (configured but "
+        "not tracing until the trace API turns it on, mode `triton`).",
+    )
+    rate: Annotated[int, Field(ge=1, le=INT32_MAX)] = Field(
+        default=1000, description="Trace every `rate`-th request (1: every request)."
+    )
+    count: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = Field(
+        default=None, description="Stop after this many traces; absent: never stop."
+    )
+    log_frequency: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = Field(
+        default=None,
+        description="Mode `triton`: write the traces every this many traces, each batch to a file of its "
+        "own (`trace.json.0`, `trace.json.1`, ...); `0` or absent: all of them to `trace.json` when "
+        "tritonserver stops.",
+    )
+    url: Annotated[str, _name_rule(URL_RE, "url")] | None = Field(
+        default=None,
+        description="Mode `opentelemetry`: the OTLP/HTTP endpoint spans are sent to, such as "
+        "`http://otel-collector.observability:4318/v1/traces`; absent: Triton's "
+        "`http://localhost:4318/v1/traces` (a collector beside it). A URL the author chooses is used only "
+        "where an admin allows it or the author may create Deployments in the namespace "
+        "(docs/concepts/security.md).",
+    )
+    resource: dict[str, str] = Field(
+        default={},
+        description="Mode `opentelemetry`: resource attributes of the spans (`deployment.environment: "
+        "prod`); `service.name` is the pipeline's name unless given here.",
+    )
+
+    RULES = (
+        Rule(
+            lambda t: t.url is None or t.mode == "opentelemetry",
+            "!has(self.url) || self.mode == 'opentelemetry'",
+            "applies to mode opentelemetry only",
+            ".url",
+        ),
+        Rule(
+            lambda t: not t.resource or t.mode == "opentelemetry",
+            "!has(self.resource) || size(self.resource) == 0 || self.mode == 'opentelemetry'",
+            "applies to mode opentelemetry only",
+            ".resource",
+        ),
+        Rule(
+            lambda t: t.log_frequency is None or t.mode == "triton",
+            "!has(self.logFrequency) || self.mode == 'triton'",
+            "applies to mode triton only (the trace file)",
+            ".logFrequency",
+        ),
+        Rule(
+            lambda t: t.mode == "triton" or all(level == "TIMESTAMPS" for level in t.level),
+            "self.mode == 'triton' || !has(self.level) || self.level.all(l, l == 'TIMESTAMPS')",
+            "mode opentelemetry traces TIMESTAMPS only (Triton exports no TENSORS spans, and OFF would make "
+            "a tracer that never traces: leave tracing out)",
+            ".level",
+        ),
+        Rule(
+            lambda t: len(t.level) == len(set(t.level)) and ("OFF" not in t.level or len(t.level) == 1),
+            "!has(self.level) || self.level.size() == 1 || "
+            "(self.level[0] != self.level[1] && !('OFF' in self.level))",
+            "each level once, and OFF alone",
+            ".level",
+        ),
+    )
+
+    @field_validator("resource")
+    @classmethod
+    def _attributes(cls, value: dict[str, str]) -> dict[str, str]:
+        found = [
+            (f".{key}", f"invalid resource attribute key {key!r}: letters, digits, '_', '.', '-' or '/', "
+             "at most 128")
+            for key in value
+            if not TRACE_RESOURCE_KEY_RE.fullmatch(key)
+        ]  # fmt: skip
+        found += [
+            (f".{key}", f"a resource attribute value of at most {MAX_TRACE_VALUE} characters without "
+             "control characters")
+            for key, text in value.items()
+            if len(text) > MAX_TRACE_VALUE or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text)
+        ]  # fmt: skip
+        if len(value) > MAX_TRACE_RESOURCES:
+            found.append(("", f"at most {MAX_TRACE_RESOURCES} resource attributes"))
+        if found:
+            raise FieldProblems(found)
+        return value
 
 
 class Server(_Base):
@@ -296,6 +408,11 @@ class Server(_Base):
         description="A Secret of yours holding the admin-API key; absent: the operator creates "
         "`<name>-admin-key` with a random key (see docs/concepts/security.md).",
     )
+    tracing: Tracing | None = Field(
+        default=None,
+        description="Triton's request tracing (`--trace-config`): OpenTelemetry spans to a collector, or "
+        "Triton's own trace file; absent: no tracing. Trace flags in `args` are then refused.",
+    )
 
     RULES = (
         Rule(
@@ -305,6 +422,21 @@ class Server(_Base):
             ".rollout",
         ),
     )
+
+    @model_validator(mode="after")
+    def _trace_flags(self) -> Server:
+        """With `tracing`, no trace flag in `args` (one would change what tracing renders)."""
+        if self.tracing is None:
+            return self
+        flags, _ = tritonserver_options.parse(self.args)
+        found = [
+            (f".args[{f.index}]", f"--{f.option} {TRACE_FLAG_SET}")
+            for f in flags
+            if f.option in tritonserver_options.TRACE_OPTIONS
+        ]
+        if found:
+            raise FieldProblems(found)
+        return self
 
     @field_validator("args")
     @classmethod
