@@ -1,5 +1,5 @@
 """spec.server.tracing: Triton's request tracing through the spec (issue 55, point 5). The renderer
-(triton/tracing.py) writes Triton's own `--trace-config` flags into the cluster's Triton container and
+(compiler/tracing.py) writes Triton's own `--trace-config` flags into the cluster's Triton container and
 `tritonpipeline serve`'s tritonserver; the spec refuses what Triton would not do, with field paths; the
 collector's URL is an address the author chooses, reviewed like a KEDA trigger's (issue 54); and a real
 tritonserver started by `serve` traces an inference: into Triton's trace file (mode triton), and as
@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from helpers import ROOT, example
-from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.compiler import compile_pipeline, tracing
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import reach as rc
 from tritonpipeline.kube.manifests import render_children, triton_args
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
-from tritonpipeline.triton import tracing, tritonserver_options
+from tritonpipeline.triton import tritonserver_options
 
 COLLECTOR = "http://otel-collector.observability.svc:4318/v1/traces"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import extras, yamltext
-from .compiler import Artifacts, graph_problems_beside
+from .compiler import Artifacts, graph_problems_beside, tracing
 from .compiler.importer import (
     COMPLETED,
     CONFIG,
@@ -58,7 +58,7 @@ from .local.repository import (
 from .runtime.logs import FORMATS
 from .settings import BAD_VALUE, MAX_CONFIGMAP_BYTES, Settings, SettingsError, env_name
 from .spec import DNS_LABEL_RE, STDIN, GatewayImplementation, Tracing, TritonPipeline, load_numbered
-from .triton import security, tracing, tritonserver_options
+from .triton import security, tritonserver_options
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
 FILE_HELP = (

@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..compiler import Artifacts
+from ..compiler import Artifacts, tracing
 from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
-from ..triton import tracing
 from ..triton.addresses import IPV6_ANY, listen_args, loopback
 from . import access, autoscaling, checks, packing
 from .disruption import PDB_API, disruption_budget, strategy

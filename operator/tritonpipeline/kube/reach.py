@@ -26,10 +26,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..compiler import tracing
 from ..errors import Problem
 from ..settings import GROUP, Settings
 from ..spec import DNS_LABEL_RE, TritonPipeline
-from ..triton import tracing, tritonserver_options
+from ..triton import tritonserver_options
 from . import access, autoscaling
 from .client import plural
 from .manifests import Children

@@ -177,7 +177,7 @@ TRACE_FLAG_SET = "cannot be given in server.args with server.tracing, which sets
 # how a roll or a drain replaces a pipeline's pods (spec.server.rollout; kube/disruption.py)
 Rollout = Literal["Surge", "ReplaceInPlace"]
 
-# Triton's request tracing (--trace-config: triton/tracing.py renders it)
+# Triton's request tracing (--trace-config: compiler/tracing.py renders it)
 TraceMode = Literal["opentelemetry", "triton"]
 TraceLevel = Literal["TIMESTAMPS", "TENSORS", "OFF"]
 # an OpenTelemetry resource attribute's key (service.name, deployment.environment, k8s.cluster.name)

@@ -127,7 +127,7 @@ RESERVED: dict[str, str] = {
     "key (spec.server.adminKeySecretRef names its Secret)",
 }
 # options `tritonpipeline serve` sets itself: given in spec.server.args, serve leaves them out (and says so)
-# the options of Triton's tracing (spec.server.tracing renders them: triton/tracing.py)
+# the options of Triton's tracing (spec.server.tracing renders them: compiler/tracing.py)
 TRACE_OPTIONS = frozenset(
     {"trace-config", "trace-file", "trace-level", "trace-rate", "trace-count", "trace-log-frequency"}
 )
