@@ -144,8 +144,12 @@ def test_serve_restricts_and_writes_the_key_to_a_private_file():
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[0]
     assert key not in rest
-    assert key not in (path.parent / "tritonserver.log").read_text()
-    shutil.rmtree(path.parent)  # serve's own temporary work directory (kept by --keep)
+    logged = re.search(r"starting tritonserver \(log: (\S+)\)", text)
+    assert logged, text
+    log = Path(logged.group(1))
+    assert key not in log.read_text()
+    log.unlink()  # serve's own log and temporary work directory (kept by --keep)
+    shutil.rmtree(path.parent)
 
 
 # --- rendered objects (pure) ---------------------------------------------------------------------------
