@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 # where `make cluster-up` keeps the running control plane (pid files, logs, kubeconfig)
 CLUSTER_DIR ?= /tmp/tritonpipeline-cluster
 
-.PHONY: help venv lock system-deps demo test test-side test-side-kind test-side-release test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
+.PHONY: help venv lock system-deps grafana-schema demo test test-side test-side-kind test-side-release test-side-releases test-beside-side docs docs-serve lint-manifests lint-manifests-if-go test-unit test-integration golden lint generate bench bench-dataplane \
 	bench-router bench-controlplane bench-chaos bench-tenants clean \
 	controlplane controlplane-main controlplane-if-go cluster-up cluster-down
 
@@ -34,12 +34,13 @@ lock: $(STAMP) ## rewrite requirements/*.lock (hashed, for the images) from pypr
 # Debian packages the tests use when present: graphviz renders `tritonpipeline graph --format png`;
 # nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
 # in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
-# hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py.
+# hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py; npm installs
+# Grafana's schema packages that tests/test_dashboard.py checks the chart's dashboard with (make grafana-schema).
 # pipx installs the release's wheel as a user would (tests/test_release.py); shellcheck checks the scripts
 # of .github/workflows/ when actionlint lints them (make lint, tests/test_release.py).
 # Each is installed only if its command is missing; without root the tests that need it skip and say why.
-SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy gcc:gcc pipx:pipx shellcheck:shellcheck
-system-deps: ## install graphviz, nginx, prometheus, curl, haproxy and gcc from Debian if missing (needs root; skipped otherwise)
+SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy gcc:gcc pipx:pipx shellcheck:shellcheck npm:npm
+system-deps: ## install graphviz, nginx, prometheus, curl, haproxy, gcc and npm from Debian if missing (needs root; skipped otherwise)
 	@missing=""; for dep in $(SYSTEM_DEPS); do \
 	  cmd=$${dep%%:*}; pkg=$${dep##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $$pkg"; \
@@ -74,6 +75,7 @@ test: ## lint, unit, integration and real-pod tests (tritonserver, kube-apiserve
 	@$(PHASE) build-helm+crds $(SUBMAKE) helm-if-go
 	@$(PHASE) build-minio+gcs $(SUBMAKE) minio-if-go
 	@$(PHASE) build-coredns $(SUBMAKE) coredns-if-go
+	@$(PHASE) grafana-schema $(PY) -m harness.grafana_schema --install --if-npm
 	@bash tools/beside.sh side '$(SUBMAKE) test-side' $(SUBMAKE) test-beside-side
 
 # the side track of `make test`: the release and the releases run even when the kind part failed (-k), make
@@ -108,7 +110,8 @@ test-beside-side: $(STAMP)
 
 # one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
 NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind and not release_build
+	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind and not release_build \
+	and not grafana
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or cluster
 	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
@@ -141,10 +144,16 @@ lint-manifests-if-go: $(STAMP)
 	@if [ -n "$$(. e2e/find-go.sh; echo $$GO)" ]; then $(PY) -m harness.manifest_lint; \
 	else echo ">> Go is not installed: lint-manifests skipped (it builds kubeconform and kube-score from Go modules)"; fi
 
-# the CRD (from the spec), its copy in the chart, the prometheus-adapter rules, the reference pages under
-# docs/reference/ and README's pictures
+# the CRD (from the spec), its copy in the chart, the prometheus-adapter rules, the Grafana dashboard
+# (tools/dashboard.py), the reference pages under docs/reference/ and README's pictures
 generate: $(STAMP) ## regenerate every file derived from the code (tools/generate.py; a test checks they are current)
 	$(PY) tools/generate.py
+
+# Grafana's dashboard schema as Grafana's npm packages publish it (@grafana/schema, the foundation SDK's
+# Prometheus query) and the TypeScript compiler, pinned in tools/grafana-schema/package-lock.json, installed
+# with `npm ci` into the tools cache; tests/test_dashboard.py checks the chart's dashboard against them
+grafana-schema: $(STAMP) ## install the pinned Grafana schema packages the dashboard test checks against (npm)
+	$(PY) -m harness.grafana_schema --install
 
 # the documentation site (mkdocs.yml): docs/ built into site/ by MkDocs Material with --strict, so a broken link
 # or anchor, a missing page or one left out of nav fails; the pictures are drawn from the code as it builds.
@@ -209,16 +218,16 @@ clean: ## remove the venv and caches
 # third-party CRDs the routing/autoscaling tests install into the real apiserver (from their Go modules)
 PROVIDER_CRDS := keda-crd istio-crds gateway-api-crds gateway-api-standard-crds envoy-gateway-crds
 
-# helm (and the upstream ServiceMonitor CRD the chart tests validate against, and PROVIDER_CRDS) from Go modules, cached
+# helm (and the upstream ServiceMonitor and PrometheusRule CRDs the chart tests validate against, and PROVIDER_CRDS) from Go modules, cached
 # under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/helm/<version>/ (first build: about 70 s on 2 cores).
 helm: ## build helm from Go modules (cached per version outside the repo)
 	@bash e2e/build-gotool.sh helm
-	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t; done
+	@for t in servicemonitor-crd prometheusrule-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t; done
 
 # for `make test`: without Go only warn (the chart tests then skip and say why)
 helm-if-go:
 	@bash e2e/build-gotool.sh helm --if-go
-	@for t in servicemonitor-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
+	@for t in servicemonitor-crd prometheusrule-crd $(PROVIDER_CRDS); do bash e2e/build-gotool.sh $$t --if-go; done
 
 # MinIO (the S3-compatible server of the s3:// tests) and fake-gcs-server (Cloud Storage's JSON API, for the
 # gs:// download) from Go modules, cached under ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/<tool>/<version>/

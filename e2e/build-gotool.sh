@@ -13,6 +13,7 @@
 #   e2e/build-gotool.sh fake-gcs-server ...  the same for fake-gcs-server (Cloud Storage's JSON API)
 #   e2e/build-gotool.sh servicemonitor-crd  the upstream prometheus-operator ServiceMonitor CRD, taken
 #                                         from its Go module (tests validate the chart's ServiceMonitor)
+#   e2e/build-gotool.sh prometheusrule-crd  its PrometheusRule CRD likewise (the chart's alerts)
 #   e2e/build-gotool.sh keda-crd          KEDA's ScaledObject CRD (github.com/kedacore/keda/v2)
 #   e2e/build-gotool.sh istio-crds        Istio's CRDs, DestinationRule among them (istio.io/api)
 #   e2e/build-gotool.sh gateway-api-crds  Gateway API GatewayClass, Gateway, HTTPRoute and GRPCRoute CRDs,
@@ -69,7 +70,7 @@ case "$tool" in
   kind) pkg="sigs.k8s.io/kind"; version="$KIND_VERSION" ;;
   minio) pkg="github.com/minio/minio"; version="$MINIO_VERSION" ;;
   fake-gcs-server) pkg="github.com/fsouza/fake-gcs-server"; version="$FAKE_GCS_SERVER_VERSION" ;;
-  servicemonitor-crd) pkg="github.com/prometheus-operator/prometheus-operator"; version="$PROMETHEUS_OPERATOR_VERSION" ;;
+  servicemonitor-crd|prometheusrule-crd) pkg="github.com/prometheus-operator/prometheus-operator"; version="$PROMETHEUS_OPERATOR_VERSION" ;;
   keda-crd) pkg="github.com/kedacore/keda/v2"; version="$KEDA_VERSION" ;;
   istio-crds) pkg="istio.io/api"; version="$ISTIO_API_VERSION" ;;
   gateway-api-crds|gateway-api-standard-crds) pkg="sigs.k8s.io/gateway-api"; version="$GATEWAY_API_VERSION" ;;
@@ -83,7 +84,7 @@ case "$tool" in
   syft) pkg="github.com/anchore/syft/cmd/syft"; version="$SYFT_VERSION" ;;
   actionlint) pkg="github.com/rhysd/actionlint/cmd/actionlint"; version="$ACTIONLINT_VERSION" ;;
   crane) pkg="github.com/google/go-containerregistry/cmd/crane"; version="$CRANE_VERSION" ;;
-  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi|syft|actionlint|crane [--if-go|--print-path]" >&2; exit 2 ;;
+  *) echo "usage: $0 helm|kind|minio|fake-gcs-server|servicemonitor-crd|prometheusrule-crd|keda-crd|istio-crds|gateway-api-crds|gateway-api-standard-crds|envoy-gateway-crds|prometheus-adapter|prometheus|coredns|kubeconform|kube-score|kubernetes-openapi|syft|actionlint|crane [--if-go|--print-path]" >&2; exit 2 ;;
 esac
 ROOT="${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}"
 OUT="$ROOT/$tool/$version"
@@ -91,6 +92,7 @@ OUT="$ROOT/$tool/$version"
 BIN="$OUT/$tool"
 case "$tool" in
   servicemonitor-crd) BIN="$OUT/monitoring.coreos.com_servicemonitors.yaml" ;;
+  prometheusrule-crd) BIN="$OUT/monitoring.coreos.com_prometheusrules.yaml" ;;
   keda-crd) BIN="$OUT/keda.sh_scaledobjects.yaml" ;;
   istio-crds) BIN="$OUT/customresourcedefinitions.gen.yaml" ;;
   gateway-api-crds) BIN="$OUT/experimental-gateways-and-routes.yaml" ;;
@@ -130,12 +132,12 @@ export GOTOOLCHAIN=local
 export GOWORK=off  # a module's own go.work (Prometheus ships one) names directories its module zip lacks
 export GOBIN="$OUT/.gobin"
 t0=$SECONDS
-if [ "$tool" = servicemonitor-crd ]; then
+if [ "$tool" = servicemonitor-crd ] || [ "$tool" = prometheusrule-crd ]; then
   # a plain module download (checked against sum.golang.org); the CRD is a file of that module
   dir="$("$GO" mod download -json "$pkg@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
-  cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$BIN.tmp"
+  cp "$dir/example/prometheus-operator-crd/$(basename "$BIN")" "$BIN.tmp"
   chmod 644 "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
-  echo ">> ServiceMonitor CRD from $pkg $version -> $BIN"
+  echo ">> $tool from $pkg $version -> $BIN"
   exit 0
 fi
 case "$tool" in

@@ -20,7 +20,8 @@ SERVICEMONITOR_CRD_NAME = "servicemonitors.monitoring.coreos.com"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 
-# kinds the operator never writes (the chart's RBAC objects, a ServiceMonitor); the others: client.path
+# kinds the operator never writes (the chart's RBAC objects, a ServiceMonitor, a PrometheusRule); the others:
+# client.path
 _CHART_ONLY_PLURALS = {
     "ServiceAccount": "serviceaccounts",
     "ClusterRole": "clusterroles",
@@ -28,6 +29,7 @@ _CHART_ONLY_PLURALS = {
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "ServiceMonitor": "servicemonitors",
+    "PrometheusRule": "prometheusrules",
     "EndpointSlice": "endpointslices",  # written by hand where no controller does (tests/test_haproxy_dns.py)
     "Node": "nodes",  # a node a test cordons as `kubectl drain` does (tests/test_operator_disruption.py)
 }

@@ -92,7 +92,14 @@ VARIANTS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ),
 )
 # the CRDs of the custom kinds the renders hold (e2e/build-gotool.sh fetches the third-party ones)
-THIRD_PARTY_CRDS = ("servicemonitor-crd", "keda-crd", "istio-crds", "gateway-api-crds", "envoy-gateway-crds")
+THIRD_PARTY_CRDS = (
+    "servicemonitor-crd",
+    "prometheusrule-crd",
+    "keda-crd",
+    "istio-crds",
+    "gateway-api-crds",
+    "envoy-gateway-crds",
+)
 # ours, and kopf's peering CRDs the chart ships (crds/ holds the TritonPipeline CRD the chart copies)
 OUR_CRDS = [*sorted((ROOT / "crds").glob("*.yaml")), CHART / "crds" / "kopfpeerings.kopf.dev.yaml"]
 SCHEMA_LOCATION = "{{ .Group }}/{{ .ResourceAPIVersion }}/{{ .ResourceKind }}.json"

@@ -40,6 +40,16 @@ def missing_prometheus() -> str | None:
     return missing_system_binary("prometheus", "/usr/bin/prometheus", "prometheus")
 
 
+def promtool_binary() -> str | None:
+    """promtool, Prometheus's rule checker and rule unit tester (Debian's prometheus package ships it)."""
+    return system_binary("promtool", "/usr/bin/promtool")
+
+
+def missing_promtool() -> str | None:
+    """Why promtool cannot run here (the exact skip reason), or None."""
+    return missing_system_binary("promtool", "/usr/bin/promtool", "prometheus")
+
+
 class Prometheus:
     def __init__(
         self,

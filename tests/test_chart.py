@@ -47,6 +47,17 @@ API = "serving.tritonpipeline.io/v1alpha1"
 WEBHOOK_API = "admissionregistration.k8s.io/v1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
 SCENARIOS = {p.name.removesuffix("-values.yaml"): p for p in CI_VALUES}
+ALERT_VALUES = ("pipelineNotReady", "queueTime", "reconcileErrors", "loopStalled")
+RULE_ON = [
+    "prometheusRule.enabled=true",
+    'prometheusRule.operatorSelector=job="tp"',
+]  # no ServiceMonitor needed
+ALERTS = {
+    "pipelineNotReady": "TritonPipelineNotReady",
+    "queueTime": "TritonPipelineQueueTimeHigh",
+    "reconcileErrors": "TritonPipelineReconcileErrors",
+    "loopStalled": "TritonPipelineOperatorLoopStalled",
+}
 
 # The operator's rules, derived from its calls (see templates/_helpers.tpl, "rules"); any change to
 # the chart's RBAC must change this on purpose.
@@ -332,6 +343,37 @@ def test_helm_lint_strict(helm, scenario):
             "digest (ghcr.io/tritonpipeline/operator-assembler@sha256:...)",
         ),
         (["terminationGracePeriodSeconds=9"], "terminationGracePeriodSeconds 9 is too short"),
+        # the alerts (prometheusRule) and the dashboard
+        (
+            ["prometheusRule.enabled=true"],
+            "prometheusRule reads the operator's own metrics: enable metrics.operatorServiceMonitor",
+        ),
+        (
+            ["prometheusRule.enabled=true", *(f"prometheusRule.{a}.enabled=false" for a in ALERT_VALUES)],
+            "prometheusRule.enabled with every alert off",
+        ),
+        (
+            [*RULE_ON, "metrics.serviceMonitor.enabled=true", "prometheusRule.queueTime.window=20s"],
+            'prometheusRule.queueTime.window "20s" holds fewer than two scrapes of '
+            'metrics.serviceMonitor.interval "15s"',
+        ),
+        ([*RULE_ON, "prometheusRule.loopStalled.window=0s"], 'prometheusRule.loopStalled.window is "0s"'),
+        (
+            [*RULE_ON, "prometheusRule.queueTime.thresholdMicroseconds=0"],
+            "at '/prometheusRule/queueTime/thresholdMicroseconds'",
+        ),
+        ([*RULE_ON, "prometheusRule.queueTime.for=10"], "at '/prometheusRule/queueTime/for'"),
+        ([*RULE_ON, "prometheusRule.runbookUrl=docs/operate.html"], "at '/prometheusRule/runbookUrl'"),
+        ([*RULE_ON, "prometheusRule.alertLabels.severity=page"], "invalid propertyName 'severity'"),
+        (
+            [*RULE_ON, "prometheusRule.reconcileErrors.severity=not ok"],
+            "at '/prometheusRule/reconcileErrors/severity'",
+        ),
+        (
+            ["dashboard.enabled=true", "dashboard.label=app.kubernetes.io/name"],
+            'dashboard.label "app.kubernetes.io/name" is a label the chart (or commonLabels) already sets',
+        ),
+        (["dashboard.enabled=true", "dashboard.label="], "at '/dashboard/label'"),
         (["webhook=null"], "missing property 'webhook'"),
         (["livenessProbe.periodSeconds=null"], "at '/livenessProbe': missing property 'periodSeconds'"),
         (["securityContext=null"], "missing property 'securityContext'"),
@@ -671,6 +713,52 @@ def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
 
 
 @pytest.mark.helm
+def test_alerts_and_dashboard_only_when_enabled(helm):
+    """Off by default; ci/monitoring-values.yaml renders the PrometheusRule with every alert (each with its
+    severity, summary, description and runbook section; tests/test_alert_rules.py runs them through
+    promtool) and the dashboard's ConfigMap, labelled for Grafana's sidecar, holding the shipped JSON."""
+    assert not by_kind(helm.template("rel", "ops"), "PrometheusRule")
+    assert not by_kind(helm.template("rel", "ops"), "ConfigMap")
+    docs = helm.template("rel", "ops", [SCENARIOS["monitoring"]])
+    (rule,) = by_kind(docs, "PrometheusRule")
+    assert (
+        rule["metadata"]["namespace"] == "ops"
+        and rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    )
+    rules = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert [r["alert"] for r in rules] == list(ALERTS.values())
+    for r in rules:
+        assert r["labels"]["severity"] in ("warning", "critical") and r["labels"]["team"] == "ml"
+        assert r["annotations"]["summary"] and r["annotations"]["description"]
+        anchor = r["annotations"]["runbook_url"].split("#")[1]
+        assert anchor == f"alert-{r['alert'].lower()}"
+        # the runbook's section exists on the page the link names
+        assert f"### {r['alert']}" in (ROOT / "docs" / "how-to" / "operate.md").read_text()
+    (queue,) = [r for r in rules if r["alert"] == "TritonPipelineQueueTimeHigh"]
+    assert queue["expr"].endswith(") > 50000") and queue["for"] == "10m"
+    (board,) = by_kind(docs, "ConfigMap")
+    assert board["metadata"]["namespace"] == "monitoring"
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert board["metadata"]["annotations"] == {"grafana_folder": "Triton"}
+    shipped = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    assert json.loads(board["data"]["tritonpipeline.json"]) == shipped
+    # the sidecar's label is configurable; an alert can be left out
+    sets = [
+        "dashboard.label=my_dashboards",
+        "dashboard.labelValue=yes",
+        "prometheusRule.loopStalled.enabled=false",
+    ]
+    docs = helm.template("rel", "ops", [SCENARIOS["monitoring"]], set_values=sets)
+    (board,) = by_kind(docs, "ConfigMap")
+    assert (
+        board["metadata"]["labels"]["my_dashboards"] == "yes"
+        and "grafana_dashboard" not in board["metadata"]["labels"]
+    )
+    (rule,) = by_kind(docs, "PrometheusRule")
+    assert [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]] == list(ALERTS.values())[:3]
+
+
+@pytest.mark.helm
 def test_custom_values_render(helm):
     docs = helm.template("rel", "ops", [SCENARIOS["custom-resources"]])
     dep = deployment_of(docs)
@@ -976,10 +1064,27 @@ def servicemonitor_crd(admin: Kube) -> str | None:
 _SM_PROBLEM: list[str] = []
 
 
+@pytest.fixture(scope="session")
+def prometheusrule_crd(admin: Kube) -> str | None:
+    """The upstream prometheus-operator PrometheusRule CRD (from its Go module), installed; or None with
+    the reason in `_PR_PROBLEM`."""
+    try:
+        path = ensure_tool("prometheusrule-crd")
+    except (ToolUnavailable, ToolError) as err:
+        _PR_PROBLEM.append(str(err))
+        return None
+    return install_crd_file(admin, path)
+
+
+_PR_PROBLEM: list[str] = []
+
+
 @pytest.mark.helm
 @pytest.mark.apiserver
 @pytest.mark.parametrize("scenario", ["default", *SCENARIOS])
-def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemonitor_crd, scenario):
+def test_every_rendered_object_passes_server_side_dry_run(
+    helm, admin, servicemonitor_crd, prometheusrule_crd, scenario
+):
     """Each object through the real apiserver's validation and admission (dryRun=All,
     fieldValidation=Strict: an unknown or misspelt field is an error, not silently dropped)."""
     values = [SCENARIOS[scenario]] if scenario != "default" else []
@@ -993,8 +1098,11 @@ def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemo
         wait_established(admin, peering_crd["metadata"]["name"])
     checked, skipped = [], []
     for obj in [crd, *docs]:
-        if obj["kind"] == "ServiceMonitor" and servicemonitor_crd is None:
-            skipped.append(obj["metadata"]["name"])
+        if (obj["kind"], None) in (
+            ("ServiceMonitor", servicemonitor_crd),
+            ("PrometheusRule", prometheusrule_crd),
+        ):
+            skipped.append(f"{obj['kind']}/{obj['metadata']['name']}")
             continue
         result = dry_run_apply(admin, obj)
         assert result["kind"] == obj["kind"] and result["metadata"]["name"] == obj["metadata"]["name"]
@@ -1002,7 +1110,8 @@ def test_every_rendered_object_passes_server_side_dry_run(helm, admin, servicemo
         checked.append(f"{obj['kind']}/{obj['metadata']['name']}")
     assert len(checked) == len(docs) + 1 - len(skipped)
     if skipped:
-        pytest.skip(f"validated {len(checked)} objects; ServiceMonitor not validated: {_SM_PROBLEM[0]}")
+        why = "; ".join([*_SM_PROBLEM, *_PR_PROBLEM])
+        pytest.skip(f"validated {len(checked)} objects; {', '.join(skipped)} not validated: {why}")
 
 
 @pytest.mark.helm

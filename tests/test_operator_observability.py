@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
+from harness.helm import Helm, by_kind
 from harness.operator_process import LocalOperator
 from harness.prometheus import Prometheus
 from harness.wait import wait_for
@@ -29,6 +31,7 @@ from test_operator import (
     wait_reconciled,
 )
 from tritonpipeline.reconcile.apply import changes
+from tritonpipeline.runtime import metrics
 from tritonpipeline.runtime.health import WatchHealth
 
 OPERATE_PAGE = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "operate.md"
@@ -55,6 +58,15 @@ def operator(
     rep = getattr(request.node, "rep_call", None)
     if started and rep is not None and rep.failed:
         print(f"\n===== operator log =====\n{started[-1].text()[-8000:]}")
+
+
+def chart_alert_exprs(helm_binary: Path, tmp_path: Path, operator_selector: str) -> dict[str, str]:
+    """The expressions of the chart's alerts (templates/prometheusrule.yaml), by alert, rendered by the
+    real helm for an operator whose series `operator_selector` matches."""
+    values = ["prometheusRule.enabled=true", f"prometheusRule.operatorSelector={operator_selector}"]
+    docs = Helm(helm_binary, tmp_path / "helm").template("rel", "ops", set_values=values)
+    (rule,) = by_kind(docs, "PrometheusRule")
+    return {r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]}
 
 
 def outcome_lines(op: LocalOperator, ns: str, name: str) -> list[str]:
@@ -190,7 +202,10 @@ def test_secret_values_never_appear_in_any_log_line(control_plane, kube, namespa
 
 @pytest.mark.apiserver
 @pytest.mark.prometheus
-def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, prometheus_dir):
+@pytest.mark.helm
+def test_prometheus_scrapes_the_operator_metrics(
+    kube, namespace, operator, prometheus_dir, helm_binary, tmp_path
+):
     op = operator(TRITONPIPELINE_WATCH_TIMEOUT_SECONDS="2")
     doc = cluster_doc("vision", namespace)
     kube.apply(doc)
@@ -202,11 +217,15 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, prom
     assert wait_for("/readyz", lambda: op.get("/readyz")[0] == 200)
     status, text = op.get("/metrics")
     assert status == 200
+    here = f'pipeline="vision",pipeline_namespace="{namespace}"'
     for series in (
         'tritonpipeline_operator_reconciles_total{outcome="created"} 1.0',
         'tritonpipeline_operator_reconciles_total{outcome="invalid"} 1.0',
         'tritonpipeline_operator_pipelines{ready="False"} 1.0',
         "tritonpipeline_operator_reconcile_duration_seconds_count 2.0",
+        # per pipeline (the TritonPipelineNotReady alert): no kubelet here, so never Ready
+        f"tritonpipeline_operator_pipeline_ready{{{here}}} 0.0",
+        'tritonpipeline_operator_loop_stalled{loop="resync"} 0.0',
     ):
         assert series in text
     # the watch streams end every 2 s here and are reopened
@@ -225,20 +244,60 @@ def test_prometheus_scrapes_the_operator_metrics(kube, namespace, operator, prom
         assert prom.value('tritonpipeline_operator_pipelines{ready="False"}') == 1.0
         restarts = prom.value("sum(tritonpipeline_operator_watch_restarts_total)")
         assert restarts is not None and restarts > 0
-        # the alert expressions of docs/how-to/operate.md are valid PromQL over these series
+        # the chart's alerts over the real operator's series (the Prometheus here labels them job=...):
+        # the pipeline is not Ready (no kubelet), under its own namespace; no loop stalled, no failed apply
+        alerts = chart_alert_exprs(helm_binary, tmp_path, 'job="tritonpipeline-operator"')
+        not_ready = wait_for(
+            "the pipeline-ready series", lambda: prom.query(alerts["TritonPipelineNotReady"]), timeout=60
+        )
+        assert [r["metric"] for r in not_ready] == [{"namespace": namespace, "pipeline": "vision"}]
+        wait_for("the loop gauge", lambda: prom.query("tritonpipeline_operator_loop_stalled"), timeout=60)
+        assert prom.query(alerts["TritonPipelineOperatorLoopStalled"]) == []
+        assert prom.query(alerts["TritonPipelineReconcileErrors"]) == []
+        # the recipes' alert expressions of docs/how-to/operate.md are valid PromQL over these series
         section = OPERATE_PAGE.read_text()
         exprs = re.findall(r"^  expr: (.+)$", section, re.M)
-        assert len(exprs) == 3
+        assert len(exprs) == 2
         for expr in exprs:
             prom.query(expr)
-        assert not prom.query(exprs[1])  # the invalid reconcile happened before the first scrape
+        assert not prom.query(exprs[0])  # the invalid reconcile happened before the first scrape
         bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "lfet.FEATS_A"}
         kube.apply(bad)  # another invalid reconcile, now under Prometheus' eyes: the alert fires
-        wait_for("the invalid-spec alert", lambda: prom.query(exprs[1]), timeout=60)
-    # a deleted pipeline leaves the gauge
+        wait_for("the invalid-spec alert", lambda: prom.query(exprs[0]), timeout=60)
+    # a deleted pipeline leaves the gauges
     kube.delete(API, "TritonPipeline", namespace, "vision")
     gone = 'tritonpipeline_operator_pipelines{ready="False"} 0.0'
     wait_for("the gauge to drop the deleted pipeline", lambda: gone in op.get("/metrics")[1])
+    assert f"tritonpipeline_operator_pipeline_ready{{{here}}}" not in op.get("/metrics")[1]
+
+
+def test_the_per_pipeline_and_loop_gauges_read_the_last_status_and_the_loops():
+    """tritonpipeline_operator_pipeline_ready is 1 only for Ready=True (False, Unknown and no condition
+    yet read 0); the replica gauges appear once the status has them; loop_stalled is Loops.stalled()."""
+    statuses = {
+        ("ml", "vision"): {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "replicas": 3,
+            "readyReplicas": 2,
+        },
+        ("ml", "asr"): {"conditions": [{"type": "Ready", "status": "False", "reason": "PodsNotReady"}]},
+        ("team-b", "fresh"): {},
+    }
+    registry = CollectorRegistry()
+    registry.register(metrics.PipelineCollector(lambda: statuses))
+    registry.register(metrics.LoopsCollector(lambda: {"resync": True, "leadership": False}))
+    text = generate_latest(registry).decode()
+    for series in (
+        'tritonpipeline_operator_pipeline_ready{pipeline="vision",pipeline_namespace="ml"} 1.0',
+        'tritonpipeline_operator_pipeline_ready{pipeline="asr",pipeline_namespace="ml"} 0.0',
+        'tritonpipeline_operator_pipeline_ready{pipeline="fresh",pipeline_namespace="team-b"} 0.0',
+        'tritonpipeline_operator_pipeline_replicas{pipeline="vision",pipeline_namespace="ml"} 3.0',
+        'tritonpipeline_operator_pipeline_ready_replicas{pipeline="vision",pipeline_namespace="ml"} 2.0',
+        'tritonpipeline_operator_loop_stalled{loop="resync"} 1.0',
+        'tritonpipeline_operator_loop_stalled{loop="leadership"} 0.0',
+    ):
+        assert series in text
+    assert 'replicas{pipeline="asr"' not in text  # not read yet: no series rather than a made-up 0
 
 
 @pytest.mark.apiserver

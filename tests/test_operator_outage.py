@@ -132,13 +132,16 @@ def test_liveness_fails_while_a_loop_is_stuck_and_recovers(control_plane, tmp_pa
                 failing = time.monotonic() - paused
                 assert op.alive()
                 ready, reason = op.get("/readyz")
+                stalled = op.get("/metrics")[1]  # the gauge the TritonPipelineOperatorLoopStalled alert reads
             print(f"\nliveness failed {failing:.1f}s after the apiserver hung (bound 7 s, kopf caches 10 s)")
             assert ready == 503 and "loop resync has not completed a pass for" in reason, reason
             assert "(limit 7s)" in reason, reason
+            assert 'tritonpipeline_operator_loop_stalled{loop="resync"} 1.0' in stalled
             # not before the bound (which counts from the last pass: up to a period before the pause)
             assert failing >= 7 - 2, failing
             wait_for("liveness back", lambda: op.healthz() == 200, timeout=90, interval=1)
             assert op.get("/readyz")[0] == 200
+            assert 'tritonpipeline_operator_loop_stalled{loop="resync"} 0.0' in op.get("/metrics")[1]
 
 
 # ------------------------------------------------------------------------ the client, on real sockets
@@ -266,11 +269,15 @@ def test_liveness_names_a_loop_that_has_not_completed_a_pass_within_its_bound():
     assert loops.bound(resync) == 25 and loops.bound(leadership) == 19
     clock.now += 20
     assert loops.problems() == ["loop leadership has not completed a pass for 20s (limit 19s)"]
+    # the gauge says the same (tritonpipeline_operator_loop_stalled, the alert's source)
+    assert loops.stalled() == {"resync": False, "leadership": True}
     loops.completed(leadership)
     clock.now += 6
     assert loops.problems() == ["loop resync has not completed a pass for 26s (limit 25s)"]
+    assert loops.stalled() == {"resync": True, "leadership": False}
     loops.standby = True  # a standby replica runs no resync: not a problem there
     assert loops.problems() == []
+    assert loops.stalled() == {"resync": False, "leadership": False}
     clock.now += 100
     loops.completed(leadership)
     loops.standby = False  # active again: the resync's bound counts from now

@@ -5,6 +5,7 @@
 - operator/tritonpipeline/kube/kubernetes_types.json: the schemas of the Kubernetes types the spec passes
   through, which the CRD takes (tools/kubernetes_types.py; written first, the CRD is read from it)
 - charts/triton-pipeline/files/prometheus-adapter-rules.yaml: kube/autoscaling.py's adapter rules
+- charts/triton-pipeline/files/grafana-dashboard.json: the dashboard the chart ships (tools/dashboard.py)
 - docs/reference/fields.md: the field reference, from the CRD's schema, so each row says what
   `kubectl explain` says (the descriptions are the spec's `Field(description=...)`)
 - README.md: its pictures, drawn from the code (tools/pictures.py; the docs site draws its own at build time)
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import dashboard
 import kubernetes_types
 import pictures
 import reference
@@ -137,6 +139,7 @@ def generated(current: Callable[[Path], str | None] = read) -> dict[Path, str]:
         ROOT / "crds" / name: definition,
         CHART / "crds" / name: definition,
         CHART / "files" / "prometheus-adapter-rules.yaml": adapter_rules_yaml(),
+        CHART / "files" / "grafana-dashboard.json": dashboard.dashboard_json(),
         FIELDS_PAGE: fields_page(crd()),
         README: pictures.expand(current(README) or ""),
         # docs/reference/: the CLI, chart values, settings, metrics and log events (tools/reference.py)

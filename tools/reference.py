@@ -356,9 +356,12 @@ def operator_metrics() -> list[Metric]:
             suffix = "_total" if obj._type == "counter" else ""
             kind = str(obj._type)
             found.append(Metric(obj._name + suffix, kind, tuple(obj._labelnames), obj._documentation))
+    example = {"replicas": 1, "readyReplicas": 1}  # a series shows its labels
     collectors = (
         metrics.PipelinesCollector(lambda: ()),
-        metrics.NotOwnedCollector(lambda: [[("v1", "Service", "example")]]),  # a series shows its labels
+        metrics.PipelineCollector(lambda: {("ml", "example"): example}),
+        metrics.LoopsCollector(lambda: {"resync": False}),
+        metrics.NotOwnedCollector(lambda: [[("v1", "Service", "example")]]),
     )
     for family in (f for c in collectors for f in c.collect()):
         labels = tuple(dict.fromkeys(k for s in family.samples for k in s.labels))

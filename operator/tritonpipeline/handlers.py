@@ -88,9 +88,10 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
         events.AUTHORS_NOT_REVIEWED.log(logger, why=why)
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
     metrics.watch_pipelines(
-        lambda: list(state.statuses.values()) if state.active else [],
+        lambda: dict(state.statuses) if state.active else {},
         lambda: [list(taken) for taken in state.taken.values()] if state.active else [],
     )
+    metrics.watch_loops(state.loops.stalled)
     if config.metrics_url:
         try:
             state.metrics_server = await health.serve(config.metrics_url, state.health, state.loops)

@@ -393,3 +393,51 @@ A security context (.context) as YAML, without the ids the platform assigns wher
 {{- end }}
 {{- toYaml $context }}
 {{- end }}
+
+{{/*
+The PromQL label matchers (no braces) that select this operator's series: prometheusRule.operatorSelector,
+else the job and namespace metrics.operatorServiceMonitor gives them (prometheus-operator names the job
+after the Service it scrapes).
+*/}}
+{{- define "triton-pipeline.operatorSelector" -}}
+{{- if .Values.prometheusRule.operatorSelector | default "" | trim }}
+{{- .Values.prometheusRule.operatorSelector | default "" | trim }}
+{{- else }}
+{{- printf "job=%q,namespace=%q" (include "triton-pipeline.metricsService" .) .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/*
+A number as PromQL reads it: an integral one without a fraction or an exponent (Go prints a float64
+of a million as 1e+06).
+*/}}
+{{- define "triton-pipeline.number" -}}
+{{- if eq (float64 .) (float64 (int64 .)) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- end }}
+
+{{/*
+Refuse alert settings that cannot work (prometheusrule.yaml): every window must hold two scrapes of what
+it reads (rate() and increase() need two samples), and the operator's series must be findable.
+*/}}
+{{- define "triton-pipeline.validateAlerts" -}}
+{{- $rule := .Values.prometheusRule }}
+{{- if not (or $rule.pipelineNotReady.enabled $rule.queueTime.enabled $rule.reconcileErrors.enabled $rule.loopStalled.enabled) }}
+{{- fail "prometheusRule.enabled with every alert off (pipelineNotReady, queueTime, reconcileErrors, loopStalled) would render an empty rule group: enable one or set prometheusRule.enabled=false" }}
+{{- end }}
+{{- if and (not ($rule.operatorSelector | default "" | trim)) (not .Values.metrics.operatorServiceMonitor.enabled) (or $rule.pipelineNotReady.enabled $rule.reconcileErrors.enabled $rule.loopStalled.enabled) }}
+{{- fail "prometheusRule reads the operator's own metrics: enable metrics.operatorServiceMonitor (the alerts then select its job and namespace), or set prometheusRule.operatorSelector to the label matchers your Prometheus gives the operator's series (e.g. job=\"triton-pipeline\",namespace=\"ops\")" }}
+{{- end }}
+{{- $checks := list (list "queueTime" $rule.queueTime .Values.metrics.serviceMonitor "metrics.serviceMonitor") (list "reconcileErrors" $rule.reconcileErrors .Values.metrics.operatorServiceMonitor "metrics.operatorServiceMonitor") (list "loopStalled" $rule.loopStalled .Values.metrics.operatorServiceMonitor "metrics.operatorServiceMonitor") }}
+{{- range $check := $checks }}
+{{- $name := index $check 0 }}
+{{- $alert := index $check 1 }}
+{{- $monitor := index $check 2 }}
+{{- $window := include "triton-pipeline.durationMs" $alert.window | int64 }}
+{{- if and $alert.enabled (le $window 0) }}
+{{- fail (printf "prometheusRule.%s.window is %q: a window must be longer than 0 (5m, 1h)" $name $alert.window) }}
+{{- end }}
+{{- if and $alert.enabled $monitor.enabled (lt $window (mul 2 (include "triton-pipeline.durationMs" $monitor.interval | int64))) }}
+{{- fail (printf "prometheusRule.%s.window %q holds fewer than two scrapes of %s.interval %q: rate() and increase() need two samples, so the alert could never fire; lengthen the window to at least twice the interval" $name $alert.window (index $check 3) $monitor.interval) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -125,19 +125,31 @@ class Loops:
         loop.passed = self.clock()
         metrics.LOOP_LAST_PASS.labels(loop.name).set(time.time())
 
+    def _silent(self, loop: Loop, now: float) -> float | None:
+        """Seconds `loop` has gone without a completed pass when that is past its bound, else None (a
+        loop that makes no passes on this replica is never past it)."""
+        silent = now - max(loop.since, loop.passed or loop.since)
+        return silent if self.runs(loop) and silent > self.bound(loop) else None
+
     def problems(self) -> list[str]:
         """Why the loops are not alive: each loop (that runs here) with no completed pass within its
         bound."""
         now = self.clock()
         found = []
         for loop in self.loops.values():
-            last = max(loop.since, loop.passed or loop.since)
-            if self.runs(loop) and now - last > self.bound(loop):
+            silent = self._silent(loop, now)
+            if silent is not None:
                 found.append(
-                    f"loop {loop.name} has not completed a pass for {now - last:.0f}s "
+                    f"loop {loop.name} has not completed a pass for {silent:.0f}s "
                     f"(limit {self.bound(loop):.0f}s)"
                 )
         return found
+
+    def stalled(self) -> dict[str, bool]:
+        """Each loop of this process by name: whether it is past its bound (what `problems` reports and
+        liveness fails on), for tritonpipeline_operator_loop_stalled."""
+        now = self.clock()
+        return {name: self._silent(loop, now) is not None for name, loop in self.loops.items()}
 
 
 async def supervise(

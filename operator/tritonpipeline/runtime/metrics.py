@@ -74,11 +74,7 @@ class PipelinesCollector(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         counts = {"True": 0, "False": 0, "Unknown": 0}
         for status in self.statuses():
-            ready: Mapping[str, Any] = next(
-                (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
-            )
-            state = ready.get("status", "Unknown")
-            counts[state if state in counts else "Unknown"] += 1
+            counts[_ready(status)] += 1
         family = GaugeMetricFamily(
             f"{PREFIX}_pipelines",
             "Watched TritonPipelines by the status of their Ready condition: True, False or Unknown",
@@ -86,6 +82,78 @@ class PipelinesCollector(Collector):
         )
         for state, n in counts.items():
             family.add_metric([state], n)
+        yield family
+
+
+PIPELINE_LABELS = ["pipeline_namespace", "pipeline"]
+
+
+def _ready(status: Mapping[str, Any]) -> str:
+    """The status of a pipeline's Ready condition: True, False or Unknown (also when it has none yet)."""
+    ready: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+    )
+    state = ready.get("status", "Unknown")
+    return state if state in ("True", "False") else "Unknown"
+
+
+class PipelineCollector(Collector):
+    """Per pipeline, read at scrape time from the status the operator last wrote:
+    `tritonpipeline_operator_pipeline_ready`, `..._pipeline_replicas` and `..._pipeline_ready_replicas`,
+    labelled `pipeline_namespace` and `pipeline` (not `namespace`: a scrape gives that label the
+    operator pod's namespace)."""
+
+    def __init__(self, statuses: Callable[[], Mapping[tuple[str, str], Mapping[str, Any]]]) -> None:
+        self.statuses = statuses
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        ready = GaugeMetricFamily(
+            f"{PREFIX}_pipeline_ready",
+            "1 when the TritonPipeline's Ready condition is True, 0 when it is False or Unknown (or not "
+            "written yet), by pipeline_namespace and pipeline; only the active replica reports pipelines",
+            labels=PIPELINE_LABELS,
+        )
+        replicas = GaugeMetricFamily(
+            f"{PREFIX}_pipeline_replicas",
+            "The pods of the TritonPipeline's Deployment (status.replicas), by pipeline_namespace and "
+            "pipeline; no series before the operator has read the Deployment's status",
+            labels=PIPELINE_LABELS,
+        )
+        ready_replicas = GaugeMetricFamily(
+            f"{PREFIX}_pipeline_ready_replicas",
+            "The ready pods of the TritonPipeline's Deployment (status.readyReplicas), by "
+            "pipeline_namespace and pipeline; no series before the operator has read the Deployment's "
+            "status",
+            labels=PIPELINE_LABELS,
+        )
+        for (namespace, name), status in sorted(self.statuses().items()):
+            labels = [namespace, name]
+            ready.add_metric(labels, 1 if _ready(status) == "True" else 0)
+            if isinstance(status.get("replicas"), int):
+                replicas.add_metric(labels, status["replicas"])
+            if isinstance(status.get("readyReplicas"), int):
+                ready_replicas.add_metric(labels, status["readyReplicas"])
+        yield from (ready, replicas, ready_replicas)
+
+
+class LoopsCollector(Collector):
+    """`tritonpipeline_operator_loop_stalled{loop}`: 1 for a loop past its bound (what liveness fails on,
+    loops.py), 0 otherwise, judged at scrape time."""
+
+    def __init__(self, stalled: Callable[[], Mapping[str, bool]]) -> None:
+        self.stalled = stalled
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            f"{PREFIX}_loop_stalled",
+            "1 when one of the operator's loops (the `loop` label, as in "
+            "tritonpipeline_operator_loop_last_pass_timestamp_seconds) has completed no pass for three of "
+            "its periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS (liveness then fails and the pod is "
+            "restarted), 0 otherwise; a loop a standby replica does not run reads 0",
+            labels=["loop"],
+        )
+        for name, stalled in sorted(self.stalled().items()):
+            family.add_metric([name], 1 if stalled else 0)
         yield family
 
 
@@ -115,19 +183,34 @@ class NotOwnedCollector(Collector):
 
 
 _pipelines: list[Collector] = []
+_loops: list[Collector] = []
 
 
 def watch_pipelines(
-    statuses: Callable[[], Iterable[Mapping[str, Any]]],
+    statuses: Callable[[], Mapping[tuple[str, str], Mapping[str, Any]]],
     taken: Callable[[], Iterable[Iterable[tuple[str, str, str]]]] = list,
 ) -> None:
-    """Register the gauges read from the pipelines' statuses and from what their children's names hold
-    (a second call replaces the first)."""
+    """Register the gauges read from the pipelines' statuses (by namespace and name) and from what their
+    children's names hold (a second call replaces the first)."""
     while _pipelines:
         REGISTRY.unregister(_pipelines.pop())
-    _pipelines.extend([PipelinesCollector(statuses), NotOwnedCollector(taken)])
+    _pipelines.extend(
+        [
+            PipelinesCollector(lambda: statuses().values()),
+            PipelineCollector(statuses),
+            NotOwnedCollector(taken),
+        ]
+    )
     for collector in _pipelines:
         REGISTRY.register(collector)
+
+
+def watch_loops(stalled: Callable[[], Mapping[str, bool]]) -> None:
+    """Register the gauge of the loops past their bound (a second call replaces the first)."""
+    while _loops:
+        REGISTRY.unregister(_loops.pop())
+    _loops.append(LoopsCollector(stalled))
+    REGISTRY.register(_loops[0])
 
 
 def exposition() -> tuple[bytes, str]:
