@@ -143,6 +143,7 @@ def replica_env(identity: str) -> dict[str, str]:
         "TRITONPIPELINE_PEERING": PEERING,
         "TRITONPIPELINE_PEERING_LIFETIME_SECONDS": str(LIFETIME),
         "TRITONPIPELINE_RESYNC_SECONDS": "2",  # a standby that resyncs would show it at once
+        "TRITONPIPELINE_DISCOVERY_SECONDS": "2",  # likewise for the discovery loop
         # liveness fails when a loop completed no pass for 3 periods + this: 11 s for the resync,
         # which a standby does not run (and must not fail on)
         "TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS": str(LOOP_STALE_MARGIN),
@@ -224,7 +225,8 @@ def test_the_oldest_replica_reconciles_and_a_standby_takes_over_when_it_dies_or_
         assert b.get("/readyz") == (200, "ok\n")
         assert b.healthz() == 200
         assert set(LAST_PASS.findall(b.get("/metrics")[1])) == {"leadership"}
-        assert set(LAST_PASS.findall(a.get("/metrics")[1])) == {"leadership", "resync"}  # no poll in 30 s yet
+        # the active one runs the resync and discovery loops too (no status poll in 30 s yet)
+        assert set(LAST_PASS.findall(a.get("/metrics")[1])) == {"leadership", "resync", "discovery"}
 
         # --- SIGKILL the active one: the standby waits for its entry's lifetime, then takes over ---------
         killed, killed_at = time.monotonic(), utc_now()
