@@ -9,15 +9,15 @@ Each test has a control plane of its own: the shared one must stay without KEDA'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+import test_operator_routing
 from harness.wait import wait_for
 from helpers import condition
 from test_operator import cluster_doc, get_cr, operator_log_on_failure, wait_reconciled
-from test_operator_routing import KEDA, Plane, crd_documents, get, install
+from test_operator_routing import KEDA, crd_documents, get, install
 from test_tenants import TENANT, grant, grant_tenant, refusal, review_operator, with_spec
 from test_webhook import API, call, collection
 from tritonpipeline.kube import autoscaling
@@ -27,27 +27,8 @@ from tritonpipeline.kube.reach import RECORD_ANNOTATION
 pytestmark = pytest.mark.apiserver
 
 
-@pytest.fixture(scope="module")
-def plane_factory(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """fresh(crds) -> a new kube-apiserver + etcd with our CRD and the given third-party CRDs (as
-    test_operator_routing's planes)."""
-    from harness.controlplane import ControlPlane
-    from tritonpipeline.kube.crd import crd
-
-    started: list[Any] = []
-
-    def fresh(*tools: tuple[str, tuple[str, ...]]) -> Plane:
-        docs = [d for tool, names in tools for d in crd_documents(tool, names)]
-        workdir = tmp_path_factory.mktemp("plane")
-        cp = ControlPlane(workdir / "cp", control_plane.binaries).start()
-        started.append(cp)
-        kube = Kube(cp.api_client(), "test-admin")
-        install(kube, [crd(), *docs])
-        return Plane(cp, kube, workdir)
-
-    yield fresh
-    for cp in started:
-        cp.stop()
+# the same fresh control planes as test_operator_routing's (the shared one must stay without KEDA's CRD)
+plane_factory = test_operator_routing.plane_factory
 
 
 KIND = "TritonPipeline"

@@ -24,6 +24,17 @@ from tritonpipeline.local.server import free_ports
 pytestmark = [pytest.mark.tritonserver, pytest.mark.cli]
 
 
+def infer_once(port: int) -> None:
+    """One request to the fan-out example served on 127.0.0.1:`port` (HTTP), its SCORE_C checked."""
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+    x = np.array([[1, 2, 3, 4]], dtype=np.float32)
+    t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+    t.set_data_from_numpy(x)
+    out = client.infer("vision", [t]).as_numpy("SCORE_C")
+    client.close()
+    assert out.tolist() == [[float((2 * x + 1).sum())]]
+
+
 def _serve(
     extra: list[str], file: Path = ROOT / "examples" / "fanout.yaml", env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], int, list[str]]:
@@ -73,13 +84,7 @@ def test_serve_answers_then_stops_cleanly(sig, router):
         assert f"router vision__extract__FEATS_A__router ({backend}): extract.FEATS_A ->" in text, text
         repo = Path(re.search(r"generated files in (\S+)", text).group(1))
         assert repo.is_dir()
-        client = httpclient.InferenceServerClient(f"127.0.0.1:{http}")
-        x = np.array([[1, 2, 3, 4]], dtype=np.float32)
-        t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
-        t.set_data_from_numpy(x)
-        out = client.infer("vision", [t]).as_numpy("SCORE_C")
-        client.close()
-        assert out.tolist() == [[float((2 * x + 1).sum())]]
+        infer_once(http)
     finally:
         proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=60)

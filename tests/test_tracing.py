@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import yaml
 
 from helpers import ROOT, example
+from test_serve_cli import infer_once
 from tritonpipeline.compiler import compile_pipeline, tracing
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube import reach as rc
@@ -241,18 +241,6 @@ def serve(file: Path, *extra: str) -> tuple[subprocess.Popen[str], int, list[str
     from test_serve_cli import _serve
 
     return _serve(list(extra), file=file)
-
-
-def infer_once(port: int) -> None:
-    import tritonclient.http as httpclient
-
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
-    x = np.array([[1, 2, 3, 4]], dtype=np.float32)
-    t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
-    t.set_data_from_numpy(x)
-    out = client.infer("vision", [t]).as_numpy("SCORE_C")
-    client.close()
-    assert out.tolist() == [[float((2 * x + 1).sum())]]
 
 
 def stop(proc: subprocess.Popen[str]) -> str:
