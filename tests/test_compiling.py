@@ -17,7 +17,7 @@ from bench.controlplane.workload import cluster_doc, large_doc
 from tritonpipeline.errors import SpecError
 from tritonpipeline.runtime import compiling
 from tritonpipeline.runtime.compiling import CompileStopped, Workers, compile_cr, verdict
-from tritonpipeline.settings import Settings
+from tritonpipeline.settings import GROUP, Settings
 
 
 def _workers(**settings: Any) -> Workers:
@@ -191,3 +191,21 @@ def test_a_compile_that_needs_more_memory_than_a_worker_may_map_is_refused(
             workers.close()
 
     asyncio.run(scenario())
+
+
+def test_essence_tells_what_a_verdict_and_a_compile_depend_on() -> None:
+    """One digest for both caches: the webhook's verdict sees every annotation (their size is checked),
+    the reconcile's compile leaves out the operator's own (kopf's progress, the roll request)."""
+    doc = cluster_doc("fanout", "team-b")
+    marked = cluster_doc("fanout", "team-b")
+    marked["metadata"]["annotations"] = {f"{GROUP}/roll": "now"}
+    labelled = cluster_doc("fanout", "team-b")
+    labelled["metadata"]["labels"] = {"team": "b"}
+    other = cluster_doc("fanout", "team-c")
+    assert compiling.essence(marked, owned=False) == compiling.essence(doc, owned=False)
+    assert compiling.essence(marked)[0] != compiling.essence(doc)[0]
+    for changed in (labelled, other):
+        assert compiling.essence(changed)[0] != compiling.essence(doc)[0]
+        assert compiling.essence(changed, owned=False)[0] != compiling.essence(doc, owned=False)[0]
+    big = large_doc("big", "team-b", models=8, pipelines=2, steps=4, tensors=2)
+    assert compiling.essence(big)[1] > compiling.essence(doc)[1]  # the size weighs the cached compile

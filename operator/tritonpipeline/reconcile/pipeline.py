@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -21,11 +19,11 @@ from ..kube import routing as rt
 from ..kube import status as st
 from ..kube.client import Kube, KubeError, is_transient, namespace_terminating
 from ..kube.manifests import endpoint, owner_reference
+from ..runtime import compiling, metrics
 from ..runtime import log_events as events
-from ..runtime import metrics
 from ..runtime.compiling import Compiled, CompileStopped, compile_cr
 from ..runtime.state import OperatorState
-from ..settings import GROUP, Settings
+from ..settings import Settings
 from ..spec import TritonPipeline, parse_pipeline
 from . import authors
 from .apply import (
@@ -46,17 +44,9 @@ from .upgrade import pin, rolled
 
 
 def essence(body: Mapping[str, Any]) -> tuple[str, int]:
-    """What a pipeline's compilation depends on (its spec, name, namespace, labels and the annotations
-    that are not the operator's own: kopf's progress, the roll request, the access review's record), as
-    a digest, and its size."""
-    meta = body.get("metadata") or {}
-    owned = f"{GROUP}/"
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(owned)}
-    labels = dict(meta.get("labels") or {})
-    text = json.dumps(
-        [body.get("spec"), meta.get("name"), meta.get("namespace"), labels, annotations], sort_keys=True
-    )
-    return hashlib.sha256(text.encode()).hexdigest(), len(text)
+    """What a pipeline's compilation depends on, as a digest, and its size: runtime/compiling.py's
+    essence without the operator's own annotations."""
+    return compiling.essence(body, owned=False)
 
 
 # what a compiled pipeline keeps in memory per byte of its spec (the parsed spec, what the repository is

@@ -13,7 +13,7 @@ specs and dry-run storms cost the others a turn at a worker at most.
 - A namespace whose compiles took much CPU lately (HEAVY_CPU_SECONDS) compiles in a lane of its own, a
   worker at the lowest CPU priority: a tenant's storm of large specs gets only the CPU the operator and
   the other tenants' compiles leave.
-- The webhook's verdicts are kept by what they depend on (`review_digest`): a storm of the same dry
+- The webhook's verdicts are kept by what they depend on (`essence`): a storm of the same dry
   run compiles once.
 
 With `compile_workers` 0 (the bare operator's default; the chart runs 2) the same functions run in
@@ -45,7 +45,7 @@ from ..compiler.router_choice import choose_router
 from ..errors import Problem, SpecError
 from ..kube import checks
 from ..kube.manifests import Children, render_children
-from ..settings import Settings
+from ..settings import GROUP, Settings
 from ..spec import NEWER_FIELDS, TritonPipeline, newer_fields, parse_pipeline
 from . import log_events as events
 from .cache import BoundedCache
@@ -141,15 +141,23 @@ def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
     return tp, generated, render_children(tp, artifacts, config), newer
 
 
-def review_digest(doc: Mapping[str, Any]) -> str:
-    """What a verdict depends on (the spec, name, namespace, labels and annotations), as a digest."""
+def essence(doc: Mapping[str, Any], *, owned: bool = True) -> tuple[str, int]:
+    """What a pipeline's verdict or compilation depends on (its spec, name, namespace, labels and
+    annotations), as a digest, and the size of what was digested. `owned=False` leaves out the
+    operator's own annotations (`<GROUP>/...`: kopf's progress, the roll request, the access review's
+    record), which a reconcile's compilation does not depend on; the webhook's verdict keeps them (the
+    annotations' size is checked)."""
     meta = doc.get("metadata") or {}
+    annotations = dict(meta.get("annotations") or {})
+    if not owned:
+        annotations = {k: v for k, v in annotations.items() if not k.startswith(f"{GROUP}/")}
+    labels = dict(meta.get("labels") or {})
     text = json.dumps(
-        [doc.get("spec"), *(meta.get(k) for k in ("name", "namespace", "labels", "annotations"))],
+        [doc.get("spec"), meta.get("name"), meta.get("namespace"), labels, annotations],
         sort_keys=True,
         default=str,
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest(), len(text)
 
 
 # ------------------------------------------------------------------------------------ the workers
@@ -329,7 +337,7 @@ class Workers:
 
     async def verdict(self, doc: Mapping[str, Any], settings: Settings | None) -> Verdict:
         """The webhook's verdict on `doc`, from the cache when an identical one was reviewed."""
-        tag = review_digest(doc)
+        tag = essence(doc)[0]
         known: Verdict | None = self.verdicts.get(tag, tag)
         if known is None:
             try:
