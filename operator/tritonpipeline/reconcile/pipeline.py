@@ -106,16 +106,10 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
     outcome = "error"
     key = (namespace_of(body), body.metadata.name)
     async with state.reconciling[key]:
-        if event is None and superseded(state.owners.get(key), body):
-            return  # a resync's copy, older than what a handler reconciled meanwhile
-        refused = state.refused.get(key)
-        if (
-            event is None
-            and refused is not None
-            and refused[0] == essence(body)[0]
-            and time.monotonic() < refused[2]
-        ):
-            return  # the API server refused this spec's objects: it is tried again after its back-off
+        why = None if event is not None else left_alone(state, key, body)
+        if why is not None:
+            events.REAPPLY_SKIPPED.log(logger, why=why)
+            return
         started = time.monotonic()
         try:
             async with state.admitted.of(key[0]):
@@ -146,6 +140,21 @@ def refusal_backoff(state: OperatorState, body: kopf.Body) -> int:
     delay = min(RETRY_SECONDS * 2**count, MAX_RETRY_SECONDS)
     state.refused[key] = (current, count, time.monotonic() + delay)
     return delay
+
+
+def left_alone(state: OperatorState, key: tuple[str, str], body: kopf.Body) -> str | None:
+    """Why a re-apply outside the pipeline's handlers (the resync, a repair) leaves it alone, or None:
+    the copy is older than what a handler reconciled meanwhile, or the API server refused this spec's
+    objects and it is tried again after its back-off (refusal_backoff)."""
+    last = state.owners.get(key)
+    if superseded(last, body):
+        generation = body.metadata.get("generation")
+        return events.SKIP_SUPERSEDED.format(generation=generation, last=last[1] if last else None)
+    refused = state.refused.get(key)
+    now = time.monotonic()
+    if refused is not None and refused[0] == essence(body)[0] and now < refused[2]:
+        return events.SKIP_BACKING_OFF.format(seconds=refused[2] - now)
+    return None
 
 
 def superseded(last: tuple[str | None, int | None] | None, body: kopf.Body) -> bool:

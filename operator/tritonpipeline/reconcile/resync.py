@@ -30,10 +30,26 @@ async def reconcile_owner(
     problems reported twice)."""
     if cr is None:
         cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
-    if cr is None or cr["metadata"].get("deletionTimestamp") or not handled(cr, GROUP):
+    why = left_to_others(cr)
+    if why is not None:
+        logger = state.logger_for(cr if cr is not None else pipeline_ref(namespace, name))
+        events.REAPPLY_SKIPPED.log(logger, why=why)
         return
+    body = kopf.Body(cast(kopf.RawBody, cr))
     with contextlib.suppress(kopf.PermanentError, kopf.TemporaryError):  # already reported
-        await reconcile(kopf.Body(cast(kopf.RawBody, cr)), state, state.logger_for(cr), None)
+        await reconcile(body, state, state.logger_for(body), None)
+
+
+def left_to_others(cr: dict[str, Any] | None) -> str | None:
+    """Why a re-apply leaves the pipeline `cr` (as read; None: not found) alone, or None where it re-applies
+    it: it is gone or being deleted, or kopf's create handler has not run yet."""
+    if cr is None:
+        return events.SKIP_GONE
+    if cr["metadata"].get("deletionTimestamp"):
+        return events.SKIP_DELETING
+    if not handled(cr, GROUP):
+        return events.SKIP_UNHANDLED
+    return None
 
 
 async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, Any]) -> None:

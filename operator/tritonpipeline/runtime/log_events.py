@@ -268,6 +268,23 @@ CHILD_DRIFTED = LogEvent(
     "controller): the operator re-applies the pipeline at once (at most once every 10 s per pipeline; the "
     "resync catches what this misses).",
 )
+# REAPPLY_SKIPPED's reason
+SKIP_GONE = "the pipeline is gone"
+SKIP_DELETING = "the pipeline is being deleted"
+SKIP_UNHANDLED = "kopf has not handled its creation yet; its create handler applies it"
+SKIP_SUPERSEDED = "this copy (generation {generation}) is older than the one reconciled last ({last})"
+SKIP_BACKING_OFF = "the API server refused this spec's objects; tried again in {seconds:.0f}s, or at a change"
+REAPPLY_SKIPPED = LogEvent(
+    "REAPPLY_SKIPPED",
+    logging.INFO,
+    "not re-applied: {why}",
+    "A re-apply outside the pipeline's own handlers (the resync, a restore, a drift repair, discovery, a "
+    "missing admin-key Secret) left the pipeline alone, and says why: it was deleted meanwhile (`the "
+    "pipeline is gone`) or is being deleted; kopf's create handler has not run yet (it applies the "
+    "pipeline); the resync's copy is older than what a handler reconciled meanwhile; or the API server "
+    "refused this spec's objects and its back-off (RECONCILE_ERROR) has not ended. Nothing to do: the "
+    "next event or resync tries again.",
+)
 LIST_FAILED = LogEvent(
     "LIST_FAILED",
     logging.WARNING,

@@ -1,0 +1,103 @@
+"""A re-apply outside a pipeline's own handlers (the resync, a restore, a drift repair, discovery) that
+leaves the pipeline alone says why in one line (REAPPLY_SKIPPED): the pipeline is gone, being deleted, not
+yet handled by kopf's create handler, the resync's copy is older than the last reconciled, or its spec's
+refusal is backing off. The reconcile's own skips are unit tests (they return before any API call); the
+re-apply's reads of the pipeline run on a real kube-apiserver (three objects, about a second)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+import kopf
+import pytest
+from kubernetes.client import ApiClient
+
+from helpers import example
+from tritonpipeline.kube.client import Kube
+from tritonpipeline.reconcile import pipeline
+from tritonpipeline.reconcile.resync import left_to_others, reconcile_owner
+from tritonpipeline.runtime import log_events as events
+from tritonpipeline.runtime.diffbase import DIGEST_KEY
+from tritonpipeline.runtime.state import OperatorState
+from tritonpipeline.settings import GROUP, Settings
+
+
+def _doc(namespace: str = "team", name: str = "fanout") -> dict[str, Any]:
+    doc = example("fanout", "pvc://models/triton")
+    doc["metadata"].update(namespace=namespace, name=name)
+    return doc
+
+
+def _skipped(caplog: pytest.LogCaptureFixture) -> list[str]:
+    prefix = events.REAPPLY_SKIPPED.format(why="")
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith(prefix)]
+
+
+def test_a_resync_copy_older_than_the_last_reconciled_is_skipped_with_a_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = OperatorState(settings=Settings(), kube=Kube(ApiClient(), "test"))  # no call is made
+    doc = _doc()
+    doc["metadata"].update(uid="u-1", generation=3)
+    state.owners[("team", "fanout")] = ("u-1", 4)  # a handler reconciled generation 4 meanwhile
+    with caplog.at_level(logging.INFO):
+        asyncio.run(pipeline.reconcile(kopf.Body(doc), state, logging.getLogger("t"), None))
+    assert _skipped(caplog) == [
+        "not re-applied: this copy (generation 3) is older than the one reconciled last (4)"
+    ]
+    assert caplog.records[-1].levelno == logging.INFO and not state.applied
+
+
+def test_a_refused_spec_in_its_back_off_is_skipped_with_a_line(caplog: pytest.LogCaptureFixture) -> None:
+    state = OperatorState(settings=Settings(), kube=Kube(ApiClient(), "test"))  # no call is made
+    body = kopf.Body(_doc())
+    tag = pipeline.essence(body)[0]
+    state.refused[("team", "fanout")] = (tag, 1, time.monotonic() + 20)
+    with caplog.at_level(logging.INFO):
+        asyncio.run(pipeline.reconcile(body, state, logging.getLogger("t"), None))
+    (line,) = _skipped(caplog)
+    assert line.startswith("not re-applied: the API server refused this spec's objects; tried again in ")
+    assert line.endswith("s, or at a change") and int(line.split(" in ")[1].split("s")[0]) in (19, 20)
+
+
+def test_what_a_re_apply_leaves_to_others() -> None:
+    doc = _doc()
+    assert left_to_others(None) == events.SKIP_GONE
+    assert left_to_others(doc) == events.SKIP_UNHANDLED
+    doc["metadata"]["annotations"] = {f"{GROUP}/{DIGEST_KEY}": "x"}
+    assert left_to_others(doc) is None
+    doc["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z"
+    assert left_to_others(doc) == events.SKIP_DELETING
+
+
+@pytest.mark.apiserver
+def test_a_re_apply_says_why_it_left_a_pipeline_alone(
+    kube: Any, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As read from the API server: a pipeline that is gone, one that a finalizer holds in deletion, and
+    one kopf has not handled yet; none is applied (no Deployment appears)."""
+    state = OperatorState(settings=Settings(), kube=kube)
+    held = _doc(namespace, f"held-{uuid.uuid4().hex[:6]}")
+    held["metadata"]["finalizers"] = ["test.tritonpipeline.dev/hold"]
+    created = kube.apply(held)
+    new = kube.apply(_doc(namespace, "new"))
+    try:
+        kube.delete(held["apiVersion"], "TritonPipeline", namespace, held["metadata"]["name"])
+        with caplog.at_level(logging.INFO):
+            for name in ("gone", held["metadata"]["name"], "new"):
+                asyncio.run(reconcile_owner(state, namespace, name))
+        assert _skipped(caplog) == [
+            f"not re-applied: {events.SKIP_GONE}",
+            f"not re-applied: {events.SKIP_DELETING}",
+            f"not re-applied: {events.SKIP_UNHANDLED}",
+        ]
+        for name in ("gone", held["metadata"]["name"], new["metadata"]["name"]):
+            assert kube.get("apps/v1", "Deployment", namespace, name) is None
+    finally:
+        kube.patch_json(
+            created, created["metadata"]["uid"], [{"op": "remove", "path": "/metadata/finalizers"}]
+        )
