@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 from helpers import CLI, ROOT
+from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.manifests import triton_args
+from tritonpipeline.kube.manifests import render_children, triton_args
 from tritonpipeline.local.server import LocalTriton, TritonError, free_ports, server_env, server_home
+from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton import tritonserver_options as opts
 from tritonpipeline.triton.addresses import listen_args, url_host
@@ -140,6 +142,28 @@ def test_what_tritonserver_refuses_is_refused(args: list[str], index: int, reaso
 def test_valid_args_pass_and_reach_the_pod_unchanged(args: list[str]) -> None:
     tp = parse_pipeline(doc_with(args))
     assert triton_args(tp)[-len(args) :] == args
+
+
+def test_a_dollar_in_the_args_reaches_tritonserver_as_written() -> None:
+    """The kubelet expands `$(VAR)` in a container's args and reads `$$` as `$`: the Deployment carries
+    each `$` of spec.server.args doubled, so an author's `$(TRITON_ADMIN_KEY)` stays those letters and
+    the admin key never lands on Triton's command line; the operator's own `$(TRITON_ADMIN_KEY)` (the
+    admin APIs' restriction) is still expanded."""
+    args = ["--id=k$(TRITON_ADMIN_KEY)", "--log-verbose=1", "--backend-config=python,a=$$HOME$"]
+    doc = doc_with(args)
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    tp = parse_pipeline(doc)
+    deployment = render_children(tp, compile_pipeline(tp), Settings()).deployment
+    (triton,) = [
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"
+    ]
+    assert triton["args"][-3:] == [
+        "--id=k$$(TRITON_ADMIN_KEY)",
+        "--log-verbose=1",
+        "--backend-config=python,a=$$$$HOME$$",
+    ]
+    restricted = [a for a in triton["args"] if "$(TRITON_ADMIN_KEY)" in a and "$$" not in a]
+    assert restricted, triton["args"]  # the operator's own reference, expanded by the kubelet
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -4,7 +4,7 @@ Routing objects live in kube/routing.py, autoscaling objects and queries in kube
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -259,7 +259,7 @@ def affinity(tp: TritonPipeline) -> dict[str, Any]:
 def triton_args(tp: TritonPipeline, ip_family: str = "IPv4") -> list[str]:
     """tritonserver's args: the operator's own (ports, repository, the admin APIs restricted to the key
     in the container's env, expanded by the kubelet; on an IPv6 pod network, its endpoints on IPv6), the
-    trace flags of spec.server.tracing, then spec.server.args."""
+    trace flags of spec.server.tracing, then spec.server.args, both as written (literal_args)."""
     return [
         f"--model-repository={REPOSITORY_DIR}",
         *(listen_args(IPV6_ANY) if ip_family == "IPv6" else []),
@@ -270,10 +270,16 @@ def triton_args(tp: TritonPipeline, ip_family: str = "IPv4") -> list[str]:
         f"--allow-gpu-metrics={'true' if tp.spec.server.gpus > 0 else 'false'}",
         "--strict-readiness=true",
         *access.admin_args(),
-        # `$` doubled: the kubelet expands $(VAR) in args (the admin key's env var), `$$` is a `$`
-        *(arg.replace("$", "$$") for arg in tracing.trace_args(tp.spec.server.tracing, tp.name)),
-        *tp.spec.server.args,
+        *literal_args(tracing.trace_args(tp.spec.server.tracing, tp.name)),
+        *literal_args(tp.spec.server.args),
     ]
+
+
+def literal_args(args: Iterable[str]) -> list[str]:
+    """`args` as the container gets them, whatever they hold: the kubelet expands `$(VAR)` in a
+    container's args (the admin key's env var among them, so `$(TRITON_ADMIN_KEY)` in spec.server.args
+    would put the key on Triton's command line); each `$` doubled, `$$` is a `$` to the kubelet."""
+    return [arg.replace("$", "$$") for arg in args]
 
 
 def deployment(

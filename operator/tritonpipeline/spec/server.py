@@ -332,7 +332,9 @@ class Server(_Base):
         default=[],
         description="Extra `tritonserver` flags, read as tritonserver reads them: refused where it would "
         "refuse to start (an unknown or ambiguous option, a value it does not take, flags it refuses "
-        "together) or where they set what the operator sets.",
+        "together) or where they set what the operator sets. Passed as written: the pod's args carry each "
+        "`$` doubled, so the kubelet expands no `$(VAR)` (the admin key's `$(TRITON_ADMIN_KEY)` stays those "
+        "letters).",
     )
     # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
     security_context: Annotated[dict[str, Any], kubernetes.KubernetesType("SecurityContext")] | None = Field(
