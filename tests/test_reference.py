@@ -29,6 +29,7 @@ from tritonpipeline.settings import ENV_PREFIX, Range, Settings, SettingsError, 
 
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
+import chart_values
 import reference
 
 PACKAGE = ROOT / "operator" / "tritonpipeline"
@@ -124,8 +125,8 @@ def test_every_values_key_is_on_the_values_page_with_its_default() -> None:
 
 def test_every_values_key_has_a_helm_docs_comment() -> None:
     text = (CHART / "values.yaml").read_text()
-    assert reference.undocumented(text) == []
-    by_key = {v.name: v for v in reference.chart_values(text)}
+    assert chart_values.undocumented(text) == []
+    by_key = {v.name: v for v in chart_values.chart_values(text)}
     assert by_key["webhook.certManager.renewBefore"].description == "Renew this long before expiry."
     # continuation lines join the first
     assert by_key["image.tag"].description == "Image tag; empty means the chart's appVersion."
@@ -149,11 +150,11 @@ e: "x"
 # a plain comment
 f: true
 """
-    entries = {v.name: v for v in reference.chart_values(text)}
+    entries = {v.name: v for v in chart_values.chart_values(text)}
     assert entries["a"].description == "Documented, over two lines." and entries["a"].default == 1
     assert entries["b.c"].default == ["x"] and entries["b"].parent
-    assert reference.undocumented(text) == [
-        reference.NO_COMMENT.format(path=p) for p in ("b", "b.d", "e", "f")
+    assert chart_values.undocumented(text) == [
+        chart_values.NO_COMMENT.format(path=p) for p in ("b", "b.d", "e", "f")
     ]
 
 

@@ -6,6 +6,8 @@
   through, which the CRD takes (tools/kubernetes_types.py; written first, the CRD is read from it)
 - charts/triton-pipeline/files/prometheus-adapter-rules.yaml: kube/autoscaling.py's adapter rules
 - charts/triton-pipeline/files/grafana-dashboard.json: the dashboard the chart ships (tools/dashboard.py)
+- charts/triton-pipeline/values.schema.json and README.md: from values.yaml, its `# --` comments and its
+  `# @schema` annotations (tools/chart_values.py; docs/reference/values.md shows the same table)
 - docs/reference/fields.md: the field reference, from the CRD's schema, so each row says what
   `kubectl explain` says (the descriptions are the spec's `Field(description=...)`)
 - README.md: its pictures, drawn from the code (tools/pictures.py; the docs site draws its own at build time)
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chart_values
 import dashboard
 import kubernetes_types
 import pictures
@@ -134,12 +137,15 @@ def generated(current: Callable[[Path], str | None] = read) -> dict[Path, str]:
     """Every generated file and the content it must have."""
     name = f"{crd()['metadata']['name']}.yaml"
     definition = crd_yaml()
+    values = (CHART / "values.yaml").read_text()
     return {
         KUBERNETES_TYPES: kubernetes_types_text(),
         ROOT / "crds" / name: definition,
         CHART / "crds" / name: definition,
         CHART / "files" / "prometheus-adapter-rules.yaml": adapter_rules_yaml(),
         CHART / "files" / "grafana-dashboard.json": dashboard.dashboard_json(),
+        CHART / "values.schema.json": chart_values.schema_json(values),
+        CHART / "README.md": chart_values.readme((CHART / "Chart.yaml").read_text(), values),
         FIELDS_PAGE: fields_page(crd()),
         README: pictures.expand(current(README) or ""),
         # docs/reference/: the CLI, chart values, settings, metrics and log events (tools/reference.py)
