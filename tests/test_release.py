@@ -4,18 +4,14 @@ buildah, syft, helm, python -m build) checked the way a user would use it."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +21,7 @@ import yaml
 from e2e import release
 from harness.gotools import ensure_tool, missing_tool
 from harness.helm import CHART, Helm
+from harness.registry import serve as registry_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGEST_A = "sha256:" + "a" * 64
@@ -193,25 +190,6 @@ def test_sha256sums_is_what_sha256sum_checks(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- publishing
 
 
-@contextlib.contextmanager
-def _registry(crane: Path, tmp_path: Path) -> Iterator[str]:
-    """go-containerregistry's registry (`crane registry serve`, in memory) on a free loopback port."""
-    log = (tmp_path / "registry.log").open("w+")
-    proc = subprocess.Popen([str(crane), "registry", "serve", "--address", "127.0.0.1:0"], stderr=log)
-    try:
-        deadline = time.monotonic() + 20
-        while not (found := re.search(r"serving on port (\d+)", (tmp_path / "registry.log").read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "registry.log"
-            ).read_text()
-            time.sleep(0.1)
-        yield f"127.0.0.1:{found.group(1)}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
-
-
 def _tiny_release(tmp_path: Path, arch: str, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A release directory as `make release` on `arch` writes it, with one-layer images (images.json and
     the archives only)."""
@@ -253,7 +231,7 @@ def test_publish_pushes_each_platform_by_digest_then_one_index_and_the_chart_pul
     crane = ensure_tool("crane")
     dirs = [_tiny_release(tmp_path, arch, monkeypatch) for arch in ("amd64", "arm64")]
     version = release.tree_version()
-    with _registry(crane, tmp_path) as registry:
+    with registry_serve(crane, tmp_path) as registry:
         repo = f"{registry}/tp/operator"
         published = release.publish(dirs, tmp_path / "out", f"oci://{registry}/charts", repo, plain_http=True)
         for role, image_repo in (("operator", repo), ("assembler", f"{repo}-assembler")):
