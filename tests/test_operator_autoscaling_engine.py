@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 import test_operator_routing
+from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
 from test_operator import cluster_doc, get_cr, operator_log_on_failure, wait_reconciled
 from test_operator_routing import KEDA, crd_documents, get, install
 from test_tenants import TENANT, grant, grant_tenant, refusal, review_operator, with_spec
-from test_webhook import API, call, collection
+from test_webhook import API, OPERATOR_GROUPS, call, collection, restricted_operator
 from tritonpipeline.kube import autoscaling
 from tritonpipeline.kube.client import Kube
 from tritonpipeline.kube.reach import RECORD_ANNOTATION
@@ -167,6 +168,44 @@ def test_with_keda_installed_auto_makes_a_scaled_object_unless_the_operator_may_
         refused = scaling_of(kube, ns, "asked")
         assert (refused["status"], refused["reason"]) == ("False", "KedaNotEnabled"), refused
         assert kube.get(*SCALED, ns, "asked") is None and kube.get(*HPA, ns, "asked") is None
+
+
+def operator_without_scaled_objects(plane: Any, ns: str, env: dict[str, str]) -> LocalOperator:
+    """The operator as ServiceAccount `operator` of `ns`, whose ClusterRole grants every group it uses
+    but keda.sh: it may not create ScaledObjects (a bare operator installed without KEDA's grant)."""
+    rules = [{"apiGroups": OPERATOR_GROUPS, "resources": ["*"], "verbs": ["*"]}]
+    path = plane.workdir / f"kubeconfig-{ns}"
+    config, _ = restricted_operator(plane.cp, plane.kube, ns, f"tp-no-keda-{ns}", rules, path)
+    return LocalOperator(config, ns, plane.workdir / f"operator-{ns}.log", env=env).start()
+
+
+def test_auto_falls_back_to_the_hpa_where_the_operators_rbac_denies_scaled_objects(plane_factory):
+    """KEDA served and TRITONPIPELINE_USE_KEDA on (the bare operator's default), but the operator's RBAC
+    has no ScaledObjects: `auto` makes the HPA (before, it chose KEDA, the API server refused the
+    ScaledObject, and the pipeline had no autoscaler at all) and AutoscalingConfigured names the missing
+    permission. Granted the ScaledObjects, the next resync switches it to KEDA."""
+    plane = plane_factory(KEDA)
+    kube, ns = plane.kube, plane.namespace()
+    op = operator_without_scaled_objects(plane, ns, {**FAST, "TRITONPIPELINE_RESYNC_SECONDS": "2"})
+    with operator_log_on_failure(op):
+        kube.apply(scaled("auto", ns))
+        wait_reconciled(kube, ns, "auto")
+        hpa = kube.get(*HPA, ns, "auto")
+        assert hpa is not None and hpa["metadata"]["ownerReferences"][0]["name"] == "auto"
+        assert get(kube, *SCALED, ns, "auto") is None
+        why = scaling_of(kube, ns, "auto")
+        assert (why["status"], why["reason"]) == ("True", "HorizontalPodAutoscaler"), why
+        assert "RBAC does not let it create or patch scaledobjects.keda.sh" in why["message"], why
+        wait_for("status.autoscaler.engine hpa", lambda: engine_in_status(kube, ns, "auto") == "hpa", 20)
+
+        keda_rules = [{"apiGroups": ["keda.sh"], "resources": ["scaledobjects"], "verbs": ["*"]}]
+        grant(kube, ns, "system:serviceaccount:" + ns + ":operator", keda_rules)
+        so = wait_for("the ScaledObject once granted", lambda: get(kube, *SCALED, ns, "auto"), 30)
+        assert so["metadata"]["ownerReferences"][0]["name"] == "auto"
+        wait_for("auto's own HPA deleted", lambda: kube.get(*HPA, ns, "auto") is None, 30)
+        switched = wait_for("status says KEDA", reason_is(kube, ns, "auto", "ScaledObject"), 30)
+        assert switched["message"].startswith(autoscaling.AUTO_KEDA), switched
+        assert op.alive()
 
 
 KEDA_LEAD = "keda-lead"  # who may also create ScaledObjects in the namespace

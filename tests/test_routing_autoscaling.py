@@ -590,6 +590,20 @@ def test_the_engine_chosen_and_why(engine, served, usable, problems, chosen, why
     assert autoscaling.choose(parse_pipeline(doc("fanout")), served) == autoscaling.EngineChoice(None)
 
 
+def test_auto_without_the_operators_rbac_for_scaled_objects_chooses_the_hpa_and_names_the_verbs():
+    """KEDA served and on, but the operator may not create ScaledObjects in the namespace: `auto` gets the
+    HPA (not a ScaledObject the API server refuses, which left no autoscaler at all), and the reason names
+    what is missing; `keda` named in the spec is still the spec's choice."""
+    auto = parse_pipeline(doc("fanout", autoscaling={"maxReplicas": 3}))
+    choice = autoscaling.choose(auto, True, True, (), ("create",))
+    assert choice.engine == "hpa"
+    assert "RBAC does not let it create scaledobjects.keda.sh in this namespace" in choice.why
+    both = autoscaling.choose(auto, True, True, ("not reviewed",), ("create", "patch"))
+    assert "create or patch scaledobjects.keda.sh" in both.why and "not reviewed" not in both.why
+    asked = parse_pipeline(doc("fanout", autoscaling={"maxReplicas": 3, "engine": "keda"}))
+    assert autoscaling.choose(asked, True, True, (), ("create",)).engine == "keda"
+
+
 # --------------------------------------------------------------------------------------------- client
 
 

@@ -793,37 +793,31 @@ def test_unreachable_webhook_follows_the_failure_policy(
         assert kube.get(API, "TritonPipeline", namespace, "cyclic") is None
 
 
-@pytest.mark.apiserver
-def test_not_ready_until_the_webhook_is_registered(
-    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path
-) -> None:
-    """A replica that cannot register its webhook (its RBAC may read webhook configurations but not
-    write them) stays out of its Service: /readyz answers 503 naming why for as long as registering
-    fails, while /metrics is served and each failure is logged with its retry. (Ready once registered:
-    every webhook_operator above waits for it.)"""
-    from harness.kubeapi import apply_object, path_for, service_account_token
-    from harness.kubeconfig import token_kubeconfig
-    from harness.operator_process import LocalOperator
+# every API group the operator uses but admissionregistration.k8s.io and keda.sh
+OPERATOR_GROUPS = [
+    "",
+    "apps",
+    "policy",
+    "autoscaling",
+    "networking.k8s.io",
+    "coordination.k8s.io",
+    "events.k8s.io",
+    "apiextensions.k8s.io",
+    "authorization.k8s.io",
+    "kopf.dev",
+    GROUP,
+]
 
-    name = f"tp-not-registered-{namespace}"
-    groups = [
-        "",
-        "apps",
-        "policy",
-        "autoscaling",
-        "networking.k8s.io",
-        "coordination.k8s.io",
-        "events.k8s.io",
-    ]
-    groups += ["apiextensions.k8s.io", "authorization.k8s.io", "kopf.dev", GROUP]
-    rules = [
-        {"apiGroups": groups, "resources": ["*"], "verbs": ["*"]},
-        {
-            "apiGroups": ["admissionregistration.k8s.io"],
-            "resources": ["*"],
-            "verbs": ["get", "list", "watch"],
-        },
-    ]
+
+def restricted_operator(
+    cp: Any, kube: Kube, namespace: str, name: str, rules: list[dict[str, Any]], path: Path
+) -> tuple[Path, list[dict[str, Any]]]:
+    """An operator identity of restricted RBAC: ServiceAccount `operator` of `namespace`, bound to a
+    ClusterRole `name` of `rules`; a kubeconfig at `path` with its token, and the objects made (the
+    ServiceAccount first: it goes with the namespace)."""
+    from harness.kubeapi import apply_object, service_account_token
+    from harness.kubeconfig import token_kubeconfig
+
     rbac = "rbac.authorization.k8s.io/v1"
     subject = {"kind": "ServiceAccount", "name": "operator", "namespace": namespace}
     role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
@@ -844,9 +838,30 @@ def test_not_ready_until_the_webhook_is_registered(
     ]
     for obj in objects:
         apply_object(kube, obj)
-    config = token_kubeconfig(
-        control_plane, service_account_token(kube, namespace, "operator"), tmp_path / "kc"
-    )
+    return token_kubeconfig(cp, service_account_token(kube, namespace, "operator"), path), objects
+
+
+@pytest.mark.apiserver
+def test_not_ready_until_the_webhook_is_registered(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """A replica that cannot register its webhook (its RBAC may read webhook configurations but not
+    write them) stays out of its Service: /readyz answers 503 naming why for as long as registering
+    fails, while /metrics is served and each failure is logged with its retry. (Ready once registered:
+    every webhook_operator above waits for it.)"""
+    from harness.kubeapi import path_for
+    from harness.operator_process import LocalOperator
+
+    name = f"tp-not-registered-{namespace}"
+    rules = [
+        {"apiGroups": OPERATOR_GROUPS, "resources": ["*"], "verbs": ["*"]},
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["*"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ]
+    config, objects = restricted_operator(control_plane, kube, namespace, name, rules, tmp_path / "kc")
     env = {
         "TRITONPIPELINE_WEBHOOK_LISTEN": f"127.0.0.1:{free_port()}",
         "TRITONPIPELINE_WEBHOOK_CONFIGURATION": name,

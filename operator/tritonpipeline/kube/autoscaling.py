@@ -301,6 +301,12 @@ AUTO_HPA_KEDA_OFF = (
     "but this operator does not use KEDA (TRITONPIPELINE_USE_KEDA is off: the chart's autoscaling.keda, "
     "which grants it ScaledObjects)"
 )
+AUTO_HPA_NO_RBAC = (
+    f"autoscaling.engine auto chose the HPA on prometheus-adapter's metrics: the cluster serves {KEDA_API}, "
+    "but the operator's RBAC does not let it {verbs} scaledobjects.keda.sh in this namespace (grant it, as "
+    "the chart's autoscaling.keda does, and a ScaledObject replaces the HPA at the next resync; or set "
+    "TRITONPIPELINE_USE_KEDA off)"
+)
 AUTO_HPA_NOT_REVIEWED = (
     f"autoscaling.engine auto chose the HPA on prometheus-adapter's metrics: the cluster serves {KEDA_API}, "
     "but the ScaledObject is not allowed for this pipeline ({problems})"
@@ -308,12 +314,17 @@ AUTO_HPA_NOT_REVIEWED = (
 
 
 def choose(
-    tp: TritonPipeline, served: bool, usable: bool = True, problems: Sequence[str] = ()
+    tp: TritonPipeline,
+    served: bool,
+    usable: bool = True,
+    problems: Sequence[str] = (),
+    denied: Sequence[str] = (),
 ) -> EngineChoice:
     """The engine for the pipeline, and why: the spec's own choice wins; `auto` is KEDA when the cluster
-    serves KEDA's ScaledObject (`served`), the operator may use it (`usable`: settings.use_keda) and
-    nothing forbids this pipeline's ScaledObject (`problems`: the access review's refusals of it, issue
-    54), else the HPA on prometheus-adapter's custom metrics."""
+    serves KEDA's ScaledObject (`served`), the operator may use it (`usable`: settings.use_keda; `denied`:
+    the verbs on ScaledObjects its RBAC denies it in the namespace) and nothing forbids this pipeline's
+    ScaledObject (`problems`: the access review's refusals of it, issue 54), else the HPA on
+    prometheus-adapter's custom metrics."""
     auto = tp.spec.autoscaling
     if auto is None:
         return EngineChoice(None)
@@ -323,6 +334,8 @@ def choose(
         return EngineChoice("hpa", AUTO_HPA_NO_KEDA)
     if not usable:
         return EngineChoice("hpa", AUTO_HPA_KEDA_OFF)
+    if denied:
+        return EngineChoice("hpa", AUTO_HPA_NO_RBAC.format(verbs=" or ".join(denied)))
     if problems:
         return EngineChoice("hpa", AUTO_HPA_NOT_REVIEWED.format(problems="; ".join(problems)))
     return EngineChoice("keda", AUTO_KEDA)

@@ -131,6 +131,9 @@ def plural(kind: str) -> str:
     return _PLURALS[kind]
 
 
+SELF_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
 def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     ns = f"/namespaces/{namespace}" if namespace else ""
@@ -333,6 +336,25 @@ class Kube:
         return self._retry(
             lambda: self._call("PATCH", url, body=body, content_type="application/merge-patch+json")
         )
+
+    def may(self, verb: str, api_version: str, kind: str, namespace: str | None) -> bool | None:
+        """Whether this client's own identity may `verb` objects of `kind` in `namespace`, as the API
+        server's authorizer answers a SelfSubjectAccessReview; None where it cannot be asked (403: the
+        identity may not create SelfSubjectAccessReviews; 404: not served)."""
+        group = api_version.rpartition("/")[0]
+        attributes = {"verb": verb, "group": group, "resource": _PLURALS[kind], "namespace": namespace or ""}
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        try:
+            found = self.request("POST", SELF_ACCESS_REVIEWS, body=body)
+        except KubeError as exc:
+            if exc.status in (403, 404):
+                return None
+            raise
+        return bool((found.get("status") or {}).get("allowed"))
 
     def resource_exists(self, api_version: str, kind: str) -> bool:
         """Whether the API serves this kind (e.g. a provider's CRD is installed), from discovery

@@ -14,6 +14,8 @@ from ..runtime.state import OperatorState
 from ..spec import TritonPipeline
 from . import authors
 
+APPLY_VERBS = ("create", "patch")  # what the server-side apply of a new ScaledObject, then of a change, needs
+
 
 async def choose_engine(
     state: OperatorState, body: Mapping[str, Any], tp: TritonPipeline, children: Children
@@ -21,16 +23,23 @@ async def choose_engine(
     """The children with the autoscaler of the engine chosen for the pipeline, and that choice. `auto`
     gets KEDA only where the cluster serves it, the operator may use it (settings.use_keda) and the
     pipeline's ScaledObject passes the access review (its author may create one, or an admin list allows
-    it: kube/reach.py); the HPA otherwise, and the choice says why."""
+    it: kube/reach.py) and the operator's own RBAC lets it apply ScaledObjects in the namespace (a
+    SelfSubjectAccessReview per verb, kept for the discovery period); the HPA otherwise, and the choice
+    says why."""
     if not autoscaling.may_choose_keda(tp):
         return children, autoscaling.choose(tp, served=False)
     key = (tp.metadata.namespace or "default", tp.name)
     api, kind = autoscaling.SCALED_OBJECT_API
     served = await state.discovery.served(state.kube, api, kind, key)
     problems: list[str] = []
+    denied: list[str] = []
     if served and state.settings.use_keda:
+        for verb in APPLY_VERBS:  # an answer of None (the operator may not ask): tried, as before
+            if await state.discovery.may(state.kube, verb, api, kind, key[0]) is False:
+                denied.append(verb)
+    if served and state.settings.use_keda and not denied:
         keda = with_engine(children, tp, state.settings, "keda")
         scaled = [keda.scaled_object] if keda.scaled_object else []
         problems = [str(p) for p in await authors.unreviewed(state, body, tp, scaled)]
-    choice = autoscaling.choose(tp, served, state.settings.use_keda, problems)
+    choice = autoscaling.choose(tp, served, state.settings.use_keda, problems, denied)
     return with_engine(children, tp, state.settings, choice.engine), choice

@@ -1,5 +1,5 @@
 """Which optional APIs the cluster serves (KEDA's ScaledObject, a routing provider's kinds), from API
-discovery, kept between reconciles.
+discovery, and whether the operator's RBAC lets it use one (`may`), kept between reconciles.
 
 A reconcile asks `served` (one GET of /apis/GROUP/VERSION, the kinds it serves) only when the answer is
 older than the discovery period: the other reconciles of that period ask the API server nothing. The
@@ -38,6 +38,9 @@ class Discovery:
         default_factory=lambda: collections.defaultdict(asyncio.Lock)
     )
 
+    # (verb, apiVersion, kind, namespace) -> (whether the operator may: Kube.may, monotonic time asked)
+    permissions: dict[tuple[str, str, str, str], tuple[bool | None, float]] = field(default_factory=dict)
+
     def fresh(self, api_version: str) -> frozenset[str] | None:
         """The kinds as read within the period, or None."""
         known = self.answers.get(api_version)
@@ -64,6 +67,18 @@ class Discovery:
     async def served(self, kube: Kube, api_version: str, kind: str, key: Key | None = None) -> bool:
         """Whether the cluster serves `kind` at `api_version` (`kinds`)."""
         return kind in await self.kinds(kube, api_version, key)
+
+    async def may(self, kube: Kube, verb: str, api_version: str, kind: str, namespace: str) -> bool | None:
+        """Whether the operator may `verb` objects of `kind` in `namespace` (Kube.may: None where it
+        cannot ask), asked again when the answer is older than the period: a grant or a revocation of
+        its RBAC is seen by the first reconcile after that (the resync at the latest)."""
+        ask = (verb, api_version, kind, namespace)
+        known = self.permissions.get(ask)
+        if known is not None and self.clock() - known[1] < self.period:
+            return known[0]
+        answer = await asyncio.to_thread(kube.may, verb, api_version, kind, namespace)
+        self.permissions[ask] = (answer, self.clock())
+        return answer
 
     async def refresh(self, kube: Kube) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
         """Read every API version asked about before again; those whose kinds changed, with the kinds
