@@ -37,6 +37,7 @@ from typing import Any
 from harness.controlplane import cache_dir
 from harness.helm import CHART
 from harness.paths import ROOT
+from tritonpipeline.settings import ASSEMBLER_SUFFIX  # the chart's default assembler: the operator's + it
 
 SUITE = "bookworm"
 # python3.11-venv, python3-pip, python-is-python3: the Dockerfile runs `python -m pip` and `python -m venv`;
@@ -67,7 +68,6 @@ BUILDAH_HOST_DIRS = ("/var/lib/containers",)
 KEEP_OPERATOR_ARCHIVES = 3
 # the Dockerfile's targets: (the image's role, `buildah bud --target`; None: the last stage, the default)
 DOCKERFILE_TARGETS = {"operator": None, "assembler": "assembler"}
-ASSEMBLER_SUFFIX = "-assembler"  # the chart's default assembler image: the operator's repository + this
 
 
 class ImageError(RuntimeError):

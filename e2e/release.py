@@ -288,6 +288,21 @@ def set_chart_images(values: str, repository: str, digest: str, assembler: str) 
     return "".join(lines)
 
 
+def set_chart_image_annotation(chart: str, values: str) -> str:
+    """Chart.yaml's text with Artifact Hub's images annotation naming the images `values` (values.yaml's
+    text) runs by default: in the packaged chart, both by digest (tools/chart_annotations.py, which
+    `make generate` writes the tree's with)."""
+    import yaml
+
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    import chart_annotations
+
+    app_version = str(yaml.safe_load(chart)["appVersion"])
+    images = chart_annotations.images(yaml.safe_load(values), app_version)
+    return chart_annotations.set_annotation(chart, chart_annotations.IMAGES, images)
+
+
 def package_chart(version: str, repository: str, digests: dict[str, str], out: Path) -> Path:
     """`helm package` of a copy of the chart: version and appVersion `version`, the operator image and the
     assembler image by digest as the defaults; checked with helm lint --strict and helm template."""
@@ -304,6 +319,8 @@ def package_chart(version: str, repository: str, digests: dict[str, str], out: P
         shutil.copytree(CHART, copy)
         values = copy / "values.yaml"
         values.write_text(set_chart_images(values.read_text(), repository, digests["operator"], assembler))
+        chart = copy / "Chart.yaml"
+        chart.write_text(set_chart_image_annotation(chart.read_text(), values.read_text()))
         helm = Helm(_tool("helm"), Path(tmp) / "helm-home")
         helm.run("lint", "--strict", str(copy))
         helm.run(
@@ -315,8 +332,19 @@ def package_chart(version: str, repository: str, digests: dict[str, str], out: P
         image, env = rendered_images(helm, package)
         if image != f"{repository}@{digests['operator']}" or env != assembler:
             raise ReleaseError(f"the packaged chart renders image {image} and assembler {env}")
+        listed = listed_images(helm, package)
+        if listed != [image, env]:
+            raise ReleaseError(f"the packaged chart lists {listed} for Artifact Hub, not {image}, {env}")
     log(f"chart: {package.name} in {time.monotonic() - t:.0f}s (renders {image})")
     return package
+
+
+def listed_images(helm: Any, package: Path) -> list[str]:
+    """The images the packaged chart's Chart.yaml lists for Artifact Hub (`helm show chart`)."""
+    import yaml
+
+    chart = yaml.safe_load(helm.run("show", "chart", str(package)).stdout)
+    return [str(i["image"]) for i in yaml.safe_load(chart["annotations"]["artifacthub.io/images"])]
 
 
 def rendered_images(helm: Any, package: Path) -> tuple[str, str]:

@@ -844,7 +844,10 @@ def test_the_init_container_runs_the_assembler_image_beside_the_operators(helm):
         (c,) = deployment_of(docs)["spec"]["template"]["spec"]["containers"]
         return c["image"], env_of(docs)["TRITONPIPELINE_ASSEMBLER_IMAGE"]
 
-    assert images() == ("ghcr.io/tritonpipeline/operator:0.1.0", DEFAULT_ASSEMBLER_IMAGE)
+    # the defaults: values.yaml's repository at the chart's appVersion, and the operator's own default
+    repository = yaml.safe_load((CHART / "values.yaml").read_text())["image"]["repository"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert images() == (f"{repository}:{app_version}", DEFAULT_ASSEMBLER_IMAGE)
     mirrored = ["image.repository=registry.example.com/ml/tritonpipeline", "image.tag=0.1.0-rc1"]
     assert images(*mirrored) == (
         "registry.example.com/ml/tritonpipeline:0.1.0-rc1",

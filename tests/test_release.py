@@ -174,6 +174,24 @@ def test_the_packaged_values_differ_from_the_tree_s_in_the_image_lines_alone() -
         release.set_chart_images(text.replace("  digest:", "  # digest:"), "r", DIGEST_A, "a")
 
 
+def test_the_packaged_chart_lists_its_images_by_digest_for_artifact_hub() -> None:
+    """`make release` keeps Chart.yaml's artifacthub.io/images in step with the defaults it sets: the
+    image lines of that annotation change, nothing else of Chart.yaml."""
+    assembler = f"registry.example/ml/op-assembler@{DIGEST_B}"
+    values = release.set_chart_images(
+        (CHART / "values.yaml").read_text(), "registry.example/ml/op", DIGEST_A, assembler
+    )
+    text = (CHART / "Chart.yaml").read_text()
+    new = release.set_chart_image_annotation(text, values)
+    listed = yaml.safe_load(yaml.safe_load(new)["annotations"]["artifacthub.io/images"])
+    assert listed == [
+        {"name": "operator", "image": f"registry.example/ml/op@{DIGEST_A}"},
+        {"name": "assembler", "image": assembler},
+    ]
+    changed = [b for a, b in zip(text.splitlines(), new.splitlines(), strict=True) if a != b]
+    assert [line.split(":", 1)[0] for line in changed] == ["      image", "      image"]
+
+
 def test_sha256sums_is_what_sha256sum_checks(tmp_path: Path) -> None:
     (tmp_path / "a.whl").write_bytes(b"wheel")
     (tmp_path / "b.tgz").write_bytes(b"chart")

@@ -6,6 +6,8 @@
   through, which the CRD takes (tools/kubernetes_types.py; written first, the CRD is read from it)
 - charts/triton-pipeline/files/prometheus-adapter-rules.yaml: kube/autoscaling.py's adapter rules
 - charts/triton-pipeline/files/grafana-dashboard.json: the dashboard the chart ships (tools/dashboard.py)
+- charts/triton-pipeline/Chart.yaml: the Artifact Hub annotations read off the tree (images, license,
+  crdsExamples: tools/chart_annotations.py), the rest of the file as written
 - charts/triton-pipeline/values.schema.json and README.md: from values.yaml, its `# --` comments and its
   `# @schema` annotations (tools/chart_values.py; docs/reference/values.md shows the same table)
 - docs/reference/fields.md: the field reference, from the CRD's schema, so each row says what
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import chart_annotations
 import chart_values
 import dashboard
 import kubernetes_types
@@ -145,6 +148,12 @@ def generated(current: Callable[[Path], str | None] = read) -> dict[Path, str]:
         CHART / "files" / "prometheus-adapter-rules.yaml": adapter_rules_yaml(),
         CHART / "files" / "grafana-dashboard.json": dashboard.dashboard_json(),
         CHART / "values.schema.json": chart_values.schema_json(values),
+        CHART / "Chart.yaml": chart_annotations.annotated(
+            current(CHART / "Chart.yaml") or "",
+            values,
+            (ROOT / "pyproject.toml").read_text(),
+            (ROOT / "examples" / f"{chart_annotations.EXAMPLE}.yaml").read_text(),
+        ),
         CHART / "README.md": chart_values.readme((CHART / "Chart.yaml").read_text(), values),
         FIELDS_PAGE: fields_page(crd()),
         README: pictures.expand(current(README) or ""),

@@ -21,7 +21,8 @@ KIND = "TritonPipeline"
 OPERATOR_NAME = "tritonpipeline-operator"
 FIELD_MANAGER = OPERATOR_NAME
 # the Dockerfile's target `assembler`, as the chart names it: the operator's repository with a suffix
-DEFAULT_ASSEMBLER_IMAGE = "ghcr.io/tritonpipeline/operator-assembler:0.1.0"
+ASSEMBLER_SUFFIX = "-assembler"
+DEFAULT_ASSEMBLER_IMAGE = f"ghcr.io/tritonpipeline/operator{ASSEMBLER_SUFFIX}:0.1.0"
 # kube-prometheus-stack's Prometheus Service when installed in the `monitoring` namespace
 DEFAULT_PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090"
 # largest ConfigMap payload before the generated repository is split (the API limit is 1 MiB)
