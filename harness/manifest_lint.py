@@ -3,7 +3,8 @@
 Rendered first, as a cluster would get it:
 
 - every example (examples/*.yaml, and each published model repository under examples/published/ through
-  `tritonpipeline import`) as the operator applies it, in namespace `ml` with its models on a PVC, plus
+  `tritonpipeline import`) as the operator applies it, in namespace `ml` with its models on a PVC, the
+  ready-to-apply cluster examples (examples/cluster/*.yaml) as they are, in `ml`, plus
   VARIANTS that switch on the objects the examples do not create (autoscaler, KEDA, NetworkPolicy, the
   routing providers);
 - the chart with its default values and with each charts/triton-pipeline/ci/*-values.yaml.
@@ -50,6 +51,7 @@ from .paths import CLI, ROOT, cache_root
 
 EXCEPTIONS = ROOT / "tools" / "lint-exceptions.yaml"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+CLUSTER_EXAMPLES = sorted((ROOT / "examples" / "cluster").glob("*.yaml"))
 PUBLISHED = sorted(p for p in (ROOT / "examples" / "published").iterdir() if p.is_dir())
 NAMESPACE = "ml"
 CLUSTER_URI = "pvc://models/triton"
@@ -249,6 +251,10 @@ def pipeline_renders(work: Path) -> list[Render]:
     examples = {p.stem: yaml.safe_load(p.read_text()) for p in EXAMPLES}
     for stem, doc in examples.items():
         renders.append(Render(f"example {stem}", render_pipeline(_cluster_doc(doc))))
+    for path in CLUSTER_EXAMPLES:  # applied as written (their uri is a claim's), in NAMESPACE
+        doc = yaml.safe_load(path.read_text())
+        doc["metadata"] = {**doc["metadata"], "namespace": NAMESPACE}
+        renders.append(Render(f"cluster example {path.stem}", render_pipeline(doc)))
     for name, stem, spec in VARIANTS:
         doc = _cluster_doc(examples[stem], name=name)
         doc["spec"].update(copy.deepcopy(spec))
