@@ -66,6 +66,8 @@ PLATFORMS = ("linux/amd64", "linux/arm64")
 # the Deployment's container and the variable naming the init container image (charts/.../deployment.yaml)
 OPERATOR_CONTAINER = "operator"
 ASSEMBLER_ENV = "TRITONPIPELINE_ASSEMBLER_IMAGE"
+# `helm install NAME oci://.../charts/triton-pipeline --version X.Y.Z` as the docs write it (version_mentions)
+PUBLISHED_INSTALL = re.compile(rf"oci://\S+/charts/{CHART_NAME}\s+(?:\\\n\s*)?--version\s+(\S+)")
 
 
 class ReleaseError(RuntimeError):
@@ -113,19 +115,27 @@ def check_version(version: str) -> str:
 
 
 def version_mentions() -> dict[str, str]:
-    """The other places that name the version, and what each says: the chart's appVersion and the
-    operator's default assembler image tag (tests check they agree with pyproject.toml)."""
+    """The other places that name the version, and what each says: the chart's appVersion, the
+    operator's default assembler image tag, and the published chart's version that the cluster tutorial
+    and README install (tests check they agree with pyproject.toml)."""
     import yaml
 
     from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE
 
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    return {
+    mentions = {
         f"{CHART.relative_to(ROOT)}/Chart.yaml appVersion": str(chart.get("appVersion", "")),
         "operator/tritonpipeline/settings.py DEFAULT_ASSEMBLER_IMAGE": DEFAULT_ASSEMBLER_IMAGE.rpartition(
             ":"
         )[2],
     }
+    for page in (ROOT / "docs" / "getting-started" / "cluster.md", ROOT / "README.md"):
+        said = sorted(set(PUBLISHED_INSTALL.findall(page.read_text())))
+        # none found, or two that differ: named as found (a test and check_version then say so)
+        mentions[f"{page.relative_to(ROOT)} helm install --version"] = (
+            said[0] if len(said) == 1 else f"{len(said)} versions: {said}"
+        )
+    return mentions
 
 
 def source_state() -> dict[str, Any]:

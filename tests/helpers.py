@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import os
 import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +29,13 @@ __all__ = [
     "built_kubectl",
     "compile_to_serve",
     "condition",
+    "curl_answers_as_shown",
     "docs_page",
     "established",
     "example",
     "native_router_or_skip",
+    "on_ports",
+    "served",
     "tree_with_stand_in_backends",
     "with_router",
 ]
@@ -82,6 +89,49 @@ def tree_with_stand_in_backends(dest: Path) -> Path:
     for backend in (Path(__file__).parent / "backends").iterdir():
         shutil.copytree(backend, dest / "backends" / backend.name, ignore=skip)
     return dest
+
+
+@contextlib.contextmanager
+def served(*args: str) -> Iterator[tuple[int, int]]:
+    """`tritonpipeline serve ARGS...` from the repository's root on free ports: (http, grpc) once it prints
+    `serving;`; then stopped as Ctrl-C stops it, which must end it cleanly (exit 0)."""
+    from tritonpipeline.local.server import free_ports
+
+    http, grpc, metrics = free_ports(3)
+    command = [str(CLI), "serve", *args, "--http-port", str(http), "--grpc-port", str(grpc)]
+    command += ["--metrics-port", str(metrics)]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("serving;"):
+                break
+        assert lines and lines[-1].startswith("serving;"), "".join(lines)
+        yield http, grpc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+
+
+def on_ports(text: str, http: int, grpc: int) -> str:
+    """A docs page's command or code, asking localhost:HTTP and localhost:GRPC instead of Triton's
+    default ports (8000, 8001)."""
+    return text.replace("localhost:8000", f"localhost:{http}").replace("localhost:8001", f"localhost:{grpc}")
+
+
+def curl_answers_as_shown(command: str, shown: str, http: int, grpc: int) -> None:
+    """A docs page's curl command (run by bash from the repository's root, on these ports) gets what the
+    page's json block shows: the same model, version and outputs."""
+    curl = subprocess.run(
+        ["bash", "-euc", on_ports(command, http, grpc)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert curl.returncode == 0, curl.stderr
+    answer, want = json.loads(curl.stdout), json.loads(shown)
+    assert {k: answer[k] for k in want if k != "outputs"} == {k: v for k, v in want.items() if k != "outputs"}
+    assert {o["name"]: o for o in answer["outputs"]} == {o["name"]: o for o in want["outputs"]}
 
 
 def docs_page(name: str) -> str:

@@ -604,7 +604,7 @@ def test_scaled_objects_are_granted_only_where_the_operator_uses_keda(
     assert settings.use_keda is granted and settings.prometheus_address == "http://prom.mon.svc:9090"
 
 
-RBAC_DOC = ROOT / "docs" / "getting-started" / "cluster.md"
+RBAC_DOC = ROOT / "docs" / "reference" / "install.md"
 
 
 def rbac_doc_rows() -> list[tuple[set[str], set[str]]]:
@@ -620,7 +620,7 @@ def rbac_doc_rows() -> list[tuple[set[str], set[str]]]:
 
 @pytest.mark.helm
 def test_the_install_page_permission_table_is_the_charts_rbac(helm):
-    """docs/getting-started/cluster.md lists what the operator may do; it went stale before (pods,
+    """docs/reference/install.md lists what the operator may do; it went stale before (pods,
     persistentvolumeclaims, finalizers and the Gateway reads were granted and missing from it)."""
     rules = [
         rule

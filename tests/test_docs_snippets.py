@@ -7,11 +7,9 @@ page writes it, against a real `serve`."""
 from __future__ import annotations
 
 import copy
-import json
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,9 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import CLI, DOCS, ROOT, example
+from helpers import DOCS, ROOT, curl_answers_as_shown, example, on_ports, served
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.local.server import free_ports
 from tritonpipeline.spec import parse_pipeline
 
 YAML_BLOCK = re.compile(r"```yaml\n(.*?)```", re.S)
@@ -109,43 +106,17 @@ def test_the_request_section_runs_as_written(tmp_path: Path) -> None:
         pytest.skip("curl is not installed (make system-deps installs it)")
     blocks = fenced_blocks(REQUEST_PAGE, REQUEST_SECTION)
     (serve_line,) = blocks[0][1].strip().splitlines()
-    http, grpc, metrics = free_ports(3)
-
-    def local(text: str) -> str:
-        return text.replace("localhost:8000", f"localhost:{http}").replace(
-            "localhost:8001", f"localhost:{grpc}"
-        )
-
     words = shlex.split(serve_line)
     assert words[:2] == [".venv/bin/tritonpipeline", "serve"], serve_line
-    command = [str(CLI), *words[1:], "--http-port", str(http), "--grpc-port", str(grpc)]
-    command += ["--metrics-port", str(metrics)]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("serving;"):
-                break
-        assert lines and lines[-1].startswith("serving;"), "".join(lines)
-        curl = subprocess.run(
-            ["bash", "-euc", local(blocks[1][1])], cwd=ROOT, capture_output=True, text=True, timeout=60
-        )
-        assert curl.returncode == 0, curl.stderr
-        answer, shown = json.loads(curl.stdout), json.loads(blocks[2][1])
-        assert {k: answer[k] for k in shown if k != "outputs"} == {
-            k: v for k, v in shown.items() if k != "outputs"
-        }
-        by_name = {o["name"]: o for o in answer["outputs"]}
-        assert by_name == {o["name"]: o for o in shown["outputs"]}
+    with served(*words[2:]) as (http, grpc):
+        curl_answers_as_shown(blocks[1][1], blocks[2][1], http, grpc)
         for (language, code), (_, printed) in zip(blocks[3::2], blocks[4::2], strict=True):
             assert language == "python"
             run = subprocess.run(
-                [sys.executable, "-c", local(code)], cwd=ROOT, capture_output=True, text=True, timeout=60
+                [sys.executable, "-c", on_ports(code, http, grpc)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
             assert (run.returncode, run.stdout) == (0, printed), run.stderr
-    finally:
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, rest

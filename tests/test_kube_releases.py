@@ -107,7 +107,7 @@ def test_the_releases_are_the_chart_s_floor_and_the_newest_and_the_docs_say_so()
     assert match, f"Chart.yaml kubeVersion {chart['kubeVersion']!r}: expected a floor, >=1.N.0-0"
     assert _minor(release_version("floor")) == int(match.group(1))
     assert _minor(release_version("newest")) >= _minor(kubernetes_version())
-    install = (ROOT / "docs" / "getting-started" / "cluster.md").read_text()
+    install = (ROOT / "docs" / "reference" / "install.md").read_text()
     assert f"**Kubernetes 1.{match.group(1)} or newer**" in install
     for version in (kubernetes_version(), *map(release_version, RELEASES)):
         assert f"kube-apiserver {version.removeprefix('v')}" in install, version

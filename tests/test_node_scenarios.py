@@ -156,7 +156,7 @@ ASSIGNED_IDS = {"runAsUser": 1000680000, "runAsGroup": 0, "fsGroup": 1000680000}
 def test_a_pod_under_the_ids_openshift_assigns_assembles_and_serves(
     cluster: Cluster, fleet: dict[str, Any]
 ) -> None:
-    """On OpenShift the Triton pods run under ids the platform assigns (docs/getting-started/cluster.md):
+    """On OpenShift the Triton pods run under ids the platform assigns (docs/reference/install.md):
     the init container assembles the repository and Triton serves it as a user /etc/passwd does not
     name, in the root group. The fleet's `graphs` pipeline runs so (its answers are checked above)."""
     (pod, *_) = pods(cluster, "graphs")
