@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.helm import Helm, deployment_of
-from helpers import ROOT, example
+from helpers import ROOT
 from tritonpipeline.kube.crd import crd
 from tritonpipeline.spec import kubernetes as k8s
 from tritonpipeline.spec import parse_pipeline
@@ -85,11 +85,11 @@ def test_the_crd_card_and_its_example_are_the_crds() -> None:
     assert shown["kind"] == card["kind"]
 
 
-def test_the_crds_example_is_the_fanout_example_for_a_cluster() -> None:
-    """Generated from examples/fanout.yaml (`make generate`), so that it cannot drift: the example, its
-    model repository a PVC, and a pipeline the operator accepts."""
+def test_the_crds_example_is_the_cluster_fanout_example() -> None:
+    """Generated from examples/cluster/fanout.yaml (`make generate`), so that it cannot drift: that file's
+    pipeline, one the operator accepts."""
     (shown,) = annotations()["crdsExamples"]
-    assert shown == example("fanout", "pvc://models/triton")
+    assert shown == yaml.safe_load((ROOT / "examples" / "cluster" / "fanout.yaml").read_text())
     assert parse_pipeline({**shown, "metadata": {**shown["metadata"], "namespace": "ml"}}).name == "vision"
 
 

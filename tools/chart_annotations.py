@@ -6,7 +6,7 @@ drift (`make generate` writes them, tests/test_generated.py fails while they are
   operator's repository with ASSEMBLER_SUFFIX). `make release` (e2e/release.py) writes it again into the
   chart it packages, whose defaults are both images by digest.
 - artifacthub.io/license: pyproject.toml's SPDX expression.
-- artifacthub.io/crdsExamples: examples/fanout.yaml, with a model repository a cluster reads.
+- artifacthub.io/crdsExamples: examples/cluster/fanout.yaml, the fan-out example ready to apply.
 
 The others (crds, changes, links, category, operator) are written by hand in Chart.yaml. Pure functions
 on texts; the annotations stay where they are in Chart.yaml, the rest of the file untouched."""
@@ -25,9 +25,8 @@ from tritonpipeline.yamltext import dump
 IMAGES = "artifacthub.io/images"
 LICENSE = "artifacthub.io/license"
 CRDS_EXAMPLES = "artifacthub.io/crdsExamples"
-# the example Artifact Hub opens from the CRD's card, and the model repository it reads in a cluster
-EXAMPLE = "fanout"
-EXAMPLE_URI = "pvc://models/triton"
+# the example Artifact Hub opens from the CRD's card (under examples/): one a cluster takes as it is
+EXAMPLE = "cluster/fanout.yaml"
 INDENT = "  "  # of the annotations under `annotations:`; their block scalars' lines get two more
 
 
@@ -47,10 +46,8 @@ def spdx_license(pyproject: str) -> str:
 
 
 def crds_examples(example: str) -> list[dict[str, Any]]:
-    """The example pipeline, its model repository one a cluster reads (examples/ use a local path)."""
-    doc = yaml.safe_load(example)
-    doc["spec"]["modelRepository"]["uri"] = EXAMPLE_URI
-    return [doc]
+    """The example pipeline (a YAML text), as Artifact Hub lists examples."""
+    return [yaml.safe_load(example)]
 
 
 def set_annotation(chart: str, key: str, value: Any) -> str:

@@ -152,7 +152,7 @@ def generated(current: Callable[[Path], str | None] = read) -> dict[Path, str]:
             current(CHART / "Chart.yaml") or "",
             values,
             (ROOT / "pyproject.toml").read_text(),
-            (ROOT / "examples" / f"{chart_annotations.EXAMPLE}.yaml").read_text(),
+            (ROOT / "examples" / chart_annotations.EXAMPLE).read_text(),
         ),
         CHART / "README.md": chart_values.readme((CHART / "Chart.yaml").read_text(), values),
         FIELDS_PAGE: fields_page(crd()),
