@@ -69,11 +69,14 @@ class Helm:
         set_values: Sequence[str] = (),
         check: bool = True,
         api_versions: Sequence[str] = (),
+        tests: bool = False,
     ) -> list[dict[str, Any]]:
-        """The chart's objects; `api_versions` (GROUP/VERSION/KIND): what helm takes the cluster to serve."""
+        """The chart's objects as `helm install` creates them; `api_versions` (GROUP/VERSION/KIND): what helm
+        takes the cluster to serve; `tests`: also the objects of `helm test` (templates/tests/, hooks)."""
         proc = self.run(
             "template", release, str(CHART), "--namespace", namespace, *self._values(values, set_values),
-            *(arg for api in api_versions for arg in ("--api-versions", api)), check=check,
+            *(arg for api in api_versions for arg in ("--api-versions", api)),
+            *([] if tests else ["--skip-tests"]), check=check,
         )  # fmt: skip
         if proc.returncode != 0:
             raise ToolError(proc.stderr)

@@ -44,20 +44,43 @@ def test_the_answer_check_names_what_is_wrong(answer: dict[str, Any], says: str 
     assert problem is None if says is None else (problem is not None and says in problem)
 
 
+def test_a_refused_spec_ends_the_wait_with_the_operator_s_reason() -> None:
+    refused = {
+        "status": {
+            "conditions": [
+                {"type": "SpecValid", "status": "False", "reason": "InvalidSpec", "message": "spec.x: bad"},
+                {"type": "Ready", "status": "False", "reason": "InvalidSpec"},
+            ]
+        }
+    }
+    assert chart_test.spec_refused(refused) == "InvalidSpec: spec.x: bad"
+    assert (
+        chart_test.spec_refused({"status": {"conditions": [{"type": "SpecValid", "status": "True"}]}}) is None
+    )
+    assert chart_test.spec_refused(None) is None
+
+
 @pytest.mark.helm
 def test_the_chart_s_test_runs_the_program_s_two_steps_on_one_claim_apart_from_the_operator(
     helm_binary: Path,
 ) -> None:
-    """`helm template` of the chart's test: hooks of `helm test` only, the two pods in turn calling the
-    module's subcommands on the claim the template creates, in the namespace the operator watches, under
-    labels the operator's Service, PodDisruptionBudget and NetworkPolicy do not select."""
-    out = subprocess.run(
-        [str(helm_binary), "template", "tp", str(CHART), "-n", "tp-ns", "--show-only", str(TESTS)],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    docs = [d for d in yaml.safe_load_all(out) if d]
-    assert all(d["metadata"]["annotations"]["helm.sh/hook"] == "test" for d in docs)
-    assert {d["metadata"]["namespace"] for d in docs} == {"tp-ns"}
+    """`helm template` of the chart's test: hooks of `helm test` only, in a namespace of the test's own (the
+    operator's webhook leaves the operator's namespace out, so a pipeline there is never reviewed), or the
+    first watched namespace that is not the operator's; the two pods in turn calling the module's
+    subcommands on the claim the template creates, under labels the operator's Service,
+    PodDisruptionBudget and NetworkPolicy do not select."""
+
+    def rendered(*settings: str) -> list[dict[str, Any]]:
+        proc = subprocess.run(
+            [str(helm_binary), "template", "tp", str(CHART), "-n", "tp-ns", *settings],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+    docs = [d for d in rendered() if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+    (namespace,) = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
+    assert namespace != "tp-ns"
+    assert {d["metadata"].get("namespace", namespace) for d in docs} == {namespace}
     pods = sorted(
         (d for d in docs if d["kind"] == "Pod"),
         key=lambda d: int(d["metadata"]["annotations"]["helm.sh/hook-weight"]),
@@ -67,26 +90,19 @@ def test_the_chart_s_test_runs_the_program_s_two_steps_on_one_claim_apart_from_t
     assert writer[:4] == ["python", "-m", "tritonpipeline.runtime.chart_test", "write-model"]
     assert pods[0]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim
     assert runner[3] == "run" and runner[runner.index("--claim") + 1] == claim
-    assert runner[runner.index("--namespace") + 1] == "tp-ns"
-    operator = yaml.safe_load(
-        subprocess.run(
-            [str(helm_binary), "template", "tp", str(CHART), "--show-only", "templates/deployment.yaml"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    assert runner[runner.index("--namespace") + 1] == namespace
+    (operator,) = [d for d in rendered("--skip-tests") if d["kind"] == "Deployment"]
     selector = operator["spec"]["selector"]["matchLabels"]
     for pod in pods:
         labels = pod["metadata"]["labels"]
         assert not selector.items() <= labels.items(), labels
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
-    where = subprocess.run(
-        [str(helm_binary), "template", "tp", str(CHART), "-n", "tp-ns", "--show-only", str(TESTS),
-         "--set", "rbac.clusterWide=false", "--set", "watchNamespaces={ml}"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    assert {d["metadata"]["namespace"] for d in yaml.safe_load_all(where) if d} == {"ml"}
+    namespaced = ["--set", "rbac.clusterWide=false"]
+    watched = rendered(*namespaced, "--set", "watchNamespaces={tp-ns,ml}", "--show-only", TESTS)
+    assert {d["metadata"]["namespace"] for d in watched} == {"ml"}
+    assert "Namespace" not in {d["kind"] for d in watched}  # a watched namespace is the user's
+    # watching only its own namespace, the operator serves no reviewed pipeline: there is nothing to test
+    assert not [d for d in rendered(*namespaced, "--set", "watchNamespaces={tp-ns}") if d["kind"] == "Pod"]
 
 
 @pytest.mark.tritonserver

@@ -123,6 +123,14 @@ def ready_condition(obj: dict[str, Any] | None) -> dict[str, Any]:
     return {}
 
 
+def spec_refused(obj: dict[str, Any] | None) -> str | None:
+    """The operator's reason for refusing the spec (SpecValid False: no waiting changes it), or None."""
+    for condition in (obj or {}).get("status", {}).get("conditions", []):
+        if condition.get("type") == "SpecValid" and condition.get("status") == "False":
+            return f"{condition.get('reason', '')}: {condition.get('message', '')}"
+    return None
+
+
 def conditions_text(obj: dict[str, Any] | None) -> str:
     rows = (obj or {}).get("status", {}).get("conditions", [])
     return "; ".join(
@@ -164,6 +172,9 @@ def run(namespace: str, name: str, claim: str, timeout: float) -> int:
             obj = kube.get(API_VERSION, KIND, namespace, name)
             if ready_condition(obj).get("status") == "True":
                 break
+            if refused := spec_refused(obj):
+                say(f"error: {namespace}/{name} refused by the operator: {refused}")
+                return 1
             time.sleep(3)
         else:
             why = conditions_text(obj) or "no status"
