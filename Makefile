@@ -264,6 +264,7 @@ kind-if-possible: $(STAMP) controlplane-if-go
 
 e2e: $(STAMP) ## kind cluster (3 nodes): chart, every example, the scenario tests; GPU nodes where the NVIDIA toolkit is
 	@bash e2e/build-gotool.sh minio
+	@bash e2e/build-gotool.sh crane
 	$(PY) -m e2e.kind
 
 # --- a release ----------------------------------------------------------------------------------------

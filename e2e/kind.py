@@ -5,10 +5,15 @@
      Debian's mirror (e2e/kind_image.py; KIND_NODE_IMAGE=local forces that, =published forbids it)
   3. the cluster: kind's default CNI replaced by a static ptp configuration per node (one pod /24 each,
      routes between the nodes), the example models mounted at /models/triton on every node
-  4. the operator and assembler images (the Dockerfile's two targets) and a CPU Triton image built here
-     and `kind load`ed
-  5. the chart installed as docs/getting-started/cluster.md says; every example applied, Ready, and
-     answering right (e2e/infer.py against its Service, from inside a worker's network namespace)
+  4. the release in a registry of the run's own (crane's, on the first worker's address; every node's
+     containerd pulls from it over plain HTTP): the operator and assembler images (the Dockerfile's two
+     targets) pushed by digest and the chart packaged with those digests, as `make release` and the release
+     workflow do; a CPU Triton image built here `kind load`ed (also named as the operator's default image)
+  5. docs/getting-started/cluster.md run as written (e2e/tutorial.py): the chart installed from the OCI
+     registry, `helm test`, models onto a volume, a pipeline Ready and answering, then its Clean up; the
+     chart installed again from the registry (`helm install oci://... --version`) for what follows; every
+     example applied, Ready, and answering right (e2e/infer.py against its Service, from inside a worker's
+     network namespace)
   6. with E2E_SCENARIOS=1 (the default), the pod-level scenario tests on this cluster
   7. a pass/fail table, bench/results/e2e-kind.json; the cluster deleted (also on failure and Ctrl-C), the
      engine stopped when it was started here: the host is left as found
@@ -24,9 +29,11 @@ variant instead (e2e/kind-gpu.sh). KEEP_CLUSTER=1 keeps the cluster (and the eng
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -40,14 +47,17 @@ import yaml
 
 from e2e.docker_engine import Engine, EngineError
 from e2e.host import in_netns_path, read_sysctls, restore_sysctls
-from e2e.images import ImageError, all_images, assembler_of, chart_image
+from e2e.images import ImageError, all_images
 from e2e.kind_image import ImageError as NodeImageError
 from e2e.kind_image import ensure_node_binaries, lacks_sys_resource, local_node_image, published_node_image
 from e2e.local import Report, Row
 from harness.gotools import ensure_tool, tool_path
 from harness.helm import Helm
 from harness.paths import ROOT
+from harness.registry import serve as registry_serve
+from tritonpipeline.kube.checks import full_reference
 from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.spec.base import DEFAULT_IMAGE
 
 CLUSTER_NAME = "tritonpipeline-e2e"
 POD_SUBNET = "10.244.0.0/16"
@@ -69,6 +79,13 @@ SCENARIO_TESTS = (
     "test_node_storage.py",  # s3:// from MinIO over TLS, outside the cluster
 )
 READY_TIMEOUT = 300.0
+# the release's OCI registry (crane's), on the first worker's address: every node pulls from it over plain
+# HTTP (REGISTRY_HOSTS_DIR, containerd's per-registry configuration), the host pushes to it
+REGISTRY_PORT = 5000
+REGISTRY_HOSTS_DIR = "/etc/containerd/certs.d"
+# the tutorial (docs/getting-started/cluster.md), run as written: its time limit and its release
+TUTORIAL_TIMEOUT = 1800
+TUTORIAL_RELEASE = "triton-pipeline"  # also its namespace
 # what the examples' routers run on here: the native router, from the operator image
 ROUTER = "native"
 
@@ -110,13 +127,17 @@ def cluster_config(workers: int, models: Path, *, cgroup_v1: bool, no_sys_resour
     if cgroup_v1:
         kubelet["failCgroupV1"] = False  # kubelet 1.35+ refuses cgroup v1 otherwise
     patches = []
+    # containerd reads a hosts.toml per registry there (trust_registry): the release's registry, plain HTTP
+    config["containerdConfigPatches"] = [
+        f'[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "{REGISTRY_HOSTS_DIR}"'
+    ]
     if no_sys_resource:
         # a node may not lower oom_score_adj without CAP_SYS_RESOURCE
         kubelet["oomScoreAdj"] = 0
         patches.append(yaml.safe_dump({"kind": "KubeProxyConfiguration", "oomScoreAdj": 0}))
-        config["containerdConfigPatches"] = [
+        config["containerdConfigPatches"].append(
             '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true'
-        ]
+        )
     if len(kubelet) > 1:
         patches.insert(0, yaml.safe_dump(kubelet))
     if patches:
@@ -282,6 +303,25 @@ class KindCluster:
     def load(self, archive: Path, nodes: list[str]) -> None:
         self.run_kind("load", "image-archive", str(archive), "--name", self.name, "--nodes", ",".join(nodes))
 
+    def trust_registry(self, address: str) -> None:
+        """Every node pulls from the plain-HTTP registry at `address` (containerd reads the file per pull)."""
+        folder = f"{REGISTRY_HOSTS_DIR}/{address}"
+        for node in self.node_names():
+            write = f'mkdir -p "{folder}" && printf %s "$0" > "{folder}/hosts.toml"'
+            self.engine.docker("exec", node, "sh", "-c", write, registry_hosts_toml(address))
+
+    def pull(self, reference: str, nodes: list[str], alias: str | None = None) -> None:
+        """`reference` pulled by the nodes' containerd (crictl, as the kubelet pulls), also named `alias`."""
+        for node in nodes:
+            self.engine.docker("exec", node, "crictl", "pull", reference, timeout=600)
+            if alias:
+                self.tag(node, reference, alias)
+
+    def tag(self, node: str, image: str, alias: str) -> None:
+        """`image`, already on `node`, also under the name `alias` (no pull)."""
+        refs = map(full_reference, (image, alias))
+        self.engine.docker("exec", node, "ctr", "-n", "k8s.io", "images", "tag", "--force", *refs)
+
     def workload_nodes(self) -> list[str]:
         """The nodes pods run on: the workers (kind taints its control plane when it has any)."""
         names = self.node_names()
@@ -309,6 +349,97 @@ class KindCluster:
 
 # ---------------------------------------------------------------------------------------------------
 # the run
+
+
+def registry_hosts_toml(address: str) -> str:
+    """containerd's hosts.toml for a registry served over plain HTTP at `address` (HOST:PORT)."""
+    return f'server = "http://{address}"\n\n[host."http://{address}"]\n  capabilities = ["pull", "resolve"]\n'
+
+
+def public_charts() -> str:
+    """The chart's public OCI repository prefix the docs name (oci://OWNER/charts/), from the chart's
+    default image repository as the release workflow publishes both (oci://REGISTRY/OWNER/charts)."""
+    from e2e.release import chart_repository
+
+    return f"oci://{chart_repository().rpartition('/')[0]}/"
+
+
+def helm_mapping(public: str, local: str) -> str:
+    """A bash function `helm` that reads a chart reference under `public` (oci://OWNER/) from `local`
+    (oci://REGISTRY/OWNER/, plain HTTP) and passes everything else on: the tutorial's commands run as
+    written against the run's own registry."""
+    return "\n".join([
+        "helm() {",
+        "  local args=() arg",
+        '  for arg in "$@"; do',
+        "    case \"$arg\" in",
+        f"      {shlex.quote(public)}*) args+=({shlex.quote(local)}\"${{arg#{public}}}\" --plain-http) ;;",
+        '      *) args+=("$arg") ;;',
+        "    esac",
+        "  done",
+        '  command helm "${args[@]}"',
+        "}",
+        "",
+    ])  # fmt: skip
+
+
+def publish_release(registry: str, workdir: Path, built: dict[str, Any]) -> dict[str, Any]:
+    """The operator and assembler images (`built`: e2e/images.py's) and the chart as `make release` builds
+    them, pushed to `registry` as the release workflow publishes (e2e/release.py publish): the images under
+    REGISTRY/OWNER/, the chart with their digests as its defaults under oci://REGISTRY/OWNER/charts."""
+    from e2e import release
+
+    version = release.tree_version()
+    owner = release.chart_repository().rpartition("/")[0].partition("/")[2]
+    out = workdir / "release"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    images = release.build_images(version, f"{registry}/{owner}/operator", out, built=built)
+    (out / "images.json").write_text(json.dumps({"version": version, **images}, indent=2) + "\n")
+    return release.publish([out], workdir / "published", f"oci://{registry}/{owner}/charts", plain_http=True)
+
+
+def run_tutorial(cluster: KindCluster, helm: Helm, part: str, local: str, work: Path) -> str:
+    """docs/getting-started/cluster.md's runnable blocks (e2e/tutorial.py) of `part` ("before" or
+    "clean-up") as written, in one bash session from the repository's root, with this cluster's kubectl
+    and helm (its chart references read from the run's registry, `local`). What the page starts in the
+    background (a port-forward) is ended with the session's process group."""
+    from e2e import tutorial
+
+    before, clean_up = tutorial.blocks(tutorial.PAGE.read_text())
+    text = tutorial.script(before if part == "before" else clean_up, python=sys.executable, workdir=work)
+    env = {
+        **os.environ,
+        **helm.env,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "PATH": os.pathsep.join(
+            [
+                *(str(Path(b).parent) for b in (cluster.kubectl_bin, helm.binary, sys.executable)),
+                os.environ["PATH"],
+            ]
+        ),
+    }
+    work.mkdir(parents=True, exist_ok=True)
+    log_path = work / f"tutorial-{part}.log"
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", helm_mapping(public_charts(), local) + text], cwd=ROOT, env=env, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            code = proc.wait(timeout=TUTORIAL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            code = -1
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+    logged = log_path.read_text()
+    steps = [line for line in logged.splitlines() if line.startswith(f"# {tutorial.PAGE.name}:")]
+    if code != 0:
+        where = steps[-1][2:] if steps else "before its first block"
+        raise RuntimeError(f"failed at {where} (exit {code}): {logged[-1500:]}")
+    return f"{len(steps)} blocks ran as written ({log_path})"
 
 
 def has_gpu_runtime() -> bool:
@@ -613,7 +744,8 @@ def main(argv: list[str] | None = None) -> int:
             cgroup_v1=cgroup_v1(Path("/proc/self/mountinfo").read_text()),
             no_sys_resource=lacks_sys_resource(),
         )
-        with engine.inside():
+        crane = ensure_tool("crane")
+        with engine.inside(), contextlib.ExitStack() as stack:
             cluster = KindCluster(engine, CLUSTER_NAME, args.workdir, kubectl)
 
             def create() -> str:
@@ -629,40 +761,87 @@ def main(argv: list[str] | None = None) -> int:
             if not report.run(f"kind cluster: 1 control plane + {args.workers} workers", create):
                 raise StepFailed
 
-            def load() -> str:
+            client_netns = cluster.netns(cluster.workload_nodes()[0])
+            published: dict[str, Any] = {}
+
+            def registry() -> str:
+                # the release as `make release` builds it and the release workflow publishes it, into a
+                # registry of the run's own that every node pulls from
                 t = time.monotonic()
-                for image_ in images.values():
-                    cluster.load(image_.archive, cluster.workload_nodes())
+                with in_netns_path(client_netns):  # crane's process lives in the first worker's namespace
+                    where = stack.enter_context(
+                        registry_serve(
+                            crane, args.workdir, host=cluster.address(cluster.workload_nodes()[0]),
+                            port=REGISTRY_PORT,
+                        )
+                    )  # fmt: skip
+                cluster.trust_registry(where)
+                published.update(
+                    publish_release(where, args.workdir, {r: images[r] for r in ("operator", "assembler")}),
+                    registry=where,
+                )
+                timings["publish"] = time.monotonic() - t
+                chart = published["chart"]
+                return (
+                    f"{where}: chart {chart['reference']}:{chart['version']} ({chart['digest'][:19]}), "
+                    f"operator {published['images']['operator']['reference']}"
+                )
+
+            def load() -> str:
+                # Triton is not ours to release: loaded, and also named as the operator's default image
+                t = time.monotonic()
+                triton = images["triton"]
+                cluster.load(triton.archive, cluster.workload_nodes())
+                for node in cluster.workload_nodes():
+                    cluster.tag(node, triton.name, DEFAULT_IMAGE)
                 timings["kind_load"] = time.monotonic() - t
-                return ", ".join(f"{i.name} ({i.size_mb:.0f} MB)" for i in images.values())
+                return f"{triton.name} ({triton.size_mb:.0f} MB), also named {DEFAULT_IMAGE}"
+
+            def tutorial(part: str) -> str:
+                owner = published["images"]["operator"]["repository"].rpartition("/")[0]
+                return run_tutorial(cluster, helm, part, f"oci://{owner}/", args.workdir / "tutorial")
 
             def install() -> str:
                 t = time.monotonic()
-                operator = images["operator"].name
-                repository, _, tag = operator.rpartition(":")
-                chosen = (
-                    []
-                    if operator == chart_image()
-                    else ["--set", f"image.repository={repository},image.tag={tag}"]
-                )
-                if images["assembler"].name != assembler_of(operator):  # else the chart's default
-                    chosen += ["--set", f"assemblerImage={images['assembler'].name}"]
+                chart = published["chart"]
                 # every router on the native router, carried by the operator image (the scenarios'
                 # `helm upgrade --install` goes back to the chart's default: the Python router)
                 helm.run(
-                    "install", RELEASE, str(ROOT / "charts" / "triton-pipeline"), "-n", RELEASE_NS,
-                    "--create-namespace", *chosen, "--set", f"operator.router={ROUTER}",
+                    "install", RELEASE, chart["reference"], "--version", chart["version"], "--plain-http",
+                    "-n", RELEASE_NS, "--create-namespace", "--set", f"operator.router={ROUTER}",
                     "--wait", "--timeout", "5m",
                 )  # fmt: skip
                 timings["helm_install"] = time.monotonic() - t
-                return f"{RELEASE}-triton-pipeline rolled out in {timings['helm_install']:.0f}s"
+                # the scenarios install the chart of the tree, which names the images as e2e/images.py
+                # built them: the same images, pulled by digest, under those names on every node
+                for role in ("operator", "assembler"):
+                    ref = published["images"][role]["reference"]
+                    cluster.pull(ref, cluster.workload_nodes(), alias=images[role].name)
+                return (
+                    f"{RELEASE}-triton-pipeline from {chart['reference']}:{chart['version']} rolled out in "
+                    f"{timings['helm_install']:.0f}s, its images pulled by digest"
+                )
 
-            if not report.run("kind load: operator, assembler and CPU Triton images", load):
+            if not report.run("OCI registry: the release's images and chart pushed", registry):
                 raise StepFailed
-            if not report.run("helm install (docs)", install):
+            # the results say where the chart and the images came from
+            report.rows[-1].figures.update(
+                chart=f"{published['chart']['reference']}:{published['chart']['version']}@"
+                f"{published['chart']['digest']}",
+                **{role: entry["reference"] for role, entry in published["images"].items()},
+            )
+            if not report.run("kind load: the CPU Triton image", load):
+                raise StepFailed
+            tutorial_ok = report.run("docs/getting-started/cluster.md as written (before Clean up)",
+                                     lambda: tutorial("before"))  # fmt: skip
+            cleaned = report.run("docs/getting-started/cluster.md: Clean up", lambda: tutorial("clean-up"))
+            if not (tutorial_ok and cleaned):  # no second operator beside the one installed next
+                helm.run(
+                    "uninstall", TUTORIAL_RELEASE, "-n", TUTORIAL_RELEASE, "--ignore-not-found", "--wait"
+                )
+            if not report.run("helm install from the OCI registry", install):
                 raise StepFailed
             models_claim(cluster)
-            client_netns = cluster.netns(cluster.workload_nodes()[0])
             work = args.workdir / "specs"
             work.mkdir(exist_ok=True)
             for example in sorted((ROOT / "examples").glob("*.yaml")):
@@ -726,6 +905,7 @@ def prepare(workdir: Path) -> int:
     try:
         image, image_kind = node_image(engine, os.environ.get("KIND_NODE_IMAGE", "auto"))
         all_images()
+        ensure_tool("crane")  # the release's registry
         log(f"ready: the {image_kind} node image {image} and the operator and CPU Triton images")
     finally:
         for line in engine.stop():

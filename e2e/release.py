@@ -236,19 +236,22 @@ def export_image(archive: Path, repository: str, version: str, out: Path) -> dic
     }
 
 
-def build_images(version: str, repository: str, out: Path) -> dict[str, Any]:
-    """The operator and assembler images (e2e/images.py: built, or found in its cache) exported into
-    `out`; images.json's content."""
+def build_images(
+    version: str, repository: str, out: Path, built: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The operator and assembler images (e2e/images.py: built, or found in its cache; or `built`, the
+    images a caller built already) exported into `out`; images.json's content."""
     from e2e.images import ImageError, assembler_image, base_image, operator_image
 
     t = time.monotonic()
-    log("images: the Dockerfile's operator and assembler targets through e2e/images.py (cached by content; "
-        "cold: a Debian debootstrap and two buildah builds, several minutes)")  # fmt: skip
-    try:
-        base = base_image()
-        built = {"operator": operator_image(base), "assembler": assembler_image(base)}
-    except ImageError as err:
-        raise ReleaseError(f"the images could not be built: {err}") from err
+    if built is None:
+        log("images: the Dockerfile's operator and assembler targets through e2e/images.py (cached by "
+            "content; cold: a Debian debootstrap and two buildah builds, several minutes)")  # fmt: skip
+        try:
+            base = base_image()
+            built = {"operator": operator_image(base), "assembler": assembler_image(base)}
+        except ImageError as err:
+            raise ReleaseError(f"the images could not be built: {err}") from err
     here = host_platform()
     images: dict[str, Any] = {}
     for role, image in built.items():

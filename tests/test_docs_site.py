@@ -125,3 +125,17 @@ def test_the_diagrams_render_with_no_network(site: Path) -> None:
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     assert dumped.stdout.count('<div class="mermaid">') == diagrams, dumped.stdout[-3000:]
     assert '<pre class="mermaid">' not in dumped.stdout
+
+
+def test_the_chart_links_into_the_site_where_it_is_published() -> None:
+    """One address for the published docs site, the chart's `home` (mkdocs.yml names none: the site links
+    nothing outside itself): the alerts' default runbookUrl is the page with the runbooks under it, a page
+    the site builds."""
+    import yaml
+
+    chart = ROOT / "charts" / "triton-pipeline"
+    site = yaml.safe_load((chart / "Chart.yaml").read_text())["home"]
+    runbook = yaml.safe_load((chart / "values.yaml").read_text())["prometheusRule"]["runbookUrl"]
+    assert site.endswith("/") and runbook.startswith(site), runbook
+    page = Path(runbook.removeprefix(site)).with_suffix(".md")
+    assert (ROOT / "docs" / page).is_file(), page

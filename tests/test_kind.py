@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from e2e import docker_engine, host, kind, kind_image, runc_capfilter
 
@@ -44,8 +45,12 @@ def test_cluster_config_one_control_plane_then_workers_each_with_the_models() ->
             {"hostPath": "/repo/model_repository", "containerPath": "/models/triton", "readOnly": True}
         ]
     assert config["networking"] == {"disableDefaultCNI": True, "podSubnet": kind.POD_SUBNET}
-    # a host that needs nothing special gets nothing special
-    assert "kubeadmConfigPatches" not in config and "containerdConfigPatches" not in config
+    # a host that needs nothing special gets nothing special but the release's registry
+    assert "kubeadmConfigPatches" not in config
+    (registry,) = config["containerdConfigPatches"]
+    assert tomllib.loads(registry) == {
+        "plugins": {"io.containerd.grpc.v1.cri": {"registry": {"config_path": kind.REGISTRY_HOSTS_DIR}}}
+    }
 
 
 def test_cluster_config_patches_only_what_the_host_needs() -> None:
@@ -53,13 +58,50 @@ def test_cluster_config_patches_only_what_the_host_needs() -> None:
     assert [n["role"] for n in v1["nodes"]] == ["control-plane"]
     (patch,) = v1["kubeadmConfigPatches"]
     assert kind.yaml.safe_load(patch) == {"kind": "KubeletConfiguration", "failCgroupV1": False}
-    assert "containerdConfigPatches" not in v1
+    assert len(v1["containerdConfigPatches"]) == 1
 
     capless = kind.cluster_config(1, Path("/m"), cgroup_v1=False, no_sys_resource=True)
     patches = [kind.yaml.safe_load(p) for p in capless["kubeadmConfigPatches"]]
     assert {"kind": "KubeletConfiguration", "oomScoreAdj": 0} in patches
     assert {"kind": "KubeProxyConfiguration", "oomScoreAdj": 0} in patches
-    assert "restrict_oom_score_adj = true" in capless["containerdConfigPatches"][0]
+    assert "restrict_oom_score_adj = true" in capless["containerdConfigPatches"][1]
+
+
+def test_the_nodes_pull_from_the_run_s_registry_over_plain_http() -> None:
+    """containerd's hosts.toml (its documented format): the registry at HOST:PORT, HTTP, pull and resolve."""
+    hosts = tomllib.loads(kind.registry_hosts_toml("172.18.0.3:5000"))
+    assert hosts == {
+        "server": "http://172.18.0.3:5000",
+        "host": {"http://172.18.0.3:5000": {"capabilities": ["pull", "resolve"]}},
+    }
+
+
+def test_the_tutorial_s_helm_reads_the_public_chart_from_the_run_s_registry(tmp_path: Path) -> None:
+    """The page's helm commands run as written: a public chart reference is read from the run's registry
+    over plain HTTP, every other argument passes unchanged (a stand-in helm on PATH prints its arguments)."""
+    public = kind.public_charts()
+    assert public.startswith("oci://") and public.endswith("/")
+    (tmp_path / "helm").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    (tmp_path / "helm").chmod(0o755)
+    line = (
+        f'helm install triton-pipeline {public}charts/triton-pipeline --version 1.2.3 -n "a b"\nhelm test x\n'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", kind.helm_mapping(public, "oci://10.0.0.2:5000/owner/") + line],
+        env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert proc.stdout.splitlines() == [
+        "install", "triton-pipeline", "oci://10.0.0.2:5000/owner/charts/triton-pipeline", "--plain-http",
+        "--version", "1.2.3", "-n", "a b", "test", "x",
+    ]  # fmt: skip
+
+
+def test_the_public_chart_is_where_the_release_workflow_pushes_it() -> None:
+    workflow = (ROOT / ".github" / "workflows" / "release.yml").read_text()
+    assert '--chart-repo "oci://$REGISTRY/$OWNER/charts"' in workflow
+    owner = kind.public_charts().removeprefix("oci://").rstrip("/")
+    assert owner.count("/") == 1, owner  # REGISTRY/OWNER
 
 
 MOUNTINFO_V1 = """\
@@ -406,7 +448,8 @@ def test_a_ctrl_c_waits_for_the_runs_clean_up(tmp_path: Path, runner: str, clean
 @pytest.mark.kind
 @pytest.mark.timeout(1800)
 def test_make_e2e_on_kind(tmp_path: Path) -> None:
-    """`python -m e2e.kind`, what `make e2e` runs: three nodes Ready, the chart installed, every example Ready
+    """`python -m e2e.kind`, what `make e2e` runs: three nodes Ready, the release pushed to a registry and the
+    chart installed from it (by the cluster tutorial, then again for the rest), every example Ready
     and answering right, every pod-level scenario (marker anycluster) passed on the cluster, a worker drained
     with no sequence broken among them, results written, the cluster deleted and the host as it was. This is
     where `make test` runs the scenarios (its own pytest session deselects them)."""
@@ -433,6 +476,16 @@ def test_make_e2e_on_kind(tmp_path: Path) -> None:
     for name in ("fanout.yaml", "diamond.yaml"):
         assert "native router(s)" in steps[f"example {name}: Ready and answering right"]["detail"], steps
     assert "3 nodes Ready" in steps["kind cluster: 1 control plane + 2 workers"]["detail"]
+    # the release came from a registry: images by digest, the chart pinned to its digest; the tutorial page
+    # ran as written (helm test included) and cleaned up after itself
+    published = steps["OCI registry: the release's images and chart pushed"]
+    assert re.fullmatch(r"oci://[^ ]+/charts/triton-pipeline:[0-9.]+@sha256:[0-9a-f]{64}", published["chart"])
+    for role in ("operator", "assembler"):
+        assert re.fullmatch(r"[^ ]+@sha256:[0-9a-f]{64}", published[role]), published
+    assert "pulled by digest" in steps["helm install from the OCI registry"]["detail"]
+    for part in ("as written (before Clean up)", ": Clean up"):
+        (step,) = [s for s in steps if s.startswith("docs/getting-started/cluster.md") and s.endswith(part)]
+        assert steps[step]["passed"] and "blocks ran as written" in steps[step]["detail"], steps[step]
     scenarios = [s for s in steps if s.startswith("scenario ")]
     assert len(scenarios) >= 15, scenarios
     drain = steps["scenario test_replicas_spread_over_the_workers_and_a_drained_worker_keeps_streams_whole"]
