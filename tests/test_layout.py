@@ -1,6 +1,7 @@
-"""The package's layout says which way its imports run (DESIGN.md, "Which way the imports run"): every module
-belongs to one layer, and imports only from its own part of its layer or the layers below. Parsed from the
-source, so a new import that runs upward fails here with the module and the line."""
+"""The package's layout says which way its imports run (docs/architecture.md, "Layers"): every module
+belongs to one layer, and imports only from its own part of its layer or the layers below. The layers
+are tools/layers.py's LAYERS (the page's table is generated from them). Parsed from the source, so a new
+import that runs upward fails here with the module and the line."""
 
 from __future__ import annotations
 
@@ -8,31 +9,12 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from layers import ALLOWED, LAYERS
+
 from helpers import ROOT
 
 PACKAGE = ROOT / "operator" / "tritonpipeline"
-# lowest first; a module's layer is its top-level name in the package (a module or a subpackage)
-LAYERS: tuple[tuple[str, ...], ...] = (
-    (
-        "errors",
-        "settings",
-        "extras",
-        "yamltext",
-        "jsontext",
-        "triton",
-    ),  # the foundation: no other part of the package
-    ("spec",),  # the typed CR
-    ("compiler",),  # spec -> Triton artifacts; knows no cluster and no local server
-    ("kube",),  # spec + artifacts -> manifests, status; the thin API client
-    ("local", "runtime", "client"),  # disk and tritonserver; the operator process; the client helper
-    ("reconcile",),  # one reconcile: parse, render, apply, report
-    ("handlers",),  # the kopf handlers
-    ("cli",),  # the command line, over all of it
-)
-# the one import that runs across: the API client counts failed calls in the operator's metrics, a leaf
-# module (prometheus_client only)
-ALLOWED = {("kube", "tritonpipeline.runtime.metrics")}
-LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+LAYER = {part: i for i, layer in enumerate(LAYERS) for part in layer.parts}
 
 
 def module_name(path: Path) -> str:
@@ -93,7 +75,7 @@ def test_imports_run_downward_only() -> None:
             against = LAYER[there] > LAYER[here] or (LAYER[there] == LAYER[here] and there != here)
             if against and (here, target) not in ALLOWED:
                 upward.append(f"{path.relative_to(ROOT)}:{line}: {here} imports {target}")
-    assert not upward, "imports against the layers (tests/test_layout.py LAYERS):\n" + "\n".join(upward)
+    assert not upward, "imports against the layers (tools/layers.py LAYERS):\n" + "\n".join(upward)
 
 
 def test_an_upward_import_is_caught() -> None:

@@ -1,7 +1,8 @@
-"""The rules a TritonPipeline must satisfy before anything is rendered (DESIGN.md "Rules the compiler
-enforces"): one function per rule, each yielding a `Problem` per violation, with its message one of
-the constants below. They mirror Triton core's own model and ensemble checks, so that a bad pipeline
-fails at `validate`/`kubectl apply` time rather than inside a pod.
+"""The rules a TritonPipeline must satisfy before anything is rendered (docs/architecture.md, "Where each
+kind of rule lives"; the rules in words: docs/concepts/validation.md): one function per rule, each
+yielding a `Problem` per violation, with its message one of the constants below. They mirror Triton
+core's own model and ensemble checks, so that a bad pipeline fails at `validate`/`kubectl apply` time
+rather than inside a pod.
 
 Document-wide rules run in `check_spec`; pipeline rules read the `PipelineGraph` that
 `resolve.resolve_pipeline` builds, which decides what each rule is applied to and in what order.
