@@ -123,7 +123,13 @@ def cluster_config(workers: int, models: Path, *, cgroup_v1: bool, no_sys_resour
         "networking": {"disableDefaultCNI": True, "podSubnet": POD_SUBNET},
         "nodes": nodes,
     }
-    kubelet: dict[str, Any] = {"kind": "KubeletConfiguration"}
+    # the run names the images its nodes pulled from its registry also as the tree's chart names them
+    # (KindCluster.pull): a stand-in for the public registry it cannot reach. The kubelet's default since
+    # 1.35 (NeverVerifyPreloadedImages, KEP-2535) would re-verify such a name against that registry
+    kubelet: dict[str, Any] = {
+        "kind": "KubeletConfiguration",
+        "imagePullCredentialsVerificationPolicy": "NeverVerify",
+    }
     if cgroup_v1:
         kubelet["failCgroupV1"] = False  # kubelet 1.35+ refuses cgroup v1 otherwise
     patches = []
@@ -138,8 +144,7 @@ def cluster_config(workers: int, models: Path, *, cgroup_v1: bool, no_sys_resour
         config["containerdConfigPatches"].append(
             '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true'
         )
-    if len(kubelet) > 1:
-        patches.insert(0, yaml.safe_dump(kubelet))
+    patches.insert(0, yaml.safe_dump(kubelet))
     if patches:
         config["kubeadmConfigPatches"] = patches
     return config

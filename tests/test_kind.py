@@ -45,8 +45,12 @@ def test_cluster_config_one_control_plane_then_workers_each_with_the_models() ->
             {"hostPath": "/repo/model_repository", "containerPath": "/models/triton", "readOnly": True}
         ]
     assert config["networking"] == {"disableDefaultCNI": True, "podSubnet": kind.POD_SUBNET}
-    # a host that needs nothing special gets nothing special but the release's registry
-    assert "kubeadmConfigPatches" not in config
+    # a host that needs nothing special gets nothing special but what the release's registry needs: the
+    # nodes pull from it, and use what they pulled under the chart's image names too
+    (kubelet,) = config["kubeadmConfigPatches"]
+    assert kind.yaml.safe_load(kubelet) == {
+        "kind": "KubeletConfiguration", "imagePullCredentialsVerificationPolicy": "NeverVerify"
+    }  # fmt: skip
     (registry,) = config["containerdConfigPatches"]
     assert tomllib.loads(registry) == {
         "plugins": {"io.containerd.grpc.v1.cri": {"registry": {"config_path": kind.REGISTRY_HOSTS_DIR}}}
@@ -57,12 +61,16 @@ def test_cluster_config_patches_only_what_the_host_needs() -> None:
     v1 = kind.cluster_config(0, Path("/m"), cgroup_v1=True, no_sys_resource=False)
     assert [n["role"] for n in v1["nodes"]] == ["control-plane"]
     (patch,) = v1["kubeadmConfigPatches"]
-    assert kind.yaml.safe_load(patch) == {"kind": "KubeletConfiguration", "failCgroupV1": False}
+    assert kind.yaml.safe_load(patch) == {
+        "kind": "KubeletConfiguration", "imagePullCredentialsVerificationPolicy": "NeverVerify",
+        "failCgroupV1": False,
+    }  # fmt: skip
     assert len(v1["containerdConfigPatches"]) == 1
 
     capless = kind.cluster_config(1, Path("/m"), cgroup_v1=False, no_sys_resource=True)
     patches = [kind.yaml.safe_load(p) for p in capless["kubeadmConfigPatches"]]
-    assert {"kind": "KubeletConfiguration", "oomScoreAdj": 0} in patches
+    assert {"kind": "KubeletConfiguration", "imagePullCredentialsVerificationPolicy": "NeverVerify",
+            "oomScoreAdj": 0} in patches  # fmt: skip
     assert {"kind": "KubeProxyConfiguration", "oomScoreAdj": 0} in patches
     assert "restrict_oom_score_adj = true" in capless["containerdConfigPatches"][1]
 
