@@ -841,9 +841,23 @@ def main(argv: list[str] | None = None) -> int:
                                      lambda: tutorial("before"))  # fmt: skip
             cleaned = report.run("docs/getting-started/cluster.md: Clean up", lambda: tutorial("clean-up"))
             if not (tutorial_ok and cleaned):  # no second operator beside the one installed next
-                helm.run(
-                    "uninstall", TUTORIAL_RELEASE, "-n", TUTORIAL_RELEASE, "--ignore-not-found", "--wait"
-                )
+
+                def uninstall() -> str:
+                    args_ = (
+                        "uninstall",
+                        TUTORIAL_RELEASE,
+                        "-n",
+                        TUTORIAL_RELEASE,
+                        "--ignore-not-found",
+                        "--wait",
+                    )
+                    return helm.run(*args_).stdout.strip()
+
+                # a failure here is a row and ends the run through its cleanup, like every other step
+                if not report.run(
+                    f"helm uninstall {TUTORIAL_RELEASE} (the tutorial did not clean up)", uninstall
+                ):
+                    raise StepFailed
             if not report.run("helm install from the OCI registry", install):
                 raise StepFailed
             models_claim(cluster)

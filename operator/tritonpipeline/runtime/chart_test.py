@@ -116,25 +116,27 @@ def answer_problem(answer: dict[str, Any]) -> str | None:
     return None
 
 
-def ready_condition(obj: dict[str, Any] | None) -> dict[str, Any]:
-    for condition in (obj or {}).get("status", {}).get("conditions", []):
-        if condition.get("type") == "Ready":
-            return dict(condition)
-    return {}
+def conditions(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return list((obj or {}).get("status", {}).get("conditions") or [])
+
+
+def condition_of(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
+    """The condition of type `ctype` in `obj`'s status ({} when there is none)."""
+    return next((dict(c) for c in conditions(obj) if c.get("type") == ctype), {})
 
 
 def spec_refused(obj: dict[str, Any] | None) -> str | None:
     """The operator's reason for refusing the spec (SpecValid False: no waiting changes it), or None."""
-    for condition in (obj or {}).get("status", {}).get("conditions", []):
-        if condition.get("type") == "SpecValid" and condition.get("status") == "False":
-            return f"{condition.get('reason', '')}: {condition.get('message', '')}"
-    return None
+    valid = condition_of(obj, "SpecValid")
+    return (
+        f"{valid.get('reason', '')}: {valid.get('message', '')}" if valid.get("status") == "False" else None
+    )
 
 
 def conditions_text(obj: dict[str, Any] | None) -> str:
-    rows = (obj or {}).get("status", {}).get("conditions", [])
     return "; ".join(
-        f"{c.get('type')}={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}" for c in rows
+        f"{c.get('type')}={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}"
+        for c in conditions(obj)
     )
 
 
@@ -170,7 +172,7 @@ def run(namespace: str, name: str, claim: str, timeout: float) -> int:
         obj: dict[str, Any] | None = None
         while time.monotonic() - t0 < timeout:
             obj = kube.get(API_VERSION, KIND, namespace, name)
-            if ready_condition(obj).get("status") == "True":
+            if condition_of(obj, "Ready").get("status") == "True":
                 break
             if refused := spec_refused(obj):
                 say(f"error: {namespace}/{name} refused by the operator: {refused}")
