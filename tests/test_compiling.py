@@ -15,6 +15,7 @@ import pytest
 
 from bench.controlplane.workload import cluster_doc, large_doc
 from tritonpipeline.errors import SpecError
+from tritonpipeline.kube import reach as rc
 from tritonpipeline.runtime import compiling
 from tritonpipeline.runtime.compiling import CompileStopped, Workers, compile_cr, verdict
 from tritonpipeline.settings import GROUP, Settings
@@ -28,6 +29,19 @@ def _workers(**settings: Any) -> Workers:
 
 def _pids(workers: Workers) -> set[int]:
     return {w.process.pid for w in workers._idle[False]}
+
+
+def _counted(workers: Workers) -> list[int]:
+    """The number of worker runs `workers` makes from now on (the list's one item, counted up)."""
+    calls = [0]
+    run = workers.run
+
+    async def counted(*args: Any) -> Any:
+        calls[0] += 1
+        return await run(*args)
+
+    workers.run = counted  # type: ignore[method-assign]
+    return calls
 
 
 def test_a_worker_gives_what_the_operator_process_would() -> None:
@@ -112,20 +126,51 @@ def test_a_storm_of_the_same_review_compiles_once() -> None:
         workers = _workers()
         try:
             first = await workers.verdict(doc, None)
-            calls = 0
-            run = workers.run
-
-            async def counted(*args: Any) -> Any:
-                nonlocal calls
-                calls += 1
-                return await run(*args)
-
-            workers.run = counted  # type: ignore[method-assign]
+            calls = _counted(workers)
             again = await asyncio.gather(*(workers.verdict(doc, None) for _ in range(20)))
-            assert calls == 0 and all(v == first for v in again)
+            assert calls == [0] and all(v == first for v in again)
             renamed = large_doc("other", "team-a")
             await workers.verdict(renamed, None)
-            assert calls == 1  # another name is another verdict
+            assert calls == [1]  # another name is another verdict
+        finally:
+            workers.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_access_reviews_items_come_from_a_worker_as_in_process_and_are_kept() -> None:
+    """reach_items in a worker gives the items kube/reach.py finds in the operator's process over the
+    same compile; a second review of the same pipeline compiles nothing, a refusal is kept too, and a
+    pipeline whose Gateway must be read first is left to the operator (None)."""
+    doc = cluster_doc("fanout", "team-a")
+    address = "http://prometheus.team-a.svc:9090"
+    doc["spec"]["autoscaling"] = {"maxReplicas": 3, "engine": "auto", "prometheusAddress": address}
+    bad = cluster_doc("fanout", "team-a")
+    bad["spec"]["models"][0]["maxBatchSize"] = -1
+    gateway = cluster_doc("fanout", "team-a")
+    gateway["spec"]["routing"] = {
+        "sessionAffinity": "Header",
+        "provider": "gateway-api",
+        "gateway": {"name": "g", "namespace": "infra"},
+    }
+    settings = Settings()
+    tp, _, children, _ = compile_cr(doc, settings)
+    here = rc.reach(tp, children, settings, doc["spec"])
+
+    async def scenario() -> None:
+        workers = _workers()
+        try:
+            items = await workers.reach_items(doc, settings)
+            assert items is not None and [i for i in items if not i.optional] == here
+            assert any(i.optional and address in i.detail for i in items)  # a ScaledObject's, if chosen
+            calls = _counted(workers)
+            assert await workers.reach_items(doc, settings) == items
+            for _ in range(2):
+                with pytest.raises(SpecError) as refused:
+                    await workers.reach_items(bad, settings)
+                assert refused.value.problems == verdict(bad).problems
+            assert calls == [1]  # the refusal once, the items not again
+            assert await workers.reach_items(gateway, settings) is None
         finally:
             workers.close()
 

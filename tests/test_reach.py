@@ -210,3 +210,20 @@ def test_without_the_webhook_only_the_admin_lists_allow() -> None:
     problems = rc.unreviewed(list(found.values()), frozenset(), webhook=False)
     assert {p.path for p in problems} == {i.field for i in found.values()}
     assert all(p.message.startswith("not reviewed: the admission webhook is off") for p in problems)
+
+
+def test_a_reference_is_found_at_the_first_field_holding_it() -> None:
+    """One walk finds each text where a depth-first reading of the spec first meets it, and a claim at
+    the first pvc:// URL naming it (with or without a path after it)."""
+    spec = {
+        "a": [{"x": "other"}, {"y": "pvc://claim-1/models/x"}, "shared"],
+        "b": {"c": "shared", "d": "pvc://claim-2", "e": 7, "f": None},
+        "g": "claim-1",
+    }
+    found = rc.locations(spec)
+    assert found["shared"] == "spec.a[2]"
+    assert found["claim-1"] == "spec.a[1].y"
+    assert found["claim-1/models"] == "spec.a[1].y"
+    assert found["claim-2"] == "spec.b.d"
+    assert found["other"] == "spec.a[0].x"
+    assert "7" not in found and "models" not in found

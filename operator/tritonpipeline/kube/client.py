@@ -15,42 +15,12 @@ from kubernetes.client.exceptions import ApiException
 
 from .. import jsontext
 from ..runtime import metrics
-from ..settings import API_VERSION, KIND, PLURAL
-from . import peering
+from ..settings import API_VERSION, KIND
+from .meta import plural
 
 T = TypeVar("T")
 JsonPatch = list[dict[str, Any]]  # RFC 6902 operations
 
-_PLURALS = {
-    "ConfigMap": "configmaps",
-    "Service": "services",
-    "Deployment": "deployments",
-    "ReplicaSet": "replicasets",
-    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
-    "Ingress": "ingresses",
-    "DestinationRule": "destinationrules",
-    "HTTPRoute": "httproutes",
-    "GRPCRoute": "grpcroutes",
-    "Gateway": "gateways",
-    "GatewayClass": "gatewayclasses",
-    "BackendTrafficPolicy": "backendtrafficpolicies",
-    "UpstreamSettingsPolicy": "upstreamsettingspolicies",
-    "ScaledObject": "scaledobjects",
-    "Secret": "secrets",
-    "PersistentVolumeClaim": "persistentvolumeclaims",
-    "NetworkPolicy": "networkpolicies",
-    "PodDisruptionBudget": "poddisruptionbudgets",
-    "Event": "events",
-    "Namespace": "namespaces",
-    "Pod": "pods",
-    KIND: PLURAL,
-    "CustomResourceDefinition": "customresourcedefinitions",
-    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-    "SubjectAccessReview": "subjectaccessreviews",
-    "SelfSubjectReview": "selfsubjectreviews",
-    **peering.PLURALS,
-}
 # Failures worth trying again later: no HTTP answer at all (status 0: refused, reset, timed out), overload
 # (429) or a gateway or server that is not there (502, 503, 504). Anything else (400, 403, 404, 422...)
 # is the server's answer to this request and would be the same again; so is a 500 in the case that
@@ -126,11 +96,6 @@ def no_answer(exc: BaseException) -> str:
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
-def plural(kind: str) -> str:
-    """The resource name of a kind the operator reads or writes (`Ingress` -> `ingresses`)."""
-    return _PLURALS[kind]
-
-
 SELF_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
@@ -138,7 +103,7 @@ def path(api_version: str, kind: str, namespace: str | None, name: str | None = 
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     ns = f"/namespaces/{namespace}" if namespace else ""
     tail = f"/{name}" if name else ""
-    return f"{base}{ns}/{_PLURALS[kind]}{tail}"
+    return f"{base}{ns}/{plural(kind)}{tail}"
 
 
 class Kube:
@@ -342,7 +307,7 @@ class Kube:
         server's authorizer answers a SelfSubjectAccessReview; None where it cannot be asked (403: the
         identity may not create SelfSubjectAccessReviews; 404: not served)."""
         group = api_version.rpartition("/")[0]
-        attributes = {"verb": verb, "group": group, "resource": _PLURALS[kind], "namespace": namespace or ""}
+        attributes = {"verb": verb, "group": group, "resource": plural(kind), "namespace": namespace or ""}
         body = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",

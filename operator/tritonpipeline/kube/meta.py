@@ -5,13 +5,52 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..settings import API_VERSION, GROUP, KIND, OPERATOR_NAME, Settings
+from ..settings import API_VERSION, GROUP, KIND, OPERATOR_NAME, PLURAL, Settings
 from ..spec import TritonPipeline
+from . import peering
 
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label the API server gives every namespace
 PIPELINE_LABEL = f"{GROUP}/pipeline"
 MANAGED_BY = {"app.kubernetes.io/managed-by": OPERATOR_NAME}
+
+
+# the resource name of each kind the operator reads or writes
+PLURALS = {
+    "ConfigMap": "configmaps",
+    "Service": "services",
+    "Deployment": "deployments",
+    "ReplicaSet": "replicasets",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "Ingress": "ingresses",
+    "DestinationRule": "destinationrules",
+    "HTTPRoute": "httproutes",
+    "GRPCRoute": "grpcroutes",
+    "Gateway": "gateways",
+    "GatewayClass": "gatewayclasses",
+    "BackendTrafficPolicy": "backendtrafficpolicies",
+    "UpstreamSettingsPolicy": "upstreamsettingspolicies",
+    "ScaledObject": "scaledobjects",
+    "Secret": "secrets",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "NetworkPolicy": "networkpolicies",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "Event": "events",
+    "Namespace": "namespaces",
+    "Pod": "pods",
+    KIND: PLURAL,
+    "CustomResourceDefinition": "customresourcedefinitions",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+    "SubjectAccessReview": "subjectaccessreviews",
+    "SelfSubjectReview": "selfsubjectreviews",
+    **peering.PLURALS,
+}
+
+
+def plural(kind: str) -> str:
+    """The resource name of a kind the operator reads or writes (`Ingress` -> `ingresses`)."""
+    return PLURALS[kind]
 
 
 # hex digits of the generated repository's digest in its ConfigMaps' names

@@ -32,8 +32,8 @@ from ..settings import GROUP, Settings
 from ..spec import DNS_LABEL_RE, TritonPipeline
 from ..triton import tritonserver_options
 from . import access, autoscaling
-from .client import plural
 from .manifests import Children
+from .meta import plural
 from .routing import GATEWAY_API
 
 DEPLOYMENT_API = ("apps/v1", "Deployment")  # what carries a trace collector's URL (its pods' args)
@@ -126,24 +126,26 @@ def listed(entries: Sequence[str], namespace: str, value: str) -> bool:
     return False
 
 
-def locate(spec: Any, value: str, path: str = "spec") -> str | None:
-    """The first field of the spec as written whose text is `value` (or a pvc:// URL of that claim):
-    where a rendered object's reference came from. None: the operator's own (a setting, a derived name)."""
-    if isinstance(spec, str):
-        if spec == value or spec.startswith(f"pvc://{value}/") or spec == f"pvc://{value}":
-            return path
-        return None
-    if isinstance(spec, Mapping):
-        items: Iterator[tuple[str, Any]] = ((f"{path}.{k}", v) for k, v in spec.items())
-    elif isinstance(spec, list):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(spec))
-    else:
-        return None
-    for sub, child in items:
-        found = locate(child, value, sub)
-        if found is not None:
-            return found
-    return None
+def locations(spec: Any, path: str = "spec") -> dict[str, str]:
+    """Each text of the spec as written, and the claim of each pvc:// URL (`pvc://CLAIM/...`), mapped to
+    the first field holding it in a depth-first walk: where a rendered object's reference came from (a
+    text not there: the operator's own, a setting or a derived name). One walk for all the references
+    of a pipeline (a 0.9 MB spec: a walk per reference took 0.18 s)."""
+    found: dict[str, str] = {}
+    stack: list[tuple[str, Any]] = [(path, spec)]
+    while stack:
+        at, node = stack.pop()
+        if isinstance(node, str):
+            found.setdefault(node, at)
+            if node.startswith("pvc://"):
+                parts = node[len("pvc://") :].split("/")
+                for end in range(1, len(parts) + 1):  # the claim, and any longer prefix, as before
+                    found.setdefault("/".join(parts[:end]), at)
+        elif isinstance(node, Mapping):
+            stack.extend(reversed([(f"{at}.{k}", v) for k, v in node.items()]))
+        elif isinstance(node, list):
+            stack.extend(reversed([(f"{at}[{i}]", v) for i, v in enumerate(node)]))
+    return found
 
 
 def _group(api_version: str) -> str:
@@ -265,6 +267,7 @@ def reach_objects(
     """Every item `objects` reach (and the generated admin-key Secret with `secret`), each once, sorted."""
     namespace = tp.metadata.namespace or "default"
     found: dict[str, Reach] = {}
+    where = locations(spec)
 
     def add(item: Reach) -> None:
         found.setdefault(item.key, item)
@@ -276,7 +279,7 @@ def reach_objects(
         item = _kind(api, kind, namespace, settings)
         add(item)
         for what, value, setting in _details(obj):
-            at = locate(spec, value)
+            at = where.get(value)
             if at is not None:
                 allowed = listed(getattr(settings, setting), namespace, value)
                 add(_detail(item, at, f"{what} {value}", allowed, setting))
@@ -286,13 +289,13 @@ def reach_objects(
             ("Secret", str(t.get("secretName", ""))) for t in (obj.get("spec") or {}).get("tls") or []
         ]
         for ref_kind, name in references:
-            at = locate(spec, name) if name else None
+            at = where.get(name) if name else None
             if at is not None:
                 add(Reach(at, "get", "", plural(ref_kind), namespace, name, setting=""))
         for parent in (obj.get("spec") or {}).get("parentRefs") or []:
             other = parent.get("namespace")
             if other and other != namespace:
-                at = locate(spec, str(other)) or "spec.routing.gateway.namespace"
+                at = where.get(str(other)) or "spec.routing.gateway.namespace"
                 shared = other in settings.shared_gateway_namespaces
                 name = str(parent.get("name", ""))
                 add(

@@ -113,11 +113,16 @@ async def ensure_key(state: OperatorState) -> bytes:
 async def items_of(state: OperatorState, doc: Mapping[str, Any]) -> list[rc.Reach] | None:
     """The items a pipeline reaches, rendered as the reconcile renders it (with the implementation of
     its Gateway read where the spec leaves it out); None for a spec that does not compile (the
-    validating webhook refuses it, the reconcile reports it)."""
+    validating webhook refuses it, the reconcile reports it). Found in a compile worker, shared fairly
+    between namespaces (runtime/compiling.py), which sends back only the items: the event loop that
+    answers the other tenants' reviews never walks a large pipeline's children."""
     from .pipeline import compiled  # the reconcile's own compile and cache (it imports this module)
 
-    try:  # in a compile worker, shared fairly between namespaces (runtime/compiling.py)
-        tp, _, children, _ = await compiled(state, doc)
+    try:
+        items = await state.workers.reach_items(doc, state.settings)
+        if items is not None:
+            return items
+        tp, _, children, _ = await compiled(state, doc)  # its Gateway is to be read: rendered here
     except SpecError:
         return None
     return await _reach(state, tp, children, doc)

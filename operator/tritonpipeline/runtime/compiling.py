@@ -2,8 +2,9 @@
 in a process of its own, never on the operator's event loop or under its GIL, so one tenant's large
 specs and dry-run storms cost the others a turn at a worker at most.
 
-- `Workers` runs `verdict` (the webhook's parse + compile + checks) and `compile_cr` (the reconcile's)
-  in `compile_workers` spawned processes, shared fairly between namespaces with at most
+- `Workers` runs `verdict` (the webhook's parse + compile + checks), `reach_items` (the access
+  review's: only the few items come back) and `compile_cr` (the reconcile's) in `compile_workers`
+  spawned processes, shared fairly between namespaces with at most
   `compiles_per_namespace` of them for one namespace (runtime/fairness.py).
 - A compile that takes longer than `compile_timeout_seconds` is ended with its process and the pipeline
   refused (COMPILE_TOO_LONG), and so is one that needs more memory than WORKER_DATA_BYTES
@@ -13,8 +14,8 @@ specs and dry-run storms cost the others a turn at a worker at most.
 - A namespace whose compiles took much CPU lately (HEAVY_CPU_SECONDS) compiles in a lane of its own, a
   worker at the lowest CPU priority: a tenant's storm of large specs gets only the CPU the operator and
   the other tenants' compiles leave.
-- The webhook's verdicts are kept by what they depend on (`essence`): a storm of the same dry
-  run compiles once.
+- The webhook's verdicts and the access review's items are kept by what they depend on (`essence`): a
+  storm of the same dry run compiles once.
 
 With `compile_workers` 0 (the bare operator's default; the chart runs 2) the same functions run in
 threads of the operator's own process. This module imports no kopf: a worker loads only the parser,
@@ -44,7 +45,9 @@ from ..compiler import compile_pipeline, graph_problems_beside
 from ..compiler.router_choice import choose_router
 from ..errors import Problem, SpecError
 from ..kube import checks
+from ..kube import reach as rc
 from ..kube.manifests import Children, render_children
+from ..kube.routing import needs_gateway_lookup
 from ..settings import GROUP, Settings
 from ..spec import NEWER_FIELDS, TritonPipeline, newer_fields, parse_pipeline
 from . import log_events as events
@@ -139,6 +142,21 @@ def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
     artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
     generated = Generated(artifacts.graph_summary(), artifacts.digest(), len(artifacts.files))
     return tp, generated, render_children(tp, artifacts, config), newer
+
+
+def reach_items(body: dict[str, Any], config: Settings) -> list[rc.Reach] | None:
+    """What the access review asks about a pipeline (reconcile/authors.py): the items it reaches once
+    rendered (kube/reach.py), the required ones, then those of the ScaledObject an `auto` engine may
+    get, marked optional. Computed where it compiles, so that only these few items come back: a 0.9 MB
+    spec's rendered children are 4.6 MB pickled, and walking them held the event loop for 0.2 s. None
+    when its routing needs its Gateway's implementation read from the cluster first (the operator
+    renders that one itself). Raises SpecError."""
+    tp, _, children, _ = compile_cr(body, config)
+    if needs_gateway_lookup(tp):
+        return None
+    spec = body.get("spec") or {}
+    required = rc.reach(tp, children, config, spec)
+    return [*required, *rc.optional_reach(tp, config, spec, required)]
 
 
 def essence(doc: Mapping[str, Any], *, owned: bool = True) -> tuple[str, int]:
@@ -346,6 +364,37 @@ class Workers:
                 return Verdict(exc.problems)
             self.verdicts.put(tag, tag, known, _weight(known))
         return known
+
+    async def reach_items(self, doc: Mapping[str, Any], settings: Settings) -> list[rc.Reach] | None:
+        """`reach_items` of `doc` in a worker, kept by essence as the verdicts are (a storm of the same
+        dry run compiles once). Raises SpecError: a refusal is kept, a CompileStopped is not."""
+        tag = f"reach:{essence(doc)[0]}"
+        known: _Reached | None = self.verdicts.get(tag, tag)
+        if known is None:
+            try:
+                known = _Reached(await self.run(reach_items, dict(doc), settings))
+            except CompileStopped:
+                raise
+            except SpecError as exc:
+                known = _Reached(None, exc)
+            self.verdicts.put(tag, tag, known, known.weight())
+        if known.error is not None:
+            raise known.error
+        return known.items
+
+
+@dataclass(frozen=True)
+class _Reached:
+    """A kept `reach_items`: its items, or the SpecError it raised."""
+
+    items: list[rc.Reach] | None
+    error: SpecError | None = None
+
+    def weight(self) -> int:
+        """Estimated bytes: a little for the key, each item's texts, or the refusal's messages."""
+        problems = self.error.problems if self.error is not None else []
+        texts = [len(i.key) + len(i.field) + len(i.detail) for i in self.items or []]
+        return 256 + sum(texts) + 64 * len(texts) + sum(len(p.path) + len(p.message) + 64 for p in problems)
 
 
 def _weight(result: Verdict) -> int:
