@@ -47,3 +47,17 @@ def test_every_cut_is_found_lists_included() -> None:
 def test_a_string_equal_to_cut_that_was_sent_is_found_too() -> None:
     """A client may send the text itself: it is refused like a cut value (no pipeline needs it)."""
     assert list(jsontext.cut_paths({"a": [CUT]})) == [("a", 0)]
+
+
+@pytest.mark.parametrize("opener", ["[", '{"k":'])
+def test_the_quick_depth_check_holds_at_the_limit(opener: str) -> None:
+    """A value opening exactly at MAX_DEPTH is read as it is, one level more is cut: whatever the kind
+    of bracket, with brackets and escaped quotes in strings and siblings beside the deep one."""
+    closer = "]" if opener == "[" else "}"
+    noise = '{"s": "]]}}\\"[[", "l": [[], {}]}'
+    for levels, cut in ((MAX_DEPTH - 1, False), (MAX_DEPTH, True)):
+        text = "[" + noise + "," + opener * levels + "0" + closer * levels + "," + noise + "]"
+        value = jsontext.loads(text)
+        assert bool(list(jsontext.cut_paths(value))) is cut
+        if not cut:
+            assert value == json.loads(text)

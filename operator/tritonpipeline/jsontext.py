@@ -20,8 +20,23 @@ from typing import Any
 MAX_DEPTH = 64
 CUT = f"<nested more than {MAX_DEPTH} levels deep: not read>"
 _CUT_JSON = json.dumps(CUT)
-# a JSON string (its escapes included) or a bracket: the brackets outside strings give the depth
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# a JSON string (its escapes included); a token is one or a bracket (those outside strings: the depth)
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_TOKEN = re.compile(_STRING.pattern + r"|[\[\]{}]")
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_PAIRS = str.maketrans("[{]}", "(())")
+
+
+def _shallow(text: str) -> bool:
+    """Whether no value of `text` opens below MAX_DEPTH (what `_cut` would leave as it is), in C-speed
+    passes: its brackets outside strings, each pass taking out the innermost pairs (one level). About
+    half the time of `_cut`'s token walk: the webhook reads every review on the event loop."""
+    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text)).translate(_PAIRS)
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return True
+        brackets = brackets.replace("()", "")
+    return not brackets
 
 
 def _cut(text: str) -> str:
@@ -45,7 +60,7 @@ def _cut(text: str) -> str:
 def loads(data: str | bytes | bytearray) -> Any:
     """json.loads, each value below MAX_DEPTH read as CUT."""
     text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
-    return json.loads(_cut(text))
+    return json.loads(text if _shallow(text) else _cut(text))
 
 
 def cut_paths(value: Any) -> Iterator[tuple[str | int, ...]]:
