@@ -466,7 +466,7 @@ def test_graph_png_with_graphviz(tmp_path: Path) -> None:
 def test_graph_png_without_graphviz_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(cli.graph.shutil, "which", lambda _name: None)
     target = tmp_path / "g.png"
     assert cli.main(["graph", str(EXAMPLES / "fanout.yaml"), "--format", "png", "-o", str(target)]) == 2
     err = capsys.readouterr().err
@@ -1088,7 +1088,7 @@ def test_serve_router_auto_falls_back_to_python_with_a_note(
 ) -> None:
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     (compiled,) = cli.compile_file(str(EXAMPLES / "fanout.yaml"), cpu_only=True)
-    chosen = cli._with_router(compiled, "auto", True)
+    chosen = cli.serve.with_router(compiled, "auto", True)
     assert chosen.artifacts.router_backend == "python" and chosen is compiled
     assert "note: the routers run on the Python backend (no C compiler" in capsys.readouterr().out
     assert [r["backend"] for r in chosen.artifacts.graph_summary()["routers"]] == ["python"]

@@ -71,7 +71,7 @@ END = "<!-- generated: end of layers -->"
 
 
 def where(part: str, package: Path = PACKAGE) -> str:
-    """A part as a path under the package: `spec/` for a subpackage, `cli.py` for a module."""
+    """A part as a path under the package: `spec/` for a subpackage, `client.py` for a module."""
     return f"`{part}/`" if (package / part).is_dir() else f"`{part}.py`"
 
 

@@ -157,7 +157,7 @@ class Range:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    """Comma-separated names, empty ones left out (cli.py checks each is a namespace's name)."""
+    """Comma-separated names, empty ones left out (cli/run.py checks each is a namespace's name)."""
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 

@@ -1,7 +1,7 @@
 """Import a Triton model repository as one TritonPipeline: config texts in, a document and findings out.
 
 Pure (no file I/O, no printing): `import_repository` takes each model directory's config.pbtxt text and
-the directories without one; `cli.cmd_import` reads the repository, prints the findings and writes the
+the directories without one; `cli.import_.execute` reads the repository, prints the findings and writes the
 YAML (`document_yaml`).
 
 What is carried: one small function per config section, reading the Triton field -> spec field tables

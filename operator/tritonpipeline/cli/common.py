@@ -1,0 +1,106 @@
+"""What the commands share: exit codes, the one error printer and its parser, and a pipeline file compiled
+as validate, render, graph, serve and manifests read it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..compiler import Artifacts, graph_problems_beside
+from ..errors import Problem, SpecError, quote
+from ..kube import checks
+from ..local.repository import check_model_dirs, local_model_root
+from ..settings import Settings
+from ..spec import STDIN, TritonPipeline, load_numbered
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
+ERROR_PREFIX = "error: "  # how every error line the CLI prints starts (tests/test_cli_errors.py)
+OUTPUT_EXISTS = (
+    "output file {file} exists (perhaps edited since it was written): pass --force to replace it, or choose "
+    "another name"
+)
+
+
+def error(message: str) -> None:
+    """Print an error on stderr: every error the CLI prints goes through here, and each of its lines
+    (a SpecError renders one line a problem) starts with `error: `."""
+    for line in message.splitlines() or [""]:
+        print(line if line.startswith(ERROR_PREFIX) else ERROR_PREFIX + line, file=sys.stderr)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one `error:` line naming the command's --help (argparse
+    printed the whole usage, then `tritonpipeline serve: error: ...`)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        error(f"{message} (`{self.prog} --help` shows the usage)")
+        self.exit(EXIT_USAGE)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    source: str
+    pipeline: TritonPipeline
+    artifacts: Artifacts
+    model_root: Path | None
+    label: str = ""  # "document N: " where the file holds several documents
+
+
+def compile_file(
+    path: str, *, cpu_only: bool = False, models: str | None = None, settings: Settings | None = None
+) -> list[Compiled]:
+    """Parse, compile and (for local sources) check model directories of every document in a file, under
+    `settings` (default: read from the environment, once for the file). Raises SpecError listing all
+    problems of all documents."""
+    if models is not None and not Path(models).is_dir():
+        what = "is not a directory" if Path(models).exists() else "does not exist"
+        raise SpecError.one(f"--models {quote(models)} {what}: it names the directory of the model files")
+    out: list[Compiled] = []
+    problems: list[Problem] = []
+    for numbered in load_numbered(path, beside=graph_problems_beside):
+        if settings is None:  # read once, at the file's first document
+            settings = Settings.from_env()
+        tp, prefix = numbered.pipeline, numbered.label
+        # the compiler's problems, then what the cluster would refuse, as the operator and webhook do
+        artifacts, found = checks.check(tp, settings, cpu_only=cpu_only)
+        root = local_model_root(tp, path, models)
+        if root is not None:
+            found += check_model_dirs(tp, root)
+        if found:
+            problems += [Problem(prefix + p.path, p.message) for p in found]
+        elif artifacts is not None:
+            out.append(Compiled(path, tp, artifacts, root, prefix))
+    if problems:
+        raise SpecError(problems, path)
+    return out
+
+
+def select(compiled: list[Compiled], name: str | None, source: str) -> Compiled:
+    """The pipeline --name chooses (the only one when the file holds one)."""
+    if name is None:
+        if len(compiled) == 1:
+            return compiled[0]
+        names = ", ".join(c.pipeline.name for c in compiled)
+        raise SpecError(
+            [Problem("", f"the file holds several TritonPipelines ({names}); choose one with --name")], source
+        )
+    matches = [c for c in compiled if c.pipeline.name == name]
+    if len(matches) > 1:
+        spaces = ", ".join(repr(c.pipeline.metadata.namespace or "") for c in matches)
+        raise SpecError(
+            [Problem("metadata.name", f"several TritonPipelines are named {name!r} (namespaces {spaces})")],
+            source,
+        )
+    if matches:
+        return matches[0]
+    names = ", ".join(c.pipeline.name for c in compiled)
+    raise SpecError([Problem("metadata.name", f"no TritonPipeline named {name!r} (found: {names})")], source)
+
+
+def protected(path: str) -> list[str]:
+    """The pipeline file an output must not overwrite: none when it is standard input."""
+    return [] if path == STDIN else [path]
