@@ -43,20 +43,20 @@ def test_a_resync_copy_older_than_the_last_reconciled_is_skipped_with_a_line(
     state = OperatorState(settings=Settings(), kube=Kube(ApiClient(), "test"))  # no call is made
     doc = _doc()
     doc["metadata"].update(uid="u-1", generation=3)
-    state.owners[("team", "fanout")] = ("u-1", 4)  # a handler reconciled generation 4 meanwhile
+    state.memory(("team", "fanout")).owner = ("u-1", 4)  # a handler reconciled generation 4 meanwhile
     with caplog.at_level(logging.INFO):
         asyncio.run(pipeline.reconcile(kopf.Body(doc), state, logging.getLogger("t"), None))
     assert _skipped(caplog) == [
         "not re-applied: this copy (generation 3) is older than the one reconciled last (4)"
     ]
-    assert caplog.records[-1].levelno == logging.INFO and not state.applied
+    assert caplog.records[-1].levelno == logging.INFO and state.pipelines[("team", "fanout")].applied is None
 
 
 def test_a_refused_spec_in_its_back_off_is_skipped_with_a_line(caplog: pytest.LogCaptureFixture) -> None:
     state = OperatorState(settings=Settings(), kube=Kube(ApiClient(), "test"))  # no call is made
     body = kopf.Body(_doc())
     tag = pipeline.essence(body)[0]
-    state.refused[("team", "fanout")] = (tag, 1, time.monotonic() + 20)
+    state.memory(("team", "fanout")).refused = (tag, 1, time.monotonic() + 20)
     with caplog.at_level(logging.INFO):
         asyncio.run(pipeline.reconcile(body, state, logging.getLogger("t"), None))
     (line,) = _skipped(caplog)

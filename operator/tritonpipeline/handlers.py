@@ -88,8 +88,10 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
         events.AUTHORS_NOT_REVIEWED.log(logger, why=why)
     state.kopf_settings = settings  # for the pipeline loggers of the resync loop
     metrics.watch_pipelines(
-        lambda: dict(state.statuses) if state.active else {},
-        lambda: [list(taken) for taken in state.taken.values()] if state.active else [],
+        lambda: (
+            {k: m.status for k, m in state.pipelines.items() if m.status is not None} if state.active else {}
+        ),
+        lambda: [list(m.taken) for m in state.pipelines.values()] if state.active else [],
     )
     metrics.watch_loops(state.loops.stalled)
     if config.metrics_url:

@@ -411,7 +411,7 @@ async def prune_optional(
     if not state.settings.use_keda:
         skip = skip | {f"{autoscaling.SCALED_OBJECT_API[1]}/{name}"}
     rendered = rendered_optional(tp, claims.children)
-    before = state.optional.get((namespace, name))
+    before = state.memory((namespace, name)).optional
     if before is None:
         before = ownership.recorded_optional(live, tp.name)
     candidates = [

@@ -69,12 +69,13 @@ async def scrape(session: aiohttp.ClientSession, ip: str) -> tm.Scrape:
 
 
 async def scrape_pods(state: OperatorState, key: tuple[str, str], ips: dict[str, str]) -> dict[str, str]:
-    """Scrape every pod in `ips` and keep the scrapes in state.scrapes (pods gone are dropped; a pod that
+    """Scrape every pod in `ips` and keep the scrapes in its memory (pods gone are dropped; a pod that
     failed keeps its previous scrape). Returns the pods that failed, with why."""
     timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_SECONDS)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         results = await asyncio.gather(*(scrape(session, ip) for ip in ips.values()), return_exceptions=True)
-    previous = state.scrapes.get(key, {})
+    memory = state.memory(key)
+    previous = memory.scrapes
     current: dict[str, tm.Scrape] = {}
     failed: dict[str, str] = {}
     for pod, result in zip(ips, results, strict=True):
@@ -86,7 +87,7 @@ async def scrape_pods(state: OperatorState, key: tuple[str, str], ips: dict[str,
                 current[pod] = previous[pod]
         else:
             raise result
-    state.scrapes[key] = current
+    memory.scrapes = current
     return failed
 
 
@@ -106,16 +107,17 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
     try:
         pods = await list_pods(state, namespace, name, indexed=True)
         ips = ready_pod_ips(pods)
-        before = dict(state.scrapes.get(key, {}))
+        memory = state.memory(key)
+        before = dict(memory.scrapes)
         failed = await scrape_pods(state, key, ips)
-        now = state.scrapes[key]
+        now = memory.scrapes
         fresh = {p: (None if p in failed else now.get(p)) for p in ips}
         pairs = [(before[p], s) for p, s in fresh.items() if s is not None and p in before]
         new.update(tm.steps_status(tp, tm.pipeline_work(pairs) if pairs else None))
         new["openSequences"] = tm.open_sequences_status(tp, fresh)
         _report_failures(state, key, failed, log)
-        if not autoscaling.may_choose_keda(tp) or key in state.engines:  # `auto`: once reconciled
-            new["autoscaler"] = await _autoscaler(state, tp, namespace, state.engines.get(key))
+        if not autoscaling.may_choose_keda(tp) or memory.engine is not None:  # `auto`: once reconciled
+            new["autoscaler"] = await _autoscaler(state, tp, namespace, memory.engine)
     except KubeError as exc:
         if transient_error(exc):  # no answer: the pass fails and is tried again (runtime/loops.py)
             raise
@@ -143,13 +145,14 @@ async def _autoscaler(
 
 def _report_failures(state: OperatorState, key: tuple[str, str], failed: dict[str, str], log: Any) -> None:
     """One warning when a pipeline's scrapes start failing, one info line when they work again."""
-    if failed and key not in state.scrape_failing:
-        state.scrape_failing.add(key)
+    memory = state.memory(key)
+    if failed and not memory.scrape_failing:
+        memory.scrape_failing = True
         pod, error = next(iter(failed.items()))
         more = events.MORE_PODS.format(count=len(failed) - 1) if len(failed) > 1 else ""
         events.METRICS_UNREADABLE.log(log, pod=pod, port=METRICS_PORT, error=error, more=more)
-    elif not failed and key in state.scrape_failing:
-        state.scrape_failing.discard(key)
+    elif not failed and memory.scrape_failing:
+        memory.scrape_failing = False
         events.METRICS_READABLE_AGAIN.log(log)
 
 

@@ -1,5 +1,6 @@
-"""One reconcile of a TritonPipeline: parse, compile, render, server-side apply (apply.py), report
-status and events (status.py)."""
+"""One reconcile of a TritonPipeline (a Turn), in steps: compile (parse, compile, render: `compiled`;
+what the cluster serves: `_plan`), apply (server-side apply and prune: `_apply`, apply.py), report
+(status and events: `_report`, its conditions gathered in a Conditions, status.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn, cast
 
 import kopf
 
@@ -17,13 +18,12 @@ from ..errors import SpecError
 from ..kube import access, autoscaling, ownership, pinning, storage
 from ..kube import routing as rt
 from ..kube import status as st
-from ..kube.client import Kube, KubeError, is_transient, namespace_terminating
-from ..kube.manifests import endpoint, owner_reference
+from ..kube.client import KubeError, is_transient, namespace_terminating
+from ..kube.manifests import Children, endpoint, owner_reference
 from ..runtime import compiling, metrics
 from ..runtime import log_events as events
-from ..runtime.compiling import Compiled, CompileStopped, compile_cr
-from ..runtime.state import OperatorState
-from ..settings import Settings
+from ..runtime.compiling import Compiled, CompileStopped, Generated, compile_cr
+from ..runtime.state import Key, OperatorState, PipelineMemory
 from ..spec import TritonPipeline, parse_pipeline
 from . import authors
 from .apply import (
@@ -37,10 +37,11 @@ from .apply import (
 )
 from .claim import Claims, Pipeline
 from .engine import choose_engine
+from .gateway import GatewayLookup
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
 from .status import pod_status, previous_condition, schema_current, warn, write_status
-from .upgrade import pin, rolled
+from .upgrade import Pinned, pin, rolled
 
 
 def essence(body: Mapping[str, Any]) -> tuple[str, int]:
@@ -105,52 +106,77 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
     Counted and timed by outcome (metrics.py)."""
     outcome = "error"
     key = (namespace_of(body), body.metadata.name)
-    async with state.reconciling[key]:
+    async with state.reconciling.hold(key):
         why = None if event is not None else left_alone(state, key, body)
         if why is not None:
             events.REAPPLY_SKIPPED.log(logger, why=why)
             return
         started = time.monotonic()
+        turn = Turn(state, body, logger, event, key, state.memory(key), body.metadata.get("generation"))
         try:
             async with state.admitted.of(key[0]):
-                outcome = await _reconcile(body, state, logger, event)
+                outcome = await _reconcile(turn)
         except kopf.PermanentError:
             outcome = "invalid"
             raise
         except KubeError as exc:  # a call outside the apply (a read, the status): said and retried alike
-            generation = body.metadata.get("generation")
-            events.RECONCILE_ERROR.log(logger, generation=generation, error=exc, retry=RETRY_SECONDS)
+            events.RECONCILE_ERROR.log(logger, generation=turn.generation, error=exc, retry=RETRY_SECONDS)
             raise kopf.TemporaryError(f"reconcile failed: {exc}", delay=RETRY_SECONDS) from exc
         finally:
             metrics.RECONCILES.labels(outcome).inc()
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
 
+@dataclass
+class Turn:
+    """One reconcile of one pipeline, what each of its steps reads: the operator's state, the handler's
+    body, logger and event (Created, Updated, Resumed; None for a re-apply outside the handlers), and
+    the pipeline's key, memory and generation."""
+
+    state: OperatorState
+    body: kopf.Body
+    logger: kopf.Logger
+    event: str | None
+    key: Key
+    memory: PipelineMemory
+    generation: int | None
+
+    def previous(self, ctype: str) -> dict[str, Any] | None:
+        """The condition of type `ctype` as last written (or as the event showed it)."""
+        return previous_condition(self.state, *self.key, self.body, ctype)
+
+    async def write(self, new: dict[str, Any]) -> None:
+        """Merge `new` into the pipeline's status (reconcile/status.py write_status)."""
+        await write_status(self.state, *self.key, new, self.body.get("status") or {})
+
+
 RETRY_SECONDS = 10  # a failed apply is tried again after this long (kopf's retry)
 MAX_RETRY_SECONDS = 600  # the longest back-off of an apply the API server keeps refusing
 
 
-def refusal_backoff(state: OperatorState, body: kopf.Body) -> int:
-    """The seconds until this spec's apply is tried again after the API server refused it: 10, then
-    doubled at each refusal of the same spec, up to MAX_RETRY_SECONDS (a spec change starts over). The
-    resync leaves the pipeline alone until then."""
-    key, current = (namespace_of(body), body.metadata.name), essence(body)[0]
-    before = state.refused.get(key)
-    count = before[1] + 1 if before is not None and before[0] == current else 0
+def refusal_backoff(memory: PipelineMemory, spec: str) -> int:
+    """The seconds until the apply of this spec (`spec`: its essence) is tried again after the API server
+    refused it: 10, then doubled at each refusal of the same spec, up to MAX_RETRY_SECONDS (a spec change
+    starts over). The resync leaves the pipeline alone until then."""
+    before = memory.refused
+    count = before[1] + 1 if before is not None and before[0] == spec else 0
     delay = min(RETRY_SECONDS * 2**count, MAX_RETRY_SECONDS)
-    state.refused[key] = (current, count, time.monotonic() + delay)
+    memory.refused = (spec, count, time.monotonic() + delay)
     return delay
 
 
-def left_alone(state: OperatorState, key: tuple[str, str], body: kopf.Body) -> str | None:
+def left_alone(state: OperatorState, key: Key, body: kopf.Body) -> str | None:
     """Why a re-apply outside the pipeline's handlers (the resync, a repair) leaves it alone, or None:
     the copy is older than what a handler reconciled meanwhile, or the API server refused this spec's
     objects and it is tried again after its back-off (refusal_backoff)."""
-    last = state.owners.get(key)
+    memory = state.pipelines.get(key)
+    if memory is None:
+        return None
+    last = memory.owner
     if superseded(last, body):
         generation = body.metadata.get("generation")
         return events.SKIP_SUPERSEDED.format(generation=generation, last=last[1] if last else None)
-    refused = state.refused.get(key)
+    refused = memory.refused
     now = time.monotonic()
     if refused is not None and refused[0] == essence(body)[0] and now < refused[2]:
         return events.SKIP_BACKING_OFF.format(seconds=refused[2] - now)
@@ -166,203 +192,271 @@ def superseded(last: tuple[str | None, int | None] | None, body: kopf.Body) -> b
     return last[1] is not None and generation is not None and int(generation) < int(last[1])
 
 
-async def _refuse(
-    state: OperatorState, body: kopf.Body, logger: kopf.Logger, event: str | None, exc: SpecError
-) -> None:
+async def _refuse(turn: Turn, exc: SpecError) -> NoReturn:
     """Report an invalid spec (or one whose author may not reach what it asks for) and change nothing:
     the Deployment of the last good spec keeps serving. Raises kopf.PermanentError."""
-    kube: Kube = state.kube
-    generation = body.metadata.get("generation")
-    name, namespace = body.metadata.name, namespace_of(body)
+    state, (namespace, name), generation = turn.state, turn.key, turn.generation
     message = one_line(exc)
     indexed = state.children.get("Deployment", namespace, name)
     deployed = (
         indexed.body
         if indexed
-        else await asyncio.to_thread(kube.get, "apps/v1", "Deployment", namespace, name)
+        else await asyncio.to_thread(state.kube.get, "apps/v1", "Deployment", namespace, name)
     )
     kept = events.INVALID_KEPT if deployed is not None else events.INVALID_NOTHING
-    events.RECONCILE_INVALID.log(logger, generation=generation, error=first_error(exc), kept=kept)
-    events.RECONCILE_PROBLEMS.log(logger, generation=generation, problems=message)
-    before = previous_condition(state, namespace, name, body, "SpecValid") or {}
+    events.RECONCILE_INVALID.log(turn.logger, generation=generation, error=first_error(exc), kept=kept)
+    events.RECONCILE_PROBLEMS.log(turn.logger, generation=generation, problems=message)
+    before = turn.previous("SpecValid") or {}
     invalid = st.condition("SpecValid", False, "InvalidSpec", message, generation)
-    await write_status(
-        state,
-        namespace,
-        name,
-        {
-            "observedGeneration": generation,
-            "conditions": [
-                invalid,
-                st.condition("Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation),
-            ],
-        },
-        body.get("status") or {},
-    )
+    not_ready = st.condition("Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation)
+    await turn.write({"observedGeneration": generation, "conditions": [invalid, not_ready]})
     # compared as stored: a long list of problems is cut there (st.fit)
-    if event or (before.get("reason"), before.get("message")) != ("InvalidSpec", invalid["message"]):
-        await warn(kube, body, "InvalidSpec", message)  # a user's change or a new problem, not a resync
+    if turn.event or (before.get("reason"), before.get("message")) != ("InvalidSpec", invalid["message"]):
+        await warn(state.kube, turn.body, "InvalidSpec", message)  # a user's change or a new problem
     raise kopf.PermanentError(message) from None
 
 
-async def _reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, event: str | None) -> str:
-    kube: Kube = state.kube
-    config: Settings = state.settings
-    generation = body.metadata.get("generation")
-    name, namespace = body.metadata.name, namespace_of(body)
-    state.owners[(namespace, name)] = (body.metadata.uid, generation)
+async def _reconcile(turn: Turn) -> str:
+    """Compile, apply, report: the outcome (see _outcome)."""
+    turn.memory.owner = (turn.body.metadata.uid, turn.generation)
     try:
-        tp, artifacts, children, newer = await compiled(state, body)
+        tp, artifacts, children, newer = await compiled(turn.state, turn.body)
     except SpecError as exc:
-        await _refuse(state, body, logger, event, exc)
+        await _refuse(turn, exc)
     since = time.time()
     try:
-        owner = owner_reference(dict(body))
-        gateway = await lookup_gateway(kube, tp, config) if rt.needs_gateway_lookup(tp) else None
-        if gateway is not None and gateway.implementation is not None:
-            children = replace(children, routing=rt.routing_children(tp, config, gateway.implementation))
-        children, engine = await choose_engine(state, body, tp, children)  # `auto`: KEDA where served
-        try:  # what it reaches, its author may reach, or an admin list allows (reconcile/authors.py)
-            await authors.check(state, body, tp, children)
-        except SpecError as exc:
-            await _refuse(state, body, logger, event, exc)
-        if not access.generates_secret(tp):
-            state.secrets.discard((namespace, name))
-        elif (namespace, name) not in state.secrets:  # once a process: a pod event says when it is gone
-            await ensure_admin_secret(kube, tp, config, owner, logger)
-            state.secrets.add((namespace, name))
-        pinned = await pin(state, tp, children, body, logger)  # an operator upgrade restarts no pod
-        seen, sent = state.applied.get((namespace, name), {}), state.sent.get((namespace, name), {})
-        pipeline = Pipeline(
-            name,
-            body.metadata.uid,
-            namespace,
-            seen,
-            sent,
-            state.children,
-            event == "Created",
-            config.field_manager,
-        )
-        claims = Claims(pipeline, pinned.children)
-        applied = await apply_children(kube, tp, claims, owner, logger)
-        new = event == "Created"  # a new pipeline has nothing to prune
-        replaced = [] if new else await prune_replaced_hpa(state, kube, tp, claims, pinned.live)
-        optional, conditions = await apply_optional(
-            kube, tp, claims, owner, generation, state.discovery, engine, gateway, config.use_keda
-        )
-        applied += optional
-        stale = replaced
-        if not new:
-            keep, listed, live = pinned.keep_configmaps, pinned.live_configmaps, pinned.live
-            stale += await prune(state, kube, tp, claims, keep, listed, live, frozenset(replaced))
-        state.optional[(namespace, name)] = rendered_optional(tp, children)
-        if engine.engine is None:
-            state.engines.pop((namespace, name), None)
-        else:
-            state.engines[(namespace, name)] = engine.engine
-        state.taken[(namespace, name)] = dict(claims.taken)
-        state.sent[(namespace, name)] = dict(claims.sent)
+        plan = await _plan(turn, tp, children)
+        done = await _apply(turn, plan)
     except KubeError as exc:
-        if namespace_terminating(exc):
-            # deleting the namespace deletes the pipeline and its children: nothing to restore
-            events.NAMESPACE_DELETING.log(logger, namespace=namespace, generation=generation)
-            return "unchanged"
-        delay = RETRY_SECONDS
-        if not is_transient(exc):  # the apiserver's answer, the same until something changes: say it
-            delay = refusal_backoff(state, body)
-            await _report_refused(state, body, generation, exc)
-        events.RECONCILE_ERROR.log(logger, generation=generation, error=exc, retry=delay)
-        raise kopf.TemporaryError(f"apply failed: {exc}", delay=delay) from exc
-    state.refused.pop((namespace, name), None)
-    deployment = next((o for o in applied if o.get("kind") == "Deployment"), None)
-    if pinned.rolled and deployment is not None:
-        rolled(state, (namespace, name), deployment)
-    summary = artifacts.graph
-    routers = [r["name"] for r in summary["routers"]]
-    events.RECONCILE_DETAILS.log(
-        logger,
-        objects=len(applied),
-        configmaps=len(children.configmaps),
-        digest=artifacts.digest[:12],
-        routers=", ".join(routers) or "none",
-        pruned=stale or "nothing",
-        autoscaling=autoscaling.describe(tp, engine.engine),
+        return await _apply_failed(turn, exc)
+    turn.memory.refused = None
+    return await _report(turn, Reconciled(plan, artifacts, newer, done, since))
+
+
+@dataclass
+class Plan:
+    """What a reconcile applies: the compiled children, with the routing of the Gateway found and the
+    autoscaler of the engine chosen."""
+
+    tp: TritonPipeline
+    children: Children
+    engine: autoscaling.EngineChoice
+    gateway: GatewayLookup | None
+
+
+@dataclass
+class Applied:
+    """What a reconcile's apply did: the objects as applied, those pruned, whose names another holds
+    (`claims`), what it pinned, and the optional children's conditions."""
+
+    objects: list[dict[str, Any]]
+    pruned: list[str]
+    claims: Claims
+    pinned: Pinned
+    conditions: list[dict[str, Any]]
+
+    @property
+    def deployment(self) -> dict[str, Any] | None:
+        """The Deployment applied: None when another's object holds its name (nothing of ours serves)."""
+        return next((o for o in self.objects if o.get("kind") == "Deployment"), None)
+
+
+@dataclass
+class Reconciled:
+    """A reconcile's steps, for its report: the plan, what was generated, the fields of a newer CRD the
+    parse left out, what the apply did, and when it started (wall clock: apply.changes)."""
+
+    plan: Plan
+    artifacts: Generated
+    newer: list[str]
+    applied: Applied
+    since: float
+
+
+async def _plan(turn: Turn, tp: TritonPipeline, children: Children) -> Plan:
+    """The compiled children as this cluster serves them: routed by the Gateway's implementation, with the
+    autoscaler of the engine chosen (`auto`: KEDA where served); refused (_refuse) where what the pipeline
+    reaches its author may not reach, nor an admin list allows (reconcile/authors.py)."""
+    state = turn.state
+    gateway = await lookup_gateway(state.kube, tp, state.settings) if rt.needs_gateway_lookup(tp) else None
+    if gateway is not None and gateway.implementation is not None:
+        routing = rt.routing_children(tp, state.settings, gateway.implementation)
+        children = replace(children, routing=routing)
+    children, engine = await choose_engine(state, turn.body, tp, children)
+    try:
+        await authors.check(state, turn.body, tp, children)
+    except SpecError as exc:
+        await _refuse(turn, exc)
+    return Plan(tp, children, engine, gateway)
+
+
+async def _apply(turn: Turn, plan: Plan) -> Applied:
+    """Server-side apply the plan's children (pinned where an operator upgrade would restart pods), prune
+    what it no longer renders, and remember what was applied and sent."""
+    state, memory, tp, new = turn.state, turn.memory, plan.tp, turn.event == "Created"
+    kube, config, owner = state.kube, state.settings, owner_reference(dict(turn.body))
+    await _admin_secret(turn, tp, owner)
+    pinned = await pin(state, tp, plan.children, turn.body, turn.logger)  # an upgrade restarts no pod
+    uid, seen = turn.body.metadata.uid, memory.applied or {}
+    pipeline = Pipeline(
+        tp.name, uid, turn.key[0], seen, memory.sent, state.children, new, config.field_manager
     )
-    configured = st.condition(
-        "ModelsConfigured",
-        True,
-        "RepositoryGenerated",
-        f"{artifacts.files} generated files in {len(children.configmaps)} ConfigMap(s); "
-        f"{len(routers)} router(s) inserted",
-        generation,
+    claims = Claims(pipeline, pinned.children)
+    applied = await apply_children(kube, tp, claims, owner, turn.logger)
+    replaced = [] if new else await prune_replaced_hpa(state, kube, tp, claims, pinned.live)
+    optional, conditions = await apply_optional(
+        kube, tp, claims, owner, turn.generation, state.discovery, plan.engine, plan.gateway, config.use_keda
     )
-    valid = _spec_valid(generation)
-    affinity = _affinity_condition(tp, generation)
-    conditions = [*conditions, _owned_condition(name, claims, generation)]
-    claim = storage.claim_name(tp)
-    if claim is not None:
-        live_claim = await read_claim(state, namespace, name, claim, fresh=event is not None)
-        source = storage.model_source_condition(tp, live_claim, generation)
-        conditions = [*conditions, *([source] if source else [])]
-    warnings = [
-        c for c in [*conditions, affinity] if c["status"] == "False" or c["reason"] == rt.PROVIDER_DEPRECATED
-    ]
-    # warn on a user's change, or when a problem is new (not on every resync)
-    warnings = [
-        c
-        for c in warnings
-        if event
-        or (previous_condition(state, namespace, name, body, c["type"]) or {}).get("reason") != c["reason"]
-    ]
-    if pinned.condition["status"] == "False" and (
-        (previous_condition(state, namespace, name, body, pinning.UP_TO_DATE) or {}).get("reason")
-        != pinned.condition["reason"]
-    ):
-        events.NOT_UP_TO_DATE.log(
-            logger,
-            condition=pinning.UP_TO_DATE,
-            reason=pinned.condition["reason"],
-            message=pinned.condition["message"],
-        )
-    schema = schema_current(state, body, logger, newer, generation)
-    extra = [valid, configured, *conditions, affinity, pinned.condition, schema]
-    if deployment is None:  # another's Deployment (or ConfigMap) has the name: nothing of ours serves
-        why = ", ".join(ownership.shown(ref) for ref in claims.taken)
+    stale = replaced
+    if not new:  # a new pipeline has nothing to prune
+        keep, listed, live = pinned.keep_configmaps, pinned.live_configmaps, pinned.live
+        stale += await prune(state, kube, tp, claims, keep, listed, live, frozenset(replaced))
+    memory.optional = rendered_optional(tp, plan.children)
+    memory.engine, memory.taken, memory.sent = plan.engine.engine, dict(claims.taken), dict(claims.sent)
+    return Applied(applied + optional, stale, claims, pinned, conditions)
+
+
+async def _admin_secret(turn: Turn, tp: TritonPipeline, owner: dict[str, Any]) -> None:
+    """The generated admin-key Secret, where the pipeline has one: made or found once a process (a pod
+    event says when it is gone: reconcile/resync.py)."""
+    if not access.generates_secret(tp):
+        turn.memory.secret = False
+    elif not turn.memory.secret:
+        await ensure_admin_secret(turn.state.kube, tp, turn.state.settings, owner, turn.logger)
+        turn.memory.secret = True
+
+
+async def _apply_failed(turn: Turn, exc: KubeError) -> str:
+    """An apply the API server did not take: nothing to restore in a namespace being deleted; else tried
+    again, after RETRY_SECONDS where no answer came, after the refusal's back-off where one did (its
+    words reported: _report_refused). Raises kopf.TemporaryError but in a namespace being deleted."""
+    if namespace_terminating(exc):
+        # deleting the namespace deletes the pipeline and its children: nothing to restore
+        events.NAMESPACE_DELETING.log(turn.logger, namespace=turn.key[0], generation=turn.generation)
+        return "unchanged"
+    delay = RETRY_SECONDS
+    if not is_transient(exc):  # the apiserver's answer, the same until something changes: say it
+        delay = refusal_backoff(turn.memory, essence(turn.body)[0])
+        await _report_refused(turn, exc)
+    events.RECONCILE_ERROR.log(turn.logger, generation=turn.generation, error=exc, retry=delay)
+    raise kopf.TemporaryError(f"apply failed: {exc}", delay=delay) from exc
+
+
+async def _report(turn: Turn, done: Reconciled) -> str:
+    """Log what was applied, write the status (its conditions, its pods), warn of what is wrong, and tell
+    a user's change what it applied. The outcome (_outcome)."""
+    tp, applied, generation = done.plan.tp, done.applied, turn.generation
+    if applied.pinned.rolled and applied.deployment is not None:
+        rolled(turn.state, turn.key, applied.deployment)
+    _log_details(turn.logger, done)
+    conditions = await _conditions(turn, done)
+    warnings = conditions.warnings()  # before the write: what is new is told against the last status
+    if applied.deployment is None:  # another's Deployment (or ConfigMap) has the name: nothing of ours serves
+        why = ", ".join(ownership.shown(ref) for ref in applied.claims.taken)
         message = ownership.NOT_SERVING.format(what=f"{why} is not this pipeline's (see {ownership.OWNED})")
         not_ready = st.condition("Ready", False, ownership.NAME_TAKEN, message, generation)
-        replicas: dict[str, Any] = {"conditions": [*extra, not_ready]}
+        replicas: dict[str, Any] = {"conditions": [*conditions.listed, not_ready]}
     else:
-        replicas = await pod_status(state, logger, deployment, generation, extra, indexed=True)
-    await write_status(
-        state,
-        namespace,
-        name,
-        {
-            "observedGeneration": generation,
-            "endpoint": endpoint(tp),
-            "graph": st.graph_status(summary),
-            **replicas,
-        },
-        body.get("status") or {},
-    )
-    created, updated, state.applied[(namespace, name)] = changes(
-        applied, config.field_manager, since, state.applied.get((namespace, name)), claims.kept
-    )
-    outcome, line = _outcome(len(applied), created, updated, stale, deployment or {})
-    events.RECONCILE_DONE.log(logger, outcome=outcome, generation=generation, summary=line)
+        extra = conditions.listed
+        replicas = await pod_status(
+            turn.state, turn.logger, applied.deployment, generation, extra, indexed=True
+        )
+    graph = st.graph_status(done.artifacts.graph)
+    await turn.write({"observedGeneration": generation, "endpoint": endpoint(tp), "graph": graph, **replicas})
+    outcome = _log_done(turn, done)
     for c in warnings:
         events.CONDITION_WARNING.log(
-            logger, type=c["type"], status=c["status"], reason=c["reason"], message=c["message"]
+            turn.logger, type=c["type"], status=c["status"], reason=c["reason"], message=c["message"]
         )
-        await warn(kube, body, c["reason"], c["message"])
-    if event:
-        kopf.info(
-            body,
-            reason=event,
-            message=f"applied repository {artifacts.digest[:12]}, "
-            f"{len(routers)} router(s), {len(applied)} objects",
-        )
+        await warn(turn.state.kube, turn.body, c["reason"], c["message"])
+    if turn.event:
+        routers, digest = len(done.artifacts.graph["routers"]), done.artifacts.digest[:12]
+        message = f"applied repository {digest}, {routers} router(s), {len(applied.objects)} objects"
+        kopf.info(turn.body, reason=turn.event, message=message)
     return outcome
+
+
+def _log_details(logger: kopf.Logger, done: Reconciled) -> None:
+    """RECONCILE_DETAILS: what was applied, generated and pruned."""
+    routers = [r["name"] for r in done.artifacts.graph["routers"]]
+    events.RECONCILE_DETAILS.log(
+        logger,
+        objects=len(done.applied.objects),
+        configmaps=len(done.plan.children.configmaps),
+        digest=done.artifacts.digest[:12],
+        routers=", ".join(routers) or "none",
+        pruned=done.applied.pruned or "nothing",
+        autoscaling=autoscaling.describe(done.plan.tp, done.plan.engine.engine),
+    )
+
+
+def _log_done(turn: Turn, done: Reconciled) -> str:
+    """Remember what the apply changed (apply.changes) and log the outcome, which it returns."""
+    memory, applied, manager = turn.memory, done.applied, turn.state.settings.field_manager
+    created, updated, memory.applied = changes(
+        applied.objects, manager, done.since, memory.applied, applied.claims.kept
+    )
+    outcome, line = _outcome(len(applied.objects), created, updated, applied.pruned, applied.deployment or {})
+    events.RECONCILE_DONE.log(turn.logger, outcome=outcome, generation=turn.generation, summary=line)
+    return outcome
+
+
+@dataclass
+class Conditions:
+    """The conditions a reconcile reports, in the order the status lists them, and those it warns about
+    when they say a problem (status False, or a deprecated provider): on a user's change, or when the
+    problem is new (its reason other than the last status says), not on every resync."""
+
+    turn: Turn
+    listed: list[dict[str, Any]] = field(default_factory=list)
+    watched: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, *conditions: dict[str, Any], warn: bool = False) -> None:
+        self.listed += conditions
+        if warn:
+            self.watched += conditions
+
+    def new(self, condition: dict[str, Any]) -> bool:
+        """Whether `condition`'s reason is not the one the pipeline's status last had for its type."""
+        return (self.turn.previous(condition["type"]) or {}).get("reason") != condition["reason"]
+
+    def warnings(self) -> list[dict[str, Any]]:
+        problems = [
+            c for c in self.watched if c["status"] == "False" or c["reason"] == rt.PROVIDER_DEPRECATED
+        ]
+        return [c for c in problems if self.turn.event or self.new(c)]
+
+
+async def _conditions(turn: Turn, done: Reconciled) -> Conditions:
+    """The conditions of a reconcile that applied its children; an outdated pipeline (UpToDate=False)
+    logged when that is new."""
+    tp, applied, generation = done.plan.tp, done.applied, turn.generation
+    configmaps, routers = len(done.plan.children.configmaps), len(done.artifacts.graph["routers"])
+    generated = f"{done.artifacts.files} generated files in {configmaps} ConfigMap(s); "
+    generated += f"{routers} router(s) inserted"
+    found = Conditions(turn)
+    found.add(
+        _spec_valid(generation),
+        st.condition("ModelsConfigured", True, "RepositoryGenerated", generated, generation),
+    )
+    found.add(*applied.conditions, _owned_condition(tp.name, applied.claims, generation), warn=True)
+    claim = storage.claim_name(tp)
+    if claim is not None:
+        live_claim = await read_claim(turn.state, *turn.key, claim, fresh=turn.event is not None)
+        source = storage.model_source_condition(tp, live_claim, generation)
+        found.add(*([source] if source else []), warn=True)
+    found.add(_affinity_condition(tp, generation), warn=True)
+    up_to_date = applied.pinned.condition
+    if up_to_date["status"] == "False" and found.new(up_to_date):
+        events.NOT_UP_TO_DATE.log(
+            turn.logger,
+            condition=pinning.UP_TO_DATE,
+            reason=up_to_date["reason"],
+            message=up_to_date["message"],
+        )
+    schema = schema_current(turn.state, turn.body, turn.logger, done.newer, generation)
+    found.add(up_to_date, schema)
+    return found
 
 
 def _outcome(
@@ -394,11 +488,11 @@ async def read_claim(
 ) -> dict[str, Any] | None:
     """The pipeline's model claim (None: none of that name): read on a user's change (`fresh`), and by a
     resync once CLAIM_RECHECK_SECONDS have passed; the pods' own events say sooner when it cannot mount."""
-    key, now = (namespace, pipeline), time.monotonic()
-    cached = state.claims.get(key)
+    memory, now = state.memory((namespace, pipeline)), time.monotonic()
+    cached = memory.claim
     if fresh or cached is None or cached[0] != claim or now - cached[1] > CLAIM_RECHECK_SECONDS:
         live = await asyncio.to_thread(state.kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
-        state.claims[key] = cached = (claim, now, live)
+        memory.claim = cached = (claim, now, live)
     return cached[2]
 
 
@@ -427,26 +521,23 @@ APPLY_REFUSED_MESSAGE = (
 NOTHING_APPLIED_MESSAGE = "nothing serves yet: the apiserver refused the pipeline's objects (see UpToDate)"
 
 
-async def _report_refused(
-    state: OperatorState, body: kopf.Body, generation: int | None, exc: KubeError
-) -> None:
+async def _report_refused(turn: Turn, exc: KubeError) -> None:
     """UpToDate=False with the apiserver's words (and Ready=False while nothing was ever applied), and a
     Warning event when the refusal is new. The spec itself compiled."""
-    name, namespace = body.metadata.name, namespace_of(body)
+    generation = turn.generation
     message = APPLY_REFUSED_MESSAGE.format(error=f"{exc.message} (HTTP {exc.status})")
-    before = previous_condition(state, namespace, name, body, pinning.UP_TO_DATE) or {}
+    before = turn.previous(pinning.UP_TO_DATE) or {}
     conditions = [
         _spec_valid(generation),
         st.condition(pinning.UP_TO_DATE, False, APPLY_REFUSED, message, generation),
     ]
-    ready = previous_condition(state, namespace, name, body, "Ready")
+    ready = turn.previous("Ready")
     if ready is None or ready.get("reason") == APPLY_REFUSED:
         conditions.append(st.condition("Ready", False, APPLY_REFUSED, NOTHING_APPLIED_MESSAGE, generation))
-    new = {"observedGeneration": generation, "conditions": conditions}
     with contextlib.suppress(KubeError):  # the status write may fail too: the log line has it all
-        await write_status(state, namespace, name, new, body.get("status") or {})
+        await turn.write({"observedGeneration": generation, "conditions": conditions})
     if before.get("message") != conditions[1]["message"]:
-        await warn(state.kube, body, APPLY_REFUSED, message)
+        await warn(turn.state.kube, turn.body, APPLY_REFUSED, message)
 
 
 def _affinity_condition(tp: TritonPipeline, generation: int | None) -> dict[str, Any]:

@@ -57,7 +57,8 @@ async def restore_child(state: OperatorState, body: kopf.Body, owner: dict[str, 
     the pipeline's last reconcile in this process did not apply (it pruned it, or a new set of generated
     ConfigMaps replaced it)."""
     namespace = namespace_of(body)
-    seen = state.applied.get((namespace, owner["name"]))
+    memory = state.pipelines.get((namespace, owner["name"]))
+    seen = memory.applied if memory is not None else None
     if seen is not None and f"{body.get('kind')}/{body.metadata.name}" not in seen:
         return
     log = state.logger_for(pipeline_ref(namespace, owner["name"], owner.get("uid")))
@@ -87,16 +88,16 @@ async def repair_drift(state: OperatorState, body: kopf.Body) -> None:
     if owner is None:
         return
     key, ref = (namespace_of(body), owner["name"]), f"{body.get('kind')}/{body.metadata.name}"
-    seen = state.applied.get(key, {}).get(ref)
-    if seen is None or seen[0] != body.metadata.uid or seen[2] == fingerprint(body):
+    memory = state.pipelines.get(key)
+    seen = (memory.applied or {}).get(ref) if memory is not None else None
+    if memory is None or seen is None or seen[0] != body.metadata.uid or seen[2] == fingerprint(body):
         return
     now = time.monotonic()
-    if (
-        state.reconciling[key].locked()
-        or now - state.repaired.get(key, -DRIFT_REPAIR_SECONDS) < DRIFT_REPAIR_SECONDS
+    if state.reconciling.locked(key) or (
+        memory.repaired is not None and now - memory.repaired < DRIFT_REPAIR_SECONDS
     ):
         return
-    state.repaired[key] = now
+    memory.repaired = now
     log = state.logger_for(pipeline_ref(key[0], key[1], owner.get("uid")))
     events.CHILD_DRIFTED.log(log, kind=body.get("kind"), name=body.metadata.name)
     await reconcile_owner(state, *key)
@@ -107,7 +108,9 @@ async def restore_admin_secret(state: OperatorState, pod: kopf.Body, pipeline: s
     collected with an earlier pipeline of the same name): re-apply the pipeline now, which creates it,
     rather than at the next resync."""
     if access.waits_for_secret([dict(pod)], access.generated_secret_name(pipeline)):
-        state.secrets.discard((namespace_of(pod), pipeline))
+        memory = state.pipelines.get((namespace_of(pod), pipeline))
+        if memory is not None:
+            memory.secret = False
         await reconcile_owner(state, namespace_of(pod), pipeline)
 
 
@@ -138,7 +141,7 @@ async def resync_pass(state: OperatorState, logger: kopf.Logger) -> None:
         key = (cr["metadata"]["namespace"], cr["metadata"]["name"])
         # the status as stored, not as last written: someone else's write (or an earlier active
         # replica's, after a hand-over) is then seen, and repaired, once a period
-        state.statuses.pop(key, None)
+        state.memory(key).status = None
         try:
             await reconcile_owner(state, *key, cr)  # as listed: reconcile skips a copy older than its last
         except Exception as exc:

@@ -35,8 +35,9 @@ async def write_status(
     drops it once a period, so a status someone else wrote is seen and repaired). `current` is the
     status as last seen (from the event), used when nothing is cached yet."""
     key = (namespace, name)
-    async with state.locks[key]:
-        old = state.statuses.get(key)
+    async with state.writing.hold(key):
+        known = state.pipelines.get(key)  # none made before the pipeline is found
+        old = known.status if known is not None else None
         if old is None:
             if current is None:
                 cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, name)
@@ -48,16 +49,17 @@ async def write_status(
         if "conditions" in new:
             merged["conditions"] = st.merge_conditions(old.get("conditions"), new["conditions"])
         if not st.status_changed(old, merged):
-            state.statuses[key] = old
+            state.memory(key).status = old
             return False
         try:
             await asyncio.to_thread(state.kube.patch_status, namespace, name, merged)
         except KubeError as exc:
-            state.statuses.pop(key, None)
+            if known is not None:
+                known.status = None
             if exc.status == 404:
                 return False
             raise
-        state.statuses[key] = {**old, **merged}
+        state.memory(key).status = {**old, **merged}
         return True
 
 
@@ -65,7 +67,8 @@ def previous_condition(
     state: OperatorState, namespace: str, name: str, body: kopf.Body, ctype: str
 ) -> dict[str, Any] | None:
     """The condition of type `ctype` as last written (or as the event showed it)."""
-    status = state.statuses.get((namespace, name)) or body.get("status") or {}
+    memory = state.pipelines.get((namespace, name))
+    status = (memory.status if memory is not None else None) or body.get("status") or {}
     return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
 
 
@@ -75,9 +78,10 @@ def schema_current(
     """SchemaCurrent for the fields of a newer CRD the parse left out (`newer`); logged once by each
     operator process, and again when they change."""
     key, fields = (namespace_of(body), body.metadata.name), newer_fields(newer)
-    if fields and state.newer_fields.get(key) != fields:
+    memory = state.memory(key)
+    if fields and memory.newer_fields != fields:
         events.NEWER_FIELDS_IGNORED.log(logger, fields=fields)
-    state.newer_fields[key] = fields
+    memory.newer_fields = fields
     return st.schema_condition(newer, generation)
 
 
@@ -186,7 +190,7 @@ async def mirror_pods(state: OperatorState, namespace: str, name: str) -> None:
     """A pipeline's pod or Deployment changed: mirror its Deployment, read now, with what the pods say,
     into the status. One mirror per pipeline at a time, each reading after the previous one wrote: an
     earlier read (or an event's older copy) is never written over a later one."""
-    async with state.mirroring[(namespace, name)]:
+    async with state.mirroring.hold((namespace, name)):
         deployment = await asyncio.to_thread(state.kube.get, "apps/v1", "Deployment", namespace, name)
         if deployment is None:
             return
@@ -200,19 +204,21 @@ async def mirror_deployment(body: kopf.Body, state: OperatorState, owner: dict[s
     """Mirror a Deployment's replica counts into its TritonPipeline's status and Ready condition."""
     namespace = namespace_of(body)
     key = (namespace, owner["name"])
-    async with state.reconciling[key]:  # a reconcile in flight writes these numbers itself
+    async with state.reconciling.hold(key):  # a reconcile in flight writes these numbers itself
         pass
-    if key not in state.owners:
+    memory = state.pipelines.get(key)
+    if memory is None or memory.owner is None:
         cr = await asyncio.to_thread(state.kube.get, API_VERSION, KIND, namespace, owner["name"])
         if cr is None:
             return
-        state.owners[key] = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
-    uid, generation = state.owners[key]
+        memory = state.memory(key)
+        memory.owner = (cr["metadata"].get("uid"), cr["metadata"].get("generation"))
+    uid, generation = memory.owner
     if uid != owner.get("uid"):
         return
     log = state.logger_for(pipeline_ref(namespace, owner["name"], uid))
     new = await pod_status(state, log, dict(body), generation, [])
-    conditions = (state.statuses.get(key) or {}).get("conditions") or []
+    conditions = (memory.status or {}).get("conditions") or []
     if any(c.get("type") == "SpecValid" and c.get("status") == "False" for c in conditions):
         # the spec is invalid: keep Ready=False/InvalidSpec, mirror only the counts and Progressing
         new["conditions"] = [c for c in new["conditions"] if c["type"] == "Progressing"]

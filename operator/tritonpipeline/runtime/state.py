@@ -6,8 +6,8 @@ background tasks), on the operator's own copy, before any resource is watched.""
 from __future__ import annotations
 
 import asyncio
-import collections
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,73 @@ class Reviews:
 
 
 @dataclass
+class PipelineMemory:
+    """What the operator remembers of one pipeline between its reconciles: one object per pipeline in
+    OperatorState.pipelines, so forgetting a deleted pipeline is one pop."""
+
+    # the status it last got from us: we are its only writer (reconcile/status.py)
+    status: dict[str, Any] | None = None
+    # (uid, generation) as last reconciled
+    owner: tuple[str | None, int | None] | None = None
+    # the optional children this process rendered (what a later prune may delete)
+    optional: OptionalChildren | None = None
+    # what its last reconcile saw of its children (reconcile.apply.changes)
+    applied: Seen | None = None
+    # what its last reconcile sent of each child (reconcile/claim.py: `Kind/name` -> digest)
+    sent: dict[str, str] = field(default_factory=dict)
+    # the objects with its children's names that another holds (kube/ownership.py): `Kind/name` -> who,
+    # as its last reconcile found them (the objects-not-owned metric counts them)
+    taken: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # its model claim as last read: (claim, when, the claim or None) (reconcile/pipeline.py)
+    claim: tuple[str, float, dict[str, Any] | None] | None = None
+    # when an event last started a repair of its changed child (reconcile/resync.py)
+    repaired: float | None = None
+    # the API server refused its objects: (essence of the refused spec, refusals in a row, monotonic time
+    # before which a resync leaves it alone) (reconcile/pipeline.py refusal_backoff)
+    refused: tuple[str, int, float] | None = None
+    # this process made or found its generated admin-key Secret (reconcile/pipeline.py)
+    secret: bool = False
+    # the fields of a newer CRD its last reconcile ignored (logged when they change)
+    newer_fields: str | None = None
+    # the autoscaling engine its last reconcile chose (`auto` resolved: kube/autoscaling.py)
+    engine: str | None = None
+    # the last scrape of each Ready pod's Triton metrics (reconcile.live)
+    scrapes: dict[str, Scrape] = field(default_factory=dict)
+    # its last metrics poll failed (one warning when it starts failing)
+    scrape_failing: bool = False
+
+
+class KeyedLocks:
+    """One asyncio.Lock per pipeline, kept while a task holds it or waits for it and dropped after: a
+    lock in use is never replaced (whoever comes next waits for it, even after the pipeline was
+    forgotten), and nothing is left of a pipeline nobody works on."""
+
+    def __init__(self) -> None:
+        self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: Key) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            users = self._locks[key][1] - 1
+            if users:
+                self._locks[key] = (lock, users)
+            else:
+                del self._locks[key]
+
+    def locked(self, key: Key) -> bool:
+        held = self._locks.get(key)
+        return held is not None and held[0].locked()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._locks
+
+
+@dataclass
 class OperatorState:
     """The operator's settings, API client and per-pipeline memory."""
 
@@ -70,70 +137,40 @@ class OperatorState:
     loops: Loops = field(init=False)
     # kopf's settings, for the loggers of work outside a pipeline's handlers (set at start-up)
     kopf_settings: kopf.OperatorSettings = field(default_factory=kopf.OperatorSettings)
-    # the status each pipeline last got from us: we are its only writer
-    statuses: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    # status writes, one at a time per pipeline
-    locks: collections.defaultdict[Key, asyncio.Lock] = field(
-        default_factory=lambda: collections.defaultdict(asyncio.Lock)
-    )
+    # what the operator remembers of each pipeline (PipelineMemory): a deleted one is one pop (forget)
+    pipelines: dict[Key, PipelineMemory] = field(default_factory=dict)
+    # the locks below are not on a pipeline's memory: a lock lives while a task holds or waits for it
+    # (KeyedLocks), so forgetting a pipeline never replaces one that a running reconcile holds
     # reconciles, one at a time per pipeline
-    reconciling: collections.defaultdict[Key, asyncio.Lock] = field(
-        default_factory=lambda: collections.defaultdict(asyncio.Lock)
-    )
+    reconciling: KeyedLocks = field(default_factory=KeyedLocks)
+    # status writes, one at a time per pipeline
+    writing: KeyedLocks = field(default_factory=KeyedLocks)
+    # status mirrors of the Deployment and its pods, one at a time per pipeline (read, then write)
+    mirroring: KeyedLocks = field(default_factory=KeyedLocks)
     # reconciles in flight at once, of all pipelines (RECONCILES_AT_ONCE), shared fairly between
     # namespaces: one tenant's burst leaves the next free place to another tenant's pipeline
     admitted: FairShare = field(default_factory=lambda: FairShare(RECONCILES_AT_ONCE))
-    # status mirrors of the Deployment and its pods, one at a time per pipeline (read, then write)
-    mirroring: collections.defaultdict[Key, asyncio.Lock] = field(
-        default_factory=lambda: collections.defaultdict(asyncio.Lock)
-    )
-    # (uid, generation) of each pipeline as last reconciled
-    owners: dict[Key, tuple[str | None, int | None]] = field(default_factory=dict)
     # outdated pipelines (kube/pinning.py) this process rolled whose rollout has not completed, with the
     # Deployment generation the roll's apply produced (None until applied: no event frees the slot before),
-    # and those waiting for a slot (settings.roll_outdated), oldest first
+    # and those waiting for a slot (settings.roll_outdated), oldest first. Operator-wide, not on a
+    # pipeline's memory: the slots are shared, and the queue's order is across pipelines
     rolling: dict[Key, int | None] = field(default_factory=dict)
     queued: dict[Key, None] = field(default_factory=dict)
-    # the optional children this process rendered for each pipeline (what a later prune may delete)
-    optional: dict[Key, OptionalChildren] = field(default_factory=dict)
-    # what each pipeline's last reconcile saw of its children (reconcile.apply.changes)
-    applied: dict[Key, Seen] = field(default_factory=dict)
-    # each pipeline's model claim as last read: (claim, when, the claim or None) (reconcile/pipeline.py)
-    claims: dict[Key, tuple[str, float, dict[str, Any] | None]] = field(default_factory=dict)
-    # when an event last started a repair of each pipeline's changed child (reconcile/resync.py)
-    repaired: dict[Key, float] = field(default_factory=dict)
-    # the pipelines whose objects the API server refused: (essence of the refused spec, refusals in a
-    # row, monotonic time before which a resync leaves it alone) (reconcile/pipeline.py refusal_backoff)
-    refused: dict[Key, tuple[str, int, float]] = field(default_factory=dict)
-    # the pipelines whose generated admin-key Secret this process made or found (reconcile/pipeline.py)
-    secrets: set[Key] = field(default_factory=set)
-    # what each pipeline's last reconcile sent of each child (reconcile/claim.py: `Kind/name` -> digest)
-    sent: dict[Key, dict[str, str]] = field(default_factory=dict)
     # each pipeline's last compilation, by its essence (reconcile/pipeline.py `compiled`): the children,
-    # or the SpecError
+    # or the SpecError. Operator-wide, not on a pipeline's memory: bounded by bytes across pipelines, and
+    # the access review fills it at admission, before the pipeline exists
     compiled: BoundedCache = field(default_factory=lambda: BoundedCache(COMPILE_CACHE_BYTES))
     # the compile worker processes and the webhook's verdicts (runtime/compiling.py); in-process threads
     # until the start-up handler configures them from the settings
     workers: Workers = field(default_factory=Workers)
     # the children as their watches show them (handlers.py feeds it; runtime/children.py)
     children: ChildIndex = field(default_factory=ChildIndex)
-    # the objects with a pipeline's children's names that another holds (kube/ownership.py): `Kind/name`
-    # -> who, as its last reconcile found them (the objects-not-owned metric counts them)
-    taken: dict[Key, dict[tuple[str, str, str], str]] = field(default_factory=dict)
-    # the fields of a newer CRD each pipeline's last reconcile ignored (logged when they change)
-    newer_fields: dict[Key, str] = field(default_factory=dict)
-    # the last scrape of each Ready pod's Triton metrics, per pipeline (reconcile.live)
-    scrapes: dict[Key, dict[str, Scrape]] = field(default_factory=dict)
-    # the pipelines whose last metrics poll failed (one warning when it starts failing)
-    scrape_failing: set[Key] = field(default_factory=set)
     # nodes the drain check could not read (NODE_UNREADABLE is logged once per node; reconcile/drain.py)
     unreadable_nodes: set[str] = field(default_factory=set)
     # each node as the drain check last read it: (monotonic time, cordoned) (reconcile/drain.py)
     nodes: dict[str, tuple[float, bool]] = field(default_factory=dict)
     # which optional APIs the cluster serves (KEDA, routing providers), kept for the discovery period
     discovery: Discovery = field(init=False)
-    # the autoscaling engine each pipeline's last reconcile chose (`auto` resolved: kube/autoscaling.py)
-    engines: dict[Key, str] = field(default_factory=dict)
     # the access review's key and identity (reconcile/authors.py), one object every memo shares
     reviews: Reviews = field(default_factory=lambda: Reviews())
     # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
@@ -155,30 +192,23 @@ class OperatorState:
         self.loops = Loops(self.settings.loop_stale_margin_seconds)
         self.discovery = Discovery(self.settings.discovery_seconds)
 
+    def memory(self, key: Key) -> PipelineMemory:
+        """What the operator remembers of the pipeline `key`, made empty the first time."""
+        memory = self.pipelines.get(key)
+        if memory is None:
+            memory = self.pipelines[key] = PipelineMemory()
+        return memory
+
     def forget(self, namespace: str, name: str) -> None:
-        """Drop what the operator remembers of a deleted pipeline."""
-        stores = (
-            self.statuses,
-            self.owners,
-            self.optional,
-            self.applied,
-            self.taken,
-            self.sent,
-            self.claims,
-            self.refused,
-            self.repaired,
-            self.newer_fields,
-            self.scrapes,
-            self.queued,
-            self.rolling,
-            self.engines,
-        )
-        for store in stores:
-            store.pop((namespace, name), None)
-        self.scrape_failing.discard((namespace, name))
-        self.secrets.discard((namespace, name))
-        self.compiled.pop((namespace, name))
-        self.discovery.forget((namespace, name))
+        """Drop what the operator remembers of a deleted pipeline: its memory, and its place in the
+        operator-wide stores (the roll-out slots and queue, the compile cache, the discovery's
+        dependents). Its locks go when nobody holds them (KeyedLocks)."""
+        key = (namespace, name)
+        self.pipelines.pop(key, None)
+        self.rolling.pop(key, None)
+        self.queued.pop(key, None)
+        self.compiled.pop(key)
+        self.discovery.forget(key)
 
     def logger_for(self, cr: Mapping[str, Any]) -> logging.LoggerAdapter[Any]:
         """A logger whose lines carry the pipeline's namespace/name (posts no Events), for work done
