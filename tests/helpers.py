@@ -61,7 +61,7 @@ def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
 def imported_example(name: str, uri: str = "pvc://models/triton") -> dict[str, Any]:
     """What `tritonpipeline import examples/published/NAME` writes, for a cluster reading `uri`."""
     from tritonpipeline.cli import read_model_repository
-    from tritonpipeline.compiler.importer import import_repository
+    from tritonpipeline.importer import import_repository
 
     root = EXAMPLES / "published" / name
     found = read_model_repository(root, str(root))

@@ -1,6 +1,6 @@
 """`tritonpipeline import`: a Triton model repository's config.pbtxt files -> one TritonPipeline.
 
-The mapper (compiler/importer.py) without any server or process, then the command as a real process:
+The mapper (importer/) without any server or process, then the command as a real process:
 hard errors (one line, exit 1, nothing written), --strict, stdout and -o, the repository uri, and a round
 trip through the compiler that compares every rendered config with its original. Expected values come
 from the hand-written configs below, never from the code under test.
@@ -26,10 +26,11 @@ from google.protobuf.message import Message
 
 from helpers import CLI
 from tritonpipeline import cli
+from tritonpipeline import importer as imp
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.compiler import importer as imp
-from tritonpipeline.compiler.importer import ERROR, NOT_CARRIED, WARNING, import_repository, pipeline_name
 from tritonpipeline.compiler.triton_config import mc, parse_text
+from tritonpipeline.importer import ERROR, NOT_CARRIED, WARNING, import_repository, models, pipeline_name
+from tritonpipeline.importer.ensembles import step_names
 from tritonpipeline.local.repository import local_model_root
 from tritonpipeline.spec import load_file, parse_pipeline
 
@@ -577,7 +578,7 @@ def test_tritons_idle_default_is_written_when_the_spec_default_differs(
 
     text = ECHO + "sequence_batching { }\n"
     assert only_model(run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}), "echo")["sequenceBatching"] == {}
-    monkeypatch.setattr(imp, "SequenceBatching", LongerDefault)
+    monkeypatch.setattr(models, "SequenceBatching", LongerDefault)
     written = only_model(run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}), "echo")["sequenceBatching"]
     assert written == {"maxSequenceIdleMicroseconds": 1_000_000}
 
@@ -1043,9 +1044,9 @@ def test_a_model_on_another_backend_is_not_read() -> None:
 
 
 def test_step_names_hold_no_dot() -> None:
-    assert imp._step_names(["llava-1.5", "llava-1.5"]) == ["llava-1_5", "llava-1_5_2"]
+    assert step_names(["llava-1.5", "llava-1.5"]) == ["llava-1_5", "llava-1_5_2"]
     # a model's own name stays its step's: the dotted one gives way
-    assert imp._step_names(["a.b", "a_b", "a.b"]) == ["a_b_2", "a_b", "a_b_3"]
+    assert step_names(["a.b", "a_b", "a.b"]) == ["a_b_2", "a_b", "a_b_3"]
 
 
 def test_gpu_indices_set_the_pods_gpus() -> None:
@@ -1131,7 +1132,7 @@ def test_step_inputs_follow_the_models_input_order() -> None:
 
 
 def test_a_second_call_never_takes_an_existing_name() -> None:
-    assert imp._step_names(["a", "a_2", "a", "a"]) == ["a", "a_2", "a_3", "a_4"]
+    assert step_names(["a", "a_2", "a", "a"]) == ["a", "a_2", "a_3", "a_4"]
 
 
 def test_models_no_ensemble_uses_are_listed_too() -> None:

@@ -82,3 +82,20 @@ def test_an_upward_import_is_caught() -> None:
     found = [t for _, t in imports(PACKAGE / "compiler" / "example.py", text)]
     assert found == ["tritonpipeline.reconcile.pipeline", "tritonpipeline.compiler.rules"]
     assert LAYER[layer_of(found[0])] > LAYER["compiler"]
+
+
+def test_the_importer_runs_the_compiler_backwards() -> None:
+    """compiler/ turns a spec into Triton's configs, importer/ Triton's configs back into a spec: the
+    importer may use the compiler (to check what it wrote), the compiler imports nothing of the importer."""
+    assert LAYER["importer"] > LAYER["compiler"]
+    back = [
+        f"{path.relative_to(ROOT)}:{line}: {target}"
+        for path in sorted((PACKAGE / "compiler").rglob("*.py"))
+        for line, target in imports(path)
+        if layer_of(target) == "importer"
+    ]
+    assert not back, back
+    # the rule applied to a source the test writes: the compiler importing the importer
+    text = "from ..importer import import_repository\n"
+    (found,) = [t for _, t in imports(PACKAGE / "compiler" / "example.py", text)]
+    assert found == "tritonpipeline.importer" and LAYER[layer_of(found)] > LAYER["compiler"]

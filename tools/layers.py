@@ -42,6 +42,13 @@ LAYERS: tuple[Layer, ...] = (
         "code",
     ),
     Layer(
+        "importer",
+        ("importer",),
+        "the compiler's direction reversed: a Triton model repository's configs to a spec (`tritonpipeline "
+        "import`): the field tables, the section mappers, the walk that names what is not carried, the "
+        "YAML writer; pure, like the compiler, which it uses to check what it wrote and which never uses it",
+    ),
+    Layer(
         "kube", ("kube",), "spec and artifacts to Kubernetes manifests, the CRD, status; the thin API client"
     ),
     Layer(

@@ -1,5 +1,5 @@
 """`tritonpipeline import`: a TritonPipeline from a Triton model repository's config.pbtxt files. This
-module reads the repository and writes the result; the mapping itself is compiler/importer.py's."""
+module reads the repository and writes the result; the mapping itself is importer/'s."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compiler.importer import (
+from ..errors import quote, reason
+from ..importer import (
     COMPLETED,
     CONFIG,
     ERROR,
@@ -24,7 +25,6 @@ from ..compiler.importer import (
     import_repository,
     pipeline_name,
 )
-from ..errors import quote, reason
 from ..local.repository import (
     first_subdir_entries,
     has_version_dir,
@@ -78,7 +78,7 @@ def add(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-# its messages (the mapper's own are in compiler/importer.py)
+# its messages (the mapper's own are in importer/findings.py)
 IMPORT_NO_DIR = "not a Triton model repository: {dir} does not exist"
 IMPORT_NOT_DIR = "not a Triton model repository: {dir} is not a directory"
 IMPORT_UNREADABLE = "cannot read {path}: {why}"

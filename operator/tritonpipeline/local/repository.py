@@ -16,10 +16,10 @@ from typing import Protocol
 from google.protobuf import text_format
 
 from ..compiler.autocomplete import POLICY_FIELD, PYTHON_MODEL_FILE, complete, completion
-from ..compiler.importer import MODEL_FILES
 from ..compiler.plan_types import LINK_TO_MODEL_FILE
 from ..compiler.triton_config import model_config, readable_extra_config
 from ..errors import Problem, SpecError, quote, reason
+from ..importer import MODEL_FILES
 from ..spec import PLATFORM_BACKEND, Model, TritonPipeline
 from ..triton import tritonserver_options
 
