@@ -60,8 +60,9 @@ async def compiled(state: OperatorState, body: Mapping[str, Any]) -> Compiled:
     """compile_cr in a compile worker (runtime/compiling.py: a large spec takes seconds, and neither the
     webhook's answers nor the probes wait for it), in the namespace's turn, once per change of the
     pipeline's essence while it stays in the bounded cache (state.compiled, which every memo shares: a
-    resync of an unchanged pipeline compiles nothing, nor does the reconcile of a pipeline the access
-    review compiled at admission). Raises the compile's SpecError (remembered alike)."""
+    resync of an unchanged pipeline compiles nothing). The access review at admission compiles in a
+    worker of its own and keeps only the items it reaches (runtime/compiling.reach_items), so a
+    pipeline's first reconcile compiles it again. Raises the compile's SpecError (remembered alike)."""
     meta = body.get("metadata") or {}
     key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
     tag, size = essence(body)

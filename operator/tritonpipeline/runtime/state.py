@@ -158,7 +158,8 @@ class OperatorState:
     queued: dict[Key, None] = field(default_factory=dict)
     # each pipeline's last compilation, by its essence (reconcile/pipeline.py `compiled`): the children,
     # or the SpecError. Operator-wide, not on a pipeline's memory: bounded by bytes across pipelines, and
-    # the access review fills it at admission, before the pipeline exists
+    # the access review of a pipeline whose Gateway it reads fills it at admission, before the pipeline
+    # exists
     compiled: BoundedCache = field(default_factory=lambda: BoundedCache(COMPILE_CACHE_BYTES))
     # the compile worker processes and the webhook's verdicts (runtime/compiling.py); in-process threads
     # until the start-up handler configures them from the settings
