@@ -1666,6 +1666,50 @@ def test_strict_counts_warnings_too(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert yaml.safe_load(capsys.readouterr().out)["spec"]["models"][0]["dynamicBatching"] == {}
 
 
+def test_a_setting_of_an_ensembles_own_inputs_is_named() -> None:
+    """TensorRT-LLM's ensemble sets allow_ragged_batch on its own inputs, which a pipeline's inputs do not
+    carry: the import names it, and the header counts it (issue 56: it was dropped without a word)."""
+    ragged = tensor("X", "FP32", "2", "allow_ragged_batch: true")
+    result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE.replace(tensor("X", "FP32", "2"), ragged)})
+    assert of(result, NOT_CARRIED) == {("echo_pipe", "input[0].allow_ragged_batch")}
+    assert "# 1 setting(s) not carried (also printed" in imp.document_yaml(result, "models")
+
+
+UNREAD_THREE = python_model(  # three calls whose values import cannot read
+    'config.set_max_batch_size(int(os.environ["B"]))\n'
+    '        config.set_model_transaction_policy({"decoupled": os.environ["D"] == "1"})\n'
+    '        if os.environ.get("Q"):\n'
+    "            config.set_dynamic_batching()"
+)
+
+
+def test_the_summary_and_the_header_count_every_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model.py setting three things import cannot read: three warnings on stderr, and the summary line
+    and the YAML header count and list them (issue 56: both said that nothing was left out)."""
+    pipe = ensemble(
+        "pipe",
+        0,
+        tensor("X", "FP32", "2"),
+        tensor("Y", "FP32", "2"),
+        step("gen", {"INPUT": "X"}, {"OUTPUT": "Y"}),
+    )
+    repo = write_repo(tmp_path / "m", {"gen": python_cfg(), "pipe": pipe}, {"gen/1/model.py": UNREAD_THREE})
+    out = tmp_path / "p.yaml"
+    assert cli.main(["import", str(repo), "-o", str(out)]) == 0
+    printed, err = capsys.readouterr()
+    warned = [line.removeprefix("warning: ") for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 3 and all("import cannot read what it sets" in w for w in warned), err
+    assert printed == f"wrote {out}: 1 model(s), 1 pipeline(s), 0 setting(s) not carried, 3 warning(s)\n"
+    header = [line for line in out.read_text().splitlines() if line.startswith("#")]
+    assert "# 3 warning(s) (also printed on stderr by the import):" in header
+    assert [line.removeprefix("#   ") for line in header if line.startswith("#   ")] == [
+        " ".join(w.split()) for w in warned
+    ]
+    assert "# Every setting of the configs is carried." not in header
+
+
 @pytest.mark.cli
 @pytest.mark.parametrize(
     ("repo", "output", "uri", "note"),

@@ -100,6 +100,7 @@ IMPORT_STRICT = (
     "--strict: {count} setting(s) not carried or not valid as imported (listed above); nothing written"
 )
 IMPORT_WROTE = "wrote {file}: {models} model(s), {pipelines} pipeline(s), {left} setting(s) not carried"
+IMPORT_WARNED = ", {warned} warning(s)"  # after IMPORT_WROTE when the import warned: each line counted
 
 
 @dataclass
@@ -298,12 +299,9 @@ def execute(args: argparse.Namespace) -> int:
         error(f"cannot write output file {quote(str(output))}: {reason(exc, output)}")
         return EXIT_INVALID
     spec = result.document["spec"]
-    print(
-        IMPORT_WROTE.format(
-            file=output,
-            models=len(spec["models"]),
-            pipelines=len(spec["pipelines"]),
-            left=sum(f.kind == NOT_CARRIED for f in findings),
-        )
+    left, warned = len(result.of_kind(NOT_CARRIED)), len(result.of_kind(WARNING))
+    wrote = IMPORT_WROTE.format(
+        file=output, models=len(spec["models"]), pipelines=len(spec["pipelines"]), left=left
     )
+    print(wrote + (IMPORT_WARNED.format(warned=warned) if warned else ""))
     return EXIT_OK

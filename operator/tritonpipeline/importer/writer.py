@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from ..yamltext import STR_TAG, PlainDumper, str_style
-from .findings import COMPLETED, NOT_CARRIED, ImportResult
+from .findings import COMPLETED, NOT_CARRIED, WARNING, ImportResult
 
 FLOW_WIDTH = 100  # a mapping of scalars up to this wide is written on one line (below the top levels)
 FLOW_DEPTH = 3  # mappings nested at least this deep may be written on one line (tensors, step inputs)
@@ -63,19 +63,22 @@ _Dumper.add_representer(str, _represent_str)
 
 
 def document_yaml(result: ImportResult, source: str) -> str:
-    """The imported document as YAML, with a comment header: where it came from, what was not carried."""
+    """The imported document as YAML, with a comment header: where it came from, what was not carried and
+    what the import warned about (a setting it could not read, a problem `validate` reports), each counted
+    and listed as the import printed it; only where there is neither, that every setting is carried."""
     assert result.document is not None
     spec = result.document["spec"]
-    left_out = result.of_kind(NOT_CARRIED)
     head = [
         f"# Imported by `tritonpipeline import` from {source}: {len(spec['models'])} model(s), "
         f"{len(spec['pipelines'])} ensemble(s).",
     ]
     head += [f"# Completed: {' '.join(str(f).split())}" for f in result.of_kind(COMPLETED)]
-    if left_out:
-        head.append(f"# {len(left_out)} setting(s) not carried (also printed on stderr by the import):")
-        head += [f"#   {' '.join(str(f).split())}" for f in left_out]
-    else:
+    for kind, what in ((NOT_CARRIED, "setting(s) not carried"), (WARNING, "warning(s)")):
+        named = result.of_kind(kind)
+        if named:
+            head.append(f"# {len(named)} {what} (also printed on stderr by the import):")
+            head += [f"#   {' '.join(str(f).split())}" for f in named]
+    if not result.of_kind(NOT_CARRIED) and not result.of_kind(WARNING):
         head.append("# Every setting of the configs is carried.")
     body = yaml.dump(_styled(result.document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
     return "\n".join(head) + "\n" + body
