@@ -137,12 +137,13 @@ def _stop_all(servers: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="session")
-def helm_binary() -> Path:
+def helm_binary(request: pytest.FixtureRequest) -> Path:
     """helm from `go install helm.sh/helm/v3/cmd/helm@<pinned>` (built on first use, cached by version)."""
     from harness.gotools import ToolError, ToolUnavailable, ensure_tool
 
     try:
-        return ensure_tool("helm")
+        with _built(request):
+            return ensure_tool("helm", output=sys.stderr)
     except ToolUnavailable as err:
         pytest.skip(f"helm unavailable: {err}")
     except ToolError as err:
@@ -174,8 +175,6 @@ def prometheus_dir(tmp_path: Path) -> Path:
 
 # --- real Kubernetes control plane (etcd + kube-apiserver built from Go modules; harness/controlplane.py) ---
 
-_CONTROL_PLANE_PROBLEM: dict[str, str] = {}
-
 
 def _check_component_markers(items: list[pytest.Item]) -> None:
     """`make test-unit` deselects by marker: a test starting a component without its marker is an error."""
@@ -192,37 +191,65 @@ def _check_component_markers(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Build kube-apiserver/etcd before the first test that needs them (several minutes the first time),
-    outside any per-test timeout. `make test` has normally built them already; then this is a no-op.
-    Last of the collection hooks, so it sees the tests `-m`/`-k` selected: `make test-unit` on a fresh
-    machine builds nothing, nor does `--collect-only`. First: every selected test carries the marker of
-    each real component its fixtures start."""
+    """Every selected test carries the marker of each real component its fixtures start (last of the
+    collection hooks, so it sees the tests `-m`/`-k` selected). Nothing is built here: a component is built
+    by the fixture that first needs it (`_built`), so `--collect-only` builds nothing."""
     _check_component_markers(items)
-    used = {name for item in items for name in getattr(item, "fixturenames", ())}
-    # `--collect-only` (what an editor runs to list the tests) runs no test: nothing to build for
-    if config.option.collectonly or not used & {"control_plane", "release_plane"}:
-        return
-    from harness.controlplane import (
-        RELEASES,
-        ControlPlaneError,
-        ControlPlaneUnavailable,
-        cached_binaries,
-        cached_release_binaries,
-        ensure_binaries,
-    )
 
-    releases = RELEASES if "release_plane" in used else ()
-    if cached_binaries() is not None and all(cached_release_binaries(r) for r in releases):
-        return
+
+_RUNNING: dict[str, pytest.Item] = {}  # "item": the test being set up, run or torn down
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> None:
+    _RUNNING["item"] = item
+
+
+@contextlib.contextmanager
+def _built(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Around a build of a component (several minutes the first time, e.g. kube-apiserver from Go modules):
+    its progress goes to the terminal, uncaptured, and the build counts against no per-test timeout (the
+    test's timer stops for the build and starts again, whole, after it)."""
+    config = request.config
+    item = _RUNNING.get("item")
+    timed = item is not None and config.pluginmanager.hasplugin("timeout")
+    if timed:
+        config.hook.pytest_timeout_cancel_timer(item=item)
     capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+    try:
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            yield
+    finally:
+        if timed:
+            from pytest_timeout import _get_item_settings  # pinned in pyproject.toml
+
+            settings = _get_item_settings(item)
+            if settings.timeout and not settings.func_only:
+                config.hook.pytest_timeout_set_timer(item=item, settings=settings)
+
+
+_CONTROL_PLANE_PROBLEM: dict[str | None, tuple[str, str]] = {}  # release -> ("skip"|"error", why)
+
+
+def _control_plane_binaries(request: pytest.FixtureRequest, release: str | None) -> Any:
+    """The cached etcd/kube-apiserver (of `release`), built first when missing: the first fixture that needs
+    them builds them (etcd and the suite's kube-apiserver; with a release, every release at once). A build
+    that cannot run (no Go, no openssl) skips with the reason; one that failed fails every test needing it,
+    without building again."""
+    from harness.controlplane import ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
+
+    if release not in _CONTROL_PLANE_PROBLEM:
         try:
-            for release in (None, *releases):  # the build script builds every release at once
-                ensure_binaries(output=sys.stderr, release=release)
+            with _built(request):
+                return ensure_binaries(output=sys.stderr, release=release)
         except ControlPlaneUnavailable as err:
-            _CONTROL_PLANE_PROBLEM["skip"] = str(err)
+            _CONTROL_PLANE_PROBLEM[release] = ("skip", str(err))
         except ControlPlaneError as err:
-            _CONTROL_PLANE_PROBLEM["error"] = str(err)
+            _CONTROL_PLANE_PROBLEM[release] = ("error", str(err))
+    kind, why = _CONTROL_PLANE_PROBLEM[release]
+    if kind == "skip":
+        pytest.skip(f"no control plane: {why}")
+    pytest.fail(f"building the control plane failed: {why}", pytrace=False)
 
 
 class _ControlPlaneLogsOnFailure:
@@ -241,17 +268,9 @@ class _ControlPlaneLogsOnFailure:
 
 
 def _control_plane(request: pytest.FixtureRequest, workdir: Path, release: str | None) -> Iterator[Any]:
-    from harness.controlplane import ControlPlane, ControlPlaneUnavailable, ensure_binaries
+    from harness.controlplane import ControlPlane
 
-    if "skip" in _CONTROL_PLANE_PROBLEM:
-        pytest.skip(f"no control plane: {_CONTROL_PLANE_PROBLEM['skip']}")
-    if "error" in _CONTROL_PLANE_PROBLEM:
-        pytest.fail(f"building the control plane failed: {_CONTROL_PLANE_PROBLEM['error']}", pytrace=False)
-    try:
-        binaries = ensure_binaries(output=sys.stderr, release=release)
-    except ControlPlaneUnavailable as err:
-        pytest.skip(f"no control plane: {err}")
-    cp = ControlPlane(workdir, binaries)
+    cp = ControlPlane(workdir, _control_plane_binaries(request, release))
     cp.start()
     fixture = "release_plane" if release else "control_plane"
     plugin = _ControlPlaneLogsOnFailure(cp, fixture)
