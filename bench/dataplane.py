@@ -57,7 +57,7 @@ from harness.load import LoadResult, WrongAnswer, closed_loop, format_table
 from tritonpipeline.compiler import Artifacts, compile_pipeline
 from tritonpipeline.local import native_router
 from tritonpipeline.local.repository import local_model_root, write_repository
-from tritonpipeline.local.server import LocalTriton, TritonError
+from tritonpipeline.local.tritonserver import LocalTriton, TritonError
 from tritonpipeline.spec import TritonPipeline, parse_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

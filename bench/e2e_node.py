@@ -101,7 +101,7 @@ def measure_applies(cluster: Cluster, uri: str, rounds: int) -> dict[str, dict[s
 
 def pods(cluster: Cluster, name: str) -> dict[str, bool]:
     """The pipeline's pods: uid -> Ready."""
-    from tritonpipeline.kube.meta import PIPELINE_LABEL
+    from tritonpipeline.render.meta import PIPELINE_LABEL
 
     out = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"{PIPELINE_LABEL}={name}", "-o", "json")
     return {

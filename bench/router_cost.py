@@ -49,7 +49,7 @@ from harness import triton_stats
 from harness.load import format_table
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import local_model_root, write_repository
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.tritonserver import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 RESULTS = Path(__file__).resolve().parent / "results"

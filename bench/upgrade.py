@@ -115,13 +115,13 @@ class Applier(threading.Thread):
 
 
 def upgraded_condition(cluster: Cluster, names: list[str], reason: str) -> bool:
-    from tritonpipeline.kube import pinning
+    from tritonpipeline.render import pinning
 
     return all(condition(cluster, n, pinning.UP_TO_DATE).get("reason") == reason for n in names)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from tritonpipeline.kube import pinning
+    from tritonpipeline.render import pinning
 
     cluster = bench_cluster("bench-upgrade")
     install_chart(cluster, workdir / "helm", "--set", "webhook.failurePolicy=Fail")

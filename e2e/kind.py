@@ -55,8 +55,8 @@ from harness.gotools import ensure_tool, tool_path
 from harness.helm import Helm
 from harness.paths import ROOT
 from harness.registry import serve as registry_serve
-from tritonpipeline.kube.checks import full_reference
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.render.checks import full_reference
+from tritonpipeline.render.meta import PIPELINE_LABEL
 from tritonpipeline.spec.base import DEFAULT_IMAGE
 
 CLUSTER_NAME = "tritonpipeline-e2e"

@@ -49,7 +49,7 @@ from e2e.images import (
 )
 from harness.controlplane import ensure_binaries
 from harness.gotools import ensure_tool, find_go, go_env, tool_path
-from tritonpipeline.kube.checks import full_reference
+from tritonpipeline.render.checks import full_reference
 
 HERE = Path(__file__).resolve().parent
 BUILD_NODE = HERE / "build-node.sh"

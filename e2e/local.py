@@ -40,9 +40,9 @@ from harness.operator_process import ChartOperator
 from harness.paths import CLI, ROOT
 from harness.wait import wait_for
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
-from tritonpipeline.kube.packing import entries_of
 from tritonpipeline.local.native_router import INSTALLED_ENV
 from tritonpipeline.local.native_router import build as build_native_router
+from tritonpipeline.render.packing import entries_of
 
 API = "serving.tritonpipeline.io/v1alpha1"
 SELECTOR = "serving.tritonpipeline.io/pipeline"
@@ -157,7 +157,7 @@ def run_init_container(deployment: dict[str, Any], configmaps: list[dict[str, An
 def serve_and_check(repo: Path, pipeline: str, log: Path) -> str:
     import tritonclient.http as httpclient
 
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
 
     with LocalTriton(repo, log_file=log, extra_args=["--exit-timeout-secs=5"]) as server:
         server.wait_ready(timeout=180)
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f">> work directory: {work}")
 
     from harness.controlplane import ControlPlane
-    from tritonpipeline.kube.client import Kube
+    from tritonpipeline.kube.api_client import Kube
 
     if not report.run("build kube-apiserver + etcd + helm", lambda: _build(state)):
         print(report.table())

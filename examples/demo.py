@@ -18,7 +18,7 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 
 from harness.load import WrongAnswer, closed_loop, format_table
-from tritonpipeline.local.server import free_ports
+from tritonpipeline.local.tritonserver import free_ports
 
 HERE = Path(__file__).resolve().parent
 CLI = Path(sys.executable).parent / "tritonpipeline"

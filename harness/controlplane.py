@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tritonpipeline.local.server import free_ports
+from tritonpipeline.local.tritonserver import free_ports
 
 from .gotools import find_go, go_env
 from .paths import E2E, cache_root

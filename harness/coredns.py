@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tritonpipeline.local.server import free_port
+from tritonpipeline.local.tritonserver import free_port
 
 from .gotools import ensure_tool, missing_tool
 from .process import end

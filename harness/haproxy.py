@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from tritonpipeline.client import DEFAULT_HEADER
-from tritonpipeline.local.server import free_port
+from tritonpipeline.local.tritonserver import free_port
 
 from .coredns import checked_address, checked_dns_name, checked_path, checked_port
 from .process import end, missing_system_binary, system_binary

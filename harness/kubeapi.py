@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from tritonpipeline.kube.client import Kube, KubeError, path
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.api_client import Kube, KubeError, path
+from tritonpipeline.render.crd import crd
 
 from .wait import wait_for
 

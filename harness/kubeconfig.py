@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.api_client import Kube
 
 
 def token_kubeconfig(cp: Any, token: str, path: Path, user: str = "service-account") -> Path:

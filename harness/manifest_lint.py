@@ -220,7 +220,7 @@ def _cluster_doc(doc: dict[str, Any], name: str | None = None) -> dict[str, Any]
 def render_pipeline(doc: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """Every object the operator applies for one TritonPipeline document (`tritonpipeline manifests`)."""
     from tritonpipeline.compiler import compile_pipeline
-    from tritonpipeline.kube.manifests import render_children
+    from tritonpipeline.render.manifests import render_children
     from tritonpipeline.settings import Settings
     from tritonpipeline.spec import parse_pipeline
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tritonpipeline.local.server import free_port
+from tritonpipeline.local.tritonserver import free_port
 
 from .paths import CLI
 

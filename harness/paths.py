@@ -12,7 +12,7 @@ E2E = ROOT / "e2e"  # the build scripts (build-controlplane.sh, build-gotool.sh,
 
 def cache_root() -> Path:
     """Where built tools are cached outside the repository (the build scripts use the same):
-    tritonpipeline.local.server.cache_root()."""
-    from tritonpipeline.local.server import cache_root as root
+    tritonpipeline.local.tritonserver.cache_root()."""
+    from tritonpipeline.local.tritonserver import cache_root as root
 
     return root()

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 
-from tritonpipeline.local.server import end_process
+from tritonpipeline.local.tritonserver import end_process
 
 
 def system_binary(name: str, fallback: str) -> str | None:
@@ -29,7 +29,7 @@ def missing_system_binary(name: str, fallback: str, package: str) -> str | None:
 
 
 def end(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    """End a process this harness started in its own session (local.server.end_process: by its PID,
+    """End a process this harness started in its own session (local.tritonserver.end_process: by its PID,
     then what is left of its process group)."""
     if proc is not None:
         end_process(proc, timeout)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tritonpipeline.local.server import free_port
+from tritonpipeline.local.tritonserver import free_port
 
 from .process import end, missing_system_binary, system_binary
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonpipeline.local.server import free_port
+from tritonpipeline.local.tritonserver import free_port
 
 from .controlplane import _issue, _make_ca
 from .gotools import tool_path

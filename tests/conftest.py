@@ -65,7 +65,7 @@ def _start_pipeline(doc: dict[str, Any], workdir: Path, index: int, host: str = 
     """A ready LocalTriton serving the compiled doc (CPU) from workdir/repo<index>; its routers on the
     native router when the doc's spec.server.router says `native`, else on the Python router."""
     from tritonpipeline.local.repository import check_model_dirs, write_repository
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tp = parse_pipeline(doc)
@@ -301,7 +301,7 @@ def release_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 def kube(control_plane: Any) -> Any:
     """An admin Kube client on the control plane, with the generated TritonPipeline CRD established."""
     from harness.kubeapi import install_generated_crd
-    from tritonpipeline.kube.client import Kube
+    from tritonpipeline.kube.api_client import Kube
 
     client = Kube(control_plane.api_client(), "test-admin")
     install_generated_crd(client)

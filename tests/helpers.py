@@ -77,7 +77,7 @@ def tree_with_stand_in_backends(dest: Path) -> Path:
     backends/ for --backend-directory: the wheel's binary and libraries (links), a copy of its backends
     (a backend's library may not resolve outside its backend's directory), and the stand-in backends of
     tests/backends beside them (vllm: a Python-based backend with the real one's interface)."""
-    from tritonpipeline.local.server import server_home
+    from tritonpipeline.local.tritonserver import server_home
 
     wheel = server_home()
     dest.mkdir(parents=True)
@@ -95,7 +95,7 @@ def tree_with_stand_in_backends(dest: Path) -> Path:
 def served(*args: str) -> Iterator[tuple[int, int]]:
     """`tritonpipeline serve ARGS...` from the repository's root on free ports: (http, grpc) once it prints
     `serving;`; then stopped as Ctrl-C stops it, which must end it cleanly (exit 0)."""
-    from tritonpipeline.local.server import free_ports
+    from tritonpipeline.local.tritonserver import free_ports
 
     http, grpc, metrics = free_ports(3)
     command = [str(CLI), "serve", *args, "--http-port", str(http), "--grpc-port", str(grpc)]

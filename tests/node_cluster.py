@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tritonpipeline.kube.checks import full_reference
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.render.checks import full_reference
+from tritonpipeline.render.meta import PIPELINE_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 

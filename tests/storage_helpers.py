@@ -8,7 +8,7 @@ from typing import Any
 
 from helpers import ROOT, example
 from tritonpipeline.compiler import Artifacts, compile_pipeline
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

@@ -24,7 +24,7 @@ import pytest
 from harness.nginx import Nginx
 from helpers import example
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
-from tritonpipeline.kube.routing import nginx_variable
+from tritonpipeline.render.routing_objects import nginx_variable
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.nginx]
 
@@ -52,7 +52,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list]:
     """3 real tritonservers serving the compiled streaming example (CPU)."""
     from tritonpipeline.compiler import compile_pipeline
     from tritonpipeline.local.repository import write_repository
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tmp = tmp_path_factory.mktemp("replicas")

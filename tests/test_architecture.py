@@ -26,7 +26,7 @@ MERMAID = re.compile(r"```mermaid\n(.*?)```", re.S)
 
 
 def resolves(name: str) -> bool:
-    """Whether `name` (`kube.client.Kube.apply`) is a module of the package or an attribute of one."""
+    """Whether `name` (`kube.api_client.Kube.apply`) is a module of the package or an attribute of one."""
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -82,7 +82,7 @@ def test_every_name_path_and_target_on_the_page_exists() -> None:
     ("text", "wrong"),
     [
         ("`reconcile.pipeline.reconcile_all`", "name reconcile.pipeline.reconcile_all"),
-        ("`kube.client.Kube.apply_all`", "name kube.client.Kube.apply_all"),
+        ("`kube.api_client.Kube.apply_all`", "name kube.api_client.Kube.apply_all"),
         ("`compiler/rule.py`", "path compiler/rule.py"),
         ("`make goldens`", "target goldens"),
         (

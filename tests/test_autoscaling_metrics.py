@@ -1,6 +1,6 @@
 """Autoscaling metrics on real parts: real Prometheus (Debian) scrapes a real tritonserver serving
 examples/fanout.yaml while the asyncio client loads it (harness.load.closed_loop), and the
-exact queries the operator generates (tritonpipeline.kube.autoscaling) are evaluated through
+exact queries the operator generates (tritonpipeline.render.autoscaling_objects) are evaluated through
 Prometheus's HTTP API.
 
 The scrape target carries the labels Kubernetes service discovery gives a pod (`namespace`, `pod`, the
@@ -21,7 +21,7 @@ from harness.prometheus import Prometheus
 from harness.wait import wait_for
 from helpers import example
 from tritonpipeline.client import AsyncTritonClient
-from tritonpipeline.kube import autoscaling
+from tritonpipeline.render import autoscaling_objects
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.prometheus]
@@ -63,11 +63,13 @@ def adapter_query(metric: str, tp: Any) -> str:
     prometheus-adapter fills them for an HPA on this pod (namespace + pod matchers, then the HPA's
     metric selector `model NotIn [ensembles]`), grouped by pod."""
     (rule,) = [
-        r for r in autoscaling.adapter_rules()["rules"] if r["name"]["as"] == autoscaling.METRIC_NAMES[metric]
+        r
+        for r in autoscaling_objects.adapter_rules()["rules"]
+        if r["name"]["as"] == autoscaling_objects.METRIC_NAMES[metric]
     ]
     matchers = f'namespace="{NAMESPACE}",pod=~"{POD}"'
-    if metric in autoscaling.PER_MODEL:
-        matchers += "," + autoscaling.exclude_models(autoscaling.ensembles(tp))
+    if metric in autoscaling_objects.PER_MODEL:
+        matchers += "," + autoscaling_objects.exclude_models(autoscaling_objects.ensembles(tp))
     return rule["metricsQuery"].replace("<<.LabelMatchers>>", matchers).replace("<<.GroupBy>>", "pod")
 
 
@@ -77,9 +79,9 @@ def test_generated_queries_on_real_prometheus_and_triton(serve_pipeline, prometh
     tp = parse_pipeline(doc)
     server = serve_pipeline(doc)
     metrics_target = server.metrics_url.removeprefix("http://").removesuffix("/metrics")
-    queue = autoscaling.pipeline_query(tp, "queueTime")
-    pending = autoscaling.pipeline_query(tp, "pendingRequests")
-    gpu = autoscaling.pipeline_query(tp, "gpuUtilization")
+    queue = autoscaling_objects.pipeline_query(tp, "queueTime")
+    pending = autoscaling_objects.pipeline_query(tp, "pendingRequests")
+    gpu = autoscaling_objects.pipeline_query(tp, "gpuUtilization")
     print(f"\nqueueTime:       {queue}\npendingRequests: {pending}\ngpuUtilization:  {gpu}")
     assert 'model!~"vision"' in pending and 'model!~"vision"' in queue  # never the ensemble
     pod = f'namespace="{NAMESPACE}",pod="{POD}"'
@@ -112,7 +114,7 @@ def test_generated_queries_on_real_prometheus_and_triton(serve_pipeline, prometh
                 {
                     "queue": prom.value(queue, at),
                     "queue_adapter": prom.query(adapter_query("queueTime", tp), at),
-                    "queue_with_ensemble": prom.value(autoscaling.expression("queueTime", pod), at),
+                    "queue_with_ensemble": prom.value(autoscaling_objects.expression("queueTime", pod), at),
                     "pending": prom.value(pending, at),
                     "pending_adapter": prom.query(adapter_query("pendingRequests", tp), at),
                     "pending_all": prom.value(f"sum(nv_inference_pending_request_count{{{pod}}})", at),
@@ -155,7 +157,7 @@ def test_generated_queries_on_real_prometheus_and_triton(serve_pipeline, prometh
 
         # idle again: the same query with a window shorter than the wait reads about zero
         last_request = time.time()
-        short = autoscaling.pipeline_query(tp, "queueTime", window="5s")
+        short = autoscaling_objects.pipeline_query(tp, "queueTime", window="5s")
         time.sleep(8)
         after = prom.value(short)
         still = prom.value(queue)  # the 1m window still holds the load

@@ -13,7 +13,7 @@ from kubernetes.client import ApiClient
 
 from helpers import example
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.reconcile import pipeline
 from tritonpipeline.runtime.cache import BoundedCache
 from tritonpipeline.runtime.state import OperatorState

@@ -62,10 +62,10 @@ from test_operator_outage import hand_edit_selector, last_passes, selector
 from test_operator_ownership import header_routed, snapshot, team_objects
 from test_webhook import collection, create, merge_patch, start_webhook_operator
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.client import Kube, path
-from tritonpipeline.kube.manifests import HASH_ANNOTATION
-from tritonpipeline.kube.ownership import NAME_TAKEN, OWNED, controller, generated_names
-from tritonpipeline.kube.packing import entries_of, unpack
+from tritonpipeline.kube.api_client import Kube, path
+from tritonpipeline.render.manifests import HASH_ANNOTATION
+from tritonpipeline.render.ownership import NAME_TAKEN, OWNED, controller, generated_names
+from tritonpipeline.render.packing import entries_of, unpack
 
 pytestmark = pytest.mark.apiserver
 
@@ -387,7 +387,7 @@ def configmaps_mounted(deployment: dict[str, Any]) -> set[str]:
 def mount_problems(objects: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The Deployments of a `cut` whose pods would not load the repository their template was rendered
     for: a ConfigMap they mount missing, or the mounted set incomplete, of two versions or of another
-    digest than the template's (read as the init container reads it: kube/packing.py `unpack`)."""
+    digest than the template's (read as the init container reads it: render/packing.py `unpack`)."""
     configmaps = {c["metadata"]["name"]: c for c in objects["ConfigMap"]}
     problems = []
     for deployment in objects["Deployment"]:

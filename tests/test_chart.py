@@ -32,10 +32,10 @@ from harness.operator_process import ChartOperator
 from harness.wait import wait_for
 from helpers import ROOT, condition, example
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.crd import crd_yaml
-from tritonpipeline.kube.manifests import render_children
-from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render.crd import crd_yaml
+from tritonpipeline.render.manifests import render_children
+from tritonpipeline.render.security_context import OPENSHIFT_SCC_API
 from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
 from tritonpipeline.spec import kubernetes as k8s
@@ -1133,7 +1133,7 @@ def test_bad_values_are_refused_by_schema_or_apiserver(helm, admin, set_values, 
         assert field in str(err)
         return
     ensure_namespace(admin, "dry-bad")
-    from tritonpipeline.kube.client import KubeError
+    from tritonpipeline.kube.api_client import KubeError
 
     with pytest.raises(KubeError) as err:
         dry_run_apply(admin, deployment_of(docs))
@@ -1248,7 +1248,7 @@ def check_webhook_under_chart_rbac(admin: Kube, op: ChartOperator, ns: str, outs
     """The operator fills the configuration helm created (patch of that one name is all it may do), and
     the apiserver then refuses a cyclic pipeline in a watched namespace with its field path; the
     webhook leaves unwatched namespaces alone."""
-    from tritonpipeline.kube.client import KubeError
+    from tritonpipeline.kube.api_client import KubeError
 
     vwc = wait_for(
         "the webhook registered",
@@ -1396,7 +1396,7 @@ def test_cluster_wide_install_on_a_fresh_cluster_and_uninstall_keeps_the_crd(
             )
         assert_never_refused(op)
         # failurePolicy Fail, as NOTES.txt says: with the operator down every create is refused...
-        from tritonpipeline.kube.client import KubeError
+        from tritonpipeline.kube.api_client import KubeError
 
         with pytest.raises(KubeError, match="failed calling webhook"):
             admin.apply(pipeline_doc("while-down", ns))

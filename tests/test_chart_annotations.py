@@ -15,7 +15,7 @@ import yaml
 
 from harness.helm import Helm, deployment_of
 from helpers import ROOT
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.render.crd import crd
 from tritonpipeline.spec import kubernetes as k8s
 from tritonpipeline.spec import parse_pipeline
 

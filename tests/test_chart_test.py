@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from helpers import ROOT
-from tritonpipeline.kube import checks
+from tritonpipeline.render import checks
 from tritonpipeline.runtime import chart_test
 from tritonpipeline.spec import parse_pipeline
 

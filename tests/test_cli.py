@@ -24,7 +24,7 @@ from tritonpipeline.compiler.plan_types import LINK_TO_MODEL_FILE
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.local.repository import MARKER, write_repository
-from tritonpipeline.local.server import free_ports
+from tritonpipeline.local.tritonserver import free_ports
 from tritonpipeline.spec import parse_pipeline
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -466,7 +466,7 @@ def test_graph_png_with_graphviz(tmp_path: Path) -> None:
 def test_graph_png_without_graphviz_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli.graph.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(cli.cmd_graph.shutil, "which", lambda _name: None)
     target = tmp_path / "g.png"
     assert cli.main(["graph", str(EXAMPLES / "fanout.yaml"), "--format", "png", "-o", str(target)]) == 2
     err = capsys.readouterr().err
@@ -819,7 +819,7 @@ def test_version_is_the_one_pyproject_declares() -> None:
 
 
 def test_the_load_progress_names_the_models_still_loading() -> None:
-    from tritonpipeline.local.server import loading_progress
+    from tritonpipeline.local.tritonserver import loading_progress
 
     log = "\n".join(
         [
@@ -839,7 +839,7 @@ def test_a_load_failure_is_read_from_the_log(tmp_path: Path) -> None:
     traceback innermost first), and the user's file it points at through the repository's link."""
     import time
 
-    from tritonpipeline.local.server import first_load_time, last_error, load_failures
+    from tritonpipeline.local.tritonserver import first_load_time, last_error, load_failures
 
     version = tmp_path / "models" / "head_c" / "1"
     version.mkdir(parents=True)
@@ -1088,7 +1088,7 @@ def test_serve_router_auto_falls_back_to_python_with_a_note(
 ) -> None:
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     (compiled,) = cli.compile_file(str(EXAMPLES / "fanout.yaml"), cpu_only=True)
-    chosen = cli.serve.with_router(compiled, "auto", True)
+    chosen = cli.cmd_serve.with_router(compiled, "auto", True)
     assert chosen.artifacts.router_backend == "python" and chosen is compiled
     assert "note: the routers run on the Python backend (no C compiler" in capsys.readouterr().out
     assert [r["backend"] for r in chosen.artifacts.graph_summary()["routers"]] == ["python"]

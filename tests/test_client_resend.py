@@ -44,7 +44,7 @@ class Servers:
         self.started = 0
 
     def replace(self) -> None:
-        from tritonpipeline.local.server import LocalTriton
+        from tritonpipeline.local.tritonserver import LocalTriton
 
         if self.server is not None:
             self.server.stop(timeout=30)

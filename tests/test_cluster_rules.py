@@ -1,5 +1,5 @@
 """`validate` agrees with the operator and with the API server: every name the renderers derive is
-checked in one place (kube/checks.py) that both use, the limits are the API server's own (checked
+checked in one place (render/checks.py) that both use, the limits are the API server's own (checked
 against a real kube-apiserver), and warnings (allowed but probably wrong) are printed and returned as
 data without failing validation."""
 
@@ -16,10 +16,10 @@ from helpers import example
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import autoscaling, checks, routing
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.manifests import render_children
-from tritonpipeline.kube.meta import CONFIGMAP_DIGEST_CHARS, configmap_name
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render import autoscaling_objects, checks, routing_objects
+from tritonpipeline.render.manifests import render_children
+from tritonpipeline.render.meta import CONFIGMAP_DIGEST_CHARS, configmap_name
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -122,7 +122,7 @@ def test_every_rendered_object_name_is_a_checked_name(mutate: Any) -> None:
             checked_form = configmap_name(tp, 0, "0" * CONFIGMAP_DIGEST_CHARS)
             assert len(name.rsplit("-", 1)[0]) == len(checked_form.rsplit("-", 1)[0]), name
             name = checked_form
-        assert name in checked, f"{obj['kind']} {name} is not checked by kube/checks.py"
+        assert name in checked, f"{obj['kind']} {name} is not checked by render/checks.py"
 
 
 # --------------------------------------------------------------------------- against the API server
@@ -145,8 +145,8 @@ def test_headless_service_limit_is_the_api_servers(kube: Kube, namespace: str, l
     doc["metadata"]["namespace"] = namespace
     tp = parse_pipeline(doc)
     ours = not checks.name_problems(tp)
-    service = routing.headless_service(tp, Settings())
-    ingresses = routing.ingresses(tp, Settings())
+    service = routing_objects.headless_service(tp, Settings())
+    ingresses = routing_objects.ingresses(tp, Settings())
     assert ours == (length == 54)
     assert _applies(kube, service) == ours
     # <name>-http/-grpc fit either way, but their backend is the headless Service
@@ -165,7 +165,7 @@ def test_hpa_selector_values_are_not_limited_by_the_api_server(
     doc["metadata"]["namespace"] = namespace
     tp = parse_pipeline(doc)
     ours = not checks.name_problems(tp)
-    hpa = autoscaling.hpa(tp, Settings())
+    hpa = autoscaling_objects.hpa(tp, Settings())
     assert hpa is not None
     assert ours and _applies(kube, hpa)
 
@@ -318,9 +318,9 @@ def test_warnings_are_data_in_json_and_from_one_function(
     assert code == 0 and result["valid"]
     (warning,) = result["warnings"]
     assert warning["path"] == "spec.routing.sessionAffinity"
-    # the same rule the operator's SessionAffinity condition reports (kube/routing.py)
+    # the same rule the operator's SessionAffinity condition reports (render/routing_objects.py)
     tp = parse_pipeline(doc)
-    assert [w.message for w in checks.warnings(tp)] == [routing.affinity_problem(tp)]
+    assert [w.message for w in checks.warnings(tp)] == [routing_objects.affinity_problem(tp)]
     assert "autoscaling up to 4 replicas" in warning["message"]
 
 

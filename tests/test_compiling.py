@@ -15,7 +15,7 @@ import pytest
 
 from bench.controlplane.workload import cluster_doc, large_doc
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import reach as rc
+from tritonpipeline.render import reach as rc
 from tritonpipeline.runtime import compiling
 from tritonpipeline.runtime.compiling import CompileStopped, Workers, compile_cr, verdict
 from tritonpipeline.settings import GROUP, Settings
@@ -139,7 +139,7 @@ def test_a_storm_of_the_same_review_compiles_once() -> None:
 
 
 def test_the_access_reviews_items_come_from_a_worker_as_in_process_and_are_kept() -> None:
-    """reach_items in a worker gives the items kube/reach.py finds in the operator's process over the
+    """reach_items in a worker gives the items render/reach.py finds in the operator's process over the
     same compile; a second review of the same pipeline compiles nothing, a refusal is kept too, and a
     pipeline whose Gateway must be read first is left to the operator (None)."""
     doc = cluster_doc("fanout", "team-a")

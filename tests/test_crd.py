@@ -22,9 +22,9 @@ from pydantic import BaseModel
 from helpers import ROOT, built_kubectl, imported_example
 from tritonpipeline import spec as spec_module
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import checks
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.crd import crd, crd_yaml
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render import checks
+from tritonpipeline.render.crd import crd, crd_yaml
 from tritonpipeline.spec import parse_pipeline
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"

@@ -25,10 +25,10 @@ from test_crd_upgrade import CRD_PATH
 from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
 from test_webhook import DENIED, call, cluster_doc, collection, create, cyclic, start_webhook_operator
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import status as st
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.crd import crd
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render import conditions as st
+from tritonpipeline.render.crd import crd
+from tritonpipeline.render.meta import PIPELINE_LABEL
 from tritonpipeline.runtime import compiling
 from tritonpipeline.runtime import log_events as events
 from tritonpipeline.spec import NEWER_FIELDS, parse_pipeline

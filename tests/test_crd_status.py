@@ -1,5 +1,5 @@
-"""The CRD's status schema (kube/status_schema.py): typed and bounded at every level like the spec's, so that
-no writer of the status subresource stores anything deeper or larger than the operator writes (issue 54),
+"""The CRD's status schema (render/status_schema.py): typed and bounded at every level like the spec's, so
+that no writer of the status subresource stores anything deeper or larger than the operator writes (issue 54),
 while everything the operator writes fits: every status its builders make validates against the
 generated schema, the free text it writes is cut to its bound with a marker, and on a real kube-apiserver
 the operator's status is stored as written while an unknown, nested or oversized field is pruned or
@@ -23,14 +23,14 @@ from test_operator import events, wait_reconciled
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.errors import Problem, SpecError
-from tritonpipeline.kube import status as st
-from tritonpipeline.kube import status_schema as ss
-from tritonpipeline.kube import triton_metrics as tm
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.crd import crd
-from tritonpipeline.kube.manifests import endpoint
+from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.reconcile.pipeline import one_line
-from tritonpipeline.reconcile.status import replica_status
+from tritonpipeline.reconcile.status_writer import replica_status
+from tritonpipeline.render import conditions as st
+from tritonpipeline.render import status_schema as ss
+from tritonpipeline.render import triton_metrics as tm
+from tritonpipeline.render.crd import crd
+from tritonpipeline.render.manifests import endpoint
 from tritonpipeline.spec import MODEL_NAME_RE, NAME_RE, TritonPipeline, parse_pipeline
 
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"

@@ -21,8 +21,8 @@ from harness.kubeapi import APPLY_PATCH, ensure_namespace, wait_established
 from harness.operator_process import LocalOperator, OperatorProcess
 from harness.wait import wait_for
 from helpers import ROOT, condition
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render.crd import crd
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.apiserver

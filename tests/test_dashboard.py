@@ -172,7 +172,7 @@ def triton_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import tritonclient.http as httpclient
 
     from tritonpipeline.local.repository import write_repository
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     doc = example("fanout")

@@ -1,4 +1,4 @@
-"""No default roll or drain takes a serving pipeline to zero (kube/disruption.py; pure).
+"""No default roll or drain takes a serving pipeline to zero (render/disruption.py; pure).
 
 The strategy and the budget are checked the way Kubernetes reads them, at every replica count an
 autoscaler may choose: the Deployment controller rounds a rollout's maxSurge up and its maxUnavailable
@@ -16,9 +16,9 @@ import pytest
 from test_pod_spec import cluster_doc
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import disruption, pinning
-from tritonpipeline.kube import status as st
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render import conditions as st
+from tritonpipeline.render import disruption, pinning
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

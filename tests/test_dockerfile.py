@@ -21,8 +21,8 @@ import pytest
 from helpers import MODELS, ROOT, example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
-from tritonpipeline.kube.packing import pack
 from tritonpipeline.local.native_router import INSTALLED_ENV as NATIVE_ENV
+from tritonpipeline.render.packing import pack
 from tritonpipeline.spec import parse_pipeline
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -112,7 +112,7 @@ def test_dockerfile_shape():
         assert final[-3:-1] == [("USER", "10001:10001"), ("ENTRYPOINT", '["tritonpipeline"]')], target
         users = [a for w, a in final if w == "RUN" and "useradd" in a]
         assert users and "--uid 10001" in users[0]
-    # the init container's args start with `assemble` (kube/manifests.py): the entry point is the CLI
+    # the init container's args start with `assemble` (render/manifests.py): the entry point is the CLI
     assert by_name["assembler"][-1] == ("CMD", '["assemble", "--help"]')
     # each image's dependencies from its own hashed lock (tools/locks.py), then the wheel without any
     for target, stage in (("assembler", "assembler-venv"), ("operator", "operator")):

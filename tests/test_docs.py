@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from helpers import DOCS, ROOT, docs_page
-from tritonpipeline.kube.crd import passes_through
+from tritonpipeline.render.crd import passes_through
 
 README = ROOT / "README.md"
 CRD_FILE = ROOT / "crds" / "tritonpipelines.serving.tritonpipeline.io.yaml"

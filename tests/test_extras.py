@@ -82,7 +82,7 @@ def test_a_command_without_its_extra_is_one_line(
 def test_assemble_from_a_bucket_without_its_extra_is_one_line(
     tmp_path: Path, scheme: str, blocked: str, extra: str
 ) -> None:
-    from tritonpipeline.kube.packing import pack
+    from tritonpipeline.render.packing import pack
 
     generated = tmp_path / "generated"
     generated.mkdir()

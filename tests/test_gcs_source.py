@@ -28,7 +28,7 @@ from storage_helpers import (
 )
 from tritonpipeline.errors import SpecError
 from tritonpipeline.local.assemble import assemble
-from tritonpipeline.local.server import free_port
+from tritonpipeline.local.tritonserver import free_port
 
 pytestmark = pytest.mark.gcsserver
 

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from helpers import ROOT
-from tritonpipeline.kube.crd import crd, passes_through
+from tritonpipeline.render.crd import crd, passes_through
 
 
 def _generator() -> ModuleType:

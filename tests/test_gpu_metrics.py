@@ -16,7 +16,7 @@ import pytest
 
 from harness.prometheus import Prometheus
 from helpers import ROOT
-from tritonpipeline.kube import autoscaling
+from tritonpipeline.render import autoscaling_objects
 from tritonpipeline.spec import load_file
 
 SCRAPES = ROOT / "bench" / "results" / "gpu-metrics.prom"
@@ -74,9 +74,11 @@ def prometheus_with_gpu_scrapes(prometheus_dir: Path, tmp_path: Path):
 def test_gpu_utilization_query_on_gpu_scrapes(prometheus_with_gpu_scrapes):
     prom, scrapes = prometheus_with_gpu_scrapes
     tp = load_file(str(PIPELINE))[0]
-    query = autoscaling.pipeline_query(tp, "gpuUtilization", namespace=NAMESPACE)
+    query = autoscaling_objects.pipeline_query(tp, "gpuUtilization", namespace=NAMESPACE)
     (rule,) = [
-        r for r in autoscaling.adapter_rules()["rules"] if r["name"]["as"] == "triton_gpu_utilization_percent"
+        r
+        for r in autoscaling_objects.adapter_rules()["rules"]
+        if r["name"]["as"] == "triton_gpu_utilization_percent"
     ]
     adapter = rule["metricsQuery"].replace("<<.LabelMatchers>>", f'namespace="{NAMESPACE}",pod="{POD}"')
     adapter = adapter.replace("<<.GroupBy>>", "pod")

@@ -41,13 +41,13 @@ from harness.kubeapi import apply_object
 from harness.wait import wait_for
 from helpers import example
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient
-from tritonpipeline.local.server import free_ports
+from tritonpipeline.local.tritonserver import free_ports
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.haproxy, pytest.mark.tritonserver]
 
 REPLICAS = 3
 CHUNKS = 4
-SERVICE = "streaming-headless"  # kube/routing.headless_name of the streaming example
+SERVICE = "streaming-headless"  # render/routing_objects.headless_name of the streaming example
 PAUSE_AT = 2  # sequences in flight across a change of endpoints stop before this chunk
 LEAVE_SECONDS = 5.0  # an endpoint marked not ready is out of HAProxy's rotation within this
 
@@ -90,7 +90,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, lo_addresses: list[str]) 
     all on the same three ports, as pods of one Service are."""
     from tritonpipeline.compiler import compile_pipeline
     from tritonpipeline.local.repository import write_repository
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
     from tritonpipeline.spec import parse_pipeline
 
     tmp = tmp_path_factory.mktemp("replicas")

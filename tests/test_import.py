@@ -29,7 +29,14 @@ from tritonpipeline import cli
 from tritonpipeline import importer as imp
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.triton_config import mc, parse_text
-from tritonpipeline.importer import ERROR, NOT_CARRIED, WARNING, import_repository, models, pipeline_name
+from tritonpipeline.importer import (
+    ERROR,
+    NOT_CARRIED,
+    WARNING,
+    import_repository,
+    pipeline_name,
+    section_mappers,
+)
 from tritonpipeline.importer.ensembles import step_names
 from tritonpipeline.local.repository import local_model_root
 from tritonpipeline.spec import load_file, parse_pipeline
@@ -578,7 +585,7 @@ def test_tritons_idle_default_is_written_when_the_spec_default_differs(
 
     text = ECHO + "sequence_batching { }\n"
     assert only_model(run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}), "echo")["sequenceBatching"] == {}
-    monkeypatch.setattr(models, "SequenceBatching", LongerDefault)
+    monkeypatch.setattr(section_mappers, "SequenceBatching", LongerDefault)
     written = only_model(run({"echo": text, "echo_pipe": ECHO_ENSEMBLE}), "echo")["sequenceBatching"]
     assert written == {"maxSequenceIdleMicroseconds": 1_000_000}
 

@@ -36,7 +36,7 @@ from helpers import CLI, EXAMPLES, completed, served_config, tree_with_stand_in_
 from test_triton_loads import SELF_DECOUPLING, model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.tritonserver import LocalTriton
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver

@@ -527,7 +527,7 @@ def test_the_scenario_list_is_every_anycluster_test_file() -> None:
 )
 def test_image_names_in_an_archive_are_fully_qualified(image: str, full: str) -> None:
     """kind reads an archive's tags as containerd names them: Docker Hub's defaults filled in."""
-    from tritonpipeline.kube.checks import full_reference
+    from tritonpipeline.render.checks import full_reference
 
     assert full_reference(image) == full
 

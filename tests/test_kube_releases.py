@@ -36,7 +36,7 @@ from harness.operator_process import LocalOperator
 from harness.paths import ROOT
 from harness.wait import wait_for
 from helpers import condition, contained, example
-from tritonpipeline.kube.client import Kube, KubeError
+from tritonpipeline.kube.api_client import Kube, KubeError
 from tritonpipeline.settings import API_VERSION, KIND
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.releases]

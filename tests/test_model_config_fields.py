@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 
 from test_triton_loads import Repository, compile_doc, doc_of, triton
 from tritonpipeline.compiler.triton_config import mc, parse_text
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.tritonserver import LocalTriton
 
 PROBE = Path(__file__).resolve().parent / "triton_models" / "shape_probe_model.py"
 LABELS = ["cat", "dog", "none"]

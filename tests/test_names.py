@@ -17,7 +17,7 @@ from helpers import ROUTERS, example, with_router
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.render.crd import crd
 from tritonpipeline.spec import parse_pipeline
 
 EXPORTED = ["input.1", "onnx::Gemm_0", "/model/embed/input", "1234", "input:0"]

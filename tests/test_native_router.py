@@ -30,7 +30,7 @@ def library() -> bytes:
 
 
 def serve(repo: Path, tmp_path: Path) -> Any:
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
 
     server = LocalTriton(repo, log_file=tmp_path / "triton.log", extra_args=["--exit-timeout-secs=5"])
     server.start()

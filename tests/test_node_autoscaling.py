@@ -35,8 +35,8 @@ from node_cluster import (
     pod_ready,
     wait,
 )
-from tritonpipeline.kube.autoscaling import METRIC_NAMES
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.render.autoscaling_objects import METRIC_NAMES
+from tritonpipeline.render.meta import PIPELINE_LABEL
 
 pytestmark = [pytest.mark.node, pytest.mark.hpa, pytest.mark.timeout(1800)]
 

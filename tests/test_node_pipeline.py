@@ -33,7 +33,7 @@ from node_cluster import (
     pod_ready,
     wait,
 )
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.render.meta import PIPELINE_LABEL
 
 pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(1200)]
 

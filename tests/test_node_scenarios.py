@@ -42,7 +42,7 @@ from node_cluster import (
     pods,
     wait,
 )
-from tritonpipeline.kube.meta import PIPELINE_LABEL
+from tritonpipeline.render.meta import PIPELINE_LABEL
 
 pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(1500)]
 
@@ -345,7 +345,7 @@ def test_an_operator_upgrade_restarts_no_triton_pod_and_a_fleet_roll_goes_one_pi
     template): no Triton pod restarts, no request fails, every pipeline says what differs. Then
     operator.rollOutdated=1: the pipelines take the new rendering one at a time, each Ready again before
     the next, still answering correctly."""
-    from tritonpipeline.kube import pinning
+    from tritonpipeline.render import pinning
 
     image = cluster.images["assembler"].name
     upgraded = f"{image}-upgraded"  # the same image under another name: a different pod template

@@ -25,7 +25,7 @@ from node_cluster import (
     stream_results,
     wait,
 )
-from tritonpipeline.kube.autoscaling import PRE_STOP_SECONDS
+from tritonpipeline.render.autoscaling_objects import PRE_STOP_SECONDS
 
 pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(600)]
 

@@ -23,11 +23,11 @@ from helpers import CLI, condition, contained, example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from tritonpipeline.compiler.router_choice import choose_router
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.crd import crd
-from tritonpipeline.kube.manifests import HASH_ANNOTATION, render_children
-from tritonpipeline.kube.packing import entries_of, unpack
-from tritonpipeline.kube.security_context import OPENSHIFT_SCC_API
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render.crd import crd
+from tritonpipeline.render.manifests import HASH_ANNOTATION, render_children
+from tritonpipeline.render.packing import entries_of, unpack
+from tritonpipeline.render.security_context import OPENSHIFT_SCC_API
 from tritonpipeline.settings import GROUP, Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -839,7 +839,7 @@ def test_pod_path_configmaps_assembled_and_served(
     import numpy as np
     import tritonclient.http as httpclient
 
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
 
     run_operator()
     doc = cluster_doc(source, namespace, source)
@@ -1021,7 +1021,7 @@ def _admin_key(kube: Kube, ns: str, name: str) -> tuple[str, dict[str, Any]]:
 
 
 def test_admin_key_secret_is_created_once_and_used_by_the_pods(kube, namespace, run_operator):
-    from tritonpipeline.kube.access import NETWORK_POLICY_API
+    from tritonpipeline.render.access import NETWORK_POLICY_API
 
     run_operator()
     doc = cluster_doc("vision", namespace)
@@ -1072,8 +1072,8 @@ def test_a_deleted_admin_key_secret_is_made_again_when_a_pod_waits_for_it_and_ev
     Secret came back at the next resync (a minute), while new pods could not start, and the pods that ran
     kept the old key. A pod waiting for it (the kubelet's CreateContainerConfigError) has it made at once,
     and the pods restart so that all of them take the new key."""
-    from tritonpipeline.kube.access import ADMIN_KEY_CREATED
-    from tritonpipeline.kube.meta import MANAGED_BY, PIPELINE_LABEL
+    from tritonpipeline.render.access import ADMIN_KEY_CREATED
+    from tritonpipeline.render.meta import MANAGED_BY, PIPELINE_LABEL
 
     op = run_operator({"TRITONPIPELINE_RESYNC_SECONDS": "3600"})  # no resync in this test
     doc = cluster_doc("vision", namespace)
@@ -1124,7 +1124,7 @@ def test_a_deleted_admin_key_secret_is_made_again_when_a_pod_waits_for_it_and_ev
 
 
 def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace, run_operator):
-    from tritonpipeline.kube.access import ADMIN_KEY_CREATED
+    from tritonpipeline.render.access import ADMIN_KEY_CREATED
 
     op = run_operator()
     doc = cluster_doc("vision", namespace)
@@ -1150,7 +1150,7 @@ def test_a_named_admin_key_secret_is_used_and_none_is_generated(kube, namespace,
 def test_the_admin_key_is_in_no_configmap_event_status_log_or_rendered_object(kube, namespace, run_operator):
     import base64
 
-    from tritonpipeline.kube.manifests import render_children
+    from tritonpipeline.render.manifests import render_children
     from tritonpipeline.settings import Settings
 
     op = run_operator()

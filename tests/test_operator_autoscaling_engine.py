@@ -21,9 +21,9 @@ from test_operator import cluster_doc, get_cr, operator_log_on_failure, wait_rec
 from test_operator_routing import KEDA, crd_documents, get, install
 from test_tenants import TENANT, grant, grant_tenant, refusal, review_operator, with_spec
 from test_webhook import API, OPERATOR_GROUPS, call, collection, restricted_operator
-from tritonpipeline.kube import autoscaling
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.reach import RECORD_ANNOTATION
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render import autoscaling_objects
+from tritonpipeline.render.reach import RECORD_ANNOTATION
 
 pytestmark = pytest.mark.apiserver
 
@@ -105,7 +105,7 @@ def test_auto_makes_the_hpa_without_keda_then_switches_when_its_crd_appears(plan
         assert get(kube, *SCALED, ns, "auto") is None
         without = scaling_of(kube, ns, "auto")
         assert (without["status"], without["reason"]) == ("True", "HorizontalPodAutoscaler"), without
-        assert without["message"].startswith(autoscaling.AUTO_HPA_NO_KEDA), without
+        assert without["message"].startswith(autoscaling_objects.AUTO_HPA_NO_KEDA), without
         assert "triton_queue_time_us" in without["message"]  # the metric the HPA reads
         fixed = scaling_of(kube, ns, "fixed")
         assert fixed["message"].startswith("autoscaling.engine hpa (set in the spec)"), fixed
@@ -117,7 +117,7 @@ def test_auto_makes_the_hpa_without_keda_then_switches_when_its_crd_appears(plan
         assert so["metadata"]["ownerReferences"][0]["name"] == "auto"
         wait_for("auto's own HPA deleted", lambda: kube.get(*HPA, ns, "auto") is None, 30)
         switched = wait_for("status says KEDA", reason_is(kube, ns, "auto", "ScaledObject"), 30)
-        assert switched["status"] == "True" and switched["message"].startswith(autoscaling.AUTO_KEDA)
+        assert switched["status"] == "True" and switched["message"].startswith(autoscaling_objects.AUTO_KEDA)
         assert so["spec"]["triggers"][0]["metadata"]["query"] in switched["message"]
         wait_for("status.autoscaler.engine keda", lambda: engine_in_status(kube, ns, "auto") == "keda", 20)
         assert get_cr(kube, ns, "auto")["metadata"]["generation"] == 1  # no change of the pipeline
@@ -134,7 +134,7 @@ def test_auto_makes_the_hpa_without_keda_then_switches_when_its_crd_appears(plan
         kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "scaledobjects.keda.sh")
         wait_for("auto's HPA again", lambda: kube.get(*HPA, ns, "auto"), 60)
         back = wait_for("back to the HPA", reason_is(kube, ns, "auto", "HorizontalPodAutoscaler"), 30)
-        assert back["message"].startswith(autoscaling.AUTO_HPA_NO_KEDA), back
+        assert back["message"].startswith(autoscaling_objects.AUTO_HPA_NO_KEDA), back
         assert op.alive()
 
 
@@ -153,7 +153,7 @@ def test_with_keda_installed_auto_makes_a_scaled_object_unless_the_operator_may_
         assert kube.get(*HPA, ns, "auto") is None
         chosen = scaling_of(kube, ns, "auto")
         assert (chosen["status"], chosen["reason"]) == ("True", "ScaledObject")
-        assert chosen["message"].startswith(autoscaling.AUTO_KEDA), chosen
+        assert chosen["message"].startswith(autoscaling_objects.AUTO_KEDA), chosen
         wait_for("status.autoscaler.engine keda", lambda: engine_in_status(kube, ns, "auto") == "keda", 20)
 
     ns = plane.namespace()
@@ -164,7 +164,7 @@ def test_with_keda_installed_auto_makes_a_scaled_object_unless_the_operator_may_
         wait_reconciled(kube, ns, "auto")
         wait_reconciled(kube, ns, "asked")
         assert kube.get(*HPA, ns, "auto") is not None and kube.get(*SCALED, ns, "auto") is None
-        assert scaling_of(kube, ns, "auto")["message"].startswith(autoscaling.AUTO_HPA_KEDA_OFF)
+        assert scaling_of(kube, ns, "auto")["message"].startswith(autoscaling_objects.AUTO_HPA_KEDA_OFF)
         refused = scaling_of(kube, ns, "asked")
         assert (refused["status"], refused["reason"]) == ("False", "KedaNotEnabled"), refused
         assert kube.get(*SCALED, ns, "asked") is None and kube.get(*HPA, ns, "asked") is None
@@ -204,7 +204,7 @@ def test_auto_falls_back_to_the_hpa_where_the_operators_rbac_denies_scaled_objec
         assert so["metadata"]["ownerReferences"][0]["name"] == "auto"
         wait_for("auto's own HPA deleted", lambda: kube.get(*HPA, ns, "auto") is None, 30)
         switched = wait_for("status says KEDA", reason_is(kube, ns, "auto", "ScaledObject"), 30)
-        assert switched["message"].startswith(autoscaling.AUTO_KEDA), switched
+        assert switched["message"].startswith(autoscaling_objects.AUTO_KEDA), switched
         assert op.alive()
 
 
@@ -242,7 +242,7 @@ def test_a_tenant_who_may_not_create_scaled_objects_gets_the_hpa_and_its_address
         assert kube.get(*SCALED, ns, "plain") is None
         why = scaling_of(kube, ns, "plain")
         assert why["reason"] == "HorizontalPodAutoscaler", why
-        assert why["message"].startswith(autoscaling.AUTO_HPA_NOT_REVIEWED.split("(")[0]), why
+        assert why["message"].startswith(autoscaling_objects.AUTO_HPA_NOT_REVIEWED.split("(")[0]), why
         assert "spec.autoscaling" in why["message"] and "scaledobjects.keda.sh" in why["message"], why
 
         chosen = {"maxReplicas": 3, "prometheusAddress": "http://prometheus.team.example:9090"}
@@ -254,7 +254,7 @@ def test_a_tenant_who_may_not_create_scaled_objects_gets_the_hpa_and_its_address
         so = wait_for("mine's ScaledObject", lambda: kube.get(*SCALED, ns, "mine"), 30)
         assert so["spec"]["triggers"][0]["metadata"]["serverAddress"] == chosen["prometheusAddress"]
         assert kube.get(*HPA, ns, "mine") is None
-        assert scaling_of(kube, ns, "mine")["message"].startswith(autoscaling.AUTO_KEDA)
+        assert scaling_of(kube, ns, "mine")["message"].startswith(autoscaling_objects.AUTO_KEDA)
 
         asked = {**anywhere, "engine": "keda"}
         status, answer, _ = call(kube, "POST", url, with_spec("asked", ns, autoscaling=asked), as_user=TENANT)

@@ -14,8 +14,8 @@ import pytest
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from test_operator import SELECTOR, cluster_doc, wait_reconciled
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.pinning import projected_configmaps
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render.pinning import projected_configmaps
 
 pytestmark = pytest.mark.apiserver
 

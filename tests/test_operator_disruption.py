@@ -15,10 +15,10 @@ from harness.kubeapi import apply_object, write_status
 from harness.wait import wait_for
 from helpers import condition
 from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
-from tritonpipeline.kube import disruption
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.meta import MANAGED_BY, PIPELINE_LABEL
-from tritonpipeline.kube.status import DRAIN_WAITING, NO_ROOM, REPLACING_DRAINED
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render import disruption
+from tritonpipeline.render.conditions import DRAIN_WAITING, NO_ROOM, REPLACING_DRAINED
+from tritonpipeline.render.meta import MANAGED_BY, PIPELINE_LABEL
 from tritonpipeline.settings import FIELD_MANAGER
 
 pytestmark = pytest.mark.apiserver

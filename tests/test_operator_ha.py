@@ -1,5 +1,5 @@
 """High availability: several operator replicas on kopf's peering, the oldest live one reconciling
-(kube/peering.py, reconcile/leadership.py). Real operator processes against the real kube-apiserver, on
+(render/peering.py, reconcile/leadership.py). Real operator processes against the real kube-apiserver, on
 the chart's copy of kopf's peering CRDs and a KopfPeering in the watched namespace (what the chart
 creates with watchNamespaces); killed with SIGKILL or stopped with SIGINT as a pod would be."""
 
@@ -22,7 +22,7 @@ from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import ROOT
 from test_operator import cluster_doc, wait_reconciled
-from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.api_client import Kube
 
 pytestmark = pytest.mark.apiserver
 

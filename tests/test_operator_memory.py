@@ -26,8 +26,8 @@ from test_operator import (
 )
 from tritonpipeline import handlers
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import GROUP, Settings
 from tritonpipeline.spec import parse_pipeline
 

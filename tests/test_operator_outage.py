@@ -21,7 +21,7 @@ import pytest
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from test_operator import cluster_doc, operator_log_on_failure, private_cluster, wait_reconciled
-from tritonpipeline.kube.client import Kube, KubeError, is_transient
+from tritonpipeline.kube.api_client import Kube, KubeError, is_transient
 from tritonpipeline.runtime.loops import Loops, backoff, retrying, supervise
 
 NAMESPACE = "outage"

@@ -1,5 +1,5 @@
 """A good citizen in a shared namespace, on a real kube-apiserver: the operator writes and deletes only the
-objects its pipeline controls (kube/ownership.py, reconcile/claim.py). A team's own objects under names a
+objects its pipeline controls (render/ownership.py, reconcile/claim.py). A team's own objects under names a
 pipeline would give its children are left exactly as they are, before and after the pipeline, across a
 restart and a resync; the pipeline reports them; adopting one is explicit; two pipelines whose children's
 names collide do not fight."""
@@ -17,8 +17,8 @@ from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
 from test_operator import cluster_doc, get_cr, rendered, wait_reconciled
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.ownership import ADOPT_ANNOTATION, NAME_TAKEN, OWNED, generated_names
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render.ownership import ADOPT_ANNOTATION, NAME_TAKEN, OWNED, generated_names
 
 pytestmark = pytest.mark.apiserver
 

@@ -33,10 +33,10 @@ from test_operator import (
     wait_reconciled,
 )
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.kube import autoscaling
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.crd import crd
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render import autoscaling_objects
+from tritonpipeline.render.crd import crd
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -190,7 +190,7 @@ def test_hpa_condition_shows_the_query(kube, namespace, run_operator):
     cr = wait_reconciled(kube, namespace, "vision")
     scaling = condition(cr, "AutoscalingConfigured")
     assert (scaling["status"], scaling["reason"]) == ("True", "HorizontalPodAutoscaler")
-    assert autoscaling.pipeline_query(parse_pipeline(doc), "pendingRequests") in scaling["message"]
+    assert autoscaling_objects.pipeline_query(parse_pipeline(doc), "pendingRequests") in scaling["message"]
     hpa = children(kube, namespace, "vision")["hpa"]
     metric = hpa["spec"]["metrics"][0]["pods"]["metric"]
     assert metric["name"] == "triton_pending_requests"
@@ -370,7 +370,7 @@ def test_apiserver_accepts_every_generated_object(providers, source):
         {"routing": routing, "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "metric": metric,
                                              "engine": engine, "target": 12.5}}
         for routing in ROUTINGS
-        for metric in autoscaling.METRICS
+        for metric in autoscaling_objects.METRICS
         for engine in ("hpa", "keda")
     ]  # fmt: skip
     for variant in variants:
@@ -445,7 +445,7 @@ def test_operator_creates_provider_objects_when_their_crds_exist(providers):
         assert (scaling["status"], scaling["reason"]) == ("True", "ScaledObject")
         so = kube.get("keda.sh/v1alpha1", "ScaledObject", ns, "scaled")
         query = so["spec"]["triggers"][0]["metadata"]["query"]
-        assert query == autoscaling.pipeline_query(parse_pipeline(keda), "pendingRequests")
+        assert query == autoscaling_objects.pipeline_query(parse_pipeline(keda), "pendingRequests")
         assert query in scaling["message"]
         assert kube.get("autoscaling/v2", "HorizontalPodAutoscaler", ns, "scaled") is None  # KEDA makes it
         # switching engine and provider prunes what is no longer rendered

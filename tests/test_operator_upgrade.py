@@ -16,9 +16,9 @@ from helpers import condition
 from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
-from tritonpipeline.kube import pinning
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.render import pinning
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

@@ -28,7 +28,7 @@ from test_spec_errors import problems_of
 from test_triton_loads import Repository, compile_doc, doc_of, triton
 from tritonpipeline.compiler import rules
 from tritonpipeline.compiler.triton_config import parse_text
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.tritonserver import LocalTriton
 
 PRESENT = Path(__file__).resolve().parent / "triton_models" / "present_model.py"
 

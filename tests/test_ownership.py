@@ -1,4 +1,4 @@
-"""Whose an object is, and what a pipeline may write (kube/ownership.py): pure rules, no server. The same
+"""Whose an object is, and what a pipeline may write (render/ownership.py): pure rules, no server. The same
 rules on a real kube-apiserver are in tests/test_operator_ownership.py; `tritonpipeline validate` of
 colliding pipelines is at the end."""
 
@@ -15,8 +15,8 @@ import yaml
 
 from helpers import CLI, example
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.kube import ownership
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render import ownership
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

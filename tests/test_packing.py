@@ -1,4 +1,4 @@
-"""The ConfigMap format of the generated repository (kube/packing.py): what the operator packs, the init
+"""The ConfigMap format of the generated repository (render/packing.py): what the operator packs, the init
 container unpacks to the same bytes, whatever the files hold and however the parts are split; an
 incomplete, mixed or tampered set is refused with a message instead of a half-built repository."""
 
@@ -14,9 +14,9 @@ import pytest
 from helpers import example
 from tritonpipeline.compiler import compile_pipeline, files_digest
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.manifests import configmaps
-from tritonpipeline.kube.packing import Part, entries_of, pack, unpack
 from tritonpipeline.local.assemble import read_generated_dir
+from tritonpipeline.render.manifests import configmaps
+from tritonpipeline.render.packing import Part, entries_of, pack, unpack
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -184,7 +184,7 @@ def test_configmaps_are_immutable_and_named_by_their_content() -> None:
 def test_a_repository_larger_than_a_pipeline_may_generate_is_refused() -> None:
     """Issue 54: a 0.98 MB spec became 8.7 MB of ConfigMaps, and about 200 such fill etcd's 2 GiB. The
     whole generated repository is bounded (TRITONPIPELINE_MAX_GENERATED_BYTES), whatever its split."""
-    from tritonpipeline.kube.checks import file_size_problems
+    from tritonpipeline.render.checks import file_size_problems
 
     artifacts = compile_pipeline(parse_pipeline(example("fanout")))
     total = sum(len(data) for data in artifacts.files.values())

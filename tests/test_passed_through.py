@@ -15,8 +15,8 @@ from harness.kubeapi import dry_run_apply
 from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.client import KubeError
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.api_client import KubeError
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import kubernetes as k8s
 from tritonpipeline.spec import parse_pipeline

@@ -1,4 +1,4 @@
-"""Which replica reconciles (kube/peering.py, pure) and what a standby replica's health counts
+"""Which replica reconciles (render/peering.py, pure) and what a standby replica's health counts
 (health.WatchHealth.standby). The real replicas against a real apiserver: tests/test_operator_ha.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tritonpipeline.kube import peering
+from tritonpipeline.render import peering
 from tritonpipeline.runtime.health import WatchHealth
 
 UTC = datetime.timezone.utc

@@ -1,4 +1,4 @@
-"""Operator upgrades restart no Triton pod (kube/pinning.py, pure): when the live pod template is kept,
+"""Operator upgrades restart no Triton pod (render/pinning.py, pure): when the live pod template is kept,
 what a fresh rendering would change, and when a roll is over."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from helpers import example
 from tritonpipeline.compiler import compile_pipeline
-from tritonpipeline.kube import pinning
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render import pinning
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -212,7 +212,7 @@ def test_a_kept_template_leaves_the_admin_key_restart_to_its_own_field_manager()
     """The restart for a new admin key is applied under a field manager of its own; a kept template
     applied by the operator carried it too, so the operator co-owned it, and a later rendering listed
     it as a field the operator stops setting (a difference server-side apply would not make)."""
-    from tritonpipeline.kube.access import ADMIN_KEY_CREATED
+    from tritonpipeline.render.access import ADMIN_KEY_CREATED
 
     old, _ = rendered(OLD)
     new, _ = rendered(NEW)

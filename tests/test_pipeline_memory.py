@@ -10,12 +10,12 @@ import dataclasses
 
 from kubernetes.client import ApiClient
 
-from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.runtime.state import KeyedLocks, OperatorState, PipelineMemory
 from tritonpipeline.settings import Settings
 
 KEY, OTHER = ("team", "fanout"), ("team", "other")
-SCRAPE = object()  # a scrape (kube/triton_metrics.py Scrape) stands for itself here
+SCRAPE = object()  # a scrape (render/triton_metrics.py Scrape) stands for itself here
 
 
 def _state() -> OperatorState:

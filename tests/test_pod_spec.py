@@ -12,8 +12,8 @@ import pytest
 from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.client import Kube, KubeError
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.kube.api_client import Kube, KubeError
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 
@@ -429,7 +429,7 @@ def test_rollout_strategy_is_the_users_when_set() -> None:
 
 
 def test_a_stalled_rollout_is_reported() -> None:
-    from tritonpipeline.kube import status
+    from tritonpipeline.render import conditions
 
     deployment_status = {
         "conditions": [
@@ -441,13 +441,15 @@ def test_a_stalled_rollout_is_reported() -> None:
             }
         ]
     }
-    stalled = status.stalled_message(deployment_status)
-    progressing, ready = status.ready_condition(2, 1, 1, 2, 3, stalled)
+    stalled = conditions.stalled_message(deployment_status)
+    progressing, ready = conditions.ready_condition(2, 1, 1, 2, 3, stalled)
     assert (progressing["status"], progressing["reason"]) == ("False", "RolloutStalled")
     assert "timed out progressing" in progressing["message"] and "free GPU" in progressing["message"]
     assert ready["status"] == "False"
     assert (
-        status.stalled_message({"conditions": [{"type": "Progressing", "reason": "NewReplicaSetAvailable"}]})
+        conditions.stalled_message(
+            {"conditions": [{"type": "Progressing", "reason": "NewReplicaSetAvailable"}]}
+        )
         is None
     )
 
@@ -463,7 +465,7 @@ def test_a_stalled_rollout_is_reported() -> None:
     ],
 )
 def test_model_claim_mountable_by_every_replica(modes, replicas, ok, reason) -> None:
-    from tritonpipeline.kube import storage
+    from tritonpipeline.render import storage
 
     tp = parse_pipeline(cluster_doc(replicas=replicas))
     c = storage.model_source_condition(tp, {"spec": {"accessModes": modes}}, 1)
@@ -471,7 +473,7 @@ def test_model_claim_mountable_by_every_replica(modes, replicas, ok, reason) -> 
 
 
 def test_model_source_condition_for_a_missing_claim_and_other_sources() -> None:
-    from tritonpipeline.kube import storage
+    from tritonpipeline.render import storage
 
     tp = parse_pipeline(cluster_doc())
     assert storage.model_source_condition(tp, None, 1)["reason"] == "ClaimNotFound"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonpipeline.kube.status import pod_problem, ready_condition
+from tritonpipeline.render.conditions import pod_problem, ready_condition
 
 MISSING = "spec.models: model directory 'head_missing' not found in the source '/tp/source/triton'"
 
@@ -99,7 +99,7 @@ REFUSED = (
 
 
 def test_pods_the_api_server_refuses_are_named_in_ready() -> None:
-    from tritonpipeline.reconcile.status import replica_status
+    from tritonpipeline.reconcile.status_writer import replica_status
 
     deployment = {
         "metadata": {"generation": 2},
@@ -125,7 +125,7 @@ def test_every_pod_problem_reason_is_documented() -> None:
     """The reasons pod_problem can give are not literals in a condition() call (tests/test_docs.py reads
     those): each needs its row in docs/how-to/status.md too."""
     from helpers import docs_page
-    from tritonpipeline.kube.status import INIT_FAILED, PODS_REFUSED, STUCK_WAITING
+    from tritonpipeline.render.conditions import INIT_FAILED, PODS_REFUSED, STUCK_WAITING
 
     section = docs_page("how-to/status.md")
     reasons = (INIT_FAILED, PODS_REFUSED, "Unschedulable", *STUCK_WAITING)
@@ -134,7 +134,7 @@ def test_every_pod_problem_reason_is_documented() -> None:
 
 
 def test_a_pod_waits_for_its_missing_secret_only_when_the_kubelet_names_that_secret() -> None:
-    from tritonpipeline.kube.access import waits_for_secret
+    from tritonpipeline.render.access import waits_for_secret
 
     def waiting(reason: str, message: str) -> dict[str, Any]:
         return _pod(

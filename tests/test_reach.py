@@ -1,4 +1,4 @@
-"""What a pipeline reaches on its author's behalf, and the signed record of who may (kube/reach.py; issue
+"""What a pipeline reaches on its author's behalf, and the signed record of who may (render/reach.py; issue
 54's point 2). Pure: the items of rendered pipelines, the admin lists, the record's signature."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from helpers import example
-from tritonpipeline.kube import reach as rc
 from tritonpipeline.reconcile.pipeline import compile_cr
+from tritonpipeline.render import reach as rc
 from tritonpipeline.settings import Settings
 
 KEY = b"k" * 32

@@ -17,7 +17,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from helpers import example
-from tritonpipeline.kube.client import Kube
+from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.reconcile import pipeline
 from tritonpipeline.reconcile.resync import left_to_others, reconcile_owner
 from tritonpipeline.runtime import log_events as events

@@ -18,8 +18,8 @@ from tritonpipeline.compiler.plan_types import (
 )
 from tritonpipeline.compiler.router_choice import NATIVE_SINCE, choose_router
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.packing import entries_of, pack, unpack
 from tritonpipeline.local.native_router import INSTALLED_ENV, NativeRouterUnavailable, fill_slots, installed
+from tritonpipeline.render.packing import entries_of, pack, unpack
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

@@ -1,5 +1,6 @@
-"""Pure renderers of session-affinity routing and autoscaling (kube/routing.py, kube/autoscaling.py), the
-client helper's header, and the chart's generated prometheus-adapter rules."""
+"""Pure renderers of session-affinity routing and autoscaling (render/routing_objects.py,
+render/autoscaling_objects.py), the client helper's header, and the chart's generated prometheus-adapter
+rules."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from helpers import ROOT, example
 from tritonpipeline.client import DEFAULT_HEADER, AsyncTritonClient, TritonClient, affinity_headers
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import autoscaling, routing
-from tritonpipeline.kube.manifests import render_children, with_engine
+from tritonpipeline.render import autoscaling_objects, routing_objects
+from tritonpipeline.render.manifests import render_children, with_engine
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton.addresses import loopback, url_host
@@ -66,8 +67,8 @@ def test_client_ip_takes_the_longest_idle_of_several_sequence_models():
     second["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 5 * 3600 * 1_000_000
     d["spec"]["models"].append(second)
     tp = parse_pipeline(d)
-    assert routing.longest_idle_seconds(tp) == 5 * 3600
-    assert routing.client_ip_timeout(tp) == 5 * 3600
+    assert routing_objects.longest_idle_seconds(tp) == 5 * 3600
+    assert routing_objects.client_ip_timeout(tp) == 5 * 3600
 
 
 def test_no_affinity_renders_no_routing_objects():
@@ -90,13 +91,15 @@ def test_header_ingress_nginx_headless_service_and_two_ingresses():
     assert kids.routing.provider_apis == (("networking.k8s.io/v1", "Ingress"),)
     http, grpc = kids.routing.provider_objects
     for ing in (http, grpc):
-        assert ing["metadata"]["annotations"][routing.HASH_BY_ANNOTATION] == "$http_x_triton_sequence_id"
+        assert (
+            ing["metadata"]["annotations"][routing_objects.HASH_BY_ANNOTATION] == "$http_x_triton_sequence_id"
+        )
         assert ing["metadata"]["namespace"] == "ml"
         backend = ing["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
         assert backend["name"] == "streaming-headless"
     assert http["spec"]["rules"][0]["http"]["paths"][0]["path"] == "/v2"
-    assert routing.BACKEND_PROTOCOL_ANNOTATION not in http["metadata"]["annotations"]
-    assert grpc["metadata"]["annotations"][routing.BACKEND_PROTOCOL_ANNOTATION] == "GRPC"
+    assert routing_objects.BACKEND_PROTOCOL_ANNOTATION not in http["metadata"]["annotations"]
+    assert grpc["metadata"]["annotations"][routing_objects.BACKEND_PROTOCOL_ANNOTATION] == "GRPC"
     assert grpc["spec"]["rules"][0]["http"]["paths"][0] == {
         "path": "/inference.GRPCInferenceService",
         "pathType": "Prefix",
@@ -119,7 +122,7 @@ def test_header_ingress_options_and_custom_header():
         )
     )
     http, grpc = kids.routing.provider_objects
-    assert http["metadata"]["annotations"][routing.HASH_BY_ANNOTATION] == "$http_x_stream_key"
+    assert http["metadata"]["annotations"][routing_objects.HASH_BY_ANNOTATION] == "$http_x_stream_key"
     for ing in (http, grpc):
         assert ing["spec"]["ingressClassName"] == "nginx"
         assert ing["spec"]["rules"][0]["host"] == "triton.example.com"
@@ -130,7 +133,7 @@ def test_the_streaming_example_routes_grpc_through_a_tls_listener():
     """The example as shipped: gateway-api (the default) with a host and a Gateway listener named https;
     its comment shows that listener with TLS and GRPCRoute allowed (gRPC needs HTTP/2 end to end), and
     the Gateway in it is the one the routing refers to."""
-    from tritonpipeline.kube import checks
+    from tritonpipeline.render import checks
 
     text = (ROOT / "examples" / "streaming.yaml").read_text()
     shown = yaml.safe_load(
@@ -148,7 +151,7 @@ def test_the_streaming_example_routes_grpc_through_a_tls_listener():
         shown["metadata"]["name"], shown["metadata"]["namespace"], listener["name"],
     )  # fmt: skip
     assert kids.routing.gateway_pending and kids.routing.provider_objects == ()
-    resolved = routing.routing_children(tp, Settings(), "envoy-gateway")
+    resolved = routing_objects.routing_children(tp, Settings(), "envoy-gateway")
     grpc = next(o for o in resolved.provider_objects if o["kind"] == "GRPCRoute")
     assert grpc["spec"]["parentRefs"] == [
         {"name": "inference", "namespace": "gateways", "sectionName": "https"}
@@ -167,7 +170,7 @@ def test_the_streaming_example_routes_grpc_through_a_tls_listener():
     ],
 )
 def test_a_grpc_ingress_without_tls_is_warned_at_its_field(route, warned):
-    from tritonpipeline.kube import checks
+    from tritonpipeline.render import checks
 
     found = [
         w
@@ -201,7 +204,7 @@ def gateway_doc(implementation: str | None = None, **more: Any) -> dict[str, Any
 def test_header_gateway_api_is_the_default_provider_and_needs_the_implementation():
     tp, kids = children(gateway_doc())
     assert tp.spec.routing.provider == "gateway-api"
-    assert routing.needs_gateway_lookup(tp)
+    assert routing_objects.needs_gateway_lookup(tp)
     # nothing but the headless Service until the operator knows whose policy hashes the header
     assert kids.routing.gateway_pending and kids.routing.provider_objects == ()
     assert [o["kind"] for o in kids.routing.objects] == ["Service"]
@@ -211,7 +214,7 @@ def test_header_gateway_api_is_the_default_provider_and_needs_the_implementation
 @pytest.mark.parametrize("implementation", ["envoy-gateway", "istio", "nginx-gateway-fabric", "standard"])
 def test_header_gateway_api_routes(implementation):
     tp, _ = children(gateway_doc())
-    kids = routing.routing_children(tp, Settings(), implementation)
+    kids = routing_objects.routing_children(tp, Settings(), implementation)
     http, grpc = kids.provider_objects[:2]
     assert (http["kind"], grpc["kind"]) == ("HTTPRoute", "GRPCRoute")
     for route in (http, grpc):
@@ -228,13 +231,13 @@ def test_header_gateway_api_routes(implementation):
     assert grpc["spec"]["rules"][0]["backendRefs"] == [{"name": "streaming", "port": 8001}]
     served = {(o["apiVersion"], o["kind"]) for o in kids.provider_objects}
     assert served == set(kids.provider_apis)  # every kind rendered is checked for being served
-    possible = {(a, k, n) for a, k, n in routing.possible_names(tp.name)}
+    possible = {(a, k, n) for a, k, n in routing_objects.possible_names(tp.name)}
     assert {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in kids.provider_objects} <= possible
 
 
 def test_envoy_gateway_hashes_the_header_on_both_routes():
     tp, _ = children(gateway_doc(header="X-Stream-Key"))
-    *_, policy = routing.routing_children(tp, Settings(), "envoy-gateway").provider_objects
+    *_, policy = routing_objects.routing_children(tp, Settings(), "envoy-gateway").provider_objects
     assert (policy["apiVersion"], policy["kind"]) == (
         "gateway.envoyproxy.io/v1alpha1",
         "BackendTrafficPolicy",
@@ -251,14 +254,14 @@ def test_envoy_gateway_hashes_the_header_on_both_routes():
 
 def test_istio_gateway_gets_the_destination_rule_of_the_backend_service():
     tp, _ = children(gateway_doc())
-    *_, policy = routing.routing_children(tp, Settings(), "istio").provider_objects
-    assert policy == routing.destination_rule(tp, Settings())
+    *_, policy = routing_objects.routing_children(tp, Settings(), "istio").provider_objects
+    assert policy == routing_objects.destination_rule(tp, Settings())
     assert policy["spec"]["host"] == "streaming"  # the routes' backend Service
 
 
 def test_nginx_gateway_fabric_hashes_consistently_on_the_header_variable():
     tp, _ = children(gateway_doc(header="X-Stream-Key"))
-    *_, policy = routing.routing_children(tp, Settings(), "nginx-gateway-fabric").provider_objects
+    *_, policy = routing_objects.routing_children(tp, Settings(), "nginx-gateway-fabric").provider_objects
     assert (policy["apiVersion"], policy["kind"]) == ("gateway.nginx.org/v1alpha1", "UpstreamSettingsPolicy")
     assert policy["spec"] == {
         "targetRefs": [{"group": "", "kind": "Service", "name": "streaming"}],
@@ -274,10 +277,10 @@ def test_nginx_gateway_fabric_cannot_hash_a_header_with_digits():
         parse_pipeline(gateway_doc("nginx-gateway-fabric", header="x-seq2"))
     assert "spec.routing.header" in str(err.value) and "letters" in str(err.value)
     tp, _ = children(gateway_doc(header="x-seq2"))
-    problem = routing.gateway_problem(tp, "nginx-gateway-fabric")
+    problem = routing_objects.gateway_problem(tp, "nginx-gateway-fabric")
     assert problem is not None and "x-seq2" in problem and "gateways/public" in problem
-    assert routing.routing_children(tp, Settings(), "nginx-gateway-fabric").gateway_pending
-    assert routing.gateway_problem(tp, "envoy-gateway") is None
+    assert routing_objects.routing_children(tp, Settings(), "nginx-gateway-fabric").gateway_pending
+    assert routing_objects.gateway_problem(tp, "envoy-gateway") is None
 
 
 @pytest.mark.parametrize(
@@ -291,20 +294,22 @@ def test_nginx_gateway_fabric_cannot_hash_a_header_with_digits():
     ],
 )
 def test_implementation_from_the_gateway_class_controller_name(controller, implementation):
-    assert routing.implementation_of(controller) == implementation
+    assert routing_objects.implementation_of(controller) == implementation
 
 
 def test_unknown_implementation_says_what_is_missing():
-    message = routing.unknown_implementation("gateways/public", "traefik", "traefik.io/gateway-controller")
+    message = routing_objects.unknown_implementation(
+        "gateways/public", "traefik", "traefik.io/gateway-controller"
+    )
     assert "traefik.io/gateway-controller" in message and "no route is created" in message
     assert "routing.gateway.implementation" in message
-    for name in routing.GATEWAY_CONTROLLERS:
+    for name in routing_objects.GATEWAY_CONTROLLERS:
         assert name in message
 
 
 def test_implementation_named_in_the_spec_needs_no_lookup():
     tp, kids = children(gateway_doc("envoy-gateway"))
-    assert not routing.needs_gateway_lookup(tp) and not kids.routing.gateway_pending
+    assert not routing_objects.needs_gateway_lookup(tp) and not kids.routing.gateway_pending
     assert [o["kind"] for o in kids.routing.provider_objects] == [
         "HTTPRoute",
         "GRPCRoute",
@@ -315,7 +320,7 @@ def test_implementation_named_in_the_spec_needs_no_lookup():
 def test_standard_session_persistence_does_not_claim_routing_by_the_clients_key():
     """sessionPersistence pins sessions by a gateway-issued value, not by the client's sequence ID: status
     and validate say so instead of claiming the header routes; the hashing implementations do not."""
-    from tritonpipeline.kube import checks
+    from tritonpipeline.render import checks
 
     tp, kids = children(gateway_doc("standard"))
     assert "value it issues" in kids.routing.description
@@ -330,7 +335,7 @@ def test_standard_session_persistence_does_not_claim_routing_by_the_clients_key(
 
 
 def test_ingress_nginx_is_deprecated_with_a_pointer_to_the_migration():
-    from tritonpipeline.kube import checks
+    from tritonpipeline.render import checks
 
     tp, _ = children(
         doc(routing={"sessionAffinity": "Header", "provider": "ingress-nginx", "tlsSecretName": "t"})
@@ -380,7 +385,7 @@ def test_sequence_model_on_several_replicas_without_affinity(spec, breaks):
     d = doc(**spec)
     if "server" in spec:
         d["spec"]["server"] = {**example("streaming")["spec"]["server"], **spec["server"]}
-    problem = routing.affinity_problem(parse_pipeline(d))
+    problem = routing_objects.affinity_problem(parse_pipeline(d))
     assert (problem is not None) == breaks
     if breaks:
         assert "accumulator" in problem and "sessionAffinity" in problem
@@ -389,7 +394,7 @@ def test_sequence_model_on_several_replicas_without_affinity(spec, breaks):
 def test_stateless_pipeline_never_warns():
     d = doc("fanout")
     d["spec"]["server"]["replicas"] = 5
-    assert routing.affinity_problem(parse_pipeline(d)) is None
+    assert routing_objects.affinity_problem(parse_pipeline(d)) is None
 
 
 # --------------------------------------------------------------------------------------------- PromQL
@@ -398,21 +403,21 @@ def test_stateless_pipeline_never_warns():
 def test_queries_exclude_every_ensemble_and_select_the_pipeline_pods():
     d = doc("fanout")
     tp = parse_pipeline(d)
-    q = autoscaling.pipeline_query(tp, "queueTime")
+    q = autoscaling_objects.pipeline_query(tp, "queueTime")
     assert q == (
         'sum(rate(nv_inference_queue_duration_us{namespace="ml",pod=~"vision-[a-z0-9]+-[a-z0-9]+",'
         'model!~"vision"}[1m])) / clamp_min(sum(rate(nv_inference_request_success{namespace="ml",'
         'pod=~"vision-[a-z0-9]+-[a-z0-9]+",model!~"vision"}[1m])), 1e-9)'
     )
-    assert autoscaling.pipeline_query(tp, "pendingRequests") == (
+    assert autoscaling_objects.pipeline_query(tp, "pendingRequests") == (
         'sum(nv_inference_pending_request_count{namespace="ml",pod=~"vision-[a-z0-9]+-[a-z0-9]+",'
         'model!~"vision"})'
     )
-    assert autoscaling.pipeline_query(tp, "gpuUtilization", namespace="x", window="5m") == (
+    assert autoscaling_objects.pipeline_query(tp, "gpuUtilization", namespace="x", window="5m") == (
         '100 * avg(nv_gpu_utilization{namespace="x",pod=~"vision-[a-z0-9]+-[a-z0-9]+"})'
     )
     with pytest.raises(ValueError):
-        autoscaling.expression("cpu", "")
+        autoscaling_objects.expression("cpu", "")
 
 
 def test_pipelines_with_several_ensembles_exclude_them_all():
@@ -421,15 +426,15 @@ def test_pipelines_with_several_ensembles_exclude_them_all():
     second["name"] = "vision-b"
     d["spec"]["pipelines"].append(second)
     tp = parse_pipeline(d)
-    assert 'model!~"vision|vision-b"' in autoscaling.pipeline_query(tp, "pendingRequests")
+    assert 'model!~"vision|vision-b"' in autoscaling_objects.pipeline_query(tp, "pendingRequests")
 
 
 def test_chart_adapter_rules_are_generated():
-    assert ADAPTER_RULES.read_text() == autoscaling.adapter_rules_yaml(), (
+    assert ADAPTER_RULES.read_text() == autoscaling_objects.adapter_rules_yaml(), (
         "charts/triton-pipeline/files/prometheus-adapter-rules.yaml is stale: run `make generate`"
     )
     rules = yaml.safe_load(ADAPTER_RULES.read_text())["rules"]
-    assert [r["name"]["as"] for r in rules] == list(autoscaling.METRIC_NAMES.values())
+    assert [r["name"]["as"] for r in rules] == list(autoscaling_objects.METRIC_NAMES.values())
     for r in rules:
         assert "<<.LabelMatchers>>" in r["metricsQuery"] and "<<.GroupBy>>" in r["metricsQuery"]
 
@@ -437,13 +442,13 @@ def test_chart_adapter_rules_are_generated():
 # --------------------------------------------------------------------------------------------- HPA / KEDA
 
 
-@pytest.mark.parametrize("metric", autoscaling.METRICS)
+@pytest.mark.parametrize("metric", autoscaling_objects.METRICS)
 def test_hpa_pods_metric_per_metric(metric):
     _, kids = children(doc("fanout", autoscaling={"maxReplicas": 4, "metric": metric, "target": 20}))
     hpa = kids.hpa
     (m,) = hpa["spec"]["metrics"]
     assert m["type"] == "Pods"
-    assert m["pods"]["metric"]["name"] == autoscaling.METRIC_NAMES[metric]
+    assert m["pods"]["metric"]["name"] == autoscaling_objects.METRIC_NAMES[metric]
     assert m["pods"]["target"] == {"type": "AverageValue", "averageValue": "20"}
     if metric in ("queueTime", "pendingRequests"):
         assert m["pods"]["metric"]["selector"] == {
@@ -461,18 +466,20 @@ def test_stateful_pipeline_scales_down_slowly_and_drains():
     d["spec"]["models"][1]["sequenceBatching"]["maxSequenceIdleMicroseconds"] = 600 * 1_000_000
     tp, kids = children(d)
     down = kids.hpa["spec"]["behavior"]["scaleDown"]
-    assert down["stabilizationWindowSeconds"] == 600 >= routing.longest_idle_seconds(tp)
+    assert down["stabilizationWindowSeconds"] == 600 >= routing_objects.longest_idle_seconds(tp)
     assert down["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 600}]
     pod = kids.deployment["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    assert pod["terminationGracePeriodSeconds"] >= 600 + autoscaling.TRITON_EXIT_TIMEOUT_SECONDS
+    assert pod["terminationGracePeriodSeconds"] >= 600 + autoscaling_objects.TRITON_EXIT_TIMEOUT_SECONDS
     pre_stop = c["lifecycle"]["preStop"]["exec"]["command"]
-    assert pre_stop[:2] == ["/bin/sh", "-c"] and f"touch {autoscaling.DRAIN_FILE}" in pre_stop[2]
+    assert pre_stop[:2] == ["/bin/sh", "-c"] and f"touch {autoscaling_objects.DRAIN_FILE}" in pre_stop[2]
     assert "sleep 605" in pre_stop[2]
     readiness = c["readinessProbe"]["exec"]["command"]
-    assert f"test ! -e {autoscaling.DRAIN_FILE}" in readiness[2] and "/v2/health/ready" in readiness[2]
+    assert (
+        f"test ! -e {autoscaling_objects.DRAIN_FILE}" in readiness[2] and "/v2/health/ready" in readiness[2]
+    )
     assert c["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert {"name": "run", "mountPath": autoscaling.DRAIN_DIR} in c["volumeMounts"]
+    assert {"name": "run", "mountPath": autoscaling_objects.DRAIN_DIR} in c["volumeMounts"]
 
 
 def test_short_idle_keeps_the_default_five_minutes():
@@ -514,11 +521,11 @@ def test_stateless_pipeline_keeps_the_plain_probe_and_waits_before_sigterm():
     pod = kids.deployment["spec"]["template"]["spec"]
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     # no drain file: a plain delay (tests/test_pod_spec.py checks the grace period against it)
-    wait = ["sleep", str(autoscaling.PRE_STOP_SECONDS)]  # an exec hook: the sleep action needs 1.30
+    wait = ["sleep", str(autoscaling_objects.PRE_STOP_SECONDS)]  # an exec hook: the sleep action needs 1.30
     assert pod["containers"][0]["lifecycle"]["preStop"] == {"exec": {"command": wait}}
 
 
-@pytest.mark.parametrize("metric", autoscaling.METRICS)
+@pytest.mark.parametrize("metric", autoscaling_objects.METRICS)
 def test_keda_scaled_object_with_the_generated_query(metric):
     d = doc(
         autoscaling={"maxReplicas": 5, "minReplicas": 2, "metric": metric, "engine": "keda", "target": 7.5}
@@ -535,7 +542,7 @@ def test_keda_scaled_object_with_the_generated_query(metric):
     assert trigger["metricType"] == ("AverageValue" if metric == "pendingRequests" else "Value")
     assert trigger["metadata"] == {
         "serverAddress": Settings().prometheus_address,
-        "query": autoscaling.pipeline_query(tp, metric),
+        "query": autoscaling_objects.pipeline_query(tp, metric),
         "threshold": "7.5",
     }
     assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"][
@@ -557,24 +564,29 @@ def test_engine_auto_is_the_default_and_renders_the_hpa_where_no_cluster_is_aske
     swaps in the ScaledObject where it chooses KEDA (with_engine), the same one `keda` renders."""
     tp, kids = children(doc("fanout", autoscaling={"maxReplicas": 3}))
     assert tp.spec.autoscaling.engine == "auto"
-    assert autoscaling.engine_of(tp) == "hpa" and autoscaling.engine_of(tp, keda=True) == "keda"
+    assert (
+        autoscaling_objects.engine_of(tp) == "hpa" and autoscaling_objects.engine_of(tp, keda=True) == "keda"
+    )
     assert kids.hpa is not None and kids.scaled_object is None
     keda = with_engine(kids, tp, Settings(), "keda")
     assert keda.hpa is None and keda.hpa not in keda.all()
     _, named = children(doc("fanout", autoscaling={"maxReplicas": 3, "engine": "keda"}))
     assert keda.scaled_object == named.scaled_object
     assert with_engine(kids, tp, Settings(), "hpa") is kids
-    assert autoscaling.hpa_name(tp) == "vision" and autoscaling.hpa_name(tp, "keda") == "keda-hpa-vision"
-    assert "KEDA ScaledObject vision" in autoscaling.describe(tp, "keda")
-    assert "HorizontalPodAutoscaler vision" in autoscaling.describe(tp)
+    assert (
+        autoscaling_objects.hpa_name(tp) == "vision"
+        and autoscaling_objects.hpa_name(tp, "keda") == "keda-hpa-vision"
+    )
+    assert "KEDA ScaledObject vision" in autoscaling_objects.describe(tp, "keda")
+    assert "HorizontalPodAutoscaler vision" in autoscaling_objects.describe(tp)
 
 
 @pytest.mark.parametrize(
     ("engine", "served", "usable", "problems", "chosen", "why"),
     [
-        ("auto", True, True, (), "keda", autoscaling.AUTO_KEDA),
-        ("auto", False, True, (), "hpa", autoscaling.AUTO_HPA_NO_KEDA),
-        ("auto", True, False, (), "hpa", autoscaling.AUTO_HPA_KEDA_OFF),
+        ("auto", True, True, (), "keda", autoscaling_objects.AUTO_KEDA),
+        ("auto", False, True, (), "hpa", autoscaling_objects.AUTO_HPA_NO_KEDA),
+        ("auto", True, False, (), "hpa", autoscaling_objects.AUTO_HPA_KEDA_OFF),
         ("auto", True, True, ("spec.autoscaling: not reviewed",), "hpa", "spec.autoscaling: not reviewed"),
         # the spec's own choice wins, whatever the cluster serves
         ("hpa", True, True, (), "hpa", "autoscaling.engine hpa (set in the spec)"),
@@ -583,11 +595,13 @@ def test_engine_auto_is_the_default_and_renders_the_hpa_where_no_cluster_is_aske
 )
 def test_the_engine_chosen_and_why(engine, served, usable, problems, chosen, why):
     tp = parse_pipeline(doc("fanout", autoscaling={"maxReplicas": 3, "engine": engine}))
-    choice = autoscaling.choose(tp, served, usable, problems)
+    choice = autoscaling_objects.choose(tp, served, usable, problems)
     assert choice.engine == chosen and why in choice.why
     if chosen == "hpa" and engine == "auto":
         assert "auto chose the HPA" in choice.why
-    assert autoscaling.choose(parse_pipeline(doc("fanout")), served) == autoscaling.EngineChoice(None)
+    assert autoscaling_objects.choose(
+        parse_pipeline(doc("fanout")), served
+    ) == autoscaling_objects.EngineChoice(None)
 
 
 def test_auto_without_the_operators_rbac_for_scaled_objects_chooses_the_hpa_and_names_the_verbs():
@@ -595,13 +609,13 @@ def test_auto_without_the_operators_rbac_for_scaled_objects_chooses_the_hpa_and_
     HPA (not a ScaledObject the API server refuses, which left no autoscaler at all), and the reason names
     what is missing; `keda` named in the spec is still the spec's choice."""
     auto = parse_pipeline(doc("fanout", autoscaling={"maxReplicas": 3}))
-    choice = autoscaling.choose(auto, True, True, (), ("create",))
+    choice = autoscaling_objects.choose(auto, True, True, (), ("create",))
     assert choice.engine == "hpa"
     assert "RBAC does not let it create scaledobjects.keda.sh in this namespace" in choice.why
-    both = autoscaling.choose(auto, True, True, ("not reviewed",), ("create", "patch"))
+    both = autoscaling_objects.choose(auto, True, True, ("not reviewed",), ("create", "patch"))
     assert "create or patch scaledobjects.keda.sh" in both.why and "not reviewed" not in both.why
     asked = parse_pipeline(doc("fanout", autoscaling={"maxReplicas": 3, "engine": "keda"}))
-    assert autoscaling.choose(asked, True, True, (), ("create",)).engine == "keda"
+    assert autoscaling_objects.choose(asked, True, True, (), ("create",)).engine == "keda"
 
 
 # --------------------------------------------------------------------------------------------- client
@@ -647,7 +661,7 @@ def test_drain_hooks_fail_readiness_on_a_real_tritonserver(serve_pipeline, tmp_p
     assert pod_url in c["readinessProbe"]["exec"]["command"][2]
 
     def local(command: list[str]) -> list[str]:
-        script = command[2].replace(autoscaling.DRAIN_DIR, drain_dir)
+        script = command[2].replace(autoscaling_objects.DRAIN_DIR, drain_dir)
         script = script.replace(pod_url, server.http_url).replace("sleep ", "sleep 0 && : ")
         return [*command[:2], script]
 
@@ -687,19 +701,21 @@ def stream_doc(drain: int = 120) -> dict:
 
 def test_stream_routing_drains_open_streams_instead_of_a_fixed_idle_time():
     tp, kids = children(stream_doc(120))
-    assert routing.affinity_problem(tp) is None
+    assert routing_objects.affinity_problem(tp) is None
     pod = kids.deployment["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     script = c["lifecycle"]["preStop"]["exec"]["command"][2]
-    assert f"touch {autoscaling.DRAIN_FILE}; sleep {autoscaling.PRE_STOP_SECONDS};" in script
+    assert f"touch {autoscaling_objects.DRAIN_FILE}; sleep {autoscaling_objects.PRE_STOP_SECONDS};" in script
     # while a stream the client helper registered is open (tests/test_stream_leases.py), not any connection
-    assert f"while [ $i -lt 120 ] && {autoscaling.open_streams_test()};" in script
-    assert autoscaling.OPEN_STREAMS_PATH in script and "/proc/net/tcp" not in script
+    assert f"while [ $i -lt 120 ] && {autoscaling_objects.open_streams_test()};" in script
+    assert autoscaling_objects.OPEN_STREAMS_PATH in script and "/proc/net/tcp" not in script
     assert "sleep 10;" in script and "sleep 15" not in script  # no fixed idle-timeout wait
-    exit_timeout = autoscaling.TRITON_EXIT_TIMEOUT_SECONDS
-    assert pod["terminationGracePeriodSeconds"] == autoscaling.PRE_STOP_SECONDS + 120 + exit_timeout + 10
-    assert c["readinessProbe"]["exec"]["command"] == autoscaling.Drain.readiness()  # no new streams
-    r = routing.routing_children(tp, Settings())
+    exit_timeout = autoscaling_objects.TRITON_EXIT_TIMEOUT_SECONDS
+    assert (
+        pod["terminationGracePeriodSeconds"] == autoscaling_objects.PRE_STOP_SECONDS + 120 + exit_timeout + 10
+    )
+    assert c["readinessProbe"]["exec"]["command"] == autoscaling_objects.Drain.readiness()  # no new streams
+    r = routing_objects.routing_children(tp, Settings())
     assert r.objects == () and r.provider_objects == () and "gRPC stream" in r.description
 
 

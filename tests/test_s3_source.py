@@ -24,8 +24,8 @@ from storage_helpers import (
     source_arg,
 )
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.manifests import CA_DIR
 from tritonpipeline.local.assemble import assemble
+from tritonpipeline.render.manifests import CA_DIR
 
 pytestmark = pytest.mark.minio
 

@@ -24,8 +24,8 @@ from test_serve_cli import _serve
 from tritonpipeline.client import TritonClient, read_key
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import checks
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render import checks
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import DEFAULT_IMAGE, parse_pipeline
 from tritonpipeline.triton import advisories, security
@@ -200,7 +200,7 @@ def test_server_args_cannot_lift_the_restriction(arg):
 
 
 def test_the_secret_is_no_applied_child_and_carries_its_key_only_in_the_secret():
-    from tritonpipeline.kube.access import admin_secret
+    from tritonpipeline.render.access import admin_secret
 
     doc = cluster()
     children = render(doc)

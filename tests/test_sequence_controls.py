@@ -23,8 +23,8 @@ from test_triton_loads import GENERIC, Repository, compile_doc, doc_of, py_model
 from tritonpipeline.client import TritonClient, affinity_headers
 from tritonpipeline.compiler import rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
-from tritonpipeline.kube import checks
-from tritonpipeline.local.server import LocalTriton
+from tritonpipeline.local.tritonserver import LocalTriton
+from tritonpipeline.render import checks
 from tritonpipeline.spec import parse_pipeline
 
 PROBE = Path(__file__).resolve().parent / "triton_models" / "sequence_probe_model.py"

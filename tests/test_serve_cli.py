@@ -19,7 +19,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from helpers import CLI, ROOT, tree_with_stand_in_backends
-from tritonpipeline.local.server import free_ports
+from tritonpipeline.local.tritonserver import free_ports
 
 pytestmark = [pytest.mark.tritonserver, pytest.mark.cli]
 

@@ -20,8 +20,8 @@ import yaml
 from helpers import CLI, ROOT
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.manifests import render_children, triton_args
-from tritonpipeline.local.server import LocalTriton, TritonError, free_ports, server_env, server_home
+from tritonpipeline.local.tritonserver import LocalTriton, TritonError, free_ports, server_env, server_home
+from tritonpipeline.render.manifests import render_children, triton_args
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton import tritonserver_options as opts

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import example
-from tritonpipeline.local.server import HOME_ENV, LocalTriton, TritonError, numpy_warning, server_home
+from tritonpipeline.local.tritonserver import HOME_ENV, LocalTriton, TritonError, numpy_warning, server_home
 
 
 def test_numpy_warning_only_for_numpy_2() -> None:

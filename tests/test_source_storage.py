@@ -10,7 +10,7 @@ import pytest
 from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 

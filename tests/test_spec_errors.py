@@ -23,8 +23,8 @@ from tritonpipeline.cli import compile_file, main
 from tritonpipeline.compiler import compile_pipeline, plan_types, rules
 from tritonpipeline.compiler.triton_config import parse_text as triton_parse_text
 from tritonpipeline.errors import Problem, SpecError
-from tritonpipeline.kube.crd import crd, passes_through
-from tritonpipeline.kube.manifests import render_children
+from tritonpipeline.render.crd import crd, passes_through
+from tritonpipeline.render.manifests import render_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import MAX_STEPS, parse_pipeline, parse_text
 

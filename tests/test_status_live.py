@@ -1,4 +1,4 @@
-"""The status users act on (kube/triton_metrics.py, reconcile/live.py): per step queue and compute time
+"""The status users act on (render/triton_metrics.py, reconcile/live.py): per step queue and compute time
 from a real tritonserver's /metrics after real requests, and the autoscaler's replicas copied by the
 operator from an HPA status written through the real apiserver."""
 
@@ -29,7 +29,7 @@ from tritonpipeline.compiler import (
     open_streams_source,
 )
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import triton_metrics as tm
+from tritonpipeline.render import triton_metrics as tm
 from tritonpipeline.spec import parse_pipeline
 
 REQUESTS = 20
@@ -194,7 +194,7 @@ def test_operator_copies_the_autoscalers_replicas(kube, namespace, run_operator)
 
 
 def test_network_policy_lets_the_operator_read_metrics():
-    from tritonpipeline.kube.access import network_policy
+    from tritonpipeline.render.access import network_policy
     from tritonpipeline.settings import Settings
 
     ops = Settings(operator_namespace="ops", operator_labels=(("app", "op"),))
@@ -310,9 +310,9 @@ def test_operator_reads_a_ready_pods_triton_metrics_into_status(
     Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, or [::1]:8002
     as on an IPv6 pod network, the pod object's status written as the kubelet would) and writes
     status.steps and status.bottleneck."""
-    from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
     from tritonpipeline.local.repository import write_repository
-    from tritonpipeline.local.server import LocalTriton
+    from tritonpipeline.local.tritonserver import LocalTriton
+    from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
 
     with socket.socket(socket.AF_INET6 if ":" in pod_ip else socket.AF_INET) as probe:
         if probe.connect_ex((pod_ip, METRICS_PORT)) == 0:

@@ -17,7 +17,7 @@ import yaml
 from harness.kubeapi import ensure_namespace, install_generated_crd
 from harness.kubeconfig import kube_for
 from test_operator import patch_deployment_status
-from tritonpipeline.kube.meta import MANAGED_BY, PIPELINE_LABEL
+from tritonpipeline.render.meta import MANAGED_BY, PIPELINE_LABEL
 from tritonpipeline.runtime.state import OperatorState
 from tritonpipeline.settings import Settings
 

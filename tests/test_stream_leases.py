@@ -37,8 +37,8 @@ from tritonpipeline.compiler import (
 )
 from tritonpipeline.compiler import open_streams_model as model
 from tritonpipeline.compiler.triton_config import open_streams_config
-from tritonpipeline.kube import autoscaling
-from tritonpipeline.kube import triton_metrics as tm
+from tritonpipeline.render import autoscaling_objects
+from tritonpipeline.render import triton_metrics as tm
 from tritonpipeline.spec import parse_pipeline
 
 # --------------------------------------------------------------------------------------------- pure
@@ -73,8 +73,12 @@ def test_model_client_and_pod_agree_on_names_and_times():
     assert model.GAUGE == OPEN_STREAMS_GAUGE
     assert model.LEASE_SECONDS == OPEN_STREAMS_LEASE_SECONDS == client.STREAM_LEASE_SECONDS
     assert model.COUNT_FILE == OPEN_STREAMS_FILE
-    assert model.RUN_DIR == autoscaling.DRAIN_DIR  # the pod's emptyDir (kube/manifests.py mounts it)
-    assert Path(autoscaling.OPEN_STREAMS_PATH) == Path(autoscaling.DRAIN_DIR) / OPEN_STREAMS_FILE
+    assert (
+        model.RUN_DIR == autoscaling_objects.DRAIN_DIR
+    )  # the pod's emptyDir (render/manifests.py mounts it)
+    assert (
+        Path(autoscaling_objects.OPEN_STREAMS_PATH) == Path(autoscaling_objects.DRAIN_DIR) / OPEN_STREAMS_FILE
+    )
     assert client.OPEN_STREAMS_MODEL == OPEN_STREAMS_MODEL
     assert model.MAX_LEASE_ID_BYTES >= 32  # the helper's IDs: 16 random bytes in hex
 
@@ -87,16 +91,20 @@ def test_the_model_is_decoupled_so_only_a_stream_registers():
 
 
 def test_the_pre_stop_waits_on_the_count_file_not_on_connections():
-    drain = autoscaling.drain(parse_pipeline(stream_doc()))
+    drain = autoscaling_objects.drain(parse_pipeline(stream_doc()))
     assert drain is not None
     script = drain.pre_stop()[2]
-    assert autoscaling.open_streams_test() in script and autoscaling.OPEN_STREAMS_PATH in script
+    assert (
+        autoscaling_objects.open_streams_test() in script and autoscaling_objects.OPEN_STREAMS_PATH in script
+    )
     assert "/proc/net/tcp" not in script
     assert f"-ge $(($(date +%s) - {OPEN_STREAMS_LEASE_SECONDS}))" in script  # an old count is none
 
 
 def run_test(path: Path) -> int:
-    return subprocess.run(["/bin/sh", "-c", autoscaling.open_streams_test(str(path))], timeout=10).returncode
+    return subprocess.run(
+        ["/bin/sh", "-c", autoscaling_objects.open_streams_test(str(path))], timeout=10
+    ).returncode
 
 
 @pytest.mark.parametrize(
@@ -227,10 +235,10 @@ def test_the_pre_stop_waits_for_the_helpers_stream_and_ends_when_it_closes(strea
     """The exact preStop of a Stream pod (its drain directory substituted, the 10 s propagation wait
     left out): it waits while a SequenceStream is open, and ends within a second or two of its close,
     far from streamDrainSeconds."""
-    drain = autoscaling.drain(parse_pipeline(stream_doc()))
+    drain = autoscaling_objects.drain(parse_pipeline(stream_doc()))
     assert drain is not None and drain.stream_wait_seconds == 600
-    script = drain.pre_stop()[2].replace(autoscaling.DRAIN_DIR, str(stream_pod.file.parent))
-    script = script.replace(f"sleep {autoscaling.PRE_STOP_SECONDS};", "sleep 0;")
+    script = drain.pre_stop()[2].replace(autoscaling_objects.DRAIN_DIR, str(stream_pod.file.parent))
+    script = script.replace(f"sleep {autoscaling_objects.PRE_STOP_SECONDS};", "sleep 0;")
     server = stream_pod.server
 
     async def run() -> float:

@@ -24,12 +24,12 @@ from test_crd_upgrade import CRD_PATH
 from test_operator import wait_reconciled
 from test_webhook import VWC_API, call, cluster_doc, collection, start_webhook_operator
 from tritonpipeline import jsontext
-from tritonpipeline.kube import reach as rc
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.kube.crd import crd
-from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
-from tritonpipeline.kube.reach import RECORD_ANNOTATION
+from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.reconcile.live import MAX_SCRAPE_BYTES
+from tritonpipeline.render import reach as rc
+from tritonpipeline.render.crd import crd
+from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
+from tritonpipeline.render.reach import RECORD_ANNOTATION
 from tritonpipeline.runtime import webhook
 from tritonpipeline.spec.document import NESTED_TOO_DEEP
 

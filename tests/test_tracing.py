@@ -25,8 +25,8 @@ from helpers import ROOT, example
 from test_serve_cli import infer_once
 from tritonpipeline.compiler import compile_pipeline, tracing
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import reach as rc
-from tritonpipeline.kube.manifests import render_children, triton_args
+from tritonpipeline.render import reach as rc
+from tritonpipeline.render.manifests import render_children, triton_args
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import parse_pipeline
 from tritonpipeline.triton import tritonserver_options

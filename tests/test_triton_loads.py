@@ -34,9 +34,9 @@ from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import checks
 from tritonpipeline.local.repository import check_model_dirs, write_repository
-from tritonpipeline.local.server import LocalTriton, TritonError
+from tritonpipeline.local.tritonserver import LocalTriton, TritonError
+from tritonpipeline.render import checks
 from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.tritonserver
@@ -556,7 +556,7 @@ def test_a_step_calls_a_version_triton_loads(tmp_path: Path) -> None:
 
 
 def test_explicit_model_control_serves_only_the_pipelines_it_names(tmp_path: Path) -> None:
-    """kube/checks.NOT_LOADED_EXPLICIT on the real tritonserver: under --model-control-mode=explicit it
+    """render/checks.NOT_LOADED_EXPLICIT on the real tritonserver: under --model-control-mode=explicit it
     reports ready with no model loaded, and --load-model=PIPELINE loads the ensemble with its steps."""
     doc = with_router(example("fanout"), "python")
     path = write_repository(compile_doc(doc), tmp_path / "repo", generic_model_root(tmp_path / "m", [doc]))
@@ -1193,7 +1193,7 @@ def test_classes_keep_their_labels_through_a_router_and_shared_fails_a_subset(
 ) -> None:
     """Asked for classes, output A names them from the model's labelFilename, also where a router copies
     it (the router's output has the same labels file, linked from the model's directory). Asked for A
-    alone, the shared pipeline fails where the routed one answers (kube/checks.py SHARED_OUTPUT_SUBSET)."""
+    alone, the shared pipeline fails where the routed one answers (render/checks.py SHARED_OUTPUT_SUBSET)."""
     doc = with_router(labelled_fan_out_doc(), router)
     warned = {w.path: w.message for w in checks.warnings(parse_pipeline(doc))}
     assert sorted(warned) == ["spec.pipelines[1].outputs[0].from"]

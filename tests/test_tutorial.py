@@ -25,7 +25,7 @@ from e2e import release, tutorial
 from e2e.tutorial import Block, TutorialError, blocks, script
 from helpers import EXAMPLES, MODELS, ROOT, curl_answers_as_shown, on_ports, served
 from tritonpipeline import cli
-from tritonpipeline.kube.meta import selector_labels
+from tritonpipeline.render.meta import selector_labels
 from tritonpipeline.spec import DEFAULT_IMAGE
 
 PAGE = ROOT / "docs" / "getting-started" / "cluster.md"

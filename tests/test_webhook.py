@@ -33,9 +33,9 @@ from helpers import CLI, built_kubectl, condition, example, imported_example
 from test_spec_errors import CASES, Case
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
-from tritonpipeline.kube import ownership
-from tritonpipeline.kube.client import Kube
-from tritonpipeline.local.server import free_port
+from tritonpipeline.kube.api_client import Kube
+from tritonpipeline.local.tritonserver import free_port
+from tritonpipeline.render import ownership
 from tritonpipeline.runtime import compiling, webhook
 from tritonpipeline.settings import GROUP, Settings
 from tritonpipeline.spec import newer_fields, parse_pipeline
@@ -454,7 +454,7 @@ def test_every_bad_spec_class_is_refused_at_apply_with_its_field_path(
             assert status == 422
             refused_by_webhook.add(case.id)
     assert refused_by_webhook >= GRAPH_CLASSES
-    # the spec's lists are atomic (kube/crd.py): duplicate names are our rules' to refuse, with the path
+    # the spec's lists are atomic (render/crd.py): duplicate names are our rules' to refuse, with the path
     assert refused_by_webhook >= DUPLICATE_CLASSES
     assert kube.list(API, "TritonPipeline", namespace, "") == []
 

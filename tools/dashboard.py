@@ -5,7 +5,7 @@ pending requests and errors.
 
 Triton counts per model: a pipeline's steps are its models, and each pipeline of a TritonPipeline is an
 ensemble named like it, whose series are the whole pipeline's. A series' TritonPipeline is read from its
-`pod` label (a Deployment's pods are named PIPELINE-HASH-SUFFIX), as kube/autoscaling.py selects a
+`pod` label (a Deployment's pods are named PIPELINE-HASH-SUFFIX), as render/autoscaling_objects.py selects a
 pipeline's pods, so the dashboard works with any Prometheus that scrapes the pods with Kubernetes
 discovery (the chart's ServiceMonitor, metrics.serviceMonitor). Replicas and readiness are the operator's
 own gauges (tritonpipeline_operator_pipeline_*; metrics.operatorServiceMonitor).
@@ -25,7 +25,7 @@ UID = "tritonpipeline-pipelines"
 TITLE = "TritonPipeline: pipelines and steps"
 SCHEMA_VERSION = 41  # the dashboard JSON model's version Grafana 12 writes
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-# a Deployment's pod PIPELINE-HASH-SUFFIX -> its pipeline (kube/autoscaling.py: pod_matchers)
+# a Deployment's pod PIPELINE-HASH-SUFFIX -> its pipeline (render/autoscaling_objects.py: pod_matchers)
 POD_OF_PIPELINE = "[a-z0-9]+-[a-z0-9]+"
 PIPELINE_PODS = f'namespace=~"$namespace",pod=~"($pipeline)-{POD_OF_PIPELINE}"'
 STEPS = f'{PIPELINE_PODS},model=~"$model"'

@@ -1,5 +1,5 @@
 """The structural schemas of the Kubernetes types the spec passes through (tools/generate.py writes them to
-operator/tritonpipeline/kube/kubernetes_types.json; kube/crd.py puts each where a spec field names its
+operator/tritonpipeline/render/kubernetes_types.json; render/crd.py puts each where a spec field names its
 type with spec.kubernetes.KubernetesType). Read off the Kubernetes Python client's models (the
 `openapi_types` and `attribute_map` its generator wrote from the API's OpenAPI document), so the CRD takes
 what the API server takes for that type and prunes nothing a pod spec would keep; a pinned client
@@ -14,7 +14,7 @@ import kubernetes.client
 
 # the client's spelling of IntOrString (its only use of `object` in these types: schemas() refuses any other)
 INT_OR_STRING = {("RollingUpdateDeployment", "maxSurge"), ("RollingUpdateDeployment", "maxUnavailable")}
-# apimachinery's resource.Quantity, which the client spells `str`: a number or a string (see kube/crd.py)
+# apimachinery's resource.Quantity, which the client spells `str`: a number or a string (see render/crd.py)
 QUANTITY_MAPS = {("ResourceRequirements", "limits"), ("ResourceRequirements", "requests")}
 SCALARS = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "datetime": "string"}
 CLIENT_PREFIX = re.compile(r"^(?:V1|V2|CoreV1)")

@@ -49,7 +49,17 @@ LAYERS: tuple[Layer, ...] = (
         "YAML writer; pure, like the compiler, which it uses to check what it wrote and which never uses it",
     ),
     Layer(
-        "kube", ("kube",), "spec and artifacts to Kubernetes manifests, the CRD, status; the thin API client"
+        "render",
+        ("render",),
+        "spec and artifacts to Kubernetes objects as plain dicts: the children (`manifests`, "
+        "`routing_objects`, `autoscaling_objects`, `access`, `disruption`), the CRD and its status schema, "
+        "status conditions, the cluster's rules (`checks`); pure: nothing here calls the API server",
+    ),
+    Layer(
+        "kube",
+        ("kube",),
+        "the thin Kubernetes API client (`api_client`), through which everything above reaches the API "
+        "server",
     ),
     Layer(
         "local, runtime, client",

@@ -159,7 +159,7 @@ def image_python() -> str:
 
 def pip_compile(log: TextIO = sys.stdout) -> Path:
     """pip-compile of PIP_TOOLS in a virtual environment of its own, made on first use (cached by version)."""
-    from tritonpipeline.local.server import cache_root
+    from tritonpipeline.local.tritonserver import cache_root
 
     venv = cache_root() / "pip-tools" / "-".join(p.split("==")[1] for p in PIP_TOOLS) / "venv"
     done = venv / ".installed"

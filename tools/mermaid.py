@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from tritonpipeline.local.server import cache_root
+from tritonpipeline.local.tritonserver import cache_root
 
 VERSION = "11.17.2"  # Material 9.x loads mermaid@11; its newest release when pinned
 # `npm view mermaid@VERSION dist.integrity`: the registry's sha512 of the package's tarball

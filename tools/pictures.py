@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.visualize import to_mermaid
-from tritonpipeline.kube.meta import GRPC_PORT
-from tritonpipeline.kube.routing import routing_children
+from tritonpipeline.render.meta import GRPC_PORT
+from tritonpipeline.render.routing_objects import routing_children
 from tritonpipeline.settings import Settings
 from tritonpipeline.spec import GatewayImplementation, TritonPipeline, load_file
 

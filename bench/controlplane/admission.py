@@ -21,8 +21,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tritonpipeline.kube.client import Kube, KubeError, path
-from tritonpipeline.local.server import free_port
+from tritonpipeline.kube.api_client import Kube, KubeError, path
+from tritonpipeline.local.tritonserver import free_port
 from tritonpipeline.runtime import compiling, webhook
 from tritonpipeline.settings import KIND
 

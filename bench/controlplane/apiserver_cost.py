@@ -31,8 +31,8 @@ from typing import Any
 
 from harness.controlplane import ControlPlane
 from harness.kubeapi import wait_established
-from tritonpipeline.kube.client import Kube, path
-from tritonpipeline.kube.crd import crd
+from tritonpipeline.kube.api_client import Kube, path
+from tritonpipeline.render.crd import crd
 from tritonpipeline.settings import KIND
 
 from .process import proc_stat

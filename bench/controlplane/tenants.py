@@ -54,9 +54,9 @@ from harness.kubeapi import ensure_namespace, install_generated_crd, write_statu
 from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
 from harness.paths import ROOT
-from tritonpipeline.kube.client import Kube, KubeError, path
-from tritonpipeline.kube.meta import METRICS_PORT, PIPELINE_LABEL
-from tritonpipeline.local.server import free_port
+from tritonpipeline.kube.api_client import Kube, KubeError, path
+from tritonpipeline.local.tritonserver import free_port
+from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
 from tritonpipeline.runtime import webhook
 from tritonpipeline.settings import KIND
 

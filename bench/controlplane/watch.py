@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tritonpipeline.kube.client import path
+from tritonpipeline.kube.api_client import path
 from tritonpipeline.settings import KIND
 
 from .workload import API, CHILD_KINDS, api_client, now

@@ -15,7 +15,7 @@ from kubernetes import config as k8s_config
 from harness.paths import ROOT
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
-from tritonpipeline.kube.manifests import Children, render_children
+from tritonpipeline.render.manifests import Children, render_children
 from tritonpipeline.settings import GROUP, VERSION, Settings
 from tritonpipeline.spec import parse_pipeline
 

@@ -102,7 +102,7 @@ def prepare(work: Path) -> dict[str, Any]:
     sys.path[:0] = paths
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     os.environ["TRITONPIPELINE_SERVER_HOME"] = str(home)
-    from tritonpipeline.local.server import server_env
+    from tritonpipeline.local.tritonserver import server_env
 
     for binary in (
         home / "bin" / "tritonserver",
@@ -185,7 +185,7 @@ class Serve:
     """`tritonpipeline serve FILE` in a subprocess; ready once it prints `serving;`."""
 
     def __init__(self, file: Path, log_path: Path, *, flags: list[str], env: dict[str, str] | None = None):
-        from tritonpipeline.local.server import free_ports
+        from tritonpipeline.local.tritonserver import free_ports
 
         self.ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
         self.lines: list[str] = []
@@ -566,7 +566,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
     import numpy as np
 
     from tritonpipeline.client import AsyncTritonClient
-    from tritonpipeline.kube import autoscaling
+    from tritonpipeline.render import autoscaling_objects
     from tritonpipeline.spec import load_file
 
     keep = ["--keep"] if args.work else []  # the rendered repositories and tritonserver logs, to debug
@@ -656,7 +656,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
                 servers[ROUTERS[-1]], args.metrics_seconds, RESULTS / "gpu-metrics.prom"
             )
             tp = load_file(str(PIPELINE))[0]
-            results["metrics"]["autoscaling_query"] = autoscaling.pipeline_query(
+            results["metrics"]["autoscaling_query"] = autoscaling_objects.pipeline_query(
                 tp, "gpuUtilization", namespace="default"
             )
         except Exception:

@@ -13,16 +13,16 @@ from typing import Any
 import aiohttp
 import kopf
 
-from .kube.meta import MANAGED_BY, PIPELINE_LABEL
 from .reconcile import authors
-from .reconcile.discovery import discovery_loop
+from .reconcile.discovery_loop import discovery_loop
 from .reconcile.leadership import leadership_loop
 from .reconcile.live import poll_loop
 from .reconcile.pipeline import reconcile
 from .reconcile.refs import namespace_of, owner_of
 from .reconcile.resync import reconcile_owner, repair_drift, restore_admin_secret, restore_child, resync_loop
-from .reconcile.status import mirror_pods
+from .reconcile.status_writer import mirror_pods
 from .reconcile.upgrade import finished_rolling
+from .render.meta import MANAGED_BY, PIPELINE_LABEL
 from .runtime import health, metrics, webhook
 from .runtime import log_events as events
 from .runtime.diffbase import DigestDiffBaseStorage, spec_changed

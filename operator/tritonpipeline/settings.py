@@ -36,7 +36,7 @@ DEFAULT_PEERING_LIFETIME_SECONDS = 15
 # kopf renews a peering entry 5 to 10 s before it ends: from that to two minutes of waiting after a kill
 MIN_PEERING_LIFETIME_SECONDS, MAX_PEERING_LIFETIME_SECONDS = 5, 120
 MAX_ROLL_OUTDATED = 1000
-# the kinds a pipeline makes that stay inside its namespace and serve only its pods (kube/reach.py): made
+# the kinds a pipeline makes that stay inside its namespace and serve only its pods (render/reach.py): made
 # for any author; the others (Ingress, routes, gateway policies, KEDA's ScaledObject) reach shared
 # infrastructure and are made only for an author who may create them
 TRUSTED_KINDS = (
@@ -62,7 +62,7 @@ ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
 # the address family of the cluster's pod network (its first, on dual-stack clusters)
 IpFamily = Literal["IPv4", "IPv6"]
 IP_FAMILIES: tuple[str, ...] = get_args(IpFamily)
-# whether the pods' user and group ids are left to the platform (OpenShift's SCC): kube/security_context.py
+# whether the pods' user and group ids are left to the platform (OpenShift's SCC): render/security_context.py
 SecurityContextAdaptation = Literal["auto", "force", "disabled"]
 ADAPTATIONS: tuple[str, ...] = get_args(SecurityContextAdaptation)
 ENV_PREFIX = "TRITONPIPELINE_"
@@ -157,7 +157,7 @@ class Range:
 
 
 def _names(text: str) -> tuple[str, ...]:
-    """Comma-separated names, empty ones left out (cli/run.py checks each is a namespace's name)."""
+    """Comma-separated names, empty ones left out (cli/cmd_run.py checks each is a namespace's name)."""
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
@@ -340,7 +340,7 @@ class Settings:
         "The operator pods' labels (the chart sets them), which that NetworkPolicy rule selects.",
         _labels,
     )
-    # the cluster admin's grants to whoever may create TritonPipelines (kube/checks.py, privilege_problems)
+    # the cluster admin's grants to whoever may create TritonPipelines (render/checks.py, privilege_problems)
     allow_privileged: bool = setting(
         False,
         "ALLOW_PRIVILEGED",
@@ -391,7 +391,7 @@ class Settings:
         "REVIEW_AUTHORS",
         "Ask, for each kind a pipeline makes and each object, host, ingress class or metrics address it "
         "names, whether its author may do that themselves (a SubjectAccessReview at admission, recorded "
-        "on the pipeline: kube/reach.py) unless a list below allows it; refuse the pipeline otherwise. "
+        "on the pipeline: render/reach.py) unless a list below allows it; refuse the pipeline otherwise. "
         "Needs the admission webhook (without it nothing can be reviewed, so only what the lists allow "
         "is made). The chart turns it on.",
         _flag,
@@ -460,7 +460,7 @@ class Settings:
     roll_outdated: int = setting(
         0,
         "ROLL_OUTDATED",
-        "Pipelines whose pods run an earlier operator's rendering (kube/pinning.py) are rolled to this "
+        "Pipelines whose pods run an earlier operator's rendering (render/pinning.py) are rolled to this "
         "one's this many at a time, each until its rollout completes; 0: none (each waits for its spec to "
         "change or for its roll annotation).",
         Range(0, MAX_ROLL_OUTDATED, whole=True, unit="pipelines"),
@@ -469,7 +469,7 @@ class Settings:
         "",
         "PEERING",
         "Name of kopf's peering object the replicas share: the oldest live replica reconciles, every "
-        "replica serves the webhook (kube/peering.py); empty: this process runs alone.",
+        "replica serves the webhook (render/peering.py); empty: this process runs alone.",
     )
     router: RouterMode = setting(  # noqa: RUF009  (a Literal alias: immutable, as every setting's value)
         "auto",

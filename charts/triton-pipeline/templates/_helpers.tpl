@@ -196,7 +196,7 @@ The operator's permissions inside a namespace (or in all of them), derived from 
     object the pipeline controls; a child that does not exist is created (POST: create) and another's
     object of a child's name is left alone. Whose an object is, is read (GET) when the operator does
     not know the child's UID yet (after a start, or when the object was replaced): `get` on every kind
-    it writes (kube/ownership.py, reconcile/claim.py). kopf watches some kinds by label (on.event
+    it writes (render/ownership.py, reconcile/claim.py). kopf watches some kinds by label (on.event
     handlers: list + watch);
   - only surplus ConfigMap parts and children a spec no longer renders are ever deleted (prune), and
     only those the pipeline controls (a DELETE with the child's UID as its precondition): a

@@ -1,7 +1,7 @@
 """`tritonpipeline` command line: validate, render, graph and serve TritonPipeline files; import one from a
-Triton model repository; run the operator. One module a command (its options, its examples, `execute`),
-the argument types they share in `arguments`, what else they share in `common`; this module builds the
-parser from them and runs the command chosen."""
+Triton model repository; run the operator. One module a command, `cmd_NAME` (its options, its examples,
+`execute`), the argument types they share in `arguments`, what else they share in `common`; this module
+builds the parser from them and runs the command chosen."""
 
 from __future__ import annotations
 
@@ -13,14 +13,34 @@ import sys
 from .. import extras
 from ..errors import SpecError, clip, reason
 from ..settings import SettingsError
-from . import assemble, crd, graph, import_, manifests, render, run, serve, validate
+from . import (
+    cmd_assemble,
+    cmd_crd,
+    cmd_graph,
+    cmd_import,
+    cmd_manifests,
+    cmd_render,
+    cmd_run,
+    cmd_serve,
+    cmd_validate,
+)
+from .cmd_import import read_model_repository
 from .common import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_USAGE, Parser, compile_file, error
-from .import_ import read_model_repository
 
 __all__ = ["EXAMPLES", "INTERNAL_COMMANDS", "build_parser", "compile_file", "main", "read_model_repository"]
 
 # the commands in the order --help lists them: each module has NAME, EXAMPLES, add(subparsers) and execute
-COMMANDS = (validate, render, graph, serve, run, manifests, import_, crd, assemble)
+COMMANDS = (
+    cmd_validate,
+    cmd_render,
+    cmd_graph,
+    cmd_serve,
+    cmd_run,
+    cmd_manifests,
+    cmd_import,
+    cmd_crd,
+    cmd_assemble,
+)
 DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their traceback
 
 # the examples each command's --help ends with (the top level's --help: each command's first) and
@@ -28,7 +48,7 @@ DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their tracebac
 # tests/test_cli.py parses each with this parser and checks that the repository files it names exist.
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {c.NAME: c.EXAMPLES for c in COMMANDS}
 EXAMPLES_HEADING = "examples:"
-INTERNAL_COMMANDS = (assemble.NAME,)  # what the operator's pods run: no example in the top-level --help
+INTERNAL_COMMANDS = (cmd_assemble.NAME,)  # what the operator's pods run: no example in the top-level --help
 
 
 def examples_text(examples: tuple[tuple[str, str], ...]) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ..compiler import Artifacts, graph_problems_beside
 from ..errors import Problem, SpecError, quote
-from ..kube import checks
 from ..local.repository import check_model_dirs, local_model_root
+from ..render import checks
 from ..settings import Settings
 from ..spec import STDIN, TritonPipeline, load_numbered
 

@@ -1,5 +1,5 @@
 """spec.server.tracing as tritonserver's `--trace-config` flags (pure): one renderer for the cluster's
-Triton container (kube/manifests.py) and `tritonpipeline serve` (cli/serve.py).
+Triton container (render/manifests.py) and `tritonpipeline serve` (cli/cmd_serve.py).
 
 The flags are Triton's own (docs/user_guide/trace.md of triton-inference-server/server): the global
 settings `mode=`, `level=` (once per level), `rate=` and `count=`; mode triton's `triton,file=` and

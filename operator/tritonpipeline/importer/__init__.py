@@ -4,10 +4,10 @@ turns Triton's configs back into a spec; it may use the compiler (to check what 
 never uses it (tests/test_layout.py).
 
 Pure (no file I/O, no printing): `import_repository` (`configs`) takes each model directory's
-config.pbtxt text and the directories without one; `tritonpipeline import` (cli/import_.py) reads the
+config.pbtxt text and the directories without one; `tritonpipeline import` (cli/cmd_import.py) reads the
 repository, prints the findings and writes the YAML (`document_yaml`, `writer`).
 
-What is carried: one small function per config section (`models`, `ensembles`), reading the Triton
+What is carried: one small function per config section (`section_mappers`, `ensembles`), reading the Triton
 field -> spec field tables (`Carry` rows in `tables`), so a field the spec gains is one row there (a row
 naming a field the spec does not have raises). Everything else a parsed config holds is found by the
 not-carried walk (`walk`) against the fields the mapper took (`reading`), and reported as a NOT_CARRIED

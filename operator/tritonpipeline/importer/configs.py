@@ -35,8 +35,8 @@ from .findings import (
     Finding,
     ImportResult,
 )
-from .models import model_entry, without_config
 from .reading import Reading
+from .section_mappers import model_entry, without_config
 from .tables import ENSEMBLE_PLATFORM, PythonFiles, VersionFiles
 from .walk import report_rest
 

@@ -1,5 +1,5 @@
 """What an import tells: the kinds of finding, the finding itself, the result, and every message
-the mapper writes (the command's own are in cli/import_.py)."""
+the mapper writes (the command's own are in cli/cmd_import.py)."""
 
 from __future__ import annotations
 

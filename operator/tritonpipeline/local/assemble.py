@@ -2,7 +2,7 @@
 
 Volume sources (pvc://) are mounted and linked, not copied; s3:// and gs:// sources are downloaded
 (only the declared models) with the credentials, endpoint and CA bundle the pod gets from
-spec.modelRepository (kube/manifests.py renders them as variables and files). The generated configs
+spec.modelRepository (render/manifests.py renders them as variables and files). The generated configs
 are laid over the result.
 """
 
@@ -16,8 +16,8 @@ from typing import Protocol
 
 from .. import extras
 from ..errors import Problem, SpecError, clip, quote
-from ..kube.manifests import S3_ADDRESSING_ENV
-from ..kube.packing import Unpacked, unpack
+from ..render.manifests import S3_ADDRESSING_ENV
+from ..render.packing import Unpacked, unpack
 from .native_router import NativeRouterUnavailable, fill_slots
 from .repository import write_repository
 
@@ -34,7 +34,7 @@ class _Store(Protocol):
 
 class _S3:
     """An S3 bucket through boto3: endpoint, region and CA bundle come from the variables boto3 reads
-    (AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_CA_BUNDLE: kube/manifests.py sets them), credentials from
+    (AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_CA_BUNDLE: render/manifests.py sets them), credentials from
     AWS_* variables or the pod's identity."""
 
     def __init__(self, bucket: str) -> None:

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from ..compiler.plan_types import NATIVE_ROUTER_LIBRARY, NATIVE_ROUTER_SLOT
-from .server import cache_root
+from .tritonserver import cache_root
 
 SOURCE = "native_router.c"
 CFLAGS = ("-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC")

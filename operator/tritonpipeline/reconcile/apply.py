@@ -12,13 +12,13 @@ from typing import Any
 
 import kopf
 
-from ..kube import access, autoscaling, ownership, pinning
-from ..kube import routing as rt
-from ..kube import status as st
-from ..kube.client import Kube, KubeError, Replaced, is_transient
-from ..kube.manifests import PIPELINE_LABEL, Children
-from ..kube.meta import namespace_of as pipeline_namespace
-from ..kube.meta import owned
+from ..kube.api_client import Kube, KubeError, Replaced, is_transient
+from ..render import access, autoscaling_objects, ownership, pinning
+from ..render import conditions as st
+from ..render import routing_objects as rt
+from ..render.manifests import PIPELINE_LABEL, Children
+from ..render.meta import namespace_of as pipeline_namespace
+from ..render.meta import owned
 from ..runtime import log_events as events
 from ..runtime.children import fingerprint
 from ..runtime.discovery import Discovery
@@ -142,7 +142,7 @@ async def _apply_deployment(
     kube: Kube, tp: TritonPipeline, deployment: dict[str, Any], claims: Claims
 ) -> dict[str, Any] | None:
     """Apply the Deployment; when it gets an autoscaler, hand spec.replicas over first so the count stays
-    (autoscaling.replicas_handover). None when it was not applied (claims says why)."""
+    (autoscaling_objects.replicas_handover). None when it was not applied (claims says why)."""
     if tp.spec.autoscaling is None or claims.blocked(deployment):
         return await claims.put(kube, deployment)
     kept = claims.unchanged(deployment)
@@ -152,8 +152,8 @@ async def _apply_deployment(
     live = await asyncio.to_thread(kube.get, "apps/v1", "Deployment", meta["namespace"], meta["name"])
     if live is not None and not holder_writable(live, claims):
         return await claims.put(kube, deployment)  # records who holds it
-    handover = autoscaling.replicas_handover(tp, deployment, live, kube.field_manager)
-    manager = autoscaling.REPLICAS_HANDOVER_MANAGER
+    handover = autoscaling_objects.replicas_handover(tp, deployment, live, kube.field_manager)
+    manager = autoscaling_objects.REPLICAS_HANDOVER_MANAGER
     if handover is not None and live is not None:
         await asyncio.to_thread(kube.apply, handover, None, manager, live["metadata"]["uid"])
     applied = await claims.put(kube, deployment)
@@ -210,7 +210,7 @@ async def apply_optional(
     owner: dict[str, Any],
     generation: int | None,
     discovery: Discovery,
-    engine: autoscaling.EngineChoice,
+    engine: autoscaling_objects.EngineChoice,
     gateway: GatewayLookup | None = None,
     use_keda: bool = True,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -293,14 +293,14 @@ async def _apply_scaler(
     claims: Claims,
     owner: dict[str, Any],
     generation: int | None,
-    engine: autoscaling.EngineChoice,
+    engine: autoscaling_objects.EngineChoice,
     missing: Callable[[tuple[tuple[str, str], ...]], Awaitable[list[str]]],
     use_keda: bool,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Apply the ScaledObject (KEDA's engine; the HPA is among the children every cluster takes): what
     was applied and the AutoscalingConfigured condition, which says which engine and why."""
     children = claims.children
-    message = engine.sentence + autoscaling.describe(tp, engine.engine)
+    message = engine.sentence + autoscaling_objects.describe(tp, engine.engine)
     if tp.spec.autoscaling is None:
         return [], st.condition("AutoscalingConfigured", True, "FixedReplicas", message, generation)
     if children.scaled_object is None:
@@ -308,7 +308,7 @@ async def _apply_scaler(
     if not use_keda:
         text = KEDA_NOT_ENABLED
         return [], st.condition("AutoscalingConfigured", False, "KedaNotEnabled", text, generation)
-    if gone := await missing((autoscaling.SCALED_OBJECT_API,)):
+    if gone := await missing((autoscaling_objects.SCALED_OBJECT_API,)):
         text = KEDA_NOT_INSTALLED.format(missing=gone[0])
         return [], st.condition("AutoscalingConfigured", False, "KedaNotInstalled", text, generation)
     try:
@@ -409,7 +409,7 @@ async def prune_optional(
     grants ScaledObjects with KEDA only)."""
     namespace, name = pipeline_namespace(tp), tp.name
     if not state.settings.use_keda:
-        skip = skip | {f"{autoscaling.SCALED_OBJECT_API[1]}/{name}"}
+        skip = skip | {f"{autoscaling_objects.SCALED_OBJECT_API[1]}/{name}"}
     rendered = rendered_optional(tp, claims.children)
     before = state.memory((namespace, name)).optional
     if before is None:

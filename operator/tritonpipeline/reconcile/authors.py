@@ -1,5 +1,5 @@
 """May a pipeline's author reach what it reaches: the admission webhook's review, and each reconcile's
-check of its record (what is reviewed and how the record reads: kube/reach.py).
+check of its record (what is reviewed and how the record reads: render/reach.py).
 
 At admission (`stamp`, a mutating webhook: kopf's handler in handlers.py) the API server hands the
 webhook the request's user. For each item of a new pipeline, or of a spec change, that no admin list
@@ -24,10 +24,10 @@ from typing import Any
 import kopf
 
 from ..errors import Problem, SpecError
-from ..kube import reach as rc
-from ..kube import routing as rt
-from ..kube.client import Kube, KubeError, path
-from ..kube.manifests import Children
+from ..kube.api_client import Kube, KubeError, path
+from ..render import reach as rc
+from ..render import routing_objects as rt
+from ..render.manifests import Children
 from ..runtime import log_events as events
 from ..runtime import webhook
 from ..runtime.state import OperatorState

@@ -1,4 +1,4 @@
-"""Writes to a pipeline's children that reach only the objects the pipeline controls (kube/ownership.py
+"""Writes to a pipeline's children that reach only the objects the pipeline controls (render/ownership.py
 decides whose an object is): an apply names the object's UID, so the API server refuses it when another
 object has taken the name; a child that does not exist is created (POST, refused when one of its name
 appeared meanwhile); a delete names the UID too."""
@@ -9,11 +9,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..kube import ownership
-from ..kube import status as st
-from ..kube.autoscaling import REPLICAS_HANDOVER_MANAGER
-from ..kube.client import Kube, KubeError, Replaced
-from ..kube.manifests import Children
+from ..kube.api_client import Kube, KubeError, Replaced
+from ..render import conditions as st
+from ..render import ownership
+from ..render.autoscaling_objects import REPLICAS_HANDOVER_MANAGER
+from ..render.manifests import Children
 from ..runtime.children import ChildIndex
 from ..runtime.state import Seen
 from ..settings import FIELD_MANAGER
@@ -147,7 +147,7 @@ async def remove(kube: Kube, ref: ownership.Ref, namespace: str, pipeline: Pipel
 class Claims:
     """One reconcile's writes of a pipeline's children: the objects of their names that another holds
     (`taken`: ref -> holder in words) and the children not applied because they depend on one of those
-    (`skipped`, kube/ownership.py `dependents`)."""
+    (`skipped`, render/ownership.py `dependents`)."""
 
     pipeline: Pipeline
     children: Children

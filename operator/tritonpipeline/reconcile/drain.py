@@ -1,5 +1,5 @@
 """A drain never waits forever for a pipeline's only ready pod, and never takes it away before its
-replacement serves (the rule and its pieces: kube/disruption.py).
+replacement serves (the rule and its pieces: render/disruption.py).
 
 The pipeline's PodDisruptionBudget keeps a drain from evicting the only ready replica of a pipeline that
 surges. When that pod is on a cordoned node (the first thing `kubectl drain` does), the operator restarts
@@ -14,9 +14,9 @@ import asyncio
 import time
 from typing import Any
 
-from ..kube import disruption
-from ..kube.client import KubeError
-from ..kube.pinning import rollout_done
+from ..kube.api_client import KubeError
+from ..render import disruption
+from ..render.pinning import rollout_done
 from ..runtime import log_events as events
 from ..runtime.state import OperatorState
 from .apply import raise_if_transient

@@ -1,15 +1,15 @@
 """Which autoscaling engine scales a pipeline: the spec's `hpa` or `keda`, or for `auto` (the default)
 KEDA where the cluster serves its ScaledObject, the HPA on prometheus-adapter's metrics where not
-(kube/autoscaling.py `choose`). Read from API discovery (runtime/discovery.py: kept for the discovery
-period, read again when a CRD appears); the admission webhook and `validate` ask no cluster."""
+(render/autoscaling_objects.py `choose`). Read from API discovery (runtime/discovery.py: kept for the
+discovery period, read again when a CRD appears); the admission webhook and `validate` ask no cluster."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ..kube import autoscaling
-from ..kube.manifests import Children, with_engine
+from ..render import autoscaling_objects
+from ..render.manifests import Children, with_engine
 from ..runtime.state import OperatorState
 from ..spec import TritonPipeline
 from . import authors
@@ -19,17 +19,17 @@ APPLY_VERBS = ("create", "patch")  # what the server-side apply of a new ScaledO
 
 async def choose_engine(
     state: OperatorState, body: Mapping[str, Any], tp: TritonPipeline, children: Children
-) -> tuple[Children, autoscaling.EngineChoice]:
+) -> tuple[Children, autoscaling_objects.EngineChoice]:
     """The children with the autoscaler of the engine chosen for the pipeline, and that choice. `auto`
     gets KEDA only where the cluster serves it, the operator may use it (settings.use_keda) and the
     pipeline's ScaledObject passes the access review (its author may create one, or an admin list allows
-    it: kube/reach.py) and the operator's own RBAC lets it apply ScaledObjects in the namespace (a
+    it: render/reach.py) and the operator's own RBAC lets it apply ScaledObjects in the namespace (a
     SelfSubjectAccessReview per verb, kept for the discovery period); the HPA otherwise, and the choice
     says why."""
-    if not autoscaling.may_choose_keda(tp):
-        return children, autoscaling.choose(tp, served=False)
+    if not autoscaling_objects.may_choose_keda(tp):
+        return children, autoscaling_objects.choose(tp, served=False)
     key = (tp.metadata.namespace or "default", tp.name)
-    api, kind = autoscaling.SCALED_OBJECT_API
+    api, kind = autoscaling_objects.SCALED_OBJECT_API
     served = await state.discovery.served(state.kube, api, kind, key)
     problems: list[str] = []
     denied: list[str] = []
@@ -41,5 +41,5 @@ async def choose_engine(
         keda = with_engine(children, tp, state.settings, "keda")
         scaled = [keda.scaled_object] if keda.scaled_object else []
         problems = [str(p) for p in await authors.unreviewed(state, body, tp, scaled)]
-    choice = autoscaling.choose(tp, served, state.settings.use_keda, problems, denied)
+    choice = autoscaling_objects.choose(tp, served, state.settings.use_keda, problems, denied)
     return with_engine(children, tp, state.settings, choice.engine), choice

@@ -7,8 +7,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ..kube import routing as rt
-from ..kube.client import Kube, KubeError, is_transient
+from ..kube.api_client import Kube, KubeError, is_transient
+from ..render import routing_objects as rt
 from ..settings import Settings
 from ..spec import GatewayImplementation, TritonPipeline
 

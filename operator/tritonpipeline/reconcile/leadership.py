@@ -1,4 +1,4 @@
-"""The active replica (kube/peering.py decides): read the peering objects, tell the rest of the process."""
+"""The active replica (render/peering.py decides): read the peering objects, tell the rest of the process."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime
 
 import kopf
 
-from ..kube import peering
+from ..render import peering
 from ..runtime import log_events as events
 from ..runtime import metrics
 from ..runtime.loops import LEADERSHIP, supervise
@@ -17,7 +17,7 @@ CHECK_SECONDS = 3.0  # how often a replica reads the peering objects
 
 
 def read_blockers(state: OperatorState) -> list[str]:
-    """The peers this replica waits for (kube/peering.py `blockers_in`), read from every peering object
+    """The peers this replica waits for (render/peering.py `blockers_in`), read from every peering object
     it takes part in: one per watched namespace, or the cluster's. Raises KubeError."""
     config = state.settings
     kind = peering.NAMESPACED_KIND if config.namespaces else peering.CLUSTER_KIND

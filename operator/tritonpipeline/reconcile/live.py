@@ -12,10 +12,10 @@ import aiohttp
 import kopf
 
 from ..errors import SpecError
-from ..kube import autoscaling
-from ..kube import triton_metrics as tm
-from ..kube.client import KubeError, transient_error
-from ..kube.meta import METRICS_PORT
+from ..kube.api_client import KubeError, transient_error
+from ..render import autoscaling_objects
+from ..render import triton_metrics as tm
+from ..render.meta import METRICS_PORT
 from ..runtime import log_events as events
 from ..runtime.loops import STATUS_POLL, supervise
 from ..runtime.state import OperatorState
@@ -23,7 +23,7 @@ from ..spec import TritonPipeline
 from ..triton.addresses import url_host
 from .pipeline import parsed
 from .resync import watched_pipelines
-from .status import list_pods, previous_condition, write_status
+from .status_writer import list_pods, previous_condition, write_status
 
 SCRAPE_TIMEOUT_SECONDS = 3.0
 # what a pod's metrics page may take: Triton's for hundreds of models on eight GPUs is well under 1 MiB.
@@ -116,7 +116,9 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
         new.update(tm.steps_status(tp, tm.pipeline_work(pairs) if pairs else None))
         new["openSequences"] = tm.open_sequences_status(tp, fresh)
         _report_failures(state, key, failed, log)
-        if not autoscaling.may_choose_keda(tp) or memory.engine is not None:  # `auto`: once reconciled
+        if (
+            not autoscaling_objects.may_choose_keda(tp) or memory.engine is not None
+        ):  # `auto`: once reconciled
             new["autoscaler"] = await _autoscaler(state, tp, namespace, memory.engine)
     except KubeError as exc:
         if transient_error(exc):  # no answer: the pass fails and is tried again (runtime/loops.py)
@@ -130,8 +132,8 @@ async def _autoscaler(
     state: OperatorState, tp: TritonPipeline, namespace: str, engine: str | None
 ) -> dict[str, Any] | None:
     """status.autoscaler from the HPA of the engine the last reconcile chose (`engine`: ours, or KEDA's)."""
-    chosen = autoscaling.engine_of(tp) if engine is None else cast(autoscaling.Engine, engine)
-    name = autoscaling.hpa_name(tp, chosen)
+    chosen = autoscaling_objects.engine_of(tp) if engine is None else cast(autoscaling_objects.Engine, engine)
+    name = autoscaling_objects.hpa_name(tp, chosen)
     if name is None:
         return None
     known = state.children.get("HorizontalPodAutoscaler", namespace, name)

@@ -15,11 +15,11 @@ import kopf
 
 from ..compiler import graph_problems_beside
 from ..errors import SpecError
-from ..kube import access, autoscaling, ownership, pinning, storage
-from ..kube import routing as rt
-from ..kube import status as st
-from ..kube.client import KubeError, is_transient, namespace_terminating
-from ..kube.manifests import Children, endpoint, owner_reference
+from ..kube.api_client import KubeError, is_transient, namespace_terminating
+from ..render import access, autoscaling_objects, ownership, pinning, storage
+from ..render import conditions as st
+from ..render import routing_objects as rt
+from ..render.manifests import Children, endpoint, owner_reference
 from ..runtime import compiling, metrics
 from ..runtime import log_events as events
 from ..runtime.compiling import Compiled, CompileStopped, Generated, compile_cr
@@ -40,7 +40,7 @@ from .engine import choose_engine
 from .gateway import GatewayLookup
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
-from .status import pod_status, previous_condition, schema_current, warn, write_status
+from .status_writer import pod_status, previous_condition, schema_current, warn, write_status
 from .upgrade import Pinned, pin, rolled
 
 
@@ -147,7 +147,7 @@ class Turn:
         return previous_condition(self.state, *self.key, self.body, ctype)
 
     async def write(self, new: dict[str, Any]) -> None:
-        """Merge `new` into the pipeline's status (reconcile/status.py write_status)."""
+        """Merge `new` into the pipeline's status (reconcile/status_writer.py write_status)."""
         await write_status(self.state, *self.key, new, self.body.get("status") or {})
 
 
@@ -241,7 +241,7 @@ class Plan:
 
     tp: TritonPipeline
     children: Children
-    engine: autoscaling.EngineChoice
+    engine: autoscaling_objects.EngineChoice
     gateway: GatewayLookup | None
 
 
@@ -387,7 +387,7 @@ def _log_details(logger: kopf.Logger, done: Reconciled) -> None:
         digest=done.artifacts.digest[:12],
         routers=", ".join(routers) or "none",
         pruned=done.applied.pruned or "nothing",
-        autoscaling=autoscaling.describe(done.plan.tp, done.plan.engine.engine),
+        autoscaling=autoscaling_objects.describe(done.plan.tp, done.plan.engine.engine),
     )
 
 

@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import kopf
 
-from ..kube import access
-from ..kube.client import KubeError, transient_error
+from ..kube.api_client import KubeError, transient_error
+from ..render import access
 from ..runtime import log_events as events
 from ..runtime.children import fingerprint
 from ..runtime.diffbase import handled
@@ -118,7 +118,7 @@ async def watched_pipelines(state: OperatorState, logger: kopf.Logger, what: str
     """Every pipeline in the namespaces the operator watches, for an operator-level loop (`what` names
     it in the warning when the API server refuses to list a namespace: that namespace is skipped this
     round). No answer at all (a transient KubeError) is raised: the loop's pass fails, and is tried again
-    (runtime/loops.py). None on a standby replica: the active one does this work (kube/peering.py)."""
+    (runtime/loops.py). None on a standby replica: the active one does this work (render/peering.py)."""
     config: Settings = state.settings
     if not state.active:
         return []

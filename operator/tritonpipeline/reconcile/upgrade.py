@@ -1,4 +1,4 @@
-"""Operator upgrades restart no Triton pod by themselves (kube/pinning.py decides; here the live objects
+"""Operator upgrades restart no Triton pod by themselves (render/pinning.py decides; here the live objects
 are read and the fleet roll is paced)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import kopf
 
-from ..kube import pinning
-from ..kube import status as st
-from ..kube.manifests import PIPELINE_LABEL, Children
-from ..kube.meta import namespace_of
+from ..render import conditions as st
+from ..render import pinning
+from ..render.manifests import PIPELINE_LABEL, Children
+from ..render.meta import namespace_of
 from ..runtime import log_events as events
 from ..runtime.state import OperatorState
 from ..spec import TritonPipeline

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ..kube.client import Kube, KubeError, api_client
+from ..kube.api_client import Kube, KubeError, api_client
 from ..settings import API_VERSION, KIND
 
 MODEL = "double"

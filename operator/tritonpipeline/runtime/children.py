@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..kube.ownership import written_by
+from ..render.ownership import written_by
 from ..settings import GROUP
 
 PIPELINE_LABEL = f"{GROUP}/pipeline"

@@ -44,10 +44,10 @@ from typing import Any, TypeVar, cast
 from ..compiler import compile_pipeline, graph_problems_beside
 from ..compiler.router_choice import choose_router
 from ..errors import Problem, SpecError
-from ..kube import checks
-from ..kube import reach as rc
-from ..kube.manifests import Children, render_children
-from ..kube.routing import needs_gateway_lookup
+from ..render import checks
+from ..render import reach as rc
+from ..render.manifests import Children, render_children
+from ..render.routing_objects import needs_gateway_lookup
 from ..settings import GROUP, Settings
 from ..spec import NEWER_FIELDS, TritonPipeline, newer_fields, parse_pipeline
 from . import log_events as events

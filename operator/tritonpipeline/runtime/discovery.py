@@ -3,7 +3,7 @@ discovery, and whether the operator's RBAC lets it use one (`may`), kept between
 
 A reconcile asks `served` (one GET of /apis/GROUP/VERSION, the kinds it serves) only when the answer is
 older than the discovery period: the other reconciles of that period ask the API server nothing. The
-discovery loop (reconcile/discovery.py) asks again each period about every API asked before, and when an
+discovery loop (reconcile/discovery_loop.py) asks again each period about every API asked before, and when an
 answer changed (a CRD installed, established or removed) re-applies the pipelines whose reconciles asked:
 an `auto` autoscaling engine switches to KEDA when KEDA's CRD appears, a provider's objects are created
 when its CRDs appear, without waiting for the resync."""
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..kube.client import Kube
+from ..kube.api_client import Kube
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
 

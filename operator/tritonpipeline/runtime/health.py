@@ -5,7 +5,7 @@ closes it then) and after `inactivity_timeout` without events. So a stream that 
 successfully for longer than that, plus a margin, is stuck: the apiserver is unreachable, or the
 watcher hangs. The numbers come from an aiohttp trace on kopf's own client session (handlers.login);
 the same trace counts API errors and watch restarts (metrics.py). Liveness (kopf's /healthz, through
-a probe handler) and readiness (/readyz, here) read them. A standby replica (kube/peering.py) has its
+a probe handler) and readiness (/readyz, here) read them. A standby replica (render/peering.py) has its
 resource watches closed by kopf's pause: only its peering watch counts then. Both also fail when one of
 the operator's own loops is stuck (loops.py)."""
 
@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import aiohttp.web
 
-from ..kube.peering import PLURALS
+from ..render.peering import PLURALS
 from . import metrics
 from .loops import Loops
 

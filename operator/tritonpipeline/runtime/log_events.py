@@ -444,7 +444,7 @@ ACCESS_DENIED = LogEvent(
     "ACCESS_DENIED",
     logging.INFO,
     "admission: {user} may not reach {count} thing(s) TritonPipeline {namespace}/{name} asks for; refused",
-    "The access review (TRITONPIPELINE_REVIEW_AUTHORS, kube/reach.py) found that the author of a new "
+    "The access review (TRITONPIPELINE_REVIEW_AUTHORS, render/reach.py) found that the author of a new "
     "pipeline or a spec change may not do themselves what the operator would do for them (create an "
     "Ingress, read a Secret...), and no admin list allows it: the write is refused with each field.",
 )

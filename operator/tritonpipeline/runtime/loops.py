@@ -9,7 +9,7 @@ and never later than the loop's period; the loop goes on at its period once a pa
 Each loop's last completed pass is a metric (tritonpipeline_operator_loop_last_pass_timestamp_seconds), and
 liveness (kopf's /healthz) and readiness (/readyz) fail when a loop has not completed a pass within its
 bound: LOOP_STALE_PERIODS (settings.py) of its periods plus TRITONPIPELINE_LOOP_STALE_MARGIN_SECONDS (a loop
-that hangs, or whose every pass fails). On a standby replica (kube/peering.py) the loops of the active one
+that hangs, or whose every pass fails). On a standby replica (render/peering.py) the loops of the active one
 (resync, status poll, discovery) make no passes and are not counted; their bound starts again when the
 replica becomes active."""
 

@@ -159,7 +159,7 @@ class LoopsCollector(Collector):
 
 class NotOwnedCollector(Collector):
     """`tritonpipeline_operator_objects_not_owned{kind}`: the objects with a name a pipeline's child would
-    have that another holds (left as they are, kube/ownership.py), as the pipelines' last reconciles found
+    have that another holds (left as they are, render/ownership.py), as the pipelines' last reconciles found
     them, by kind."""
 
     def __init__(self, taken: Callable[[], Iterable[Iterable[tuple[str, str, str]]]]) -> None:

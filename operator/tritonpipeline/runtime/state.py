@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import kopf
 
-from ..kube.client import Kube
+from ..kube.api_client import Kube
 from ..settings import Settings
 from .cache import BoundedCache
 from .children import ChildIndex
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     import aiohttp.web
 
-    from ..kube.triton_metrics import Scrape
+    from ..render.triton_metrics import Scrape
 
 Key = tuple[str, str]  # (namespace, name) of a TritonPipeline
 COMPILE_CACHE_BYTES = 64 * 1024 * 1024  # the compiled pipelines kept (estimated: reconcile/pipeline.py)
@@ -62,7 +62,7 @@ class PipelineMemory:
     """What the operator remembers of one pipeline between its reconciles: one object per pipeline in
     OperatorState.pipelines, so forgetting a deleted pipeline is one pop."""
 
-    # the status it last got from us: we are its only writer (reconcile/status.py)
+    # the status it last got from us: we are its only writer (reconcile/status_writer.py)
     status: dict[str, Any] | None = None
     # (uid, generation) as last reconciled
     owner: tuple[str | None, int | None] | None = None
@@ -72,7 +72,7 @@ class PipelineMemory:
     applied: Seen | None = None
     # what its last reconcile sent of each child (reconcile/claim.py: `Kind/name` -> digest)
     sent: dict[str, str] = field(default_factory=dict)
-    # the objects with its children's names that another holds (kube/ownership.py): `Kind/name` -> who,
+    # the objects with its children's names that another holds (render/ownership.py): `Kind/name` -> who,
     # as its last reconcile found them (the objects-not-owned metric counts them)
     taken: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # its model claim as last read: (claim, when, the claim or None) (reconcile/pipeline.py)
@@ -86,7 +86,7 @@ class PipelineMemory:
     secret: bool = False
     # the fields of a newer CRD its last reconcile ignored (logged when they change)
     newer_fields: str | None = None
-    # the autoscaling engine its last reconcile chose (`auto` resolved: kube/autoscaling.py)
+    # the autoscaling engine its last reconcile chose (`auto` resolved: render/autoscaling_objects.py)
     engine: str | None = None
     # the last scrape of each Ready pod's Triton metrics (reconcile.live)
     scrapes: dict[str, Scrape] = field(default_factory=dict)
@@ -150,7 +150,7 @@ class OperatorState:
     # reconciles in flight at once, of all pipelines (RECONCILES_AT_ONCE), shared fairly between
     # namespaces: one tenant's burst leaves the next free place to another tenant's pipeline
     admitted: FairShare = field(default_factory=lambda: FairShare(RECONCILES_AT_ONCE))
-    # outdated pipelines (kube/pinning.py) this process rolled whose rollout has not completed, with the
+    # outdated pipelines (render/pinning.py) this process rolled whose rollout has not completed, with the
     # Deployment generation the roll's apply produced (None until applied: no event frees the slot before),
     # and those waiting for a slot (settings.roll_outdated), oldest first. Operator-wide, not on a
     # pipeline's memory: the slots are shared, and the queue's order is across pipelines
@@ -174,13 +174,13 @@ class OperatorState:
     discovery: Discovery = field(init=False)
     # the access review's key and identity (reconcile/authors.py), one object every memo shares
     reviews: Reviews = field(default_factory=lambda: Reviews())
-    # this replica in kopf's peering (kube/peering.py) and whether it is the active one (the resync and
+    # this replica in kopf's peering (render/peering.py) and whether it is the active one (the resync and
     # status-poll loops run only then); always active without peering (settings.peering empty)
     identity: str = ""
     priority: int = 0
     active: bool = True
     # the drift-repair loop (reconcile.resync), the status poll (reconcile.live), the peering check
-    # (reconcile.leadership), the discovery loop (reconcile.discovery)
+    # (reconcile.leadership), the discovery loop (reconcile.discovery_loop)
     resync: asyncio.Task[None] | None = None
     poll: asyncio.Task[None] | None = None
     leadership: asyncio.Task[None] | None = None

@@ -1,7 +1,7 @@
 """The validating admission webhook: the whole compiler at `kubectl apply` (served with kopf).
 
 `review` is pure: the same parse + compile + cluster checks as `tritonpipeline validate` and the operator
-(kube/checks.py `check`), for a CREATE or an UPDATE that changes the spec. `configuration` renders the
+(render/checks.py `check`), for a CREATE or an UPDATE that changes the spec. `configuration` renders the
 ValidatingWebhookConfiguration; `Server` is the kopf webhook server with its certificate (self-signed, or
 files such as cert-manager's) that registers that configuration once it listens. Replicas of the operator
 share the self-signed certificate through a Secret (`SecretStore`): each serves it, and the configuration
@@ -34,9 +34,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..errors import Problem
-from ..kube import ownership
-from ..kube.client import Kube, KubeError, path
-from ..kube.meta import NAMESPACE_NAME
+from ..kube.api_client import Kube, KubeError, path
+from ..render import ownership
+from ..render.meta import NAMESPACE_NAME
 from ..settings import (
     API_VERSION,
     BAD_VALUE,
@@ -221,7 +221,7 @@ def review(operation: str, new: Mapping[str, Any] | None, old: Mapping[str, Any]
 
 def names_taken(kube: Kube, doc: Mapping[str, Any], keda: bool = True) -> list[Problem]:
     """A new pipeline's object names that are already another's, where the webhook can know it: another
-    pipeline of the namespace that makes an object of the same kind and name (kube/ownership.py
+    pipeline of the namespace that makes an object of the same kind and name (render/ownership.py
     `collisions`), an existing object of a name the pipeline would make that it could not take (a Secret
     is not read: the operator may only create Secrets; nor a ScaledObject without `keda`, settings.use_keda:
     the operator makes none, and the chart grants it none). What cannot be read (403) is not checked."""

@@ -2,7 +2,7 @@
 
 The one home of the spec's shape: types, enums, bounds, name patterns, list limits, each field's
 description, the Rules between one object's fields (and server.gpus against the instance groups' GPU
-indices); unknown fields and duplicate YAML keys are refused here too. kube/crd.py generates the CRD from
+indices); unknown fields and duplicate YAML keys are refused here too. render/crd.py generates the CRD from
 it (patterns, limits and Rules become the schema and its CEL rules, descriptions what `kubectl explain`
 shows), tools/generate.py docs/reference/fields.md. The graph's rules (steps, tensors, shapes,
 routers) are the compiler's.

@@ -88,7 +88,8 @@ DECOUPLED_BACKENDS: dict[str, str] = {
     "asserts it",
 }
 AutoscalingMetric = Literal["queueTime", "pendingRequests", "gpuUtilization"]
-# what scales a pipeline: `auto` is resolved by the operator from API discovery (kube/autoscaling.py)
+# what scales a pipeline: `auto` is resolved by the operator from API discovery
+# (render/autoscaling_objects.py)
 AutoscalingEngine = Literal["auto", "hpa", "keda"]
 
 
@@ -104,7 +105,7 @@ class FieldProblems(ValueError):
 @dataclass(frozen=True)
 class Rule:
     """One rule, one home: `holds` for the spec's validators and the same rule in CEL (over `self`) for
-    the CRD's x-kubernetes-validations (kube/crd.py), with one message; so `validate`, the operator and
+    the CRD's x-kubernetes-validations (render/crd.py), with one message; so `validate`, the operator and
     the apiserver's admission agree (tests/test_crd.py runs a table of values through both).
 
     A field's rule goes in its type (`Annotated[int, NONZERO_DIM.validator()]`); an object's rules in its

@@ -58,7 +58,7 @@ IMAGE = (
 @dataclass(frozen=True)
 class KubernetesType:
     """A pass-through field's metadata: the Kubernetes type it holds (such as `Affinity`, core/v1's).
-    The CRD gives the field that type's own schema (kube/crd.py), so the API server bounds it (no
+    The CRD gives the field that type's own schema (render/crd.py), so the API server bounds it (no
     unknown field, no nesting the type has not) before the webhook or the operator reads it."""
 
     name: str

@@ -11,8 +11,8 @@ from pydantic import (
 
 from .base import DNS_LABEL_RE, DNS_SUBDOMAIN_RE, HEADER_RE, HOST_RE, Rule, _Base, _name_rule
 
-# The Gateway API implementations whose header-hashing policy the operator renders (kube/routing.py), and
-# `standard`: the Gateway API's own sessionPersistence
+# The Gateway API implementations whose header-hashing policy the operator renders
+# (render/routing_objects.py), and `standard`: the Gateway API's own sessionPersistence
 GatewayImplementation = Literal["envoy-gateway", "istio", "nginx-gateway-fabric", "standard"]
 # NGINX Gateway Fabric takes the hash key as an nginx variable matching ^\$[a-z_]+$: no digits
 NGINX_GATEWAY_HEADER_RE = re.compile(r"^[A-Za-z-]+$")

@@ -174,7 +174,7 @@ class ModelRepository(_Base):
 
 TRACE_FLAG_SET = "cannot be given in server.args with server.tracing, which sets the trace configuration"
 
-# how a roll or a drain replaces a pipeline's pods (spec.server.rollout; kube/disruption.py)
+# how a roll or a drain replaces a pipeline's pods (spec.server.rollout; render/disruption.py)
 Rollout = Literal["Surge", "ReplaceInPlace"]
 
 # Triton's request tracing (--trace-config: compiler/tracing.py renders it)
@@ -336,7 +336,7 @@ class Server(_Base):
         "`$` doubled, so the kubelet expands no `$(VAR)` (the admin key's `$(TRITON_ADMIN_KEY)` stays those "
         "letters).",
     )
-    # merged field by field over the operator's restricted-compliant defaults (kube/manifests.py)
+    # merged field by field over the operator's restricted-compliant defaults (render/manifests.py)
     security_context: Annotated[dict[str, Any], kubernetes.KubernetesType("SecurityContext")] | None = Field(
         default=None,
         description="Security context of the Triton and init containers. Default (restricted-compliant): "
@@ -373,7 +373,7 @@ class Server(_Base):
         description="How long Triton may take to load its models before the startup probe restarts it (large "
         "models load for minutes).",
     )
-    # how pods are replaced (kube/disruption.py); None: Surge, and no default in the CRD, so that a stored
+    # how pods are replaced (render/disruption.py); None: Surge, and no default in the CRD, so that a stored
     # pipeline carries no field an operator of an earlier release does not know
     rollout: Rollout | None = Field(
         default=None,
@@ -388,7 +388,7 @@ class Server(_Base):
         "but with one replica nothing serves while the new pod loads its models. See "
         "docs/concepts/operator.md#rollouts-and-drains.",
     )
-    # the Deployment's strategy, passed through; None: the one `rollout` names (kube/disruption.py)
+    # the Deployment's strategy, passed through; None: the one `rollout` names (render/disruption.py)
     strategy: Annotated[dict[str, Any], kubernetes.KubernetesType("DeploymentStrategy")] | None = Field(
         default=None,
         description="The Deployment's `strategy`, passed through (instead of `rollout`, for finer control). "

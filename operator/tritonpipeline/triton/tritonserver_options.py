@@ -108,7 +108,7 @@ OPTIONS: dict[str, str] = {
 # two names of one option: getopt_long does not call a prefix of both ambiguous
 ALIASES = {"model-store": "model-repository"}
 
-# options the operator sets on every pod (kube/manifests.py triton_args), or that break the pod it runs:
+# options the operator sets on every pod (render/manifests.py triton_args), or that break the pod it runs:
 # spec.server.args may not give them
 RESERVED: dict[str, str] = {
     "model-repository": "tritonpipeline sets it to the repository it assembles",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec import TritonPipeline
-from . import status as st
+from . import conditions as st
 
 SINGLE_NODE_MODES = {"ReadWriteOnce", "ReadWriteOncePod"}
 

@@ -1,6 +1,6 @@
 """The TritonPipeline CRD, generated from the typed spec so the two cannot drift apart: types, enums,
 bounds, defaults, name patterns, list limits, descriptions and the spec's Rules (as CEL) all come from
-the spec package (spec/); the status's typed and bounded schema from kube/status_schema.py.
+the spec package (spec/); the status's typed and bounded schema from render/status_schema.py.
 
 `tritonpipeline crd` prints it; `make generate` writes crds/ and the chart's copy, and a test checks
 they are current.
@@ -25,7 +25,7 @@ from ..settings import GROUP, KIND, PLURAL, VERSION
 from ..spec import K8S_NAME_RE, RULE_TEXT, PipelineSpec, Rule
 from ..spec.kubernetes import KubernetesType
 from .checks import DNS_1035_LABEL
-from .routing import HEADLESS_SUFFIX
+from .routing_objects import HEADLESS_SUFFIX
 from .status_schema import status_schema
 
 # Every list of the spec is atomic (no x-kubernetes-list-type map): our rules refuse duplicate names with
@@ -72,7 +72,7 @@ def kubernetes_type(name: str) -> dict[str, Any]:
     """The schema of Kubernetes' type `name` (a copy: the caller adds its description)."""
     found = _kubernetes_types().get(name)
     if found is None:
-        raise ValueError(f"no schema of Kubernetes' {name} in kube/{KUBERNETES_TYPES}: run `make generate`")
+        raise ValueError(f"no schema of Kubernetes' {name} in render/{KUBERNETES_TYPES}: run `make generate`")
     return copy.deepcopy(found)
 
 
@@ -201,7 +201,7 @@ def _object(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _headless_rule() -> dict[str, str]:
-    """kube/checks.py's limit on the headless Service name (Header routing), at admission."""
+    """render/checks.py's limit on the headless Service name (Header routing), at admission."""
     most = DNS_1035_LABEL.most - len(HEADLESS_SUFFIX)
     return {
         "rule": "!has(self.spec.routing) || !has(self.spec.routing.sessionAffinity) || "

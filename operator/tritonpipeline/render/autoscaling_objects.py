@@ -30,7 +30,7 @@ from ..spec import AutoscalingMetric, TritonPipeline
 from ..triton import tritonserver_options
 from ..triton.addresses import IPV4_LOOPBACK, url_host
 from .meta import HTTP_PORT, metadata, namespace_of
-from .routing import longest_idle_seconds, sequence_models
+from .routing_objects import longest_idle_seconds, sequence_models
 
 DEFAULT_WINDOW = "1m"
 METRICS: tuple[str, ...] = typing.get_args(AutoscalingMetric)
@@ -140,7 +140,7 @@ def adapter_rules(window: str = DEFAULT_WINDOW) -> dict[str, Any]:
 def adapter_rules_yaml() -> str:
     header = (
         "# prometheus-adapter rules for TritonPipeline autoscaling (HPA engine). Generated from\n"
-        "# tritonpipeline.kube.autoscaling by `make generate`; a test checks it is current.\n"
+        "# tritonpipeline.render.autoscaling_objects by `make generate`; a test checks it is current.\n"
         "# Use it as prometheus-adapter's config.yaml (the chart's prometheusAdapter.rulesConfigMap), or\n"
         "# merge `rules` into the prometheus-adapter chart's `rules.custom` (docs/concepts/autoscaling.md).\n"
     )

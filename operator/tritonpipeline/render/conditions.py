@@ -25,7 +25,7 @@ def now() -> str:
 
 
 # the longest free text the operator writes into status (a condition's message, the router choice's
-# reason): readable in `kubectl describe`, and far below the CRD's bound (kube/status_schema.py), which a
+# reason): readable in `kubectl describe`, and far below the CRD's bound (render/status_schema.py), which a
 # later release's longer text must not exceed either
 MAX_MESSAGE = 1024
 TRUNCATED = " … [{more} more characters]"

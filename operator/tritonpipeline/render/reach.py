@@ -31,10 +31,10 @@ from ..errors import Problem
 from ..settings import GROUP, Settings
 from ..spec import DNS_LABEL_RE, TritonPipeline
 from ..triton import tritonserver_options
-from . import access, autoscaling
+from . import access, autoscaling_objects
 from .manifests import Children
 from .meta import plural
-from .routing import GATEWAY_API
+from .routing_objects import GATEWAY_API
 
 DEPLOYMENT_API = ("apps/v1", "Deployment")  # what carries a trace collector's URL (its pods' args)
 # on the pipeline: what its author was found allowed to reach, signed (`record`)
@@ -248,8 +248,13 @@ def optional_reach(
     tp: TritonPipeline, settings: Settings, spec: Mapping[str, Any], required: Sequence[Reach]
 ) -> list[Reach]:
     """The items of what the operator may render instead of what `required` holds (the ScaledObject of
-    an `auto` autoscaling engine: kube/autoscaling.py), beyond those of `required`, marked optional."""
-    scaled = autoscaling.scaled_object(tp, settings, "keda") if autoscaling.may_choose_keda(tp) else None
+    an `auto` autoscaling engine: render/autoscaling_objects.py), beyond those of `required`, marked
+    optional."""
+    scaled = (
+        autoscaling_objects.scaled_object(tp, settings, "keda")
+        if autoscaling_objects.may_choose_keda(tp)
+        else None
+    )
     if scaled is None:
         return []
     keys = {i.key for i in required}

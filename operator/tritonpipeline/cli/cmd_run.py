@@ -75,9 +75,9 @@ def execute(args: argparse.Namespace) -> int:
     from kubernetes.config import ConfigException
 
     from .. import handlers  # noqa: F401 - registers the handlers
-    from ..kube import peering
-    from ..kube.client import Kube, KubeError, api_client
-    from ..kube.security_context import OPENSHIFT_SCC_API
+    from ..kube.api_client import Kube, KubeError, api_client
+    from ..render import peering
+    from ..render.security_context import OPENSHIFT_SCC_API
     from ..runtime import kopf_json
     from ..runtime.logs import configure
     from ..runtime.memory import limit_malloc_arenas

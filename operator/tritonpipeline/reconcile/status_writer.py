@@ -9,9 +9,9 @@ from typing import Any, cast
 
 import kopf
 
-from ..kube import status as st
-from ..kube.client import Kube, KubeError
-from ..kube.manifests import PIPELINE_LABEL
+from ..kube.api_client import Kube, KubeError
+from ..render import conditions as st
+from ..render.manifests import PIPELINE_LABEL
 from ..runtime import log_events as events
 from ..runtime.state import OperatorState
 from ..settings import API_VERSION, KIND, OPERATOR_NAME

@@ -17,8 +17,8 @@ from typing import Any
 from .. import extras
 from ..compiler import tracing
 from ..errors import Problem, SpecError, quote, reason
-from ..kube.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from ..local.repository import write_repository
+from ..render.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from ..spec import Tracing
 from ..triton import security, tritonserver_options
 from .arguments import add_file, add_models, add_name, ip_address, output_path, port, seconds, whole_seconds
@@ -134,11 +134,11 @@ def with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
 
 def execute(args: argparse.Namespace) -> int:
     check_ports(args)
-    from ..local.server import HOME_ENV
+    from ..local.tritonserver import HOME_ENV
 
     if not os.environ.get(HOME_ENV):  # a tritonserver tree of its own needs no wheel's (NVIDIA's image)
         extras.need("serve", "tritonpipeline serve")
-    from ..local.server import (
+    from ..local.tritonserver import (
         TritonError,
         installed_numpy,
         missing_backends,
@@ -210,7 +210,14 @@ def _serve(c: Compiled, args: argparse.Namespace) -> int:
     """Assemble the repository in a temporary directory, run tritonserver on it until a signal, and
     remove what it made: the work directory (repository, admin key), the log, the Python backend's
     shared memory; after a failure, the log stays and the error line names it (--keep keeps all)."""
-    from ..local.server import Interrupted, LocalTriton, NotReady, TritonError, last_error, load_failures
+    from ..local.tritonserver import (
+        Interrupted,
+        LocalTriton,
+        NotReady,
+        TritonError,
+        last_error,
+        load_failures,
+    )
 
     stop = threading.Event()
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in SERVE_SIGNALS}

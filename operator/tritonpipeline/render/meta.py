@@ -59,7 +59,7 @@ CONFIGMAP_DIGEST_CHARS = 10
 
 def configmap_name(tp: TritonPipeline | str, index: int, digest: str) -> str:
     """The ConfigMap holding part `index` of the generated repository whose parts' digest is `digest`
-    (kube/packing.py `parts_digest`), of the pipeline (or of the pipeline of this name): content-addressed,
+    (render/packing.py `parts_digest`), of the pipeline (or of the pipeline of this name): content-addressed,
     so a changed repository is a new set of ConfigMaps, and a pod always mounts the one its template was
     rendered for."""
     name = tp if isinstance(tp, str) else tp.name

@@ -13,9 +13,9 @@ from typing import Any
 from ..settings import GROUP, Settings
 from ..spec import TritonPipeline
 from ..triton import security
+from .conditions import pod_problem
 from .meta import GRPC_PORT, HTTP_PORT, METRICS_PORT, NAMESPACE_NAME, namespace_of, selector_labels
 from .meta import metadata as _meta
-from .status import pod_problem
 
 NETWORK_POLICY_API = ("networking.k8s.io/v1", "NetworkPolicy")
 # on the pod template, under a field manager of its own: when the operator made the current admin key, set

@@ -1,7 +1,8 @@
 """Whose an object is (pure): the operator updates and deletes only the objects a pipeline controls.
 
-A pipeline's children have names made from the pipeline's name (kube/meta.py, kube/routing.py). In a shared
-namespace such a name may already be taken: a team's own Service `c`, another pipeline's headless Service.
+A pipeline's children have names made from the pipeline's name (render/meta.py,
+render/routing_objects.py). In a shared namespace such a name may already be taken: a team's own Service
+`c`, another pipeline's headless Service.
 The operator then leaves the object exactly as it is and reports it (`NAME_TAKEN`): it never writes over,
 takes over or deletes an object whose controller ownerReference is not the pipeline's (by UID). Taking an
 existing object is explicit: its owner annotates it with `ADOPT_ANNOTATION` set to the pipeline's name.
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..settings import FIELD_MANAGER, GROUP, KIND
-from . import access, autoscaling
-from . import routing as rt
+from . import access, autoscaling_objects
+from . import routing_objects as rt
 from .manifests import PDB_API, Children
 
 # on an existing object: the name of the pipeline that may take it over (adopt it as its own child)
@@ -42,7 +43,7 @@ NAME_TAKEN_MESSAGE = (
 NAME_TAKEN_SKIPPED = "; not applied either, as they depend on it: {objects}"
 NOT_SERVING = "nothing serves: {what}"
 NOT_WRITTEN = "not applied: {objects} (see ObjectsOwned)"
-# the webhook's and `validate`'s refusals (kube/checks.py, runtime/webhook.py)
+# the webhook's and `validate`'s refusals (render/checks.py, runtime/webhook.py)
 NAME_COLLISION = (
     "pipeline {other!r} (in this namespace) makes {kind} {name!r} too: the two pipelines would fight over "
     "it; rename one of them"
@@ -138,7 +139,7 @@ def optional_names(pipeline: str) -> list[Ref]:
     return [
         *rt.possible_names(pipeline),
         ("autoscaling/v2", "HorizontalPodAutoscaler", pipeline),
-        (*autoscaling.SCALED_OBJECT_API, pipeline),
+        (*autoscaling_objects.SCALED_OBJECT_API, pipeline),
         (*access.NETWORK_POLICY_API, pipeline),
         (*PDB_API, pipeline),
     ]

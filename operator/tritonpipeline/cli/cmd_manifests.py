@@ -75,9 +75,9 @@ def execute(args: argparse.Namespace) -> int:
     """The Kubernetes objects the operator applies for each pipeline of FILE (or --name), as YAML."""
     from ..compiler import compile_pipeline
     from ..compiler.router_choice import choose_router
-    from ..kube import autoscaling
-    from ..kube.manifests import render_children, with_engine
-    from ..kube.routing import routing_children
+    from ..render import autoscaling_objects
+    from ..render.manifests import render_children, with_engine
+    from ..render.routing_objects import routing_children
     from ..spec import parse_pipeline
 
     settings = Settings.from_env()  # the operator's settings come from the same variables
@@ -105,8 +105,8 @@ def execute(args: argparse.Namespace) -> int:
                 "--gateway-implementation to render them",
                 file=sys.stderr,
             )
-        if autoscaling.may_choose_keda(tp):  # engine auto: as the operator would choose it
-            engine: autoscaling.Engine = "keda" if args.autoscaling_engine == "keda" else "hpa"
+        if autoscaling_objects.may_choose_keda(tp):  # engine auto: as the operator would choose it
+            engine: autoscaling_objects.Engine = "keda" if args.autoscaling_engine == "keda" else "hpa"
             children = with_engine(children, tp, settings, engine)
             if args.autoscaling_engine is None:
                 print(f"note: {tp.name}: {AUTO_ENGINE_NOTE}", file=sys.stderr)

@@ -22,7 +22,8 @@ from ..errors import Problem, SpecError
 from ..settings import Settings
 from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, Model, TritonPipeline, kubernetes
 from ..triton import advisories, tritonserver_options
-from . import packing, routing
+from . import packing
+from . import routing_objects as routing
 from .meta import CONFIGMAP_DIGEST_CHARS, configmap_name
 from .security_context import container_security, pod_security
 

@@ -14,9 +14,9 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .. import jsontext
+from ..render.meta import plural
 from ..runtime import metrics
 from ..settings import API_VERSION, KIND
-from .meta import plural
 
 T = TypeVar("T")
 JsonPatch = list[dict[str, Any]]  # RFC 6902 operations

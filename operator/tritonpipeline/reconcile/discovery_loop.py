@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kopf
 
-from ..kube.client import transient_error
+from ..kube.api_client import transient_error
 from ..runtime import log_events as events
 from ..runtime.loops import DISCOVERY, supervise
 from ..runtime.state import OperatorState

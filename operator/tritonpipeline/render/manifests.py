@@ -1,6 +1,7 @@
 """TritonPipeline + compiled artifacts -> Kubernetes objects, as plain dicts (pure, deterministic).
 
-Routing objects live in kube/routing.py, autoscaling objects and queries in kube/autoscaling.py."""
+Routing objects live in render/routing_objects.py, autoscaling objects and queries in
+render/autoscaling_objects.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ..errors import Problem, SpecError
 from ..settings import GROUP, Settings
 from ..spec import NVIDIA_GPU, GcsOptions, ModelRepository, S3Options, TritonPipeline
 from ..triton.addresses import IPV6_ANY, listen_args, loopback
-from . import access, autoscaling, checks, packing
+from . import access, autoscaling_objects, checks, packing
 from .disruption import PDB_API, disruption_budget, strategy
 from .meta import (
     GRPC_PORT,
@@ -26,10 +27,8 @@ from .meta import (
     selector_labels,
 )
 from .meta import metadata as _meta
-from .meta import (
-    plain_copy as _copy,
-)
-from .routing import RoutingChildren, client_ip_timeout, routing_children
+from .meta import plain_copy as _copy
+from .routing_objects import RoutingChildren, client_ip_timeout, routing_children
 from .security_context import container_security, init_security, pod_security
 
 GENERATED_DIR = "/tp/generated"
@@ -46,7 +45,7 @@ REPOSITORY_DIR = f"{MODELS_DIR}/repository"
 HASH_ANNOTATION = f"{GROUP}/repository-hash"
 # earlier ReplicaSets a Deployment keeps (`kubectl rollout undo` reaches them), each with its ConfigMaps
 REVISION_HISTORY = 3
-METRIC_NAMES = autoscaling.METRIC_NAMES
+METRIC_NAMES = autoscaling_objects.METRIC_NAMES
 
 __all__ = [
     "GRPC_PORT",
@@ -80,7 +79,7 @@ class Children:
     disruption_budget: dict[str, Any] | None = None
 
     def all(self) -> list[dict[str, Any]]:
-        """The objects every cluster can take (the admin-key Secret is not one: see kube/access.py)."""
+        """The objects every cluster can take (the admin-key Secret is not one: see render/access.py)."""
         return [
             *self.configmaps,
             self.deployment,
@@ -93,7 +92,7 @@ class Children:
 
 
 def configmaps(tp: TritonPipeline, artifacts: Artifacts, settings: Settings) -> list[dict[str, Any]]:
-    """The generated repository split over ConfigMaps below the size limit (format: kube/packing.py),
+    """The generated repository split over ConfigMaps below the size limit (format: render/packing.py),
     immutable and named by their content (meta.configmap_name): a new repository is new ConfigMaps, which
     the Deployment switches to in one step, while pods of earlier ReplicaSets keep theirs."""
     too_large = checks.file_size_problems(artifacts, settings)
@@ -321,7 +320,7 @@ def deployment(
     if source.env_from:
         init["envFrom"] = list(source.env_from)
     probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"}, "periodSeconds": PROBE_PERIOD_SECONDS}
-    drain = autoscaling.drain(tp)
+    drain = autoscaling_objects.drain(tp)
     readiness: dict[str, Any] = {**probe, "failureThreshold": 3}
     if drain is not None:
         # stateful: readiness also fails once preStop has marked the pod as draining
@@ -358,10 +357,10 @@ def deployment(
         "terminationMessagePolicy": "FallbackToLogsOnError",  # why Triton exited, in the pod status
     }
     if drain is None:
-        container["lifecycle"] = {"preStop": {"exec": {"command": autoscaling.pre_stop_wait()}}}
+        container["lifecycle"] = {"preStop": {"exec": {"command": autoscaling_objects.pre_stop_wait()}}}
     else:
         container["lifecycle"] = {"preStop": {"exec": {"command": drain.pre_stop()}}}
-        container["volumeMounts"].append({"name": "run", "mountPath": autoscaling.DRAIN_DIR})
+        container["volumeMounts"].append({"name": "run", "mountPath": autoscaling_objects.DRAIN_DIR})
         volumes.append({"name": "run", "emptyDir": {"sizeLimit": "1Mi"}})  # the drain flag file
     if server.tracing is not None and server.tracing.mode == "triton":  # Triton's trace file
         container["volumeMounts"].append({"name": "traces", "mountPath": tracing.TRACE_DIR})
@@ -383,7 +382,9 @@ def deployment(
     if pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in dict.fromkeys(pull_secrets)]
     pod_spec["terminationGracePeriodSeconds"] = (
-        drain.grace_seconds if drain else autoscaling.grace_seconds(tp, autoscaling.PRE_STOP_SECONDS)
+        drain.grace_seconds
+        if drain
+        else autoscaling_objects.grace_seconds(tp, autoscaling_objects.PRE_STOP_SECONDS)
     )
     if server.node_selector:
         pod_spec["nodeSelector"] = dict(server.node_selector)
@@ -445,25 +446,25 @@ def render_children(tp: TritonPipeline, artifacts: Artifacts, settings: Settings
         configmaps=tuple(cms),
         deployment=deployment(tp, artifacts, names, settings),
         service=service(tp, settings),
-        hpa=autoscaling.hpa(tp, settings),
+        hpa=autoscaling_objects.hpa(tp, settings),
         routing=routing_children(tp, settings),
-        scaled_object=autoscaling.scaled_object(tp, settings),
+        scaled_object=autoscaling_objects.scaled_object(tp, settings),
         network_policy=access.network_policy(tp, settings),
         disruption_budget=disruption_budget(tp, settings),
     )
 
 
 def with_engine(
-    children: Children, tp: TritonPipeline, settings: Settings, engine: autoscaling.Engine | None
+    children: Children, tp: TritonPipeline, settings: Settings, engine: autoscaling_objects.Engine | None
 ) -> Children:
     """The children with the autoscaler of `engine` (the operator's resolution of `auto`:
-    autoscaling.choose) instead of what render_children made without asking the cluster."""
-    if engine is None or engine == autoscaling.engine_of(tp):
+    autoscaling_objects.choose) instead of what render_children made without asking the cluster."""
+    if engine is None or engine == autoscaling_objects.engine_of(tp):
         return children
     return replace(
         children,
-        hpa=autoscaling.hpa(tp, settings, engine),
-        scaled_object=autoscaling.scaled_object(tp, settings, engine),
+        hpa=autoscaling_objects.hpa(tp, settings, engine),
+        scaled_object=autoscaling_objects.scaled_object(tp, settings, engine),
     )
 
 

@@ -152,7 +152,7 @@ def _name(tp: TritonPipeline | str) -> str:
 def headless_service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
     """One DNS A record per ready pod, and endpoints that ingress-nginx hashes over directly. No metrics
     port: the ServiceMonitor must scrape each pod once, through the main Service."""
-    name = headless_name(tp)  # its length is one of kube/checks.py's name rules
+    name = headless_name(tp)  # its length is one of render/checks.py's name rules
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import Problem, SpecError
-from ..kube import checks, ownership
+from ..render import checks, ownership
 from ..settings import Settings
 from ..spec import STDIN, TritonPipeline
 from .arguments import FILE_HELP, add_models
@@ -49,7 +49,7 @@ def summary(c: Compiled) -> str:
 
 
 def warnings(compiled: list[Compiled]) -> list[Problem]:
-    """kube/checks.py's warnings of every document, paths prefixed like errors when there are several."""
+    """render/checks.py's warnings of every document, paths prefixed like errors when there are several."""
     return [Problem(c.label + w.path, w.message) for c in compiled for w in checks.warnings(c.pipeline)]
 
 
@@ -107,7 +107,7 @@ def name_collisions(
     validated: list[tuple[dict[str, Any], TritonPipeline]],
 ) -> list[tuple[dict[str, Any], SpecError]]:
     """The pipelines validated together that make an object of the same kind and name as another pipeline
-    of their namespace (kube/ownership.py `collisions`): each with its file's result and the problem."""
+    of their namespace (render/ownership.py `collisions`): each with its file's result and the problem."""
     found = []
     for result, tp in validated:
         others = [o.name for _, o in validated if o.metadata.namespace == tp.metadata.namespace]

@@ -20,7 +20,7 @@ def add(sub: Any) -> argparse.ArgumentParser:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from ..kube.crd import crd_yaml
+    from ..render.crd import crd_yaml
 
     sys.stdout.write(crd_yaml())
     return EXIT_OK

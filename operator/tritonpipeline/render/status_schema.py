@@ -1,13 +1,13 @@
-"""The schema of a TritonPipeline's status, which kube/crd.py puts in the CRD: every field the operator
-writes (kube/status.py's conditions, reconcile/status.py's replica counts, reconcile/pipeline.py's
-observedGeneration, endpoint and graph, reconcile/live.py's steps, bottleneck, autoscaler and open
-sequences), typed and bounded like the spec's, so that no writer of the status subresource stores
-anything deeper or larger than that: the API server prunes a field the schema does not have and refuses
-a value out of bounds (issue 54). kopf writes nothing there: its progress and diff base are annotations
-(handlers.py) and no handler returns a result.
+"""The schema of a TritonPipeline's status, which render/crd.py puts in the CRD: every field the operator
+writes (render/conditions.py's conditions, reconcile/status_writer.py's replica counts,
+reconcile/pipeline.py's observedGeneration, endpoint and graph, reconcile/live.py's steps, bottleneck,
+autoscaler and open sequences), typed and bounded like the spec's, so that no writer of the status
+subresource stores anything deeper or larger than that: the API server prunes a field the schema does not
+have and refuses a value out of bounds (issue 54). kopf writes nothing there: its progress and diff base
+are annotations (handlers.py) and no handler returns a result.
 
 The bounds are the largest the operator can write for a spec the CRD admits, so its own status is never
-refused; free text (messages, the router choice's reason) it cuts to kube/status.py's MAX_MESSAGE. A
+refused; free text (messages, the router choice's reason) it cuts to render/conditions.py's MAX_MESSAGE. A
 bound is left generous where a later release may write more (types and reasons of conditions, the
 messages), since an older CRD would refuse that release's whole status write, not prune the field."""
 
@@ -20,7 +20,7 @@ import annotated_types as at
 from ..compiler.plan import MAX_ROUTER_NAME
 from ..spec import MAX_PIPELINES, MAX_STEPS, MAX_TENSOR_NAME, MAX_TENSORS
 from ..spec.server import Server
-from .status import MAX_CONDITIONS
+from .conditions import MAX_CONDITIONS
 
 # a pipeline, step or model name (spec/base.py NAME_RE, MODEL_NAME_RE)
 MAX_NAME = 64
@@ -33,7 +33,7 @@ MAX_ENDPOINT = MAX_OBJECT_NAME + len(":65535")
 # a word the operator chooses (a router backend, a fan-out mode, an autoscaling metric): strings, not
 # enums, so that a newer release's word is not refused by an older CRD
 MAX_WORD = 63
-# free text: metav1.Condition's bound, 32 times what the operator writes (kube/status.py MAX_MESSAGE)
+# free text: metav1.Condition's bound, 32 times what the operator writes (render/conditions.py MAX_MESSAGE)
 MAX_TEXT = 32768
 # metav1.Condition's bounds and patterns for a condition's type and reason
 MAX_CONDITION_TYPE = 316
@@ -64,7 +64,7 @@ def _most_replicas() -> int:
 
 
 # status.openSequences has one entry per Ready pod: at most server.replicas (autoscaling.maxReplicas has the
-# same bound) and as many again while a rollout surges; kube/triton_metrics.py lists no more (a pod of
+# same bound) and as many again while a rollout surges; render/triton_metrics.py lists no more (a pod of
 # someone else's that carries the pipeline's label would count)
 MAX_POD_ENTRIES = 2 * _most_replicas()
 
