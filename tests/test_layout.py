@@ -99,3 +99,60 @@ def test_the_importer_runs_the_compiler_backwards() -> None:
     text = "from ..importer import import_repository\n"
     (found,) = [t for _, t in imports(PACKAGE / "compiler" / "example.py", text)]
     assert found == "tritonpipeline.importer" and LAYER[layer_of(found)] > LAYER["compiler"]
+
+
+def duplicate_basenames(paths: list[Path]) -> dict[str, list[str]]:
+    """The module file names (`__init__`/`__main__` aside) that more than one of `paths` has."""
+    seen: dict[str, list[str]] = {}
+    for path in paths:
+        if path.name not in ("__init__.py", "__main__.py"):
+            seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    return {name: where for name, where in sorted(seen.items()) if len(where) > 1}
+
+
+def test_module_file_names_are_unique() -> None:
+    """A file name says what it holds wherever it is seen (an editor's tab, a traceback, a walk through the
+    code): no two modules of the package share one, so no import needs an `as` to tell them apart."""
+    assert not (twice := duplicate_basenames(sorted(PACKAGE.rglob("*.py")))), twice
+    # the rule applied to files the test writes: a second status.py is caught
+    written = [
+        PACKAGE / "render" / "conditions.py",
+        PACKAGE / "reconcile" / "status.py",
+        PACKAGE / "x" / "status.py",
+    ]
+    assert duplicate_basenames(written) == {"status.py": ["reconcile/status.py", "x/status.py"]}
+
+
+# what talks to the API server: the package's own client, and the libraries under it and kopf
+API_CLIENT = ("tritonpipeline.kube", "kubernetes", "kopf", "urllib3")
+
+
+def api_imports(path: Path, text: str | None = None) -> list[str]:
+    """`line: module` of every import in `path` (or in `text`, read as if it were that file's) of what
+    talks to the API server."""
+    source = path.read_text() if text is None else text
+    found = [(line, target) for line, target in imports(path, source)]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module))
+    return sorted(
+        {f"{line}: {t}" for line, t in found if any(t == m or t.startswith(m + ".") for m in API_CLIENT)}
+    )
+
+
+def test_the_renderers_import_nothing_of_the_api_client() -> None:
+    """render/ turns a spec and its artifacts into Kubernetes objects and calls no API server: it imports
+    neither kube/ (the API client) nor the libraries that talk to one, so the CLI, the webhook and the
+    tests run every renderer without a cluster."""
+    found = {
+        str(path.relative_to(ROOT)): hits
+        for path in sorted((PACKAGE / "render").rglob("*.py"))
+        if (hits := api_imports(path))
+    }
+    assert not found, found
+    # the rule applied to a source the test writes: a renderer importing the API client, and kopf
+    text = "import kopf\nfrom ..kube.api_client import Kube\nfrom .meta import metadata\n"
+    written = api_imports(PACKAGE / "render" / "example.py", text)
+    assert written == ["1: kopf", "2: tritonpipeline.kube.api_client"]
