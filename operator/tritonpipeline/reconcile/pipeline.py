@@ -1,6 +1,6 @@
 """One reconcile of a TritonPipeline (a Turn), in steps: compile (parse, compile, render: `compiled`;
 what the cluster serves: `_plan`), apply (server-side apply and prune: `_apply`, apply.py), report
-(status and events: `_report`, its conditions gathered in a Conditions, status.py)."""
+(status and events: `_report`, its conditions gathered in a Conditions, status_writer.py)."""
 
 from __future__ import annotations
 
