@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from tritonpipeline.local.tritonserver import free_ports
 
 from .gotools import find_go, go_env
 from .paths import E2E, cache_root
+from .process import start_and_wait
 
 BUILD_SCRIPT = E2E / "build-controlplane.sh"
 GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
@@ -259,6 +260,7 @@ class ControlPlane:
         self._apiserver: subprocess.Popen[bytes] | None = None
         self._users: dict[tuple[str, tuple[str, ...]], Path] = {}
         self.startup_seconds: float | None = None
+        self._readyz = "no answer yet"  # what /readyz last answered during start-up
 
     @property
     def version(self) -> str:
@@ -279,10 +281,17 @@ class ControlPlane:
                 shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
             self.url = f"https://127.0.0.1:{self.port}"
             try:
-                self._etcd = self._spawn(self._etcd_cmd(), self.etcd_log)
-                self._apiserver = self._spawn(self._apiserver_cmd(), self.apiserver_log)
+                self._readyz = "no answer yet"
+                etcd = self._etcd = self._spawn("etcd", self._etcd_cmd(), self.etcd_log, lambda: True, 0)
                 self.kubeconfig = self.write_kubeconfig(self.kubeconfig, "admin", ("system:masters",))
-                self._wait_ready(t0 + timeout)
+                self._apiserver = self._spawn(
+                    "kube-apiserver",
+                    self._apiserver_cmd(),
+                    self.apiserver_log,
+                    self._ready,
+                    t0 + timeout,
+                    etcd,
+                )
                 break
             except ControlPlaneError as err:
                 self.stop()
@@ -326,17 +335,31 @@ class ControlPlane:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
-        with open(log, "ab") as out:
-            return subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                start_new_session=True,  # Ctrl-C in a terminal goes to us, not to the servers
-                preexec_fn=None if self.detach else _die_with_parent,
-            )
+    def _spawn(
+        self,
+        name: str,
+        cmd: list[str],
+        log: Path,
+        ready: Callable[[], object],
+        deadline: float,
+        etcd: subprocess.Popen[bytes] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        """Start one server (in a session of its own: Ctrl-C in a terminal goes to us, not to the
+        servers) and wait until `ready()`, while `etcd` (the apiserver's) keeps running."""
+        return start_and_wait(
+            name,
+            cmd,
+            ready,
+            log=log,
+            timeout=max(deadline - time.monotonic(), 0),
+            tail=lambda: f"last answer: {self._readyz}\n{self.log_tails()}",
+            interval=0.2,
+            error=ControlPlaneError,
+            alongside={"etcd": etcd} if etcd is not None else None,
+            append=True,
+            cwd=self.workdir,
+            preexec_fn=None if self.detach else _die_with_parent,
+        )
 
     def _etcd_cmd(self) -> list[str]:
         client = f"http://127.0.0.1:{self.etcd_port}"
@@ -488,24 +511,16 @@ class ControlPlane:
 
     # -- readiness and diagnostics --------------------------------------------------------------------
 
-    def _wait_ready(self, deadline: float) -> None:
-        ctx = self.ssl_context()
-        last = "no answer yet"
-        while time.monotonic() < deadline:
-            for name, proc in (("etcd", self._etcd), ("kube-apiserver", self._apiserver)):
-                if proc is None or proc.poll() is not None:
-                    code = None if proc is None else proc.returncode
-                    raise ControlPlaneError(f"{name} exited with {code} during start-up\n{self.log_tails()}")
-            try:
-                with urllib.request.urlopen(self.url + "/readyz", context=ctx, timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except urllib.error.HTTPError as err:
-                last = f"/readyz {err.code}: {err.read().decode(errors='replace')[-2000:]}"
-            except (OSError, ssl.SSLError) as err:
-                last = f"/readyz: {err}"
-            time.sleep(0.2)
-        raise ControlPlaneError(f"kube-apiserver not ready in time ({last})\n{self.log_tails()}")
+    def _ready(self) -> bool:
+        """/readyz answers 200; what it answered otherwise is kept for the error (`_readyz`)."""
+        try:
+            with urllib.request.urlopen(self.url + "/readyz", context=self.ssl_context(), timeout=2) as resp:
+                return bool(resp.status == 200)
+        except urllib.error.HTTPError as err:
+            self._readyz = f"/readyz {err.code}: {err.read().decode(errors='replace')[-2000:]}"
+        except (OSError, ssl.SSLError) as err:
+            self._readyz = f"/readyz: {err}"
+        return False
 
     def log_tails(self, lines: int = 60) -> str:
         parts = []

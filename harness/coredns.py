@@ -21,7 +21,6 @@ import re
 import socket
 import struct
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 from tritonpipeline.local.tritonserver import free_port
 
 from .gotools import ensure_tool, missing_tool
-from .process import end
+from .process import end, start_and_wait
 
 CLUSTER_DOMAIN = "cluster.local"
 # characters a path may have to go into the Corefile unquoted (Caddyfile tokens split on blanks, quotes
@@ -167,26 +166,16 @@ class CoreDNS:
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "Corefile"
         conf.write_text(self.corefile())
-        log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child
-        try:
-            self.proc = subprocess.Popen(
-                [str(binary), "-conf", str(conf)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"coredns exited ({self.proc.returncode}):\n{self.logs()}")
-            if self._ready() and self._answers():
-                return self
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"coredns not ready within {timeout}s:\n{self.logs()}")
+        self.proc = start_and_wait(
+            "coredns",
+            [str(binary), "-conf", str(conf)],
+            lambda: self._ready() and self._answers(),
+            log=self.log_file,
+            timeout=timeout,
+            tail=self.logs,
+            cwd=self.workdir,
+        )
+        return self
 
     def _ready(self) -> bool:
         try:

@@ -32,7 +32,6 @@ import io
 import re
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +39,7 @@ from tritonpipeline.client import DEFAULT_HEADER
 from tritonpipeline.local.tritonserver import free_port
 
 from .coredns import checked_address, checked_dns_name, checked_path, checked_port
-from .process import end, missing_system_binary, system_binary
+from .process import end, missing_system_binary, start_and_wait, system_binary
 from .wait import wait_for
 
 Flavour = Literal["hash", "stick"]
@@ -218,25 +217,17 @@ class HAProxy:
             raise RuntimeError(
                 f"haproxy -c refused the configuration:\n{check.stdout}{check.stderr}\n{self.config()}"
             )
-        log = open(self.log_file, "wb")  # noqa: SIM115 - handed to the child
-        try:  # -db: foreground, no daemon; ended by its PID
-            self.proc = subprocess.Popen(
-                [binary, "-db", "-f", str(conf)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"haproxy exited ({self.proc.returncode}):\n{self.logs()}")
-            if self.stats_socket.exists() and self._stats_answers():
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"haproxy did not start within {timeout}s:\n{self.logs()}")
+        self.proc = start_and_wait(  # -db: foreground, no daemon; ended by its PID
+            "haproxy",
+            [binary, "-db", "-f", str(conf)],
+            lambda: self.stats_socket.exists() and self._stats_answers(),
+            log=self.log_file,
+            timeout=timeout,
+            tail=self.logs,
+            interval=0.05,
+            not_ready="did not start",
+        )
+        return self
 
     def command(self, line: str) -> str:
         """One command on the stats socket (e.g. `show stat`), its answer."""

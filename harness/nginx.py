@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from tritonpipeline.local.tritonserver import free_port
 
-from .process import end, missing_system_binary, system_binary
+from .process import end, missing_system_binary, start_and_wait, system_binary
 
 # what the access log records per request, to see which replica served which sequence
 LOG_FORMAT = "$http_x_triton_sequence_id $upstream_addr $status"
@@ -132,21 +131,18 @@ class Nginx:
         check = subprocess.run([*args, "-t"], capture_output=True, text=True, timeout=30)
         if check.returncode != 0:
             raise RuntimeError(f"nginx -t refused the configuration:\n{check.stderr}\n{self.config()}")
-        log = open(self.workdir / "stdout.log", "wb")  # noqa: SIM115 - handed to the child
-        try:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout
         ports = [self.http_port, *([self.grpc_port] if self.grpc_backends else [])]
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"nginx exited ({self.proc.returncode}):\n{self.logs()}")
-            if all(_listening(p) for p in ports):
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"nginx did not listen within {timeout}s:\n{self.logs()}")
+        self.proc = start_and_wait(
+            "nginx",
+            args,
+            lambda: all(_listening(p) for p in ports),
+            log=self.workdir / "stdout.log",
+            timeout=timeout,
+            tail=self.logs,
+            interval=0.05,
+            not_ready="did not listen",
+        )
+        return self
 
     def logs(self) -> str:
         parts = []

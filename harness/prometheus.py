@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,7 +23,7 @@ import yaml
 
 from tritonpipeline.local.tritonserver import free_port
 
-from .process import end, missing_system_binary, system_binary
+from .process import end, missing_system_binary, start_and_wait, system_binary
 
 
 class PrometheusUnavailable(RuntimeError):
@@ -91,36 +90,29 @@ class Prometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "prometheus.yml"
         conf.write_text(yaml.safe_dump(self.config(), sort_keys=False))
-        log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115 - handed to the child
+        self.proc = start_and_wait(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={conf}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
+                "--storage.tsdb.retention.time=1h",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            self._ready,
+            log=self.workdir / "prometheus.log",
+            timeout=timeout,
+            tail=self.logs,
+        )
+        return self
+
+    def _ready(self) -> bool:
         try:
-            self.proc = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={conf}",
-                    f"--storage.tsdb.path={self.workdir / 'data'}",
-                    "--storage.tsdb.retention.time=1h",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited ({self.proc.returncode}):\n{self.logs()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return self
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"prometheus not ready within {timeout}s:\n{self.logs()}")
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
 
     def logs(self) -> str:
         path = self.workdir / "prometheus.log"

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.process import end
+from harness.process import end, start_and_wait
 
 SERVING = re.compile(r"serving on port (\d+)")
 
@@ -21,17 +19,22 @@ def serve(crane: Path, workdir: Path, host: str = "127.0.0.1", port: int = 0) ->
     log is workdir/registry.log; it is ended by its PID when the block ends."""
     log_path = workdir / "registry.log"
     where = f"[{host}]" if ":" in host else host
-    with log_path.open("w+") as log:
-        proc = subprocess.Popen(
-            [str(crane), "registry", "serve", "--address", f"{where}:{port}"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 20
-            while not (found := SERVING.search(log_path.read_text())):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"crane registry serve did not start: {log_path.read_text()[-1000:]}")
-                time.sleep(0.1)
-            yield f"{where}:{found.group(1)}"
-        finally:
-            end(proc, timeout=10)
+
+    def serving() -> re.Match[str] | None:
+        return SERVING.search(log_path.read_text())
+
+    proc = start_and_wait(
+        "crane registry serve",
+        [str(crane), "registry", "serve", "--address", f"{where}:{port}"],
+        serving,
+        log=log_path,
+        timeout=20,
+        tail=lambda: log_path.read_text()[-1000:],
+        not_ready="did not start",
+    )
+    try:
+        found = serving()
+        assert found is not None
+        yield f"{where}:{found.group(1)}"
+    finally:
+        end(proc, timeout=10)

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from tritonpipeline.local.tritonserver import free_port
 
 from .controlplane import _issue, _make_ca
 from .gotools import tool_path
+from .process import end, start_and_wait
 
 REGION = "eu-test-1"
 ACCESS_KEY = "tritonpipeline"
@@ -101,13 +100,7 @@ class S3Server:
 
     def stop(self) -> None:
         """End MinIO by its PID (SIGTERM, then SIGKILL)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
+        end(self.proc, 15)
 
 
 def make_certificates(pki: Path, addresses: tuple[str, ...]) -> tuple[Path, Path, Path]:
@@ -155,29 +148,18 @@ def start(
     cmd = [str(binary), "server", str(data), "--address", f"{host}:{port}", "--certs-dir", str(certs)]
     cmd += ["--console-address", f"{host}:{free_port()}", "--quiet"]
     log_file = workdir / "minio.log"
-    with log_file.open("wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = S3Server(f"https://{host}:{port}", ca, data, proc, log_file)
-    try:
-        _wait_ready(server)
-    except BaseException:
-        server.stop()
-        raise
-    return server
-
-
-def _wait_ready(server: S3Server) -> None:
-    deadline = time.monotonic() + READY_SECONDS
-    url = f"{server.endpoint}/minio/health/live"
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(
-                f"MinIO exited ({server.proc.returncode}):\n{server.log_file.read_text()[-2000:]}"
-            )
-        if _live(url, server.ca_file):
-            return
-        time.sleep(0.3)
-    raise RuntimeError(f"MinIO not ready in {READY_SECONDS}s:\n{server.log_file.read_text()[-2000:]}")
+    endpoint = f"https://{host}:{port}"
+    proc = start_and_wait(
+        "MinIO",
+        cmd,
+        lambda: _live(f"{endpoint}/minio/health/live", ca),
+        log=log_file,
+        timeout=READY_SECONDS,
+        tail=lambda: log_file.read_text()[-2000:],
+        interval=0.3,
+        env=env,
+    )
+    return S3Server(endpoint, ca, data, proc, log_file)
 
 
 def _live(url: str, ca_file: Path) -> bool:
