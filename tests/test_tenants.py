@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.controlplane.apiserver_metrics import api_snapshot
 from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established, write_status
 from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
@@ -216,6 +217,7 @@ def test_a_pipeline_in_the_clusters_own_namespace_is_refused_at_admission(
 TENANT = "tenant-a"  # a user who may use TritonPipelines and read PVCs in the test's namespace, nothing else
 LEAD = "lead-a"  # who may read the namespace's Secrets too
 REVIEW_ENV = {"TRITONPIPELINE_REVIEW_AUTHORS": "1"}
+DRY_RUN = (("dryRun", "All"),)
 BANK_INGRESS = {
     "sessionAffinity": "Header",
     "provider": "ingress-nginx",
@@ -406,3 +408,45 @@ def hand_written_record_is_refused(kube: Kube, namespace: str) -> None:
         lambda: kube.get("apps/v1", "Deployment", namespace, "forged"),
         60,
     )
+
+
+def access_reviews(cp: Any) -> int:
+    """The SubjectAccessReviews the API server has answered so far (its /metrics)."""
+    counts, _ = api_snapshot(cp)
+    return sum(n for (verb, resource, _), n in counts.items() if resource == "subjectaccessreviews")
+
+
+@pytest.mark.apiserver
+def test_a_storm_of_one_users_reviews_asks_the_api_server_once_per_allowed_item(
+    control_plane: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 54 point 3: the access review asked a SubjectAccessReview per item of every dry run, from
+    the threads the reconciles' API calls run in, so a storm of one tenant's dry runs held them all (and
+    moved another tenant's admission p50 19x). An allowed answer is kept for the same user and item
+    (authors.ANSWER_SECONDS); a denial is asked again, so access granted a moment later admits at once."""
+    grant_tenant(kube, namespace)
+    url = collection(namespace)
+    keda = {"maxReplicas": 3, "engine": "keda", "prometheusAddress": "http://127.0.0.1:10250"}
+    with review_operator(control_plane, kube, namespace, tmp_path):
+        before = access_reviews(control_plane)
+        for i in range(5):
+            status, answer, _ = call(
+                kube, "POST", url, with_spec(f"dry-{i}", namespace), DRY_RUN, as_user=TENANT
+            )
+            assert status == 201, answer
+        allowed = access_reviews(control_plane) - before
+        assert allowed == 1, f"5 reviews of one claim's read asked {allowed} times (once expected)"
+        asked = []
+        for i in range(2):
+            before = access_reviews(control_plane)
+            status, answer, _ = call(
+                kube,
+                "POST",
+                url,
+                with_spec(f"keda-{i}", namespace, autoscaling=keda),
+                DRY_RUN,
+                as_user=TENANT,
+            )
+            assert status == 403 and "spec.autoscaling.prometheusAddress" in refusal(answer), answer
+            asked.append(access_reviews(control_plane) - before)
+        assert asked[0] >= 1 and asked[1] == asked[0], asked  # the denials again, not the claim

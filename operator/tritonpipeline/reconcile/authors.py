@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -42,6 +44,13 @@ SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 WHOAMI_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 KEY_BYTES = 32
 KEY_FIELD = "key"  # the data key of the review key's Secret
+# How long the API server's "allowed" to a SubjectAccessReview is kept for the same user and item (the
+# kube-apiserver keeps its webhook authorizer's for 5 minutes): a tenant's storm of dry runs asks once,
+# not six times a request from the threads the reconciles' API calls ran in (issue 54: that moved
+# another tenant's admission p50 19x at one large dry run a second). A denial is not kept: a user
+# granted the access a moment later is admitted at once.
+ANSWER_SECONDS = 10.0
+ANSWERS_KEPT = 4096  # answers kept at most (each a few hundred bytes); the oldest go first
 
 
 # ------------------------------------------------------------------------------------------- key
@@ -156,6 +165,57 @@ def may(kube: Kube, user: Mapping[str, Any], item: rc.Reach) -> bool:
     return bool((found.get("status") or {}).get("allowed"))
 
 
+async def allowed(
+    state: OperatorState, namespace: str, user: Mapping[str, Any], items: list[rc.Reach]
+) -> list[bool]:
+    """Whether `user` may do each of `items` (`may`): from an allowed answer kept for ANSWER_SECONDS or
+    one being asked for another review, else asked in the review threads in `namespace`'s turn
+    (runtime/webhook.py: shared fairly between namespaces, apart from the reconciles' API calls)."""
+    answers, now = state.reviews.answers, time.monotonic()
+    who = json.dumps([user.get(f) for f in ("username", "uid", "groups", "extra")], sort_keys=True)
+    loop = asyncio.get_running_loop()
+    futures: list[asyncio.Future[bool]] = []
+    asked: dict[tuple[str, str], tuple[rc.Reach, asyncio.Future[bool]]] = {}
+    for item in items:
+        key = (who, json.dumps(item.attributes(), sort_keys=True))
+        kept = answers.get(key)
+        if kept is None or kept[0] < now:
+            kept = answers[key] = (now + ANSWER_SECONDS, loop.create_future())
+            asked[key] = (item, kept[1])
+        futures.append(kept[1])
+    if asked:
+        await _ask(state, namespace, user, asked)
+    return list(await asyncio.gather(*futures))
+
+
+async def _ask(
+    state: OperatorState,
+    namespace: str,
+    user: Mapping[str, Any],
+    asked: dict[tuple[str, str], tuple[rc.Reach, asyncio.Future[bool]]],
+) -> None:
+    """Ask the API server about `asked` and settle their futures: an allowed answer stays kept, a
+    denial or an error (given to every review waiting for it) does not."""
+    answers = state.reviews.answers
+    try:
+        async with webhook.TURNS.of(namespace):
+            found = await asyncio.get_running_loop().run_in_executor(
+                webhook.REVIEWS, lambda: [may(state.kube, user, item) for item, _ in asked.values()]
+            )
+    except BaseException as exc:
+        for key, (_, future) in asked.items():
+            answers.pop(key, None)  # cancelled: another review that waits for it fails as on an error
+            future.set_exception(exc if isinstance(exc, Exception) else KubeError(0, "review cancelled"))
+            future.exception()  # retrieved: a future no other review awaits logs nothing
+        raise
+    for (key, (_, future)), ok in zip(asked.items(), found, strict=True):
+        if not ok:
+            answers.pop(key, None)
+        future.set_result(ok)
+    while len(answers) > ANSWERS_KEPT:  # the oldest first (a dict keeps the order they were asked in)
+        del answers[next(iter(answers))]
+
+
 # -------------------------------------------------------------------------------------- admission
 
 
@@ -202,8 +262,8 @@ async def stamp(
             raise kopf.AdmissionError(f"metadata.name: {rc.NO_NAME}", code=422)
         _write(patch, new, before)  # optional items alone: not reviewed (the HPA serves meanwhile)
         return
-    allowed = await asyncio.gather(*(asyncio.to_thread(may, state.kube, user, i) for i in wanted))
-    denied = [i for i, ok in zip(wanted, allowed, strict=True) if not ok]
+    answers = await allowed(state, namespace, user, wanted)
+    denied = [i for i, ok in zip(wanted, answers, strict=True) if not ok]
     refused = [i for i in denied if not i.optional]  # an optional item is recorded only when allowed
     if refused and spec_changed:
         problems = [

@@ -55,6 +55,9 @@ class Reviews:
     self_user: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     webhook_on: bool = False
+    # the API server's answers to SubjectAccessReviews, by (user, item): until when each is kept, and
+    # the answer (a future while it is asked; reconcile/authors.py `allowed`)
+    answers: dict[tuple[str, str], tuple[float, asyncio.Future[bool]]] = field(default_factory=dict)
 
 
 @dataclass
