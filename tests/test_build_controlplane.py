@@ -66,20 +66,22 @@ def test_an_unknown_option_is_refused_with_the_usage(tmp_path: Path) -> None:
 
 
 def test_collect_only_builds_nothing(tmp_path: Path) -> None:
-    """`pytest --collect-only` (what an editor runs to list the tests) starts no control-plane build,
-    though the tests it lists need one and none is cached."""
-    env = {**os.environ, "TRITONPIPELINE_CACHE": str(tmp_path), "GOPROXY": "off", "GOFLAGS": ""}
+    """`pytest --collect-only` of every test (what an editor runs to list them) builds nothing and writes
+    nothing outside the checkout, though the tests it lists need kube-apiserver, helm, MinIO... and nothing
+    is cached: HOME, XDG_CACHE_HOME and the cache are empty folders of their own, and stay empty."""
+    home, xdg, cache = (tmp_path / name for name in ("home", "xdg", "cache"))
+    for folder in (home, xdg, cache):
+        folder.mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(xdg),
+        "TRITONPIPELINE_CACHE": str(cache),
+        "GOPROXY": "off",
+        "GOFLAGS": "",
+    }
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_crd.py",
-        ],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -87,7 +89,7 @@ def test_collect_only_builds_nothing(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "test_crd.py::" in proc.stdout
-    assert not (tmp_path / "controlplane").exists(), proc.stderr
-    assert "kube-apiserver" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert "tests/test_crd.py::" in proc.stdout and "tests/test_node_pipeline.py::" in proc.stdout
+    assert not [*home.rglob("*"), *xdg.rglob("*"), *cache.rglob("*")], proc.stderr
+    assert "kube-apiserver" not in proc.stderr and ">> building" not in proc.stdout + proc.stderr
