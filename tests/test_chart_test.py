@@ -14,7 +14,6 @@ import yaml
 from helpers import ROOT
 from tritonpipeline.render import checks
 from tritonpipeline.runtime import chart_test
-from tritonpipeline.spec import parse_pipeline
 
 CHART = ROOT / "charts" / "triton-pipeline"
 TESTS = "templates/tests/pipeline-test.yaml"
@@ -22,9 +21,9 @@ TESTS = "templates/tests/pipeline-test.yaml"
 
 def test_the_pipeline_is_admitted_and_asks_for_no_gpu() -> None:
     doc = chart_test.pipeline("tp-test", "triton-pipeline", "tp-test-models")
-    tp = parse_pipeline(doc)
-    artifacts, problems = checks.check(tp)
-    assert artifacts is not None and problems == [], problems
+    verdict = checks.validate(doc, stored=True)
+    assert verdict.allowed, verdict.problems
+    tp = verdict.valid()[0]
     assert tp.spec.server.gpus == 0
     assert {i.kind for m in tp.spec.models for i in m.instances} == {"CPU"}
     assert doc["spec"]["modelRepository"]["uri"] == "pvc://tp-test-models/repository"

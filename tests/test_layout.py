@@ -6,6 +6,7 @@ import that runs upward fails here with the module and the line."""
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,3 +157,34 @@ def test_the_renderers_import_nothing_of_the_api_client() -> None:
     text = "import kopf\nfrom ..kube.api_client import Kube\nfrom .meta import metadata\n"
     written = api_imports(PACKAGE / "render" / "example.py", text)
     assert written == ["1: kopf", "2: tritonpipeline.kube.api_client"]
+
+
+def beside_calls(path: Path, text: str | None = None) -> list[int]:
+    """The lines of `path` (or of `text`, read as that file) that call something with `beside=`."""
+    tree = ast.parse(path.read_text() if text is None else text)
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and any(k.arg == "beside" for k in node.keywords)
+    ]
+
+
+def test_one_validation_entry_passes_the_compilers_rules_to_the_parse() -> None:
+    """Issue 56: the CLI, the webhook and the operator each entered validation their own way, and each had
+    to remember to pass the compiler's graph rules to the parse (`beside=`); a rule added in the wrong
+    place was skipped by one of them. Now `validate` is the one caller (spec/document.py's own parse
+    passes it on to itself)."""
+    from tritonpipeline.render.checks import validate
+
+    home = Path(inspect.getsourcefile(validate) or "")
+    spec = PACKAGE / "spec" / "document.py"
+    callers = {
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path not in (home, spec)
+        for line in beside_calls(path)
+    }
+    assert not callers, callers
+    assert len(beside_calls(home)) == 1
+    # the rule applied to a source the test writes: a handler passing the rules itself
+    assert beside_calls(PACKAGE / "x.py", "parse_pipeline(doc, beside=graph_problems_beside)\n") == [1]

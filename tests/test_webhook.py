@@ -98,8 +98,9 @@ UNKNOWN_FIELD_CLASSES = {
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path: Path) -> None:
-    """Every bad-spec class: the webhook's problems are `tritonpipeline validate`'s, path and message;
-    but a field the schema does not know is a newer CRD's at admission: allowed, with a warning."""
+    """Every bad-spec class: the webhook's problems are `tritonpipeline validate`'s and the operator's
+    reconcile's, path and message (all three through render/checks.py `validate`); but a field the
+    schema does not know is a newer CRD's at admission and in the cluster: allowed, with a warning."""
     doc = mutated(case)
     if case.id in UNKNOWN_FIELD_CLASSES:
         with pytest.raises(SpecError) as info:
@@ -108,6 +109,7 @@ def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path:
         verdict = compiling.verdict(doc)
         named = newer_fields([case.path])  # spec.pipelines[*].steps[*].modle
         assert verdict.allowed and [w.path for w in verdict.warnings][:1] == [named], verdict
+        assert compiling.compile_cr(doc, Settings())[3] == [case.path]  # the operator: SchemaCurrent
         return
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -116,6 +118,9 @@ def test_webhook_refuses_with_the_messages_validate_prints(case: Case, tmp_path:
     verdict = compiling.verdict(doc)
     assert not verdict.allowed
     assert verdict.problems == info.value.problems
+    with pytest.raises(SpecError) as operator:  # the operator's reconcile refuses the same
+        compiling.compile_cr(doc, Settings())
+    assert operator.value.problems == info.value.problems
     assert any(p.path == case.path and case.reason in p.message for p in verdict.problems)
     assert verdict.message().splitlines() == [str(p) for p in info.value.problems]
 

@@ -9,12 +9,12 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compiler import Artifacts, graph_problems_beside
+from ..compiler import Artifacts
 from ..errors import Problem, SpecError, quote
 from ..local.repository import check_model_dirs, local_model_root
-from ..render import checks
+from ..render.checks import validate
 from ..settings import Settings
-from ..spec import STDIN, TritonPipeline, load_numbered
+from ..spec import STDIN, Numbered, TritonPipeline, read_documents, read_file, same_names
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
@@ -61,19 +61,26 @@ def compile_file(
         raise SpecError.one(f"--models {quote(models)} {what}: it names the directory of the model files")
     out: list[Compiled] = []
     problems: list[Problem] = []
-    for numbered in load_numbered(path, beside=graph_problems_beside):
+    for document in read_documents(read_file(path), str(Path(path))):
+        if isinstance(document, Problem):
+            problems.append(document)
+            continue
         if settings is None:  # read once, at the file's first document
             settings = Settings.from_env()
-        tp, prefix = numbered.pipeline, numbered.label
-        # the compiler's problems, then what the cluster would refuse, as the operator and webhook do
-        artifacts, found = checks.check(tp, settings, cpu_only=cpu_only)
-        root = local_model_root(tp, path, models)
-        if root is not None:
-            found += check_model_dirs(tp, root)
+        # the schema's problems, the compiler's, then what the cluster would refuse, as the webhook and
+        # the operator see them (render/checks.py `validate`)
+        verdict = validate(document.body, settings, cpu_only=cpu_only)
+        found = list(verdict.problems)
+        root = None
+        if verdict.pipeline is not None:
+            root = local_model_root(verdict.pipeline, path, models)
+            found += check_model_dirs(verdict.pipeline, root) if root is not None else []
         if found:
-            problems += [Problem(prefix + p.path, p.message) for p in found]
-        elif artifacts is not None:
-            out.append(Compiled(path, tp, artifacts, root, prefix))
+            problems += [Problem(document.label + p.path, p.message) for p in found]
+        else:
+            tp, artifacts = verdict.valid()
+            out.append(Compiled(path, tp, artifacts, root, document.label))
+    problems += same_names([Numbered(c.pipeline, c.label) for c in out]) if not problems else []
     if problems:
         raise SpecError(problems, path)
     return out

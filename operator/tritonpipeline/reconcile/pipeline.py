@@ -13,7 +13,6 @@ from typing import Any, NoReturn, cast
 
 import kopf
 
-from ..compiler import graph_problems_beside
 from ..errors import SpecError
 from ..kube.api_client import KubeError, is_transient, namespace_terminating
 from ..render import access, autoscaling_objects, ownership, pinning, storage
@@ -89,7 +88,7 @@ async def parsed(state: OperatorState, body: kopf.Body) -> TritonPipeline:
         raise result
     if result is not None:
         return cast(Compiled, result)[0]
-    return await asyncio.to_thread(parse_pipeline, dict(body), beside=graph_problems_beside, newer=[])
+    return await asyncio.to_thread(parse_pipeline, dict(body), newer=[])  # its schema: refused or not
 
 
 def one_line(exc: SpecError) -> str:

@@ -10,17 +10,28 @@ three cannot disagree.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..compiler import Artifacts, compile_pipeline
+from ..compiler import Artifacts, compile_pipeline, graph_problems_beside
 from ..compiler.plan_types import is_input_ref
 from ..compiler.resolve import resolve_pipeline
+from ..compiler.router_choice import choose_router
 from ..compiler.triton_config import readable_extra_config
 from ..errors import Problem, SpecError
 from ..settings import Settings
-from ..spec import DNS_SUBDOMAIN_RE, K8S_NAME_RE, LABEL_VALUE_RE, Model, TritonPipeline, kubernetes
+from ..spec import (
+    DNS_SUBDOMAIN_RE,
+    K8S_NAME_RE,
+    LABEL_VALUE_RE,
+    NEWER_FIELDS,
+    Model,
+    TritonPipeline,
+    kubernetes,
+    newer_fields,
+    parse_pipeline,
+)
 from ..triton import advisories, tritonserver_options
 from . import packing
 from . import routing_objects as routing
@@ -214,7 +225,7 @@ IMAGE_NOT_ALLOWED = (
     "security.allowedImageRegistries)"
 )
 # Pod Security Standards, restricted: what each field may be (kubernetes.io/docs/concepts/security/
-# pod-security-standards); the operator's defaults (kube/manifests.py) satisfy every one
+# pod-security-standards); the operator's defaults (render/manifests.py) satisfy every one
 SAFE_SYSCTLS = frozenset(
     {
         "kernel.shm_rmid_forced",
@@ -353,16 +364,66 @@ def problems(tp: TritonPipeline, artifacts: Artifacts, settings: Settings | None
     ]
 
 
-def check(
-    tp: TritonPipeline, settings: Settings | None = None, *, cpu_only: bool = False
-) -> tuple[Artifacts | None, list[Problem]]:
-    """The compiler's problems, or else the cluster's, of a parsed spec: what `tritonpipeline validate`
-    and the admission webhook refuse (the operator refuses the same in render_children)."""
+@dataclass(frozen=True)
+class Verdict:
+    """What `validate` says of one TritonPipeline document: refused for any problem; the warnings are
+    printed either way (by kubectl at admission). `pipeline` and `artifacts` where it parsed and compiled
+    (neither compared; `bare` leaves them out: what a compile worker sends back)."""
+
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    newer: list[str] = field(default_factory=list)  # fields of a newer CRD left out (a stored object's)
+    pipeline: TritonPipeline | None = field(default=None, compare=False, repr=False)
+    artifacts: Artifacts | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.problems
+
+    def message(self) -> str:
+        """Every problem on its own line, `path: message`, as `tritonpipeline validate` prints them."""
+        return "\n".join(map(str, self.problems))
+
+    def bare(self) -> Verdict:
+        return replace(self, pipeline=None, artifacts=None)
+
+    def valid(self) -> tuple[TritonPipeline, Artifacts]:
+        """The pipeline and its compiled repository. Raises SpecError with the problems."""
+        if self.problems or self.pipeline is None or self.artifacts is None:
+            raise SpecError(self.problems)
+        return self.pipeline, self.artifacts
+
+
+def validate(
+    doc: Mapping[str, Any], settings: Settings | None = None, *, stored: bool = False, cpu_only: bool = False
+) -> Verdict:
+    """The one check of a TritonPipeline document, which `tritonpipeline validate`, the admission webhook
+    and the operator all make: its schema (spec/), the compiler's rules on its graph (compiler/; with
+    the schema's problems where the graph is readable, so every problem comes at once), then what the
+    cluster would refuse (`problems`), and the warnings of a valid one.
+
+    `stored`: a document the API server holds or sends for admission. A field its CRD does not define is
+    then a newer CRD's (left out, named in `newer` and a warning, never refused), and its routers are
+    compiled as the operator's settings choose (compiler/router_choice.py). In a user's file (not
+    stored) an unknown field is a typo."""
+    settings = settings or Settings()
+    newer: list[str] = []
     try:
-        artifacts = compile_pipeline(tp, cpu_only=cpu_only)
+        tp = parse_pipeline(dict(doc), beside=graph_problems_beside, newer=newer if stored else None)
     except SpecError as exc:
-        return None, exc.problems
-    return artifacts, problems(tp, artifacts, settings)
+        return Verdict(exc.problems, newer_warning(newer), newer)
+    router = choose_router(tp, settings.router) if stored else None
+    try:
+        artifacts = compile_pipeline(tp, cpu_only=cpu_only, router=router)
+    except SpecError as exc:
+        return Verdict(exc.problems, newer_warning(newer), newer, tp)
+    found = problems(tp, artifacts, settings)
+    return Verdict(found, newer_warning(newer) + ([] if found else warnings(tp)), newer, tp, artifacts)
+
+
+def newer_warning(newer: list[str]) -> list[Problem]:
+    """The warning naming the fields of a newer CRD that this operator ignores, if any."""
+    return [Problem(newer_fields(newer), NEWER_FIELDS)] if newer else []
 
 
 def _caches(model: Model) -> bool:

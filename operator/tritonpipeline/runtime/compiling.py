@@ -38,18 +38,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ..compiler import compile_pipeline, graph_problems_beside
-from ..compiler.router_choice import choose_router
 from ..errors import Problem, SpecError
-from ..render import checks
 from ..render import reach as rc
+from ..render.checks import Verdict, validate
 from ..render.manifests import Children, render_children
 from ..render.routing_objects import needs_gateway_lookup
 from ..settings import GROUP, Settings
-from ..spec import NEWER_FIELDS, TritonPipeline, newer_fields, parse_pipeline
+from ..spec import TritonPipeline
 from . import log_events as events
 from .cache import BoundedCache
 from .fairness import FairShare
@@ -89,37 +87,11 @@ WORKER_START_SECONDS = 60.0  # the longest a worker may take to load (a second o
 # ------------------------------------------------------------------------------ what workers run
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the webhook answers: refused for any problem; warnings are printed by kubectl either way."""
-
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        return not self.problems
-
-    def message(self) -> str:
-        """Every problem on its own line, `path: message`, as `tritonpipeline validate` prints them."""
-        return "\n".join(map(str, self.problems))
-
-
 def verdict(doc: Mapping[str, Any], settings: Settings | None = None) -> Verdict:
-    """The same parse + compile + cluster checks as `tritonpipeline validate` and the operator. A field
-    of a newer CRD (the review comes after the API server's pruning) is a warning, never a refusal."""
-    newer: list[str] = []
-    try:
-        tp = parse_pipeline(dict(doc), beside=graph_problems_beside, newer=newer)
-    except SpecError as exc:
-        return Verdict(exc.problems, newer_warning(newer))
-    _, found = checks.check(tp, settings)
-    return Verdict(found, newer_warning(newer) + ([] if found else checks.warnings(tp)))
-
-
-def newer_warning(newer: list[str]) -> list[Problem]:
-    """The admission warning naming the fields of a newer CRD that this operator ignores, if any."""
-    return [Problem(newer_fields(newer), NEWER_FIELDS)] if newer else []
+    """The admission webhook's verdict: `validate` of a stored object (render/checks.py: a field of a
+    newer CRD, which the API server's pruning left, is a warning), without the pipeline and artifacts
+    (what a worker sends back is small)."""
+    return validate(doc, settings, stored=True).bare()
 
 
 @dataclass(frozen=True)
@@ -137,16 +109,15 @@ Compiled = tuple[TritonPipeline, Generated, Children, list[str]]
 def compile_cr(body: dict[str, Any], config: Settings) -> Compiled:
     """Parse, compile and render a pipeline (pure; raises SpecError): the spec, what the generated
     repository is, the children, and the fields of a newer CRD the parse left out (SchemaCurrent)."""
-    newer: list[str] = []
-    tp = parse_pipeline(body, beside=graph_problems_beside, newer=newer)
-    artifacts = compile_pipeline(tp, router=choose_router(tp, config.router))
+    checked = validate(body, config, stored=True)  # the webhook's and the CLI's check, the same
+    tp, artifacts = checked.valid()
     generated = Generated(artifacts.graph_summary(), artifacts.digest(), len(artifacts.files))
-    return tp, generated, render_children(tp, artifacts, config), newer
+    return tp, generated, render_children(tp, artifacts, config), checked.newer
 
 
 def reach_items(body: dict[str, Any], config: Settings) -> list[rc.Reach] | None:
     """What the access review asks about a pipeline (reconcile/authors.py): the items it reaches once
-    rendered (kube/reach.py), the required ones, then those of the ScaledObject an `auto` engine may
+    rendered (render/reach.py), the required ones, then those of the ScaledObject an `auto` engine may
     get, marked optional. Computed where it compiles, so that only these few items come back: a 0.9 MB
     spec's rendered children are 4.6 MB pickled, and walking them held the event loop for 0.2 s. None
     when its routing needs its Gateway's implementation read from the cluster first (the operator

@@ -36,6 +36,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ..errors import Problem
 from ..kube.api_client import Kube, KubeError, path
 from ..render import ownership
+from ..render.checks import Verdict
 from ..render.meta import NAMESPACE_NAME
 from ..settings import (
     API_VERSION,
@@ -54,7 +55,7 @@ from ..settings import (
 from ..spec import DNS_SUBDOMAIN_RE
 from ..triton.addresses import url_host
 from . import log_events as events
-from .compiling import Verdict, Workers
+from .compiling import Workers
 from .fairness import FairShare
 from .loops import FIRST_RETRY_SECONDS, WEBHOOK_CERTIFICATE, Loops, describe, retrying, supervise
 

@@ -61,6 +61,7 @@ from .base import (
 from .document import (
     NEWER_FIELDS,
     STDIN,
+    Document,
     Metadata,
     Numbered,
     PipelineSpec,
@@ -72,6 +73,9 @@ from .document import (
     newer_fields,
     parse_pipeline,
     parse_text,
+    read_documents,
+    read_file,
+    same_names,
 )
 from .models import (
     Controls,
@@ -149,6 +153,7 @@ __all__ = [
     "DataType",
     "Dim",
     "Dims",
+    "Document",
     "DynamicBatching",
     "FieldProblems",
     "FlagDataType",
@@ -197,4 +202,7 @@ __all__ = [
     "newer_fields",
     "parse_pipeline",
     "parse_text",
+    "read_documents",
+    "read_file",
+    "same_names",
 ]

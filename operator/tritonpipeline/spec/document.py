@@ -529,12 +529,20 @@ def other_object(doc: dict[str, Any]) -> str | None:
     return f"{kind} {name}" if isinstance(name, str) else kind
 
 
-def parse_numbered(text: str, source: str = "<input>", *, beside: Beside | None = None) -> list[Numbered]:
-    """Parse every TritonPipeline document in a YAML text, each with its document's place; other
-    Kubernetes objects in the file (other_object) are passed over. Problems of all documents are
-    collected."""
-    out: list[Numbered] = []
-    problems: list[Problem] = []
+@dataclass(frozen=True)
+class Document:
+    """One document of a file meant as a TritonPipeline, as read (not yet checked), with its place."""
+
+    body: dict[str, Any]
+    label: str  # "document N: " where the file holds several documents, else ""
+
+
+def read_documents(text: str, source: str = "<input>") -> list[Document | Problem]:
+    """In the order of a YAML text: each document meant as a TritonPipeline, with its place, or the
+    problem of one that is no Kubernetes object at all; other Kubernetes objects in the file
+    (other_object) are passed over. Raises SpecError for YAML that does not read, or a file of other
+    objects only."""
+    out: list[Document | Problem] = []
     others: list[str] = []
     for label, doc in _listed(load_labelled(text, source)):
         other = other_object(doc)
@@ -542,16 +550,29 @@ def parse_numbered(text: str, source: str = "<input>", *, beside: Beside | None 
             others.append(other)
             continue
         stray = not_a_resource(doc)
-        if stray is not None:
-            problems.append(Problem(label.removesuffix(": "), stray.message))
+        out.append(
+            Document(doc, label) if stray is None else Problem(label.removesuffix(": "), stray.message)
+        )
+    if not out:
+        raise SpecError([Problem("", OTHER_OBJECTS_ONLY.format(objects=", ".join(others)))], source)
+    return out
+
+
+def parse_numbered(text: str, source: str = "<input>") -> list[Numbered]:
+    """Parse every TritonPipeline document in a YAML text (read_documents), each with its document's
+    place. Problems of all documents are collected. The schema's problems only: `validate`
+    (render/checks.py) is the one check of a pipeline, its graph and what a cluster refuses."""
+    out: list[Numbered] = []
+    problems: list[Problem] = []
+    for document in read_documents(text, source):
+        if isinstance(document, Problem):
+            problems.append(document)
             continue
         try:
-            out.append(Numbered(parse_pipeline(doc, beside=beside), label))
+            out.append(Numbered(parse_pipeline(document.body), document.label))
         except SpecError as exc:
-            problems += [Problem(label + p.path, p.message) for p in exc.problems]
-    if not out and not problems:
-        raise SpecError([Problem("", OTHER_OBJECTS_ONLY.format(objects=", ".join(others)))], source)
-    problems += _same_names(out) if not problems else []
+            problems += [Problem(document.label + p.path, p.message) for p in exc.problems]
+    problems += same_names(out) if not problems else []
     if problems:
         raise SpecError(problems, source)
     return out
@@ -573,12 +594,12 @@ def _listed(labelled: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return out
 
 
-def parse_text(text: str, source: str = "<input>", *, beside: Beside | None = None) -> list[TritonPipeline]:
+def parse_text(text: str, source: str = "<input>") -> list[TritonPipeline]:
     """Parse every TritonPipeline document in a YAML text (parse_numbered, without the places)."""
-    return [n.pipeline for n in parse_numbered(text, source, beside=beside)]
+    return [n.pipeline for n in parse_numbered(text, source)]
 
 
-def _same_names(pipelines: list[Numbered]) -> list[Problem]:
+def same_names(pipelines: list[Numbered]) -> list[Problem]:
     """Two documents for one object (same name and namespace): a cluster would keep only the last."""
     first: dict[tuple[str | None, str], str] = {}
     found = []
@@ -609,9 +630,9 @@ FILE_TOO_LARGE = (
 STDIN = "-"  # the file name that reads standard input, as kubectl's `-f -`
 
 
-def load_numbered(path: str | Path, *, beside: Beside | None = None) -> list[Numbered]:
-    """Read (at most MAX_FILE_BYTES) and parse a YAML file of TritonPipeline documents (parse_numbered);
-    STDIN reads standard input."""
+def read_file(path: str | Path) -> str:
+    """The text of a YAML file (at most MAX_FILE_BYTES); STDIN reads standard input. Raises SpecError
+    naming the file for what cannot be read."""
     p = Path(path)
     try:
         if str(path) == STDIN:
@@ -628,9 +649,14 @@ def load_numbered(path: str | Path, *, beside: Beside | None = None) -> list[Num
         raise SpecError([Problem("", f"cannot read file: {exc.strerror}")], str(p)) from None
     except UnicodeDecodeError:
         raise SpecError([Problem("", "file is not UTF-8 text")], str(p)) from None
-    return parse_numbered(text, str(p), beside=beside)
+    return text
 
 
-def load_file(path: str | Path, *, beside: Beside | None = None) -> list[TritonPipeline]:
+def load_numbered(path: str | Path) -> list[Numbered]:
+    """Read (read_file) and parse a YAML file of TritonPipeline documents (parse_numbered)."""
+    return parse_numbered(read_file(path), str(Path(path)))
+
+
+def load_file(path: str | Path) -> list[TritonPipeline]:
     """The pipelines of a YAML file (load_numbered, without the places)."""
-    return [n.pipeline for n in load_numbered(path, beside=beside)]
+    return [n.pipeline for n in load_numbered(path)]
