@@ -32,9 +32,9 @@ lock: $(STAMP) ## rewrite requirements/*.lock (hashed, for the images) from pypr
 	$(PY) tools/locks.py $(if $(UPGRADE),--upgrade)
 
 # Debian packages the tests use when present: graphviz renders `tritonpipeline graph --format png`;
-# nginx is the consistent-hash load balancer of tests/test_affinity.py; prometheus scrapes tritonserver
-# in tests/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
-# hashes the sequence header over a headless Service's DNS answer in tests/test_haproxy_dns.py; npm installs
+# nginx is the consistent-hash load balancer of tests/component/test_affinity.py; prometheus scrapes tritonserver
+# in tests/component/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
+# hashes the sequence header over a headless Service's DNS answer in tests/component/test_haproxy_dns.py; npm installs
 # Grafana's schema packages that tests/test_dashboard.py checks the chart's dashboard with (make grafana-schema).
 # pipx installs the release's wheel as a user would (tests/test_release.py); shellcheck checks the scripts
 # of .github/workflows/ when actionlint lints them (make lint, tests/test_release.py).
@@ -113,12 +113,16 @@ NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx an
 	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind and not release_build \
 	and not grafana
 
+# tests by tier: tests/unit/ (pure), tests/component/ (real components on this machine), tests/cluster/ (a
+# cluster); the files still at tests/test_*.py hold tests of several tiers, told apart by their markers
+MIXED_TESTS := $(wildcard tests/test_*.py)
+
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or cluster
-	$(VENV)/bin/pytest -q -m "$(NO_COMPONENT)"
+	$(VENV)/bin/pytest -q tests/unit $(if $(MIXED_TESTS),-m "$(NO_COMPONENT)" $(MIXED_TESTS))
 
 # tests/golden/: reviewed compiler outputs; after an intended change, regenerate and review `git diff`
 golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
-	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/test_golden.py -k matches_the_golden
+	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/unit/test_golden.py -k matches_the_golden
 
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (the scenarios only through the kind test)
 	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
@@ -170,7 +174,7 @@ docs-serve: $(STAMP) ## serve the docs site at http://127.0.0.1:8000, rebuilt on
 
 # Real etcd + kube-apiserver (run by harness/controlplane.py) built from Go modules (e2e/controlplane/), cached under
 # ${XDG_CACHE_HOME:-~/.cache}/tritonpipeline/controlplane/<k8s version>/, and the kube-apiserver of the oldest
-# supported release and of the newest (tests/test_kube_releases.py) next to it (first build on 2 cores: about 7
+# supported release and of the newest (tests/component/test_kube_releases.py) next to it (first build on 2 cores: about 7
 # minutes for etcd and the suite's kube-apiserver, 13 more for the other two).
 controlplane: ## build etcd + kube-apiserver (and those of the oldest supported and the newest release) from Go modules
 	@bash e2e/build-controlplane.sh
@@ -204,7 +208,7 @@ bench-controlplane: $(STAMP) controlplane-main ## operator vs direct-apply floor
 bench-tenants: $(STAMP) controlplane-main ## a hostile tenant (dry-run storm of 0.9 MB specs, 20 MB metrics page) vs another's admission and reconcile latency
 	$(PY) -m bench.controlplane.tenants
 
-# the scenarios of tests/test_chaos.py (which `make test` runs too), through pytest: 2.5 minutes, a 60 s
+# the scenarios of tests/component/test_chaos.py (which `make test` runs too), through pytest: 2.5 minutes, a 60 s
 # apiserver outage included; each scenario's numbers and outcome go to bench/results/chaos.json
 bench-chaos: $(STAMP) controlplane-main ## chaos on a real kube-apiserver: others' objects, outage, kill -9, failover, CRD skew
 	$(PY) -m bench.chaos
@@ -237,7 +241,7 @@ minio-if-go:
 	@bash e2e/build-gotool.sh fake-gcs-server --if-go
 
 # CoreDNS with its kubernetes plugin (the cluster DNS HAProxy resolves a headless Service with in
-# tests/test_haproxy_dns.py), cached the same way (first build on 2 cores: about 1 minute with the control
+# tests/component/test_haproxy_dns.py), cached the same way (first build on 2 cores: about 1 minute with the control
 # plane's module and build caches warm, 2.5 from empty ones)
 coredns-if-go:
 	@bash e2e/build-gotool.sh coredns --if-go

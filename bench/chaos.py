@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Chaos on real parts (issue 53, point 7), measured: the scenarios of tests/test_chaos.py, each on a real
+"""Chaos on real parts (issue 53, point 7), measured: the scenarios of tests/component/test_chaos.py, each on
+a real
 kube-apiserver + etcd with the operator as real `tritonpipeline run` processes, run by pytest exactly as
 `make test` runs them; their numbers and outcomes go to bench/results/chaos.json.
 
     make bench-chaos                                   (= .venv/bin/python -m bench.chaos)
     .venv/bin/python -m bench.chaos [-k EXPR] [--out PATH]
 
-The scenarios and what each one checks are in tests/test_chaos.py. The summary gives the three numbers the
+The scenarios and what each one checks are in tests/component/test_chaos.py. The summary gives the three
+numbers the
 issue asks for: objects of others changed or deleted (0), the seconds to undo drift after a 60 s apiserver
 outage (within one resync period), and writes refused during a rolling upgrade across the CRD skew (0).
 Exit status: pytest's (0 when every scenario passed).
@@ -28,18 +30,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
 PARTIAL = RESULTS.with_name("chaos-selected.tmp")  # a run of some scenarios only (-k)
-TESTS = "tests/test_chaos.py"
-RESULTS_ENV = "TRITONPIPELINE_CHAOS_RESULTS"  # where tests/test_chaos.py writes what it measured (JSON)
+TESTS = "tests/component/test_chaos.py"
+# where tests/component/test_chaos.py writes what it measured (JSON)
+RESULTS_ENV = "TRITONPIPELINE_CHAOS_RESULTS"
 
 # test -> (the scenario's key in the results, the tests that check its parts one at a time)
 SCENARIOS = {
     "test_a_teams_objects_under_generated_names_survive_changes_kills_restarts_and_deletion": (
         "others_objects",
-        "tests/test_operator_ownership.py",
+        "tests/component/test_operator_ownership.py",
     ),
     "test_pipelines_whose_names_collide_do_not_flap_through_changes_and_a_kill": (
         "colliding_names",
-        "tests/test_operator_ownership.py::test_pipelines_whose_children_names_collide_do_not_fight",
+        "tests/component/test_operator_ownership.py::test_pipelines_whose_children_names_collide_do_not_fight",
     ),
     "test_drift_is_undone_within_one_resync_after_a_60s_apiserver_outage": (
         "apiserver_outage_60s",
@@ -47,11 +50,11 @@ SCENARIOS = {
     ),
     "test_kill_9_mid_apply_leaves_no_half_applied_duplicate_or_orphan_child": (
         "kill_9_mid_apply",
-        "tests/test_operator.py::test_kill_9_mid_reconcile_then_restart_converges",
+        "tests/component/test_operator.py::test_kill_9_mid_reconcile_then_restart_converges",
     ),
     "test_the_standby_takes_over_under_churn_and_every_pipeline_converges_to_its_last_spec": (
         "failover_under_churn",
-        "tests/test_operator_ha.py",
+        "tests/component/test_operator_ha.py",
     ),
     "test_a_rolling_upgrade_across_the_crd_skew_refuses_no_write_and_marks_no_pipeline_invalid": (
         "rolling_upgrade_across_crd_skew",

@@ -7,7 +7,8 @@ a client that keeps its connections forever never reaches pods added later: the 
 connection-balanced Service must to spread load.
 
 Prints one JSON line per chunk: {"t": unix time, "ok": n, "errors": n, "wrong": n} (totals),
-and a last line with "done": true. Runs inside the node's network namespace (tests/test_node_autoscaling.py).
+and a last line with "done": true. Runs inside the node's network namespace
+(tests/cluster/test_node_autoscaling.py).
 
     python -m e2e.autoscale_load --url 10.96.12.34:8000 --pipeline vision --concurrency 16
 """

@@ -3,7 +3,7 @@
 # controlplane/kube-apiserver/go.mod) and etcd (go.etcd.io/etcd/server/v3, see controlplane/etcd/go.mod),
 # and the kube-apiserver of the oldest Kubernetes the chart supports and of the newest release
 # (controlplane/kube-apiserver-{floor,newest}/go.mod, the same main.go; they run on the same etcd), which
-# tests/test_kube_releases.py checks what we ship against.
+# tests/component/test_kube_releases.py checks what we ship against.
 #
 # Binaries are cached outside the repo, keyed by the Kubernetes version:
 #   ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane/<k8s>/{kube-apiserver,etcd}

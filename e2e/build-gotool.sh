@@ -21,7 +21,7 @@
 #                                         sigs.k8s.io/gateway-api)
 #   e2e/build-gotool.sh gateway-api-standard-crds  the same four from the standard channel
 #   e2e/build-gotool.sh envoy-gateway-crds  Envoy Gateway's BackendTrafficPolicy CRD (github.com/envoyproxy/gateway)
-#   e2e/build-gotool.sh prometheus-adapter  the custom metrics API server the HPA reads (tests/test_node_autoscaling.py)
+#   e2e/build-gotool.sh prometheus-adapter  the custom metrics API server the HPA reads (tests/cluster/test_node_autoscaling.py)
 #   e2e/build-gotool.sh prometheus        Prometheus with Kubernetes service discovery (Debian's package is built
 #                                         without it), only that discovery plugin compiled in (same test)
 #   e2e/build-gotool.sh kubeconform       kubeconform, the manifest schema validator (make lint-manifests)
@@ -46,9 +46,9 @@ ENVOY_GATEWAY_VERSION=v1.9.1  # latest Envoy Gateway on the module proxy when pi
 PROMETHEUS_ADAPTER_VERSION=v0.12.0  # latest sigs.k8s.io/prometheus-adapter release on the module proxy when pinned
 PROMETHEUS_VERSION=v0.316.0   # Prometheus 3.16.0 (its Go module numbers v3.X.Y as v0.3XX.Y), latest when pinned
 # MinIO tags releases as RELEASE.<date>, which the module proxy does not serve: pin the pseudo-version of
-# the last commit of github.com/minio/minio (the S3-compatible server of tests/test_s3_source.py)
+# the last commit of github.com/minio/minio (the S3-compatible server of tests/component/test_s3_source.py)
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
-# a server of Cloud Storage's JSON API (no authentication): the gs:// download of tests/test_gcs_source.py
+# a server of Cloud Storage's JSON API (no authentication): the gs:// download of tests/component/test_gcs_source.py
 FAKE_GCS_SERVER_VERSION=v1.56.1
 KUBECONFORM_VERSION=v0.8.0    # latest kubeconform on the module proxy when pinned
 KUBE_SCORE_VERSION=v1.20.0    # latest kube-score on the module proxy when pinned

@@ -13,7 +13,7 @@
 #   on failure: operator, Triton (init + server) logs, `describe` and events go to $E2E_LOGS
 #
 # Environment: KEEP_CLUSTER=1 keeps the cluster afterwards; E2E_SCENARIOS=1 then runs the pod-level
-# scenarios (tests/test_node_pipeline.py, tests/test_node_scenarios.py) on the cluster; CLUSTER_NAME, TRITON_IMAGE,
+# scenarios (tests/cluster/test_node_pipeline.py, tests/cluster/test_node_scenarios.py) on the cluster; CLUSTER_NAME, TRITON_IMAGE,
 # NVIDIA_DEVICE_PLUGIN_VERSION, NVIDIA_TOOLKIT_VERSION, READY_TIMEOUT (default 20m: the Triton image
 # is ~15 GB) and PYTHON (a python with tritonclient; default .venv/bin/python) override the defaults.
 set -euo pipefail
@@ -229,5 +229,5 @@ if [ "${E2E_SCENARIOS:-0}" = 1 ]; then
   TRITONPIPELINE_E2E_ASSEMBLER_IMAGE="$IMAGE_REPO-assembler:$IMAGE_TAG" \
   TRITONPIPELINE_E2E_TRITON_IMAGE="$TRITON_IMAGE" TRITONPIPELINE_E2E_MODELS_DIR=/models \
   TRITONPIPELINE_E2E_NETNS="/proc/$(docker inspect -f '{{.State.Pid}}' "$NODE")/ns/net" \
-    $SUDO "$ROOT/.venv/bin/pytest" -m node "$ROOT/tests/test_node_pipeline.py" "$ROOT/tests/test_node_scenarios.py"
+    $SUDO "$ROOT/.venv/bin/pytest" -m node "$ROOT/tests/cluster/test_node_pipeline.py" "$ROOT/tests/cluster/test_node_scenarios.py"
 fi

@@ -553,10 +553,10 @@ def replica_nodes(cluster: KindCluster, name: str) -> dict[str, str]:
 def run_scenarios(
     cluster: KindCluster, images: dict[str, str], client_netns: str, files: list[str], report: Report
 ) -> None:
-    """The pod-level scenario tests (tests/test_node_*.py that take a kubeconfig) on this cluster."""
+    """The pod-level scenario tests (tests/cluster/test_node_*.py that take a kubeconfig) on this cluster."""
     env = cluster_env(cluster, images, client_netns)
     junit = cluster.workdir / "scenarios.xml"
-    tests = [str(ROOT / "tests" / t) for t in files]
+    tests = [str(ROOT / "tests" / "cluster" / t) for t in files]
     cmd = [
         sys.executable,
         "-m",
@@ -664,8 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenarios",
         default=",".join(SCENARIO_TESTS),
-        help="the scenario test files of tests/ to run, comma-separated (default: every anycluster file; "
-        "the benches name theirs)",
+        help="the scenario test files of tests/cluster/ to run, comma-separated (default: every anycluster "
+        "file; the benches name theirs)",
     )
     parser.add_argument(
         "--results",
@@ -697,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results is None:
         default = not args.bench and (off or scenarios == list(SCENARIO_TESTS))
         args.results = RESULTS if default else args.workdir / "e2e-kind.json"
-    unknown = [t for t in scenarios if not (ROOT / "tests" / t).is_file()]
+    unknown = [t for t in scenarios if not (ROOT / "tests" / "cluster" / t).is_file()]
     if unknown:
         parser.error(f"--scenarios: no such test file in tests/: {', '.join(unknown)}")
     if has_gpu_runtime():

@@ -45,7 +45,8 @@ from .process import start_and_wait
 BUILD_SCRIPT = E2E / "build-controlplane.sh"
 GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
 ETCD_GO_MOD = E2E / "controlplane" / "etcd" / "go.mod"
-# other releases what we ship is checked on (tests/test_kube_releases.py), each apiserver on the same etcd:
+# other releases what we ship is checked on (tests/component/test_kube_releases.py), each apiserver on the
+# same etcd:
 # the oldest the chart supports (Chart.yaml kubeVersion) and the newest
 RELEASES = ("floor", "newest")
 DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")

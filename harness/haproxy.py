@@ -12,7 +12,7 @@ Two backend flavours:
          key's server is a function of the set of servers: when the set changes, some live keys move.
          HAProxy 2.6 places servers on the ring by slot (server id), not address: an address that
          fills a freed slot takes that slot's keys (a pod marked ready again got exactly its old keys
-         back in tests/test_haproxy_dns.py); ingress-nginx keys its ring by address instead.
+         back in tests/component/test_haproxy_dns.py); ingress-nginx keys its ring by address instead.
   stick  `balance roundrobin` + a stick table keyed on the header: a key stays on the server it first
          reached for as long as that server is in the set (only the keys of a leaving server move).
 

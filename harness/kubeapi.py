@@ -30,8 +30,10 @@ _CHART_ONLY_PLURALS = {
     "RoleBinding": "rolebindings",
     "ServiceMonitor": "servicemonitors",
     "PrometheusRule": "prometheusrules",
-    "EndpointSlice": "endpointslices",  # written by hand where no controller does (tests/test_haproxy_dns.py)
-    "Node": "nodes",  # a node a test cordons as `kubectl drain` does (tests/test_operator_disruption.py)
+    # written by hand where no controller does (tests/component/test_haproxy_dns.py)
+    "EndpointSlice": "endpointslices",
+    # a node a test cordons as `kubectl drain` does (tests/component/test_operator_disruption.py)
+    "Node": "nodes",
 }
 
 

@@ -1,6 +1,6 @@
 """A hostile pod's metrics port (issue 54): `HugePage` serves PAGE_BYTES of valid Prometheus text with no
 Content-Length (read until the connection closes), counting what it managed to send. Used by
-tests/test_tenants.py and bench/controlplane/tenants.py, on 127.0.0.1 only."""
+tests/component/test_tenants.py and bench/controlplane/tenants.py, on 127.0.0.1 only."""
 
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ from node_cluster import chart_operator, cluster  # noqa: F401  (the `node` test
 
 # tools/ holds scripts, not a package: its modules (generate.py, pictures.py, ...) are imported by name
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+# test modules of one tier import cases and helpers from another's by name (`from test_operator import ...`)
+sys.path[1:1] = [str(Path(__file__).resolve().parent / tier) for tier in ("unit", "component", "cluster")]
 
 pytest_plugins = ["phases"]  # time per test group (tests/phases.py)
 

@@ -715,7 +715,7 @@ def test_operator_servicemonitor_scrapes_the_metrics_service(helm):
 @pytest.mark.helm
 def test_alerts_and_dashboard_only_when_enabled(helm):
     """Off by default; ci/monitoring-values.yaml renders the PrometheusRule with every alert (each with its
-    severity, summary, description and runbook section; tests/test_alert_rules.py runs them through
+    severity, summary, description and runbook section; tests/component/test_alert_rules.py runs them through
     promtool) and the dashboard's ConfigMap, labelled for Grafana's sidecar, holding the shipped JSON."""
     assert not by_kind(helm.template("rel", "ops"), "PrometheusRule")
     assert not by_kind(helm.template("rel", "ops"), "ConfigMap")

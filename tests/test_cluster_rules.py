@@ -341,7 +341,8 @@ SHARED_SUBSET = (
 @pytest.mark.parametrize("fan_out", ["router", "shared"])
 def test_a_shared_tensor_that_is_a_pipeline_output_and_a_step_input_warns(fan_out: str) -> None:
     """extract.FEATS_A is pipeline output FEATURES and feeds head_b and head_c: shared, a request for
-    some outputs fails (measured, tests/test_triton_loads.py); through a router it is served. Without the
+    some outputs fails (measured, tests/component/test_triton_loads.py); through a router it is served.
+    Without the
     pipeline output, nothing to say."""
     doc = example("fanout", PVC)
     doc["spec"]["pipelines"][0]["fanOut"] = fan_out

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import yaml
+from test_operator import events, wait_reconciled
 
 from harness.wait import wait_for
 from helpers import ROOT, condition, imported_example
 from test_crd import API, DEEP, KIND, collection_url, deep_text, example, raw, schema_nodes
-from test_operator import events, wait_reconciled
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.errors import Problem, SpecError
@@ -134,7 +134,7 @@ def _unbounded(schema: dict[str, Any]) -> Iterator[str]:
 
 def test_every_field_of_the_status_is_typed_and_bounded() -> None:
     assert list(_unbounded(status_schema())) == []
-    # and the generated CRD is the committed one (tests/test_generated.py checks every generated file)
+    # and the generated CRD is the committed one (tests/unit/test_generated.py checks every generated file)
     committed = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     assert committed == status_schema()
 

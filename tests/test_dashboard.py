@@ -247,7 +247,7 @@ def test_every_metric_the_alerts_read_is_exported(helm_binary, tmp_path, triton_
 
 def test_the_chart_ships_the_generated_dashboard_in_its_configmap():
     """The ConfigMap's JSON is the file (the chart reads files/grafana-dashboard.json), which `make
-    generate` writes from tools/dashboard.py (tests/test_generated.py checks it is current)."""
+    generate` writes from tools/dashboard.py (tests/unit/test_generated.py checks it is current)."""
     assert json.loads(SHIPPED.read_text()) == dashboard.dashboard()
     template = (CHART / "templates" / "grafana-dashboard.yaml").read_text()
     assert '.Files.Get "files/grafana-dashboard.json"' in template

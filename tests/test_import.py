@@ -246,7 +246,8 @@ ENSEMBLE_FIELDS_TRITON_REFUSES = {  # qa/L0_model_config's ensemble cases, in Tr
 
 @pytest.mark.parametrize("field", list(ENSEMBLE_FIELDS_TRITON_REFUSES))
 def test_an_ensemble_field_triton_refuses_is_an_error(field: str) -> None:
-    """Not a setting left out: the ensemble as it stands does not load (tests/test_triton_loads.py shows
+    """Not a setting left out: the ensemble as it stands does not load (tests/component/test_triton_loads.py
+    shows
     the real tritonserver refusing each)."""
     text, words = ENSEMBLE_FIELDS_TRITON_REFUSES[field]
     result = run({"echo": ECHO, "echo_pipe": ECHO_ENSEMBLE + text + "\n"})
@@ -1367,7 +1368,8 @@ def test_compiler_problems_are_warnings() -> None:
 
 def test_directories_without_a_config() -> None:
     """Triton loads a model directory without config.pbtxt from an empty config it completes, the backend
-    picked by the model file (tests/test_import_side_by_side.py serves one): carried so. One whose files
+    picked by the model file (tests/component/test_import_side_by_side.py serves one): carried so. One whose
+    files
     give no backend, or with no version directory, Triton cannot load: left out, and said why."""
     files = {"resnet_onnx": ("1", {"model.onnx": False}), "weights": ("1", {"weights.bin": False})}
     no_config = {"resnet_onnx": True, "weights": True, "notes": False}

@@ -508,7 +508,7 @@ def test_the_scenario_list_is_every_anycluster_test_file() -> None:
     scenario would run nowhere."""
     marked = sorted(
         p.name
-        for p in (ROOT / "tests").glob("test_*.py")
+        for p in (ROOT / "tests" / "cluster").glob("test_*.py")
         if re.search(r"^pytestmark = .*pytest\.mark\.anycluster\b", p.read_text(), re.M)
     )
     assert sorted(kind.SCENARIO_TESTS) == marked

@@ -1,5 +1,5 @@
 """Whose an object is, and what a pipeline may write (render/ownership.py): pure rules, no server. The same
-rules on a real kube-apiserver are in tests/test_operator_ownership.py; `tritonpipeline validate` of
+rules on a real kube-apiserver are in tests/component/test_operator_ownership.py; `tritonpipeline validate` of
 colliding pipelines is at the end."""
 
 from __future__ import annotations

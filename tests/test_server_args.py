@@ -427,6 +427,6 @@ def test_auto_complete_is_off_as_tritonserver_decides(args: list[str], off: str 
 )  # fmt: skip
 def test_each_tritonserver_endpoint_gets_an_address_in_the_form_it_reads(host, args, url) -> None:
     """HTTP and metrics read an IPv6 address as `ipv6:ADDR`, gRPC as `[ADDR]` (measured on the real
-    server: tests/test_serve_cli.py serves on ::1); a URL puts IPv6 in brackets."""
+    server: tests/component/test_serve_cli.py serves on ::1); a URL puts IPv6 in brackets."""
     assert listen_args(host) == args
     assert url_host(host) == url

@@ -25,12 +25,12 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from test_spec_errors import CASES, Case
 
 from bench.controlplane.workload import large_doc
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
 from helpers import CLI, built_kubectl, condition, example, imported_example
-from test_spec_errors import CASES, Case
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube
@@ -438,7 +438,8 @@ def webhook_operator(
 def test_every_bad_spec_class_is_refused_at_apply_with_its_field_path(
     kube: Kube, namespace: str, webhook_operator: Callable[..., OperatorProcess]
 ) -> None:
-    """Each invalid spec of tests/test_spec_errors.py is refused when created on the real apiserver: by the
+    """Each invalid spec of tests/unit/test_spec_errors.py is refused when created on the real apiserver: by
+    the
     CRD's schema and CEL where they can tell, and by the webhook otherwise, with the compiler's field path
     and reason. Without the webhook the CRD lets those through (they would only be reported in status)."""
     docs = {c.id: mutated(c, f"case-{i}") for i, c in enumerate(CASES)}

@@ -1,5 +1,5 @@
 """The Artifact Hub annotations of the chart's Chart.yaml that are read off the tree, so that they cannot
-drift (`make generate` writes them, tests/test_generated.py fails while they are stale):
+drift (`make generate` writes them, tests/unit/test_generated.py fails while they are stale):
 
 - artifacthub.io/images: the operator image and the assembler image the chart's defaults run, named as
   the templates name them (image.digest over image.tag over the appVersion; assemblerImage, else the

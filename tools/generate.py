@@ -14,9 +14,9 @@
   `kubectl explain` says (the descriptions are the spec's `Field(description=...)`)
 - README.md: its pictures, drawn from the code (tools/pictures.py; the docs site draws its own at build time)
 - docs/architecture.md: the table of the package's layers between its markers (tools/layers.py, the
-  LAYERS tests/test_layout.py holds the imports to); the rest of the page as written
+  LAYERS tests/unit/test_layout.py holds the imports to); the rest of the page as written
 
-tests/test_generated.py fails while any of them is stale.
+tests/unit/test_generated.py fails while any of them is stale.
 """
 
 from __future__ import annotations

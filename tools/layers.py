@@ -1,5 +1,5 @@
 """The package's layers, lowest first, and which way its imports run: one home for the rule that
-tests/test_layout.py holds every module of operator/tritonpipeline/ to, and for the table of it that
+tests/unit/test_layout.py holds every module of operator/tritonpipeline/ to, and for the table of it that
 docs/architecture.md shows (`make generate` writes it between the page's markers, so it cannot drift).
 
 A module's layer is its top-level name in the package (a module or a subpackage); it imports only from

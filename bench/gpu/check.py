@@ -16,7 +16,7 @@ Needs the bundle of bench/gpu/pack.py (.gpu/) and, on the GPU host, only a Pytho
    two servers (Python routers, native routers) up at once, rounds interleaved over the four paths, no
    counter; medians over rounds.
 4. nv_gpu_utilization and GPU memory from /metrics under load and idle; the raw scrapes go to
-   bench/results/gpu-metrics.prom, where tests/test_gpu_metrics.py evaluates the autoscaling query
+   bench/results/gpu-metrics.prom, where tests/component/test_gpu_metrics.py evaluates the autoscaling query
    for gpuUtilization with the real Prometheus.
 5. `serve examples/fanout.yaml` with no flag on the GPU host keeps GPU instance groups and answers.
 

@@ -18,7 +18,7 @@ from ..spec import STDIN, Numbered, TritonPipeline, read_documents, read_file, s
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_SERVER = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
-ERROR_PREFIX = "error: "  # how every error line the CLI prints starts (tests/test_cli_errors.py)
+ERROR_PREFIX = "error: "  # how every error line the CLI prints starts (tests/component/test_cli_errors.py)
 OUTPUT_EXISTS = (
     "output file {file} exists (perhaps edited since it was written): pass --force to replace it, or choose "
     "another name"

@@ -15,7 +15,7 @@ from .plan_types import NATIVE_ROUTER_BACKEND, ROUTER_INPUT, EnsemblePlan, Route
 
 # Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
 # of the pinned release, BSD-3-Clause): carried here so that the compiler and the operator need neither
-# tritonclient nor the numpy it pulls in. tests/test_compiler.py holds it equal to tritonclient's copy.
+# tritonclient nor the numpy it pulls in. tests/unit/test_compiler.py holds it equal to tritonclient's copy.
 SCHEMA_FILE = Path(__file__).with_name("model_config_pb2.py")
 SCHEMA_MODULE = "tritonclient.grpc.model_config_pb2"
 

@@ -1,7 +1,7 @@
 """Import a Triton model repository as one TritonPipeline: config texts in, a document and findings out.
 The direction is the compiler's reversed: compiler/ turns a spec into Triton's artifacts, this package
 turns Triton's configs back into a spec; it may use the compiler (to check what it wrote), the compiler
-never uses it (tests/test_layout.py).
+never uses it (tests/unit/test_layout.py).
 
 Pure (no file I/O, no printing): `import_repository` (`configs`) takes each model directory's
 config.pbtxt text and the directories without one; `tritonpipeline import` (cli/cmd_import.py) reads the

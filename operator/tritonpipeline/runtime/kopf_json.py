@@ -4,7 +4,8 @@ webhook's reviews. Python's decoder raised RecursionError on an object nested ab
 in a watch that ended kopf's watching of every pipeline, and a restart met the object again on its first
 list (issue 54). kopf 1.45 reads JSON with the `json` module each of these modules imports, and with
 aiohttp's ClientResponse.json: install() gives those modules a `json` whose `loads` is jsontext's, and
-ClientResponse.json jsontext's loads as its default. tests/test_tenants.py shows the result on a real
+ClientResponse.json jsontext's loads as its default. tests/component/test_tenants.py shows the result on a
+real
 API server; a kopf that reads JSON elsewhere fails it."""
 
 from __future__ import annotations

@@ -134,7 +134,9 @@ GENERATED_FAMILIES = 8
 
 
 def compiled_in_subprocess(hash_seed: str) -> subprocess.Popen[str]:
-    path = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(
+        filter(None, [str(ROOT / "tests"), str(ROOT / "tests" / "unit"), os.environ.get("PYTHONPATH")])
+    )
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path}
     return subprocess.Popen(
         [sys.executable, "-c", DIGESTS, str(GENERATED_FAMILIES)],

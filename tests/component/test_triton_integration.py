@@ -210,7 +210,7 @@ def test_router_passes_every_data_type_unchanged(router, shared_pipeline, tmp_pa
     from tritonpipeline.spec import parse_pipeline
 
     models = tmp_path / "models"
-    echo = Path(__file__).parent / "models" / "echo"
+    echo = Path(__file__).parents[1] / "models" / "echo"
     doc: dict = {
         "apiVersion": "serving.tritonpipeline.io/v1alpha1",
         "kind": "TritonPipeline",
@@ -265,7 +265,7 @@ def test_router_routes_tensors_whose_names_are_awkward(router, shared_pipeline, 
     characters. On the real tritonserver the fanned-out tensor arrives unchanged at every consumer and
     at the pipeline output."""
     models = tmp_path / "models"
-    echo = Path(__file__).parent / "models" / "echo"
+    echo = Path(__file__).parents[1] / "models" / "echo"
     tensor = {"dataType": "FP32", "dims": [4]}
     names = ("_ex-tract0r", "h" * 64, "c_model-0")
     quoted = "feats \"{i}\" 'q' \\ {{}} é:0"  # a tensor name Python code could not hold unescaped

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BESIDE = ["bash", str(ROOT / "tools" / "beside.sh"), "bg"]
 # a background track that reports its clean-up on SIGINT (as e2e.kind does) and otherwise runs long
 CLEANS_UP = 'trap "echo cleaning; exit 3" INT; echo started; sleep 30; echo not interrupted'

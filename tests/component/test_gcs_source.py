@@ -2,7 +2,7 @@
 Cloud Storage's JSON API on loopback: fake-gcs-server (github.com/fsouza/fake-gcs-server, built from Go
 modules; the client points at it with STORAGE_EMULATOR_HOST). It implements listing, media download and
 "folder" objects as Cloud Storage does, but no authentication: the service-account key file is proven
-only as rendered (tests/test_source_storage.py), not as accepted by Google."""
+only as rendered (tests/unit/test_source_storage.py), not as accepted by Google."""
 
 from __future__ import annotations
 

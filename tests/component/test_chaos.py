@@ -7,16 +7,16 @@ Each scenario puts together parts that other tests check one at a time, and reus
 
 1. a team's objects under a pipeline's generated names, made before and after it, through spec changes,
    a kill -9, a restart and the deletion of a pipeline: none changed or deleted (parts alone:
-   tests/test_operator_ownership.py);
+   tests/component/test_operator_ownership.py);
 2. two pipelines whose children's names collide (`b` with Header routing, `b-headless`), the loser's
    spec changed and the operator killed: no write reaches the headless Service (ibid.);
 3. the apiserver stopped 60 s: drift is undone within one resync after (tests/test_operator_outage.py
    does 25 s);
 4. kill -9 while 20 pipelines are created, then while their repositories change: every one converges,
    no child half-applied, made twice or left without its pipeline, and at no moment does a Deployment
-   mount another repository than its template's (tests/test_operator.py kills during the creates);
+   mount another repository than its template's (tests/component/test_operator.py kills during the creates);
 5. the active replica killed while pipelines are created and changed: the standby takes over and every
-   pipeline converges to its last spec (tests/test_operator_ha.py, without the churn);
+   pipeline converges to its last spec (tests/component/test_operator_ha.py, without the churn);
 6. a rolling upgrade across the CRD skew: the old replica and the new one (peering, each serving its
    webhook) while the newer CRD is applied and writes go on: none refused, no pipeline marked invalid
    (tests/test_crd_skew.py, one replica at a time).
@@ -35,15 +35,6 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
-from bench.chaos import RESULTS_ENV
-from harness.kubeapi import CRD_NAME, wait_established
-from harness.operator_process import LocalOperator, OperatorProcess
-from harness.wait import wait_for
-from helpers import condition
-from test_crd_skew import NAMESPACE as SKEW_NAMESPACE
-from test_crd_skew import STORED, helm_installed, newer_crd, with_future_fields
-from test_crd_skew import snapshot as skew_snapshot
 from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
 from test_operator import API, cluster_doc, get_cr, operator_log_on_failure, private_cluster, wait_reconciled
 from test_operator_ha import (
@@ -56,10 +47,19 @@ from test_operator_ha import (
     replicas,  # noqa: F401  (a fixture)
     utc_now,
 )
+from test_operator_ownership import header_routed, snapshot, team_objects
+
+from bench.chaos import RESULTS_ENV
+from harness.kubeapi import CRD_NAME, wait_established
+from harness.operator_process import LocalOperator, OperatorProcess
+from harness.wait import wait_for
+from helpers import condition
+from test_crd_skew import NAMESPACE as SKEW_NAMESPACE
+from test_crd_skew import STORED, helm_installed, newer_crd, with_future_fields
+from test_crd_skew import snapshot as skew_snapshot
 from test_operator_outage import NAMESPACE as OUTAGE_NAMESPACE
 from test_operator_outage import RESYNC as OUTAGE_RESYNC
 from test_operator_outage import hand_edit_selector, last_passes, selector
-from test_operator_ownership import header_routed, snapshot, team_objects
 from test_webhook import collection, create, merge_patch, start_webhook_operator
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube, path

@@ -122,7 +122,7 @@ def test_pods_the_api_server_refuses_are_named_in_ready() -> None:
 
 
 def test_every_pod_problem_reason_is_documented() -> None:
-    """The reasons pod_problem can give are not literals in a condition() call (tests/test_docs.py reads
+    """The reasons pod_problem can give are not literals in a condition() call (tests/unit/test_docs.py reads
     those): each needs its row in docs/how-to/status.md too."""
     from helpers import docs_page
     from tritonpipeline.render.conditions import INIT_FAILED, PODS_REFUSED, STUCK_WAITING

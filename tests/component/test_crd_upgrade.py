@@ -27,7 +27,7 @@ from tritonpipeline.spec import parse_pipeline
 
 pytestmark = pytest.mark.apiserver
 
-UPGRADE = Path(__file__).with_name("upgrade")
+UPGRADE = Path(__file__).resolve().parents[1] / "upgrade"
 API = "serving.tritonpipeline.io/v1alpha1"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 PREVIOUS = "18e91de"  # the release tests/upgrade/ was taken from (its files say so)

@@ -1,6 +1,6 @@
 """The generated HAProxy and CoreDNS configurations (harness/haproxy.py, harness/coredns.py) take only checked
 values: text that could add a line, a block or a directive is refused before any config is written. Pure:
-nothing is started (tests/test_haproxy_dns.py runs both for real)."""
+nothing is started (tests/component/test_haproxy_dns.py runs both for real)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Rolls and drains that never take a serving pipeline to zero, on a real kube-apiserver with the operator
 as a real subprocess. No kubelet, scheduler or controllers run here: the tests write what they would
 (a Deployment's status, pods bound to nodes and their status, a node cordoned as `kubectl drain` does
-first), and the operator's answers are read back from the apiserver. The rules: tests/test_disruption.py."""
+first), and the operator's answers are read back from the apiserver. The rules:
+tests/unit/test_disruption.py."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
 
 from harness.kubeapi import apply_object, write_status
 from harness.wait import wait_for
 from helpers import condition
-from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.render import disruption
 from tritonpipeline.render.conditions import DRAIN_WAITING, NO_ROOM, REPLACING_DRAINED

@@ -1,6 +1,6 @@
 """The operator's kopf diff base (runtime/diffbase.py): a digest of what was last handled, whatever the
 spec's size, read the way kopf's processing reads it (fetch, build, diff). Pure: kopf's own Body, Patch
-and diff, no API server (tests/test_operator.py runs it on one)."""
+and diff, no API server (tests/component/test_operator.py runs it on one)."""
 
 from __future__ import annotations
 

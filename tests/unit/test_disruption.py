@@ -4,7 +4,7 @@ The strategy and the budget are checked the way Kubernetes reads them, at every 
 autoscaler may choose: the Deployment controller rounds a rollout's maxSurge up and its maxUnavailable
 down (and makes maxUnavailable 1 when both come to 0); the disruption controller rounds a budget's
 percentages up. The operator side of a drain (a real apiserver, a cordoned Node) is in
-tests/test_operator_disruption.py."""
+tests/component/test_operator_disruption.py."""
 
 from __future__ import annotations
 
@@ -307,7 +307,8 @@ def test_unschedulable_names_the_pod_and_the_schedulers_words() -> None:
 
 
 def test_every_rollout_reason_is_documented() -> None:
-    """The reasons of Progressing are constants, not literals in a condition() call (tests/test_docs.py reads
+    """The reasons of Progressing are constants, not literals in a condition() call (tests/unit/test_docs.py
+    reads
     those): each needs its row in docs/how-to/status.md too."""
     from helpers import docs_page
 

@@ -13,17 +13,17 @@ from typing import Any
 import kopf
 import pytest
 import yaml
+from test_operator import patch_deployment_status
 
 from harness.kubeapi import ensure_namespace, install_generated_crd
 from harness.kubeconfig import kube_for
-from test_operator import patch_deployment_status
 from tritonpipeline.render.meta import MANAGED_BY, PIPELINE_LABEL
 from tritonpipeline.runtime.state import OperatorState
 from tritonpipeline.settings import Settings
 
 pytestmark = pytest.mark.apiserver
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NS = "mirror"
 
 

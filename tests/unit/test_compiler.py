@@ -420,7 +420,8 @@ def test_cpu_only_keeps_cpu_and_auto_groups() -> None:
 
 def test_router_name_is_a_safe_model_name_for_awkward_tensor_names() -> None:
     """The router's name is a model directory name: only [A-Za-z0-9_-] and at most 100 characters even
-    though its source tensor has '.' and ':' (tests/test_triton_integration.py serves such a router)."""
+    though its source tensor has '.' and ':' (tests/component/test_triton_integration.py serves such a
+    router)."""
     artifacts = compile_doc(unusual_names_doc())
     (router,) = artifacts.plan.routers
     assert all(ch.isalnum() or ch in "_-" for ch in router.name)

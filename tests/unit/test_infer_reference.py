@@ -12,7 +12,7 @@ import yaml
 
 from e2e.infer import Pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _example(name: str) -> dict[str, Any]:

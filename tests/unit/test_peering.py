@@ -1,5 +1,6 @@
 """Which replica reconciles (render/peering.py, pure) and what a standby replica's health counts
-(health.WatchHealth.standby). The real replicas against a real apiserver: tests/test_operator_ha.py."""
+(health.WatchHealth.standby). The real replicas against a real apiserver:
+tests/component/test_operator_ha.py."""
 
 from __future__ import annotations
 

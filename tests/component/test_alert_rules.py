@@ -18,7 +18,7 @@ from harness.prometheus import missing_promtool, promtool_binary
 
 pytestmark = [pytest.mark.helm, pytest.mark.prometheus]
 
-FIXTURES = Path(__file__).resolve().parent / "alert_rules"
+FIXTURES = Path(__file__).resolve().parents[1] / "alert_rules"
 VALUES = FIXTURES / "values.yaml"
 UNIT_TESTS = sorted(p for p in FIXTURES.glob("*.yaml") if p != VALUES)
 ALERTS = {
