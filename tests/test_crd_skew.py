@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_crd_upgrade import CRD_PATH
-from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
 
 from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
 from helpers import condition
+from test_crd_upgrade import CRD_PATH
+from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
 from test_webhook import DENIED, call, cluster_doc, collection, create, cyclic, start_webhook_operator
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube

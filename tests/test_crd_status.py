@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import yaml
-from test_operator import events, wait_reconciled
 
 from harness.wait import wait_for
 from helpers import ROOT, condition, imported_example
 from test_crd import API, DEEP, KIND, collection_url, deep_text, example, raw, schema_nodes
+from test_operator import events, wait_reconciled
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.errors import Problem, SpecError

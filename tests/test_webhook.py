@@ -25,12 +25,12 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from test_spec_errors import CASES, Case
 
 from bench.controlplane.workload import large_doc
 from harness.operator_process import OperatorProcess
 from harness.wait import wait_for
 from helpers import CLI, built_kubectl, condition, example, imported_example
+from test_spec_errors import CASES, Case
 from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube

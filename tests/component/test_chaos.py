@@ -35,6 +35,15 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from bench.chaos import RESULTS_ENV
+from harness.kubeapi import CRD_NAME, wait_established
+from harness.operator_process import LocalOperator, OperatorProcess
+from harness.wait import wait_for
+from helpers import condition
+from test_crd_skew import NAMESPACE as SKEW_NAMESPACE
+from test_crd_skew import STORED, helm_installed, newer_crd, with_future_fields
+from test_crd_skew import snapshot as skew_snapshot
 from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
 from test_operator import API, cluster_doc, get_cr, operator_log_on_failure, private_cluster, wait_reconciled
 from test_operator_ha import (
@@ -47,19 +56,10 @@ from test_operator_ha import (
     replicas,  # noqa: F401  (a fixture)
     utc_now,
 )
-from test_operator_ownership import header_routed, snapshot, team_objects
-
-from bench.chaos import RESULTS_ENV
-from harness.kubeapi import CRD_NAME, wait_established
-from harness.operator_process import LocalOperator, OperatorProcess
-from harness.wait import wait_for
-from helpers import condition
-from test_crd_skew import NAMESPACE as SKEW_NAMESPACE
-from test_crd_skew import STORED, helm_installed, newer_crd, with_future_fields
-from test_crd_skew import snapshot as skew_snapshot
 from test_operator_outage import NAMESPACE as OUTAGE_NAMESPACE
 from test_operator_outage import RESYNC as OUTAGE_RESYNC
 from test_operator_outage import hand_edit_selector, last_passes, selector
+from test_operator_ownership import header_routed, snapshot, team_objects
 from test_webhook import collection, create, merge_patch, start_webhook_operator
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube, path

@@ -31,9 +31,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import yaml
-from test_triton_loads import SELF_DECOUPLING, model_states, serving
 
 from helpers import CLI, EXAMPLES, completed, served_config, tree_with_stand_in_backends
+from test_triton_loads import SELF_DECOUPLING, model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
 from tritonpipeline.local.tritonserver import LocalTriton

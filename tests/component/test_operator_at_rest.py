@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_operator import cluster_doc, wait_reconciled
 
 from bench.controlplane.apiserver_metrics import api_snapshot
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
+from test_operator import cluster_doc, wait_reconciled
 from tritonpipeline import handlers
 
 pytestmark = pytest.mark.apiserver

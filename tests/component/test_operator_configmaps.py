@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_operator import SELECTOR, cluster_doc, wait_reconciled
 
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
+from test_operator import SELECTOR, cluster_doc, wait_reconciled
 from tritonpipeline.kube.api_client import Kube, KubeError
 from tritonpipeline.render.pinning import projected_configmaps
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import yaml
-from test_operator import cluster_doc, wait_reconciled
 
 from harness.kubeapi import wait_established
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import ROOT
+from test_operator import cluster_doc, wait_reconciled
 from tritonpipeline.kube.api_client import Kube
 
 pytestmark = pytest.mark.apiserver

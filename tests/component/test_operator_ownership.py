@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_operator import cluster_doc, get_cr, rendered, wait_reconciled
 
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
+from test_operator import cluster_doc, get_cr, rendered, wait_reconciled
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.render.ownership import ADOPT_ANNOTATION, NAME_TAKEN, OWNED, generated_names
 

@@ -16,6 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+
+from harness.gotools import ToolError, ToolUnavailable, ensure_tool
+from harness.kubeapi import dry_run_apply, schemaless_crd, wait_established
+from harness.operator_process import LocalOperator
+from helpers import condition
 from test_operator import (
     API,
     children,
@@ -27,11 +32,6 @@ from test_operator import (
     wait_for,
     wait_reconciled,
 )
-
-from harness.gotools import ToolError, ToolUnavailable, ensure_tool
-from harness.kubeapi import dry_run_apply, schemaless_crd, wait_established
-from harness.operator_process import LocalOperator
-from helpers import condition
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.api_client import Kube, KubeError
 from tritonpipeline.render import autoscaling_objects

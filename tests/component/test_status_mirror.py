@@ -13,10 +13,10 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from test_operator import patch_deployment_status
 
 from harness.kubeapi import ensure_namespace, install_generated_crd
 from harness.kubeconfig import kube_for
+from test_operator import patch_deployment_status
 from tritonpipeline.render.meta import MANAGED_BY, PIPELINE_LABEL
 from tritonpipeline.runtime.state import OperatorState
 from tritonpipeline.settings import Settings

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_crd_upgrade import CRD_PATH
-from test_operator import wait_reconciled
 
 from bench.controlplane.apiserver_metrics import api_snapshot
 from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established, write_status
@@ -23,6 +21,8 @@ from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
+from test_crd_upgrade import CRD_PATH
+from test_operator import wait_reconciled
 from test_webhook import VWC_API, call, cluster_doc, collection, start_webhook_operator
 from tritonpipeline import jsontext
 from tritonpipeline.kube.api_client import Kube

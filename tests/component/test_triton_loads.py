@@ -26,11 +26,11 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import yaml
 from google.protobuf import text_format
-from test_golden import committed_configs, golden_names, source_of
 from tritonclient.utils import InferenceServerException
 
 import pipeline_gen as gen
 from helpers import ROUTERS, compile_to_serve, completed, example, served_config, with_router
+from test_golden import committed_configs, golden_names, source_of
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
