@@ -335,7 +335,7 @@ def test_a_python_model_gets_the_initial_state_but_never_a_kept_one(
         },
     }
     doc = doc_of("state", [model], [])
-    monkeypatch.setattr(rules, "states_kept", lambda spec, i: iter(()))
+    monkeypatch.setattr(rules.model_rules, "states_kept", lambda spec, i: iter(()))
     repo = Repository.merge([compile_doc(doc)])
     root = tmp_path / "models"
     (root / "acc" / "1").mkdir(parents=True)

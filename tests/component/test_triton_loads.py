@@ -99,7 +99,7 @@ def compile_doc(doc: dict[str, Any]) -> Artifacts:
 def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Artifacts:
     """What the compiler rendered before it knew Triton's decoupled-origin rule: the rule switched off."""
     with monkeypatch.context() as m:
-        m.setattr(rules, "decoupled_conflicts", lambda *args, **kwargs: [])
+        m.setattr(rules.pipeline_rules, "decoupled_conflicts", lambda *args, **kwargs: [])
         return compile_doc(doc)
 
 

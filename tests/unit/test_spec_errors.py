@@ -1190,7 +1190,7 @@ def _template(message: str) -> re.Pattern[str]:
 
 
 def test_every_compiler_rule_has_a_case() -> None:
-    """Each message of compiler/rules.py is produced by some case of the table, so no rule goes
+    """Each message of compiler/rules/messages.py is produced by some case of the table, so no rule goes
     untested (a new rule needs a new case)."""
     produced: list[str] = []
     for case in CASES:

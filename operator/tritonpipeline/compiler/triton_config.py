@@ -73,7 +73,8 @@ def parse_text(text: bytes | str) -> mc.ModelConfig:
 
 
 # The config fields the spec's own fields render, each with the spec field that does: a model's extraConfig
-# sets any other field (compiler/rules.py checks it), and `tritonpipeline import` writes every other one there
+# sets any other field (compiler/rules/model_rules.py checks it), and `tritonpipeline import` writes every
+# other one there
 SPEC_RENDERED: dict[str, str] = {
     "name": "name",
     "platform": "platform",
@@ -166,7 +167,7 @@ def model_config(model: Model, *, cpu_only: bool, run_by_step: bool = False) -> 
         cfg.model_transaction_policy.decoupled = model.decoupled
     for key in sorted(model.parameters):
         cfg.parameters[key].string_value = _param(model.parameters[key])
-    cfg.MergeFrom(extra_config(model))  # fields none of the above sets (compiler/rules.py)
+    cfg.MergeFrom(extra_config(model))  # fields none of the above sets (compiler/rules/model_rules.py)
     return cfg
 
 

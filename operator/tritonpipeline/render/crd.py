@@ -29,7 +29,7 @@ from .routing_objects import HEADLESS_SUFFIX
 from .status_schema import status_schema
 
 # Every list of the spec is atomic (no x-kubernetes-list-type map): our rules refuse duplicate names with
-# the field path (compiler/rules.py, at admission and in every reconcile), and a list-map made the
+# the field path (compiler/rules/, at admission and in every reconcile), and a list-map made the
 # apiserver check keys and track field ownership item by item before any validation, refused or not. A
 # 2.8 MB spec.models of small entries (a tenant's dry run, refused for its size) cost it 4.7 CPU s with
 # list-maps and 2.0 s without; a Deployment of that size costs 1.0 s (bench/results/apiserver-cost.json).

@@ -1,0 +1,471 @@
+"""The rules of one pipeline, over the `PipelineGraph` that `resolve.resolve_pipeline` builds (which
+decides what each rule is applied to and in what order): names in the pipeline, its dataflow, and
+what decoupled and sequence steps need."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+
+from ...errors import Problem
+from ...spec import Model
+from ..plan_types import (
+    INPUTS,
+    PipelineGraph,
+    ResolvedStep,
+    Tensor,
+    first_index,
+    full_dims,
+    is_input_ref,
+    parse_ref,
+    producer,
+)
+from .messages import (
+    BAD_REFERENCE,
+    CONTROL_MAPPED,
+    CONTROL_WITHOUT_SEQUENCE_BATCHING,
+    CYCLE,
+    DATA_TYPE_MISMATCH,
+    DEAD_STEP,
+    DECOUPLED_ORIGINS,
+    DUPLICATE_INPUT,
+    DUPLICATE_OUTPUT,
+    DUPLICATE_OUTPUT_OTHER,
+    DUPLICATE_OUTPUT_SAME,
+    DUPLICATE_STEP,
+    ENSEMBLE_BATCH_ABOVE_STEPS,
+    INPUT_RANK_HINT,
+    KEEP_ORDER_WITH_BATCHER,
+    KEEP_ORDER_WITH_ONE_INSTANCE,
+    OPTIONAL_INPUT_TO_REQUIRED,
+    OUTPUT_FROM_INPUT,
+    OUTPUT_NAMED_LIKE_INPUT,
+    REQUIRED_INPUT_UNMAPPED,
+    RESERVED_STEP_NAME,
+    SEQUENCE_AFTER_DECOUPLED,
+    SEQUENCE_CONTROL_NAMES,
+    SHAPE_MISMATCH,
+    SHARED_TENSOR_NAMED_TWICE,
+    STATE_MAPPED,
+    STEP_NAME_NEEDED,
+    STEP_VERSION_NOT_SERVED,
+    STEP_WITHOUT_INPUTS,
+    UNDECLARED_TENSORS,
+    UNKNOWN_INPUT,
+    UNKNOWN_MODEL,
+    UNKNOWN_MODEL_INPUT,
+    UNKNOWN_OUTPUT,
+    UNKNOWN_STEP,
+    UNORDERED_BEFORE_SEQUENCE,
+    UNUSED_INPUT,
+    _fmt_dims,
+    dims_compatible,
+    same_type,
+)
+from .model_rules import _backend
+
+# --------------------------------------------------------------------------- names in a pipeline
+
+
+def step_name_free(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """One producer per tensor: step names are unique, and `inputs` names the pipeline inputs."""
+    step = g.pipeline.steps[j]
+    name = step.step_name
+    path = f"{g.step_path(j)}.name" if step.name else f"{g.step_path(j)}.model"
+    if not step.name and "." in step.model:
+        message = STEP_NAME_NEEDED.format(model=step.model, suggestion=step.model.replace(".", "_"))
+        yield Problem(f"{g.step_path(j)}.name", message)
+    elif name == INPUTS:
+        yield Problem(path, RESERVED_STEP_NAME.format(name=INPUTS))
+    elif g.first_step[name] != j:
+        yield Problem(path, DUPLICATE_STEP.format(name=name, first=g.step_path(g.first_step[name])))
+
+
+def step_model_known(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """Every step runs a declared model."""
+    step = g.pipeline.steps[j]
+    if step.model not in g.models:
+        known = ", ".join(sorted(m.name for m in g.spec.models))
+        yield Problem(f"{g.step_path(j)}.model", UNKNOWN_MODEL.format(model=step.model, known=known))
+
+
+def step_version_served(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """A step that calls a version calls one its model's versionPolicy serves, where the spec says which
+    (`specific`; which versions `latest` and `all` serve depends on the model's files)."""
+    step = g.pipeline.steps[j]
+    policy = g.models[step.model].version_policy
+    if step.version is None or policy is None or policy.policy != "specific":
+        return
+    if step.version not in policy.versions:
+        versions = ", ".join(str(v) for v in policy.versions)
+        message = STEP_VERSION_NOT_SERVED.format(
+            model=step.model, versions=versions, pipeline=g.pipeline.name, version=step.version
+        )
+        yield Problem(f"{g.step_path(j)}.version", message)
+
+
+def unique_input_names(g: PipelineGraph) -> Iterator[Problem]:
+    """Pipeline input names are unique."""
+    first = first_index(i.name for i in g.pipeline.inputs)
+    for j, i in enumerate(g.pipeline.inputs):
+        if first[i.name] != j:
+            yield Problem(f"{g.path}.inputs[{j}].name", DUPLICATE_INPUT.format(name=i.name))
+
+
+def unique_output_names(g: PipelineGraph) -> Iterator[Problem]:
+    """One producer per tensor: pipeline output names are unique and differ from the input names."""
+    first = first_index(o.name for o in g.pipeline.outputs)
+    for j, o in enumerate(g.pipeline.outputs):
+        if first[o.name] != j:
+            earlier = g.pipeline.outputs[first[o.name]].source
+            detail = (
+                DUPLICATE_OUTPUT_SAME.format(src=o.source)
+                if earlier == o.source
+                else DUPLICATE_OUTPUT_OTHER.format(src=earlier, other=o.source)
+            )
+            yield Problem(
+                f"{g.path}.outputs[{j}].name",
+                DUPLICATE_OUTPUT.format(name=o.name, first=first[o.name], detail=detail),
+            )
+        elif o.name in g.inputs:
+            yield Problem(f"{g.path}.outputs[{j}].name", OUTPUT_NAMED_LIKE_INPUT.format(name=o.name))
+
+
+def ensemble_batch_size_fits(g: PipelineGraph) -> Iterator[Problem]:
+    """An ensemble's maxBatchSize is <= every batching step's (steps with maxBatchSize 0 are exempt)."""
+    size = g.pipeline.max_batch_size
+    if size is None:
+        return
+    limiting = sorted(
+        (s for s in g.steps.values() if 0 < s.model.max_batch_size < size), key=lambda s: s.name
+    )
+    if limiting:
+        steps = ", ".join(f"{s.name} ({s.model.name}: {s.model.max_batch_size})" for s in limiting)
+        yield Problem(f"{g.path}.maxBatchSize", ENSEMBLE_BATCH_ABOVE_STEPS.format(size=size, steps=steps))
+
+
+# --------------------------------------------------------------------------- dataflow
+
+
+def maps_a_model_input(g: PipelineGraph, step: ResolvedStep, key: str) -> Iterator[Problem]:
+    """A step maps only its model's declared inputs, and never what Triton fills (sequence controls,
+    implicit states)."""
+    model = step.model
+    sb = model.sequence_batching
+    path = f"{g.step_path(step.index)}.inputs.{key}"
+    if sb is not None and key in sb.controls.names():
+        yield Problem(path, CONTROL_MAPPED.format(name=key, model=model.name))
+    elif sb is not None and key in {s.input_name for s in sb.states}:
+        yield Problem(path, STATE_MAPPED.format(name=key, model=model.name))
+    elif not model.inputs:
+        yield Problem(path, UNDECLARED_TENSORS.format(model=model.name, kind="inputs", name=key))
+    elif key not in {t.name for t in model.inputs}:
+        hint = (
+            CONTROL_WITHOUT_SEQUENCE_BATCHING if key.upper() in SEQUENCE_CONTROL_NAMES and sb is None else ""
+        )
+        known = ", ".join(dict.fromkeys(t.name for t in model.inputs))
+        yield Problem(path, UNKNOWN_MODEL_INPUT.format(model=model.name, name=key, known=known, hint=hint))
+
+
+def reference_resolves(g: PipelineGraph, ref: str, path: str) -> Iterator[Problem]:
+    """Every reference names a pipeline input or an output of a step. A reference to a step that is
+    itself refused (unknown model, duplicate name) is not reported again."""
+    parsed = parse_ref(ref) if isinstance(ref, str) else None
+    if parsed is None:
+        yield Problem(path, BAD_REFERENCE.format(ref=ref))
+        return
+    head, tail = parsed
+    if any(ref.startswith(f"{name}.") for name in g.first_step if "." in name):
+        return  # a step named after a dotted model: refused at its name (step_name_free)
+    if head == INPUTS:
+        if tail not in g.inputs:
+            known = ", ".join(i.name for i in g.pipeline.inputs) or "none"
+            yield Problem(path, UNKNOWN_INPUT.format(name=tail, known=known))
+    elif head not in g.first_step:
+        yield Problem(path, UNKNOWN_STEP.format(name=head, known=", ".join(g.first_step)))
+    elif head in g.steps:
+        model = g.steps[head].model
+        if not model.outputs:
+            yield Problem(path, UNDECLARED_TENSORS.format(model=model.name, kind="outputs", name=tail))
+        elif tail not in {o.name for o in model.outputs}:
+            known = ", ".join(o.name for o in model.outputs)
+            yield Problem(path, UNKNOWN_OUTPUT.format(step=head, model=model.name, name=tail, known=known))
+
+
+def _wanted(step: ResolvedStep, key: str) -> Tensor:
+    """What a step's model input `key` accepts, batch dimension included."""
+    declared = {t.name: t for t in step.model.inputs}[key]  # duplicates: unique_tensor_names
+    return Tensor(declared.data_type, full_dims(declared.dims, step.model.max_batch_size > 0))
+
+
+def data_types_agree(g: PipelineGraph, step: ResolvedStep, key: str, src: str) -> Iterator[Problem]:
+    """Producer and consumer agree on the data type (BYTES and STRING are one type)."""
+    have, want = g.catalogue[src], _wanted(step, key)
+    if not same_type(have.data_type, want.data_type):
+        yield Problem(
+            f"{g.step_path(step.index)}.inputs.{key}",
+            DATA_TYPE_MISMATCH.format(
+                src=src, have=have.data_type, name=key, model=step.model.name, want=want.data_type
+            ),
+        )
+
+
+def shapes_agree(g: PipelineGraph, step: ResolvedStep, key: str, src: str) -> Iterator[Problem]:
+    """Producer and consumer agree on the full shape: same rank, each dimension equal or -1."""
+    have, want = g.catalogue[src], _wanted(step, key)
+    if not dims_compatible(have.full_dims, want.full_dims):
+        message = SHAPE_MISMATCH.format(
+            src=src,
+            have=_fmt_dims(have.full_dims),
+            name=key,
+            model=step.model.name,
+            want=_fmt_dims(want.full_dims),
+        )
+        if is_input_ref(src) and len(have.full_dims) != len(want.full_dims):
+            message += INPUT_RANK_HINT
+        yield Problem(f"{g.step_path(step.index)}.inputs.{key}", message)
+
+
+def required_inputs_mapped(g: PipelineGraph, step: ResolvedStep) -> Iterator[Problem]:
+    """Every required model input is mapped (a control or state listed under inputs is reported once,
+    by `filled_tensors_not_inputs`)."""
+    sb = step.model.sequence_batching
+    filled = {*sb.controls.names(), *(s.input_name for s in sb.states)} if sb else set()
+    for t in step.model.inputs:
+        if t.name not in step.inputs and not t.optional and t.name not in filled:
+            yield Problem(
+                f"{g.step_path(step.index)}.inputs",
+                REQUIRED_INPUT_UNMAPPED.format(name=t.name, model=step.model.name),
+            )
+
+
+def output_from_a_step(g: PipelineGraph, j: int) -> Iterator[Problem]:
+    """A pipeline output comes from a step (an ensemble cannot pass an input straight through)."""
+    parsed = parse_ref(g.pipeline.outputs[j].source)
+    if parsed is not None and parsed[0] == INPUTS:
+        yield Problem(f"{g.path}.outputs[{j}].from", OUTPUT_FROM_INPUT)
+
+
+def shared_tensor_named_once(g: PipelineGraph, j: int, src: str) -> Iterator[Problem]:
+    """Under fanOut: shared a tensor has one name, so it can be exposed as one pipeline output only."""
+    if g.pipeline.fan_out != "shared":
+        return
+    named = [c.name for c in g.consumers[src] if c.step is None]
+    if len(named) > 1:
+        yield Problem(
+            f"{g.path}.outputs[{j}].from", SHARED_TENSOR_NAMED_TWICE.format(src=src, names=", ".join(named))
+        )
+
+
+def acyclic(g: PipelineGraph, cycle: Sequence[str]) -> Iterator[Problem]:
+    """No cycles: `cycle` is the one the dataflow order ran into (first member repeated at the end)."""
+    if cycle:
+        yield Problem(
+            f"{g.step_path(g.steps[cycle[-1]].index)}.inputs",
+            CYCLE.format(pipeline=g.pipeline.name, members=" -> ".join(cycle)),
+        )
+
+
+def inputs_used(g: PipelineGraph) -> Iterator[Problem]:
+    """Every pipeline input is used. An input named by a mapping that failed for another reason, or any
+    misspelt `inputs.X`, would make this finding noise, so then it is skipped."""
+    referenced = {v for st in g.pipeline.steps for v in st.inputs.values() if isinstance(v, str)}
+    if any(is_input_ref(r) and r.split(".", 1)[1] not in g.inputs for r in referenced):
+        return
+    for name, j in g.inputs.items():
+        ref = f"{INPUTS}.{name}"
+        if ref not in referenced and not g.consumers.get(ref):
+            yield Problem(f"{g.path}.inputs[{j}]", UNUSED_INPUT.format(name=name))
+
+
+def optional_inputs_stay_optional(g: PipelineGraph) -> Iterator[Problem]:
+    """An optional pipeline input feeds only optional model inputs (directly or through its router)."""
+    for i in g.pipeline.inputs:
+        if not i.optional or g.inputs.get(i.name) is None:
+            continue
+        for c in g.consumers.get(f"{INPUTS}.{i.name}", []):
+            step = g.steps[c.step] if c.step else None
+            wanted = next((t for t in step.model.inputs if t.name == c.name), None) if step else None
+            if step is not None and wanted is not None and not wanted.optional:
+                yield Problem(
+                    f"{g.step_path(step.index)}.inputs.{c.name}",
+                    OPTIONAL_INPUT_TO_REQUIRED.format(name=i.name, consumer=c.label, model=step.model.name),
+                )
+
+
+def steps_have_inputs(g: PipelineGraph) -> Iterator[Problem]:
+    """Every step reads something (Triton never runs a step without inputs)."""
+    for step in g.steps.values():
+        if not step.inputs:
+            yield Problem(f"{g.step_path(step.index)}.inputs", STEP_WITHOUT_INPUTS.format(name=step.name))
+
+
+def steps_reach_outputs(g: PipelineGraph) -> Iterator[Problem]:
+    """Every step feeds some pipeline output, directly or through other steps (Triton refuses a step
+    without output_map)."""
+    useful: set[str] = set()
+    frontier = [producer(src) for src, cs in g.consumers.items() if any(c.step is None for c in cs)]
+    while frontier:
+        s = frontier.pop()
+        if s in useful or s == INPUTS:
+            continue
+        useful.add(s)
+        frontier.extend(g.deps.get(s, ()))
+    for step in g.steps.values():
+        if step.name not in useful:
+            yield Problem(g.step_path(step.index), DEAD_STEP.format(name=step.name))
+
+
+def decoupled_conflicts(
+    order: Sequence[str],
+    inputs_of: Mapping[str, Sequence[str]],
+    decoupled: AbstractSet[str],
+    outputs: Sequence[tuple[str, str]],
+) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Triton's decoupled-origin rule, exactly: every tensor carries the origin of its responses, the
+    nearest decoupled step upstream (None for pipeline inputs and for tensors with no decoupled step
+    upstream). A decoupled step's outputs originate from that step; any other step's outputs inherit
+    the one origin its inputs share. The inputs of every step, and the pipeline outputs as a whole
+    (Triton checks them as one more "step"), must share one origin.
+
+    order: steps in topological order; inputs_of: step -> the references it reads; outputs: (where,
+    reference) pairs. References are `inputs.NAME` or `STEP.TENSOR`; unresolved ones are skipped.
+    Returns (step name, or the `where` of the first output that differs; [(reference, origin)]) per
+    violation. A step in conflict taints its outputs, so one conflict is reported once."""
+    origin: dict[str, str | None] = {}  # step -> origin of its outputs
+    tainted: set[str] = set()
+    conflicts: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def sources(refs: Sequence[str]) -> list[tuple[str, str | None]] | None:
+        found: list[tuple[str, str | None]] = []
+        for ref in refs:
+            head = producer(ref)
+            if head in tainted:
+                return None
+            if head == INPUTS:
+                found.append((ref, None))
+            elif head in origin:
+                found.append((ref, origin[head]))
+        return found
+
+    for name in order:
+        found = sources(inputs_of.get(name, ()))
+        if found is None:
+            tainted.add(name)
+            continue
+        if len({o for _, o in found}) > 1:
+            conflicts.append((name, found))
+            tainted.add(name)
+            continue
+        origin[name] = name if name in decoupled else (found[0][1] if found else None)
+    found = sources([ref for _, ref in outputs])
+    if found and len({o for _, o in found}) > 1:
+        first = next(i for i, (_, o) in enumerate(found) if o != found[0][1])
+        where = next(w for w, ref in outputs if ref == found[first][0])
+        conflicts.append((where, found))
+    return conflicts
+
+
+def decoupled_origins_agree(g: PipelineGraph) -> Iterator[Problem]:
+    """No re-join of tensors from different decoupled steps (see `decoupled_conflicts`), per step and
+    for the pipeline outputs. Needs the dataflow order."""
+    order = g.order or []
+    inputs_of = {name: [ref for _, ref in sorted(g.steps[name].inputs.items())] for name in order}
+    outputs = [(f"{g.path}.outputs[{j}].from", o.source) for j, o in enumerate(g.pipeline.outputs)]
+    decoupled = {s.name for s in g.steps.values() if s.model.decoupled}
+    for where, sources in decoupled_conflicts(order, inputs_of, decoupled, outputs):
+        detail = "; ".join(
+            f"{ref} comes from decoupled step {origin!r}" if origin else f"{ref} from no decoupled step"
+            for ref, origin in sources
+        )
+        if where in g.steps:
+            what, path = f"step {where!r}", f"{g.step_path(g.steps[where].index)}.inputs"
+        else:
+            what, path = f"pipeline {g.pipeline.name!r} (its outputs)", where
+        yield Problem(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))
+
+
+def sequence_steps_before_decoupled(g: PipelineGraph) -> Iterator[Problem]:
+    """No sequence-batched step downstream of a decoupled step, by any route: directly, through other
+    steps, fan-outs (the routers inserted later copy every response through) or joins. Triton cannot keep
+    such a sequence whole (SEQUENCE_AFTER_DECOUPLED). Needs the dataflow order."""
+    # step -> {decoupled step upstream: the shortest route from it, as step names}
+    upstream: dict[str, dict[str, list[str]]] = {}
+    for name in g.order or []:
+        found: dict[str, list[str]] = {}
+        for dep in sorted(g.deps.get(name, ()), key=lambda d: g.steps[d].index):
+            routes = dict(upstream.get(dep, {}))
+            if g.steps[dep].model.decoupled:
+                routes[dep] = []
+            for origin, route in routes.items():
+                if origin not in found or len(route) + 1 < len(found[origin]):
+                    found[origin] = [*route, dep]
+        upstream[name] = found
+        step = g.steps[name]
+        if step.model.sequence_batching is None or not found:
+            continue
+        nearest = min(found, key=lambda o: (len(found[o]), g.steps[o].index))
+        rest = sorted((o for o in found if o != nearest), key=lambda o: g.steps[o].index)
+        yield Problem(
+            g.step_path(step.index),
+            SEQUENCE_AFTER_DECOUPLED.format(
+                step=name,
+                model=step.model.name,
+                source=nearest,
+                route=" -> ".join([*found[nearest], name]),
+                others=f"; also of decoupled step(s) {', '.join(map(repr, rest))}" if rest else "",
+                source_model=g.steps[nearest].model.name,
+            ),
+        )
+
+
+# Triton's instance count for a model with no instance group in a pod without GPUs, by backend (core's
+# SetDefaultInstanceCount: 2 CPU instances for these backends, 1 for the rest)
+DEFAULT_CPU_INSTANCES = {"onnxruntime": 2, "tensorflow": 2}
+
+
+def max_instances(model: Model, server_gpus: int) -> int:
+    """How many instances of the model Triton may run at once in a pod with `server_gpus` GPUs: a GPU (or
+    AUTO) group's count is per GPU unless it pins GPUs; no group at all is one instance per GPU, and
+    without GPUs Triton's default count for the backend."""
+    if not model.instances:
+        if server_gpus:
+            return server_gpus
+        return DEFAULT_CPU_INSTANCES.get(_backend(model), 1)
+    total = 0
+    for inst in model.instances:
+        per_gpu = inst.kind in ("GPU", "AUTO") and server_gpus > 0
+        total += inst.count * (len(inst.gpus) or server_gpus if per_gpu else 1)
+    return total
+
+
+def steps_before_a_sequence_keep_order(g: PipelineGraph) -> Iterator[Problem]:
+    """Every step upstream of a sequence-batched step passes a sequence's requests on in the order they
+    came (UNORDERED_BEFORE_SEQUENCE): one instance, or dynamic batching with preserveOrdering. A sequence
+    step itself keeps its sequences in order (its batcher binds each to one slot), and so does what it
+    feeds only through other sequence steps. Needs the dataflow order."""
+    gpus = g.spec.server.gpus
+    for name in g.order or []:
+        step = g.steps[name]
+        model = step.model
+        if model.sequence_batching is not None:
+            continue
+        db = model.dynamic_batching
+        instances = max_instances(model, gpus)
+        if instances <= 1 or (db is not None and db.preserve_ordering):
+            continue
+        route = g.route_to_sequence_step(name)
+        if route is None:
+            continue
+        fix = KEEP_ORDER_WITH_BATCHER if model.max_batch_size > 0 else KEEP_ORDER_WITH_ONE_INSTANCE
+        yield Problem(
+            g.step_path(step.index),
+            UNORDERED_BEFORE_SEQUENCE.format(
+                step=name,
+                model=model.name,
+                instances=instances,
+                sequence=route[-1],
+                route=" -> ".join(route),
+                fix=fix.format(model=model.name),
+            ),
+        )
