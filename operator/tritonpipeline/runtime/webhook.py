@@ -265,10 +265,11 @@ def names_taken(kube: Kube, doc: Mapping[str, Any], keda: bool = True) -> list[P
 # answer. Its compile runs in the compile workers (runtime/compiling.py).
 REVIEW_THREADS = 2
 REVIEWS = ThreadPoolExecutor(REVIEW_THREADS, thread_name_prefix="review")
-# the review threads shared fairly between namespaces: a tenant's storm of (dry-run) creates leaves the
-# next free thread to another namespace's review (issue 54: three large specs stalled another tenant's
-# admission 3.2 s at a time)
-TURNS = FairShare(REVIEW_THREADS)
+# the review threads shared fairly between namespaces, one at a time for each: a tenant's storm of
+# (dry-run) creates leaves a thread free for another namespace's review, which waits for none of the
+# storm's reads (issue 54: three large specs stalled another tenant's admission 3.2 s at a time; with
+# both threads open to one namespace, a storm at one large dry run a second still held them)
+TURNS = FairShare(REVIEW_THREADS, 1)
 IN_PROCESS = Workers()  # compiles in threads of this process: callers that pass no workers (tests)
 
 
