@@ -254,3 +254,26 @@ def test_essence_tells_what_a_verdict_and_a_compile_depend_on() -> None:
         assert compiling.essence(changed, owned=False)[0] != compiling.essence(doc, owned=False)[0]
     big = large_doc("big", "team-b", models=8, pipelines=2, steps=4, tensors=2)
     assert compiling.essence(big)[1] > compiling.essence(doc)[1]  # the size weighs the cached compile
+
+
+def test_a_worker_spawned_by_a_large_operator_is_kept_after_a_small_compile() -> None:
+    """Linux keeps getrusage's peak across exec: a worker started by a process past WORKER_RECYCLE_BYTES
+    read that peak as its own and was replaced after every compile (a new process each time; the full
+    `make test` run, whose pytest had grown, showed it). A worker measures its own address space."""
+    ballast = bytearray(compiling.WORKER_RECYCLE_BYTES + 64 * 1024 * 1024)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1  # resident, as an operator of that size is
+
+    async def scenario() -> None:
+        workers = _workers(compile_workers=1)
+        try:
+            workers.start()
+            (worker,) = workers._idle[False]
+            for _ in range(2):
+                await workers.run(compile_cr, cluster_doc("fanout", "team-a"), Settings())
+            assert workers._idle[False] == [worker] and not worker.retired
+        finally:
+            workers.close()
+
+    asyncio.run(scenario())
+    del ballast
