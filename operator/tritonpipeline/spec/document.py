@@ -652,11 +652,6 @@ def read_file(path: str | Path) -> str:
     return text
 
 
-def load_numbered(path: str | Path) -> list[Numbered]:
-    """Read (read_file) and parse a YAML file of TritonPipeline documents (parse_numbered)."""
-    return parse_numbered(read_file(path), str(Path(path)))
-
-
 def load_file(path: str | Path) -> list[TritonPipeline]:
-    """The pipelines of a YAML file (load_numbered, without the places)."""
-    return [n.pipeline for n in load_numbered(path)]
+    """The pipelines of a YAML file (read_file, then parse_numbered without the places)."""
+    return [n.pipeline for n in parse_numbered(read_file(path), str(Path(path)))]
