@@ -1,10 +1,12 @@
 """`make bench-tenants` (`python -m bench.controlplane.tenants`): does a hostile tenant move another
 tenant's admission and reconcile latency? (issue 54 point 3; goal: by less than 20%.)
 
-One operator watches tenants A and B on a real kube-apiserver, with its admission webhook (failurePolicy
-Fail) and the status poll every second. With two CPUs or more the operator runs on a CPU of its own and
-the control plane and this process on the others (`--no-pin`: all on all), as on a cluster where the
-operator's pod does not share the API server's machine. Tenant B (`tenant-b`) is measured:
+One operator watches tenants A and B on a real kube-apiserver, with the chart's defaults: its admission
+webhook (failurePolicy Fail) and the access review (security.reviewAuthors: a mutating webhook asking the
+API server whether the author may reach what the pipeline asks for), and the status poll every second.
+With two CPUs or more the operator runs on a CPU of its own and the control plane and this process on
+the others (`--no-pin`: all on all), as on a cluster where the operator's pod does not share the API
+server's machine. Tenant B (`tenant-b`) is measured:
 
     admission   a server-side dry-run create of a small pipeline (examples/fanout.yaml), one after
                 another: the time the client waits (the apiserver, the webhook's review, its compile)
@@ -23,8 +25,11 @@ RATE a second, each under a new name (a new review every time: no cached verdict
 
 The phases alternate in ROUNDS (reversed every other round), so drift of the machine falls on all alike;
 the report gives each phase's latencies, the processes' CPU and the ratios of each storm phase to quiet
-of B's admission and reconcile p50 and p99. The same run measures the operator with 2 compile workers
-(the chart's default) and with compile_workers 0 (compiles in the operator's threads, as before).
+of B's admission and reconcile p50 and p99, and `operator_answer_ms`: the mean time the operator's
+handlers took to answer each tenant's reviews (its metric tritonpipeline_operator_admission_duration_
+seconds, by webhook), the operator's own part of an admission without the API server's. The same run
+measures the operator with 2 compile workers (the chart's default) and with compile_workers 0 (compiles
+in the operator's threads, as before).
 
 Before the phases, on the idle apiserver, apiserver_cost.py measures what one large write costs the
 kube-apiserver itself, by kind and shape: our CRD's pipelines beside a Deployment and a ConfigMap of the
@@ -49,6 +54,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from harness.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
 from harness.kubeapi import ensure_namespace, install_generated_crd, write_status
 from harness.metrics_page import HugePage
@@ -58,6 +65,7 @@ from tritonpipeline.kube.api_client import Kube, KubeError, path
 from tritonpipeline.local.tritonserver import free_port
 from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
 from tritonpipeline.runtime import webhook
+from tritonpipeline.runtime.metrics import ADMISSION_SECONDS
 from tritonpipeline.settings import KIND
 
 from . import apiserver_cost
@@ -67,6 +75,7 @@ from .stats import summary
 from .workload import API, FIELD_MANAGER, HUGE, api_client, cluster_doc, large_doc, now
 
 TENANT_A, TENANT_B, TENANT_C = "tenant-a", "tenant-b", "tenant-c"
+ANSWERED = next(iter(ADMISSION_SECONDS.describe())).name  # the histogram's family name
 STORMS = {"hostile": TENANT_A, "apiserver_only": TENANT_C}  # a storm phase's kind: where it goes
 CONFIGURATION = "tp-bench-tenants"
 DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
@@ -216,10 +225,11 @@ class Tenants:
             "TRITONPIPELINE_WEBHOOK_CONFIGURATION": CONFIGURATION,
             "TRITONPIPELINE_WEBHOOK_FAILURE_POLICY": "Fail",
             "TRITONPIPELINE_STATUS_POLL_SECONDS": "1",
+            "TRITONPIPELINE_REVIEW_AUTHORS": "1",  # the chart's default (security.reviewAuthors)
             **extra,
         }
         log = self.workdir / f"operator-{label}.log"
-        op = LocalOperator(self.cp.kubeconfig, f"{TENANT_A},{TENANT_B}", log, env=env)
+        op = LocalOperator(self.cp.kubeconfig, f"{TENANT_A},{TENANT_B}", log, env=env, endpoints=True)
         op.start()
         deadline = time.monotonic() + 90
         while True:
@@ -241,10 +251,9 @@ class Tenants:
 
     def stop_operator(self, op: LocalOperator) -> None:
         op.stop()
-        with contextlib.suppress(KubeError):  # failurePolicy Fail: one left behind refuses every write
-            self.kube.delete(
-                "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", None, CONFIGURATION
-            )
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            with contextlib.suppress(KubeError):  # failurePolicy Fail: one left behind refuses every write
+                self.kube.delete("admissionregistration.k8s.io/v1", kind, None, CONFIGURATION)
 
     def hostile_pod(self) -> None:
         """A's pipeline (reconciled by the operator) and a Ready pod of it on 127.0.0.1, whose metrics
@@ -316,16 +325,16 @@ class Tenants:
             time.sleep(self.args.gap)
         return latencies, missed
 
-    def phase(self, name: str, pids: dict[str, int]) -> dict[str, Any]:
+    def phase(self, name: str, pids: dict[str, int], op: LocalOperator) -> dict[str, Any]:
         storm = self.storms.get(name)
         sent0 = storm.sent if storm else 0
         if storm:
             storm.start()
             time.sleep(self.args.warm)  # the storm under way before B measures
-        t0, cpu0 = now(), cpu_seconds(pids)
+        t0, cpu0, answers0 = now(), cpu_seconds(pids), answered(op)
         admissions, admission_errors = self.admission()
         reconciles, missed = self.reconcile()
-        window, cpu1 = now() - t0, cpu_seconds(pids)
+        window, cpu1, answers1 = now() - t0, cpu_seconds(pids), answered(op)
         if storm:
             storm.stop()
         return {
@@ -336,6 +345,10 @@ class Tenants:
             "storm_requests": (storm.sent - sent0) if storm else 0,
             "window_s": round(window, 1),
             "cpu_share": {k: round((cpu1[k] - cpu0[k]) / window, 3) for k in cpu1},
+            "answered": {
+                key: (total - answers0.get(key, (0.0, 0.0))[0], n - answers0.get(key, (0.0, 0.0))[1])
+                for key, (total, n) in answers1.items()
+            },
         }
 
     def variant(self, label: str, extra: dict[str, str]) -> dict[str, Any]:
@@ -347,7 +360,7 @@ class Tenants:
             phases: dict[str, dict[str, list[Any]]] = {name: {} for name in self.phases}
             for rnd in range(self.args.rounds):
                 for name in self.phases if rnd % 2 == 0 else self.phases[::-1]:
-                    result = self.phase(name, {**self.cp.pids(), "operator": op.pid})
+                    result = self.phase(name, {**self.cp.pids(), "operator": op.pid}, op)
                     print(
                         f"{label} round {rnd + 1} {name:<20}: admission p50 "
                         f"{summary(result['admission_s'])['p50']:.3f} s, reconcile p50 "
@@ -375,7 +388,16 @@ class Tenants:
                     k: round(sum(c[k] for c in data["cpu_share"]) / len(data["cpu_share"]), 3)
                     for k in data["cpu_share"][0]
                 },
+                "operator_answer_ms": answer_means(data["answered"]),
             }
+        out["operator_answer_ratios"] = {
+            phase: {
+                key: _ratio(mean, out["quiet"]["operator_answer_ms"].get(key))
+                for key, mean in out[phase]["operator_answer_ms"].items()
+                if key.startswith(TENANT_B)
+            }
+            for phase in self.phases[1:]
+        }
         out["ratios"] = {
             phase: {
                 f"{probe}_{stat}": _ratio(out[phase][f"{probe}_s"][stat], out["quiet"][f"{probe}_s"][stat])
@@ -390,6 +412,35 @@ class Tenants:
         if self.metrics is not None:
             self.metrics.shutdown()
             self.metrics.server_close()
+
+
+def answered(op: LocalOperator) -> dict[str, tuple[float, float]]:
+    """The operator's admission answers so far, from its /metrics: `namespace/webhook` -> (seconds in
+    all, how many)."""
+    status, text = op.get("/metrics")
+    if status != 200:
+        raise RuntimeError(f"the operator's /metrics answered {status}")
+    out: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != ANSWERED:
+            continue
+        for sample in family.samples:
+            key = f"{sample.labels['namespace']}/{sample.labels['webhook']}"
+            if sample.name.endswith("_sum"):
+                out.setdefault(key, [0.0, 0.0])[0] = sample.value
+            elif sample.name.endswith("_count"):
+                out.setdefault(key, [0.0, 0.0])[1] = sample.value
+    return {key: (total, n) for key, (total, n) in out.items()}
+
+
+def answer_means(rounds: list[dict[str, tuple[float, float]]]) -> dict[str, float | None]:
+    """Per `namespace/webhook`, the mean answer time in milliseconds over the rounds of a phase."""
+    totals: dict[str, list[float]] = {}
+    for answers in rounds:
+        for key, (seconds, n) in answers.items():
+            entry = totals.setdefault(key, [0.0, 0.0])
+            entry[0], entry[1] = entry[0] + seconds, entry[1] + n
+    return {key: round(1000 * s / n, 2) if n else None for key, (s, n) in sorted(totals.items())}
 
 
 def operator_part(variant: dict[str, Any]) -> dict[str, dict[str, float | None]]:

@@ -176,7 +176,8 @@ async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
 async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> None:
     """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
     operation, new, old = kwargs["operation"], kwargs["new"], kwargs["old"]
-    await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube, memo.workers)
+    with metrics.answering("validate", new):
+        await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube, memo.workers)
 
 
 @kopf.on.mutate(GROUP, VERSION, PLURAL, id=authors.HANDLER_ID)
@@ -184,7 +185,8 @@ async def review_access(warnings: list[str], memo: OperatorState, patch: kopf.Pa
     """The access review (reconcile/authors.py, with TRITONPIPELINE_REVIEW_AUTHORS): a new pipeline or a
     spec change whose author may not reach what it asks for is refused; the rest is recorded on it."""
     operation, new, old, user = kwargs["operation"], kwargs["new"], kwargs["old"], kwargs["userinfo"]
-    await authors.stamp(memo, operation, new, old, user, patch)
+    with metrics.answering("review", new):
+        await authors.stamp(memo, operation, new, old, user, patch, bool(kwargs.get("dryrun")))
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)

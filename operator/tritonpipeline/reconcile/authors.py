@@ -226,10 +226,15 @@ async def stamp(
     old: Mapping[str, Any] | None,
     user: Mapping[str, Any],
     patch: kopf.Patch,
+    dryrun: bool = False,
 ) -> None:
     """The mutating webhook: review the author of a new pipeline or a spec change, refuse what they may
     not reach (kopf.AdmissionError, HTTP 403, every item with its field path), and record the rest on
-    the object (`rc.RECORD_ANNOTATION`); any other update keeps the record it had."""
+    the object (`rc.RECORD_ANNOTATION`); any other update keeps the record it had. A dry run is
+    reviewed alike, but its record is not written: the API server would apply the patch to the whole
+    object for nothing stored (issue 54: a storm of 0.9 MB dry runs, patched once a second each)."""
+    if dryrun:
+        patch = kopf.Patch()
     if (
         not state.settings.review_authors
         or new is None

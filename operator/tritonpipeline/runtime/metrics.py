@@ -5,7 +5,9 @@ Served with /readyz by `serve` (an aiohttp app on the operator's event loop, sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
@@ -25,6 +27,14 @@ RECONCILE_SECONDS = Histogram(
     f"{PREFIX}_reconcile_duration_seconds",
     "Seconds one reconcile of a TritonPipeline took (parse, compile, apply, status)",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+ADMISSION_SECONDS = Histogram(
+    f"{PREFIX}_admission_duration_seconds",
+    "Seconds the operator's handler took to answer one admission review of a TritonPipeline, by webhook "
+    "(validate: the spec's verdict; review: the access review) and the pipeline's namespace; refusals "
+    "included. The API server's own time and the decoding of the review before the handler are not",
+    ["webhook", "namespace"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 API_ERRORS = Counter(
     f"{PREFIX}_api_errors",
@@ -58,6 +68,17 @@ LOOP_FAILURES = Counter(
 )
 for _outcome in OUTCOMES:  # every outcome is a series from the start (rate() sees the first one)
     RECONCILES.labels(_outcome)
+
+
+@contextmanager
+def answering(webhook: str, doc: Mapping[str, Any] | None) -> Iterator[None]:
+    """Observe ADMISSION_SECONDS for the review of `doc` by `webhook` while the block runs."""
+    namespace = str(((doc or {}).get("metadata") or {}).get("namespace") or "")
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        ADMISSION_SECONDS.labels(webhook, namespace).observe(time.monotonic() - started)
 
 
 def api_error(code: int | str) -> None:
