@@ -49,7 +49,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from harness.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
+from harness.controlplane import ControlPlane
+from harness.controlplane_binaries import ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
 from harness.kubeapi import ensure_namespace, install_generated_crd, write_status
 from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
