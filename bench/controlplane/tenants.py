@@ -58,7 +58,7 @@ from harness.paths import ROOT
 from tritonpipeline.kube.api_client import Kube, KubeError, path
 from tritonpipeline.local.tritonserver import free_port
 from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
-from tritonpipeline.runtime import webhook
+from tritonpipeline.render.webhook_configuration import WEBHOOK_NAME
 from tritonpipeline.settings import KIND
 
 from . import apiserver_cost
@@ -70,7 +70,7 @@ from .workload import API, FIELD_MANAGER, HUGE, api_client, cluster_doc, large_d
 TENANT_A, TENANT_B, TENANT_C = "tenant-a", "tenant-b", "tenant-c"
 STORMS = {"hostile": TENANT_A, "apiserver_only": TENANT_C}  # a storm phase's kind: where it goes
 CONFIGURATION = "tp-bench-tenants"
-DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
+DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request'
 DRY_RUN = [("dryRun", "All")]
 STORM_CLIENTS = 4
 VARIANTS = {  # the chart's default, and the compiles in the operator's own threads
