@@ -189,10 +189,10 @@ controlplane-if-go:
 	@bash e2e/build-controlplane.sh --if-go --without-releases
 
 cluster-up: $(STAMP) controlplane-main ## start etcd + kube-apiserver in the background; prints KUBECONFIG
-	@$(PY) -m harness.controlplane up --dir $(CLUSTER_DIR)
+	@$(PY) -m harness.controlplane_cli up --dir $(CLUSTER_DIR)
 
 cluster-down: ## stop the control plane started by cluster-up
-	@$(PY) -m harness.controlplane down --dir $(CLUSTER_DIR)
+	@$(PY) -m harness.controlplane_cli down --dir $(CLUSTER_DIR)
 
 bench: bench-dataplane bench-controlplane bench-chaos bench-tenants ## all benchmarks
 

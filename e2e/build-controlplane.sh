@@ -9,7 +9,7 @@
 #   ${TRITONPIPELINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tritonpipeline}/controlplane/<k8s>/{kube-apiserver,etcd}
 #   .../controlplane/<oldest k8s>/kube-apiserver, .../controlplane/<newest k8s>/kube-apiserver
 # and a second run only prints where they are. <dir>/controlplane.env lists the paths and versions
-# (harness/controlplane.py computes the same directory).
+# (harness/controlplane_binaries.py computes the same directory).
 #
 #   e2e/build-controlplane.sh                     build if missing (fails without Go)
 #   e2e/build-controlplane.sh --if-go             same, but only warn and exit 0 when Go is not installed

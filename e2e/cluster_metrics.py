@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from harness.controlplane import _issue, _make_ca
+from harness.pki import issue, make_ca
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_RULES = ROOT / "charts" / "triton-pipeline" / "files" / "prometheus-adapter-rules.yaml"
@@ -296,8 +296,8 @@ class ClusterMetrics:
         host = f"{ADAPTER_NAME}.{MONITORING_NS}.svc"
         pki = self.workdir / "pki"
         pki.mkdir(exist_ok=True)
-        _make_ca(pki)  # the adapter's own CA: the APIService's caBundle
-        crt, key = _issue(
+        make_ca(pki)  # the adapter's own CA: the APIService's caBundle
+        crt, key = issue(
             pki,
             ADAPTER_NAME,
             f"/CN={host}",

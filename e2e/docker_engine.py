@@ -45,7 +45,7 @@ from e2e.host import (
     unmount_under,
 )
 from e2e.images import images_dir
-from harness.controlplane import _pid_alive
+from harness.process import pid_alive
 
 HERE = Path(__file__).resolve().parent
 CAPFILTER = HERE / "runc_capfilter.py"
@@ -269,12 +269,12 @@ class Engine:
             return []
         done: list[str] = []
         pid = self.state.get("pid")
-        if pid and _pid_alive(pid, "dockerd"):
+        if pid and pid_alive(pid, "dockerd"):
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and _pid_alive(pid, "dockerd"):
+            while time.monotonic() < deadline and pid_alive(pid, "dockerd"):
                 time.sleep(0.2)
-            if _pid_alive(pid, "dockerd"):
+            if pid_alive(pid, "dockerd"):
                 os.kill(pid, signal.SIGKILL)
             done.append(f"stopped dockerd (pid {pid})")
         # whatever still runs in the namespace (containerd shims of containers dockerd did not stop)

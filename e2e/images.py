@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.controlplane import cache_dir
+from harness.controlplane_binaries import cache_dir
 from harness.helm import CHART
 from harness.paths import ROOT
 from tritonpipeline.settings import ASSEMBLER_SUFFIX  # the chart's default assembler: the operator's + it

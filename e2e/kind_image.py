@@ -47,7 +47,7 @@ from e2e.images import (
     images_dir,
     rootfs_layer,
 )
-from harness.controlplane import ensure_binaries
+from harness.controlplane_binaries import ensure_binaries
 from harness.gotools import ensure_tool, find_go, go_env, tool_path
 from tritonpipeline.render.checks import full_reference
 

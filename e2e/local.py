@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _build(state: dict[str, Any]) -> str:
-    from harness.controlplane import ensure_binaries
+    from harness.controlplane_binaries import ensure_binaries
 
     state["binaries"] = b = ensure_binaries(output=sys.stdout)
     state["helm"] = ensure_tool("helm", output=sys.stdout)

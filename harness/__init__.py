@@ -5,7 +5,8 @@ tritonserver). Not part of the product: the `tritonpipeline` wheel does not cont
 Scripts that use it run as modules from the repository root (`python -m bench.controlplane`,
 `python -m e2e.kind`), and pytest finds it through `pythonpath` in pyproject.toml.
 
-    controlplane      etcd + kube-apiserver on loopback (`python -m harness.controlplane up|down|status`)
+    controlplane      etcd + kube-apiserver on loopback; its binaries (`controlplane_binaries`), its command
+                      line (`python -m harness.controlplane_cli up|down|status`)
     gotools           Go and the tools e2e/build-gotool.sh builds (helm, kind, third-party CRDs)
     helm              helm with a private home; the chart's rendered documents
     kubeapi           API calls tests make beyond the operator's own: dry runs, tokens, CRDs, statuses

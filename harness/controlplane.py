@@ -1,23 +1,18 @@
 """A real Kubernetes control plane for tests: upstream etcd + kube-apiserver on loopback.
 
-The binaries are built from Go modules by e2e/build-controlplane.sh (see e2e/controlplane/) and
-cached outside the repo. Nothing here imitates the API server; this module only generates
-certificates, starts the two processes, waits for /readyz and hands out clients.
+The binaries are built from Go modules (harness/controlplane_binaries.py) and cached outside the repo.
+Nothing here imitates the API server; this module only generates certificates (harness/pki.py), starts
+the two processes, waits for /readyz and hands out clients. From the command line (`make cluster-up`):
+harness/controlplane_cli.py.
 
-    from harness.controlplane import ControlPlane, ensure_binaries
+    from harness.controlplane import ControlPlane
+    from harness.controlplane_binaries import ensure_binaries
     with ControlPlane(tmpdir, ensure_binaries()) as cp:
         v1 = kubernetes.client.CoreV1Api(cp.api_client())
-
-Command line (used by `make cluster-up` / `make cluster-down`):
-
-    python -m harness.controlplane up [--dir /tmp/tritonpipeline-cluster]
-    python -m harness.controlplane down [--dir ...]
-    python -m harness.controlplane status [--dir ...]
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import ctypes
@@ -27,207 +22,28 @@ import shutil
 import signal
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tritonpipeline.local.tritonserver import free_ports
 
-from .gotools import find_go, go_env
-from .paths import E2E, cache_root
+from .controlplane_binaries import Binaries, ControlPlaneError, ensure_binaries
+from .pki import OpensslError, client_subject, ec_key, issue, make_ca, openssl
 from .process import start_and_wait
 
-BUILD_SCRIPT = E2E / "build-controlplane.sh"
-GO_MOD = E2E / "controlplane" / "kube-apiserver" / "go.mod"
-ETCD_GO_MOD = E2E / "controlplane" / "etcd" / "go.mod"
-# other releases what we ship is checked on (tests/component/test_kube_releases.py), each apiserver on the
-# same etcd:
-# the oldest the chart supports (Chart.yaml kubeVersion) and the newest
-RELEASES = ("floor", "newest")
-DEFAULT_STATE_DIR = Path("/tmp/tritonpipeline-cluster")
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # first address of SERVICE_CIDR: the `kubernetes` Service
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be built, started or did not become ready."""
-
-
-class ControlPlaneUnavailable(ControlPlaneError):
-    """A prerequisite (Go to build, openssl for certificates) is missing on this machine."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# binaries
-
-
-def _module_version(go_mod: Path, module: str) -> str:
-    for line in go_mod.read_text().splitlines():
-        words = line.split()
-        if words[:1] == ["require"]:
-            words = words[1:]
-        if len(words) >= 2 and words[0] == module:
-            return words[1]
-    raise ControlPlaneError(f"{go_mod} does not require {module}")
-
-
-def kubernetes_version() -> str:
-    """The k8s.io/kubernetes release the apiserver is built from (e2e/controlplane/kube-apiserver/go.mod)."""
-    return _module_version(GO_MOD, "k8s.io/kubernetes")
-
-
-def release_version(release: str) -> str:
-    """The k8s.io/kubernetes release of one of RELEASES (e2e/controlplane/kube-apiserver-RELEASE/go.mod)."""
-    if release not in RELEASES:
-        raise ValueError(f"release {release!r}: expected one of {', '.join(RELEASES)}")
-    return _module_version(E2E / "controlplane" / f"kube-apiserver-{release}" / "go.mod", "k8s.io/kubernetes")
-
-
-def etcd_version() -> str:
-    return _module_version(ETCD_GO_MOD, "go.etcd.io/etcd/server/v3")
-
-
-def cache_dir() -> Path:
-    """Same directory as `e2e/build-controlplane.sh --print-dir`."""
-    return cache_root() / "controlplane" / kubernetes_version()
-
-
-@dataclass(frozen=True)
-class Binaries:
-    kube_apiserver: Path
-    etcd: Path
-    kubernetes_version: str
-    etcd_version: str
-
-
-def cached_binaries() -> Binaries | None:
-    """The built binaries, or None when they are not built yet."""
-    where = cache_dir()
-    apiserver, etcd = where / "kube-apiserver", where / "etcd"
-    if os.access(apiserver, os.X_OK) and os.access(etcd, os.X_OK):
-        return Binaries(apiserver, etcd, kubernetes_version(), etcd_version())
-    return None
-
-
-def cached_release_binaries(release: str) -> Binaries | None:
-    """The kube-apiserver of one of RELEASES with the same etcd, or None when either is not built yet."""
-    main = cached_binaries()
-    version = release_version(release)
-    apiserver = cache_root() / "controlplane" / version / "kube-apiserver"
-    if main is None or not os.access(apiserver, os.X_OK):
-        return None
-    return Binaries(apiserver, main.etcd, version, main.etcd_version)
-
-
-def _cached(release: str | None) -> Binaries | None:
-    return cached_release_binaries(release) if release else cached_binaries()
-
-
-def missing_prerequisite(release: str | None = None) -> str | None:
-    """Why the control plane cannot run here, or None. Exact, so a skip message says what to install."""
-    if shutil.which("openssl") is None:
-        return "openssl is not installed (needed to generate the control plane's certificates)"
-    if _cached(release) is None and find_go() is None:
-        version = release_version(release) if release else kubernetes_version()
-        return (
-            f"Go is not installed (no `go` on PATH or /usr/local/go/bin/go) and kube-apiserver "
-            f"{version} / etcd {etcd_version()} are not built in {cache_root() / 'controlplane'}"
-        )
-    return None
-
-
-def ensure_binaries(output: Any = None, *, release: str | None = None) -> Binaries:
-    """Return the cached binaries, building them first with e2e/build-controlplane.sh when missing.
-    Raises ControlPlaneUnavailable when Go or openssl is missing, ControlPlaneError when the build fails.
-    `output`: where the build's progress goes (a file object; default: this process's stdout).
-    `release`: the kube-apiserver of that one of RELEASES instead, on the same etcd (the script builds every
-    release then; without one, only etcd and the suite's kube-apiserver)."""
-    reason = missing_prerequisite(release)
-    if reason:
-        raise ControlPlaneUnavailable(reason)
-    found = _cached(release)
-    if found:
-        return found
-    proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), *(() if release else ("--without-releases",))],
-        env=go_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        check=False,
-    )
-    out = output if output is not None else sys.stdout
-    out.write(proc.stdout)
-    out.flush()
-    found = _cached(release)
-    if proc.returncode != 0 or found is None:
-        tail = "\n".join(proc.stdout.splitlines()[-40:])
-        raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {proc.returncode}):\n{tail}")
-    return found
-
-
-# ---------------------------------------------------------------------------------------------------
-# certificates (openssl CLI)
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{proc.stderr}")
-
-
-def _ec_key(path: Path) -> None:
-    ec = ("-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256")
-    _openssl("genpkey", *ec, "-out", str(path), cwd=path.parent)
-    path.chmod(0o600)
-
-
-def _make_ca(pki: Path) -> None:
-    _ec_key(pki / "ca.key")
-    _openssl(
-        "req", "-x509", "-new", "-key", "ca.key", "-out", "ca.crt", "-days", "3650", "-subj",
-        "/CN=tritonpipeline-e2e-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=pki,
-    )  # fmt: skip
-
-
-def _issue(pki: Path, name: str, subject: str, extensions: str) -> tuple[Path, Path]:
-    """Sign <name>.crt/<name>.key with the CA. `extensions`: openssl v3 extension lines."""
-    key, csr, crt, ext = (pki / f"{name}.{s}" for s in ("key", "csr", "crt", "ext"))
-    _ec_key(key)
-    _openssl("req", "-new", "-key", key.name, "-out", csr.name, "-subj", subject, cwd=pki)
-    ext.write_text(extensions)
-    _openssl(
-        "x509", "-req", "-in", csr.name, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", crt.name, "-days", "365", "-extfile", ext.name, cwd=pki,
-    )  # fmt: skip
-    csr.unlink()
-    ext.unlink()
-    return crt, key
-
-
-def _client_subject(user: str, groups: tuple[str, ...]) -> str:
-    # Kubernetes maps CN to the user name and each O to a group.
-    for part in (user, *groups):
-        if not part or any(c in part for c in "/=+,\\"):
-            raise ValueError(f"unsupported character in certificate subject part {part!r}")
-    return "".join(f"/O={g}" for g in groups) + f"/CN={user}"
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: SIGTERM the child when the process that started it dies (no orphaned servers)."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-# ---------------------------------------------------------------------------------------------------
-# the control plane
 
 
 class ControlPlane:
@@ -407,27 +223,33 @@ class ControlPlane:
         ]
 
     def _write_pki(self) -> None:
+        try:
+            self._write_new_pki()
+        except OpensslError as err:
+            raise ControlPlaneError(str(err)) from None
+
+    def _write_new_pki(self) -> None:
         if (self.pki / "apiserver.crt").exists():
             return  # restart on the same workdir keeps its CA: old kubeconfigs stay valid
         tmp = self.workdir / "pki.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(mode=0o700)
-        _make_ca(tmp)
+        make_ca(tmp)
         sans = ["IP:127.0.0.1", f"IP:{SERVICE_IP}", "DNS:localhost", "DNS:kubernetes"]
         sans += [
             "DNS:kubernetes.default",
             "DNS:kubernetes.default.svc",
             "DNS:kubernetes.default.svc.cluster.local",
         ]
-        _issue(
+        issue(
             tmp,
             "apiserver",
             "/CN=kube-apiserver",
             "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
             f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(sans)}\n",
         )
-        _ec_key(tmp / "sa.key")
-        _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=tmp)
+        ec_key(tmp / "sa.key")
+        openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=tmp)
         os.rename(tmp, self.pki)
 
     # -- clients --------------------------------------------------------------------------------------
@@ -440,12 +262,15 @@ class ControlPlane:
         crt, key = self.pki / f"{name}.crt", self.pki / f"{name}.key"
         if crt.exists() and key.exists():
             return crt, key
-        return _issue(
-            self.pki,
-            name,
-            _client_subject(user, tuple(groups)),
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
-        )
+        try:
+            return issue(
+                self.pki,
+                name,
+                client_subject(user, tuple(groups)),
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+            )
+        except OpensslError as err:
+            raise ControlPlaneError(str(err)) from None
 
     def write_kubeconfig(self, path: Path, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A self-contained kubeconfig (certificates embedded) for `user` in `groups`."""
@@ -552,111 +377,3 @@ class ControlPlane:
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2) + "\n")
         for name, pid in self.pids().items():
             (self.workdir / f"{name}.pid").write_text(f"{pid}\n")
-
-
-# ---------------------------------------------------------------------------------------------------
-# command line: up / down / status
-
-
-def _pid_alive(pid: int, binary: str) -> bool:
-    """True when `pid` runs `binary` (not a recycled pid of something else)."""
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return False
-    return Path(exe.removesuffix(" (deleted)")).name == Path(binary).name
-
-
-def _read_state(state_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((state_dir / "state.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _running(state_dir: Path) -> dict[str, int]:
-    state = _read_state(state_dir) or {}
-    return {
-        name: pid
-        for name, pid in state.get("pids", {}).items()
-        if _pid_alive(pid, state.get("binaries", {}).get(name, name))
-    }
-
-
-def cmd_up(state_dir: Path) -> int:
-    running = _running(state_dir)
-    if running:
-        state = _read_state(state_dir) or {}
-        print(f"control plane already running ({state.get('url')}, pids {running})")
-        print(f"kubeconfig: {state.get('kubeconfig')}")
-        print(f"export KUBECONFIG={state.get('kubeconfig')}")
-        return 0
-    try:
-        binaries = ensure_binaries()
-    except ControlPlaneError as err:
-        print(f"cannot start the control plane: {err}", file=sys.stderr)
-        return 1
-    shutil.rmtree(state_dir, ignore_errors=True)
-    cp = ControlPlane(state_dir, binaries, detach=True)
-    try:
-        cp.start()
-    except ControlPlaneError as err:
-        print(str(err), file=sys.stderr)
-        return 1
-    took = f"{cp.startup_seconds:.1f}s"
-    print(f"kube-apiserver {cp.version} ready at {cp.url} in {took} (etcd {binaries.etcd_version})")
-    print(f"pids: {cp.pids()}; logs: {cp.etcd_log}, {cp.apiserver_log}")
-    print(f"kubeconfig: {cp.kubeconfig}")
-    print(f"export KUBECONFIG={cp.kubeconfig}")
-    return 0
-
-
-def cmd_down(state_dir: Path) -> int:
-    state = _read_state(state_dir)
-    if state is None:
-        print(f"no control plane state in {state_dir}")
-        return 0
-    running = _running(state_dir)
-    # apiserver first: it shuts down gracefully only while etcd still answers
-    for name in ("kube-apiserver", "etcd"):
-        if name not in running:
-            continue
-        os.kill(running[name], signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and name in _running(state_dir):
-            time.sleep(0.1)
-        if name in _running(state_dir):
-            print(f"{name} (pid {running[name]}) did not stop on SIGTERM in 20s; killing")
-            os.kill(running[name], signal.SIGKILL)
-    shutil.rmtree(state_dir, ignore_errors=True)
-    print(f"control plane stopped ({', '.join(running) or 'nothing was running'}); removed {state_dir}")
-    return 0
-
-
-def cmd_status(state_dir: Path) -> int:
-    state = _read_state(state_dir)
-    running = _running(state_dir)
-    if not state or not running:
-        print("control plane not running")
-        return 1
-    print(f"running: {running} at {state['url']}\nexport KUBECONFIG={state['kubeconfig']}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status", "build"])
-    parser.add_argument("--dir", type=Path, default=DEFAULT_STATE_DIR, help="state directory (%(default)s)")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        try:
-            print(ensure_binaries())
-        except ControlPlaneError as err:
-            print(err, file=sys.stderr)
-            return 1
-        return 0
-    return {"up": cmd_up, "down": cmd_down, "status": cmd_status}[args.command](args.dir.resolve())
-
-
-if __name__ == "__main__":
-    sys.exit(main())

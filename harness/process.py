@@ -95,3 +95,12 @@ def start_and_wait(
     except BaseException:
         end(proc, 10)
         raise
+
+
+def pid_alive(pid: int, binary: str) -> bool:
+    """True when `pid` runs `binary` (not a recycled pid of something else)."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    return Path(exe.removesuffix(" (deleted)")).name == Path(binary).name

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tritonpipeline.local.tritonserver import free_port
 
-from .controlplane import _issue, _make_ca
 from .gotools import tool_path
+from .pki import issue, make_ca
 from .process import end, start_and_wait
 
 REGION = "eu-test-1"
@@ -106,9 +106,9 @@ class S3Server:
 def make_certificates(pki: Path, addresses: tuple[str, ...]) -> tuple[Path, Path, Path]:
     """(CA certificate, server certificate, server key) for `addresses` (IPs or DNS names)."""
     pki.mkdir(parents=True, exist_ok=True)
-    _make_ca(pki)
+    make_ca(pki)
     names = ",".join(f"IP:{a}" if a.replace(".", "").isdigit() or ":" in a else f"DNS:{a}" for a in addresses)
-    crt, key = _issue(
+    crt, key = issue(
         pki,
         "minio",
         "/CN=minio",

@@ -238,7 +238,7 @@ def _control_plane_binaries(request: pytest.FixtureRequest, release: str | None)
     them builds them (etcd and the suite's kube-apiserver; with a release, every release at once). A build
     that cannot run (no Go, no openssl) skips with the reason; one that failed fails every test needing it,
     without building again."""
-    from harness.controlplane import ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
+    from harness.controlplane_binaries import ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
 
     if release not in _CONTROL_PLANE_PROBLEM:
         try:
@@ -293,8 +293,8 @@ def control_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 
 @pytest.fixture(scope="module", params=["floor", "newest"])
 def release_plane(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The same, with the kube-apiserver of another release (harness.controlplane.RELEASES): the oldest
-    the chart supports, then the newest."""
+    """The same, with the kube-apiserver of another release (harness/controlplane_binaries.py RELEASES): the
+    oldest the chart supports, then the newest."""
     release = str(request.param)
     yield from _control_plane(request, tmp_path_factory.mktemp(f"{release}plane"), release)
 

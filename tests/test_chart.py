@@ -36,7 +36,7 @@ from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.render.crd import crd_yaml
 from tritonpipeline.render.manifests import render_children
 from tritonpipeline.render.security_context import OPENSHIFT_SCC_API
-from tritonpipeline.runtime.webhook import WebhookSettings
+from tritonpipeline.render.webhook_configuration import WebhookSettings
 from tritonpipeline.settings import DEFAULT_ASSEMBLER_IMAGE, Settings
 from tritonpipeline.spec import kubernetes as k8s
 from tritonpipeline.spec import parse_pipeline

@@ -1,5 +1,6 @@
-"""The validating admission webhook (webhook.py): pure checks of what it answers and registers, then the
-operator's webhook on the real kube-apiserver, reached over loopback TLS with the operator's own CA."""
+"""The validating admission webhook (runtime/admission.py, its certificates and server): pure checks of
+what it answers and registers, then the operator's webhook on the real kube-apiserver, reached over
+loopback TLS with the operator's own CA."""
 
 from __future__ import annotations
 
@@ -35,14 +36,14 @@ from tritonpipeline.cli import compile_file
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.local.tritonserver import free_port
-from tritonpipeline.render import ownership
-from tritonpipeline.runtime import compiling, webhook
+from tritonpipeline.render import ownership, webhook_configuration
+from tritonpipeline.runtime import admission, compiling, webhook_certificates, webhook_server
 from tritonpipeline.settings import GROUP, Settings
 from tritonpipeline.spec import newer_fields, parse_pipeline
 
 API = "serving.tritonpipeline.io/v1alpha1"
 VWC_API = "admissionregistration.k8s.io/v1"
-DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
+DENIED = f'admission webhook "{webhook_configuration.WEBHOOK_NAME}" denied the request'
 # the compiler's graph rules the issue names: each must be refused by the webhook, not only in status
 DUPLICATE_CLASSES = {
     "duplicate-model-name",
@@ -163,26 +164,26 @@ def test_only_creates_and_spec_changes_are_reviewed() -> None:
     bad = cyclic()
     labelled = copy.deepcopy(bad)
     labelled["metadata"]["labels"] = {"team": "a"}
-    assert webhook.review("CREATE", bad, None)
-    assert not webhook.review("UPDATE", labelled, bad)
+    assert admission.review("CREATE", bad, None)
+    assert not admission.review("UPDATE", labelled, bad)
     changed = copy.deepcopy(bad)
     changed["spec"]["server"]["replicas"] = 3
-    assert webhook.review("UPDATE", changed, bad)
+    assert admission.review("UPDATE", changed, bad)
     deleting = copy.deepcopy(changed)
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    assert not webhook.review("UPDATE", deleting, bad)
-    assert not webhook.review("DELETE", None, bad)
+    assert not admission.review("UPDATE", deleting, bad)
+    assert not admission.review("DELETE", None, bad)
 
 
 def test_admit_refuses_with_422_and_adds_warnings() -> None:
     with pytest.raises(kopf.AdmissionError) as info:
-        asyncio.run(webhook.admit("CREATE", cyclic(), None, [], None))
+        asyncio.run(admission.admit("CREATE", cyclic(), None, [], None))
     assert info.value.code == 422
     assert str(info.value).startswith("spec.pipelines[0].steps[1].inputs: cycle in pipeline")
     warnings: list[str] = []
     doc = cluster_doc("streaming")
     doc["spec"]["routing"] = {"sessionAffinity": "None"}
-    asyncio.run(webhook.admit("UPDATE", doc, cluster_doc("streaming"), warnings, None))
+    asyncio.run(admission.admit("UPDATE", doc, cluster_doc("streaming"), warnings, None))
     assert len(warnings) == 1 and warnings[0].startswith("spec.routing.sessionAffinity: ")
 
 
@@ -191,13 +192,15 @@ def test_an_internal_error_allows_with_a_warning() -> None:
     checked, and the operator still reports in status."""
     warnings: list[str] = []
     broken_settings: Any = object()  # no configmap_max_bytes: the cluster checks raise AttributeError
-    asyncio.run(webhook.admit("CREATE", cluster_doc("fanout"), None, warnings, broken_settings))
+    asyncio.run(admission.admit("CREATE", cluster_doc("fanout"), None, warnings, broken_settings))
     assert warnings == ["not checked at admission (AttributeError); the operator reports in status"]
 
 
 def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
-    ws = webhook.WebhookSettings(listen="127.0.0.1:9443", failure_policy="Fail", timeout_seconds=7)
-    (hook,) = webhook.configuration(ws, ["b", "a"], b"PEM")["webhooks"]
+    ws = webhook_configuration.WebhookSettings(
+        listen="127.0.0.1:9443", failure_policy="Fail", timeout_seconds=7
+    )
+    (hook,) = webhook_configuration.configuration(ws, ["b", "a"], b"PEM")["webhooks"]
     assert hook["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]}
     ]
@@ -205,8 +208,8 @@ def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 7)
     assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     # cluster-wide: every namespace; through a Service; no caBundle (cert-manager's injector owns it)
-    svc = webhook.WebhookSettings(listen="0.0.0.0:9443", service="ops/tp-webhook:443")
-    (hook,) = webhook.configuration(svc, [], None)["webhooks"]
+    svc = webhook_configuration.WebhookSettings(listen="0.0.0.0:9443", service="ops/tp-webhook:443")
+    (hook,) = webhook_configuration.configuration(svc, [], None)["webhooks"]
     assert "namespaceSelector" not in hook
     assert hook["clientConfig"] == {
         "service": {"namespace": "ops", "name": "tp-webhook", "port": 443, "path": "/validate"}
@@ -214,17 +217,17 @@ def test_configuration_scopes_the_webhook_to_the_watched_namespaces() -> None:
     assert "tp-webhook.ops.svc" in svc.server_names()
     # the operator's own namespace is never matched, whatever the failure policy (its pods never wait on
     # their own webhook)
-    (hook,) = webhook.configuration(svc, [], None, own_namespace="ops")["webhooks"]
+    (hook,) = webhook_configuration.configuration(svc, [], None, own_namespace="ops")["webhooks"]
     assert hook["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops"]}
     ]
-    (hook,) = webhook.configuration(svc, ["a"], None, own_namespace="ops")["webhooks"]
+    (hook,) = webhook_configuration.configuration(svc, ["a"], None, own_namespace="ops")["webhooks"]
     assert [e["operator"] for e in hook["namespaceSelector"]["matchExpressions"]] == ["In", "NotIn"]
 
 
 def test_the_webhook_fails_closed_by_default() -> None:
     """Issue 54: with Ignore, a review the webhook could not answer stored the object unchecked."""
-    assert webhook.WebhookSettings().failure_policy == "Fail"
+    assert webhook_configuration.WebhookSettings().failure_policy == "Fail"
 
 
 @pytest.mark.parametrize(
@@ -256,8 +259,8 @@ def test_the_webhook_fails_closed_by_default() -> None:
     ],
 )
 def test_bad_webhook_setting_is_named(env: dict[str, str], named: str) -> None:
-    with pytest.raises(webhook.WebhookConfigError, match=re.escape(named)):
-        webhook.WebhookSettings.from_env(env)
+    with pytest.raises(webhook_configuration.WebhookConfigError, match=re.escape(named)):
+        webhook_configuration.WebhookSettings.from_env(env)
 
 
 def test_self_signed_certificate_serves_tls_for_its_names(tmp_path: Path) -> None:
@@ -266,7 +269,7 @@ def test_self_signed_certificate_serves_tls_for_its_names(tmp_path: Path) -> Non
     from cryptography import x509
     from cryptography.x509 import verification
 
-    ca_pem, cert_pem, _ = webhook.self_signed(["tp.ops.svc", "127.0.0.1"])
+    ca_pem, cert_pem, _ = webhook_certificates.self_signed(["tp.ops.svc", "127.0.0.1"])
     store = verification.Store([x509.load_pem_x509_certificate(ca_pem)])
     leaf = x509.load_pem_x509_certificate(cert_pem)
     for name in (x509.DNSName("tp.ops.svc"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))):
@@ -288,39 +291,39 @@ def _cas(bundle: bytes) -> list[bytes]:
 def test_shared_certificate_is_renewed_after_two_thirds_of_its_life_or_for_other_names() -> None:
     """`due`: a fresh certificate serves on; past two thirds of its life, for other names, or unreadable,
     every replica that reads it agrees it must be replaced (and says why)."""
-    certs = webhook.new_certs(None, ["wh", "wh.ops.svc"], 300, _utc())
-    assert webhook.due(certs, ["wh.ops.svc", "wh"], _utc()) == ""
-    assert webhook.due(certs, ["wh", "wh.ops.svc"], _utc(190)) == ""  # below 200 s
-    assert "expires at" in webhook.due(certs, ["wh", "wh.ops.svc"], _utc(210))
-    assert "reached as ['other']" in webhook.due(certs, ["other"], _utc())
-    broken = webhook.Certs(certs.ca_bundle, b"not a certificate", certs.key)
-    assert "cannot be read" in webhook.due(broken, ["wh", "wh.ops.svc"], _utc())
+    certs = webhook_certificates.new_certs(None, ["wh", "wh.ops.svc"], 300, _utc())
+    assert webhook_certificates.due(certs, ["wh.ops.svc", "wh"], _utc()) == ""
+    assert webhook_certificates.due(certs, ["wh", "wh.ops.svc"], _utc(190)) == ""  # below 200 s
+    assert "expires at" in webhook_certificates.due(certs, ["wh", "wh.ops.svc"], _utc(210))
+    assert "reached as ['other']" in webhook_certificates.due(certs, ["other"], _utc())
+    broken = webhook_certificates.Certs(certs.ca_bundle, b"not a certificate", certs.key)
+    assert "cannot be read" in webhook_certificates.due(broken, ["wh", "wh.ops.svc"], _utc())
 
 
 def test_renewal_keeps_the_previous_ca_trusted_until_it_expires() -> None:
     """A renewed bundle trusts the previous CA (a replica still serving the previous certificate is
     reached) and the new one, which signed the new certificate; expired CAs leave it."""
-    first = webhook.new_certs(None, ["127.0.0.1"], 60, _utc())
-    second = webhook.new_certs(first, ["127.0.0.1"], 600, _utc())
+    first = webhook_certificates.new_certs(None, ["127.0.0.1"], 60, _utc())
+    second = webhook_certificates.new_certs(first, ["127.0.0.1"], 600, _utc())
     (first_ca,) = _cas(first.ca_bundle)
     assert _cas(second.ca_bundle)[0] == first_ca and len(_cas(second.ca_bundle)) == 2
     leaf = x509.load_pem_x509_certificate(second.cert)
     assert leaf.issuer == x509.load_pem_x509_certificate(_cas(second.ca_bundle)[1]).subject
     assert leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(_cas(second.ca_bundle)[1])) is None
-    assert webhook.pruned(second, _utc(30)) == second
-    later = webhook.pruned(second, _utc(120))  # the first CA (60 s) has expired
+    assert webhook_certificates.pruned(second, _utc(30)) == second
+    later = webhook_certificates.pruned(second, _utc(120))  # the first CA (60 s) has expired
     assert _cas(later.ca_bundle) == _cas(second.ca_bundle)[1:] and later.cert == second.cert
-    third = webhook.new_certs(second, ["127.0.0.1"], 600, _utc(120))
+    third = webhook_certificates.new_certs(second, ["127.0.0.1"], 600, _utc(120))
     assert first_ca not in _cas(third.ca_bundle) and len(_cas(third.ca_bundle)) == 2
 
 
 def test_shared_certificate_round_trips_through_a_secret() -> None:
-    certs = webhook.new_certs(None, ["127.0.0.1"], 60, _utc())
-    secret = {"metadata": {"name": "c"}, "data": webhook.secret_data(certs)}
+    certs = webhook_certificates.new_certs(None, ["127.0.0.1"], 60, _utc())
+    secret = {"metadata": {"name": "c"}, "data": webhook_certificates.secret_data(certs)}
     assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
-    assert webhook.certs_of(secret) == certs
-    assert webhook.certs_of({"metadata": {"name": "c"}}) is None  # the chart's empty Secret
-    assert webhook.certs_of({"data": {"ca.crt": "!!", "tls.crt": "", "tls.key": ""}}) is None
+    assert webhook_certificates.certs_of(secret) == certs
+    assert webhook_certificates.certs_of({"metadata": {"name": "c"}}) is None  # the chart's empty Secret
+    assert webhook_certificates.certs_of({"data": {"ca.crt": "!!", "tls.crt": "", "tls.key": ""}}) is None
 
 
 # ------------------------------------------------------------------- the real kube-apiserver
@@ -641,8 +644,8 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
         assert vwc is not None
         return base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"])
 
-    def stored() -> webhook.Certs:
-        found = webhook.certs_of(kube.get("v1", "Secret", namespace, secret) or {})
+    def stored() -> webhook_certificates.Certs:
+        found = webhook_certificates.certs_of(kube.get("v1", "Secret", namespace, secret) or {})
         assert found is not None
         return found
 
@@ -662,7 +665,9 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
         assert trusted() == first.ca_bundle
         assert serving() == [first.cert, first.cert]
         # another replica renews: a new certificate for the same names, the previous CA kept
-        renewed = webhook.new_certs(first, ["127.0.0.1"], 3600, datetime.datetime.now(datetime.timezone.utc))
+        renewed = webhook_certificates.new_certs(
+            first, ["127.0.0.1"], 3600, datetime.datetime.now(datetime.timezone.utc)
+        )
         secret_doc = kube.get("v1", "Secret", namespace, secret)
         assert secret_doc is not None
         watchers += [Handshakes(port, renewed.ca_bundle) for port in ports]  # the bundle trusts both CAs
@@ -672,7 +677,7 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
         kube.request(
             "PUT",
             f"/api/v1/namespaces/{namespace}/secrets/{secret}",
-            body={**secret_doc, "data": webhook.secret_data(renewed)},
+            body={**secret_doc, "data": webhook_certificates.secret_data(renewed)},
         )
         # every handshake meanwhile verifies and none is refused: the certificate is swapped in place
         switched(watchers, renewed.cert, 30, held)  # a Secret check (10 s), with margin
@@ -690,7 +695,7 @@ def test_replicas_share_one_certificate_and_follow_its_renewal(
                 print(f"\n===== {op.log.name} =====\n{op.text()[-4000:]}")
 
 
-def _mount(cert_dir: Path, certs: webhook.Certs, key: bytes | None = None) -> None:
+def _mount(cert_dir: Path, certs: webhook_certificates.Certs, key: bytes | None = None) -> None:
     """Write tls.crt and tls.key as the kubelet updates a mounted Secret: a new directory, then one
     rename of the `..data` link the files point through."""
     stamp = f"..{time.monotonic_ns()}"
@@ -714,7 +719,7 @@ def test_certificate_files_are_served_as_they_are_renewed_without_refusing_a_con
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
     now = datetime.datetime.now(datetime.timezone.utc)
-    first = webhook.new_certs(None, ["127.0.0.1"], 3600, now)
+    first = webhook_certificates.new_certs(None, ["127.0.0.1"], 3600, now)
     _mount(cert_dir, first)
     port = free_port()
     op = OperatorProcess(
@@ -734,17 +739,21 @@ def test_certificate_files_are_served_as_they_are_renewed_without_refusing_a_con
         wait_for("the webhook registered", lambda: "registered" in op.text(), 60)
         assert handshake(port, first.ca_bundle) == first.cert
         # a certificate with the key of another: not loaded, the first one still served
-        other = webhook.new_certs(first, ["127.0.0.1"], 3600, now)
+        other = webhook_certificates.new_certs(first, ["127.0.0.1"], 3600, now)
         _mount(cert_dir, other, key=first.key)
-        wait_for("the pair refused", lambda: "does not load" in op.text(), 3 * webhook.FILE_CHECK_SECONDS)
+        wait_for(
+            "the pair refused",
+            lambda: "does not load" in op.text(),
+            3 * webhook_configuration.FILE_CHECK_SECONDS,
+        )
         assert handshake(port, first.ca_bundle) == first.cert
         # the renewal, signed by a CA the bundle names beside the first
-        renewed = webhook.new_certs(first, ["127.0.0.1"], 3600, now)
+        renewed = webhook_certificates.new_certs(first, ["127.0.0.1"], 3600, now)
         watchers.append(Handshakes(port, renewed.ca_bundle))
         watchers[0].start()
         held = [socket.create_connection(("127.0.0.1", port), timeout=5)]
         _mount(cert_dir, renewed)
-        switched(watchers, renewed.cert, 3 * webhook.FILE_CHECK_SECONDS, held)
+        switched(watchers, renewed.cert, 3 * webhook_configuration.FILE_CHECK_SECONDS, held)
         assert op.text().count("new connections get the renewed certificate") == 1
     finally:
         for w in watchers:
@@ -879,7 +888,7 @@ def test_not_ready_until_the_webhook_is_registered(
         wait_for("two failed registrations", lambda: op.text().count(failed) >= 2, 60)
         for _ in range(5):
             status, reason = op.get("/readyz")
-            assert status == 503 and webhook.NOT_REGISTERED in reason, (status, reason)
+            assert status == 503 and webhook_server.NOT_REGISTERED in reason, (status, reason)
             time.sleep(0.5)
         assert op.alive()
         assert kube.get(VWC_API, "ValidatingWebhookConfiguration", None, name) is None

@@ -33,7 +33,9 @@ LAYERS: tuple[Layer, ...] = (
         "spec",
         ("spec",),
         "the typed CR, one module per section (`models`, `pipelines`, `server`, `routing`, `autoscaling`) "
-        "over `base` (patterns, limits, the Rule type), with `document` (the whole CR, reading YAML) above",
+        "over `base` (patterns, limits, the Rule type), with `resource` (the whole CR) above; `parse` (a "
+        "mapping to it, field-path errors), `yaml_reader` (YAML as kubectl reads it) and `document` (a "
+        "file's documents) read it",
     ),
     Layer(
         "compiler",
@@ -53,7 +55,8 @@ LAYERS: tuple[Layer, ...] = (
         ("render",),
         "spec and artifacts to Kubernetes objects as plain dicts: the children (`manifests`, "
         "`routing_objects`, `autoscaling_objects`, `access`, `disruption`), the CRD and its status schema, "
-        "status conditions, the cluster's rules (`checks`); pure: nothing here calls the API server",
+        "status conditions, the cluster's rules (`checks`), the admission webhook's settings and "
+        "configurations (`webhook_configuration`); pure: nothing here calls the API server",
     ),
     Layer(
         "kube",
@@ -66,8 +69,8 @@ LAYERS: tuple[Layer, ...] = (
         ("local", "runtime", "client"),
         "the repository on disk, the local tritonserver, the native router's build and the init container "
         "(`local/`); the operator process: its memory, compile workers, log events, metrics, health and "
-        "webhook (`runtime/`); the client that keeps a sequence on one replica. The three do not import "
-        "each other",
+        "webhook (`runtime/`; the webhook in `admission`, `webhook_certificates`, `webhook_server`); the "
+        "client that keeps a sequence on one replica. The three do not import each other",
     ),
     Layer("reconcile", ("reconcile",), "one reconcile: parse, render, apply and prune, report; drift repair"),
     Layer("handlers", ("handlers",), "the kopf handlers: thin entry points into reconcile/ and the webhook"),

@@ -18,8 +18,8 @@ from chart_values import Value, cell, chart_values, code, table, values_table
 from prometheus_client.metrics import MetricWrapperBase
 
 from tritonpipeline.cli import EXAMPLES, build_parser
+from tritonpipeline.render.webhook_configuration import WebhookSettings
 from tritonpipeline.runtime import log_events, metrics
-from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import Range, Settings, declared
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,7 +219,7 @@ def settings_page(templates: Iterable[str], values_text: str) -> str:
     operator_rows = settings_rows(Settings, chart, values)
     webhook_rows = settings_rows(WebhookSettings, chart, values)
     return page(
-        "the `setting(...)` declarations of tritonpipeline/settings.py and runtime/webhook.py",
+        "the `setting(...)` declarations of tritonpipeline/settings.py and render/webhook_configuration.py",
         "Operator settings",
         "What `tritonpipeline run` reads from its environment at start-up: each variable's type, its "
         "default, the flag of `tritonpipeline run` that overrides it, and the chart value that sets it "

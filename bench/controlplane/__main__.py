@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
+from harness.controlplane import ControlPlane
+from harness.controlplane_binaries import ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
 
 from . import __doc__ as DESCRIPTION
 from . import restart

@@ -23,7 +23,8 @@ from typing import Any
 
 from tritonpipeline.kube.api_client import Kube, KubeError, path
 from tritonpipeline.local.tritonserver import free_port
-from tritonpipeline.runtime import compiling, webhook
+from tritonpipeline.render.webhook_configuration import WEBHOOK_NAME
+from tritonpipeline.runtime import compiling
 from tritonpipeline.settings import KIND
 
 from .apiserver_metrics import api_snapshot, by_call, webhook_calls
@@ -49,7 +50,7 @@ from .workload import (
 
 CONFIGURATION = "tp-bench-webhook"  # the ValidatingWebhookConfiguration the operator registers
 VWC_API = "admissionregistration.k8s.io/v1"
-DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
+DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request'
 DRY_RUN = [("dryRun", "All"), ("fieldValidation", "Strict")]
 APPLY = "application/apply-patch+yaml"
 TARGET = "probe-target"  # the small pipeline the update probes change (dry run: it stays as it is)
@@ -186,7 +187,7 @@ class Admission:
         latencies: list[float] = []
         errors: list[str] = []
         req0 = api_snapshot(self.bench.cp)
-        calls0, cpu0 = webhook_calls(self.bench.cp, webhook.WEBHOOK_NAME), proc_stat(op.pid)["cpu_s"]
+        calls0, cpu0 = webhook_calls(self.bench.cp, WEBHOOK_NAME), proc_stat(op.pid)["cpu_s"]
         t_start = now()
         for i in range(self.probes):
             if now() - t_start > self.cap_s:
@@ -198,7 +199,7 @@ class Admission:
                 errors.append(error)
             time.sleep(self.gap_s)
         t_end = now()
-        calls1, cpu1 = webhook_calls(self.bench.cp, webhook.WEBHOOK_NAME), proc_stat(op.pid)
+        calls1, cpu1 = webhook_calls(self.bench.cp, WEBHOOK_NAME), proc_stat(op.pid)
         requests, _ = by_call(req0, api_snapshot(self.bench.cp))
         outcomes = tail.outcomes_between(t_start, t_end)
         window = t_end - t_start

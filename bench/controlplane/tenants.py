@@ -56,7 +56,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.controlplane import ControlPlane, ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
+from harness.controlplane import ControlPlane
+from harness.controlplane_binaries import ControlPlaneError, ControlPlaneUnavailable, ensure_binaries
 from harness.kubeapi import ensure_namespace, install_generated_crd, write_status
 from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
@@ -64,7 +65,7 @@ from harness.paths import ROOT
 from tritonpipeline.kube.api_client import Kube, KubeError, path
 from tritonpipeline.local.tritonserver import free_port
 from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
-from tritonpipeline.runtime import webhook
+from tritonpipeline.render.webhook_configuration import WEBHOOK_NAME
 from tritonpipeline.runtime.metrics import ADMISSION_SECONDS
 from tritonpipeline.settings import KIND
 
@@ -78,7 +79,7 @@ TENANT_A, TENANT_B, TENANT_C = "tenant-a", "tenant-b", "tenant-c"
 ANSWERED = next(iter(ADMISSION_SECONDS.describe())).name  # the histogram's family name
 STORMS = {"hostile": TENANT_A, "apiserver_only": TENANT_C}  # a storm phase's kind: where it goes
 CONFIGURATION = "tp-bench-tenants"
-DENIED = f'admission webhook "{webhook.WEBHOOK_NAME}" denied the request'
+DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request'
 DRY_RUN = [("dryRun", "All")]
 STORM_CLIENTS = 4
 VARIANTS = {  # the chart's default, and the compiles in the operator's own threads

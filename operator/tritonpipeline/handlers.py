@@ -22,8 +22,9 @@ from .reconcile.refs import namespace_of, owner_of
 from .reconcile.resync import reconcile_owner, repair_drift, restore_admin_secret, restore_child, resync_loop
 from .reconcile.status_writer import mirror_pods
 from .reconcile.upgrade import finished_rolling
+from .render import webhook_configuration
 from .render.meta import MANAGED_BY, PIPELINE_LABEL
-from .runtime import health, metrics, webhook
+from .runtime import admission, health, metrics, webhook_server
 from .runtime import log_events as events
 from .runtime.diffbase import DigestDiffBaseStorage, spec_changed
 from .runtime.state import API_THREADS, OperatorState, operator_state
@@ -75,14 +76,14 @@ async def start(settings: kopf.OperatorSettings, memo: object, logger: kopf.Logg
     settings.networking.request_timeout = 60
     select_children(settings)
     state.workers.configure(config)  # the compile worker processes (runtime/compiling.py)
-    try:  # the admission webhook (webhook.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
-        registered = functools.partial(state.health.waiting.discard, webhook.NOT_REGISTERED)
-        settings.admission.server = webhook.server(config, state.kube, state.loops, registered)
-    except webhook.WebhookConfigError as exc:
+    try:  # the admission webhook (runtime/webhook_server.py) when TRITONPIPELINE_WEBHOOK_LISTEN is set
+        registered = functools.partial(state.health.waiting.discard, webhook_server.NOT_REGISTERED)
+        settings.admission.server = webhook_server.server(config, state.kube, state.loops, registered)
+    except webhook_configuration.WebhookConfigError as exc:
         raise kopf.PermanentError(str(exc)) from None
-    state.reviews.webhook_on = isinstance(settings.admission.server, webhook.Server)
+    state.reviews.webhook_on = isinstance(settings.admission.server, webhook_server.Server)
     if state.reviews.webhook_on:  # not ready until the API server calls the webhooks
-        state.health.waiting.add(webhook.NOT_REGISTERED)
+        state.health.waiting.add(webhook_server.NOT_REGISTERED)
     if not config.review_authors or not state.reviews.webhook_on:
         why = events.NO_REVIEW if not config.review_authors else events.NO_REVIEW_WEBHOOK
         events.AUTHORS_NOT_REVIEWED.log(logger, why=why)
@@ -172,12 +173,12 @@ async def login(memo: OperatorState, **kwargs: Any) -> kopf.AiohttpSession:
     )
 
 
-@kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook.HANDLER_ID)
+@kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook_configuration.HANDLER_ID)
 async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> None:
-    """The admission webhook (webhook.py): a CREATE or a spec change with any problem is refused."""
+    """The admission webhook (runtime/admission.py): a CREATE or a spec change with any problem is refused."""
     operation, new, old = kwargs["operation"], kwargs["new"], kwargs["old"]
     with metrics.answering("validate", new):
-        await webhook.admit(operation, new, old, warnings, memo.settings, memo.kube, memo.workers)
+        await admission.admit(operation, new, old, warnings, memo.settings, memo.kube, memo.workers)
 
 
 @kopf.on.mutate(GROUP, VERSION, PLURAL, id=authors.HANDLER_ID)

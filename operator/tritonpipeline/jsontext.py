@@ -5,7 +5,7 @@ recursively afterwards (kopf's diffs, the spec's validation, a copy) can fail on
 A value the API server stores may be nested far deeper (the Go JSON decoder takes 10,000 levels, and a
 CRD field that keeps unknown content passes them on): Python's decoder gave up at about 1,000 levels, and
 the exception ended kopf's watch of every pipeline (issue 54). Here a value deeper than MAX_DEPTH is read
-as the string CUT instead; the spec's validation refuses CUT with the field's path (spec/document.py), so
+as the string CUT instead; the spec's validation refuses CUT with the field's path (spec/parse.py), so
 the pipeline that holds it is reported and skipped, and every other object is read as it is."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from harness import controlplane
+from harness.controlplane_binaries import kubernetes_version
 
 pytestmark = pytest.mark.apiserver
 
@@ -41,7 +41,7 @@ def _eventually(check: Callable[[], Any], timeout: float = 15, what: str = "cond
 
 def test_version_is_the_pinned_release(control_plane: Any) -> None:
     info = client.VersionApi(control_plane.api_client()).get_code()
-    assert info.git_version == controlplane.kubernetes_version() == control_plane.version
+    assert info.git_version == kubernetes_version() == control_plane.version
     major, minor, _ = info.git_version.removeprefix("v").split(".")
     assert (info.major, info.minor) == (major, minor)
     status, body = control_plane.get("/readyz?verbose")

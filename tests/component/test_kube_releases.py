@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.controlplane import RELEASES, kubernetes_version, release_version
+from harness.controlplane_binaries import RELEASES, kubernetes_version, release_version
 from harness.gotools import ToolError, ToolUnavailable, ensure_tool
 from harness.helm import CHART, CI_VALUES, Helm
 from harness.kubeapi import APPLY_PATCH, install_generated_crd, path_for, wait_established

@@ -31,8 +31,8 @@ from tritonpipeline.render import reach as rc
 from tritonpipeline.render.crd import crd
 from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
 from tritonpipeline.render.reach import RECORD_ANNOTATION
-from tritonpipeline.runtime import webhook
-from tritonpipeline.spec.document import NESTED_TOO_DEEP
+from tritonpipeline.render.webhook_configuration import REVIEW_WEBHOOK_NAME
+from tritonpipeline.spec.parse import NESTED_TOO_DEEP
 
 API = "serving.tritonpipeline.io/v1alpha1"
 KIND = "TritonPipeline"
@@ -320,7 +320,7 @@ def tenant_is_refused_what_its_rbac_denies(kube: Kube, namespace: str) -> None:
     for name, (doc, fields) in refused.items():
         status, answer, _ = call(kube, "POST", url, doc, as_user=TENANT)
         assert status == 403, (name, answer)
-        assert f'admission webhook "{webhook.REVIEW_WEBHOOK_NAME}" denied the request' in refusal(answer)
+        assert f'admission webhook "{REVIEW_WEBHOOK_NAME}" denied the request' in refusal(answer)
         for field in fields:
             assert f"{field}: {TENANT} may not " in refusal(answer), (name, answer)
         assert kube.get(API, KIND, namespace, name) is None

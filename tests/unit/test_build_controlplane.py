@@ -10,7 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.controlplane import BUILD_SCRIPT, RELEASES, etcd_version, kubernetes_version, release_version
+from harness.controlplane_binaries import (
+    BUILD_SCRIPT,
+    RELEASES,
+    etcd_version,
+    kubernetes_version,
+    release_version,
+)
 from harness.paths import ROOT
 
 

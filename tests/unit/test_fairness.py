@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tritonpipeline.runtime import webhook
+from tritonpipeline.runtime import admission
 from tritonpipeline.runtime.fairness import FairShare
 from tritonpipeline.runtime.state import RECONCILES_AT_ONCE, OperatorState
 
@@ -82,7 +82,7 @@ def test_a_waiter_cancelled_holds_nothing() -> None:
 
 
 def test_the_webhook_and_the_reconciles_share_by_namespace() -> None:
-    assert isinstance(webhook.TURNS, FairShare) and webhook.TURNS.capacity == webhook.REVIEW_THREADS
+    assert isinstance(admission.TURNS, FairShare) and admission.TURNS.capacity == admission.REVIEW_THREADS
     admitted = OperatorState.__dataclass_fields__["admitted"].default_factory()  # type: ignore[misc]
     assert isinstance(admitted, FairShare) and admitted.capacity == RECONCILES_AT_ONCE
 
@@ -113,12 +113,12 @@ def test_a_storm_of_reviews_leaves_a_review_thread_to_another_namespace() -> Non
     async def scenario() -> list[str]:
         order: list[str] = []
         gate = asyncio.Event()
-        storm = await _storm(webhook.TURNS, order, gate, "a", 3)
-        other = await _storm(webhook.TURNS, order, gate, "b", 1)
+        storm = await _storm(admission.TURNS, order, gate, "a", 3)
+        other = await _storm(admission.TURNS, order, gate, "b", 1)
         assert order == ["a0", "b0"]  # b's review at once, beside the storm's one
         gate.set()
         await asyncio.gather(*storm, *other)
-        assert len(webhook.TURNS) == 0
+        assert len(admission.TURNS) == 0
         return order
 
     assert asyncio.run(scenario()) == ["a0", "b0", "a1", "a2"]

@@ -172,12 +172,12 @@ def beside_calls(path: Path, text: str | None = None) -> list[int]:
 def test_one_validation_entry_passes_the_compilers_rules_to_the_parse() -> None:
     """Issue 56: the CLI, the webhook and the operator each entered validation their own way, and each had
     to remember to pass the compiler's graph rules to the parse (`beside=`); a rule added in the wrong
-    place was skipped by one of them. Now `validate` is the one caller (spec/document.py's own parse
+    place was skipped by one of them. Now `validate` is the one caller (spec/parse.py's own parse
     passes it on to itself)."""
     from tritonpipeline.render.checks import validate
 
     home = Path(inspect.getsourcefile(validate) or "")
-    spec = PACKAGE / "spec" / "document.py"
+    spec = PACKAGE / "spec" / "parse.py"
     callers = {
         f"{path.relative_to(ROOT)}:{line}"
         for path in sorted(PACKAGE.rglob("*.py"))

@@ -23,8 +23,8 @@ from prometheus_client.core import REGISTRY
 
 from helpers import ROOT
 from tritonpipeline.cli import build_parser, main
+from tritonpipeline.render.webhook_configuration import WebhookSettings
 from tritonpipeline.runtime import log_events, metrics
-from tritonpipeline.runtime.webhook import WebhookSettings
 from tritonpipeline.settings import ENV_PREFIX, Range, Settings, SettingsError, declared, read_env
 
 if str(ROOT / "tools") not in sys.path:
@@ -190,8 +190,8 @@ def test_every_setting_is_on_the_settings_page() -> None:
 
 
 def test_no_variable_is_read_outside_the_declarations() -> None:
-    """settings.py and webhook.py read the environment only through `read_env`."""
-    for path in (PACKAGE / "settings.py", PACKAGE / "runtime" / "webhook.py"):
+    """settings.py and render/webhook_configuration.py read the environment only through `read_env`."""
+    for path in (PACKAGE / "settings.py", PACKAGE / "render" / "webhook_configuration.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("get", "getenv"):
                 texts = [a.value for a in node.args if isinstance(a, ast.Constant)]

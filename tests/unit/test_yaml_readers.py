@@ -14,7 +14,8 @@ from helpers import EXAMPLES, example
 from tritonpipeline import cli, yamltext
 from tritonpipeline.errors import SpecError
 from tritonpipeline.spec import parse_text
-from tritonpipeline.spec.document import MAX_FILE_BYTES, load_documents, load_file
+from tritonpipeline.spec.document import MAX_FILE_BYTES, load_file
+from tritonpipeline.spec.yaml_reader import load_documents
 
 # what go-yaml reads as no string, written plain: y and n (YAML 1.1), numbers with an exponent, a base
 # prefix or `_` (YAML 1.2), nulls; each needs quotes

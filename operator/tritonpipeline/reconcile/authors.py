@@ -30,8 +30,9 @@ from ..kube.api_client import Kube, KubeError, path
 from ..render import reach as rc
 from ..render import routing_objects as rt
 from ..render.manifests import Children
+from ..render.webhook_configuration import REVIEW_HANDLER_ID
+from ..runtime import admission
 from ..runtime import log_events as events
-from ..runtime import webhook
 from ..runtime.state import OperatorState
 from ..settings import Settings
 from ..spec import TritonPipeline
@@ -39,7 +40,7 @@ from .gateway import lookup as lookup_gateway
 
 log = logging.getLogger(__name__)
 
-HANDLER_ID = webhook.REVIEW_HANDLER_ID  # kopf's handler id: the mutating webhook's path
+HANDLER_ID = REVIEW_HANDLER_ID  # kopf's handler id: the mutating webhook's path
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 WHOAMI_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 KEY_BYTES = 32
@@ -170,7 +171,7 @@ async def allowed(
 ) -> list[bool]:
     """Whether `user` may do each of `items` (`may`): from an allowed answer kept for ANSWER_SECONDS or
     one being asked for another review, else asked in the review threads in `namespace`'s turn
-    (runtime/webhook.py: shared fairly between namespaces, apart from the reconciles' API calls)."""
+    (runtime/admission.py: shared fairly between namespaces, apart from the reconciles' API calls)."""
     answers, now = state.reviews.answers, time.monotonic()
     who = json.dumps([user.get(f) for f in ("username", "uid", "groups", "extra")], sort_keys=True)
     loop = asyncio.get_running_loop()
@@ -198,9 +199,9 @@ async def _ask(
     denial or an error (given to every review waiting for it) does not."""
     answers = state.reviews.answers
     try:
-        async with webhook.TURNS.of(namespace):
+        async with admission.TURNS.of(namespace):
             found = await asyncio.get_running_loop().run_in_executor(
-                webhook.REVIEWS, lambda: [may(state.kube, user, item) for item, _ in asked.values()]
+                admission.REVIEWS, lambda: [may(state.kube, user, item) for item, _ in asked.values()]
             )
     except BaseException as exc:
         for key, (_, future) in asked.items():

@@ -3,8 +3,8 @@
 One home for these rules: `problems` are what the generated Kubernetes objects must satisfy (every name
 derived from metadata.name or from pipeline names, the ConfigMap size limit); `warnings` are what is
 allowed but probably a mistake. The operator refuses a spec with `problems` (render_children), and
-`tritonpipeline validate` and the admission webhook (webhook.py) report both through `check`, so the
-three cannot disagree.
+`tritonpipeline validate` and the admission webhook (runtime/admission.py) report both through `check`,
+so the three cannot disagree.
 """
 
 from __future__ import annotations

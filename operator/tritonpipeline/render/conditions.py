@@ -60,7 +60,7 @@ def graph_status(summary: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "routerBackend": {**choice, "reason": fit(str(choice.get("reason", "")))}}
 
 
-# the spec holds fields of a newer CRD than the operator's (spec/document.py `parse_pipeline`'s `newer`)
+# the spec holds fields of a newer CRD than the operator's (spec/parse.py `parse_pipeline`'s `newer`)
 SCHEMA_CURRENT = "SchemaCurrent"
 ALL_FIELDS_KNOWN = "AllFieldsKnown"
 ALL_FIELDS_KNOWN_MESSAGE = "every field of the spec is one this operator knows"

@@ -43,7 +43,7 @@ NAME_TAKEN_MESSAGE = (
 NAME_TAKEN_SKIPPED = "; not applied either, as they depend on it: {objects}"
 NOT_SERVING = "nothing serves: {what}"
 NOT_WRITTEN = "not applied: {objects} (see ObjectsOwned)"
-# the webhook's and `validate`'s refusals (render/checks.py, runtime/webhook.py)
+# the webhook's and `validate`'s refusals (render/checks.py, runtime/admission.py)
 NAME_COLLISION = (
     "pipeline {other!r} (in this namespace) makes {kind} {name!r} too: the two pipelines would fight over "
     "it; rename one of them"

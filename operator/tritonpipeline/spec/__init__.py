@@ -59,18 +59,10 @@ from .base import (
     TensorName,
 )
 from .document import (
-    NEWER_FIELDS,
     STDIN,
     Document,
-    Metadata,
     Numbered,
-    PipelineSpec,
-    TritonPipeline,
-    format_path,
-    load_documents,
     load_file,
-    newer_fields,
-    parse_pipeline,
     parse_text,
     read_documents,
     read_file,
@@ -94,7 +86,9 @@ from .models import (
     State,
     VersionPolicy,
 )
+from .parse import NEWER_FIELDS, format_path, newer_fields, parse_pipeline
 from .pipelines import Pipeline, PipelineInput, PipelineOutput, StepSpec
+from .resource import Metadata, PipelineSpec, TritonPipeline
 from .routing import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, GatewayRef, Routing
 from .server import (
     AdminKeyRef,
@@ -106,6 +100,7 @@ from .server import (
     Server,
     Tracing,
 )
+from .yaml_reader import load_documents
 
 __all__ = [
     "BACKEND_RE",
