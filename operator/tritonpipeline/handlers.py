@@ -178,7 +178,9 @@ async def validate(warnings: list[str], memo: OperatorState, **kwargs: Any) -> N
     """The admission webhook (runtime/admission.py): a CREATE or a spec change with any problem is refused."""
     operation, new, old = kwargs["operation"], kwargs["new"], kwargs["old"]
     with metrics.answering("validate", new):
-        await admission.admit(operation, new, old, warnings, memo.settings, memo.kube, memo.workers)
+        await admission.admit(
+            operation, new, old, warnings, memo.settings, memo.kube, memo.workers, memo.discovery
+        )
 
 
 @kopf.on.mutate(GROUP, VERSION, PLURAL, id=authors.HANDLER_ID)

@@ -4,6 +4,7 @@ cannot stop the operator for the others."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import socket
@@ -32,6 +33,8 @@ from tritonpipeline.render.crd import crd
 from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
 from tritonpipeline.render.reach import RECORD_ANNOTATION
 from tritonpipeline.render.webhook_configuration import REVIEW_WEBHOOK_NAME
+from tritonpipeline.runtime import admission
+from tritonpipeline.runtime.discovery import Discovery
 from tritonpipeline.spec.parse import NESTED_TOO_DEEP
 
 API = "serving.tritonpipeline.io/v1alpha1"
@@ -192,6 +195,32 @@ def test_a_tenants_huge_metrics_page_is_not_read(kube: Kube, namespace: str, run
     finally:
         server.shutdown()
         server.server_close()
+
+
+# kinds every cluster serves
+BUILT_IN = {
+    "Deployment",
+    "Service",
+    "Ingress",
+    "HorizontalPodAutoscaler",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+}
+
+
+@pytest.mark.apiserver
+def test_admission_looks_up_names_only_of_kinds_the_cluster_serves(kube: Kube) -> None:
+    """Issue 54 point 3: a CREATE's review read each of 14 names its pipeline could take, one after
+    another, a provider's kinds that no CRD installed included; with the API server saturated by
+    another tenant's storm each read waited in its queue. Now only the kinds discovery finds served."""
+    refs = admission.looked_up("p")
+    assert {kind for _, kind, _ in refs} > BUILT_IN | {"HTTPRoute", "ScaledObject"}
+    assert "Secret" not in {kind for _, kind, _ in refs}
+    kept = asyncio.run(admission.served(Discovery(60.0), kube, refs))
+    for ref in refs:
+        assert (ref in kept) == (ref[1] in BUILT_IN or ref[1] in kube.served_kinds(ref[0])), ref
+    assert {kind for _, kind, _ in kept} >= BUILT_IN
+    assert admission.looked_up("p", keda=False) == [r for r in refs if r[1] != "ScaledObject"]
 
 
 @pytest.mark.apiserver
