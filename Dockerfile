@@ -9,7 +9,7 @@
 # pyproject.toml's pins; `make lint` checks they still hold them): pip installs one with --require-hashes,
 # then the project's wheel with --no-deps, so nothing is resolved while an image builds.
 #
-# tests/test_dockerfile.py runs this file's RUN steps (wheel build, venvs, pip installs) on the host
+# tests/component/test_dockerfile.py runs this file's RUN steps (wheel build, venvs, pip installs) on the host
 # in fresh venvs, so keep every install step in a RUN line here.
 
 # pinned: the same Python minor version the tests run on (and the locks are resolved for)

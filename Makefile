@@ -35,9 +35,9 @@ lock: $(STAMP) ## rewrite requirements/*.lock (hashed, for the images) from pypr
 # nginx is the consistent-hash load balancer of tests/component/test_affinity.py; prometheus scrapes tritonserver
 # in tests/component/test_autoscaling_metrics.py; curl runs the stateful pods' readiness script in a test; haproxy
 # hashes the sequence header over a headless Service's DNS answer in tests/component/test_haproxy_dns.py; npm installs
-# Grafana's schema packages that tests/test_dashboard.py checks the chart's dashboard with (make grafana-schema).
-# pipx installs the release's wheel as a user would (tests/test_release.py); shellcheck checks the scripts
-# of .github/workflows/ when actionlint lints them (make lint, tests/test_release.py).
+# Grafana's schema packages that tests/component/test_dashboard.py checks the chart's dashboard with (make grafana-schema).
+# pipx installs the release's wheel as a user would (tests/component/test_release.py); shellcheck checks the scripts
+# of .github/workflows/ when actionlint lints them (make lint, tests/component/test_release.py).
 # Each is installed only if its command is missing; without root the tests that need it skip and say why.
 SYSTEM_DEPS := dot:graphviz nginx:nginx prometheus:prometheus curl:curl haproxy:haproxy gcc:gcc pipx:pipx shellcheck:shellcheck npm:npm
 system-deps: ## install graphviz, nginx, prometheus, curl, haproxy, gcc and npm from Debian if missing (needs root; skipped otherwise)
@@ -61,10 +61,18 @@ demo: $(STAMP) ## serve the fan-out example on a local tritonserver and query it
 PHASE := bash tools/phase.sh
 SUBMAKE := $(MAKE) --no-print-directory
 
+# tests by tier, one folder each (docs/development.md): tests/unit/ pure (no server, no subprocess of the
+# CLI, no build), tests/component/ real components on this machine (tritonserver, kube-apiserver, helm,
+# nginx, prometheus, image builds, CLI processes), tests/cluster/ real pods on a cluster (kind)
+UNIT_TESTS := tests/unit
+COMPONENT_TESTS := tests/component
+KIND_TESTS := tests/cluster/test_kind.py
+
 # everything, the real-pod tests included: the pod-level scenarios (marker anycluster) on a kind cluster of
-# three nodes (tests/test_kind.py runs them through e2e/kind.py; kind-if-possible builds its node image and
+# three nodes (tests/cluster/test_kind.py runs them through e2e/kind.py; kind-if-possible builds its node image and
 # images first); not the minutes-long HPA cycles of `make e2e-autoscaling` (marker hpa) nor the streams
-# bench (streams). pytest itself deselects every `node` test: they run on the cluster e2e/kind.py starts.
+# bench (streams). Its own pytest runs tests/unit and tests/component; the `node` tests of tests/cluster run
+# on the cluster e2e/kind.py starts.
 # After the builds, two tracks run at once (tools/beside.sh), the side track (lines prefixed [side]) beside
 # lint and every other test: the kind node image then the kind tests (marker kind), then the kube-apiservers
 # of the other releases built and their tests run (marker releases), each in a pytest session of its own
@@ -85,47 +93,39 @@ test-side: $(STAMP)
 
 test-side-kind: $(STAMP)
 	@$(PHASE) side/node-image $(SUBMAKE) kind-if-possible
-	@$(PHASE) side/kind env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m kind
+	@$(PHASE) side/kind env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider $(KIND_TESTS)
 
-# a whole `make release` into a temporary directory (tests/test_release.py, marker release_build): the images
+# a whole `make release` into a temporary directory (tests/component/test_release.py, marker release_build): the images
 # the kind track has just built (e2e/images.py's cache), syft built from Go modules (about 4 minutes cold),
 # the wheel installed in a fresh venv and by pipx, the chart package rendered by helm: about 45 s warm
 test-side-release: $(STAMP)
 	@$(PHASE) side/build-syft bash e2e/build-gotool.sh syft --if-go
-	@$(PHASE) side/release env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m release_build
+	@$(PHASE) side/release env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m release_build $(COMPONENT_TESTS)/test_release.py
 
 # the kube-apiservers of the oldest supported and the newest release: 13 minutes of Go builds cold, which
 # the side track has room for after the kind tests
 test-side-releases: $(STAMP)
 	@$(PHASE) side/build-releases bash e2e/build-controlplane.sh --if-go
-	@$(PHASE) side/releases env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider -m releases
+	@$(PHASE) side/releases env TRITONPIPELINE_PHASE_LOG= $(VENV)/bin/pytest -p no:cacheprovider $(COMPONENT_TESTS)/test_kube_releases.py
 
 # the part of `make test` that runs beside the side track (tools/beside.sh): on 2 cores the tests leave
-# about half the CPU idle while they wait on servers, and the node image's debootstraps as much
+# about half the CPU idle while they wait on servers, and the node image's debootstraps as much. The
+# side track's tests (a release build, the other releases' kube-apiservers) are left to it by marker
 test-beside-side: $(STAMP)
 	@$(PHASE) ruff $(VENV)/bin/ruff check operator tests bench examples e2e harness tools
 	@$(PHASE) docs $(SUBMAKE) docs
 	@$(PHASE) lint-manifests $(SUBMAKE) lint-manifests-if-go
-	@$(PHASE) pytest $(VENV)/bin/pytest -m "not node and not kind and not releases and not release_build"
-
-# one pytest marker per real component a test starts (pyproject.toml); a test with none of them is pure
-NO_COMPONENT := not tritonserver and not apiserver and not helm and not nginx and not prometheus and not image \
-	and not cli and not node and not minio and not gcsserver and not haproxy and not linters and not kind and not release_build \
-	and not grafana
-
-# tests by tier: tests/unit/ (pure), tests/component/ (real components on this machine), tests/cluster/ (a
-# cluster); the files still at tests/test_*.py hold tests of several tiers, told apart by their markers
-MIXED_TESTS := $(wildcard tests/test_*.py)
+	@$(PHASE) pytest $(VENV)/bin/pytest -m "not releases and not release_build" $(UNIT_TESTS) $(COMPONENT_TESTS)
 
 test-unit: $(STAMP) ## the pure tests: no tritonserver, apiserver, helm, nginx, prometheus, image build, CLI process or cluster
-	$(VENV)/bin/pytest -q tests/unit $(if $(MIXED_TESTS),-m "$(NO_COMPONENT)" $(MIXED_TESTS))
+	$(VENV)/bin/pytest -q $(UNIT_TESTS)
 
 # tests/golden/: reviewed compiler outputs; after an intended change, regenerate and review `git diff`
 golden: $(STAMP) ## regenerate tests/golden/*/repository from the compiler (then review the diff)
 	UPDATE_GOLDEN=1 $(VENV)/bin/pytest -q tests/unit/test_golden.py -k matches_the_golden
 
 test-integration: $(STAMP) system-deps controlplane-if-go helm-if-go minio-if-go coredns-if-go ## the tests that start real components (the scenarios only through the kind test)
-	$(VENV)/bin/pytest -m "not ($(NO_COMPONENT)) and not node"
+	$(VENV)/bin/pytest $(COMPONENT_TESTS) $(KIND_TESTS)
 
 lint: $(STAMP) ## ruff, mypy on operator/, harness/, tools/ and bench/controlplane/ (settings in pyproject.toml), generated files and locks current
 	$(VENV)/bin/ruff check operator tests bench examples e2e harness tools
@@ -155,7 +155,7 @@ generate: $(STAMP) ## regenerate every file derived from the code (tools/generat
 
 # Grafana's dashboard schema as Grafana's npm packages publish it (@grafana/schema, the foundation SDK's
 # Prometheus query) and the TypeScript compiler, pinned in tools/grafana-schema/package-lock.json, installed
-# with `npm ci` into the tools cache; tests/test_dashboard.py checks the chart's dashboard against them
+# with `npm ci` into the tools cache; tests/component/test_dashboard.py checks the chart's dashboard against them
 grafana-schema: $(STAMP) ## install the pinned Grafana schema packages the dashboard test checks against (npm)
 	$(PY) -m harness.grafana_schema --install
 
@@ -249,7 +249,7 @@ coredns-if-go:
 chart-crd: generate ## regenerate the CRD into crds/ and the chart's crds/ (part of `make generate`)
 
 test-chart: $(STAMP) controlplane-main helm ## helm lint/template/install + the operator under the chart's RBAC
-	$(VENV)/bin/pytest tests/test_chart.py tests/test_dockerfile.py
+	$(VENV)/bin/pytest tests/unit/test_chart.py tests/component/test_chart.py tests/unit/test_dockerfile.py tests/component/test_dockerfile.py
 
 e2e-local: $(STAMP) controlplane-main helm ## apiserver + helm install + operator (chart RBAC) + every example served on tritonserver
 	$(PY) -m e2e.local
@@ -260,7 +260,7 @@ e2e-local: $(STAMP) controlplane-main helm ## apiserver + helm install + operato
 # the scenario tests (E2E_SCENARIOS=0: the examples only); a table and bench/results/e2e-kind.json. With an
 # NVIDIA GPU and Docker's nvidia runtime it runs the GPU variant (e2e/kind-gpu.sh) instead.
 # for `make test`: kind's node image (built here when the published one cannot be pulled) and the images,
-# so the kind test (tests/test_kind.py) starts from them; where no engine can run, only say so
+# so the kind test (tests/cluster/test_kind.py) starts from them; where no engine can run, only say so
 kind-if-possible: $(STAMP) controlplane-if-go
 	@if [ "$$(id -u)" != 0 ] && ! command -v docker >/dev/null 2>&1; then echo ">> not root and no Docker: the kind test will skip"; \
 	elif [ -z "$$(. e2e/find-go.sh; echo $$GO)" ]; then echo ">> Go is not installed: no kind, the kind test will skip"; \

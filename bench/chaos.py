@@ -46,7 +46,7 @@ SCENARIOS = {
     ),
     "test_drift_is_undone_within_one_resync_after_a_60s_apiserver_outage": (
         "apiserver_outage_60s",
-        "tests/test_operator_outage.py::test_drift_after_an_apiserver_outage_is_repaired_within_one_resync",
+        "tests/component/test_operator_outage.py::test_drift_after_an_apiserver_outage_is_repaired_within_one_resync",
     ),
     "test_kill_9_mid_apply_leaves_no_half_applied_duplicate_or_orphan_child": (
         "kill_9_mid_apply",
@@ -58,7 +58,7 @@ SCENARIOS = {
     ),
     "test_a_rolling_upgrade_across_the_crd_skew_refuses_no_write_and_marks_no_pipeline_invalid": (
         "rolling_upgrade_across_crd_skew",
-        "tests/test_crd_skew.py",
+        "tests/component/test_crd_skew.py",
     ),
 }
 

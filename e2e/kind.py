@@ -68,7 +68,7 @@ RESULTS = ROOT / "bench" / "results" / "e2e-kind.json"
 SMALL = {"requests": {"cpu": "100m", "memory": "256Mi"}}
 CNI_CONF = "/etc/cni/net.d/10-tritonpipeline.conflist"
 # the pod-level scenario tests that run on any cluster given by a kubeconfig (node_cluster.Cluster;
-# marker anycluster: tests/test_kind.py checks this list against the marker)
+# marker anycluster: tests/unit/test_kind.py checks this list against the marker)
 SCENARIO_TESTS = (
     "test_node_pipeline.py",
     "test_node_scenarios.py",

@@ -31,7 +31,7 @@ builds arm64 on an arm64 runner and pushes both as one image index.
 `publish` pushes the images of releases of one version (one directory per platform) by digest, as one
 image index per image where there are several platforms, then packages the chart with the digests pushed
 and `helm push`es it; it writes published.json (the references and digests to sign). The release
-workflow runs it, then cosign; tests/test_release.py runs it against a registry of its own. `sums`
+workflow runs it, then cosign; tests/component/test_release.py runs it against a registry of its own. `sums`
 rewrites DIR/SHA256SUMS.
 """
 

@@ -14,26 +14,12 @@ import pytest
 
 from helpers import compile_to_serve, native_router_or_skip
 from node_cluster import chart_operator, cluster  # noqa: F401  (the `node` tests' fixtures)
+from support.tiers import FIXTURE_MARKERS
 
 # tools/ holds scripts, not a package: its modules (generate.py, pictures.py, ...) are imported by name
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-# test modules of one tier import cases and helpers from another's by name (`from test_operator import ...`)
-sys.path[1:1] = [str(Path(__file__).resolve().parent / tier) for tier in ("unit", "component", "cluster")]
 
 pytest_plugins = ["phases"]  # time per test group (tests/phases.py)
-
-# the marker of the real component a fixture starts: a test that uses the fixture must carry it
-FIXTURE_MARKERS = {
-    "serve_pipeline": "tritonserver",
-    "shared_pipeline": "tritonserver",
-    "control_plane": "apiserver",
-    "release_plane": "apiserver",
-    "helm_binary": "helm",
-    "nginx_workdir": "nginx",
-    "prometheus_dir": "prometheus",
-    "cluster": "node",
-    "chart_operator": "node",
-}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -179,7 +165,7 @@ def prometheus_dir(tmp_path: Path) -> Path:
 
 
 def _check_component_markers(items: list[pytest.Item]) -> None:
-    """`make test-unit` deselects by marker: a test starting a component without its marker is an error."""
+    """A test starting a component without its marker is an error (markers skip and group the tests)."""
     missing = [
         f"{item.nodeid}: uses {fixture}, needs @pytest.mark.{marker}"
         for item in items

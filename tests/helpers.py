@@ -232,3 +232,51 @@ def established(port: int) -> int:
             continue
         count += sum(1 for row in rows if row[1].endswith(f":{port:04X}") and row[3] == "01")
     return count
+
+
+def cluster_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, Any]:
+    doc = example(source)
+    doc["metadata"] = {"name": name, "namespace": namespace}
+    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
+    return doc
+
+
+def compile_doc(doc: dict[str, Any]) -> Any:
+    """The compiled doc's artifacts, its routers' sources included (compile_to_serve)."""
+    return compile_to_serve(doc)
+
+
+def doc_of(name: str, models: list[dict[str, Any]], pipelines: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
+        "kind": "TritonPipeline",
+        "metadata": {"name": name},
+        "spec": {
+            "server": {"gpus": 0},
+            "modelRepository": {"uri": "pvc://models/repo"},
+            "models": models,
+            "pipelines": pipelines,
+        },
+    }
+
+
+def py_model(
+    name: str,
+    mbs: int,
+    inputs: dict[str, list[int]],
+    outputs: dict[str, tuple[list[int], list[int | str]]],
+    *,
+    decoupled: bool = False,
+) -> dict[str, Any]:
+    """A generic FP32 model. outputs: NAME -> (declared dims, run-time shape without the batch
+    dimension of a batching model; "B" is the request's first dimension)."""
+    return {
+        "name": name,
+        "backend": "python",
+        "maxBatchSize": mbs,
+        "inputs": [{"name": n, "dataType": "FP32", "dims": d} for n, d in inputs.items()],
+        "outputs": [{"name": n, "dataType": "FP32", "dims": d} for n, (d, _) in outputs.items()],
+        "instances": [{"kind": "CPU", "count": 1}],
+        "decoupled": decoupled,
+        "parameters": {"shapes": json.dumps({n: shape for n, (_, shape) in outputs.items()})},
+    }

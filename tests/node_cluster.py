@@ -154,7 +154,7 @@ def bench_cluster(target: str) -> Cluster:
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
     """The cluster TRITONPIPELINE_E2E_KUBECONFIG names: the kind cluster e2e/kind.py starts and runs these
-    scenarios on (`make e2e`, `make test` through tests/test_kind.py)."""
+    scenarios on (`make e2e`, `make test` through tests/cluster/test_kind.py)."""
     if not os.environ.get(KUBECONFIG_ENV):
         pytest.skip(
             f"no cluster: {KUBECONFIG_ENV} is not set. The pod-level scenarios run on a kind cluster: "

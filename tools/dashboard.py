@@ -10,9 +10,9 @@ pipeline's pods, so the dashboard works with any Prometheus that scrapes the pod
 discovery (the chart's ServiceMonitor, metrics.serviceMonitor). Replicas and readiness are the operator's
 own gauges (tritonpipeline_operator_pipeline_*; metrics.operatorServiceMonitor).
 
-tests/test_dashboard.py checks the file against Grafana's schema (the @grafana/schema package's types,
-tools/grafana-schema/) and every metric name against a real tritonserver's /metrics page and the
-operator's metrics."""
+tests/component/test_dashboard.py checks the file against Grafana's schema (the @grafana/schema
+package's types, tools/grafana-schema/) and every metric name against a real tritonserver's /metrics page
+and the operator's metrics."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The hashed lock files the images install their Python dependencies from (`make lock` writes them),
-and the check that they still hold pyproject.toml's pins (`--check`: `make lint`, tests/test_dockerfile.py).
+and the check that they still hold pyproject.toml's pins (`--check`: `make lint`,
+tests/unit/test_dockerfile.py).
 
     requirements/operator.lock    the operator image: the wheel's dependencies with the operator, s3 and
                                   gcs extras (`tritonpipeline run`, and `assemble` with s3:// and gs://)

@@ -1,9 +1,9 @@
-"""The webhook scenario: the operator serving its admission webhook (as tests/test_webhook.py runs it: on a
-free loopback port, registered as a ValidatingWebhookConfiguration for its namespace, failurePolicy Fail,
-the default 10 s timeout), and the time of server-side dry runs of a small pipeline through it, one after
-another: `update` (an apply of a changed spec to an existing small pipeline: an UPDATE review, the compile
-of the spec) and `create` (POST dryRun=All of a new one: a CREATE review, which also checks the names the
-pipeline would make against every pipeline of the namespace). In three states, side by side:
+"""The webhook scenario: the operator serving its admission webhook (as tests/component/test_webhook.py runs
+it: on a free loopback port, registered as a ValidatingWebhookConfiguration for its namespace, failurePolicy
+Fail, the default 10 s timeout), and the time of server-side dry runs of a small pipeline through it, one
+after another: `update` (an apply of a changed spec to an existing small pipeline: an UPDATE review, the
+compile of the spec) and `create` (POST dryRun=All of a new one: a CREATE review, which also checks the
+names the pipeline would make against every pipeline of the namespace). In three states, side by side:
 
     idle_empty    the operator idle, no large pipeline (only the small one the updates target)
     idle_loaded   N large pipelines in the namespace, reconciled and settled, resync at 3600 s (idle)

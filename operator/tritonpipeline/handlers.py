@@ -32,7 +32,7 @@ from .settings import GROUP, PLURAL, VERSION
 
 # The children whose events the operator handles. kopf's `labels=` filters on the client, after listing
 # and watching every object of the kind in the cluster (300 unrelated 500 KB ConfigMaps: 694 MB peak
-# RSS, tests/test_operator_memory.py); start() has the apiserver select the operator's own children
+# RSS, tests/component/test_operator_memory.py); start() has the apiserver select the operator's own children
 # instead (a labelSelector on kopf's list and watch requests).
 CONFIGMAPS = ("", "v1", "configmaps")
 SERVICES = ("", "v1", "services")

@@ -2,7 +2,7 @@
 tritonpipeline.client.SequenceStream stay whole while the pipeline scales down, because the leaving pod
 serves its open streams to their end; and it leaves soon after the last of them closes, not at
 routing.streamDrainSeconds (a stream of the client helper left open would hold it that long; idle
-connections hold nothing: tests/test_stream_leases.py).
+connections hold nothing: tests/unit/test_stream_leases.py).
 Marker `node`: `make e2e`."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from node_cluster import NAMESPACE, Cluster, namespace
-from test_webhook import cyclic
+from support.webhook import cyclic
 
 pytestmark = [pytest.mark.node, pytest.mark.anycluster, pytest.mark.timeout(600)]
 

@@ -10,8 +10,8 @@ Each scenario puts together parts that other tests check one at a time, and reus
    tests/component/test_operator_ownership.py);
 2. two pipelines whose children's names collide (`b` with Header routing, `b-headless`), the loser's
    spec changed and the operator killed: no write reaches the headless Service (ibid.);
-3. the apiserver stopped 60 s: drift is undone within one resync after (tests/test_operator_outage.py
-   does 25 s);
+3. the apiserver stopped 60 s: drift is undone within one resync after
+   (tests/component/test_operator_outage.py does 25 s);
 4. kill -9 while 20 pipelines are created, then while their repositories change: every one converges,
    no child half-applied, made twice or left without its pipeline, and at no moment does a Deployment
    mount another repository than its template's (tests/component/test_operator.py kills during the creates);
@@ -19,7 +19,7 @@ Each scenario puts together parts that other tests check one at a time, and reus
    pipeline converges to its last spec (tests/component/test_operator_ha.py, without the churn);
 6. a rolling upgrade across the CRD skew: the old replica and the new one (peering, each serving its
    webhook) while the newer CRD is applied and writes go on: none refused, no pipeline marked invalid
-   (tests/test_crd_skew.py, one replica at a time).
+   (tests/component/test_crd_skew.py, one replica at a time).
 """
 
 from __future__ import annotations
@@ -37,16 +37,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.chaos import RESULTS_ENV
-from harness.kubeapi import CRD_NAME, wait_established
-from harness.operator_process import LocalOperator, OperatorProcess
-from harness.wait import wait_for
-from helpers import condition
-from test_crd_skew import NAMESPACE as SKEW_NAMESPACE
-from test_crd_skew import STORED, helm_installed, newer_crd, with_future_fields
-from test_crd_skew import snapshot as skew_snapshot
-from test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
-from test_operator import API, cluster_doc, get_cr, operator_log_on_failure, private_cluster, wait_reconciled
-from test_operator_ha import (
+from component.test_crd_skew import NAMESPACE as SKEW_NAMESPACE
+from component.test_crd_skew import STORED, helm_installed, newer_crd
+from component.test_crd_skew import snapshot as skew_snapshot
+from component.test_crd_upgrade import _kubectl_server_side_apply as kubectl_server_side_apply
+from component.test_operator import API, get_cr, operator_log_on_failure, private_cluster, wait_reconciled
+from component.test_operator_ha import (
     LIFETIME,
     ActiveSampler,
     logged,
@@ -56,11 +52,16 @@ from test_operator_ha import (
     replicas,  # noqa: F401  (a fixture)
     utc_now,
 )
-from test_operator_outage import NAMESPACE as OUTAGE_NAMESPACE
-from test_operator_outage import RESYNC as OUTAGE_RESYNC
-from test_operator_outage import hand_edit_selector, last_passes, selector
-from test_operator_ownership import header_routed, snapshot, team_objects
-from test_webhook import collection, create, merge_patch, start_webhook_operator
+from component.test_operator_outage import NAMESPACE as OUTAGE_NAMESPACE
+from component.test_operator_outage import RESYNC as OUTAGE_RESYNC
+from component.test_operator_outage import hand_edit_selector, last_passes, selector
+from component.test_operator_ownership import header_routed, snapshot, team_objects
+from component.test_webhook import collection, create, merge_patch, start_webhook_operator
+from harness.kubeapi import CRD_NAME, wait_established
+from harness.operator_process import LocalOperator, OperatorProcess
+from harness.wait import wait_for
+from helpers import cluster_doc, condition
+from support.crd_skew import with_future_fields
 from tritonpipeline.errors import SpecError
 from tritonpipeline.kube.api_client import Kube, path
 from tritonpipeline.render.manifests import HASH_ANNOTATION

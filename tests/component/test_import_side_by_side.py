@@ -32,8 +32,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 import yaml
 
+from component.test_triton_loads import SELF_DECOUPLING, model_states, serving
 from helpers import CLI, EXAMPLES, completed, served_config, tree_with_stand_in_backends
-from test_triton_loads import SELF_DECOUPLING, model_states, serving
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.local.repository import write_repository
 from tritonpipeline.local.tritonserver import LocalTriton
@@ -274,7 +274,7 @@ NO_BACKEND = 'max_batch_size: 0\ninput [{ name: "IN" data_type: TYPE_FP32 dims: 
 def test_triton_picks_the_backend_where_import_does(tmp_path: Path) -> None:
     """Configs without a backend, served as they are: Triton looks in the first subdirectory in byte
     order ('10' before '2'), and names `model.<backend>` run on <backend> with default_model_filename
-    model.<backend>; `import` reports each the same way (tests/test_import.py holds its side)."""
+    model.<backend>; `import` reports each the same way (tests/component/test_import.py holds its side)."""
     repo = tmp_path / "repo"
     files = {
         "first/2/model.py": ECHO_PY,  # not looked at: '10' comes first

@@ -19,7 +19,7 @@ import yaml
 from harness.kubeapi import schemaless_crd, write_status
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from helpers import CLI, condition, contained, example
+from helpers import CLI, cluster_doc, condition, contained, example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_LIBRARY
 from tritonpipeline.compiler.router_choice import choose_router
@@ -64,13 +64,6 @@ def operator_log_on_failure(op: Any) -> Iterator[None]:
         raise
     finally:
         op.stop()
-
-
-def cluster_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, Any]:
-    doc = example(source)
-    doc["metadata"] = {"name": name, "namespace": namespace}
-    doc["spec"]["modelRepository"]["uri"] = "pvc://models/triton"
-    return doc
 
 
 def rendered(doc: dict[str, Any]) -> Any:

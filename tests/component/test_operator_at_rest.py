@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from bench.controlplane.apiserver_metrics import api_snapshot
+from component.test_operator import wait_reconciled
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from test_operator import cluster_doc, wait_reconciled
+from helpers import cluster_doc
 from tritonpipeline import handlers
 
 pytestmark = pytest.mark.apiserver

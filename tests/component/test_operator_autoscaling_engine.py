@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-import test_operator_routing
+from component import test_operator_routing
+from component.test_operator import get_cr, operator_log_on_failure, wait_reconciled
+from component.test_operator_routing import KEDA, crd_documents, get, install
+from component.test_tenants import TENANT, grant, grant_tenant, refusal, review_operator, with_spec
+from component.test_webhook import API, OPERATOR_GROUPS, call, collection, restricted_operator
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from helpers import condition
-from test_operator import cluster_doc, get_cr, operator_log_on_failure, wait_reconciled
-from test_operator_routing import KEDA, crd_documents, get, install
-from test_tenants import TENANT, grant, grant_tenant, refusal, review_operator, with_spec
-from test_webhook import API, OPERATOR_GROUPS, call, collection, restricted_operator
+from helpers import cluster_doc, condition
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.render import autoscaling_objects
 from tritonpipeline.render.reach import RECORD_ANNOTATION

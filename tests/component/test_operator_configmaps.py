@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from component.test_operator import SELECTOR, wait_reconciled
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from test_operator import SELECTOR, cluster_doc, wait_reconciled
+from helpers import cluster_doc
 from tritonpipeline.kube.api_client import Kube, KubeError
 from tritonpipeline.render.pinning import projected_configmaps
 

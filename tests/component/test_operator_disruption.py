@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from component.test_operator import get_cr, patch_deployment_status, wait_reconciled
 from harness.kubeapi import apply_object, write_status
 from harness.wait import wait_for
-from helpers import condition
-from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
+from helpers import cluster_doc, condition
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.render import disruption
 from tritonpipeline.render.conditions import DRAIN_WAITING, NO_ROOM, REPLACING_DRAINED

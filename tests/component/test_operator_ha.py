@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from component.test_operator import wait_reconciled
 from harness.kubeapi import wait_established
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from helpers import ROOT
-from test_operator import cluster_doc, wait_reconciled
+from helpers import ROOT, cluster_doc
 from tritonpipeline.kube.api_client import Kube
 
 pytestmark = pytest.mark.apiserver

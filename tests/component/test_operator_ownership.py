@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from component.test_operator import get_cr, rendered, wait_reconciled
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from helpers import condition
-from test_operator import cluster_doc, get_cr, rendered, wait_reconciled
+from helpers import cluster_doc, condition
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.render.ownership import ADOPT_ANNOTATION, NAME_TAKEN, OWNED, generated_names
 

@@ -17,21 +17,20 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.gotools import ToolError, ToolUnavailable, ensure_tool
-from harness.kubeapi import dry_run_apply, schemaless_crd, wait_established
-from harness.operator_process import LocalOperator
-from helpers import condition
-from test_operator import (
+from component.test_operator import (
     API,
     children,
-    cluster_doc,
     events,
     get_cr,
     operator_log_on_failure,
     private_cluster,
-    wait_for,
     wait_reconciled,
 )
+from harness.gotools import ToolError, ToolUnavailable, ensure_tool
+from harness.kubeapi import dry_run_apply, schemaless_crd, wait_established
+from harness.operator_process import LocalOperator
+from harness.wait import wait_for
+from helpers import cluster_doc, condition
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.kube.api_client import Kube, KubeError
 from tritonpipeline.render import autoscaling_objects

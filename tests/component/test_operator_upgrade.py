@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from component.test_operator import get_cr, patch_deployment_status, wait_reconciled
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
-from helpers import condition
-from test_operator import cluster_doc, get_cr, patch_deployment_status, wait_reconciled
+from helpers import cluster_doc, condition
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.kube.api_client import Kube

@@ -14,9 +14,9 @@ import kopf
 import pytest
 import yaml
 
+from component.test_operator import patch_deployment_status
 from harness.kubeapi import ensure_namespace, install_generated_crd
 from harness.kubeconfig import kube_for
-from test_operator import patch_deployment_status
 from tritonpipeline.render.meta import MANAGED_BY, PIPELINE_LABEL
 from tritonpipeline.runtime.state import OperatorState
 from tritonpipeline.settings import Settings

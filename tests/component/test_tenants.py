@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 
 from bench.controlplane.apiserver_metrics import api_snapshot
+from component.test_crd_upgrade import CRD_PATH
+from component.test_operator import wait_reconciled
+from component.test_webhook import VWC_API, call, collection, start_webhook_operator
 from harness.kubeapi import CRD_NAME, ensure_namespace, wait_established, write_status
 from harness.metrics_page import HugePage
 from harness.operator_process import LocalOperator
 from harness.wait import wait_for
 from helpers import condition
-from test_crd_upgrade import CRD_PATH
-from test_operator import wait_reconciled
-from test_webhook import VWC_API, call, cluster_doc, collection, start_webhook_operator
+from support.webhook import cluster_doc
 from tritonpipeline import jsontext
 from tritonpipeline.kube.api_client import Kube
 from tritonpipeline.reconcile.live import MAX_SCRAPE_BYTES

@@ -8,7 +8,6 @@ declared data type and in the shape its config's `shapes` parameter records, so 
 from __future__ import annotations
 
 import copy
-import json
 import queue
 import random
 import shutil
@@ -29,8 +28,7 @@ from google.protobuf import text_format
 from tritonclient.utils import InferenceServerException
 
 import pipeline_gen as gen
-from helpers import ROUTERS, compile_to_serve, completed, example, served_config, with_router
-from test_golden import committed_configs, golden_names, source_of
+from helpers import ROUTERS, compile_doc, completed, doc_of, example, py_model, served_config, with_router
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
@@ -38,6 +36,7 @@ from tritonpipeline.local.repository import check_model_dirs, write_repository
 from tritonpipeline.local.tritonserver import LocalTriton, TritonError
 from tritonpipeline.render import checks
 from tritonpipeline.spec import parse_pipeline
+from unit.test_golden import committed_configs, golden_names, source_of
 
 pytestmark = pytest.mark.tritonserver
 
@@ -90,10 +89,6 @@ def generic_model_root(root: Path, docs: Iterable[dict[str, Any]]) -> Path:
                 version.mkdir(parents=True)
                 shutil.copy(GENERIC, version / "model.py")
     return root
-
-
-def compile_doc(doc: dict[str, Any]) -> Artifacts:
-    return compile_to_serve(doc)  # type: ignore[no-any-return]
 
 
 def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Artifacts:
@@ -183,42 +178,6 @@ def infer(
 def check_response(result: Any, expected: dict[str, tuple[str, tuple[int, ...]]], model: str) -> None:
     got = {o.name: (o.datatype, tuple(o.shape)) for o in result.get_response().outputs}
     assert got == expected, f"{model}: response {got} != expected {expected}"
-
-
-def doc_of(name: str, models: list[dict[str, Any]], pipelines: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
-        "kind": "TritonPipeline",
-        "metadata": {"name": name},
-        "spec": {
-            "server": {"gpus": 0},
-            "modelRepository": {"uri": "pvc://models/repo"},
-            "models": models,
-            "pipelines": pipelines,
-        },
-    }
-
-
-def py_model(
-    name: str,
-    mbs: int,
-    inputs: dict[str, list[int]],
-    outputs: dict[str, tuple[list[int], list[int | str]]],
-    *,
-    decoupled: bool = False,
-) -> dict[str, Any]:
-    """A generic FP32 model. outputs: NAME -> (declared dims, run-time shape without the batch
-    dimension of a batching model; "B" is the request's first dimension)."""
-    return {
-        "name": name,
-        "backend": "python",
-        "maxBatchSize": mbs,
-        "inputs": [{"name": n, "dataType": "FP32", "dims": d} for n, d in inputs.items()],
-        "outputs": [{"name": n, "dataType": "FP32", "dims": d} for n, (d, _) in outputs.items()],
-        "instances": [{"kind": "CPU", "count": 1}],
-        "decoupled": decoupled,
-        "parameters": {"shapes": json.dumps({n: shape for n, (_, shape) in outputs.items()})},
-    }
 
 
 # --------------------------------------------------------------------------- class (a): batch dims
@@ -883,7 +842,8 @@ def test_the_ensemble_fields_triton_refuses_are_refused_as_the_import_says(tmp_p
     """An ensemble with a backend, an instance group, an optimization or a warmup (what the import reports
     as errors, test_import.ENSEMBLE_FIELDS_TRITON_REFUSES): the real tritonserver refuses each, in the
     words the import quotes; the same ensemble without it loads."""
-    from test_import import ECHO, ECHO_ENSEMBLE, ENSEMBLE_FIELDS_TRITON_REFUSES
+    from support.importing import ECHO, ECHO_ENSEMBLE
+    from unit.test_import import ENSEMBLE_FIELDS_TRITON_REFUSES
 
     repo = tmp_path / "models"
     (repo / "echo" / "1").mkdir(parents=True)

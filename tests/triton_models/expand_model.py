@@ -1,6 +1,7 @@
 """Decoupled test model: answers each request with two responses, Y = X + 1 then Y = X + 2.
 
-Test scaffolding, not part of the product (tests/test_ensemble_pitfalls.py): the smallest decoupled step
+Test scaffolding, not part of the product (tests/component/test_ensemble_pitfalls.py):
+the smallest decoupled step
 with more than one response per request, the case Triton's ensembles cannot keep a sequence whole behind.
 """
 

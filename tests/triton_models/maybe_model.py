@@ -1,6 +1,7 @@
 """Decoupled test model: Y = X in one response when X > 0; no response at all otherwise (only the final flag).
 
-Test scaffolding, not part of the product (tests/test_ensemble_pitfalls.py): a decoupled step may answer a
+Test scaffolding, not part of the product (tests/component/test_ensemble_pitfalls.py):
+a decoupled step may answer a
 request zero times; the pipeline must then answer it zero times too, and go on with the next requests.
 """
 

@@ -1,6 +1,7 @@
 """Test model that leaves a declared output unwritten: Y = X, and Z (declared) is never sent.
 
-Test scaffolding, not part of the product (tests/test_ensemble_pitfalls.py): a user model with a bug the
+Test scaffolding, not part of the product (tests/component/test_ensemble_pitfalls.py):
+a user model with a bug the
 compiler cannot see; a client of the pipeline must get an error naming who missed the tensor, not a hang.
 """
 

@@ -1,6 +1,7 @@
 """Plain test model: Y = X, but the request with X == 1 (the first of tests' sequences) takes 0.5 s.
 
-Test scaffolding, not part of the product (tests/test_ensemble_pitfalls.py): with two instances, the
+Test scaffolding, not part of the product (tests/component/test_ensemble_pitfalls.py):
+with two instances, the
 requests sent after the first one finish before it, as a slow first chunk does in real streams.
 """
 

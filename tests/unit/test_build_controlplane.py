@@ -96,6 +96,9 @@ def test_collect_only_builds_nothing(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert "tests/test_crd.py::" in proc.stdout and "tests/cluster/test_node_pipeline.py::" in proc.stdout
+    assert (
+        "tests/component/test_crd.py::" in proc.stdout
+        and "tests/cluster/test_node_pipeline.py::" in proc.stdout
+    )
     assert not [*home.rglob("*"), *xdg.rglob("*"), *cache.rglob("*")], proc.stderr
     assert "kube-apiserver" not in proc.stderr and ">> building" not in proc.stdout + proc.stderr

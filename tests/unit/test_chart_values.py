@@ -1,6 +1,6 @@
 """values.yaml is the one source of the chart's values.schema.json, its README.md and
 docs/reference/values.md (tools/chart_values.py): what the generator makes of annotations, defaults and
-comments, and the clear error it stops with on a bad annotation. Pure: no helm (tests/test_chart.py
+comments, and the clear error it stops with on a bad annotation. Pure: no helm (tests/component/test_chart.py
 runs helm on the generated schema)."""
 
 from __future__ import annotations

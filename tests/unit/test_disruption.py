@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from test_pod_spec import cluster_doc
+from support.pod_spec import cluster_doc
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.errors import SpecError
 from tritonpipeline.render import conditions as st

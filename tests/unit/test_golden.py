@@ -112,7 +112,7 @@ def test_mismatch_report_shows_a_diff_and_missing_files() -> None:
 DIGESTS = """
 import json, random, sys
 import pipeline_gen as gen
-from test_golden import GOLDEN, golden_names, source_of
+from unit.test_golden import GOLDEN, golden_names, source_of
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.spec import parse_pipeline, parse_text
 
@@ -134,9 +134,7 @@ GENERATED_FAMILIES = 8
 
 
 def compiled_in_subprocess(hash_seed: str) -> subprocess.Popen[str]:
-    path = os.pathsep.join(
-        filter(None, [str(ROOT / "tests"), str(ROOT / "tests" / "unit"), os.environ.get("PYTHONPATH")])
-    )
+    path = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": path}
     return subprocess.Popen(
         [sys.executable, "-c", DIGESTS, str(GENERATED_FAMILIES)],

@@ -91,7 +91,7 @@ def test_ready_condition_carries_the_problem_only_when_not_ready() -> None:
 
 
 # what the Deployment controller copies from its ReplicaSet when the API server refuses the pods (the text of
-# a Pod Security refusal as the real apiserver words it: tests/test_pod_spec.py sees it there)
+# a Pod Security refusal as the real apiserver words it: tests/component/test_pod_spec.py sees it there)
 REFUSED = (
     'pods "vision-7c9d-x2" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation '
     '!= false (container "tritonserver" must set securityContext.allowPrivilegeEscalation=false)'

@@ -45,7 +45,7 @@ DEBUG_ENV = "TRITONPIPELINE_DEBUG"  # set: unexpected errors show their tracebac
 
 # the examples each command's --help ends with (the top level's --help: each command's first) and
 # docs/reference/cli.md shows (tools/reference.py): whole command lines, run from the repository's root.
-# tests/test_cli.py parses each with this parser and checks that the repository files it names exist.
+# tests/unit/test_cli.py parses each with this parser and checks that the repository files it names exist.
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {c.NAME: c.EXAMPLES for c in COMMANDS}
 EXAMPLES_HEADING = "examples:"
 INTERNAL_COMMANDS = (cmd_assemble.NAME,)  # what the operator's pods run: no example in the top-level --help

@@ -28,7 +28,7 @@ class Normalisation:
 
 # Triton's defaults that the render does not reproduce byte for byte. Each is either filled in by Triton
 # (NormalizeModelConfig in triton-inference-server/core, model_config_utils.cc) or means the same thing to
-# it; the round trip in tests/test_import.py compares the configs after applying exactly these.
+# it; the round trip in tests/component/test_import.py compares the configs after applying exactly these.
 NORMALISATIONS: tuple[Normalisation, ...] = (
     # Triton names a model after its directory when the config has no name (a different name: an error)
     Normalisation("name", "the directory's name", "written as the model name"),

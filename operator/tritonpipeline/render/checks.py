@@ -81,7 +81,7 @@ RATE_LIMITER_OFF = (
     "ignored: Triton runs without its rate limiter unless spec.server.args has "
     "--rate-limit=execution_count (its default, off, ignores every rateLimiter)"
 )
-# measured on the real tritonserver (tests/test_sequence_controls.py): the sequence batcher's STRING
+# measured on the real tritonserver (tests/component/test_sequence_controls.py): the sequence batcher's STRING
 # correlation-ID tensor fails Triton's check of string inputs before the Python model runs
 STRING_CORRELATION_ID_ON_PYTHON = (
     "a STRING correlationId control fails every request of a Python-backend model in Triton ('unexpected "

@@ -106,7 +106,7 @@ class FieldProblems(ValueError):
 class Rule:
     """One rule, one home: `holds` for the spec's validators and the same rule in CEL (over `self`) for
     the CRD's x-kubernetes-validations (render/crd.py), with one message; so `validate`, the operator and
-    the apiserver's admission agree (tests/test_crd.py runs a table of values through both).
+    the apiserver's admission agree (tests/component/test_crd.py runs a table of values through both).
 
     A field's rule goes in its type (`Annotated[int, NONZERO_DIM.validator()]`); an object's rules in its
     class's RULES, reported at `field_path` (such as `.minReplicas`) or at the object when empty."""

@@ -179,9 +179,9 @@ def resolve(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- values
-# What tritonserver's parser (2.51, the wheel's binary; tests/test_server_args.py holds each rule to its
-# verdicts) accepts as an option's value. Numbers are read by std::stoi/stoll/stoull/stod: leading blanks,
-# a sign, at least one digit, anything after the number ignored ("5abc" is 5), out of the type's range
+# What tritonserver's parser (2.51, the wheel's binary; tests/component/test_server_args.py holds each rule
+# to its verdicts) accepts as an option's value. Numbers are read by std::stoi/stoll/stoull/stod: leading
+# blanks, a sign, at least one digit, anything after the number ignored ("5abc" is 5), out of the type's range
 # refused. `--help` writes `integer` for every whole number and `float` for --metrics-interval-ms, which
 # the binary reads as an int.
 

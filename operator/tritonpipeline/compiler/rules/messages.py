@@ -189,7 +189,7 @@ CYCLE = "cycle in pipeline {pipeline!r}: {members}"
 UNUSED_INPUT = "pipeline input {name!r} is not used by any step"
 # Triton loads an ensemble whose optional input feeds a required model input, and fails each request that
 # leaves the input out at that step ("expected 1 inputs but got 0 inputs for model ..."; measured on the
-# real server, tests/test_optional_inputs.py).
+# real server, tests/component/test_optional_inputs.py).
 OPTIONAL_INPUT_TO_REQUIRED = (
     "pipeline input {name!r} is optional but feeds {consumer}, a required input of model {model!r}: a "
     "request that leaves {name!r} out would fail there; mark that model input optional too, or the "
@@ -207,7 +207,8 @@ DECOUPLED_ORIGINS = (
 # Triton's ensemble scheduler sends each response of a decoupled step downstream as a request of its own,
 # each carrying the sequence flags (START, END) and correlation ID of the client request it answers, and
 # runs them concurrently: a sequence-batched model after it sees START once per response, END before the
-# last response, and refuses what comes after END (seen on the real server: tests/test_ensemble_pitfalls.py).
+# last response, and refuses what comes after END (seen on the real server:
+# tests/component/test_ensemble_pitfalls.py).
 SEQUENCE_AFTER_DECOUPLED = (
     "step {step!r} (model {model!r}) is sequence-batched and reads the responses of decoupled step "
     "{source!r} ({route}){others}; in a Triton ensemble every response of a decoupled step carries the "
@@ -219,7 +220,7 @@ SEQUENCE_AFTER_DECOUPLED = (
 # Requests of one sequence sent back to back (a gRPC stream does not wait for answers) run side by side on
 # a step with several instances, and the first to finish goes on first: the sequence step behind it then
 # sees them out of order (measured: 1, 2, 3 through two instances gave "must specify the START flag" twice;
-# with preserve_ordering the totals 1, 3, 6; tests/test_ensemble_pitfalls.py).
+# with preserve_ordering the totals 1, 3, 6; tests/component/test_ensemble_pitfalls.py).
 UNORDERED_BEFORE_SEQUENCE = (
     "step {step!r} (model {model!r}) may run {instances} instances at once and feeds sequence-batched step "
     "{sequence!r} ({route}); requests of one sequence sent back to back can overtake each other there and "

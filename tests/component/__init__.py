@@ -1,0 +1,1 @@
+"""The tests that start real components on this machine (docs/development.md, "Tests by tier")."""
