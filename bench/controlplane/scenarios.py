@@ -19,9 +19,9 @@ from harness.kubeapi import ensure_namespace, install_generated_crd
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
 from tritonpipeline.kube.api_client import Kube, path
+from tritonpipeline.reconcile.apply import owned
 from tritonpipeline.render import conditions as st
 from tritonpipeline.render.manifests import endpoint, owner_reference, render_children
-from tritonpipeline.render.meta import owned
 from tritonpipeline.settings import KIND, Settings
 from tritonpipeline.spec import parse_pipeline
 

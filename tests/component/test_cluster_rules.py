@@ -43,8 +43,9 @@ def test_headless_service_limit_is_the_api_servers(kube: Kube, namespace: str, l
     doc["metadata"]["namespace"] = namespace
     tp = parse_pipeline(doc)
     ours = not checks.name_problems(tp)
-    service = routing_objects.headless_service(tp, Settings())
-    ingresses = routing_objects.ingresses(tp, Settings())
+    meta = routing_objects.routing_metadata(tp, Settings())
+    service = routing_objects.headless_service(tp, meta)
+    ingresses = routing_objects.ingresses(tp, meta)
     assert ours == (length == 54)
     assert _applies(kube, service) == ours
     # <name>-http/-grpc fit either way, but their backend is the headless Service

@@ -87,14 +87,15 @@ def test_readme_says_what_a_first_make_test_costs() -> None:
 
 
 def written_reasons() -> set[str]:
-    """Every string that can be the `reason` argument of st.condition(...) in the operator."""
+    """Every string that can be the `reason` argument of st.condition(...) in the operator, or of a
+    st.Condition(...), which becomes one."""
     reasons: set[str] = set()
     for path in sorted((ROOT / "operator" / "tritonpipeline").rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             func = getattr(node, "func", None)
             name_ = getattr(func, "attr", getattr(func, "id", ""))
-            if isinstance(node, ast.Call) and name_ == "condition" and len(node.args) >= 3:
+            if isinstance(node, ast.Call) and name_ in ("condition", "Condition") and len(node.args) >= 3:
                 reasons |= {
                     c.value
                     for c in ast.walk(node.args[2])

@@ -421,18 +421,19 @@ def test_model_claim_mountable_by_every_replica(modes, replicas, ok, reason) -> 
     from tritonpipeline.render import storage
 
     tp = parse_pipeline(cluster_doc(replicas=replicas))
-    c = storage.model_source_condition(tp, {"spec": {"accessModes": modes}}, 1)
-    assert (c["status"], c["reason"]) == ("True" if ok else "False", reason)
+    c = storage.model_source(tp, {"spec": {"accessModes": modes}})
+    assert c is not None and (c.ok, c.reason) == (ok, reason)
 
 
-def test_model_source_condition_for_a_missing_claim_and_other_sources() -> None:
+def test_model_source_for_a_missing_claim_and_other_sources() -> None:
     from tritonpipeline.render import storage
 
     tp = parse_pipeline(cluster_doc())
-    assert storage.model_source_condition(tp, None, 1)["reason"] == "ClaimNotFound"
+    found = storage.model_source(tp, None)
+    assert found is not None and found.reason == "ClaimNotFound"
     doc = cluster_doc()
     doc["spec"]["modelRepository"]["uri"] = "s3://bucket/models"
-    assert storage.model_source_condition(parse_pipeline(doc), None, 1) is None
+    assert storage.model_source(parse_pipeline(doc), None) is None
 
 
 def test_container_errors_reach_the_pod_status() -> None:

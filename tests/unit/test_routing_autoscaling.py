@@ -241,7 +241,7 @@ def test_envoy_gateway_hashes_the_header_on_both_routes():
 def test_istio_gateway_gets_the_destination_rule_of_the_backend_service():
     tp, _ = children(gateway_doc())
     *_, policy = routing_objects.routing_children(tp, Settings(), "istio").provider_objects
-    assert policy == routing_objects.destination_rule(tp, Settings())
+    assert policy == routing_objects.destination_rule(tp, routing_objects.routing_metadata(tp, Settings()))
     assert policy["spec"]["host"] == "streaming"  # the routes' backend Service
 
 
@@ -556,11 +556,11 @@ def test_engine_auto_is_the_default_and_renders_the_hpa_where_no_cluster_is_aske
         autoscaling_objects.engine_of(tp) == "hpa" and autoscaling_objects.engine_of(tp, keda=True) == "keda"
     )
     assert kids.hpa is not None and kids.scaled_object is None
-    keda = with_engine(kids, tp, Settings(), "keda")
+    keda = with_engine(kids, "keda")
     assert keda.hpa is None and keda.hpa not in keda.all()
     _, named = children(doc("fanout", autoscaling={"maxReplicas": 3, "engine": "keda"}))
     assert keda.scaled_object == named.scaled_object
-    assert with_engine(kids, tp, Settings(), "hpa") is kids
+    assert with_engine(kids, "hpa") is kids
     assert (
         autoscaling_objects.hpa_name(tp) == "vision"
         and autoscaling_objects.hpa_name(tp, "keda") == "keda-hpa-vision"

@@ -107,7 +107,7 @@ def execute(args: argparse.Namespace) -> int:
             )
         if autoscaling_objects.may_choose_keda(tp):  # engine auto: as the operator would choose it
             engine: autoscaling_objects.Engine = "keda" if args.autoscaling_engine == "keda" else "hpa"
-            children = with_engine(children, tp, settings, engine)
+            children = with_engine(children, engine)
             if args.autoscaling_engine is None:
                 print(f"note: {tp.name}: {AUTO_ENGINE_NOTE}", file=sys.stderr)
         objects += [*children.all(), *children.routing.provider_objects]

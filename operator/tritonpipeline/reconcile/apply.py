@@ -18,16 +18,21 @@ from ..render import conditions as st
 from ..render import routing_objects as rt
 from ..render.manifests import PIPELINE_LABEL, Children
 from ..render.meta import namespace_of as pipeline_namespace
-from ..render.meta import owned
 from ..runtime import log_events as events
 from ..runtime.children import fingerprint
 from ..runtime.discovery import Discovery
-from ..runtime.state import OperatorState, Seen
+from ..runtime.state import Seen
 from ..settings import Settings
 from ..spec import TritonPipeline
 from ..triton import security
 from .claim import Claims, remove
 from .gateway import GatewayLookup
+
+
+def owned(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    """A rendered child with `owner` (render/meta.py owner_reference) as its controller: renderers leave
+    owner references out (they need the stored CR's uid); they are added here, where it is applied."""
+    return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
 
 
 def _epoch(stamp: str | None) -> float:
@@ -208,18 +213,17 @@ async def apply_optional(
     tp: TritonPipeline,
     claims: Claims,
     owner: dict[str, Any],
-    generation: int | None,
     discovery: Discovery,
     engine: autoscaling_objects.EngineChoice,
     gateway: GatewayLookup | None = None,
     use_keda: bool = True,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], list[st.Condition], list[str]]:
     """Apply the children that need a provider's API when the cluster serves it (`discovery`), owned by
     the pipeline like the others (and, like them, only to objects the pipeline controls: claim.py).
-    Returns what was applied and the RoutingConfigured / AutoscalingConfigured conditions saying what
-    happened (`gateway`: what the Gateway's lookup found, with gateway-api; `engine`: the autoscaling
-    engine chosen and why, reconcile/engine.py; `use_keda`: settings.use_keda)."""
-    applied: list[dict[str, Any]] = []
+    Returns what was applied, what RoutingConfigured and AutoscalingConfigured say of it, and what was
+    deleted to make room (prune_replaced_hpa) (`gateway`: what the Gateway's lookup found, with
+    gateway-api; `engine`: the autoscaling engine chosen and why, reconcile/engine.py; `use_keda`:
+    settings.use_keda)."""
     children = claims.children
     key = (pipeline_namespace(tp), tp.name)
 
@@ -227,64 +231,65 @@ async def apply_optional(
         return await _served(kube, apis, discovery, key)
 
     r = children.routing
-    provider = tp.spec.routing.provider
     provider_objects = r.provider_objects
     for api in r.provider_apis:  # an older release of a provider may serve the kind at an older version
         older = rt.older_api(provider_objects, api)
         older_api = (rt.OLDER_API_VERSIONS.get(api, ""), api[1])
         if older is not None and await _missing((api,)) and not await _missing((older_api,)):
             provider_objects = older
+    applied, routing = await _apply_routing(kube, tp, claims, owner, provider_objects, gateway, _missing)
+    scaled, scaling, replaced = await _apply_scaler(kube, tp, claims, owner, engine, _missing, use_keda)
+    routing = claims.unwritten("RoutingConfigured", [*r.objects, *provider_objects]) or routing
+    scalers = [o for o in (children.hpa, children.scaled_object) if o is not None]
+    scaling = claims.unwritten("AutoscalingConfigured", scalers) or scaling
+    return applied + scaled, [routing, scaling], replaced
+
+
+async def _apply_routing(
+    kube: Kube,
+    tp: TritonPipeline,
+    claims: Claims,
+    owner: dict[str, Any],
+    provider_objects: tuple[dict[str, Any], ...],
+    gateway: GatewayLookup | None,
+    missing: Callable[[tuple[tuple[str, str], ...]], Awaitable[list[str]]],
+) -> tuple[list[dict[str, Any]], st.Condition]:
+    """Apply the provider's routing objects (`provider_objects`, at the version the cluster serves): what
+    was applied and what RoutingConfigured says of it."""
+    r, provider = claims.children.routing, tp.spec.routing.provider
     if r.gateway_pending:
         reason, message = (gateway.reason, gateway.message) if gateway else ("GatewayNotFound", r.description)
-        routing = st.condition("RoutingConfigured", False, reason, message, generation)
-    elif not r.provider_objects:
+        return [], st.Condition("RoutingConfigured", False, reason, message)
+    if not r.provider_objects:
         how = tp.spec.routing.session_affinity
         if how in ("ClientIP", "Stream"):
             reason = "ServiceAffinity" if how == "ClientIP" else "StreamAffinity"
-            routing = st.condition("RoutingConfigured", True, reason, r.description, generation)
-        else:
-            routing = st.condition("RoutingConfigured", True, "NoAffinity", r.description, generation)
-    elif missing := await _missing(_apis(provider_objects)):
-        routing = st.condition(
-            "RoutingConfigured",
-            False,
-            "ProviderNotInstalled",
-            rt.PROVIDER_NOT_INSTALLED.format(
-                provider=provider, missing=", ".join(missing), headless=rt.headless_name(tp)
-            ),
-            generation,
+            return [], st.Condition("RoutingConfigured", True, reason, r.description)
+        return [], st.Condition("RoutingConfigured", True, "NoAffinity", r.description)
+    if gone := await missing(_apis(provider_objects)):
+        message = rt.PROVIDER_NOT_INSTALLED.format(
+            provider=provider, missing=", ".join(gone), headless=rt.headless_name(tp)
         )
-    else:
-        try:
-            for obj in provider_objects:
-                done = await claims.put(kube, owned(obj, owner), 1)
-                applied += [done] if done is not None else []
-            if provider == "ingress-nginx":
-                message = f"{r.description}; {rt.INGRESS_NGINX_RETIRED}"
-                routing = st.condition("RoutingConfigured", True, rt.PROVIDER_DEPRECATED, message, generation)
-            else:
-                routing = st.condition("RoutingConfigured", True, "Configured", r.description, generation)
-        except KubeError as exc:
-            raise_if_transient(exc)
-            hint = (
-                ": the cluster has the Gateway API standard-channel CRDs, which lack sessionPersistence; "
-                "install the experimental channel (or use provider istio)"
-                if "sessionPersistence" in str(exc)
-                else ""
-            )
-            routing = st.condition(
-                "RoutingConfigured",
-                False,
-                "ProviderRejected",
-                f"the apiserver refused the {provider} objects ({exc}){hint}",
-                generation,
-            )
-    scaling = await _apply_scaler(kube, tp, claims, owner, generation, engine, _missing, use_keda)
-    applied += scaling[0]
-    routing = claims.unwritten("RoutingConfigured", [*r.objects, *provider_objects], generation) or routing
-    scalers = [o for o in (children.hpa, children.scaled_object) if o is not None]
-    condition = claims.unwritten("AutoscalingConfigured", scalers, generation) or scaling[1]
-    return applied, [routing, condition]
+        return [], st.Condition("RoutingConfigured", False, "ProviderNotInstalled", message)
+    applied: list[dict[str, Any]] = []
+    try:
+        for obj in provider_objects:
+            done = await claims.put(kube, owned(obj, owner), 1)
+            applied += [done] if done is not None else []
+    except KubeError as exc:
+        raise_if_transient(exc)
+        hint = (
+            ": the cluster has the Gateway API standard-channel CRDs, which lack sessionPersistence; "
+            "install the experimental channel (or use provider istio)"
+            if "sessionPersistence" in str(exc)
+            else ""
+        )
+        message = f"the apiserver refused the {provider} objects ({exc}){hint}"
+        return applied, st.Condition("RoutingConfigured", False, "ProviderRejected", message)
+    if provider == "ingress-nginx":
+        message = f"{r.description}; {rt.INGRESS_NGINX_RETIRED}"
+        return applied, st.Condition("RoutingConfigured", True, st.PROVIDER_DEPRECATED, message)
+    return applied, st.Condition("RoutingConfigured", True, "Configured", r.description)
 
 
 async def _apply_scaler(
@@ -292,34 +297,33 @@ async def _apply_scaler(
     tp: TritonPipeline,
     claims: Claims,
     owner: dict[str, Any],
-    generation: int | None,
     engine: autoscaling_objects.EngineChoice,
     missing: Callable[[tuple[tuple[str, str], ...]], Awaitable[list[str]]],
     use_keda: bool,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Apply the ScaledObject (KEDA's engine; the HPA is among the children every cluster takes): what
-    was applied and the AutoscalingConfigured condition, which says which engine and why."""
+) -> tuple[list[dict[str, Any]], st.Condition, list[str]]:
+    """Apply the ScaledObject (KEDA's engine; the HPA is among the children every cluster takes), the
+    pipeline's HPA deleted first: what was applied, what AutoscalingConfigured says of it (which engine
+    and why), and the HPA deleted."""
     children = claims.children
-    message = engine.sentence + autoscaling_objects.describe(tp, engine.engine)
+    message = engine.sentence + engine.scaling
     if tp.spec.autoscaling is None:
-        return [], st.condition("AutoscalingConfigured", True, "FixedReplicas", message, generation)
+        return [], st.Condition("AutoscalingConfigured", True, "FixedReplicas", message), []
     if children.scaled_object is None:
-        return [], st.condition("AutoscalingConfigured", True, "HorizontalPodAutoscaler", message, generation)
+        return [], st.Condition("AutoscalingConfigured", True, "HorizontalPodAutoscaler", message), []
     if not use_keda:
-        text = KEDA_NOT_ENABLED
-        return [], st.condition("AutoscalingConfigured", False, "KedaNotEnabled", text, generation)
+        return [], st.Condition("AutoscalingConfigured", False, "KedaNotEnabled", KEDA_NOT_ENABLED), []
     if gone := await missing((autoscaling_objects.SCALED_OBJECT_API,)):
         text = KEDA_NOT_INSTALLED.format(missing=gone[0])
-        return [], st.condition("AutoscalingConfigured", False, "KedaNotInstalled", text, generation)
+        return [], st.Condition("AutoscalingConfigured", False, "KedaNotInstalled", text), []
+    replaced = await prune_replaced_hpa(kube, tp, claims, use_keda)
     try:
         done = await claims.put(kube, owned(children.scaled_object, owner), 1)
     except KubeError as exc:
         raise_if_transient(exc)
         text = f"the apiserver refused the ScaledObject: {exc}"
-        return [], st.condition("AutoscalingConfigured", False, "ScaledObjectRejected", text, generation)
-    return ([done] if done is not None else []), st.condition(
-        "AutoscalingConfigured", True, "ScaledObject", message, generation
-    )
+        return [], st.Condition("AutoscalingConfigured", False, "ScaledObjectRejected", text), replaced
+    applied = [done] if done is not None else []
+    return applied, st.Condition("AutoscalingConfigured", True, "ScaledObject", message), replaced
 
 
 KEDA_NOT_INSTALLED = (
@@ -355,23 +359,21 @@ def rendered_optional(tp: TritonPipeline, children: Children) -> set[tuple[str, 
 
 
 async def prune(
-    state: OperatorState,
     kube: Kube,
     tp: TritonPipeline,
     claims: Claims,
+    use_keda: bool,
     keep_configmaps: frozenset[str] = frozenset(),
     listed: tuple[dict[str, Any], ...] | None = None,
-    live: dict[str, Any] | None = None,
     skip: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Delete the pipeline's children a valid spec no longer renders, each only if the pipeline controls
     it (by UID): generated ConfigMaps (of `listed`, the pipeline's ConfigMaps before this apply, listed
     here when None) that neither this rendering, nor a pinned pod template (`keep_configmaps`), nor a
     ReplicaSet of the Deployment (REVISION_HISTORY of them are kept) mounts; and a dropped optional child
-    (an autoscaler, a routing object...): those the previous reconcile in this process rendered, else
-    those the live Deployment (`live`, before this apply) records (ownership.RENDERED_OPTIONAL), else,
-    for a Deployment of an operator before that record, every optional name this pipeline could have
-    (but those of `skip`, `Kind/name` of children deleted already: prune_replaced_hpa)."""
+    (an autoscaler, a routing object...) of those rendered before (claim.py Pipeline.optional), but
+    those of `skip` (`Kind/name` of children deleted already: prune_replaced_hpa). `use_keda`:
+    settings.use_keda (prune_optional)."""
     children, pipeline = claims.children, claims.pipeline
     namespace, name = pipeline_namespace(tp), tp.name
     selector = f"{PIPELINE_LABEL}={name}"
@@ -391,34 +393,30 @@ async def prune(
     for meta in surplus:
         if await asyncio.to_thread(kube.delete, "v1", "ConfigMap", namespace, meta["name"], meta["uid"]):
             removed.append(f"ConfigMap/{meta['name']}")
-    return removed + await prune_optional(state, kube, tp, claims, live, skip=skip)
+    return removed + await prune_optional(kube, tp, claims, use_keda, skip=skip)
 
 
 async def prune_optional(
-    state: OperatorState,
     kube: Kube,
     tp: TritonPipeline,
     claims: Claims,
-    live: dict[str, Any] | None,
+    use_keda: bool,
     kinds: frozenset[str] | None = None,
     skip: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Delete the optional children (of `kinds`, or all) the spec rendered before and no longer does,
-    each only if the pipeline controls it (`prune`), but those of `skip` (`Kind/name`, deleted already).
-    No ScaledObject where the operator does not use KEDA: it made none, and may not read one (the chart
-    grants ScaledObjects with KEDA only)."""
+    """Delete the optional children (of `kinds`, or all) the spec rendered before (claim.py
+    Pipeline.optional) and no longer does, each only if the pipeline controls it (`prune`), but those of
+    `skip` (`Kind/name`, deleted already). No ScaledObject where the operator does not use KEDA
+    (`use_keda`): it made none, and may not read one (the chart grants ScaledObjects with KEDA only)."""
     namespace, name = pipeline_namespace(tp), tp.name
-    if not state.settings.use_keda:
+    if not use_keda:
         skip = skip | {f"{autoscaling_objects.SCALED_OBJECT_API[1]}/{name}"}
     rendered = rendered_optional(tp, claims.children)
-    before = state.memory((namespace, name)).optional
-    if before is None:
-        before = ownership.recorded_optional(live, tp.name)
     candidates = [
         c
         for c in ownership.optional_names(name)
         if c not in rendered
-        and c in before
+        and c in claims.pipeline.optional
         and ownership.shown(c) not in skip
         and (kinds is None or c[1] in kinds)
     ]
@@ -426,12 +424,10 @@ async def prune_optional(
     return [ownership.shown(c) for c, gone in zip(candidates, deleted, strict=True) if gone]
 
 
-async def prune_replaced_hpa(
-    state: OperatorState, kube: Kube, tp: TritonPipeline, claims: Claims, live: dict[str, Any] | None
-) -> list[str]:
-    """With KEDA's ScaledObject to apply, delete first the HPA the pipeline had (the engine switched,
-    `auto` finding KEDA installed): KEDA's admission webhook refuses a ScaledObject for a Deployment that
-    another HPA scales. Only the pipeline's own HPA, as `prune` would delete it after."""
-    if claims.children.scaled_object is None:
+async def prune_replaced_hpa(kube: Kube, tp: TritonPipeline, claims: Claims, use_keda: bool) -> list[str]:
+    """Before KEDA's ScaledObject is applied, delete the HPA the pipeline had (the engine switched, `auto`
+    finding KEDA installed): KEDA's admission webhook refuses a ScaledObject for a Deployment that another
+    HPA scales. Only the pipeline's own HPA, as `prune` would delete it after; nothing for a new pipeline."""
+    if claims.pipeline.new:
         return []
-    return await prune_optional(state, kube, tp, claims, live, frozenset({"HorizontalPodAutoscaler"}))
+    return await prune_optional(kube, tp, claims, use_keda, frozenset({"HorizontalPodAutoscaler"}))

@@ -154,7 +154,7 @@ async def _reach(
     return [*required, *rc.optional_reach(tp, state.settings, spec, required)]
 
 
-def may(kube: Kube, user: Mapping[str, Any], item: rc.Reach) -> bool:
+def user_may(kube: Kube, user: Mapping[str, Any], item: rc.Reach) -> bool:
     """Whether the API server says `user` (an admission request's userInfo) may do `item`."""
     spec: dict[str, Any] = {"resourceAttributes": item.attributes()}
     for field in ("uid", "groups", "extra"):
@@ -169,7 +169,7 @@ def may(kube: Kube, user: Mapping[str, Any], item: rc.Reach) -> bool:
 async def allowed(
     state: OperatorState, namespace: str, user: Mapping[str, Any], items: list[rc.Reach]
 ) -> list[bool]:
-    """Whether `user` may do each of `items` (`may`): from an allowed answer kept for ANSWER_SECONDS or
+    """Whether `user` may do each of `items` (`user_may`): from an allowed answer kept for ANSWER_SECONDS or
     one being asked for another review, else asked in the review threads in `namespace`'s turn
     (runtime/admission.py: shared fairly between namespaces, apart from the reconciles' API calls)."""
     answers, now = state.reviews.answers, time.monotonic()
@@ -201,7 +201,7 @@ async def _ask(
     try:
         async with admission.TURNS.of(namespace):
             found = await asyncio.get_running_loop().run_in_executor(
-                admission.REVIEWS, lambda: [may(state.kube, user, item) for item, _ in asked.values()]
+                admission.REVIEWS, lambda: [user_may(state.kube, user, item) for item, _ in asked.values()]
             )
     except BaseException as exc:
         for key, (_, future) in asked.items():

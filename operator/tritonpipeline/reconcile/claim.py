@@ -15,7 +15,7 @@ from ..render import ownership
 from ..render.autoscaling_objects import REPLICAS_HANDOVER_MANAGER
 from ..render.manifests import Children
 from ..runtime.children import ChildIndex
-from ..runtime.state import Seen
+from ..runtime.state import OptionalChildren, Seen
 from ..settings import FIELD_MANAGER
 
 LOOKS = 3  # an object deleted or created between the look and the write: look again, this many times
@@ -26,7 +26,8 @@ class Pipeline:
     """The pipeline whose children are written: its name and UID; each child as the last reconcile in this
     process applied it (`seen`, `Kind/name` -> (UID, apply time, fingerprint): a write to it needs no look
     first) and the digest of what it sent (`sent`); the watches' index of the children (`index`), which
-    tells whether a child is still as applied."""
+    tells whether a child is still as applied; the optional children rendered before (`optional`: by that
+    reconcile, else as the live Deployment records them), those a prune may delete."""
 
     name: str
     uid: str
@@ -36,6 +37,7 @@ class Pipeline:
     index: ChildIndex | None = None
     new: bool = False  # just created: its children are created, not looked for first
     field_manager: str = FIELD_MANAGER
+    optional: OptionalChildren = field(default_factory=set)
 
     @property
     def known(self) -> dict[str, str]:
@@ -215,9 +217,7 @@ class Claims:
         self.sent[ownership.shown(ownership.ref_of(obj))] = str(ownership.applied_digest(stamped))
         return result
 
-    def unwritten(
-        self, ctype: str, objects: list[dict[str, Any]], generation: int | None
-    ) -> dict[str, Any] | None:
+    def unwritten(self, ctype: str, objects: list[dict[str, Any]]) -> st.Condition | None:
         """A condition of type `ctype` saying which of `objects` were not applied because of a name another
         holds, or None when all were."""
         refs = [ownership.ref_of(o) for o in objects]
@@ -225,4 +225,4 @@ class Claims:
         if not missing:
             return None
         message = ownership.NOT_WRITTEN.format(objects=", ".join(map(ownership.shown, missing)))
-        return st.condition(ctype, False, ownership.NAME_TAKEN, message, generation)
+        return st.Condition(ctype, False, ownership.NAME_TAKEN, message)

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn, cast
 
 import kopf
@@ -22,7 +22,7 @@ from ..render.manifests import Children, endpoint, owner_reference
 from ..runtime import compiling, metrics
 from ..runtime import log_events as events
 from ..runtime.compiling import Compiled, CompileStopped, Generated, compile_cr
-from ..runtime.state import Key, OperatorState, PipelineMemory
+from ..runtime.state import Key, OperatorState, PipelineMemory, Seen
 from ..spec import TritonPipeline, parse_pipeline
 from . import authors
 from .apply import (
@@ -31,7 +31,6 @@ from .apply import (
     changes,
     ensure_admin_secret,
     prune,
-    prune_replaced_hpa,
     rendered_optional,
 )
 from .claim import Claims, Pipeline
@@ -39,7 +38,7 @@ from .engine import choose_engine
 from .gateway import GatewayLookup
 from .gateway import lookup as lookup_gateway
 from .refs import namespace_of
-from .status_writer import pod_status, previous_condition, schema_current, warn, write_status
+from .status_writer import PipelineStatus, pod_status, schema_current, warn
 from .upgrade import Pinned, pin, rolled
 
 
@@ -112,10 +111,15 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
             events.REAPPLY_SKIPPED.log(logger, why=why)
             return
         started = time.monotonic()
-        turn = Turn(state, body, logger, event, key, state.memory(key), body.metadata.get("generation"))
+        status = PipelineStatus(state, *key, body)
+        generation = body.metadata.get("generation")
+        turn = Turn(state, body, logger, event, key, state.memory(key), generation, status)
         try:
             async with state.admitted.of(key[0]):
-                outcome = await _reconcile(turn)
+                try:
+                    outcome = await _reconcile(turn)
+                except SpecError as exc:  # the spec, or what its author may not reach: nothing applied
+                    await _refuse(turn, exc)
         except kopf.PermanentError:
             outcome = "invalid"
             raise
@@ -131,7 +135,7 @@ async def reconcile(body: kopf.Body, state: OperatorState, logger: kopf.Logger, 
 class Turn:
     """One reconcile of one pipeline, what each of its steps reads: the operator's state, the handler's
     body, logger and event (Created, Updated, Resumed; None for a re-apply outside the handlers), and
-    the pipeline's key, memory and generation."""
+    the pipeline's key, memory, generation and status."""
 
     state: OperatorState
     body: kopf.Body
@@ -140,14 +144,7 @@ class Turn:
     key: Key
     memory: PipelineMemory
     generation: int | None
-
-    def previous(self, ctype: str) -> dict[str, Any] | None:
-        """The condition of type `ctype` as last written (or as the event showed it)."""
-        return previous_condition(self.state, *self.key, self.body, ctype)
-
-    async def write(self, new: dict[str, Any]) -> None:
-        """Merge `new` into the pipeline's status (reconcile/status_writer.py write_status)."""
-        await write_status(self.state, *self.key, new, self.body.get("status") or {})
+    status: PipelineStatus
 
 
 RETRY_SECONDS = 10  # a failed apply is tried again after this long (kopf's retry)
@@ -206,10 +203,10 @@ async def _refuse(turn: Turn, exc: SpecError) -> NoReturn:
     kept = events.INVALID_KEPT if deployed is not None else events.INVALID_NOTHING
     events.RECONCILE_INVALID.log(turn.logger, generation=generation, error=first_error(exc), kept=kept)
     events.RECONCILE_PROBLEMS.log(turn.logger, generation=generation, problems=message)
-    before = turn.previous("SpecValid") or {}
+    before = turn.status.previous("SpecValid") or {}
     invalid = st.condition("SpecValid", False, "InvalidSpec", message, generation)
     not_ready = st.condition("Ready", False, "InvalidSpec", "the spec is invalid; see SpecValid", generation)
-    await turn.write({"observedGeneration": generation, "conditions": [invalid, not_ready]})
+    await turn.status.write({"observedGeneration": generation, "conditions": [invalid, not_ready]})
     # compared as stored: a long list of problems is cut there (st.fit)
     if turn.event or (before.get("reason"), before.get("message")) != ("InvalidSpec", invalid["message"]):
         await warn(state.kube, turn.body, "InvalidSpec", message)  # a user's change or a new problem
@@ -217,20 +214,18 @@ async def _refuse(turn: Turn, exc: SpecError) -> NoReturn:
 
 
 async def _reconcile(turn: Turn) -> str:
-    """Compile, apply, report: the outcome (see _outcome)."""
+    """Compile, apply, report: the outcome (see _outcome). Raises SpecError where the spec does not
+    compile, or its author may not reach what it asks for (reconcile refuses it: _refuse)."""
     turn.memory.owner = (turn.body.metadata.uid, turn.generation)
-    try:
-        tp, artifacts, children, newer = await compiled(turn.state, turn.body)
-    except SpecError as exc:
-        await _refuse(turn, exc)
+    tp, artifacts, children, newer = await compiled(turn.state, turn.body)
     since = time.time()
     try:
         plan = await _plan(turn, tp, children)
-        done = await _apply(turn, plan)
+        done = await _apply(turn, plan, since)
     except KubeError as exc:
         return await _apply_failed(turn, exc)
     turn.memory.refused = None
-    return await _report(turn, Reconciled(plan, artifacts, newer, done, since))
+    return await _report(turn, Reconciled(plan, artifacts, newer, done))
 
 
 @dataclass
@@ -247,13 +242,18 @@ class Plan:
 @dataclass
 class Applied:
     """What a reconcile's apply did: the objects as applied, those pruned, whose names another holds
-    (`claims`), what it pinned, and the optional children's conditions."""
+    (`claims`), what it pinned, what it found of the optional children (RoutingConfigured,
+    AutoscalingConfigured), and what it changed (apply.changes: `created`, `updated`, and `seen`, what the
+    next reconcile compares with once the status is written)."""
 
     objects: list[dict[str, Any]]
     pruned: list[str]
     claims: Claims
     pinned: Pinned
-    conditions: list[dict[str, Any]]
+    conditions: list[st.Condition]
+    created: list[str]
+    updated: list[str]
+    seen: Seen
 
     @property
     def deployment(self) -> dict[str, Any] | None:
@@ -264,18 +264,17 @@ class Applied:
 @dataclass
 class Reconciled:
     """A reconcile's steps, for its report: the plan, what was generated, the fields of a newer CRD the
-    parse left out, what the apply did, and when it started (wall clock: apply.changes)."""
+    parse left out, and what the apply did."""
 
     plan: Plan
     artifacts: Generated
     newer: list[str]
     applied: Applied
-    since: float
 
 
 async def _plan(turn: Turn, tp: TritonPipeline, children: Children) -> Plan:
     """The compiled children as this cluster serves them: routed by the Gateway's implementation, with the
-    autoscaler of the engine chosen (`auto`: KEDA where served); refused (_refuse) where what the pipeline
+    autoscaler of the engine chosen (`auto`: KEDA where served). Raises SpecError where what the pipeline
     reaches its author may not reach, nor an admin list allows (reconcile/authors.py)."""
     state = turn.state
     gateway = await lookup_gateway(state.kube, tp, state.settings) if rt.needs_gateway_lookup(tp) else None
@@ -283,37 +282,39 @@ async def _plan(turn: Turn, tp: TritonPipeline, children: Children) -> Plan:
         routing = rt.routing_children(tp, state.settings, gateway.implementation)
         children = replace(children, routing=routing)
     children, engine = await choose_engine(state, turn.body, tp, children)
-    try:
-        await authors.check(state, turn.body, tp, children)
-    except SpecError as exc:
-        await _refuse(turn, exc)
+    await authors.check(state, turn.body, tp, children)
     return Plan(tp, children, engine, gateway)
 
 
-async def _apply(turn: Turn, plan: Plan) -> Applied:
+async def _apply(turn: Turn, plan: Plan, since: float) -> Applied:
     """Server-side apply the plan's children (pinned where an operator upgrade would restart pods), prune
-    what it no longer renders, and remember what was applied and sent."""
+    what it no longer renders, remember what was applied and sent, and tell what the apply (started at
+    `since`, wall clock) created and changed."""
     state, memory, tp, new = turn.state, turn.memory, plan.tp, turn.event == "Created"
     kube, config, owner = state.kube, state.settings, owner_reference(dict(turn.body))
     await _admin_secret(turn, tp, owner)
     pinned = await pin(state, tp, plan.children, turn.body, turn.logger)  # an upgrade restarts no pod
-    uid, seen = turn.body.metadata.uid, memory.applied or {}
-    pipeline = Pipeline(
-        tp.name, uid, turn.key[0], seen, memory.sent, state.children, new, config.field_manager
-    )
+    before = memory.optional  # the optional children rendered before: those a prune may delete
+    if before is None:  # not by this process: as the live Deployment records them
+        before = ownership.recorded_optional(pinned.live, tp.name)
+    uid, seen, manager = turn.body.metadata.uid, memory.applied or {}, config.field_manager
+    pipeline = Pipeline(tp.name, uid, turn.key[0], seen, memory.sent, state.children, new, manager, before)
     claims = Claims(pipeline, pinned.children)
     applied = await apply_children(kube, tp, claims, owner, turn.logger)
-    replaced = [] if new else await prune_replaced_hpa(state, kube, tp, claims, pinned.live)
-    optional, conditions = await apply_optional(
-        kube, tp, claims, owner, turn.generation, state.discovery, plan.engine, plan.gateway, config.use_keda
+    optional, conditions, stale = await apply_optional(
+        kube, tp, claims, owner, state.discovery, plan.engine, plan.gateway, config.use_keda
     )
-    stale = replaced
     if not new:  # a new pipeline has nothing to prune
-        keep, listed, live = pinned.keep_configmaps, pinned.live_configmaps, pinned.live
-        stale += await prune(state, kube, tp, claims, keep, listed, live, frozenset(replaced))
+        keep, listed = pinned.keep_configmaps, pinned.live_configmaps
+        stale += await prune(kube, tp, claims, config.use_keda, keep, listed, frozenset(stale))
     memory.optional = rendered_optional(tp, plan.children)
     memory.engine, memory.taken, memory.sent = plan.engine.engine, dict(claims.taken), dict(claims.sent)
-    return Applied(applied + optional, stale, claims, pinned, conditions)
+    objects = applied + optional
+    created, updated, now = changes(objects, config.field_manager, since, memory.applied, claims.kept)
+    done = Applied(objects, stale, claims, pinned, conditions, created, updated, now)
+    if pinned.rolled and done.deployment is not None:
+        rolled(state, turn.key, done.deployment)
+    return done
 
 
 async def _admin_secret(turn: Turn, tp: TritonPipeline, owner: dict[str, Any]) -> None:
@@ -346,8 +347,7 @@ async def _report(turn: Turn, done: Reconciled) -> str:
     """Log what was applied, write the status (its conditions, its pods), warn of what is wrong, and tell
     a user's change what it applied. The outcome (_outcome)."""
     tp, applied, generation = done.plan.tp, done.applied, turn.generation
-    if applied.pinned.rolled and applied.deployment is not None:
-        rolled(turn.state, turn.key, applied.deployment)
+    outcome, line = _outcome(applied)
     _log_details(turn.logger, done)
     conditions = await _conditions(turn, done)
     warnings = conditions.warnings()  # before the write: what is new is told against the last status
@@ -362,8 +362,11 @@ async def _report(turn: Turn, done: Reconciled) -> str:
             turn.state, turn.logger, applied.deployment, generation, extra, indexed=True
         )
     graph = st.graph_status(done.artifacts.graph)
-    await turn.write({"observedGeneration": generation, "endpoint": endpoint(tp), "graph": graph, **replicas})
-    outcome = _log_done(turn, done)
+    await turn.status.write(
+        {"observedGeneration": generation, "endpoint": endpoint(tp), "graph": graph, **replicas}
+    )
+    turn.memory.applied = applied.seen  # what the next reconcile's apply.changes compares with
+    events.RECONCILE_DONE.log(turn.logger, outcome=outcome, generation=generation, summary=line)
     for c in warnings:
         events.CONDITION_WARNING.log(
             turn.logger, type=c["type"], status=c["status"], reason=c["reason"], message=c["message"]
@@ -386,68 +389,31 @@ def _log_details(logger: kopf.Logger, done: Reconciled) -> None:
         digest=done.artifacts.digest[:12],
         routers=", ".join(routers) or "none",
         pruned=done.applied.pruned or "nothing",
-        autoscaling=autoscaling_objects.describe(done.plan.tp, done.plan.engine.engine),
+        autoscaling=done.plan.engine.scaling,
     )
 
 
-def _log_done(turn: Turn, done: Reconciled) -> str:
-    """Remember what the apply changed (apply.changes) and log the outcome, which it returns."""
-    memory, applied, manager = turn.memory, done.applied, turn.state.settings.field_manager
-    created, updated, memory.applied = changes(
-        applied.objects, manager, done.since, memory.applied, applied.claims.kept
-    )
-    outcome, line = _outcome(len(applied.objects), created, updated, applied.pruned, applied.deployment or {})
-    events.RECONCILE_DONE.log(turn.logger, outcome=outcome, generation=turn.generation, summary=line)
-    return outcome
-
-
-@dataclass
-class Conditions:
-    """The conditions a reconcile reports, in the order the status lists them, and those it warns about
-    when they say a problem (status False, or a deprecated provider): on a user's change, or when the
-    problem is new (its reason other than the last status says), not on every resync."""
-
-    turn: Turn
-    listed: list[dict[str, Any]] = field(default_factory=list)
-    watched: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, *conditions: dict[str, Any], warn: bool = False) -> None:
-        self.listed += conditions
-        if warn:
-            self.watched += conditions
-
-    def new(self, condition: dict[str, Any]) -> bool:
-        """Whether `condition`'s reason is not the one the pipeline's status last had for its type."""
-        return (self.turn.previous(condition["type"]) or {}).get("reason") != condition["reason"]
-
-    def warnings(self) -> list[dict[str, Any]]:
-        problems = [
-            c for c in self.watched if c["status"] == "False" or c["reason"] == rt.PROVIDER_DEPRECATED
-        ]
-        return [c for c in problems if self.turn.event or self.new(c)]
-
-
-async def _conditions(turn: Turn, done: Reconciled) -> Conditions:
-    """The conditions of a reconcile that applied its children; an outdated pipeline (UpToDate=False)
-    logged when that is new."""
+async def _conditions(turn: Turn, done: Reconciled) -> st.Conditions:
+    """The conditions of a reconcile that applied its children, gathered once: what the compile and the
+    apply found, the model claim, the session affinity, the pin (UpToDate: an outdated pipeline is
+    logged when that is new) and the schema."""
     tp, applied, generation = done.plan.tp, done.applied, turn.generation
     configmaps, routers = len(done.plan.children.configmaps), len(done.artifacts.graph["routers"])
     generated = f"{done.artifacts.files} generated files in {configmaps} ConfigMap(s); "
     generated += f"{routers} router(s) inserted"
-    found = Conditions(turn)
-    found.add(
-        _spec_valid(generation),
-        st.condition("ModelsConfigured", True, "RepositoryGenerated", generated, generation),
+    compiled = [SPEC_VALID, st.Condition("ModelsConfigured", True, "RepositoryGenerated", generated)]
+    live_claim = await read_claim(turn, tp)
+    source = storage.model_source(tp, live_claim)
+    owned = ownership.owned_condition(tp.name, applied.claims.taken, applied.claims.skipped)
+    affinity = done.plan.children.routing.affinity  # the spec's alone: rendered with the routing
+    found = [*applied.conditions, owned, *([source] if source else []), *([affinity] if affinity else [])]
+    before = turn.status.conditions()
+    watched = st.stamped(found, generation)
+    conditions = st.Conditions(
+        [*st.stamped(compiled, generation), *watched], watched, before, bool(turn.event)
     )
-    found.add(*applied.conditions, _owned_condition(tp.name, applied.claims, generation), warn=True)
-    claim = storage.claim_name(tp)
-    if claim is not None:
-        live_claim = await read_claim(turn.state, *turn.key, claim, fresh=turn.event is not None)
-        source = storage.model_source_condition(tp, live_claim, generation)
-        found.add(*([source] if source else []), warn=True)
-    found.add(_affinity_condition(tp, generation), warn=True)
-    up_to_date = applied.pinned.condition
-    if up_to_date["status"] == "False" and found.new(up_to_date):
+    up_to_date = st.condition(*applied.pinned.up_to_date, generation)
+    if up_to_date["status"] == "False" and conditions.new(up_to_date):
         events.NOT_UP_TO_DATE.log(
             turn.logger,
             condition=pinning.UP_TO_DATE,
@@ -455,18 +421,18 @@ async def _conditions(turn: Turn, done: Reconciled) -> Conditions:
             message=up_to_date["message"],
         )
     schema = schema_current(turn.state, turn.body, turn.logger, done.newer, generation)
-    found.add(up_to_date, schema)
-    return found
+    conditions.listed += [up_to_date, schema]
+    return conditions
 
 
-def _outcome(
-    applied: int, created: list[str], updated: list[str], pruned: list[str], deployment: dict[str, Any]
-) -> tuple[str, str]:
+def _outcome(applied: Applied) -> tuple[str, str]:
     """The reconcile's outcome (created, updated, unchanged or waiting) and what it changed, one line."""
+    created, updated, pruned, count = applied.created, applied.updated, applied.pruned, len(applied.objects)
+    deployment = applied.deployment or {}
     desired = int((deployment.get("spec") or {}).get("replicas", 1))
     ready = int((deployment.get("status") or {}).get("readyReplicas", 0))
     waiting = f"waiting for pods ({ready}/{desired} ready)" if ready < desired else ""
-    if created and len(created) == applied:
+    if created and len(created) == count:
         outcome, what = "created", f"{len(created)} objects ({', '.join(created)})"
     elif created or updated or pruned:
         parts = [
@@ -476,39 +442,31 @@ def _outcome(
         parts.append(f"pruned {', '.join(pruned)}" if pruned else "")
         outcome, what = "updated", "; ".join(p for p in parts if p)
     else:
-        outcome, what = ("waiting" if waiting else "unchanged"), f"{applied} objects unchanged"
+        outcome, what = ("waiting" if waiting else "unchanged"), f"{count} objects unchanged"
     return outcome, "; ".join(p for p in (what, waiting) if p)
 
 
 CLAIM_RECHECK_SECONDS = 300  # how long a resync reuses the model claim it read (ModelSource)
 
 
-async def read_claim(
-    state: OperatorState, namespace: str, pipeline: str, claim: str, fresh: bool
-) -> dict[str, Any] | None:
-    """The pipeline's model claim (None: none of that name): read on a user's change (`fresh`), and by a
-    resync once CLAIM_RECHECK_SECONDS have passed; the pods' own events say sooner when it cannot mount."""
-    memory, now = state.memory((namespace, pipeline)), time.monotonic()
+async def read_claim(turn: Turn, tp: TritonPipeline) -> dict[str, Any] | None:
+    """The pipeline's model claim (None: none of that name, or no pvc:// repository): read on a user's
+    change, and by a resync once CLAIM_RECHECK_SECONDS have passed; the pods' own events say sooner when
+    it cannot mount."""
+    claim = storage.claim_name(tp)
+    if claim is None:
+        return None
+    memory, now = turn.memory, time.monotonic()
     cached = memory.claim
+    fresh = turn.event is not None
     if fresh or cached is None or cached[0] != claim or now - cached[1] > CLAIM_RECHECK_SECONDS:
-        live = await asyncio.to_thread(state.kube.get, "v1", "PersistentVolumeClaim", namespace, claim)
+        kube = turn.state.kube
+        live = await asyncio.to_thread(kube.get, "v1", "PersistentVolumeClaim", turn.key[0], claim)
         memory.claim = cached = (claim, now, live)
     return cached[2]
 
 
-def _owned_condition(name: str, claims: Claims, generation: int | None) -> dict[str, Any]:
-    """ObjectsOwned: every object of the pipeline is its own, or which another holds and what was left
-    out because of it."""
-    if not claims.taken:
-        return st.condition(
-            ownership.OWNED, True, ownership.ALL_OWNED, ownership.ALL_OWNED_MESSAGE, generation
-        )
-    message = ownership.taken_message(name, claims.taken, claims.skipped)
-    return st.condition(ownership.OWNED, False, ownership.NAME_TAKEN, message, generation)
-
-
-def _spec_valid(generation: int | None) -> dict[str, Any]:
-    return st.condition("SpecValid", True, "Valid", "the spec compiles", generation)
+SPEC_VALID = st.Condition("SpecValid", True, "Valid", "the spec compiles")
 
 
 # an apply the apiserver refused (an admission policy or webhook, a quota, a field it does not know)
@@ -526,28 +484,15 @@ async def _report_refused(turn: Turn, exc: KubeError) -> None:
     Warning event when the refusal is new. The spec itself compiled."""
     generation = turn.generation
     message = APPLY_REFUSED_MESSAGE.format(error=f"{exc.message} (HTTP {exc.status})")
-    before = turn.previous(pinning.UP_TO_DATE) or {}
+    before = turn.status.previous(pinning.UP_TO_DATE) or {}
     conditions = [
-        _spec_valid(generation),
+        st.condition(*SPEC_VALID, generation),
         st.condition(pinning.UP_TO_DATE, False, APPLY_REFUSED, message, generation),
     ]
-    ready = turn.previous("Ready")
+    ready = turn.status.previous("Ready")
     if ready is None or ready.get("reason") == APPLY_REFUSED:
         conditions.append(st.condition("Ready", False, APPLY_REFUSED, NOTHING_APPLIED_MESSAGE, generation))
     with contextlib.suppress(KubeError):  # the status write may fail too: the log line has it all
-        await turn.write({"observedGeneration": generation, "conditions": conditions})
+        await turn.status.write({"observedGeneration": generation, "conditions": conditions})
     if before.get("message") != conditions[1]["message"]:
         await warn(turn.state.kube, turn.body, APPLY_REFUSED, message)
-
-
-def _affinity_condition(tp: TritonPipeline, generation: int | None) -> dict[str, Any]:
-    problem = rt.affinity_problem(tp)
-    if problem:
-        return st.condition("SessionAffinity", False, "SequencesWillBreak", problem, generation)
-    models = rt.sequence_models(tp)
-    if models and rt.max_replicas(tp) > 1:
-        how = tp.spec.routing.session_affinity
-        message = f"sequences of {', '.join(models)} stay on one replica (routing.sessionAffinity {how})"
-        return st.condition("SessionAffinity", True, "SequencesRouted", message, generation)
-    message = "no sequence model" if not models else "at most one replica serves the sequences"
-    return st.condition("SessionAffinity", True, "NotNeeded", message, generation)

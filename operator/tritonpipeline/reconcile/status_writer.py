@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any, cast
 
 import kopf
@@ -63,13 +64,41 @@ async def write_status(
         return True
 
 
+def last_conditions(state: OperatorState, namespace: str, name: str, body: kopf.Body) -> list[dict[str, Any]]:
+    """The pipeline's conditions as last written (or as the event showed them)."""
+    memory = state.pipelines.get((namespace, name))
+    status = (memory.status if memory is not None else None) or body.get("status") or {}
+    return list(status.get("conditions") or [])
+
+
 def previous_condition(
     state: OperatorState, namespace: str, name: str, body: kopf.Body, ctype: str
 ) -> dict[str, Any] | None:
     """The condition of type `ctype` as last written (or as the event showed it)."""
-    memory = state.pipelines.get((namespace, name))
-    status = (memory.status if memory is not None else None) or body.get("status") or {}
-    return next((c for c in status.get("conditions") or [] if c.get("type") == ctype), None)
+    return next((c for c in last_conditions(state, namespace, name, body) if c.get("type") == ctype), None)
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    """One pipeline's status as a reconcile reads and writes it: the conditions as last written (or as the
+    handler's event showed them) and the merge of what the reconcile found (write_status)."""
+
+    state: OperatorState
+    namespace: str
+    name: str
+    body: kopf.Body
+
+    def previous(self, ctype: str) -> dict[str, Any] | None:
+        """The condition of type `ctype` as last written (or as the event showed it)."""
+        return previous_condition(self.state, self.namespace, self.name, self.body, ctype)
+
+    def conditions(self) -> list[dict[str, Any]]:
+        """The conditions as last written (or as the event showed them)."""
+        return last_conditions(self.state, self.namespace, self.name, self.body)
+
+    async def write(self, new: dict[str, Any]) -> None:
+        """Merge `new` into the pipeline's status (write_status)."""
+        await write_status(self.state, self.namespace, self.name, new, self.body.get("status") or {})
 
 
 def schema_current(

@@ -20,12 +20,12 @@ from ..spec import TritonPipeline
 
 @dataclasses.dataclass(frozen=True)
 class Pinned:
-    """What to apply (the pinned children or the fresh ones), the UpToDate condition, the ConfigMaps a
-    prune must keep (those of a pinned pod template) and the pipeline's ConfigMaps as listed (for the
-    prune: one list per reconcile)."""
+    """What to apply (the pinned children or the fresh ones), what the UpToDate condition says, the
+    ConfigMaps a prune must keep (those of a pinned pod template) and the pipeline's ConfigMaps as listed
+    (for the prune: one list per reconcile)."""
 
     children: Children
-    condition: dict[str, Any]
+    up_to_date: st.Condition
     keep_configmaps: frozenset[str] = frozenset()
     live_configmaps: tuple[dict[str, Any], ...] = ()
     rolled: bool = False  # this apply rolls an outdated pipeline (settings.roll_outdated)
@@ -42,24 +42,20 @@ async def pin(
     """The children to apply: fresh, or with the live pod template and ConfigMaps kept (pinning.decide).
     With settings.roll_outdated, an outdated pipeline rolls when fewer than that many are rolling."""
     generation = body.metadata.get("generation")
-    roll = pinning.roll_request(dict(body))
     observed = (body.get("status") or {}).get("observedGeneration")
     namespace, key = namespace_of(tp), (namespace_of(tp), tp.name)
+    live, configmaps = await live_deployment(
+        state, namespace, children.deployment["metadata"]["name"], tp.name
+    )
+    roll = pinning.roll_request(dict(body))
     rendered = pinning.record(children.deployment, generation, roll)
     fresh = dataclasses.replace(children, deployment=rendered)
-    name = rendered["metadata"]["name"]
-    live, configmaps = await live_deployment(state, namespace, name, tp.name)
     live_configmaps = {cm["metadata"]["name"]: cm for cm in configmaps}
     decision = pinning.decide(
         generation, observed, roll, rendered, list(children.configmaps), live, live_configmaps
     )
-    current = st.condition(
-        pinning.UP_TO_DATE,
-        True,
-        pinning.CURRENT,
-        f"the pods run what this operator renders for generation {generation}",
-        generation,
-    )
+    message = f"the pods run what this operator renders for generation {generation}"
+    current = st.Condition(pinning.UP_TO_DATE, True, pinning.CURRENT, message)
     listed = tuple(configmaps)
     if not decision.pinned or live is None:
         state.queued.pop(key, None)
@@ -81,8 +77,7 @@ async def pin(
         reason = pinning.ROLL_QUEUED
     pinned = dataclasses.replace(fresh, deployment=pinning.pinned_deployment(rendered, live), configmaps=())
     keep = frozenset(pinning.projected_configmaps(live["spec"]["template"]))
-    condition = st.condition(pinning.UP_TO_DATE, False, reason, message, generation)
-    return Pinned(pinned, condition, keep, listed, live=live)
+    return Pinned(pinned, st.Condition(pinning.UP_TO_DATE, False, reason, message), keep, listed, live=live)
 
 
 async def live_deployment(

@@ -279,10 +279,12 @@ def may_choose_keda(tp: TritonPipeline) -> bool:
 @dataclass(frozen=True)
 class EngineChoice:
     """The engine the operator chose for a pipeline and why, in words for its status (`why` ends the
-    AutoscalingConfigured message's first sentence)."""
+    AutoscalingConfigured message's first sentence), and what then scales the pipeline (`scaling`:
+    `describe`, for the status and the log)."""
 
     engine: Engine | None
     why: str = ""
+    scaling: str = ""
 
     @property
     def sentence(self) -> str:

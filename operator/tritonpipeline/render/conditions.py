@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..spec import NEWER_FIELDS, newer_fields
 
@@ -49,6 +51,48 @@ def condition(ctype: str, ok: bool, reason: str, message: str, generation: int |
         "message": fit(message),
         "observedGeneration": generation,
     }
+
+
+class Condition(NamedTuple):
+    """A condition as a step of the reconcile finds it (the apply, the pin, a renderer's rule): its type,
+    whether it holds, its reason and message. The report writes it into the status (`condition`, with the
+    generation it is of: `stamped`)."""
+
+    type: str
+    ok: bool
+    reason: str
+    message: str
+
+
+# a reason that warns although its condition holds: RoutingConfigured with a deprecated provider
+PROVIDER_DEPRECATED = "ProviderDeprecated"
+
+
+@dataclass
+class Conditions:
+    """The conditions a reconcile reports, in the order the status lists them (`listed`), and those it
+    warns about when they say a problem (`watched`: status False, or PROVIDER_DEPRECATED): on a user's
+    change (`changed`), or when the problem is new (its reason other than the status had: `before`), not
+    on every resync."""
+
+    listed: list[dict[str, Any]]
+    watched: list[dict[str, Any]]
+    before: list[dict[str, Any]]
+    changed: bool
+
+    def new(self, condition: dict[str, Any]) -> bool:
+        """Whether `condition`'s reason is not the one the status had for its type."""
+        had = next((c for c in self.before if c.get("type") == condition["type"]), None) or {}
+        return had.get("reason") != condition["reason"]
+
+    def warnings(self) -> list[dict[str, Any]]:
+        problems = [c for c in self.watched if c["status"] == "False" or c["reason"] == PROVIDER_DEPRECATED]
+        return [c for c in problems if self.changed or self.new(c)]
+
+
+def stamped(found: Iterable[Condition], generation: int | None) -> list[dict[str, Any]]:
+    """The conditions `found`, as the status lists them, of `generation`, in their order."""
+    return [condition(*c, generation) for c in found]
 
 
 def graph_status(summary: dict[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,9 @@ __all__ = [
 @dataclass(frozen=True)
 class Children:
     """Every object one TritonPipeline owns, in apply order. `optional` objects need an API that only
-    some clusters serve (a provider's CRDs, KEDA): the handler applies them when it is there."""
+    some clusters serve (a provider's CRDs, KEDA): the handler applies them when it is there.
+    `keda_alternative` is the ScaledObject an `auto` engine gets where the operator chooses KEDA
+    (with_engine), rendered with the rest and never applied as it stands."""
 
     configmaps: tuple[dict[str, Any], ...]
     deployment: dict[str, Any]
@@ -77,6 +79,7 @@ class Children:
     scaled_object: dict[str, Any] | None = None
     network_policy: dict[str, Any] | None = None
     disruption_budget: dict[str, Any] | None = None
+    keda_alternative: dict[str, Any] | None = None
 
     def all(self) -> list[dict[str, Any]]:
         """The objects every cluster can take (the admin-key Secret is not one: see render/access.py)."""
@@ -451,21 +454,21 @@ def render_children(tp: TritonPipeline, artifacts: Artifacts, settings: Settings
         scaled_object=autoscaling_objects.scaled_object(tp, settings),
         network_policy=access.network_policy(tp, settings),
         disruption_budget=disruption_budget(tp, settings),
+        keda_alternative=(
+            autoscaling_objects.scaled_object(tp, settings, "keda")
+            if autoscaling_objects.may_choose_keda(tp)
+            else None
+        ),
     )
 
 
-def with_engine(
-    children: Children, tp: TritonPipeline, settings: Settings, engine: autoscaling_objects.Engine | None
-) -> Children:
+def with_engine(children: Children, engine: autoscaling_objects.Engine | None) -> Children:
     """The children with the autoscaler of `engine` (the operator's resolution of `auto`:
-    autoscaling_objects.choose) instead of what render_children made without asking the cluster."""
-    if engine is None or engine == autoscaling_objects.engine_of(tp):
+    autoscaling_objects.choose): render_children made the HPA, asking no cluster; KEDA takes its
+    place with the ScaledObject rendered beside it (`keda_alternative`)."""
+    if engine != "keda" or children.keda_alternative is None:
         return children
-    return replace(
-        children,
-        hpa=autoscaling_objects.hpa(tp, settings, engine),
-        scaled_object=autoscaling_objects.scaled_object(tp, settings, engine),
-    )
+    return replace(children, hpa=None, scaled_object=children.keda_alternative, keda_alternative=None)
 
 
 def endpoint(tp: TritonPipeline) -> str:

@@ -91,12 +91,6 @@ def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def owned(obj: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
-    """A rendered child with `owner` (owner_reference) as its controller: renderers leave owner
-    references out (they need the stored CR's uid); the operator adds them where it applies."""
-    return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
-
-
 def metadata(
     name: str,
     tp: TritonPipeline,

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..settings import FIELD_MANAGER, GROUP, KIND
 from . import access, autoscaling_objects
 from . import routing_objects as rt
+from .conditions import Condition
 from .manifests import PDB_API, Children
 
 # on an existing object: the name of the pipeline that may take it over (adopt it as its own child)
@@ -234,6 +235,14 @@ def taken_message(pipeline: str, taken: Mapping[Ref, str], skipped: Sequence[Ref
         annotation=ADOPT_ANNOTATION,
         pipeline=pipeline,
     )
+
+
+def owned_condition(pipeline: str, taken: Mapping[Ref, str], skipped: Sequence[Ref]) -> Condition:
+    """ObjectsOwned: every object of the pipeline is its own, or which another holds and what was left
+    out because of it (`taken`, `skipped`: reconcile/claim.py Claims)."""
+    if not taken:
+        return Condition(OWNED, True, ALL_OWNED, ALL_OWNED_MESSAGE)
+    return Condition(OWNED, False, NAME_TAKEN, taken_message(pipeline, taken, skipped))
 
 
 def managed_fields_reset(obj: Mapping[str, Any], manager: str = FIELD_MANAGER) -> list[dict[str, Any]]:

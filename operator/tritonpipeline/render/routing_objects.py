@@ -13,6 +13,7 @@ from typing import Any
 
 from ..settings import Settings
 from ..spec import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, TritonPipeline
+from .conditions import Condition
 from .meta import GRPC_PORT, HTTP_PORT, metadata, selector_labels
 
 HASH_BY_ANNOTATION = "nginx.ingress.kubernetes.io/upstream-hash-by"
@@ -65,6 +66,7 @@ class RoutingChildren:
     provider_apis: tuple[tuple[str, str], ...] = ()
     description: str = ""
     gateway_pending: bool = False  # gateway-api: the implementation is not known (yet); no route rendered
+    affinity: Condition | None = None  # SessionAffinity (affinity_condition)
 
 
 # --------------------------------------------------------------------------- what the spec implies
@@ -111,6 +113,20 @@ def affinity_problem(tp: TritonPipeline) -> str | None:
     )
 
 
+def affinity_condition(tp: TritonPipeline) -> Condition:
+    """SessionAffinity: whether the sequences of the pipeline's sequence models stay on one replica."""
+    problem = affinity_problem(tp)
+    if problem:
+        return Condition("SessionAffinity", False, "SequencesWillBreak", problem)
+    models = sequence_models(tp)
+    if models and max_replicas(tp) > 1:
+        how = tp.spec.routing.session_affinity
+        message = f"sequences of {', '.join(models)} stay on one replica (routing.sessionAffinity {how})"
+        return Condition("SessionAffinity", True, "SequencesRouted", message)
+    message = "no sequence model" if not models else "at most one replica serves the sequences"
+    return Condition("SessionAffinity", True, "NotNeeded", message)
+
+
 GRPC_INGRESS_WITHOUT_TLS = (
     "no tlsSecretName: the gRPC Ingress {name} gets no TLS, and ingress-nginx serves gRPC (HTTP/2) only over "
     "TLS, so gRPC clients cannot reach the pipeline through it (the HTTP Ingress works); set "
@@ -149,14 +165,21 @@ def _name(tp: TritonPipeline | str) -> str:
     return tp if isinstance(tp, str) else tp.name
 
 
-def headless_service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+def routing_metadata(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+    """The metadata of the pipeline's routing objects, named as the pipeline: made once a rendering,
+    each object takes it (the headless Service and the Ingresses under their own names)."""
+    return metadata(tp.name, tp, settings, component="routing")
+
+
+def headless_service(tp: TritonPipeline, meta: dict[str, Any]) -> dict[str, Any]:
     """One DNS A record per ready pod, and endpoints that ingress-nginx hashes over directly. No metrics
-    port: the ServiceMonitor must scrape each pod once, through the main Service."""
+    port: the ServiceMonitor must scrape each pod once, through the main Service. `meta`:
+    routing_metadata."""
     name = headless_name(tp)  # its length is one of render/checks.py's name rules
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(name, tp, settings, component="routing"),
+        "metadata": {**meta, "name": name},
         "spec": {
             "clusterIP": "None",
             "selector": selector_labels(tp.name),
@@ -170,7 +193,7 @@ def headless_service(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
 
 def _ingress(
     tp: TritonPipeline,
-    settings: Settings,
+    meta: dict[str, Any],
     suffix: str,
     path: str,
     port: str,
@@ -202,20 +225,20 @@ def _ingress(
     return {
         "apiVersion": INGRESS_API[0],
         "kind": INGRESS_API[1],
-        "metadata": metadata(ingress_name(tp, suffix), tp, settings, "routing", annotations),
+        "metadata": {**meta, "name": ingress_name(tp, suffix), "annotations": dict(annotations)},
         "spec": spec,
     }
 
 
-def ingresses(tp: TritonPipeline, settings: Settings) -> list[dict[str, Any]]:
+def ingresses(tp: TritonPipeline, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """ingress-nginx: consistent hashing on the header (`upstream-hash-by`), one Ingress for the HTTP API
-    and one for gRPC (ingress-nginx sets the backend protocol per Ingress)."""
+    and one for gRPC (ingress-nginx sets the backend protocol per Ingress). `meta`: routing_metadata."""
     hash_by = {HASH_BY_ANNOTATION: nginx_variable(tp.spec.routing.header)}
     return [
-        _ingress(tp, settings, INGRESS_KINDS[0], HTTP_PATH, "http", hash_by),
+        _ingress(tp, meta, INGRESS_KINDS[0], HTTP_PATH, "http", hash_by),
         _ingress(
             tp,
-            settings,
+            meta,
             INGRESS_KINDS[1],
             GRPC_PATH,
             "grpc",
@@ -224,14 +247,14 @@ def ingresses(tp: TritonPipeline, settings: Settings) -> list[dict[str, Any]]:
     ]
 
 
-def destination_rule(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+def destination_rule(tp: TritonPipeline, meta: dict[str, Any]) -> dict[str, Any]:
     """Istio: consistent hashing on the header for every client of the pipeline's Service. The host is
     the ClusterIP Service (short name, resolved in this namespace): Istio sends traffic for a headless
     Service straight to the pod IP the client resolved, so it would not balance it at all."""
     return {
         "apiVersion": DESTINATION_RULE_API[0],
         "kind": DESTINATION_RULE_API[1],
-        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "metadata": dict(meta),
         "spec": {
             "host": tp.name,
             "trafficPolicy": {
@@ -255,7 +278,6 @@ PROVIDER_NOT_INSTALLED = (
     "CRDs) and the routing objects are created at the next reconcile; everything else, the headless "
     "Service {headless} included, is applied"
 )
-PROVIDER_DEPRECATED = "ProviderDeprecated"  # RoutingConfigured's reason (True, with a Warning event)
 INGRESS_NGINX_RETIRED = (
     "provider ingress-nginx is deprecated: Kubernetes retired ingress-nginx (no releases or security fixes "
     "since March 2026); move to provider gateway-api (docs/how-to/migrate-ingress-nginx.md)"
@@ -351,7 +373,7 @@ def _route_spec(tp: TritonPipeline, rule: dict[str, Any], persistence: bool) -> 
     return spec
 
 
-def http_route(tp: TritonPipeline, settings: Settings, persistence: bool = False) -> dict[str, Any]:
+def http_route(tp: TritonPipeline, meta: dict[str, Any], persistence: bool = False) -> dict[str, Any]:
     rule = {
         "matches": [{"path": {"type": "PathPrefix", "value": HTTP_PATH}}],
         "backendRefs": [{"name": tp.name, "port": HTTP_PORT}],
@@ -359,12 +381,12 @@ def http_route(tp: TritonPipeline, settings: Settings, persistence: bool = False
     return {
         "apiVersion": HTTP_ROUTE_API[0],
         "kind": HTTP_ROUTE_API[1],
-        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "metadata": dict(meta),
         "spec": _route_spec(tp, rule, persistence),
     }
 
 
-def grpc_route(tp: TritonPipeline, settings: Settings, persistence: bool = False) -> dict[str, Any]:
+def grpc_route(tp: TritonPipeline, meta: dict[str, Any], persistence: bool = False) -> dict[str, Any]:
     rule = {
         "matches": [{"method": {"type": "Exact", "service": GRPC_SERVICE}}],
         "backendRefs": [{"name": tp.name, "port": GRPC_PORT}],
@@ -372,18 +394,18 @@ def grpc_route(tp: TritonPipeline, settings: Settings, persistence: bool = False
     return {
         "apiVersion": GRPC_ROUTE_API[0],
         "kind": GRPC_ROUTE_API[1],
-        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "metadata": dict(meta),
         "spec": _route_spec(tp, rule, persistence),
     }
 
 
-def backend_traffic_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+def backend_traffic_policy(tp: TritonPipeline, meta: dict[str, Any]) -> dict[str, Any]:
     """Envoy Gateway: consistent hashing (Envoy's ring hash) on the header for both routes' backends."""
     group = HTTP_ROUTE_API[0].split("/")[0]
     return {
         "apiVersion": BACKEND_TRAFFIC_POLICY_API[0],
         "kind": BACKEND_TRAFFIC_POLICY_API[1],
-        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "metadata": dict(meta),
         "spec": {
             "targetRefs": [
                 {"group": group, "kind": HTTP_ROUTE_API[1], "name": tp.name},
@@ -397,13 +419,13 @@ def backend_traffic_policy(tp: TritonPipeline, settings: Settings) -> dict[str, 
     }
 
 
-def upstream_settings_policy(tp: TritonPipeline, settings: Settings) -> dict[str, Any]:
+def upstream_settings_policy(tp: TritonPipeline, meta: dict[str, Any]) -> dict[str, Any]:
     """NGINX Gateway Fabric: nginx's `hash $http_<header> consistent` on the upstream of the routes'
     backend Service (the policy attaches to the Service)."""
     return {
         "apiVersion": UPSTREAM_SETTINGS_POLICY_API[0],
         "kind": UPSTREAM_SETTINGS_POLICY_API[1],
-        "metadata": metadata(tp.name, tp, settings, "routing"),
+        "metadata": dict(meta),
         "spec": {
             "targetRefs": [{"group": "", "kind": "Service", "name": tp.name}],
             "loadBalancingMethod": "hash consistent",
@@ -413,17 +435,17 @@ def upstream_settings_policy(tp: TritonPipeline, settings: Settings) -> dict[str
 
 
 def gateway_objects(
-    tp: TritonPipeline, settings: Settings, implementation: GatewayImplementation
+    tp: TritonPipeline, meta: dict[str, Any], implementation: GatewayImplementation
 ) -> list[dict[str, Any]]:
     """The routes, and the policy that makes `implementation` hash the header."""
     standard = implementation == "standard"
-    routes = [http_route(tp, settings, standard), grpc_route(tp, settings, standard)]
+    routes = [http_route(tp, meta, standard), grpc_route(tp, meta, standard)]
     if implementation == "envoy-gateway":
-        return [*routes, backend_traffic_policy(tp, settings)]
+        return [*routes, backend_traffic_policy(tp, meta)]
     if implementation == "istio":  # Istio's gateway applies the DestinationRule of the backend Service
-        return [*routes, destination_rule(tp, settings)]
+        return [*routes, destination_rule(tp, meta)]
     if implementation == "nginx-gateway-fabric":
-        return [*routes, upstream_settings_policy(tp, settings)]
+        return [*routes, upstream_settings_policy(tp, meta)]
     return routes
 
 
@@ -433,35 +455,40 @@ def routing_children(
     """What session affinity adds. With provider gateway-api, `implementation` is the one the operator
     read from the cluster (routing.gateway.implementation wins); with neither, no route is rendered
     (`gateway_pending`): a route without the policy would carry sequences without affinity."""
-    routing = tp.spec.routing
+    routing, affinity = tp.spec.routing, affinity_condition(tp)
     if routing.session_affinity == "ClientIP":
         return RoutingChildren(
-            description=f"Service {tp.name} has sessionAffinity ClientIP, timeout {client_ip_timeout(tp)}s"
+            description=f"Service {tp.name} has sessionAffinity ClientIP, timeout {client_ip_timeout(tp)}s",
+            affinity=affinity,
         )
     if routing.session_affinity == "Stream":
         return RoutingChildren(
             description=f"each sequence is one gRPC stream (tritonpipeline.client.SequenceStream): Service "
             f"{tp.name} keeps a stream on the pod its connection reached; a leaving pod serves its open "
-            f"streams to their end (at most {routing.stream_drain_seconds}s) before Triton stops"
+            f"streams to their end (at most {routing.stream_drain_seconds}s) before Triton stops",
+            affinity=affinity,
         )
     if routing.session_affinity != "Header":
-        return RoutingChildren(description="no session affinity (routing.sessionAffinity None)")
-    headless = headless_service(tp, settings)
+        return RoutingChildren(
+            description="no session affinity (routing.sessionAffinity None)", affinity=affinity
+        )
+    meta = routing_metadata(tp, settings)
+    headless = headless_service(tp, meta)
     provider: list[dict[str, Any]]
     how = f"header {routing.header} routed by {routing.provider}"
     apis = PROVIDER_APIS[routing.provider]
     if routing.provider == "ingress-nginx":
-        provider = ingresses(tp, settings)
+        provider = ingresses(tp, meta)
     elif routing.provider == "istio":
-        provider = [destination_rule(tp, settings)]
+        provider = [destination_rule(tp, meta)]
     else:
         assert routing.gateway is not None  # the spec requires it with gateway-api
         chosen = routing.gateway.implementation or implementation
         if chosen is None or gateway_problem(tp, chosen):
             namespace, name = gateway_ref(tp)
             pending = GATEWAY_PENDING.format(name=tp.name, gateway=f"{namespace}/{name}")
-            return RoutingChildren(objects=(headless,), gateway_pending=True, description=pending)
-        provider = gateway_objects(tp, settings, chosen)
+            return RoutingChildren((headless,), gateway_pending=True, description=pending, affinity=affinity)
+        provider = gateway_objects(tp, meta, chosen)
         policy = GATEWAY_POLICY_APIS[chosen]
         apis = (*apis, policy) if policy else apis
         how = f"header {routing.header} hashed by {chosen} on gateway-api routes"
@@ -473,6 +500,7 @@ def routing_children(
         provider_objects=tuple(provider),
         provider_apis=apis,
         description=f"{how}: {names}",
+        affinity=affinity,
     )
 
 

@@ -28,9 +28,7 @@ def most_replicas(tp: TritonPipeline) -> int:
     return auto.max_replicas if auto is not None else tp.spec.server.replicas
 
 
-def model_source_condition(
-    tp: TritonPipeline, claim: dict[str, Any] | None, generation: int | None
-) -> dict[str, Any] | None:
+def model_source(tp: TritonPipeline, claim: dict[str, Any] | None) -> st.Condition | None:
     """ModelSource for a pvc:// repository (None for other sources); `claim` is the live claim or None."""
     name = claim_name(tp)
     if name is None:
@@ -39,7 +37,7 @@ def model_source_condition(
         message = (
             f"PersistentVolumeClaim {name} does not exist: the pods wait for it (create it, or fix the uri)"
         )
-        return st.condition("ModelSource", False, "ClaimNotFound", message, generation)
+        return st.Condition("ModelSource", False, "ClaimNotFound", message)
     modes = set(claim.get("spec", {}).get("accessModes") or [])
     replicas = most_replicas(tp)
     if modes and modes <= SINGLE_NODE_MODES and replicas > 1:
@@ -49,8 +47,6 @@ def model_source_condition(
             "ContainerCreating. Use a ReadOnlyMany or ReadWriteMany claim, or keep the pods on one node "
             "(spec.server.nodeSelector / affinity)"
         )
-        return st.condition("ModelSource", False, "ReadWriteOnceClaim", message, generation)
+        return st.Condition("ModelSource", False, "ReadWriteOnceClaim", message)
     how = ", ".join(sorted(modes)) or "no access modes given"
-    return st.condition(
-        "ModelSource", True, "ClaimMountable", f"PersistentVolumeClaim {name} ({how})", generation
-    )
+    return st.Condition("ModelSource", True, "ClaimMountable", f"PersistentVolumeClaim {name} ({how})")
