@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..errors import Problem
-from ..spec import Model, Pipeline, PipelineSpec
+from ..spec import Condition, Model, Pipeline, PipelineSpec
 
 INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
 ROUTER_INPUT = "INPUT"  # the one input of every generated router
@@ -116,6 +116,8 @@ class PipelineGraph:
     deps: dict[str, set[str]] = field(default_factory=dict)  # step -> steps it reads from
     outputs: dict[str, str] = field(default_factory=dict)  # pipeline output -> reference
     order: list[str] | None = None  # steps in dataflow order; None while unknown or on a cycle
+    conditions: dict[str, str] = field(default_factory=dict)  # step -> the reference its `when` reads
+    merges: dict[str, list[str]] = field(default_factory=dict)  # pipeline output -> from, then orFrom
 
     @property
     def pipeline(self) -> Pipeline:
@@ -140,6 +142,20 @@ class PipelineGraph:
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 0
+
+    def when(self, step: str) -> Condition | None:
+        """The condition of a resolved step (None: it runs for every request)."""
+        return self.pipeline.steps[self.steps[step].index].when
+
+    @property
+    def conditional(self) -> bool:
+        """Whether a step has a `when` (the pipeline is served by an orchestrator)."""
+        return any(s.when is not None for s in self.pipeline.steps)
+
+    def owner_batches(self, ref: str) -> bool:
+        """Whether the producer of a resolved reference batches (its tensor has the batch dimension)."""
+        head = producer(ref)
+        return self.batching if head == INPUTS else self.steps[head].model.max_batch_size > 0
 
     def route_to_sequence_step(self, start: str) -> list[str] | None:
         """The shortest route of steps from `start` (excluded from the search's goal) to a sequence-batched
@@ -220,10 +236,46 @@ class EnsemblePlan:
 
 
 @dataclass(frozen=True)
+class PartPlan:
+    """A plain ensemble the orchestrator calls: the unconditional part, or one branch (`when`: the
+    condition as (reference, operator, value)). Its inputs and outputs are named by reference."""
+
+    model: str
+    inputs: tuple[str, ...]  # `inputs.NAME` or `STEP.TENSOR`
+    outputs: tuple[str, ...]  # `STEP.TENSOR`
+    when: tuple[str, str, object] | None = None
+
+
+@dataclass(frozen=True)
+class MergedOutput:
+    """A pipeline output of a conditional pipeline: its sources, first written wins, then its default."""
+
+    name: str
+    sources: tuple[str, ...]
+    tensor: Tensor  # as the orchestrator declares it (dims relative to its max_batch_size)
+    default: object = None
+
+
+@dataclass(frozen=True)
+class OrchestratorPlan:
+    """A pipeline with conditions: a generated Python BLS model (orchestrator_model.py) named after the
+    pipeline, evaluating each condition per request and calling the plain ensembles of its parts, each
+    once per batch with the requests that take it."""
+
+    name: str
+    max_batch_size: int
+    inputs: tuple[tuple[str, Tensor], ...]  # the pipeline's inputs, as an ensemble would declare them
+    outputs: tuple[MergedOutput, ...]
+    head: PartPlan | None  # the unconditional steps (None: the conditions read pipeline inputs only)
+    branches: tuple[PartPlan, ...]
+
+
+@dataclass(frozen=True)
 class RepositoryPlan:
     models: tuple[Model, ...]
     ensembles: tuple[EnsemblePlan, ...]
     cpu_only: bool
+    orchestrators: tuple[OrchestratorPlan, ...] = ()
 
     @property
     def routers(self) -> tuple[RouterPlan, ...]:

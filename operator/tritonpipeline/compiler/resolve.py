@@ -32,6 +32,7 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
     _catalogue(g)
     for step in g.steps.values():
         _resolve_step_inputs(g, step)
+    _resolve_conditions(g)
     _resolve_outputs(g)
     order, cycle = dataflow_order(g)
     g.add(rules.acyclic(g, cycle))
@@ -45,6 +46,10 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
         g.add(rules.decoupled_origins_agree(g))
         g.add(rules.sequence_steps_before_decoupled(g))
         g.add(rules.steps_before_a_sequence_keep_order(g))
+        if g.conditional:
+            g.add(rules.branches_meet_at_outputs(g))
+            g.add(rules.conditions_without_state(g))
+        g.add(rules.merges_fit(g))
     return g
 
 
@@ -115,6 +120,21 @@ def _resolve_step_inputs(g: PipelineGraph, step: ResolvedStep) -> None:
     g.add(rules.required_inputs_mapped(g, step), unresolved=True)
 
 
+def _resolve_conditions(g: PipelineGraph) -> None:
+    """Each `when`: its tensor resolves, runs before the step (a dependency) and fits the operator."""
+    for step in g.steps.values():
+        when = g.when(step.name)
+        if when is None:
+            continue
+        src = _source(g, when.tensor, f"{g.step_path(step.index)}.when.tensor")
+        if src is None:
+            continue
+        if producer(src) != INPUTS:
+            g.deps[step.name].add(producer(src))
+        g.conditions[step.name] = src
+        g.add(rules.condition_fits(g, step, src))
+
+
 def _resolve_outputs(g: PipelineGraph) -> None:
     for j, o in enumerate(g.pipeline.outputs):
         if g.add(rules.output_from_a_step(g, j)):
@@ -125,6 +145,13 @@ def _resolve_outputs(g: PipelineGraph) -> None:
         g.outputs[o.name] = src
         g.consumers.setdefault(src, []).append(Consumer(None, o.name))
         g.add(rules.shared_tensor_named_once(g, j, src))
+        sources = [src]
+        for k, ref in enumerate(o.or_from):
+            other = _source(g, ref, f"{g.path}.outputs[{j}].orFrom[{k}]")
+            if other is not None:
+                sources.append(other)
+                g.consumers.setdefault(other, []).append(Consumer(None, o.name))
+        g.merges[o.name] = sources
 
 
 def dataflow_order(g: PipelineGraph) -> tuple[list[str], list[str]]:

@@ -94,7 +94,7 @@ from .models import (
     State,
     VersionPolicy,
 )
-from .pipelines import Pipeline, PipelineInput, PipelineOutput, StepSpec
+from .pipelines import Condition, Pipeline, PipelineInput, PipelineOutput, Scalar, StepSpec
 from .routing import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, GatewayRef, Routing
 from .server import (
     AdminKeyRef,
@@ -147,6 +147,7 @@ __all__ = [
     "Autoscaling",
     "AutoscalingEngine",
     "AutoscalingMetric",
+    "Condition",
     "Controls",
     "CorrelationIdDataType",
     "DataType",
@@ -185,6 +186,7 @@ __all__ = [
     "Routing",
     "Rule",
     "S3Options",
+    "Scalar",
     "SecretRef",
     "SequenceBatching",
     "Server",

@@ -17,9 +17,61 @@ from .base import (
     Dims,
     ModelName,
     Name,
+    Rule,
     TensorName,
     _Base,
 )
+
+# a condition's value, a merged output's default: one scalar as YAML writes it (the CRD admits any scalar,
+# the compiler checks it against the tensor's data type)
+Scalar = bool | int | float | str
+MAX_CHOICES = 64  # the values of one `in`
+# a threshold: a number the CRD can state exactly (the apiserver keeps a bound as a float64)
+Threshold = Annotated[int | float, Field(ge=-MAX_INTEGER, le=MAX_INTEGER)]
+
+
+class Condition(_Base):
+    """When a step runs: `tensor`, a per-request scalar (a pipeline input or an unconditional step's
+    output, dims [1]), compared with one operator. `equals` and `in` take integer, boolean and string
+    tensors; `greaterThan` and `lessThan` numbers (integer or floating point). For example
+    `when: {tensor: classify.LABEL, in: [1, 2]}`. Every step that reads a conditional step's output
+    carries the same condition (a branch); the pipeline's outputs written only by skipped steps are left
+    out of the response, unless the output declares `orFrom` (other sources, first written wins) or a
+    `default`."""
+
+    tensor: str = Field(description="`inputs.NAME` or `STEP.TENSOR`: a scalar per request, dims [1].")
+    equals: Scalar | None = Field(default=None, description="Run when the tensor equals this value.")
+    in_: Annotated[list[Scalar], Field(min_length=1, max_length=MAX_CHOICES)] | None = Field(
+        default=None, alias="in", description="Run when the tensor equals one of these values."
+    )
+    greater_than: Threshold | None = Field(
+        default=None, description="Run when the tensor is greater than this number."
+    )
+    less_than: Threshold | None = Field(
+        default=None, description="Run when the tensor is less than this number."
+    )
+
+    RULES = (
+        Rule(
+            lambda c: sum(v is not None for v in (c.equals, c.in_, c.greater_than, c.less_than)) == 1,
+            "[has(self.equals), has(self.__in__), has(self.greaterThan), has(self.lessThan)]"
+            ".filter(x, x).size() == 1",
+            "a condition takes exactly one operator: equals, in, greaterThan or lessThan",
+        ),
+    )
+
+    @property
+    def operator(self) -> tuple[str, Scalar | list[Scalar]]:
+        """(the operator as the spec names it, its value)."""
+        for name, value in (
+            ("equals", self.equals),
+            ("in", self.in_),
+            ("greaterThan", self.greater_than),
+            ("lessThan", self.less_than),
+        ):
+            if value is not None:
+                return name, value
+        raise ValueError("a condition without an operator")  # RULES refuses it first
 
 
 class StepSpec(_Base):
@@ -38,6 +90,12 @@ class StepSpec(_Base):
     inputs: dict[str, str] = Field(
         default={},
         description="Model input -> `inputs.NAME` or `STEP.TENSOR`; every required input exactly once.",
+    )
+    when: Condition | None = Field(
+        default=None,
+        description="Run the step only for the requests whose condition holds (a branch: the steps "
+        "reading its outputs carry the same `when`). A pipeline with conditions is served by a generated "
+        "orchestrator model calling plain ensembles of its unconditional part and of each branch.",
     )
 
     @property
@@ -58,6 +116,17 @@ class PipelineInput(_Base):
 class PipelineOutput(_Base):
     name: TensorName = Field(description="Tensor name.")
     source: str = Field(alias="from", description="`STEP.TENSOR` that produces it.")
+    or_from: Annotated[list[str], Field(max_length=MAX_STEPS)] = Field(
+        default=[],
+        description="Where branches meet: more `STEP.TENSOR` sources, tried in order after `from` when "
+        "their step was skipped by its condition (first written wins). An output none of whose sources "
+        "ran is left out of the response, unless it has a `default`.",
+    )
+    default: Scalar | None = Field(
+        default=None,
+        description="The value an output of conditional steps takes (every element) when none of its "
+        "sources ran; its dims must be fixed sizes.",
+    )
 
 
 class Pipeline(_Base):

@@ -1,0 +1,89 @@
+"""Conditional steps (`when:`) served by the real tritonserver (nvidia-pytriton wheel, CPU): the
+generated orchestrator evaluates each condition per request and calls each branch's ensemble
+(examples/conditional.yaml)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import tritonclient.grpc.aio as grpcaio
+import tritonclient.http as httpclient
+
+from helpers import example
+from test_triton_integration import extractor, head_b, head_c, infer
+
+pytestmark = pytest.mark.tritonserver
+
+SMALL = np.array([[-1.0, -2.0, 0.5, 0.25]], dtype=np.float32)  # sums below 0: label 0, the small branch
+LARGE = np.array([[1.0, 2.0, -0.5, 0.25]], dtype=np.float32)  # label 1, the large branch
+
+
+def test_small_branch_answers_and_leaves_the_large_out(shared_pipeline):
+    server = shared_pipeline(example("conditional"))
+    out = infer(server, "conditional", {"IMAGE": SMALL})
+    assert out["LABEL"].tolist() == [[0]]
+    np.testing.assert_allclose(out["RESULT"], extractor(SMALL))
+    np.testing.assert_allclose(out["SMALL"], extractor(SMALL))
+    assert "SCORE" not in out  # written only by the large branch, which was skipped
+
+
+def test_large_branch_answers_and_defaults_the_small(shared_pipeline):
+    server = shared_pipeline(example("conditional"))
+    out = infer(server, "conditional", {"IMAGE": LARGE})
+    assert out["LABEL"].tolist() == [[1]]
+    np.testing.assert_allclose(out["RESULT"], head_b(LARGE))
+    np.testing.assert_allclose(out["SCORE"], head_c(head_b(LARGE)))
+    np.testing.assert_allclose(out["SMALL"], np.zeros_like(LARGE))  # its default
+
+
+def test_a_batch_whose_requests_take_different_branches(shared_pipeline):
+    """Requests sent at once meet in one batch of the orchestrator; each gets its own branch's answer
+    (the server's statistics show the branches called in batches, fewer calls than requests)."""
+    server = shared_pipeline(example("conditional"))
+    images = [SMALL * (k + 1) if k % 2 else LARGE * (k + 1) for k in range(16)]
+
+    async def run() -> list[dict[str, np.ndarray | None]]:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+
+            async def one(image: np.ndarray) -> dict[str, np.ndarray | None]:
+                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
+                t.set_data_from_numpy(image)
+                r = await client.infer("conditional", [t])
+                return {name: r.as_numpy(name) for name in ("RESULT", "SCORE", "SMALL", "LABEL")}
+
+            return await asyncio.gather(*(one(image) for image in images))
+        finally:
+            await client.close()
+
+    before = _counts(server)
+    answers = asyncio.run(run())
+    for image, out in zip(images, answers, strict=True):
+        large = image.sum() > 0
+        assert out["LABEL"] is not None and out["LABEL"].tolist() == [[int(large)]]
+        np.testing.assert_allclose(out["RESULT"], head_b(image) if large else extractor(image), rtol=1e-6)
+        if large:
+            np.testing.assert_allclose(out["SCORE"], head_c(head_b(image)), rtol=1e-6)
+        else:
+            assert out["SCORE"] is None
+    rows, calls, batches = (after - was for after, was in zip(_counts(server), before, strict=True))
+    assert rows == len(images)  # every request reached its branch, once
+    assert calls <= 2 * batches  # each branch called at most once per batch of the orchestrator
+
+
+def _counts(server) -> tuple[int, int, int]:
+    """(rows the branches ran, calls they got, batches the orchestrator executed) so far."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        stats = client.get_inference_statistics(headers=server.admin_headers())["model_stats"]
+    finally:
+        client.close()
+    by_name = {s["name"]: s for s in stats}
+    branches = [by_name[f"conditional__when{k}"] for k in (0, 1)]
+    return (
+        sum(int(b["inference_count"]) for b in branches),
+        sum(int(b["inference_stats"]["success"]["count"]) for b in branches),
+        int(by_name["conditional"]["execution_count"]),
+    )
