@@ -368,6 +368,13 @@ CASES = [
     ),
     # ---- conditions (`when`, orFrom, default): examples/conditional.yaml
     Case(
+        "condition-with-two-operators",
+        "conditional",
+        lambda d: step(d, 1)["when"].update(lessThan=1),
+        "spec.pipelines[0].steps[1].when",
+        "exactly one operator",
+    ),
+    Case(
         "condition-reads-a-branch",
         "conditional",
         lambda d: step(d, 3)["when"].update(tensor="large.OUTPUT_B"),

@@ -19,8 +19,11 @@ import asyncio
 import json
 
 import numpy as np
-import triton_python_backend_utils as pb_utils
 
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # the conditions alone, imported outside Triton (unit tests)
+    pb_utils = None
 try:
     import torch
 except ImportError:  # CPU tensors need none

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     Field,
+    model_validator,
 )
 
 from .base import (
@@ -17,7 +18,6 @@ from .base import (
     Dims,
     ModelName,
     Name,
-    Rule,
     TensorName,
     _Base,
 )
@@ -26,6 +26,7 @@ from .base import (
 # the compiler checks it against the tensor's data type)
 Scalar = bool | int | float | str
 MAX_CHOICES = 64  # the values of one `in`
+ONE_OPERATOR = "a condition takes exactly one operator: equals, in, greaterThan or lessThan"
 # a threshold: a number the CRD can state exactly (the apiserver keeps a bound as a float64)
 Threshold = Annotated[int | float, Field(ge=-MAX_INTEGER, le=MAX_INTEGER)]
 
@@ -51,14 +52,13 @@ class Condition(_Base):
         default=None, description="Run when the tensor is less than this number."
     )
 
-    RULES = (
-        Rule(
-            lambda c: sum(v is not None for v in (c.equals, c.in_, c.greater_than, c.less_than)) == 1,
-            "[has(self.equals), has(self.__in__), has(self.greaterThan), has(self.lessThan)]"
-            ".filter(x, x).size() == 1",
-            "a condition takes exactly one operator: equals, in, greaterThan or lessThan",
-        ),
-    )
+    @model_validator(mode="after")
+    def _one_operator(self) -> Condition:
+        # not a Rule: the CRD admits any scalar in `equals` and `in` (nodes without a type), which CEL
+        # cannot read, so only the spec checks this
+        if sum(v is not None for v in (self.equals, self.in_, self.greater_than, self.less_than)) != 1:
+            raise ValueError(ONE_OPERATOR)
+        return self
 
     @property
     def operator(self) -> tuple[str, Scalar | list[Scalar]]:
