@@ -5,6 +5,7 @@ without Triton. Served on the real tritonserver in tests/component/test_conditio
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from helpers import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler import orchestrator_model as orchestrator
 from tritonpipeline.compiler.triton_config import ORCHESTRATOR_PLAN, parse_text
+from tritonpipeline.compiler.visualize import to_dot, to_mermaid
 from tritonpipeline.spec import parse_pipeline
 
 
@@ -120,3 +122,21 @@ def test_a_pipeline_without_conditions_has_no_orchestrator() -> None:
 )
 def test_a_condition_holds_as_its_operator_says(operator: str, wanted: Any, value: Any, holds: bool) -> None:
     assert orchestrator.holds({"operator": operator, "value": wanted}, value) is holds
+
+
+def test_graph_draws_each_condition_on_the_edges_into_its_branch() -> None:
+    plan = compile_pipeline(parse_pipeline(example("conditional"))).plan
+    mermaid = to_mermaid(plan)
+    ids = dict(re.findall(r'(o0n\d+)\[?\(?\["([^"]+)"\]', mermaid))
+    node = {label: nid for nid, label in ids.items()}
+    dashed = re.findall(r'(o0n\d+) -\.->\|"([^"]+)"\| (o0n\d+)', mermaid)
+    classify = node["classify (labeler)"]
+    assert sorted(dashed) == sorted(
+        [
+            (classify, "when LABEL equals 0", node["small (extractor)"]),
+            (classify, "when LABEL equals 1", node["large (head_b)"]),  # the entry of its branch only
+        ]
+    )
+    assert "output SMALL (default 0.0)" in mermaid
+    assert "ensemble conditional__" not in mermaid  # the parts are drawn with their pipeline
+    assert 'label="when LABEL equals 1", style=dashed' in to_dot(plan)
