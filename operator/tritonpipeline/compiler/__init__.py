@@ -95,16 +95,23 @@ class Artifacts:
     def graph_summary(self) -> dict[str, Any]:
         """What a user sees in status.graph: ensembles, the routers inserted for them and what they run on
         (with the operator's reason)."""
-        summary: dict[str, Any] = {
-            "ensembles": [
+        # a pipeline with conditions is one entry, named after it (its orchestrator), with its parts' steps
+        part_of = {p.model: o for o in self.plan.orchestrators for p in o.parts}
+        entries: dict[str, dict[str, Any]] = {}
+        for e in self.plan.ensembles:
+            o = part_of.get(e.name)
+            entry = entries.setdefault(
+                e.name if o is None else o.name,
                 {
-                    "name": e.name,
-                    "maxBatchSize": e.max_batch_size,
+                    "name": e.name if o is None else o.name,
+                    "maxBatchSize": e.max_batch_size if o is None else o.max_batch_size,
                     "fanOut": e.fan_out,
-                    "steps": [s.name for s in e.steps],
-                }
-                for e in self.plan.ensembles
-            ],
+                    "steps": [],
+                },
+            )
+            entry["steps"] += [s.name for s in e.steps]
+        summary: dict[str, Any] = {
+            "ensembles": list(entries.values()),
             "routers": [
                 {
                     "name": r.name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 from ..errors import Problem
@@ -92,7 +93,10 @@ def plan_conditional(
         sg = resolve_pipeline(g.spec.model_copy(update={"pipelines": [sub]}), 0)
         problems.extend(Problem(g.path, f"{name}: {p.message}") for p in sg.problems)
         if not sg.problems:
-            ensembles.append(plan_ensemble(sg, taken, cpu_only=cpu_only))
+            planned = plan_ensemble(sg, taken, cpu_only=cpu_only)
+            # its routers serve the user's pipeline (status.graph, render's report)
+            routers = tuple(replace(r, pipeline=g.pipeline.name) for r in planned.routers)
+            ensembles.append(replace(planned, routers=routers))
         return PartPlan(model=name, inputs=tuple(reads), outputs=tuple(written))
 
     head_plan = plan_part(head, HEAD, HEAD) if head else None

@@ -269,6 +269,11 @@ class OrchestratorPlan:
     head: PartPlan | None  # the unconditional steps (None: the conditions read pipeline inputs only)
     branches: tuple[PartPlan, ...]
 
+    @property
+    def parts(self) -> tuple[PartPlan, ...]:
+        """The head (where there is one), then the branches: the order the orchestrator calls them."""
+        return (*((self.head,) if self.head else ()), *self.branches)
+
 
 @dataclass(frozen=True)
 class RepositoryPlan:

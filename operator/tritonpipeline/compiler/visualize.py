@@ -89,7 +89,7 @@ def _conditional_graph(
     writers: dict[str, tuple[str, str]] = {}  # a reference -> (node, its output name)
     for name, _ in o.inputs:
         writers[f"{INPUTS}.{name}"] = (d.node("input", name, f"input {name}"), name)
-    for part in [*([o.head] if o.head else []), *o.branches]:
+    for part in o.parts:
         e = parts[part.model]
         inner = {ref: writers[ref] for ref in part.inputs if ref in writers}
         entries = d.ensemble(e, inner)
@@ -117,7 +117,7 @@ def _drawn(plan: RepositoryPlan) -> list[tuple[str, str, str, list[_Node], list[
     """(id, Mermaid title, DOT title, nodes, edges) of each subgraph: every ensemble, but the parts of a
     pipeline with conditions, drawn with their pipeline."""
     by_name = {e.name: e for e in plan.ensembles}
-    parts = {p.model for o in plan.orchestrators for p in [*([o.head] if o.head else []), *o.branches]}
+    parts = {p.model for o in plan.orchestrators for p in o.parts}
     drawn = []
     for i, e in enumerate(plan.ensembles):
         if e.name not in parts:

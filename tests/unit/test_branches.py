@@ -63,6 +63,20 @@ def test_the_example_compiles_to_a_head_two_branches_and_an_orchestrator() -> No
     assert [s.model_name for s in branch.ensemble_scheduling.step][:2] == ["head_b", "head_c"]
 
 
+def test_status_graph_shows_the_pipeline_once_with_every_step() -> None:
+    summary = compile_pipeline(parse_pipeline(example("conditional"))).graph_summary()
+    router = "conditional__when1__large__OUTPUT_B__router"
+    assert summary["ensembles"] == [
+        {
+            "name": "conditional",
+            "maxBatchSize": 8,
+            "fanOut": "router",
+            "steps": ["classify", "small", "large", "score", router],
+        }
+    ]
+    assert [(r["name"], r["pipeline"]) for r in summary["routers"]] == [(router, "conditional")]
+
+
 def test_the_orchestrator_batches_with_the_pipeline_and_keeps_gpu_tensors() -> None:
     config = parse_text(compiled(example("conditional"))["conditional/config.pbtxt"])
     assert config.max_batch_size == 8
