@@ -5,6 +5,7 @@ generated orchestrator evaluates each condition per request and calls each branc
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,3 +88,40 @@ def _counts(server) -> tuple[int, int, int]:
         sum(int(b["inference_stats"]["success"]["count"]) for b in branches),
         int(by_name["conditional"]["execution_count"]),
     )
+
+
+def _by_size() -> dict[str, Any]:
+    """The example's branches chosen by a pipeline input, a string, through `in` and `equals`: no head."""
+    doc = example("conditional")
+    pipeline = doc["spec"]["pipelines"][0]
+    pipeline["inputs"].append({"name": "SIZE", "dataType": "BYTES", "dims": [1]})
+    pipeline["steps"] = pipeline["steps"][1:]
+    pipeline["steps"][0]["when"] = {"tensor": "inputs.SIZE", "in": ["xs", "s"]}
+    for step in pipeline["steps"][1:]:
+        step["when"] = {"tensor": "inputs.SIZE", "equals": "l"}
+    pipeline["outputs"] = pipeline["outputs"][:3]
+    return doc
+
+
+@pytest.mark.parametrize(("size", "branch"), [("s", "small"), ("xs", "small"), ("l", "large"), ("m", None)])
+def test_a_string_input_chooses_the_branch(shared_pipeline, size: str, branch: str | None) -> None:
+    server = shared_pipeline(_by_size())
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        image = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        image.set_data_from_numpy(LARGE)
+        label = httpclient.InferInput("SIZE", [1, 1], "BYTES")
+        label.set_data_from_numpy(np.array([[size.encode()]], dtype=np.object_))
+        result = client.infer("conditional", [image, label])
+    finally:
+        client.close()
+    names = {o["name"] for o in result.get_response()["outputs"]}
+    if branch is None:  # no branch taken: RESULT and SCORE are left out, SMALL takes its default
+        assert names == {"SMALL"}
+        np.testing.assert_allclose(result.as_numpy("SMALL"), np.zeros_like(LARGE))
+    elif branch == "small":
+        assert names == {"RESULT", "SMALL"}
+        np.testing.assert_allclose(result.as_numpy("RESULT"), extractor(LARGE))
+    else:
+        assert names == {"RESULT", "SCORE", "SMALL"}
+        np.testing.assert_allclose(result.as_numpy("SCORE"), head_c(head_b(LARGE)))
