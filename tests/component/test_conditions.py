@@ -125,3 +125,26 @@ def test_a_string_input_chooses_the_branch(shared_pipeline, size: str, branch: s
     else:
         assert names == {"RESULT", "SCORE", "SMALL"}
         np.testing.assert_allclose(result.as_numpy("SCORE"), head_c(head_b(LARGE)))
+
+
+def test_a_switch_sends_each_request_to_one_branch(shared_pipeline) -> None:
+    """examples/conditional.yaml's `switched`: label 1 takes its case (large), any other its default
+    (small), in one batch of both."""
+    server = shared_pipeline(example("conditional"))
+    images = [SMALL, LARGE, SMALL * 2, LARGE * 3]
+
+    async def run() -> list[np.ndarray]:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+
+            async def one(image: np.ndarray) -> np.ndarray:
+                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
+                t.set_data_from_numpy(image)
+                return (await client.infer("switched", [t])).as_numpy("RESULT")
+
+            return await asyncio.gather(*(one(image) for image in images))
+        finally:
+            await client.close()
+
+    for image, result in zip(images, asyncio.run(run()), strict=True):
+        np.testing.assert_allclose(result, head_b(image) if image.sum() > 0 else extractor(image))

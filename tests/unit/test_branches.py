@@ -41,12 +41,12 @@ def test_the_example_compiles_to_a_head_two_branches_and_an_orchestrator() -> No
     assert [(b["model"], b["when"], b["outputs"]) for b in plan["branches"]] == [
         (
             "conditional__when0",
-            {"tensor": "classify.LABEL", "operator": "equals", "value": 0},
+            {"tensor": "classify.LABEL", "operator": "equals", "value": 0, "unless": []},
             ["small.FEATS_A"],
         ),
         (
             "conditional__when1",
-            {"tensor": "classify.LABEL", "operator": "equals", "value": 1},
+            {"tensor": "classify.LABEL", "operator": "equals", "value": 1, "unless": []},
             ["large.OUTPUT_B", "score.OUTPUT_C"],  # large and score: one condition, one branch
         ),
     ]
@@ -66,14 +66,15 @@ def test_the_example_compiles_to_a_head_two_branches_and_an_orchestrator() -> No
 def test_status_graph_shows_the_pipeline_once_with_every_step() -> None:
     summary = compile_pipeline(parse_pipeline(example("conditional"))).graph_summary()
     router = "conditional__when1__large__OUTPUT_B__router"
-    assert summary["ensembles"] == [
+    assert summary["ensembles"][0] == (
         {
             "name": "conditional",
             "maxBatchSize": 8,
             "fanOut": "router",
             "steps": ["classify", "small", "large", "score", router],
         }
-    ]
+    )
+    assert [e["name"] for e in summary["ensembles"]] == ["conditional", "switched"]
     assert [(r["name"], r["pipeline"]) for r in summary["routers"]] == [(router, "conditional")]
 
 
@@ -104,7 +105,8 @@ def test_a_condition_on_a_pipeline_input_needs_no_head() -> None:
 def test_a_part_name_taken_by_a_model_is_hashed() -> None:
     doc = example("conditional")
     doc["spec"]["models"][0]["name"] = "conditional__head"
-    doc["spec"]["pipelines"][0]["steps"][0]["model"] = "conditional__head"
+    for pipeline in doc["spec"]["pipelines"]:
+        pipeline["steps"][0]["model"] = "conditional__head"
     files = compiled(doc)
     head = plan_of(files)["head"]["model"]
     assert head.startswith("conditional__head_") and f"{head}/config.pbtxt" in files
@@ -154,3 +156,36 @@ def test_graph_draws_each_condition_on_the_edges_into_its_branch() -> None:
     assert "output SMALL (default 0.0)" in mermaid
     assert "ensemble conditional__" not in mermaid  # the parts are drawn with their pipeline
     assert 'label="when LABEL equals 1", style=dashed' in to_dot(plan)
+
+
+def test_a_switch_takes_its_first_case_that_holds_else_its_default() -> None:
+    plan = plan_of(compiled(example("conditional")), "switched")
+    whens = {b["model"]: (b["when"], b["outputs"]) for b in plan["branches"]}
+    assert whens == {
+        "switched__when0": (
+            {
+                "tensor": "classify.LABEL",
+                "operator": None,
+                "value": None,
+                "unless": [{"operator": "equals", "value": 1}],
+            },
+            ["small.FEATS_A"],
+        ),
+        "switched__when1": (
+            {"tensor": "classify.LABEL", "operator": "equals", "value": 1, "unless": []},
+            ["large.OUTPUT_B"],
+        ),
+    }
+    # cases tried in order: [in [0, 1]] then [equals 1]: a 1 takes the first, a 2 the default
+    first = {"operator": "in", "value": [0, 1], "unless": []}
+    second = {"operator": "equals", "value": 1, "unless": [{"operator": "in", "value": [0, 1]}]}
+    default = {"operator": None, "value": None, "unless": [first, {"operator": "equals", "value": 1}]}
+    taken = {
+        label: [
+            name
+            for name, when in (("first", first), ("second", second), ("default", default))
+            if orchestrator.holds_guard(when, np.int32(label))
+        ]
+        for label in (0, 1, 2)
+    }
+    assert taken == {0: ["first"], 1: ["first"], 2: ["default"]}

@@ -375,6 +375,35 @@ CASES = [
         "exactly one operator",
     ),
     Case(
+        "switch-names-an-unknown-step",
+        "conditional",
+        lambda d: spec(d)["pipelines"][1]["switch"][0]["cases"][0]["steps"].append("lagre"),
+        "spec.pipelines[1].switch[0].cases[0].steps[1]",
+        "no step 'lagre' in pipeline 'switched'",
+    ),
+    Case(
+        "switch-names-a-step-twice",
+        "conditional",
+        lambda d: spec(d)["pipelines"][1]["switch"][0]["default"].append("large"),
+        "spec.pipelines[1].switch[0].default[1]",
+        "already runs when classify.LABEL equals 1 (spec.pipelines[1].switch[0].cases[0])",
+    ),
+    Case(
+        "switch-case-of-another-type",
+        "conditional",
+        lambda d: spec(d)["pipelines"][1]["switch"][0]["cases"][0].update(equals=True),
+        "spec.pipelines[1].switch[0].cases[0].equals",
+        "give an integer",
+    ),
+    Case(
+        "switch-on-a-tensor-of-many-values",
+        "conditional",
+        lambda d: spec(d)["pipelines"][1]["switch"][0].update(tensor="inputs.IMAGE"),
+        "spec.pipelines[1].switch[0].tensor",
+        "one value per request",
+        only=False,  # and classify, which computed the tensor, feeds nothing now
+    ),
+    Case(
         "condition-reads-a-branch",
         "conditional",
         lambda d: step(d, 3)["when"].update(tensor="large.OUTPUT_B"),

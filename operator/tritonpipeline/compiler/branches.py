@@ -16,10 +16,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import Problem
-from ..spec import Condition, Pipeline
+from ..spec import Pipeline
 from .plan_types import (
     INPUTS,
     EnsemblePlan,
+    Guard,
     MergedOutput,
     OrchestratorPlan,
     PartPlan,
@@ -42,11 +43,6 @@ def part_name(pipeline: str, part: str, taken: set[str]) -> str:
     return f"{base[: MAX_PART_NAME - 12]}_{digest}"
 
 
-def condition_key(when: Condition) -> str:
-    """Equal conditions, one branch."""
-    return json.dumps([when.tensor, *when.operator], sort_keys=True)
-
-
 def plan_conditional(
     g: PipelineGraph, taken: set[str], *, cpu_only: bool
 ) -> tuple[list[EnsemblePlan], OrchestratorPlan, list[Problem]]:
@@ -56,11 +52,11 @@ def plan_conditional(
 
     order = g.order or []
     head = [s for s in order if g.when(s) is None]
-    groups: dict[str, list[str]] = {}
+    groups: dict[Guard, list[str]] = {}  # equal guards, one branch
     for s in order:
         when = g.when(s)
         if when is not None:
-            groups.setdefault(condition_key(when), []).append(s)
+            groups.setdefault(when, []).append(s)
     read_by: dict[str, set[str]] = {}  # reference -> the parts reading it ("" the orchestrator)
     parts = {**{s: HEAD for s in head}, **{s: k for k, ss in enumerate(groups.values()) for s in ss}}
     for s in order:
@@ -101,14 +97,9 @@ def plan_conditional(
 
     head_plan = plan_part(head, HEAD, HEAD) if head else None
     branches = []
-    for k, members in enumerate(groups.values()):
+    for k, (guard, members) in enumerate(groups.items()):
         part = plan_part(members, str(k), f"{BRANCH}{k}")
-        when = g.when(members[0])
-        assert when is not None
-        operator, value = when.operator
-        branches.append(
-            PartPlan(part.model, part.inputs, part.outputs, (g.conditions[members[0]], operator, value))
-        )
+        branches.append(replace(part, when=(g.conditions[members[0]], guard)))
     batching = keeps_batch_dimension(g)
     p = g.pipeline
     orchestrator = OrchestratorPlan(
@@ -172,7 +163,7 @@ def plan_json(plan: OrchestratorPlan) -> str:
             return None
         entry: dict[str, Any] = {"model": p.model, "inputs": list(p.inputs), "outputs": list(p.outputs)}
         if p.when is not None:
-            entry["when"] = {"tensor": p.when[0], "operator": p.when[1], "value": p.when[2]}
+            entry["when"] = p.when[1].plan(p.when[0])
         return entry
 
     return json.dumps(

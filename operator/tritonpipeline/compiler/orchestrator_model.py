@@ -3,7 +3,9 @@
 This file is emitted verbatim for every such pipeline; no user string is interpolated into it. What it
 runs comes from its configuration's `tritonpipeline.plan` parameter (compiler/branches.py, plan_json):
 the ensemble of the unconditional steps (`head`), and each branch: an ensemble, its condition and the
-tensors it reads and writes, every tensor named by its reference (`inputs.NAME`, `STEP.TENSOR`).
+tensors it reads and writes, every tensor named by its reference (`inputs.NAME`, `STEP.TENSOR`). A case
+of a switch holds when its comparison does and none of the cases before it (`unless`); a switch's
+default, when none does.
 
 For one batch of requests (Triton's dynamic batcher hands it over whole) it calls the head once with
 every request, evaluates each branch's condition per request (every batch item of a request must agree:
@@ -46,6 +48,14 @@ def holds(when, value):
     if operator == "greaterThan":
         return value > wanted
     return value < wanted
+
+
+def holds_guard(when, value):
+    """Whether one value takes a branch: its comparison holds (a switch's default has none) and none of
+    the earlier cases of its switch (`unless`) does."""
+    if any(holds(case, value) for case in when.get("unless", ())):
+        return False
+    return when["operator"] is None or holds(when, value)
 
 
 def values(tensor):
@@ -151,7 +161,7 @@ class TritonPythonModel:
         """Whether a request takes a branch; raises ValueError when its batch items disagree."""
         if when["tensor"] not in env:
             raise ValueError(f"no {when['tensor']} to evaluate the condition on")
-        found = {holds(when, v) for v in values(env[when["tensor"]])}
+        found = {holds_guard(when, v) for v in values(env[when["tensor"]])}
         if len(found) > 1:
             raise ValueError(f"the batch items of one request disagree on the condition on {when['tensor']}")
         return found == {True}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..errors import Problem
-from ..spec import Condition, Model, Pipeline, PipelineSpec
+from ..spec import Model, Pipeline, PipelineSpec
 
 INPUTS = "inputs"  # reference prefix for pipeline inputs: `inputs.NAME`
 ROUTER_INPUT = "INPUT"  # the one input of every generated router
@@ -88,6 +88,55 @@ class Consumer:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """When a step runs: its `when`, or its case of a switch (which also needs none of the cases before
+    it to hold; a switch's default has no operator, only those). Equal guards make one branch."""
+
+    tensor: str  # the reference the condition reads, as written
+    operator: str | None  # equals, in, greaterThan, lessThan; None: a switch's default
+    value: object = None  # a list of `in` as a tuple (a guard is hashable)
+    unless: tuple[tuple[str, object], ...] = ()  # earlier cases of its switch: (operator, value)
+    path: str = field(default="", compare=False)  # where it is declared (`...when`, `...switch[k].cases[c]`)
+
+    @staticmethod
+    def of(
+        tensor: str, operator: tuple[str, object], unless: tuple[tuple[str, object], ...] = (), path: str = ""
+    ) -> Guard:
+        name, value = operator
+        return Guard(tensor, name, tuple(value) if isinstance(value, list) else value, unless, path)
+
+    @property
+    def operator_value(self) -> tuple[str, object]:
+        """(operator, value) of a case: what the cases after it must not match."""
+        assert self.operator is not None
+        return self.operator, self.value
+
+    def said(self) -> str:
+        """In words, for messages: `when classify.LABEL equals 0`."""
+        if self.operator is None:
+            return f"when no case of the switch on {self.tensor} holds"
+        return f"when {self.tensor} {self.operator} {_shown(self.value)}"
+
+    def plan(self, src: str) -> dict[str, object]:
+        """What the orchestrator evaluates (compiler/orchestrator_model.py, holds_guard), `src` the
+        resolved reference."""
+        return {
+            "tensor": src,
+            "operator": self.operator,
+            "value": _listed(self.value),
+            "unless": [{"operator": op, "value": _listed(v)} for op, v in self.unless],
+        }
+
+
+def _listed(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _shown(value: object) -> str:
+    return repr(_listed(value))
+
+
+@dataclass(frozen=True)
 class ResolvedStep:
     """A step whose name is free and whose model exists."""
 
@@ -116,7 +165,8 @@ class PipelineGraph:
     deps: dict[str, set[str]] = field(default_factory=dict)  # step -> steps it reads from
     outputs: dict[str, str] = field(default_factory=dict)  # pipeline output -> reference
     order: list[str] | None = None  # steps in dataflow order; None while unknown or on a cycle
-    conditions: dict[str, str] = field(default_factory=dict)  # step -> the reference its `when` reads
+    guards: dict[str, Guard] = field(default_factory=dict)  # step -> when it runs (its `when` or case)
+    conditions: dict[str, str] = field(default_factory=dict)  # step -> the reference its guard reads
     merges: dict[str, list[str]] = field(default_factory=dict)  # pipeline output -> from, then orFrom
 
     @property
@@ -143,14 +193,15 @@ class PipelineGraph:
     def batching(self) -> bool:
         return self.max_batch_size > 0
 
-    def when(self, step: str) -> Condition | None:
-        """The condition of a resolved step (None: it runs for every request)."""
-        return self.pipeline.steps[self.steps[step].index].when
+    def when(self, step: str) -> Guard | None:
+        """The guard of a resolved step: its `when` or its case of a switch (None: it runs for every
+        request)."""
+        return self.guards.get(step)
 
     @property
     def conditional(self) -> bool:
-        """Whether a step has a `when` (the pipeline is served by an orchestrator)."""
-        return any(s.when is not None for s in self.pipeline.steps)
+        """Whether a step has a `when` or the pipeline a switch (then an orchestrator serves it)."""
+        return bool(self.pipeline.switch) or any(s.when is not None for s in self.pipeline.steps)
 
     def owner_batches(self, ref: str) -> bool:
         """Whether the producer of a resolved reference batches (its tensor has the batch dimension)."""
@@ -238,12 +289,12 @@ class EnsemblePlan:
 @dataclass(frozen=True)
 class PartPlan:
     """A plain ensemble the orchestrator calls: the unconditional part, or one branch (`when`: the
-    condition as (reference, operator, value)). Its inputs and outputs are named by reference."""
+    guard). Its inputs and outputs are named by reference."""
 
     model: str
     inputs: tuple[str, ...]  # `inputs.NAME` or `STEP.TENSOR`
     outputs: tuple[str, ...]  # `STEP.TENSOR`
-    when: tuple[str, str, object] | None = None
+    when: tuple[str, Guard] | None = None  # a branch's: (the reference its condition reads, its guard)
 
 
 @dataclass(frozen=True)

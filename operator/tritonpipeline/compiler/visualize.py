@@ -94,11 +94,10 @@ def _conditional_graph(
         inner = {ref: writers[ref] for ref in part.inputs if ref in writers}
         entries = d.ensemble(e, inner)
         if part.when is not None and part.when[0] in writers:
-            ref, operator, value = part.when
+            ref, guard = part.when
             src, name = writers[ref]
-            d.edges += [
-                _Edge(src, nid, f"when {name} {operator} {value!r}", condition=True) for nid in entries
-            ]
+            label = guard.said().replace(guard.tensor, name, 1)
+            d.edges += [_Edge(src, nid, label, condition=True) for nid in entries]
         for ref in part.outputs:
             writers[ref] = inner[ref]
     for out in o.outputs:

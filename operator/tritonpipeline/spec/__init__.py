@@ -94,7 +94,7 @@ from .models import (
     State,
     VersionPolicy,
 )
-from .pipelines import Condition, Pipeline, PipelineInput, PipelineOutput, Scalar, StepSpec
+from .pipelines import Case, Condition, Pipeline, PipelineInput, PipelineOutput, Scalar, StepSpec, Switch
 from .routing import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, GatewayRef, Routing
 from .server import (
     AdminKeyRef,
@@ -147,6 +147,7 @@ __all__ = [
     "Autoscaling",
     "AutoscalingEngine",
     "AutoscalingMetric",
+    "Case",
     "Condition",
     "Controls",
     "CorrelationIdDataType",
@@ -192,6 +193,7 @@ __all__ = [
     "Server",
     "State",
     "StepSpec",
+    "Switch",
     "TensorName",
     "Tracing",
     "TritonPipeline",

@@ -137,6 +137,7 @@ from .pipeline_rules import (
     steps_before_a_sequence_keep_order,
     steps_have_inputs,
     steps_reach_outputs,
+    switch_names_a_step,
     unique_input_names,
     unique_output_names,
 )
@@ -256,6 +257,7 @@ __all__ = [
     "steps_before_a_sequence_keep_order",
     "steps_have_inputs",
     "steps_reach_outputs",
+    "switch_names_a_step",
     "tensor_shapes_hold",
     "unique_input_names",
     "unique_model_name",

@@ -283,3 +283,9 @@ MERGE_NEVER_READ = (
 MERGE_MISMATCH = "{ref} is {have}, and {first} (from) is {want}: every source of one output agrees"
 DEFAULT_UNCONDITIONAL = "the output's source {ref} runs for every request, so its default is never used"
 DEFAULT_DIMS = "a default fills a tensor of fixed size; the output has dims {dims}"
+SWITCH_UNKNOWN_STEP = (
+    "no step {name!r} in pipeline {pipeline!r}; a switch names steps of its `steps` ({known})"
+)
+SWITCH_STEP_GUARDED_TWICE = (
+    "step {name!r} already runs {when} ({where}); a step belongs to one branch: one `when` or one case"
+)

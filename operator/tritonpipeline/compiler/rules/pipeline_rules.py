@@ -8,9 +8,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from ...errors import Problem
-from ...spec import Condition, Model
+from ...spec import Model
 from ..plan_types import (
     INPUTS,
+    Guard,
     PipelineGraph,
     ResolvedStep,
     Tensor,
@@ -61,6 +62,8 @@ from .messages import (
     STEP_NAME_NEEDED,
     STEP_VERSION_NOT_SERVED,
     STEP_WITHOUT_INPUTS,
+    SWITCH_STEP_GUARDED_TWICE,
+    SWITCH_UNKNOWN_STEP,
     UNDECLARED_TENSORS,
     UNKNOWN_INPUT,
     UNKNOWN_MODEL,
@@ -282,6 +285,7 @@ def inputs_used(g: PipelineGraph) -> Iterator[Problem]:
     misspelt `inputs.X`, would make this finding noise, so then it is skipped."""
     referenced = {v for st in g.pipeline.steps for v in st.inputs.values() if isinstance(v, str)}
     referenced |= {st.when.tensor for st in g.pipeline.steps if st.when is not None}
+    referenced |= {switch.tensor for switch in g.pipeline.switch}
     if any(is_input_ref(r) and r.split(".", 1)[1] not in g.inputs for r in referenced):
         return
     for name, j in g.inputs.items():
@@ -509,10 +513,23 @@ def fits_type(data_type: str, value: object) -> str | None:
     return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
 
 
-def condition_fits(g: PipelineGraph, step: ResolvedStep, src: str) -> Iterator[Problem]:
-    """A condition reads a pipeline input or an unconditional step's output, one value per request, of a
-    data type its operator compares, against values of that type."""
-    path = f"{g.step_path(step.index)}.when"
+def switch_names_a_step(g: PipelineGraph, name: str, guard: Guard, path: str) -> Iterator[Problem]:
+    """A switch's case names a step of the pipeline that no other `when` or case guards."""
+    if name not in g.first_step:
+        known = ", ".join(g.first_step)
+        yield Problem(path, SWITCH_UNKNOWN_STEP.format(name=name, pipeline=g.pipeline.name, known=known))
+        return
+    other = g.guards.get(name)
+    if other is not None:
+        yield Problem(path, SWITCH_STEP_GUARDED_TWICE.format(name=name, when=other.said(), where=other.path))
+
+
+def condition_fits(
+    g: PipelineGraph, path: str, src: str, comparisons: Sequence[tuple[str, str, object]]
+) -> Iterator[Problem]:
+    """A condition (a `when`, a switch) reads a pipeline input or an unconditional step's output, one
+    value per request, of a data type each of its comparisons (path, operator, value) compares, against
+    values of that type."""
     head = producer(src)
     if head != INPUTS and g.when(head) is not None:
         yield Problem(f"{path}.tensor", CONDITION_FROM_BRANCH.format(ref=src, step=head))
@@ -522,29 +539,28 @@ def condition_fits(g: PipelineGraph, step: ResolvedStep, src: str) -> Iterator[P
             f"{path}.tensor", CONDITION_NOT_SCALAR.format(ref=src, dims=_fmt_dims(g.catalogue[src].full_dims))
         )
         return
-    when = g.when(step.name)
-    assert when is not None
-    operator, value = when.operator
     data_type = g.catalogue[src].data_type
-    numeric = operator in ("greaterThan", "lessThan")
-    if (numeric and data_type not in INTEGER_TYPES | FLOAT_TYPES) or (
-        not numeric and data_type in FLOAT_TYPES
-    ):
-        yield Problem(path, CONDITION_TYPE.format(operator=operator, ref=src, data_type=data_type))
-        return
-    for k, item in enumerate(value if isinstance(value, list) else [value]):
-        want = None if numeric and not isinstance(item, bool) else fits_type(data_type, item)
-        if numeric and isinstance(item, bool):
-            want = "a number"
-        if want:
-            where = f"{path}.in[{k}]" if isinstance(value, list) else f"{path}.{operator}"
-            message = CONDITION_VALUE.format(
-                operator=operator, data_type=data_type, ref=src, value=item, want=want
-            )
-            yield Problem(where, message)
+    for where, operator, value in comparisons:
+        numeric = operator in ("greaterThan", "lessThan")
+        if (numeric and data_type not in INTEGER_TYPES | FLOAT_TYPES) or (
+            not numeric and data_type in FLOAT_TYPES
+        ):
+            yield Problem(where, CONDITION_TYPE.format(operator=operator, ref=src, data_type=data_type))
+            continue
+        for k, item in enumerate(value if isinstance(value, list) else [value]):
+            if numeric:
+                want = "a number" if isinstance(item, (bool, str)) else None
+            else:
+                want = fits_type(data_type, item)
+            if want:
+                at = f"{where}.in[{k}]" if isinstance(value, list) else f"{where}.{operator}"
+                message = CONDITION_VALUE.format(
+                    operator=operator, data_type=data_type, ref=src, value=item, want=want
+                )
+                yield Problem(at, message)
 
 
-def _branch(g: PipelineGraph, ref: str) -> Condition | None:
+def _branch(g: PipelineGraph, ref: str) -> Guard | None:
     """The condition a reference's producer runs under (None: every request)."""
     head = producer(ref)
     return None if head == INPUTS or head not in g.steps else g.when(head)
@@ -560,14 +576,9 @@ def branches_meet_at_outputs(g: PipelineGraph) -> Iterator[Problem]:
                 yield Problem(
                     f"{g.step_path(step.index)}.inputs.{key}",
                     BRANCH_READ_ACROSS.format(
-                        step=step.name, ref=ref, source=producer(ref), when=_said(source)
+                        step=step.name, ref=ref, source=producer(ref), when=source.said()
                     ),
                 )
-
-
-def _said(when: Condition) -> str:
-    operator, value = when.operator
-    return f"when {when.tensor} {operator} {value!r}"
 
 
 def conditions_without_state(g: PipelineGraph) -> Iterator[Problem]:
