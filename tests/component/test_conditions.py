@@ -157,3 +157,20 @@ def test_e2e_reference_agrees_with_the_served_answers(shared_pipeline, tmp_path)
     server = shared_pipeline(doc)
     out = check_with_reference(server.http_url, doc, tmp_path, range(4))
     assert out.count("PASS") == 2, out
+
+
+def test_a_pipeline_that_does_not_batch_fills_its_default_per_request(shared_pipeline) -> None:
+    """maxBatchSize 0: the orchestrator and its parts take full shapes, and a default takes the rows of
+    the request (its first dimension) where its model batches."""
+    doc = example("conditional")
+    pipeline = doc["spec"]["pipelines"][0]
+    pipeline["maxBatchSize"] = 0
+    pipeline["inputs"][0]["dims"] = [-1, 4]
+    server = shared_pipeline(doc)
+    both = np.concatenate([LARGE, LARGE * 2])  # two rows, one label
+    out = infer(server, "conditional", {"IMAGE": both})
+    np.testing.assert_allclose(out["RESULT"], head_b(both))
+    np.testing.assert_allclose(out["SMALL"], np.zeros_like(both))
+    out = infer(server, "conditional", {"IMAGE": SMALL})
+    np.testing.assert_allclose(out["RESULT"], extractor(SMALL))
+    assert "SCORE" not in out

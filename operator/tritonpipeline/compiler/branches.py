@@ -114,6 +114,8 @@ def plan_conditional(
                 sources=tuple(g.merges[o.name]),
                 tensor=ensemble_output(g.catalogue[g.outputs[o.name]], batching),
                 default=o.default,
+                fill_dims=g.per_request(g.outputs[o.name]),
+                fill_rows=g.owner_batches(g.outputs[o.name]),
             )
             for o in p.outputs
         ),
@@ -178,7 +180,8 @@ def plan_json(plan: OrchestratorPlan) -> str:
                     "sources": list(o.sources),
                     "default": o.default,
                     "dataType": o.tensor.data_type,
-                    "dims": list(o.tensor.full_dims),
+                    "dims": list(o.fill_dims),
+                    "rows": o.fill_rows,
                 }
                 for o in plan.outputs
             ],

@@ -62,6 +62,10 @@ def values(tensor):
     """A small tensor's values on the host, flat."""
     if tensor.is_cpu():
         return tensor.as_numpy().reshape(-1)
+    if torch is None:
+        raise ValueError(
+            "the condition's tensor is on the GPU, and reading it needs torch, which is not installed"
+        )
     return torch.from_dlpack(tensor.to_dlpack()).cpu().numpy().reshape(-1)
 
 
@@ -172,7 +176,8 @@ class TritonPythonModel:
                 return renamed(spec["name"], env[ref])
         if spec["default"] is None:
             return None
-        shape = [self._rows(env), *spec["dims"]] if self.batching else spec["dims"]
+        # a request's rows: the first dimension of its inputs, where the output's model batches
+        shape = [next(iter(env.values())).shape()[0], *spec["dims"]] if spec["rows"] else spec["dims"]
         dtype = pb_utils.triton_string_to_numpy("TYPE_" + spec["dataType"].replace("STRING", "BYTES"))
         if dtype == np.object_:
             return pb_utils.Tensor(spec["name"], np.full(shape, spec["default"].encode(), dtype=np.object_))

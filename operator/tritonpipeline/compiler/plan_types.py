@@ -208,6 +208,11 @@ class PipelineGraph:
         head = producer(ref)
         return self.batching if head == INPUTS else self.steps[head].model.max_batch_size > 0
 
+    def per_request(self, ref: str) -> tuple[int, ...]:
+        """A resolved tensor's shape for one request: without the batch dimension when its owner batches."""
+        dims = self.catalogue[ref].full_dims
+        return dims[1:] if self.owner_batches(ref) else dims
+
     def route_to_sequence_step(self, start: str) -> list[str] | None:
         """The shortest route of steps from `start` (excluded from the search's goal) to a sequence-batched
         step downstream, as step names from `start` to that step; None when none is downstream."""
@@ -305,6 +310,10 @@ class MergedOutput:
     sources: tuple[str, ...]
     tensor: Tensor  # as the orchestrator declares it (dims relative to its max_batch_size)
     default: object = None
+    # the shape a default fills: one request's (without the batch dimension), and whether a request's
+    # rows (the first dimension of its inputs) come in front, as its first source's model batches
+    fill_dims: tuple[int, ...] = ()
+    fill_rows: bool = False
 
 
 @dataclass(frozen=True)

@@ -494,12 +494,6 @@ FLOAT_TYPES = frozenset({"FP16", "FP32", "FP64", "BF16"})
 STRING_TYPES = frozenset({"BYTES", "STRING"})
 
 
-def _per_request(g: PipelineGraph, src: str) -> tuple[int, ...]:
-    """A tensor's shape per request: without the batch dimension when its owner batches."""
-    dims = g.catalogue[src].full_dims
-    return dims[1:] if g.owner_batches(src) else dims
-
-
 def fits_type(data_type: str, value: object) -> str | None:
     """None when `value` can be compared with (or fill) a `data_type` tensor; else what to give."""
     if data_type == "BOOL":
@@ -534,7 +528,7 @@ def condition_fits(
     if head != INPUTS and g.when(head) is not None:
         yield Problem(f"{path}.tensor", CONDITION_FROM_BRANCH.format(ref=src, step=head))
         return
-    if any(d != 1 for d in _per_request(g, src)):
+    if any(d != 1 for d in g.per_request(src)):
         yield Problem(
             f"{path}.tensor", CONDITION_NOT_SCALAR.format(ref=src, dims=_fmt_dims(g.catalogue[src].full_dims))
         )
@@ -648,5 +642,5 @@ def merges_fit(g: PipelineGraph) -> Iterator[Problem]:
                 operator="default", data_type=first.data_type, ref=sources[0], value=o.default, want=want
             )
             yield Problem(f"{path}.default", message)
-        elif any(d == -1 for d in _per_request(g, sources[0])):
+        elif any(d == -1 for d in g.per_request(sources[0])):
             yield Problem(f"{path}.default", DEFAULT_DIMS.format(dims=_fmt_dims(first.full_dims)))
