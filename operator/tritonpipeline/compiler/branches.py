@@ -15,7 +15,6 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from ..errors import Problem
 from ..spec import Pipeline
 from .plan_types import (
     INPUTS,
@@ -45,7 +44,7 @@ def part_name(pipeline: str, part: str, taken: set[str]) -> str:
 
 def plan_conditional(
     g: PipelineGraph, taken: set[str], *, cpu_only: bool
-) -> tuple[list[EnsemblePlan], OrchestratorPlan, list[Problem]]:
+) -> tuple[list[EnsemblePlan], OrchestratorPlan]:
     """The parts' ensembles and the orchestrator of a conditional pipeline that broke no rule. Names it
     picks are added to `taken`."""
     from .plan import ensemble_output, keeps_batch_dimension, plan_ensemble
@@ -79,7 +78,6 @@ def plan_conditional(
         return reads, written
 
     ensembles: list[EnsemblePlan] = []
-    problems: list[Problem] = []
 
     def plan_part(members: list[str], part: str, label: str) -> PartPlan:
         reads, written = io(members, part)
@@ -87,12 +85,12 @@ def plan_conditional(
         taken.add(name)
         sub = _part_pipeline(g, name, members, reads, written)
         sg = resolve_pipeline(g.spec.model_copy(update={"pipelines": [sub]}), 0)
-        problems.extend(Problem(g.path, f"{name}: {p.message}") for p in sg.problems)
-        if not sg.problems:
-            planned = plan_ensemble(sg, taken, cpu_only=cpu_only)
-            # its routers serve the user's pipeline (status.graph, render's report)
-            routers = tuple(replace(r, pipeline=g.pipeline.name) for r in planned.routers)
-            ensembles.append(replace(planned, routers=routers))
+        # a pipeline that broke no rule gives parts that break none: a problem here is the compiler's own
+        assert not sg.problems, f"{g.path}: the generated part {name} breaks a rule: {sg.problems}"
+        planned = plan_ensemble(sg, taken, cpu_only=cpu_only)
+        # its routers serve the user's pipeline (status.graph, render's report)
+        routers = tuple(replace(r, pipeline=g.pipeline.name) for r in planned.routers)
+        ensembles.append(replace(planned, routers=routers))
         return PartPlan(model=name, inputs=tuple(reads), outputs=tuple(written))
 
     head_plan = plan_part(head, HEAD, HEAD) if head else None
@@ -122,7 +120,7 @@ def plan_conditional(
         head=head_plan,
         branches=tuple(branches),
     )
-    return ensembles, orchestrator, problems
+    return ensembles, orchestrator
 
 
 def _part_pipeline(

@@ -46,10 +46,9 @@ def plan_repository(tp: TritonPipeline, *, cpu_only: bool = False) -> Repository
         if g.problems:
             continue
         if g.conditional:
-            parts, orchestrator, found = plan_conditional(g, taken, cpu_only=cpu)
+            parts, orchestrator = plan_conditional(g, taken, cpu_only=cpu)
             ensembles += parts
             orchestrators.append(orchestrator)
-            problems += found
         else:
             ensembles.append(plan_ensemble(g, taken, cpu_only=cpu))
     if problems:
