@@ -44,7 +44,7 @@ REFERENCE: dict[str, Callable[[Tensors, dict[str, Any]], Tensors]] = {
     "join": lambda t, s: {"JOINED": t["LEFT"] - t["RIGHT"]},
     "dequantize": lambda t, s: {"VALUE": t["CODES"].astype(np.float32) * 0.5},
     "accumulator": _accumulate,
-    "labeler": lambda t, s: {"LABEL": (t["X"].sum(axis=-1, keepdims=True) > 0).astype(np.int32)},
+    "classifier": lambda t, s: {"LABEL": (t["X"].sum(axis=-1, keepdims=True) > 0).astype(np.int32)},
 }
 OPERATORS = ("equals", "in", "greaterThan", "lessThan")
 NUMPY_TYPES = {

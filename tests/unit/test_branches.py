@@ -146,7 +146,7 @@ def test_graph_draws_each_condition_on_the_edges_into_its_branch() -> None:
     ids = dict(re.findall(r'(o0n\d+)\[?\(?\["([^"]+)"\]', mermaid))
     node = {label: nid for nid, label in ids.items()}
     dashed = re.findall(r'(o0n\d+) -\.->\|"([^"]+)"\| (o0n\d+)', mermaid)
-    classify = node["classify (labeler)"]
+    classify = node["classify (classifier)"]
     assert sorted(dashed) == sorted(
         [
             (classify, "when LABEL equals 0", node["small (extractor)"]),

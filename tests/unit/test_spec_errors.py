@@ -480,6 +480,16 @@ CASES = [
         "its default is never used",
     ),
     Case(
+        "default-of-a-bf16-output",
+        "conditional",
+        lambda d: (
+            model(d, 3)["outputs"][0].update(dataType="BF16"),
+            pipe(d)["outputs"][1].update(default=0.0),
+        ),
+        "spec.pipelines[0].outputs[1].default",
+        "cannot fill a BF16 output",
+    ),
+    Case(
         "default-of-a-variable-size-output",
         "conditional",
         lambda d: (model(d, 3)["outputs"][0].update(dims=[-1]), pipe(d)["outputs"][1].update(default=0.0)),

@@ -32,6 +32,24 @@ except ImportError:  # CPU tensors need none
     torch = None
 
 PLAN = "tritonpipeline.plan"
+# the numpy type a default is built with, by the spec's data type (BF16 has none: the compiler refuses a
+# default there)
+NUMPY_TYPES = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+    "STRING": np.object_,
+}
 
 
 def holds(when, value):
@@ -178,7 +196,7 @@ class TritonPythonModel:
             return None
         # a request's rows: the first dimension of its inputs, where the output's model batches
         shape = [next(iter(env.values())).shape()[0], *spec["dims"]] if spec["rows"] else spec["dims"]
-        dtype = pb_utils.triton_string_to_numpy("TYPE_" + spec["dataType"].replace("STRING", "BYTES"))
+        dtype = NUMPY_TYPES[spec["dataType"]]
         if dtype == np.object_:
             return pb_utils.Tensor(spec["name"], np.full(shape, spec["default"].encode(), dtype=np.object_))
         return _tensor(spec["name"], np.full(shape, spec["default"], dtype=dtype))

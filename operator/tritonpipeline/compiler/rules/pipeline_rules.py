@@ -35,6 +35,7 @@ from .messages import (
     DATA_TYPE_MISMATCH,
     DEAD_STEP,
     DECOUPLED_ORIGINS,
+    DEFAULT_BF16,
     DEFAULT_DIMS,
     DEFAULT_UNCONDITIONAL,
     DUPLICATE_INPUT,
@@ -637,7 +638,9 @@ def merges_fit(g: PipelineGraph) -> Iterator[Problem]:
             yield Problem(f"{path}.default", DEFAULT_UNCONDITIONAL.format(ref=always))
             continue
         want = fits_type(first.data_type, o.default)
-        if want:
+        if first.data_type == "BF16":
+            yield Problem(f"{path}.default", DEFAULT_BF16)
+        elif want:
             message = CONDITION_VALUE.format(
                 operator="default", data_type=first.data_type, ref=sources[0], value=o.default, want=want
             )

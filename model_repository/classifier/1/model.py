@@ -1,4 +1,4 @@
-"""Labeler: LABEL = 1 when the features of X sum above 0, else 0 (FP32 [4] -> INT32 [1])."""
+"""Classifier: LABEL = 1 when the features of X sum above 0, else 0 (FP32 [4] -> INT32 [1])."""
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
