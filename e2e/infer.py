@@ -44,7 +44,9 @@ REFERENCE: dict[str, Callable[[Tensors, dict[str, Any]], Tensors]] = {
     "join": lambda t, s: {"JOINED": t["LEFT"] - t["RIGHT"]},
     "dequantize": lambda t, s: {"VALUE": t["CODES"].astype(np.float32) * 0.5},
     "accumulator": _accumulate,
+    "classifier": lambda t, s: {"LABEL": (t["X"].sum(axis=-1, keepdims=True) > 0).astype(np.int32)},
 }
+OPERATORS = ("equals", "in", "greaterThan", "lessThan")
 NUMPY_TYPES = {
     "FP32": np.float32,
     "FP64": np.float64,
@@ -73,6 +75,14 @@ class Pipeline:
             )
         models = {m["name"]: m for m in spec["models"]}
         self.stateful = any("sequenceBatching" in models[model] for _, model, _ in self.steps)
+        self.guards = _guards(
+            pipeline
+        )  # step -> (the tensor its condition reads, as the orchestrator's plan)
+        self.output_dims = {
+            f"{step}.{o['name']}": o["dims"]
+            for step, model, _ in self.steps
+            for o in models[model]["outputs"]
+        }
 
     def request(self, rng: np.random.Generator, rows: int) -> Tensors:
         """A random request: every pipeline input, `rows` rows of its dims (-1 taken as 4)."""
@@ -86,20 +96,78 @@ class Pipeline:
                 feed[tensor["name"]] = rng.uniform(-4, 4, size=shape).round(2).astype(dtype)
         return feed
 
-    def expected(self, feed: Tensors, states: dict[str, dict[str, Any]]) -> Tensors:
-        """The pipeline outputs for `feed`, evaluating the steps in dependency order."""
+    def expected(self, feed: Tensors, states: dict[str, dict[str, Any]]) -> dict[str, np.ndarray | None]:
+        """The pipeline outputs for `feed`, evaluating the steps in dependency order; a step whose
+        condition (a `when`, a switch's case) does not hold is skipped, and an output none of whose
+        sources ran is its default, or None (left out of the response)."""
         values = {f"inputs.{k}": v for k, v in feed.items()}
         pending = list(self.steps)
         while pending:
-            ready = [s for s in pending if all(ref in values for ref in s[2].values())]
-            if not ready:
+            skipped = [s for s in pending if s[0] in self.guards and self._skips(s[0], values)]
+            ready = [
+                s
+                for s in pending
+                if s not in skipped
+                and all(ref in values for ref in s[2].values())
+                and (s[0] not in self.guards or self.guards[s[0]][0] in values)
+            ]
+            if not ready and not skipped:
                 raise ValueError(f"pipeline {self.name}: steps {[s[0] for s in pending]} never get inputs")
+            for s in skipped:
+                pending.remove(s)
             for step, model, wiring in ready:
                 args = {port: values[ref] for port, ref in wiring.items()}
                 out = REFERENCE[model](args, states.setdefault(step, {}))
                 values.update({f"{step}.{k}": v for k, v in out.items()})
                 pending.remove((step, model, wiring))
-        return {o["name"]: values[o["from"]] for o in self.outputs}
+        rows = len(next(iter(feed.values())))
+        return {o["name"]: self._output(o, values, rows) for o in self.outputs}
+
+    def _skips(self, step: str, values: Tensors) -> bool:
+        """Whether a guarded step is skipped, once its condition's tensor is known (one value a request)."""
+        from tritonpipeline.compiler.orchestrator_model import holds_guard
+
+        tensor, when = self.guards[step]
+        if tensor not in values:
+            return False
+        found = {holds_guard(when, v) for v in values[tensor].reshape(-1)}
+        if len(found) > 1:
+            raise ValueError(f"pipeline {self.name}: the rows of one request disagree on {tensor}")
+        return found == {False}
+
+    def _output(self, output: dict[str, Any], values: Tensors, rows: int) -> np.ndarray | None:
+        sources = [output["from"], *output.get("orFrom", [])]
+        ran = [values[ref] for ref in sources if ref in values]
+        if ran:
+            return ran[0]
+        if output.get("default") is None:
+            return None
+        return np.full([rows, *self.output_dims[sources[0]]], output["default"], dtype=np.float32)
+
+
+def _comparison(entry: dict[str, Any]) -> dict[str, Any]:
+    (operator,) = [k for k in OPERATORS if k in entry]
+    return {"operator": operator, "value": entry[operator]}
+
+
+def _guards(pipeline: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each guarded step -> (its condition's tensor, the guard as compiler/orchestrator_model.py reads it)."""
+    guards = {}
+    for s in pipeline["steps"]:
+        if "when" in s:
+            guards[s.get("name") or s["model"]] = (
+                s["when"]["tensor"],
+                {**_comparison(s["when"]), "unless": []},
+            )
+    for switch in pipeline.get("switch", []):
+        earlier: list[dict[str, Any]] = []
+        for case in switch["cases"]:
+            for step in case["steps"]:
+                guards[step] = (switch["tensor"], {**_comparison(case), "unless": list(earlier)})
+            earlier.append(_comparison(case))
+        for step in switch.get("default", []):
+            guards[step] = (switch["tensor"], {"operator": None, "value": None, "unless": list(earlier)})
+    return guards
 
 
 class Checker:
@@ -120,18 +188,22 @@ class Checker:
         return {o["name"]: result.as_numpy(o["name"]) for o in pipeline.outputs}
 
     @staticmethod
-    def _compare(pipeline: Pipeline, got: Tensors, want: Tensors, what: str) -> None:
+    def _compare(pipeline: Pipeline, got: Tensors, want: dict[str, np.ndarray | None], what: str) -> None:
         for name, value in want.items():
-            if got[name] is None or not np.allclose(got[name], value, rtol=1e-5, atol=1e-5):
+            if value is None:  # a skipped branch's output: left out of the response
+                if got[name] is not None:
+                    raise AssertionError(f"{pipeline.name} {what}: {name} = {got[name]!r}, expected none")
+            elif got[name] is None or not np.allclose(got[name], value, rtol=1e-5, atol=1e-5):
                 raise AssertionError(f"{pipeline.name} {what}: {name} = {got[name]!r}, expected {value!r}")
 
     def check(self, name: str) -> str:
         pipeline = self.pipelines[name]
         if pipeline.stateful:
             return self._check_sequences(pipeline)
-        feed = pipeline.request(self.rng, BATCH)
+        rows = 1 if pipeline.guards else BATCH  # a condition is one value a request
+        feed = pipeline.request(self.rng, rows)
         self._compare(pipeline, self._infer(pipeline, feed), pipeline.expected(feed, {}), "stateless request")
-        return f"{', '.join(o['name'] for o in pipeline.outputs)} checked for a batch of {BATCH}"
+        return f"{', '.join(o['name'] for o in pipeline.outputs)} checked for a batch of {rows}"
 
     def _check_sequences(self, pipeline: Pipeline) -> str:
         """Two sequences interleaved request by request; each must keep its own running state."""

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,20 @@ def py_model(
         "decoupled": decoupled,
         "parameters": {"shapes": json.dumps({n: shape for n, (_, shape) in outputs.items()})},
     }
+
+
+def check_with_reference(url: str, doc: dict[str, Any], workdir: Path, seeds: range = range(3)) -> str:
+    """e2e/infer.py --spec (the reference evaluation of `make e2e` and the pod-level scenarios) against
+    the server at `url` (HTTP) serving `doc`, once a seed: every pipeline must pass. Its last output."""
+    spec = workdir / "spec.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    infer = [sys.executable, str(ROOT / "e2e" / "infer.py"), "--url", url, "--spec", str(spec)]
+    out = ""
+    for seed in seeds:
+        proc = subprocess.run(
+            [*infer, "--seed", str(seed)], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "PASS" in proc.stdout and "FAIL" not in proc.stdout, proc.stdout
+        out = proc.stdout
+    return out

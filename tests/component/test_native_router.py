@@ -8,16 +8,14 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.http as http
-import yaml
 
-from helpers import ROOT, example, native_router_or_skip
+from helpers import check_with_reference, example, native_router_or_skip
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import NATIVE_ROUTER_BACKEND, NATIVE_ROUTER_LIBRARY
 
@@ -79,24 +77,9 @@ def test_examples_answer_the_same_with_native_routers(name: str, library: bytes,
     artifacts = compile_pipeline(tp, cpu_only=True, native_router=library)
     assert artifacts.plan.routers
     repo = write_repository(artifacts, tmp_path / "repo", Path(tp.spec.model_repository.uri))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(doc))
     server = serve(repo, tmp_path)
     try:
-        infer = [
-            sys.executable,
-            str(ROOT / "e2e" / "infer.py"),
-            "--url",
-            server.http_url,
-            "--spec",
-            str(spec),
-        ]
-        for seed in (0, 1, 2):
-            proc = subprocess.run(
-                [*infer, "--seed", str(seed)], capture_output=True, text=True, timeout=120, check=False
-            )
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-            assert "PASS" in proc.stdout and "FAIL" not in proc.stdout, proc.stdout
+        check_with_reference(server.http_url, doc, tmp_path)
         client = http.InferenceServerClient(server.http_url)
         for router in artifacts.plan.routers:  # served by the native backend, not the Python one
             config = client.get_model_config(router.name, headers=server.admin_headers())

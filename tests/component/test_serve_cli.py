@@ -93,6 +93,27 @@ def test_serve_answers_then_stops_cleanly(sig, router):
     assert not repo.parent.exists(), "the temporary repository is removed on exit"
 
 
+def test_serve_runs_a_pipeline_with_conditions() -> None:
+    """examples/conditional.yaml: the orchestrator and its parts load, a request takes its branch."""
+    proc, http, lines = _serve([], file=ROOT / "examples" / "conditional.yaml")
+    text = "".join(lines)
+    try:
+        for model in ("conditional", "conditional__head", "conditional__when0", "conditional__when1"):
+            assert re.search(rf"model {model}\s+version 1\s+READY", text), text
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{http}")
+        x = np.array([[1, 2, 3, 4]], dtype=np.float32)  # sums above 0: the large branch
+        t = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        t.set_data_from_numpy(x)
+        result = client.infer("conditional", [t])
+        client.close()
+        assert result.as_numpy("RESULT").tolist() == (3 * x - 2).tolist()
+        assert result.as_numpy("SMALL").tolist() == [[0.0] * 4]  # the skipped branch's default
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+
+
 def test_serve_on_an_ipv6_address_answers_on_every_endpoint():
     """`--host ::1`: tritonserver's HTTP and metrics endpoints take an IPv6 address only as `ipv6:ADDR`
     and its gRPC endpoint only in brackets (triton/addresses.py); serve writes both, so HTTP, gRPC and

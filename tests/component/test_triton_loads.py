@@ -30,6 +30,7 @@ from tritonclient.utils import InferenceServerException
 import pipeline_gen as gen
 from helpers import ROUTERS, compile_doc, completed, doc_of, example, py_model, served_config, with_router
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
+from tritonpipeline.compiler.orchestrator_model import NUMPY_TYPES
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.errors import SpecError
 from tritonpipeline.local.repository import check_model_dirs, write_repository
@@ -42,21 +43,8 @@ pytestmark = pytest.mark.tritonserver
 
 GENERIC = Path(__file__).resolve().parents[1] / "triton_models" / "generic_model.py"
 TRITON_DECOUPLED_MIX = "receives inputs originated from different decoupled models"  # Triton's words
-NUMPY = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BF16": ml_dtypes.bfloat16,
-}
+# the numpy type of each data type, as the generated orchestrator builds its defaults, and BF16
+NUMPY = {**NUMPY_TYPES, "BF16": ml_dtypes.bfloat16}
 
 
 # --------------------------------------------------------------------------- scaffolding

@@ -75,6 +75,8 @@ VALIDATOR_ONLY = {
     "Metadata._known_fields": "the apiserver checks ObjectMeta itself; the CRD's schema cannot describe it",
     "Metadata._labels": "the apiserver checks ObjectMeta itself (the same rules, for validate)",
     "Metadata._annotations": "the apiserver checks ObjectMeta itself (the same rules, for validate)",
+    "Case._one_operator": "equals and in take any scalar (nodes without a type), which CEL cannot read",
+    "Condition._one_operator": "equals and in take any scalar (nodes without a type), which CEL cannot read",
     "PipelineSpec._instance_gpus": "each instance group's GPU indices against server.gpus, across the spec",
     "TritonPipeline._api_version": "the apiserver serves this CRD at this group and version only",
     "TritonPipeline._kind": "the apiserver serves this CRD under this kind only",

@@ -59,3 +59,24 @@ def test_models_without_a_reference_and_cycles_are_refused() -> None:
     pipeline = Pipeline(spec, spec["pipelines"][0])
     with pytest.raises(ValueError, match="never get inputs"):
         pipeline.expected({"IMAGE": np.zeros((1, 4), np.float32)}, {})
+
+
+def test_conditions_skip_their_steps_and_outputs_take_the_branch_that_ran() -> None:
+    spec = _example("conditional")
+    pipeline = Pipeline(spec, spec["pipelines"][0])
+    small = pipeline.expected({"IMAGE": np.array([[-1, -2, 0.5, 0.25]], np.float32)}, {})
+    assert small["LABEL"].tolist() == [[0]]
+    np.testing.assert_allclose(small["RESULT"], [[-1, -3, 2, 1.5]])  # extractor: 2x + 1
+    assert small["SCORE"] is None  # score is skipped: left out of the response
+    large = pipeline.expected({"IMAGE": np.array([[1, 2, -0.5, 0.25]], np.float32)}, {})
+    np.testing.assert_allclose(large["RESULT"], [[1, 4, -3.5, -1.25]])  # head_b: 3x - 2
+    np.testing.assert_allclose(large["SCORE"], [[0.25]])
+    np.testing.assert_allclose(large["SMALL"], [[0, 0, 0, 0]])  # its default
+
+
+def test_a_switch_takes_its_case_else_its_default() -> None:
+    spec = _example("conditional")
+    pipeline = Pipeline(spec, spec["pipelines"][1])
+    x = np.array([[1, 2, -0.5, 0.25]], np.float32)
+    np.testing.assert_allclose(pipeline.expected({"IMAGE": x}, {})["RESULT"], 3 * x - 2)
+    np.testing.assert_allclose(pipeline.expected({"IMAGE": -x}, {})["RESULT"], 2 * -x + 1)

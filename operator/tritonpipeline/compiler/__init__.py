@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import Problem, SpecError
 from ..spec import TritonPipeline, parse_pipeline
+from .branches import plan_json
 from .plan import plan_repository
 from .plan_types import (
     LINK_TO_MODEL_FILE,
@@ -24,7 +25,14 @@ from .plan_types import (
     RepositoryPlan,
 )
 from .router_choice import RouterBackend, RouterChoice
-from .triton_config import ensemble_config, model_config, open_streams_config, router_config, to_text
+from .triton_config import (
+    ensemble_config,
+    model_config,
+    open_streams_config,
+    orchestrator_config,
+    router_config,
+    to_text,
+)
 
 __all__ = [
     "OPEN_STREAMS_FILE",
@@ -36,6 +44,7 @@ __all__ = [
     "files_digest",
     "graph_problems_beside",
     "open_streams_source",
+    "orchestrator_source",
     "router_source",
     "tracks_open_streams",
 ]
@@ -52,6 +61,11 @@ def files_digest(files: Mapping[str, bytes]) -> str:
 def router_source() -> bytes:
     """The router model's code: one fixed file, identical for every router."""
     return resources.files(__package__).joinpath("router_model.py").read_bytes()
+
+
+def orchestrator_source() -> bytes:
+    """The orchestrator model's code (pipelines with conditions): one fixed file, its plan in its config."""
+    return resources.files(__package__).joinpath("orchestrator_model.py").read_bytes()
 
 
 def open_streams_source() -> bytes:
@@ -81,16 +95,23 @@ class Artifacts:
     def graph_summary(self) -> dict[str, Any]:
         """What a user sees in status.graph: ensembles, the routers inserted for them and what they run on
         (with the operator's reason)."""
-        summary: dict[str, Any] = {
-            "ensembles": [
+        # a pipeline with conditions is one entry, named after it (its orchestrator), with its parts' steps
+        part_of = {p.model: o for o in self.plan.orchestrators for p in o.parts}
+        entries: dict[str, dict[str, Any]] = {}
+        for e in self.plan.ensembles:
+            o = part_of.get(e.name)
+            entry = entries.setdefault(
+                e.name if o is None else o.name,
                 {
-                    "name": e.name,
-                    "maxBatchSize": e.max_batch_size,
+                    "name": e.name if o is None else o.name,
+                    "maxBatchSize": e.max_batch_size if o is None else o.max_batch_size,
                     "fanOut": e.fan_out,
-                    "steps": [s.name for s in e.steps],
-                }
-                for e in self.plan.ensembles
-            ],
+                    "steps": [],
+                },
+            )
+            entry["steps"] += [s.name for s in e.steps]
+        summary: dict[str, Any] = {
+            "ensembles": list(entries.values()),
             "routers": [
                 {
                     "name": r.name,
@@ -171,6 +192,10 @@ def compile_pipeline(
                 files[f"{r.name}/1/{NATIVE_ROUTER_LIBRARY}"] = native_router
             else:
                 files[f"{r.name}/1/{NATIVE_ROUTER_SLOT}"] = NATIVE_ROUTER_SLOT_TEXT
+    for orchestrator in plan.orchestrators:
+        config = orchestrator_config(orchestrator, plan_json(orchestrator))
+        files[f"{orchestrator.name}/config.pbtxt"] = to_text(config)
+        files[f"{orchestrator.name}/1/model.py"] = orchestrator_source()
     if tracks_open_streams(tp):
         files[f"{OPEN_STREAMS_MODEL}/config.pbtxt"] = to_text(open_streams_config(OPEN_STREAMS_MODEL))
         files[f"{OPEN_STREAMS_MODEL}/1/model.py"] = open_streams_source()

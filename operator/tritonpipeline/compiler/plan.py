@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ..errors import Problem, SpecError
 from ..spec import TritonPipeline
+from .branches import plan_conditional
 from .plan_types import (
     INPUTS,
     ROUTER_INPUT,
@@ -38,14 +39,26 @@ def plan_repository(tp: TritonPipeline, *, cpu_only: bool = False) -> Repository
     problems: list[Problem] = check_spec(spec)
     taken = {m.name for m in spec.models} | {p.name for p in spec.pipelines}  # Triton's one namespace
     ensembles = []
+    orchestrators = []
     for i in range(len(spec.pipelines)):
         g = resolve_pipeline(spec, i)
         problems += g.problems
-        if not g.problems:
+        if g.problems:
+            continue
+        if g.conditional:
+            parts, orchestrator = plan_conditional(g, taken, cpu_only=cpu)
+            ensembles += parts
+            orchestrators.append(orchestrator)
+        else:
             ensembles.append(plan_ensemble(g, taken, cpu_only=cpu))
     if problems:
         raise SpecError(problems)
-    return RepositoryPlan(models=tuple(spec.models), ensembles=tuple(ensembles), cpu_only=cpu)
+    return RepositoryPlan(
+        models=tuple(spec.models),
+        ensembles=tuple(ensembles),
+        cpu_only=cpu,
+        orchestrators=tuple(orchestrators),
+    )
 
 
 def keeps_batch_dimension(g: PipelineGraph) -> bool:

@@ -88,6 +88,55 @@ class Consumer:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """When a step runs: its `when`, or its case of a switch (which also needs none of the cases before
+    it to hold; a switch's default has no operator, only those). Equal guards make one branch."""
+
+    tensor: str  # the reference the condition reads, as written
+    operator: str | None  # equals, in, greaterThan, lessThan; None: a switch's default
+    value: object = None  # a list of `in` as a tuple (a guard is hashable)
+    unless: tuple[tuple[str, object], ...] = ()  # earlier cases of its switch: (operator, value)
+    path: str = field(default="", compare=False)  # where it is declared (`...when`, `...switch[k].cases[c]`)
+
+    @staticmethod
+    def of(
+        tensor: str, operator: tuple[str, object], unless: tuple[tuple[str, object], ...] = (), path: str = ""
+    ) -> Guard:
+        name, value = operator
+        return Guard(tensor, name, tuple(value) if isinstance(value, list) else value, unless, path)
+
+    @property
+    def operator_value(self) -> tuple[str, object]:
+        """(operator, value) of a case: what the cases after it must not match."""
+        assert self.operator is not None
+        return self.operator, self.value
+
+    def said(self) -> str:
+        """In words, for messages: `when classify.LABEL equals 0`."""
+        if self.operator is None:
+            return f"when no case of the switch on {self.tensor} holds"
+        return f"when {self.tensor} {self.operator} {_shown(self.value)}"
+
+    def plan(self, src: str) -> dict[str, object]:
+        """What the orchestrator evaluates (compiler/orchestrator_model.py, holds_guard), `src` the
+        resolved reference."""
+        return {
+            "tensor": src,
+            "operator": self.operator,
+            "value": _listed(self.value),
+            "unless": [{"operator": op, "value": _listed(v)} for op, v in self.unless],
+        }
+
+
+def _listed(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _shown(value: object) -> str:
+    return repr(_listed(value))
+
+
+@dataclass(frozen=True)
 class ResolvedStep:
     """A step whose name is free and whose model exists."""
 
@@ -116,6 +165,9 @@ class PipelineGraph:
     deps: dict[str, set[str]] = field(default_factory=dict)  # step -> steps it reads from
     outputs: dict[str, str] = field(default_factory=dict)  # pipeline output -> reference
     order: list[str] | None = None  # steps in dataflow order; None while unknown or on a cycle
+    guards: dict[str, Guard] = field(default_factory=dict)  # step -> when it runs (its `when` or case)
+    conditions: dict[str, str] = field(default_factory=dict)  # step -> the reference its guard reads
+    merges: dict[str, list[str]] = field(default_factory=dict)  # pipeline output -> from, then orFrom
 
     @property
     def pipeline(self) -> Pipeline:
@@ -140,6 +192,26 @@ class PipelineGraph:
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 0
+
+    def when(self, step: str) -> Guard | None:
+        """The guard of a resolved step: its `when` or its case of a switch (None: it runs for every
+        request)."""
+        return self.guards.get(step)
+
+    @property
+    def conditional(self) -> bool:
+        """Whether a step has a `when` or the pipeline a switch (then an orchestrator serves it)."""
+        return bool(self.pipeline.switch) or any(s.when is not None for s in self.pipeline.steps)
+
+    def owner_batches(self, ref: str) -> bool:
+        """Whether the producer of a resolved reference batches (its tensor has the batch dimension)."""
+        head = producer(ref)
+        return self.batching if head == INPUTS else self.steps[head].model.max_batch_size > 0
+
+    def per_request(self, ref: str) -> tuple[int, ...]:
+        """A resolved tensor's shape for one request: without the batch dimension when its owner batches."""
+        dims = self.catalogue[ref].full_dims
+        return dims[1:] if self.owner_batches(ref) else dims
 
     def route_to_sequence_step(self, start: str) -> list[str] | None:
         """The shortest route of steps from `start` (excluded from the search's goal) to a sequence-batched
@@ -220,10 +292,55 @@ class EnsemblePlan:
 
 
 @dataclass(frozen=True)
+class PartPlan:
+    """A plain ensemble the orchestrator calls: the unconditional part, or one branch (`when`: the
+    guard). Its inputs and outputs are named by reference."""
+
+    model: str
+    inputs: tuple[str, ...]  # `inputs.NAME` or `STEP.TENSOR`
+    outputs: tuple[str, ...]  # `STEP.TENSOR`
+    when: tuple[str, Guard] | None = None  # a branch's: (the reference its condition reads, its guard)
+
+
+@dataclass(frozen=True)
+class MergedOutput:
+    """A pipeline output of a conditional pipeline: its sources, first written wins, then its default."""
+
+    name: str
+    sources: tuple[str, ...]
+    tensor: Tensor  # as the orchestrator declares it (dims relative to its max_batch_size)
+    default: object = None
+    # the shape a default fills: one request's (without the batch dimension), and whether a request's
+    # rows (the first dimension of its inputs) come in front, as its first source's model batches
+    fill_dims: tuple[int, ...] = ()
+    fill_rows: bool = False
+
+
+@dataclass(frozen=True)
+class OrchestratorPlan:
+    """A pipeline with conditions: a generated Python BLS model (orchestrator_model.py) named after the
+    pipeline, evaluating each condition per request and calling the plain ensembles of its parts, each
+    once per batch with the requests that take it."""
+
+    name: str
+    max_batch_size: int
+    inputs: tuple[tuple[str, Tensor], ...]  # the pipeline's inputs, as an ensemble would declare them
+    outputs: tuple[MergedOutput, ...]
+    head: PartPlan | None  # the unconditional steps (None: the conditions read pipeline inputs only)
+    branches: tuple[PartPlan, ...]
+
+    @property
+    def parts(self) -> tuple[PartPlan, ...]:
+        """The head (where there is one), then the branches: the order the orchestrator calls them."""
+        return (*((self.head,) if self.head else ()), *self.branches)
+
+
+@dataclass(frozen=True)
 class RepositoryPlan:
     models: tuple[Model, ...]
     ensembles: tuple[EnsemblePlan, ...]
     cpu_only: bool
+    orchestrators: tuple[OrchestratorPlan, ...] = ()
 
     @property
     def routers(self) -> tuple[RouterPlan, ...]:

@@ -15,6 +15,7 @@ from .plan_types import (
     INPUTS,
     LATEST_VERSION,
     Consumer,
+    Guard,
     PipelineGraph,
     ResolvedStep,
     Tensor,
@@ -32,6 +33,8 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
     _catalogue(g)
     for step in g.steps.values():
         _resolve_step_inputs(g, step)
+    _resolve_guards(g)
+    _resolve_conditions(g)
     _resolve_outputs(g)
     order, cycle = dataflow_order(g)
     g.add(rules.acyclic(g, cycle))
@@ -45,6 +48,10 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
         g.add(rules.decoupled_origins_agree(g))
         g.add(rules.sequence_steps_before_decoupled(g))
         g.add(rules.steps_before_a_sequence_keep_order(g))
+        if g.conditional:
+            g.add(rules.branches_meet_at_outputs(g))
+            g.add(rules.conditions_without_state(g))
+        g.add(rules.merges_fit(g))
     return g
 
 
@@ -115,6 +122,58 @@ def _resolve_step_inputs(g: PipelineGraph, step: ResolvedStep) -> None:
     g.add(rules.required_inputs_mapped(g, step), unresolved=True)
 
 
+def _resolve_guards(g: PipelineGraph) -> None:
+    """When each step runs: its `when`, or the case of a switch that names it (a step in one branch)."""
+    for step in g.steps.values():
+        when = g.pipeline.steps[step.index].when
+        if when is not None:
+            g.guards[step.name] = Guard.of(when.tensor, when.operator, path=f"{g.step_path(step.index)}.when")
+    for k, switch in enumerate(g.pipeline.switch):
+        path = f"{g.path}.switch[{k}]"
+        earlier: list[tuple[str, object]] = []
+        for c, case in enumerate(switch.cases):
+            guard = Guard.of(switch.tensor, case.operator, tuple(earlier), f"{path}.cases[{c}]")
+            earlier.append(guard.operator_value)
+            _guard_steps(g, case.steps, guard, f"{path}.cases[{c}].steps")
+        default = Guard(switch.tensor, None, None, tuple(earlier), f"{path}.default")
+        _guard_steps(g, switch.default, default, f"{path}.default")
+
+
+def _guard_steps(g: PipelineGraph, names: list[str], guard: Guard, path: str) -> None:
+    for i, name in enumerate(names):
+        if not g.add(rules.switch_names_a_step(g, name, guard, f"{path}[{i}]")) and name in g.steps:
+            g.guards[name] = guard
+
+
+def _resolve_conditions(g: PipelineGraph) -> None:
+    """Each condition (a `when`, a switch): its tensor resolves, runs before the steps it guards (a
+    dependency) and fits each comparison."""
+    for step in g.steps.values():
+        when = g.pipeline.steps[step.index].when
+        if when is None:
+            continue
+        src = _source(g, when.tensor, f"{g.step_path(step.index)}.when.tensor")
+        if src is not None:
+            _depend(g, [step.name], src)
+            comparisons = [(f"{g.step_path(step.index)}.when", *when.operator)]
+            g.add(rules.condition_fits(g, f"{g.step_path(step.index)}.when", src, comparisons))
+    for k, switch in enumerate(g.pipeline.switch):
+        path = f"{g.path}.switch[{k}]"
+        src = _source(g, switch.tensor, f"{path}.tensor")
+        if src is not None:
+            guarded = [name for name, guard in g.guards.items() if guard.path.startswith(f"{path}.")]
+            _depend(g, guarded, src)
+            comparisons = [(f"{path}.cases[{c}]", *case.operator) for c, case in enumerate(switch.cases)]
+            g.add(rules.condition_fits(g, path, src, comparisons))
+
+
+def _depend(g: PipelineGraph, steps: list[str], src: str) -> None:
+    for name in steps:
+        if producer(src) != INPUTS and producer(src) != name:
+            g.deps[name].add(producer(src))
+        g.conditions[name] = src
+
+
 def _resolve_outputs(g: PipelineGraph) -> None:
     for j, o in enumerate(g.pipeline.outputs):
         if g.add(rules.output_from_a_step(g, j)):
@@ -125,6 +184,13 @@ def _resolve_outputs(g: PipelineGraph) -> None:
         g.outputs[o.name] = src
         g.consumers.setdefault(src, []).append(Consumer(None, o.name))
         g.add(rules.shared_tensor_named_once(g, j, src))
+        sources = [src]
+        for k, ref in enumerate(o.or_from):
+            other = _source(g, ref, f"{g.path}.outputs[{j}].orFrom[{k}]")
+            if other is not None:
+                sources.append(other)
+                g.consumers.setdefault(other, []).append(Consumer(None, o.name))
+        g.merges[o.name] = sources
 
 
 def dataflow_order(g: PipelineGraph) -> tuple[list[str], list[str]]:

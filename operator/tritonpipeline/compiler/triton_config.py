@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import text_format
 
 from ..spec import Model, QueuePolicy, RateLimiter, VersionPolicy
-from .plan_types import NATIVE_ROUTER_BACKEND, ROUTER_INPUT, EnsemblePlan, RouterPlan
+from .plan_types import NATIVE_ROUTER_BACKEND, ROUTER_INPUT, EnsemblePlan, OrchestratorPlan, RouterPlan
 
 # Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
 # of the pinned release, BSD-3-Clause): carried here so that the compiler and the operator need neither
@@ -302,4 +302,26 @@ def ensemble_config(plan: EnsemblePlan) -> mc.ModelConfig:
             s.input_map[key] = value
         for key, value in step.output_map:
             s.output_map[key] = value
+    return cfg
+
+
+ORCHESTRATOR_PLAN = (
+    "tritonpipeline.plan"  # the orchestrator's parameter holding its plan (branches.plan_json)
+)
+
+
+def orchestrator_config(plan: OrchestratorPlan, plan_text: str) -> mc.ModelConfig:
+    """A conditional pipeline's orchestrator (orchestrator_model.py): the pipeline's interface, a Python
+    BLS model on one CPU instance (it only calls ensembles; tensors pass through by DLPack, GPU ones stay
+    on the GPU), dynamic batching when it batches, so that each branch is called once per batch."""
+    cfg = mc.ModelConfig(name=plan.name, backend="python", max_batch_size=plan.max_batch_size)
+    for name, t in plan.inputs:
+        cfg.input.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims, optional=t.optional)
+    for o in plan.outputs:
+        cfg.output.add(name=o.name, data_type=data_type(o.tensor.data_type), dims=o.tensor.full_dims)
+    cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
+    if plan.max_batch_size > 0:
+        cfg.dynamic_batching.SetInParent()
+    cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
+    cfg.parameters[ORCHESTRATOR_PLAN].string_value = plan_text
     return cfg

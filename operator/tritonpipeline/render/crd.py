@@ -59,6 +59,8 @@ def scalar(what: str) -> dict[str, Any]:
 QUANTITY = scalar("A quantity such as 500m, 0.5, 2 or 1.5Gi")
 # a model's `parameters` values (Triton's string_value, from a string, a number or a boolean)
 PARAMETER = scalar("A string, a number or a boolean")
+# a condition's value, an output's default (spec/pipelines.py's Scalar)
+SCALAR = scalar("A string, a number or a boolean")
 
 
 @functools.cache
@@ -146,6 +148,12 @@ def _schema(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
             return _schema(args[0], metadata)
         if set(args) == {str, int}:
             return {"x-kubernetes-int-or-string": True}
+        if set(args) == {int, float}:
+            number: dict[str, Any] = {"type": "number"}
+            _constraints(number, metadata)
+            return number
+        if set(args) == {bool, int, float, str}:  # spec.pipelines' Scalar: checked by the compiler
+            return copy.deepcopy(SCALAR)
         raise TypeError(f"no CRD schema for {tp}: a structural schema gives a node one type")
     if origin is Literal:
         schema: dict[str, Any] = {"type": "string", "enum": list(typing.get_args(tp))}

@@ -87,7 +87,7 @@ from .models import (
     VersionPolicy,
 )
 from .parse import NEWER_FIELDS, format_path, newer_fields, parse_pipeline
-from .pipelines import Pipeline, PipelineInput, PipelineOutput, StepSpec
+from .pipelines import Case, Condition, Pipeline, PipelineInput, PipelineOutput, Scalar, StepSpec, Switch
 from .resource import Metadata, PipelineSpec, TritonPipeline
 from .routing import NGINX_GATEWAY_HEADER_RE, GatewayImplementation, GatewayRef, Routing
 from .server import (
@@ -142,6 +142,8 @@ __all__ = [
     "Autoscaling",
     "AutoscalingEngine",
     "AutoscalingMetric",
+    "Case",
+    "Condition",
     "Controls",
     "CorrelationIdDataType",
     "DataType",
@@ -180,11 +182,13 @@ __all__ = [
     "Routing",
     "Rule",
     "S3Options",
+    "Scalar",
     "SecretRef",
     "SequenceBatching",
     "Server",
     "State",
     "StepSpec",
+    "Switch",
     "TensorName",
     "Tracing",
     "TritonPipeline",

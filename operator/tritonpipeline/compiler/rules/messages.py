@@ -250,3 +250,46 @@ def dims_compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 def _fmt_dims(dims: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+# conditions (`when:`, outputs' orFrom and default), served by compiler/orchestrator_model.py
+CONDITION_FROM_BRANCH = (
+    "the condition reads {ref}, an output of step {step!r}, which runs under a condition itself; a "
+    "condition reads a pipeline input or an unconditional step's output (nested branches are not served)"
+)
+CONDITION_NOT_SCALAR = (
+    "the condition reads {ref}, of shape {dims}: a condition needs one value per request (dims [1], with "
+    "the batch dimension in front when its owner batches)"
+)
+CONDITION_TYPE = (
+    "{operator} does not fit {ref}, a {data_type} tensor: equals and in take integer, boolean and string "
+    "tensors, greaterThan and lessThan numbers"
+)
+CONDITION_VALUE = "{operator} compares the {data_type} tensor {ref} with {value!r}: give {want}"
+BRANCH_READ_ACROSS = (
+    "step {step!r} reads {ref} of step {source!r}, which runs only {when}; a step reading a conditional "
+    "step's output carries the same `when` (its branch), and branches meet only at a pipeline output "
+    "(`orFrom`)"
+)
+CONDITION_ON_STATEFUL = (
+    "step {step!r} (model {model!r}) is {what}, and pipeline {pipeline!r} has conditions: a pipeline with "
+    "`when` holds no sequence-batched or decoupled step yet; serve that step in a pipeline of its own"
+)
+MERGE_WITHOUT_CONDITIONS = (
+    "{field} is for outputs of conditional steps, and no step of pipeline {pipeline!r} has a `when`"
+)
+MERGE_NEVER_READ = (
+    "{ref} is never read: the source before it, {first}, runs for every request (first written wins)"
+)
+MERGE_MISMATCH = "{ref} is {have}, and {first} (from) is {want}: every source of one output agrees"
+DEFAULT_UNCONDITIONAL = "the output's source {ref} runs for every request, so its default is never used"
+DEFAULT_DIMS = "a default fills a tensor of fixed size; the output has dims {dims}"
+DEFAULT_BF16 = (
+    "a default cannot fill a BF16 output (numpy, which the orchestrator builds it with, has no BF16)"
+)
+SWITCH_UNKNOWN_STEP = (
+    "no step {name!r} in pipeline {pipeline!r}; a switch names steps of its `steps` ({known})"
+)
+SWITCH_STEP_GUARDED_TWICE = (
+    "step {name!r} already runs {when} ({where}); a step belongs to one branch: one `when` or one case"
+)

@@ -11,6 +11,7 @@ from ...errors import Problem
 from ...spec import Model
 from ..plan_types import (
     INPUTS,
+    Guard,
     PipelineGraph,
     ResolvedStep,
     Tensor,
@@ -22,12 +23,21 @@ from ..plan_types import (
 )
 from .messages import (
     BAD_REFERENCE,
+    BRANCH_READ_ACROSS,
+    CONDITION_FROM_BRANCH,
+    CONDITION_NOT_SCALAR,
+    CONDITION_ON_STATEFUL,
+    CONDITION_TYPE,
+    CONDITION_VALUE,
     CONTROL_MAPPED,
     CONTROL_WITHOUT_SEQUENCE_BATCHING,
     CYCLE,
     DATA_TYPE_MISMATCH,
     DEAD_STEP,
     DECOUPLED_ORIGINS,
+    DEFAULT_BF16,
+    DEFAULT_DIMS,
+    DEFAULT_UNCONDITIONAL,
     DUPLICATE_INPUT,
     DUPLICATE_OUTPUT,
     DUPLICATE_OUTPUT_OTHER,
@@ -37,6 +47,9 @@ from .messages import (
     INPUT_RANK_HINT,
     KEEP_ORDER_WITH_BATCHER,
     KEEP_ORDER_WITH_ONE_INSTANCE,
+    MERGE_MISMATCH,
+    MERGE_NEVER_READ,
+    MERGE_WITHOUT_CONDITIONS,
     OPTIONAL_INPUT_TO_REQUIRED,
     OUTPUT_FROM_INPUT,
     OUTPUT_NAMED_LIKE_INPUT,
@@ -50,6 +63,8 @@ from .messages import (
     STEP_NAME_NEEDED,
     STEP_VERSION_NOT_SERVED,
     STEP_WITHOUT_INPUTS,
+    SWITCH_STEP_GUARDED_TWICE,
+    SWITCH_UNKNOWN_STEP,
     UNDECLARED_TENSORS,
     UNKNOWN_INPUT,
     UNKNOWN_MODEL,
@@ -270,6 +285,8 @@ def inputs_used(g: PipelineGraph) -> Iterator[Problem]:
     """Every pipeline input is used. An input named by a mapping that failed for another reason, or any
     misspelt `inputs.X`, would make this finding noise, so then it is skipped."""
     referenced = {v for st in g.pipeline.steps for v in st.inputs.values() if isinstance(v, str)}
+    referenced |= {st.when.tensor for st in g.pipeline.steps if st.when is not None}
+    referenced |= {switch.tensor for switch in g.pipeline.switch}
     if any(is_input_ref(r) and r.split(".", 1)[1] not in g.inputs for r in referenced):
         return
     for name, j in g.inputs.items():
@@ -469,3 +486,164 @@ def steps_before_a_sequence_keep_order(g: PipelineGraph) -> Iterator[Problem]:
                 fix=fix.format(model=model.name),
             ),
         )
+
+
+# --------------------------------------------------------------------------- conditions (`when`)
+
+INTEGER_TYPES = frozenset({"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"})
+FLOAT_TYPES = frozenset({"FP16", "FP32", "FP64", "BF16"})
+STRING_TYPES = frozenset({"BYTES", "STRING"})
+
+
+def fits_type(data_type: str, value: object) -> str | None:
+    """None when `value` can be compared with (or fill) a `data_type` tensor; else what to give."""
+    if data_type == "BOOL":
+        return None if isinstance(value, bool) else "true or false"
+    if data_type in STRING_TYPES:
+        return None if isinstance(value, str) else "a string"
+    if data_type in INTEGER_TYPES:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return None if value >= 0 or data_type.startswith("INT") else "a non-negative integer"
+        return "an integer"
+    return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+
+
+def switch_names_a_step(g: PipelineGraph, name: str, guard: Guard, path: str) -> Iterator[Problem]:
+    """A switch's case names a step of the pipeline that no other `when` or case guards."""
+    if name not in g.first_step:
+        known = ", ".join(g.first_step)
+        yield Problem(path, SWITCH_UNKNOWN_STEP.format(name=name, pipeline=g.pipeline.name, known=known))
+        return
+    other = g.guards.get(name)
+    if other is not None:
+        yield Problem(path, SWITCH_STEP_GUARDED_TWICE.format(name=name, when=other.said(), where=other.path))
+
+
+def condition_fits(
+    g: PipelineGraph, path: str, src: str, comparisons: Sequence[tuple[str, str, object]]
+) -> Iterator[Problem]:
+    """A condition (a `when`, a switch) reads a pipeline input or an unconditional step's output, one
+    value per request, of a data type each of its comparisons (path, operator, value) compares, against
+    values of that type."""
+    head = producer(src)
+    if head != INPUTS and g.when(head) is not None:
+        yield Problem(f"{path}.tensor", CONDITION_FROM_BRANCH.format(ref=src, step=head))
+        return
+    if any(d != 1 for d in g.per_request(src)):
+        yield Problem(
+            f"{path}.tensor", CONDITION_NOT_SCALAR.format(ref=src, dims=_fmt_dims(g.catalogue[src].full_dims))
+        )
+        return
+    data_type = g.catalogue[src].data_type
+    for where, operator, value in comparisons:
+        numeric = operator in ("greaterThan", "lessThan")
+        if (numeric and data_type not in INTEGER_TYPES | FLOAT_TYPES) or (
+            not numeric and data_type in FLOAT_TYPES
+        ):
+            yield Problem(where, CONDITION_TYPE.format(operator=operator, ref=src, data_type=data_type))
+            continue
+        for k, item in enumerate(value if isinstance(value, list) else [value]):
+            if numeric:
+                want = "a number" if isinstance(item, (bool, str)) else None
+            else:
+                want = fits_type(data_type, item)
+            if want:
+                at = f"{where}.in[{k}]" if isinstance(value, list) else f"{where}.{operator}"
+                message = CONDITION_VALUE.format(
+                    operator=operator, data_type=data_type, ref=src, value=item, want=want
+                )
+                yield Problem(at, message)
+
+
+def _branch(g: PipelineGraph, ref: str) -> Guard | None:
+    """The condition a reference's producer runs under (None: every request)."""
+    head = producer(ref)
+    return None if head == INPUTS or head not in g.steps else g.when(head)
+
+
+def branches_meet_at_outputs(g: PipelineGraph) -> Iterator[Problem]:
+    """A step reading a conditional step's output carries the same condition: branches meet only at
+    the pipeline's outputs (orFrom)."""
+    for step in g.steps.values():
+        for key, ref in sorted(step.inputs.items()):
+            source = _branch(g, ref)
+            if source is not None and source != g.when(step.name):
+                yield Problem(
+                    f"{g.step_path(step.index)}.inputs.{key}",
+                    BRANCH_READ_ACROSS.format(
+                        step=step.name, ref=ref, source=producer(ref), when=source.said()
+                    ),
+                )
+
+
+def conditions_without_state(g: PipelineGraph) -> Iterator[Problem]:
+    """A pipeline with conditions holds no sequence-batched or decoupled step (not served yet)."""
+    for step in g.steps.values():
+        what = (
+            "sequence-batched"
+            if step.model.sequence_batching is not None
+            else "decoupled"
+            if step.model.decoupled
+            else None
+        )
+        if what:
+            yield Problem(
+                g.step_path(step.index),
+                CONDITION_ON_STATEFUL.format(
+                    step=step.name, model=step.model.name, what=what, pipeline=g.pipeline.name
+                ),
+            )
+
+
+def merges_fit(g: PipelineGraph) -> Iterator[Problem]:
+    """An output's orFrom and default: only with conditions; each source agrees with `from`, none after
+    one that runs for every request; a default fits the data type and fixed dims, and some source of the
+    output may be skipped."""
+    for j, o in enumerate(g.pipeline.outputs):
+        path = f"{g.path}.outputs[{j}]"
+        if not g.conditional:
+            for name, given in (("orFrom", o.or_from), ("default", o.default is not None)):
+                if given:
+                    yield Problem(
+                        f"{path}.{name}",
+                        MERGE_WITHOUT_CONDITIONS.format(field=name, pipeline=g.pipeline.name),
+                    )
+            continue
+        sources = g.merges.get(o.name)
+        if not sources:
+            continue
+        first = g.catalogue[sources[0]]
+        for k, ref in enumerate(sources[1:]):
+            where = f"{path}.orFrom[{k}]"
+            if is_input_ref(ref):
+                yield Problem(where, OUTPUT_FROM_INPUT)
+                continue
+            have = g.catalogue[ref]
+            if not same_type(have.data_type, first.data_type) or have.full_dims != first.full_dims:
+                yield Problem(
+                    where,
+                    MERGE_MISMATCH.format(
+                        ref=ref,
+                        have=f"{have.data_type} {_fmt_dims(have.full_dims)}",
+                        first=sources[0],
+                        want=f"{first.data_type} {_fmt_dims(first.full_dims)}",
+                    ),
+                )
+            if _branch(g, sources[k]) is None:
+                yield Problem(where, MERGE_NEVER_READ.format(ref=ref, first=sources[k]))
+        if o.default is None:
+            continue
+        always = next((ref for ref in sources if _branch(g, ref) is None), None)
+        if always is not None:
+            yield Problem(f"{path}.default", DEFAULT_UNCONDITIONAL.format(ref=always))
+            continue
+        want = fits_type(first.data_type, o.default)
+        if first.data_type == "BF16":
+            yield Problem(f"{path}.default", DEFAULT_BF16)
+        elif want:
+            message = CONDITION_VALUE.format(
+                operator="default", data_type=first.data_type, ref=sources[0], value=o.default, want=want
+            )
+            yield Problem(f"{path}.default", message)
+        elif any(d == -1 for d in g.per_request(sources[0])):
+            yield Problem(f"{path}.default", DEFAULT_DIMS.format(dims=_fmt_dims(first.full_dims)))

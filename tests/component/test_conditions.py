@@ -1,0 +1,176 @@
+"""Conditional steps (`when:`) served by the real tritonserver (nvidia-pytriton wheel, CPU): the
+generated orchestrator evaluates each condition per request and calls each branch's ensemble
+(examples/conditional.yaml)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc.aio as grpcaio
+import tritonclient.http as httpclient
+
+from component.test_triton_integration import extractor, head_b, head_c, infer
+from helpers import check_with_reference, example
+
+pytestmark = pytest.mark.tritonserver
+
+SMALL = np.array([[-1.0, -2.0, 0.5, 0.25]], dtype=np.float32)  # sums below 0: label 0, the small branch
+LARGE = np.array([[1.0, 2.0, -0.5, 0.25]], dtype=np.float32)  # label 1, the large branch
+
+
+def test_small_branch_answers_and_leaves_the_large_out(shared_pipeline):
+    server = shared_pipeline(example("conditional"))
+    out = infer(server, "conditional", {"IMAGE": SMALL})
+    assert out["LABEL"].tolist() == [[0]]
+    np.testing.assert_allclose(out["RESULT"], extractor(SMALL))
+    np.testing.assert_allclose(out["SMALL"], extractor(SMALL))
+    assert "SCORE" not in out  # written only by the large branch, which was skipped
+
+
+def test_large_branch_answers_and_defaults_the_small(shared_pipeline):
+    server = shared_pipeline(example("conditional"))
+    out = infer(server, "conditional", {"IMAGE": LARGE})
+    assert out["LABEL"].tolist() == [[1]]
+    np.testing.assert_allclose(out["RESULT"], head_b(LARGE))
+    np.testing.assert_allclose(out["SCORE"], head_c(head_b(LARGE)))
+    np.testing.assert_allclose(out["SMALL"], np.zeros_like(LARGE))  # its default
+
+
+def test_a_batch_whose_requests_take_different_branches(shared_pipeline):
+    """Requests sent at once meet in one batch of the orchestrator; each gets its own branch's answer
+    (the server's statistics show the branches called in batches, fewer calls than requests)."""
+    server = shared_pipeline(example("conditional"))
+    images = [SMALL * (k + 1) if k % 2 else LARGE * (k + 1) for k in range(16)]
+
+    async def run() -> list[dict[str, np.ndarray | None]]:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+
+            async def one(image: np.ndarray) -> dict[str, np.ndarray | None]:
+                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
+                t.set_data_from_numpy(image)
+                r = await client.infer("conditional", [t])
+                return {name: r.as_numpy(name) for name in ("RESULT", "SCORE", "SMALL", "LABEL")}
+
+            return await asyncio.gather(*(one(image) for image in images))
+        finally:
+            await client.close()
+
+    before = _counts(server)
+    answers = asyncio.run(run())
+    for image, out in zip(images, answers, strict=True):
+        large = image.sum() > 0
+        assert out["LABEL"] is not None and out["LABEL"].tolist() == [[int(large)]]
+        np.testing.assert_allclose(out["RESULT"], head_b(image) if large else extractor(image), rtol=1e-6)
+        if large:
+            np.testing.assert_allclose(out["SCORE"], head_c(head_b(image)), rtol=1e-6)
+        else:
+            assert out["SCORE"] is None
+    rows, calls, batches = (after - was for after, was in zip(_counts(server), before, strict=True))
+    assert rows == len(images)  # every request reached its branch, once
+    assert calls <= 2 * batches  # each branch called at most once per batch of the orchestrator
+
+
+def _counts(server) -> tuple[int, int, int]:
+    """(rows the branches ran, calls they got, batches the orchestrator executed) so far."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        stats = client.get_inference_statistics(headers=server.admin_headers())["model_stats"]
+    finally:
+        client.close()
+    by_name = {s["name"]: s for s in stats}
+    branches = [by_name[f"conditional__when{k}"] for k in (0, 1)]
+    return (
+        sum(int(b["inference_count"]) for b in branches),
+        sum(int(b["inference_stats"]["success"]["count"]) for b in branches),
+        int(by_name["conditional"]["execution_count"]),
+    )
+
+
+def _by_size() -> dict[str, Any]:
+    """The example's branches chosen by a pipeline input, a string, through `in` and `equals`: no head."""
+    doc = example("conditional")
+    pipeline = doc["spec"]["pipelines"][0]
+    pipeline["inputs"].append({"name": "SIZE", "dataType": "BYTES", "dims": [1]})
+    pipeline["steps"] = pipeline["steps"][1:]
+    pipeline["steps"][0]["when"] = {"tensor": "inputs.SIZE", "in": ["xs", "s"]}
+    for step in pipeline["steps"][1:]:
+        step["when"] = {"tensor": "inputs.SIZE", "equals": "l"}
+    pipeline["outputs"] = pipeline["outputs"][:3]
+    return doc
+
+
+@pytest.mark.parametrize(("size", "branch"), [("s", "small"), ("xs", "small"), ("l", "large"), ("m", None)])
+def test_a_string_input_chooses_the_branch(shared_pipeline, size: str, branch: str | None) -> None:
+    server = shared_pipeline(_by_size())
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        image = httpclient.InferInput("IMAGE", [1, 4], "FP32")
+        image.set_data_from_numpy(LARGE)
+        label = httpclient.InferInput("SIZE", [1, 1], "BYTES")
+        label.set_data_from_numpy(np.array([[size.encode()]], dtype=np.object_))
+        result = client.infer("conditional", [image, label])
+    finally:
+        client.close()
+    names = {o["name"] for o in result.get_response()["outputs"]}
+    if branch is None:  # no branch taken: RESULT and SCORE are left out, SMALL takes its default
+        assert names == {"SMALL"}
+        np.testing.assert_allclose(result.as_numpy("SMALL"), np.zeros_like(LARGE))
+    elif branch == "small":
+        assert names == {"RESULT", "SMALL"}
+        np.testing.assert_allclose(result.as_numpy("RESULT"), extractor(LARGE))
+    else:
+        assert names == {"RESULT", "SCORE", "SMALL"}
+        np.testing.assert_allclose(result.as_numpy("SCORE"), head_c(head_b(LARGE)))
+
+
+def test_a_switch_sends_each_request_to_one_branch(shared_pipeline) -> None:
+    """examples/conditional.yaml's `switched`: label 1 takes its case (large), any other its default
+    (small), in one batch of both."""
+    server = shared_pipeline(example("conditional"))
+    images = [SMALL, LARGE, SMALL * 2, LARGE * 3]
+
+    async def run() -> list[np.ndarray]:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+
+            async def one(image: np.ndarray) -> np.ndarray:
+                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
+                t.set_data_from_numpy(image)
+                return (await client.infer("switched", [t])).as_numpy("RESULT")
+
+            return await asyncio.gather(*(one(image) for image in images))
+        finally:
+            await client.close()
+
+    for image, result in zip(images, asyncio.run(run()), strict=True):
+        np.testing.assert_allclose(result, head_b(image) if image.sum() > 0 else extractor(image))
+
+
+def test_e2e_reference_agrees_with_the_served_answers(shared_pipeline, tmp_path) -> None:
+    """e2e/infer.py --spec (the oracle of `make e2e` and the pod-level scenarios) evaluates the
+    conditions itself; on seeded random requests both pipelines of the example answer as it says."""
+    doc = example("conditional")
+    server = shared_pipeline(doc)
+    out = check_with_reference(server.http_url, doc, tmp_path, range(4))
+    assert out.count("PASS") == 2, out
+
+
+def test_a_pipeline_that_does_not_batch_fills_its_default_per_request(shared_pipeline) -> None:
+    """maxBatchSize 0: the orchestrator and its parts take full shapes, and a default takes the rows of
+    the request (its first dimension) where its model batches."""
+    doc = example("conditional")
+    pipeline = doc["spec"]["pipelines"][0]
+    pipeline["maxBatchSize"] = 0
+    pipeline["inputs"][0]["dims"] = [-1, 4]
+    server = shared_pipeline(doc)
+    both = np.concatenate([LARGE, LARGE * 2])  # two rows, one label
+    out = infer(server, "conditional", {"IMAGE": both})
+    np.testing.assert_allclose(out["RESULT"], head_b(both))
+    np.testing.assert_allclose(out["SMALL"], np.zeros_like(both))
+    out = infer(server, "conditional", {"IMAGE": SMALL})
+    np.testing.assert_allclose(out["RESULT"], extractor(SMALL))
+    assert "SCORE" not in out
