@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Data-plane benchmark: four ways to run the fan-out of examples/fanout.yaml on one real tritonserver.
+"""Data-plane benchmark: ways to run the fan-out of examples/fanout.yaml, and a two-branch pipeline, on one
+real tritonserver.
 
     router    compiled ensemble, fanOut: router (one router model copies FEATS_A to both heads)
     native    the same ensemble with the native router (a C backend, tritonpipeline.local.native_router)
@@ -7,13 +8,18 @@
     bls       a Python BLS model: extractor, then head_b and head_c concurrently (async_exec)
     per_step  the client composes: extractor, then head_b and head_c concurrently, one round trip each
 
-Two workloads run side by side in the same rounds:
+Three workloads run side by side in the same rounds:
 
     toy       the example's models (model_repository/extractor, head_b, head_c): almost no compute,
               each step is nearly all Python-backend overhead. All four variants; the targets.
     compute   the same pipeline on bench/models/{extractor,head_b,head_c}_compute: identical outputs,
               plus COMPUTE_REPS float32 [1,COMPUTE_DIM] x [COMPUTE_DIM,COMPUTE_DIM] products per request
               (about 1 ms per step here). router, shared and per_step; informational only.
+    cond      a two-branch pipeline (examples/conditional.yaml's `switched`: classifier, then head_b for
+              LABEL 1, extractor otherwise), half the requests each way: the compiled pipeline
+              (`conditional`, generated orchestrator) against plain ensembles of the branch taken
+              (`branch_ensemble`, the goal: within 1.10x), client hops (`per_step`) and a hand-written
+              BLS model (`bls`, bench/models/bls_branch).
 
 Everything is served by ONE tritonserver process (CPU, Python backend) and driven by the asyncio gRPC
 client (tritonclient.grpc.aio) with batch-size-1 FP32 [1,4] requests at concurrency 1 and 16. Every
@@ -81,7 +87,23 @@ COMPUTE_VARIANTS = ("router", "shared", "per_step")
 COMPUTE_DIM = 512  # float32 [DIM, DIM] matrix: 1 MiB, stays in cache
 COMPUTE_REPS = 64  # products per request and step: ~1 ms per step on the 2-core reference host
 BLAS_THREADS = "1"  # OPENBLAS_NUM_THREADS for tritonserver (its Python stubs), unless already set
-CASES = tuple(("toy", v) for v in VARIANTS) + tuple(("compute", v) for v in COMPUTE_VARIANTS)
+# The two-branch workload (issue 57): examples/conditional.yaml's `switched` pipeline on the example's
+# models, linked under names of their own (their configs differ from the fan-out example's).
+COND_EXAMPLE = ROOT / "examples" / "conditional.yaml"
+COND_SOURCE = "switched"
+COND_PIPELINE = "cond_bench"  # (a) the compiled pipeline: generated orchestrator + branch ensembles
+COND_BRANCHES = {0: "cond_small", 1: "cond_large"}  # (b) plain ensembles of each branch, by label
+COND_MODELS = {m: f"cond_{m}" for m in ("classifier", "extractor", "head_b")}
+COND_BLS = "bls_branch"
+COND_VARIANTS = ("conditional", "branch_ensemble", "per_step", "bls")
+COND_GOAL = 1.10  # conditional p50 / branch_ensemble p50
+CASES = (
+    tuple(("toy", v) for v in VARIANTS)
+    + tuple(("compute", v) for v in COMPUTE_VARIANTS)
+    + tuple(("cond", v) for v in COND_VARIANTS)
+)
+BASE = {"toy": "shared", "compute": "shared", "cond": "branch_ensemble"}  # each workload's ratio base
+NAMES = {"toy": ("SCORE_B", "SCORE_C"), "compute": ("SCORE_B", "SCORE_C"), "cond": ("RESULT", "LABEL")}
 DROPPED_OUTPUT = "FEATURES"  # the example also returns the features; dropped so all variants do the same work
 POOL = 256  # distinct inputs, cycled
 
@@ -159,8 +181,47 @@ def compute_docs(
     return docs[0], docs[1]
 
 
+def cond_doc(model_root: Path) -> dict[str, Any]:
+    """The two-branch workload's CR: examples/conditional.yaml's `switched` pipeline (classify, then
+    `large` for LABEL 1, `small` otherwise) as COND_PIPELINE with LABEL as a second output, and one
+    unconditional ensemble per branch (classify + that branch's step, same outputs; fanOut shared, so no
+    router model). Models renamed to COND_MODELS, modelRepository at `model_root`."""
+    doc = yaml.safe_load(COND_EXAMPLE.read_text(encoding="utf-8"))
+    doc["metadata"]["name"] = "cond-bench"
+    doc["spec"]["modelRepository"]["uri"] = str(model_root)
+    models = [m for m in doc["spec"]["models"] if m["name"] in COND_MODELS]
+    for model in models:
+        model["name"] = COND_MODELS[model["name"]]
+    doc["spec"]["models"] = models
+    (source,) = (p for p in doc["spec"]["pipelines"] if p["name"] == COND_SOURCE)
+    for step in source["steps"]:
+        step["model"] = COND_MODELS[step["model"]]
+    cond = copy.deepcopy(source)
+    cond["name"] = COND_PIPELINE
+    cond["outputs"] = [
+        {"name": "RESULT", "from": "large.OUTPUT_B", "orFrom": ["small.FEATS_A"]},
+        {"name": "LABEL", "from": "classify.LABEL"},
+    ]
+    pipelines = [cond]
+    for label, name in COND_BRANCHES.items():
+        step = "large" if label == 1 else "small"
+        output = "OUTPUT_B" if label == 1 else "FEATS_A"
+        branch = {k: copy.deepcopy(v) for k, v in source.items() if k != "switch"}
+        branch["name"] = name
+        branch["fanOut"] = "shared"  # both steps read IMAGE directly: the plainest ensemble, no router
+        branch["steps"] = [s for s in branch["steps"] if s["name"] in ("classify", step)]
+        branch["outputs"] = [
+            {"name": "RESULT", "from": f"{step}.{output}"},
+            {"name": "LABEL", "from": "classify.LABEL"},
+        ]
+        pipelines.append(branch)
+    doc["spec"]["pipelines"] = pipelines
+    return doc
+
+
 def model_root(dest: Path) -> Path:
-    """One directory holding the example models and the bench models (symlinks)."""
+    """One directory holding the example models and the bench models (symlinks), and the example's
+    classifier, extractor and head_b again under COND_MODELS' names."""
     dest.mkdir(parents=True)
     for src in (EXAMPLE_MODELS, BENCH_MODELS):
         for entry in sorted(src.iterdir()):
@@ -168,6 +229,10 @@ def model_root(dest: Path) -> Path:
                 if (dest / entry.name).exists():
                     raise SystemExit(f"model {entry.name!r} is in both {EXAMPLE_MODELS} and {BENCH_MODELS}")
                 os.symlink(entry.resolve(), dest / entry.name)
+    for name, alias in COND_MODELS.items():
+        if (dest / alias).exists():
+            raise SystemExit(f"model {alias!r} already in the model root")
+        os.symlink((EXAMPLE_MODELS / name).resolve(), dest / alias)
     return dest
 
 
@@ -199,6 +264,37 @@ def bls_config(ensemble: Artifacts) -> mc.ModelConfig:
     cfg.output.extend(ens.output)
     cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
     return cfg
+
+
+def cond_bls_config(art: Artifacts) -> mc.ModelConfig:
+    """The two-branch BLS model takes and returns exactly what COND_PIPELINE's orchestrator does, and
+    is scheduled as it is (its instance group and dynamic batching)."""
+    cond = text_format.Parse(art.files[f"{COND_PIPELINE}/config.pbtxt"].decode(), mc.ModelConfig())
+    cfg = mc.ModelConfig(name=COND_BLS, backend="python", max_batch_size=cond.max_batch_size)
+    cfg.input.extend(cond.input)
+    cfg.output.extend(cond.output)
+    cfg.instance_group.extend(cond.instance_group)
+    if cond.HasField("dynamic_batching"):
+        cfg.dynamic_batching.CopyFrom(cond.dynamic_batching)
+    return cfg
+
+
+def cond_step_models(art: Artifacts) -> dict[str, list[str]]:
+    """For each two-branch variant, the models whose statistics the bench reads around each run: the
+    orchestrator and its generated parts (head, branch ensembles), the branch ensembles, the BLS
+    model, and the three models every variant runs."""
+    generated = sorted(
+        rel.split("/")[0]
+        for rel in art.files
+        if rel.startswith(f"{COND_PIPELINE}__") and rel.endswith(".pbtxt")
+    )
+    models = list(COND_MODELS.values())
+    return {
+        "conditional": [COND_PIPELINE, *generated, *models],
+        "branch_ensemble": [*COND_BRANCHES.values(), *models],
+        "per_step": models,
+        "bls": [COND_BLS, *models],
+    }
 
 
 def step_models(graph: dict[str, Any]) -> dict[str, list[str]]:
@@ -242,7 +338,17 @@ def build_repository(dest: Path, models: Path) -> dict[str, Any]:
     (dest / BLS_NAME / "1").mkdir(parents=True)
     shutil.copy2(BLS_MODEL / "1" / "model.py", dest / BLS_NAME / "1" / "model.py")
     (dest / BLS_NAME / "config.pbtxt").write_text(text_format.MessageToString(bls_config(arts["router"])))
+    cond = compile_pipeline(parse_pipeline(cond_doc(models), str(COND_EXAMPLE)), cpu_only=True)
+    add_artifacts(cond, dest, models)
+    (dest / COND_BLS / "1").mkdir(parents=True)
+    shutil.copy2(BENCH_MODELS / COND_BLS / "1" / "model.py", dest / COND_BLS / "1" / "model.py")
+    (dest / COND_BLS / "config.pbtxt").write_text(text_format.MessageToString(cond_bls_config(cond)))
     return {
+        "cond": {
+            "declared_models": list(cond.models),
+            "generated": sorted({rel.split("/")[0] for rel in cond.files} - set(cond.models)),
+            "steps": cond_step_models(cond),
+        },
         "toy": {
             "declared_models": list(arts["router"].models),
             "graph": {
@@ -346,8 +452,37 @@ def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict
         )
         return score_b, score_c
 
+    async def cond_model(name: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        result = await client.infer(
+            name, [_input("IMAGE", x)], outputs=_outputs("RESULT", "LABEL"), client_timeout=timeout
+        )
+        return result.as_numpy("RESULT"), result.as_numpy("LABEL")
+
+    async def cond_branch(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # the branch this input takes, known to the client (the classifier's rule): the cost floor
+        return await cond_model(COND_BRANCHES[int(x.sum() > 0)], x)
+
+    async def cond_per_step(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        names = COND_MODELS
+        classified = await client.infer(
+            names["classifier"], [_input("X", x)], outputs=_outputs("LABEL"), client_timeout=timeout
+        )
+        label = classified.as_numpy("LABEL")
+        if label is not None and int(label.reshape(-1)[0]) == 1:
+            model, tensor, output = names["head_b"], "FEATS_IN_B", "OUTPUT_B"
+        else:
+            model, tensor, output = names["extractor"], "INPUT_A", "FEATS_A"
+        result = await client.infer(
+            model, [_input(tensor, x)], outputs=_outputs(output), client_timeout=timeout
+        )
+        return result.as_numpy(output), label
+
     toy_models = {m: m for m in COMPUTE_MODELS}
     return {
+        ("cond", "conditional"): lambda x: cond_model(COND_PIPELINE, x),
+        ("cond", "branch_ensemble"): cond_branch,
+        ("cond", "per_step"): cond_per_step,
+        ("cond", "bls"): lambda x: cond_model(COND_BLS, x),
         ("toy", "router"): lambda x: model(ROUTER_PIPELINE, x),
         ("toy", "native"): lambda x: model(NATIVE_PIPELINE, x),
         ("toy", "shared"): lambda x: model(SHARED_PIPELINE, x),
@@ -372,6 +507,21 @@ def input_pool(seed: int = 7) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     return pool
 
 
+def cond_pool(seed: int = 11) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(x, expected RESULT, expected LABEL), alternating branches: even entries sum below 0 (LABEL 0,
+    RESULT = extractor's 2x+1), odd ones above 0 (LABEL 1, RESULT = head_b's 3x-2). Cycled in order,
+    half the requests take each branch."""
+    rng = np.random.default_rng(seed)
+    pool = []
+    for i in range(POOL):
+        x = rng.uniform(-4.0, 4.0, size=(1, 4)).astype(np.float32)
+        x[0, 0] += 2.0 - x.sum() if i % 2 else -2.0 - x.sum()  # sum 2 or -2: far from the threshold
+        large = bool(x.sum() > 0)
+        result = (3.0 * x - 2.0) if large else (2.0 * x + 1.0)
+        pool.append((x, result.astype(np.float32), np.array([[int(large)]], dtype=np.int32)))
+    return pool
+
+
 # ---------------------------------------------------------------- load
 
 
@@ -386,13 +536,21 @@ def summary(run: LoadResult) -> dict[str, Any]:
     }
 
 
-async def run_load(call: Call, concurrency: int, n: int, time_cap_s: float, pool: list) -> LoadResult:
-    """`concurrency` workers share `n` requests (stopping early at the time cap); each response checked."""
+async def run_load(
+    call: Call,
+    concurrency: int,
+    n: int,
+    time_cap_s: float,
+    pool: list,
+    names: tuple[str, str] = ("SCORE_B", "SCORE_C"),
+) -> LoadResult:
+    """`concurrency` workers share `n` requests (stopping early at the time cap); each response checked
+    (the two outputs `names` against the pool entry's expected values)."""
 
     async def checked(i: int) -> None:
         x, want_b, want_c = pool[i % len(pool)]
         got_b, got_c = await call(x)
-        for name, got, want in (("SCORE_B", got_b, want_b), ("SCORE_C", got_c, want_c)):
+        for name, got, want in ((names[0], got_b, want_b), (names[1], got_c, want_c)):
             if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-4):
                 raise WrongAnswer(f"x={x.tolist()}: {name}={got!r}, expected {want.tolist()}")
 
@@ -505,20 +663,71 @@ def compute_checks(
     return checks
 
 
+def cond_checks(cond: dict[str, dict[str, dict[str, Any]]], errors: int) -> list[dict[str, Any]]:
+    """The two-branch workload: the goal (conditional within COND_GOAL of branch_ensemble, p50, per
+    concurrency), the ratios against per_step and bls, and its correctness check."""
+
+    def p50(variant: str, c: int) -> float:
+        return float(cond[variant][str(c)]["p50_ms"])
+
+    checks: list[dict[str, Any]] = []
+    for c in CONCURRENCIES:
+        ratio = p50("conditional", c) / p50("branch_ensemble", c)
+        checks.append(
+            {
+                "name": f"conditional_within_10pct_of_branch_ensemble_c{c}",
+                "description": f"conditional p50 / branch_ensemble p50 at concurrency {c} <= {COND_GOAL}",
+                "value": round(ratio, 3),
+                "pass": bool(ratio <= COND_GOAL),
+            }
+        )
+    checks.append(
+        {
+            "name": "conditional_ratios_p50",
+            "description": "conditional p50 over each other variant's p50, per concurrency",
+            "value": {
+                str(c): {v: round(p50("conditional", c) / p50(v, c), 3) for v in COND_VARIANTS[1:]}
+                for c in CONCURRENCIES
+            },
+            "informational": True,
+        }
+    )
+    checks.append(
+        {
+            "name": "conditional_minus_branch_ensemble_p50_ms",
+            "description": "conditional p50 - branch_ensemble p50 (ms): what the condition costs",
+            "value": {
+                str(c): round(p50("conditional", c) - p50("branch_ensemble", c), 3) for c in CONCURRENCIES
+            },
+            "informational": True,
+        }
+    )
+    checks.append(
+        {
+            "name": "all_responses_correct_cond",
+            "description": "two-branch workload: every measured and warm-up response arrived and was right",
+            "value": errors,
+            "pass": errors == 0,
+        }
+    )
+    return checks
+
+
 def print_table(tables: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> None:
-    cols = ("workload", "variant", "conc", "p50 ms", "p99 ms", "req/s", "p50/shared", "errors")
+    cols = ("workload", "variant", "conc", "p50 ms", "p99 ms", "req/s", "p50/base", "errors")
     widths = (4, 8, 8, 8, 10, 6)
-    head = f"{cols[0]:<8} {cols[1]:<10} " + " ".join(
+    head = f"{cols[0]:<8} {cols[1]:<15} " + " ".join(
         f"{c:>{w}}" for c, w in zip(cols[2:], widths, strict=True)
     )
-    print(head)
+    print(head + "   (base: shared; cond: branch_ensemble)")
     print("-" * len(head))
     for workload, results in tables.items():
         for c in CONCURRENCIES:
             for v, r in ((v, by_c[str(c)]) for v, by_c in results.items()):
+                ratio = r[f"ratio_p50_vs_{BASE[workload]}"]
                 print(
-                    f"{workload:<8} {v:<10} {c:>4} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
-                    f"{r['throughput_rps']:>8.1f} {r['ratio_p50_vs_shared']:>10.2f} {r['errors']:>6}"
+                    f"{workload:<8} {v:<15} {c:>4} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
+                    f"{r['throughput_rps']:>8.1f} {ratio:>10.2f} {r['errors']:>6}"
                 )
 
 
@@ -555,18 +764,22 @@ def loadavg() -> list[float] | None:
 # ---------------------------------------------------------------- main
 
 
-def aggregate(per_round: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, dict[str, Any]]]:
+def aggregate(
+    per_round: dict[str, dict[str, list[dict[str, Any]]]], base_variant: str = "shared"
+) -> dict[str, dict[str, dict[str, Any]]]:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for v, by_c in per_round.items():
         results[v] = {c: {**median_over_rounds(rounds), "rounds": rounds} for c, rounds in by_c.items()}
     for c in CONCURRENCIES:
-        base = results["shared"][str(c)]["p50_ms"]
+        base = results[base_variant][str(c)]["p50_ms"]
         for v in results:
-            results[v][str(c)]["ratio_p50_vs_shared"] = results[v][str(c)]["p50_ms"] / base
+            results[v][str(c)][f"ratio_p50_vs_{base_variant}"] = results[v][str(c)]["p50_ms"] / base
     return results
 
 
-async def bench(server: LocalTriton, mode: Mode, steps: dict[str, list[str]]) -> dict[str, Any]:
+async def bench(
+    server: LocalTriton, mode: Mode, steps: dict[str, list[str]], cond_steps: dict[str, list[str]]
+) -> dict[str, Any]:
     """Every case per round and concurrency; the toy ensembles' runs also record where the time went
     (Triton's statistics of the models in `steps`, read around the run)."""
     client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -574,15 +787,16 @@ async def bench(server: LocalTriton, mode: Mode, steps: dict[str, list[str]]) ->
     try:
         meta = await client.get_server_metadata()
         names = (ROUTER_PIPELINE, NATIVE_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c")
-        for name in (*names, *COMPUTE_PIPELINES.values(), *COMPUTE_MODELS.values()):
+        cond_names = (COND_PIPELINE, *COND_BRANCHES.values(), COND_BLS, *COND_MODELS.values())
+        for name in (*names, *COMPUTE_PIPELINES.values(), *COMPUTE_MODELS.values(), *cond_names):
             if not await client.is_model_ready(name):
                 raise TritonError(f"model {name!r} is not ready:\n{server.log_tail()}")
         calls = make_calls(client, mode.client_timeout_s)
-        pool = input_pool()
-        per_round: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {"toy": {}, "compute": {}}
+        pools = {"toy": input_pool(), "compute": input_pool(), "cond": cond_pool()}
+        per_round: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {w: {} for w in BASE}
         for w, v in CASES:
             per_round[w][v] = {str(c): [] for c in CONCURRENCIES}
-        warmup_errors = {"toy": 0, "compute": 0}
+        warmup_errors = dict.fromkeys(BASE, 0)
         samples: list[str] = []
         round_load: list[list[float] | None] = []
         for rnd in range(mode.rounds):
@@ -590,12 +804,13 @@ async def bench(server: LocalTriton, mode: Mode, steps: dict[str, list[str]]) ->
             order = CASES[rnd % len(CASES) :] + CASES[: rnd % len(CASES)]
             for c in CONCURRENCIES:
                 for w, v in order:
-                    n = (mode.requests if w == "toy" else mode.compute_requests)[c]
-                    warm = await run_load(calls[w, v], c, mode.warmup, mode.time_cap_s, pool)
+                    n = (mode.compute_requests if w == "compute" else mode.requests)[c]
+                    pool, names = pools[w], NAMES[w]
+                    warm = await run_load(calls[w, v], c, mode.warmup, mode.time_cap_s, pool, names)
                     warmup_errors[w] += warm.errors
-                    models = steps.get(v, []) if w == "toy" else []
+                    models = {"toy": steps, "cond": cond_steps}.get(w, {}).get(v, [])
                     before = triton_stats.snapshot(stats, models)
-                    run = await run_load(calls[w, v], c, n, mode.time_cap_s, pool)
+                    run = await run_load(calls[w, v], c, n, mode.time_cap_s, pool, names)
                     samples += [f"{w}/{v} c={c}: {s}" for s in warm.error_samples + run.error_samples]
                     s = summary(run)
                     if models:
@@ -611,7 +826,7 @@ async def bench(server: LocalTriton, mode: Mode, steps: dict[str, list[str]]) ->
     finally:
         await client.close()
 
-    results = {w: aggregate(per_round[w]) for w in per_round}
+    results = {w: aggregate(per_round[w], BASE[w]) for w in per_round}
     errors = {
         w: warmup_errors[w] + sum(r[str(c)]["errors"] for r in results[w].values() for c in CONCURRENCIES)
         for w in results
@@ -652,7 +867,9 @@ def main(argv: list[str] | None = None) -> int:
         with server:
             startup_s = time.perf_counter() - t0
             print(f"tritonserver ready in {startup_s:.1f}s; grpc {server.grpc_url}", flush=True)
-            report = asyncio.run(bench(server, mode, step_models(repo_info["toy"]["graph"])))
+            report = asyncio.run(
+                bench(server, mode, step_models(repo_info["toy"]["graph"]), repo_info["cond"]["steps"])
+            )
         log = server.logs()
         error_lines = [ln for ln in log.splitlines() if ln[:1] == "E" and ln[1:5].isdigit()]
     except TritonError as exc:
@@ -667,6 +884,8 @@ def main(argv: list[str] | None = None) -> int:
     total_errors = sum(report["errors"].values())
     checks = target_checks(results, report["errors"]["toy"])
     info = compute_checks(results, compute_results, report["errors"]["compute"])
+    cond_results = report["results"]["cond"]
+    cond_check = cond_checks(cond_results, report["errors"]["cond"])
     machine = {
         **report["machine"],
         "loadavg_1_5_15_start": load_start,
@@ -731,6 +950,29 @@ def main(argv: list[str] | None = None) -> int:
             "results": compute_results,
             "checks": info,
         },
+        "conditional": {
+            "workload": "cond",
+            "description": (
+                f"{COND_EXAMPLE.relative_to(ROOT)}'s `{COND_SOURCE}` pipeline (classifier, then head_b for "
+                "LABEL 1, extractor otherwise; outputs RESULT and LABEL) on the example's models, linked as "
+                f"{sorted(COND_MODELS.values())}; half the requests take each branch (the input pool "
+                "alternates inputs summing to -2 and 2, cycled in order)"
+            ),
+            "variants": {
+                "conditional": f"compiled pipeline {COND_PIPELINE!r}: the generated orchestrator (Python "
+                "BLS) calls its head ensemble (classify), then the branch ensemble the label picks",
+                "branch_ensemble": f"plain ensembles {sorted(COND_BRANCHES.values())} (classify + the branch "
+                "step, no condition); the client sends each request to the one of the branch it takes",
+                "per_step": "client: classifier, then extractor or head_b by its LABEL (2 round trips)",
+                "bls": f"hand-written Python BLS model {COND_BLS!r} (bench/models): classifier, then the "
+                "branch by LABEL, via async_exec",
+            },
+            "mix": {"small (LABEL 0)": 0.5, "large (LABEL 1)": 0.5},
+            "requests": {str(c): n for c, n in mode.requests.items()},
+            **repo_info["cond"],
+            "results": cond_results,
+            "checks": cond_check,
+        },
         "errors": {
             "total": total_errors,
             "by_workload": report["errors"],
@@ -747,7 +989,7 @@ def main(argv: list[str] | None = None) -> int:
     os.replace(tmp, out)
 
     print()
-    print_table({"toy": results, "compute": compute_results})
+    print_table({"toy": results, "compute": compute_results, "cond": cond_results})
     steps = ", ".join(f"{m['median_ms']:.2f}" for m in step_compute.values())
     print(f"(compute: {COMPUTE_REPS} x [1,{COMPUTE_DIM}]@[{COMPUTE_DIM},{COMPUTE_DIM}] per step; {steps} ms)")
     rows = [
@@ -757,6 +999,19 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\ntoy workload at concurrency 1, per request from Triton's statistics (medians over rounds):")
     print(format_table(["variant", *triton_stats.TABLE_HEADERS], rows))
+    for c in CONCURRENCIES:
+        rows = [
+            row
+            for v, by_c in cond_results.items()
+            for row in triton_stats.table_rows([v], by_c[str(c)].get("step_us", {}))
+        ]
+        print(f"\ntwo-branch workload at concurrency {c}, per request from Triton's statistics (medians):")
+        print(format_table(["variant", *triton_stats.TABLE_HEADERS], rows))
+    print()
+    print("two-branch workload (cond):")
+    for check in cond_check:
+        verdict = "INFO" if check.get("informational") else ("PASS" if check["pass"] else "FAIL")
+        print(f"{verdict}  {check['name']}: {check['description']} (got {check['value']})")
     print()
     print("targets (toy workload):")
     for check in checks:
