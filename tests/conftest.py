@@ -14,6 +14,9 @@ import pytest
 
 from helpers import compile_to_serve, native_router_or_skip
 from node_cluster import chart_operator, cluster  # noqa: F401  (the `node` tests' fixtures)
+from support.cli import write_invalid_cr
+from support.dashboard import shipped_board
+from support.importing import write_echo_repo
 from support.tiers import FIXTURE_MARKERS
 
 # tools/ holds scripts, not a package: its modules (generate.py, pictures.py, ...) are imported by name
@@ -333,3 +336,24 @@ def run_operator(
     rep = getattr(request.node, "rep_call", None)
     if started and rep is not None and rep.failed:
         print(f"\n===== operator log =====\n{started[-1].text()[-6000:]}")
+
+
+# files both halves of a split test module use (tests/unit and tests/component), defined once here
+
+
+@pytest.fixture
+def invalid_cr(tmp_path: Path) -> Path:
+    """A CR file with a spec error (support/cli.py)."""
+    return write_invalid_cr(tmp_path)
+
+
+@pytest.fixture
+def echo_repo(tmp_path: Path) -> Path:
+    """A model repository of one echo model (support/importing.py)."""
+    return write_echo_repo(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def board() -> dict[str, Any]:
+    """The Grafana dashboard the chart ships (support/dashboard.py)."""
+    return shipped_board()

@@ -242,19 +242,17 @@ def cluster_doc(name: str, namespace: str, source: str = "fanout") -> dict[str, 
     return doc
 
 
-def compile_doc(doc: dict[str, Any]) -> Any:
-    """The compiled doc's artifacts, its routers' sources included (compile_to_serve)."""
-    return compile_to_serve(doc)
-
-
-def doc_of(name: str, models: list[dict[str, Any]], pipelines: list[dict[str, Any]]) -> dict[str, Any]:
+def doc_of(
+    name: str, models: list[dict[str, Any]], pipelines: list[dict[str, Any]], uri: str = "pvc://models/repo"
+) -> dict[str, Any]:
+    """A CPU-only TritonPipeline of `models` and `pipelines`, its models at `uri`."""
     return {
         "apiVersion": "serving.tritonpipeline.io/v1alpha1",
         "kind": "TritonPipeline",
         "metadata": {"name": name},
         "spec": {
             "server": {"gpus": 0},
-            "modelRepository": {"uri": "pvc://models/repo"},
+            "modelRepository": {"uri": uri},
             "models": models,
             "pipelines": pipelines,
         },

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from helpers import doc_of
 from tritonpipeline.spec import DataType
 
 # BF16 only on pipeline inputs: the Python backend cannot create BF16 tensors from numpy
@@ -239,17 +240,7 @@ def document(name: str, uri: str, generated: list[Generated]) -> dict[str, Any]:
     for g in generated:
         for m in g.models:
             models.setdefault(m["name"], m)
-    return {
-        "apiVersion": "serving.tritonpipeline.io/v1alpha1",
-        "kind": "TritonPipeline",
-        "metadata": {"name": name},
-        "spec": {
-            "server": {"gpus": 0},
-            "modelRepository": {"uri": uri},
-            "models": list(models.values()),
-            "pipelines": [g.pipeline for g in generated],
-        },
-    }
+    return doc_of(name, list(models.values()), [g.pipeline for g in generated], uri)
 
 
 # --------------------------------------------------------------------------- near misses

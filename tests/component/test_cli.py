@@ -21,7 +21,6 @@ from support.cli import (
     names_in,
     snapshot,
     write_cr,
-    write_invalid_cr,
 )
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline
@@ -29,11 +28,6 @@ from tritonpipeline.compiler.triton_config import parse_text
 from tritonpipeline.local.repository import MARKER
 from tritonpipeline.local.tritonserver import free_ports
 from tritonpipeline.spec import parse_pipeline
-
-
-@pytest.fixture
-def invalid_cr(tmp_path: Path) -> Path:
-    return write_invalid_cr(tmp_path)
 
 
 def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

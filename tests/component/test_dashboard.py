@@ -21,14 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import grafana_schema
 from harness.helm import Helm, by_kind
 from helpers import ROOT, compile_to_serve, example
-from support.dashboard import SUMMARY_LATENCIES, shipped_board
+from support.dashboard import SUMMARY_LATENCIES
 
 GPU_PAGE = ROOT / "bench" / "results" / "gpu-metrics.prom"
-
-
-@pytest.fixture(scope="module")
-def board() -> dict[str, Any]:
-    return shipped_board()
 
 
 # --- Grafana's schema -----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import np_to_triton_dtype
 
 from component.test_triton_loads import Repository, triton
-from helpers import MODELS, ROUTERS, compile_doc, doc_of, with_router
+from helpers import MODELS, ROUTERS, compile_to_serve, doc_of, with_router
 from support.ensemble_pitfalls import (
     AFTER,
     BEFORE,
@@ -163,10 +163,10 @@ def test_triton_breaks_the_sequence_after_a_decoupled_step_and_serves_the_other_
     assertion ever fails, Triton keeps such sequences whole and the refusal can be lifted. The pipeline
     the compiler accepts, the sequence step first, answers exactly what its definition says."""
     models = [expand(), accumulator()]
-    before = compile_doc(doc_of("before", models, [BEFORE]))
+    before = compile_to_serve(doc_of("before", models, [BEFORE]))
     with monkeypatch.context() as m:
         m.setattr(rules, "sequence_steps_before_decoupled", lambda g: iter(()))
-        after = compile_doc(doc_of("after", models, [AFTER]))
+        after = compile_to_serve(doc_of("after", models, [AFTER]))
     with triton(tmp_path, Repository.merge([before, after]), model_root(tmp_path)) as server:
         served = flat(stream(server, one_sequence("before", 41)), "Y")
         broken = flat(stream(server, one_sequence("after", 42)), "TOTAL")
@@ -193,7 +193,7 @@ def test_a_sequence_step_behind_a_router_keeps_interleaved_sequences_apart(
     the START/END flags must still reach the accumulator, once per request, so each of two interleaved
     sequences gets its own running totals; asking for TOTAL alone (a subset of the outputs) changes nothing
     but what comes back."""
-    artifacts = compile_doc(
+    artifacts = compile_to_serve(
         with_router(doc_of("router", [dequantize(), accumulator()], [BEHIND_ROUTER]), router)
     )
     assert [r.name for r in artifacts.plan.routers] == ["behind_router__dequantize__VALUE__router"]
@@ -232,11 +232,11 @@ def test_order_before_a_sequence_step_on_the_real_server(
     with the rule off) the later requests reach the accumulator first and are refused. If that assertion
     ever fails, Triton keeps the order by itself and the refusal can be lifted."""
     kept_models = [slow_first("slow_kept", 2, True), accumulator()]
-    kept = compile_doc(doc_of("kept", kept_models, [through("kept", "slow_kept")]))
+    kept = compile_to_serve(doc_of("kept", kept_models, [through("kept", "slow_kept")]))
     with monkeypatch.context() as m:
         m.setattr(rules, "steps_before_a_sequence_keep_order", lambda g: iter(()))
         free_models = [slow_first("slow_free", 2, None), accumulator()]
-        free = compile_doc(doc_of("free", free_models, [through("free", "slow_free")]))
+        free = compile_to_serve(doc_of("free", free_models, [through("free", "slow_free")]))
     root = model_root(tmp_path)
     for name in ("slow_kept", "slow_free"):
         (root / name / "1").mkdir(parents=True)
@@ -280,7 +280,7 @@ def test_an_output_left_unwritten_fails_the_request_naming_who_needed_it(router:
         ],
         {"Y": "partial.Y", "N": "n.Y", "O": "o.Y"},
     )
-    artifacts = compile_doc(with_router(doc_of("p", [partial, plain("mid")], [one, two]), router))
+    artifacts = compile_to_serve(with_router(doc_of("p", [partial, plain("mid")], [one, two]), router))
     root = tmp_path / "models"
     for name in ("partial", "mid"):  # mid: Y = X, all it declares
         (root / name / "1").mkdir(parents=True)
@@ -312,7 +312,7 @@ def test_a_pipeline_output_left_unwritten_is_answered_as_the_model_answers(tmp_p
     exposed = pipeline(
         "exposed", [{"model": "partial", "inputs": {"X": "inputs.X"}}], {"Y": "partial.Y", "Z": "partial.Z"}
     )
-    artifacts = compile_doc(doc_of("p", [partial], [exposed]))
+    artifacts = compile_to_serve(doc_of("p", [partial], [exposed]))
     root = tmp_path / "models"
     (root / "partial" / "1").mkdir(parents=True)
     shutil.copy(PARTIAL, root / "partial" / "1" / "model.py")
@@ -357,7 +357,7 @@ def test_a_decoupled_step_that_answers_nothing_leaves_the_stream_going(tmp_path:
         ],
         {"Y": "m.Y", "O": "o.Y"},
     )
-    artifacts = compile_doc(doc_of("p", [maybe, plain("mid")], [alone, then, fan]))
+    artifacts = compile_to_serve(doc_of("p", [maybe, plain("mid")], [alone, then, fan]))
     assert [r.name for r in artifacts.plan.routers] == ["fan__maybe__Y__router"]
     root = tmp_path / "models"
     for name, source in (("maybe", MAYBE), ("mid", PARTIAL)):  # mid: Y = X

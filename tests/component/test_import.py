@@ -31,18 +31,12 @@ from support.importing import (
     snapshot,
     step,
     tensor,
-    write_echo_repo,
     write_repo,
 )
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.triton_config import mc, parse_text
 from tritonpipeline.local.repository import local_model_root
 from tritonpipeline.spec import load_file, parse_pipeline
-
-
-@pytest.fixture
-def echo_repo(tmp_path: Path) -> Path:
-    return write_echo_repo(tmp_path)
 
 
 @pytest.mark.cli

@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from component.test_triton_loads import Repository, triton
-from helpers import compile_doc, doc_of
+from helpers import compile_to_serve, doc_of
 from support.model_config_fields import POLICIES, probe_doc, versioned
 from tritonpipeline.local.tritonserver import LocalTriton
 
@@ -53,7 +53,7 @@ def test_reshape_and_labels_are_served(tmp_path: Path) -> None:
     """`reshape: []` on an input of dims [1]: clients (and pipelines) send [batch, 1], the model receives
     [batch]; without it, [batch, 1]. `label_filename`: the classification extension names the class."""
     x = np.array([[3.0], [5.0]], dtype=np.float32)
-    with triton(tmp_path, Repository.merge([compile_doc(probe_doc())]), model_root(tmp_path)) as server:
+    with triton(tmp_path, Repository.merge([compile_to_serve(probe_doc())]), model_root(tmp_path)) as server:
         for model, rank in (("reshaped", 1), ("plain", 2)):
             for name, input_name in ((model, "IN"), (f"{model}_pipeline", "X")):
                 result = infer(server, name, x, input_name)
@@ -95,7 +95,7 @@ def test_version_policies_and_priorities_are_served(tmp_path: Path) -> None:
             (root / name / str(version)).mkdir(parents=True)
             (root / name / str(version) / "model.py").write_text(ADD_VERSION.format(version=version))
     x = np.array([[10.0]], dtype=np.float32)
-    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+    with triton(tmp_path, Repository.merge([compile_to_serve(doc)]), root) as server:
         ready = {(m["name"], m.get("version")) for m in server.models() if m.get("state") == "READY"}
         for name, (_, versions) in POLICIES.items():
             assert {v for n, v in ready if n == name} == versions, name

@@ -23,7 +23,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from component.test_triton_loads import Repository, triton
-from helpers import ROUTERS, compile_doc, doc_of, with_router
+from helpers import ROUTERS, compile_to_serve, doc_of, with_router
 from support.optional_inputs import MODELS, llm_doc, llm_pipeline
 from tritonpipeline.compiler import rules
 from tritonpipeline.local.tritonserver import LocalTriton
@@ -67,7 +67,7 @@ def test_triton_fails_the_request_when_an_optional_input_feeds_a_required_one(
     doc = doc_of("llm", copy.deepcopy(MODELS), [llm_pipeline("router")])
     doc["spec"]["models"][2]["inputs"][1]["optional"] = False
     monkeypatch.setattr(rules, "optional_inputs_stay_optional", lambda g: iter(()))
-    repo = Repository.merge([compile_doc(doc)])
+    repo = Repository.merge([compile_to_serve(doc)])
     with triton(tmp_path, repo, model_root(tmp_path, [m["name"] for m in MODELS])) as server:
         assert ask(server, "ensemble_router", ["text_input", "temperature"])["text_output"] == [3.0, 3.0]
         with pytest.raises(Exception, match="postprocessing") as info:
@@ -91,7 +91,7 @@ REQUESTS: list[tuple[list[str], dict[str, float]]] = [
 @pytest.mark.tritonserver
 @pytest.mark.parametrize("router", ROUTERS)
 def test_requests_leaving_optional_inputs_out_are_served(router: str, tmp_path: Path) -> None:
-    repo = Repository.merge([compile_doc(with_router(llm_doc(), router))])
+    repo = Repository.merge([compile_to_serve(with_router(llm_doc(), router))])
     wrong = {}
     with triton(tmp_path, repo, model_root(tmp_path, [m["name"] for m in MODELS])) as server:
         for sent, expected in REQUESTS:

@@ -20,7 +20,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from component.test_triton_loads import GENERIC, Repository, triton
-from helpers import compile_doc, doc_of
+from helpers import compile_to_serve, doc_of
 from support.sequence_controls import KINDS, sequence_doc, string_control_doc
 from tritonpipeline.client import TritonClient
 from tritonpipeline.compiler import rules
@@ -79,7 +79,7 @@ def interleaved(server: LocalTriton, model: str, ids: tuple[Any, Any]) -> list[t
 
 @pytest.mark.tritonserver
 def test_every_control_type_and_string_ids_are_served(tmp_path: Path) -> None:
-    repo = Repository.merge([compile_doc(sequence_doc())])
+    repo = Repository.merge([compile_to_serve(sequence_doc())])
     with triton(tmp_path, repo, model_root(tmp_path)) as server:
         for name, (_, corrid, flag_type) in KINDS.items():
             ids: tuple[Any, Any] = (41, 42) if corrid == "UINT64" else ("user-7/naïve", "user-7/naive")
@@ -108,7 +108,7 @@ def test_every_control_type_and_string_ids_are_served(tmp_path: Path) -> None:
 def test_triton_fails_a_string_correlation_id_control_on_python(tmp_path: Path) -> None:
     """Why the warning exists: the model with a STRING CORRID control loads, and every request fails
     before it runs. If this ever answers, Triton fixed it and the warning can go."""
-    repo = Repository.merge([compile_doc(string_control_doc())])
+    repo = Repository.merge([compile_to_serve(string_control_doc())])
     with triton(tmp_path, repo, model_root(tmp_path)) as server:
         try:
             answers = interleaved(server, "seq_fp", ("a", "b"))
@@ -139,7 +139,7 @@ def test_an_iterative_sequence_is_served(tmp_path: Path) -> None:
     root = tmp_path / "models"
     (root / "iterate" / "1").mkdir(parents=True)
     shutil.copy(ITERATIVE, root / "iterate" / "1" / "model.py")
-    repo = Repository.merge([compile_doc(doc_of("iterative", [model], []))])
+    repo = Repository.merge([compile_to_serve(doc_of("iterative", [model], []))])
     answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
     with triton(tmp_path, repo, root) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -198,7 +198,7 @@ def test_a_python_model_gets_the_initial_state_but_never_a_kept_one(
     }
     doc = doc_of("state", [model], [])
     monkeypatch.setattr(rules.model_rules, "states_kept", lambda spec, i: iter(()))
-    repo = Repository.merge([compile_doc(doc)])
+    repo = Repository.merge([compile_to_serve(doc)])
     root = tmp_path / "models"
     (root / "acc" / "1").mkdir(parents=True)
     shutil.copy(STATE_PROBE, root / "acc" / "1" / "model.py")

@@ -28,7 +28,16 @@ from google.protobuf import text_format
 from tritonclient.utils import InferenceServerException
 
 import pipeline_gen as gen
-from helpers import ROUTERS, compile_doc, completed, doc_of, example, py_model, served_config, with_router
+from helpers import (
+    ROUTERS,
+    compile_to_serve,
+    completed,
+    doc_of,
+    example,
+    py_model,
+    served_config,
+    with_router,
+)
 from tritonpipeline.compiler import Artifacts, compile_pipeline, rules
 from tritonpipeline.compiler.orchestrator_model import NUMPY_TYPES
 from tritonpipeline.compiler.triton_config import mc, parse_text
@@ -83,7 +92,7 @@ def compile_without_decoupled_rule(doc: dict[str, Any], monkeypatch: pytest.Monk
     """What the compiler rendered before it knew Triton's decoupled-origin rule: the rule switched off."""
     with monkeypatch.context() as m:
         m.setattr(rules.pipeline_rules, "decoupled_conflicts", lambda *args, **kwargs: [])
-        return compile_doc(doc)
+        return compile_to_serve(doc)
 
 
 @contextmanager
@@ -210,7 +219,7 @@ def test_rank1_output_of_a_non_batching_step_loads_and_answers(
     """Through the pipeline, each output has the shape its step returns when called directly (the
     rank-1 outputs too: one value per batch item, also for a batch of one)."""
     doc = with_router(rank1_doc(fan_out), router)
-    repo = Repository.merge([compile_doc(doc)])
+    repo = Repository.merge([compile_to_serve(doc)])
     with triton(tmp_path, repo, generic_model_root(tmp_path / "models", [doc])) as server:
         states = model_states(server)
         assert all(state == "READY" for state, _ in states.values()), states
@@ -261,7 +270,7 @@ def test_pipeline_outputs_have_the_shapes_their_steps_return(tmp_path: Path) -> 
     three (Triton puts a dimension in front of a step's tensor that matches a batching ensemble's
     declared dims: the compiler must never declare such dims)."""
     doc = shape_doc()
-    repo = Repository.merge([compile_doc(doc)])
+    repo = Repository.merge([compile_to_serve(doc)])
     with triton(tmp_path, repo, generic_model_root(tmp_path / "models", [doc])) as server:
         states = model_states(server)
         assert all(state == "READY" for state, _ in states.values()), states
@@ -322,12 +331,12 @@ def decoupled_docs() -> tuple[dict[str, Any], dict[str, Any]]:
 def test_decoupled_origins_mirror_triton(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     valid, refused = decoupled_docs()
     with pytest.raises(SpecError) as info:
-        compile_doc(refused)
+        compile_to_serve(refused)
     assert sorted(p.path for p in info.value.problems) == [
         "spec.pipelines[0].steps[1].inputs",
         "spec.pipelines[1].outputs[1].from",
     ]
-    repo = Repository.merge([compile_doc(valid), compile_without_decoupled_rule(refused, monkeypatch)])
+    repo = Repository.merge([compile_to_serve(valid), compile_without_decoupled_rule(refused, monkeypatch)])
     root = generic_model_root(tmp_path / "models", [valid])
     with triton(tmp_path, repo, root) as server:
         states = model_states(server)
@@ -366,7 +375,7 @@ def test_a_step_runs_its_model_as_declared_whatever_the_backend_completes(tmp_pa
         "declared": self_decoupling_doc("declared", stepped=True, decoupled=True),
         "alone": self_decoupling_doc("alone", stepped=False, decoupled=None),
     }
-    repo = Repository.merge(compile_doc(doc) for doc in docs.values())
+    repo = Repository.merge(compile_to_serve(doc) for doc in docs.values())
     assert b"decoupled: false" in repo.files["undeclared/config.pbtxt"]
     assert b"model_transaction_policy" not in repo.files["alone/config.pbtxt"]
     root = tmp_path / "models"
@@ -405,7 +414,7 @@ def test_router_passes_bf16_on(tmp_path: Path, router: str) -> None:
         "outputs": [{"name": "A", "from": "a.Y"}, {"name": "B", "from": "b.Y"}],
     }
     doc = with_router(doc_of("bf16", [head], [pipeline]), router)
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     assert len(artifacts.plan.routers) == 1
     with triton(tmp_path, Repository.merge([artifacts]), generic_model_root(tmp_path / "m", [doc])) as server:
         result = infer(server, "bf16", {"X": ("BF16", (2, 3))})
@@ -430,7 +439,7 @@ def test_version_directories_as_triton_reads_them(tmp_path: Path) -> None:
         shutil.copy(GENERIC, where / "model.py")
     tp = parse_pipeline(doc)
     reported = {p.path for p in check_model_dirs(tp, root)}
-    with triton(tmp_path, Repository.merge([compile_doc(doc)]), root) as server:
+    with triton(tmp_path, Repository.merge([compile_to_serve(doc)]), root) as server:
         states = model_states(server)
     loaded = {name for name, (state, _) in states.items() if state == "READY"}  # the others: not listed
     refused = {f"spec.models[{i}].name" for i, name in enumerate(layout) if name not in loaded}
@@ -452,7 +461,7 @@ def test_a_specific_version_policy_needs_a_version_it_lists(tmp_path: Path) -> N
     assert [p.path for p in reported["listed-absent"]] == ["spec.models[0].versionPolicy.versions"]
     assert "none of the versions versionPolicy lists (2; found: 1)" in reported["listed-absent"][0].message
     assert reported["one-listed-present"] == []
-    with triton(tmp_path, Repository.merge(compile_doc(d) for d in docs), root) as server:
+    with triton(tmp_path, Repository.merge(compile_to_serve(d) for d in docs), root) as server:
         states, log = model_states(server), server.logs()
     assert states["one_listed_present"][0] == "READY", states
     assert states.get("listed_absent", ("",))[0] != "READY", states  # not in the index at all
@@ -487,7 +496,7 @@ def test_a_step_calls_a_version_triton_loads(tmp_path: Path) -> None:
             (root / name / directory).mkdir(parents=True)
             shutil.copy(GENERIC, root / name / directory / "model.py")
     reported = {doc["metadata"]["name"]: check_model_dirs(parse_pipeline(doc), root) for doc in docs}
-    with triton(tmp_path, Repository.merge(compile_doc(d) for d in docs), root) as server:
+    with triton(tmp_path, Repository.merge(compile_to_serve(d) for d in docs), root) as server:
         states, log = model_states(server), server.logs()
     for name, (_, version, loads) in cases.items():
         problems = reported[name.replace("_", "-")]
@@ -506,7 +515,9 @@ def test_explicit_model_control_serves_only_the_pipelines_it_names(tmp_path: Pat
     """render/checks.NOT_LOADED_EXPLICIT on the real tritonserver: under --model-control-mode=explicit it
     reports ready with no model loaded, and --load-model=PIPELINE loads the ensemble with its steps."""
     doc = with_router(example("fanout"), "python")
-    path = write_repository(compile_doc(doc), tmp_path / "repo", generic_model_root(tmp_path / "m", [doc]))
+    path = write_repository(
+        compile_to_serve(doc), tmp_path / "repo", generic_model_root(tmp_path / "m", [doc])
+    )
     request = {"IMAGE": ("FP32", (1, 4))}
     with serving(path, tmp_path / "none.log", "--model-control-mode=explicit") as server:
         assert [m for m in server.models() if m.get("state") == "READY"] == []
@@ -778,12 +789,12 @@ def test_what_triton_refuses_to_load_the_spec_refuses(
     for name, change, change_config, path, words in [*cases, *unchanged]:
         doc = doc_of(name.replace("_", "-"), [py_model(name, 4, {"INPUT": [2]}, {"OUTPUT": ([2], [2])})], [])
         docs.append(doc)
-        rendered = parse_text(compile_doc(doc).files[f"{name}/config.pbtxt"])
+        rendered = parse_text(compile_to_serve(doc).files[f"{name}/config.pbtxt"])
         changed = copy.deepcopy(doc)
         change(changed["spec"]["models"][0])
         if path:
             with pytest.raises(SpecError) as refused:
-                compile_doc(changed)
+                compile_to_serve(changed)
             assert {p.path for p in refused.value.problems} == {path}, refused.value
             assert any(words in p.message for p in refused.value.problems), refused.value
             change_config(rendered)
@@ -816,7 +827,9 @@ def test_the_sequence_strategies_fields_load_as_rendered(tmp_path: Path) -> None
         model = py_model(name, 4, {"INPUT": [2]}, {"OUTPUT": ([2], [2])}) | {"sequenceBatching": batching}
         docs.append(doc_of(name.replace("_", "-"), [model], []))
     with triton(
-        tmp_path, Repository.merge(compile_doc(d) for d in docs), generic_model_root(tmp_path / "m", docs)
+        tmp_path,
+        Repository.merge(compile_to_serve(d) for d in docs),
+        generic_model_root(tmp_path / "m", docs),
     ) as server:
         states = model_states(server)
         oldest = served_config(server, "in_order")["sequence_batching"]["oldest"]
@@ -965,7 +978,7 @@ def test_what_the_python_backend_refuses_of_a_completion_validate_refuses(tmp_pa
         assert [p.path for p in problems] == ([f"spec.models[0].{path}"] if path else []), (name, problems)
         assert all(words in p.message for p in problems), (name, problems)
     assert "declare maxBatchSize: 4" in reported["raised"][0].message
-    with triton(tmp_path, Repository.merge(compile_doc(doc) for doc in docs), root) as server:
+    with triton(tmp_path, Repository.merge(compile_to_serve(doc) for doc in docs), root) as server:
         states = model_states(server)
         raised = completed(server, "raised")
     for name, *_, words in COMPLETION_REFUSALS:
@@ -1061,7 +1074,7 @@ def test_everything_the_compiler_accepts_loads_and_answers(
     refused: list[gen.Generated] = []
     for g in generated_family():
         try:
-            compile_doc(gen.document("one", MODELS_URI, [g]))
+            compile_to_serve(gen.document("one", MODELS_URI, [g]))
             accepted.append(g)
         except SpecError as err:
             assert all(TRITON_DECOUPLED_MIX in p.message for p in err.problems), err.render()
@@ -1088,7 +1101,7 @@ def test_everything_the_compiler_accepts_loads_and_answers(
     bypassed = [*refused[:REFUSED_LOADED], *misses]
     repo = Repository.merge(
         [
-            compile_doc(with_router(gen.document("family", MODELS_URI, accepted), router)),
+            compile_to_serve(with_router(gen.document("family", MODELS_URI, accepted), router)),
             compile_without_decoupled_rule(
                 with_router(gen.document("refused", MODELS_URI, bypassed), router), monkeypatch
             ),
@@ -1148,7 +1161,7 @@ def test_classes_keep_their_labels_through_a_router_and_shared_fails_a_subset(
     assert warned["spec.pipelines[1].outputs[0].from"].startswith("under fanOut: shared")
     root = generic_model_root(tmp_path / "models", [doc])
     (root / "cls" / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     (routed,) = [r for r in artifacts.plan.routers if r.pipeline == "routed"]
     assert artifacts.files[f"{routed.name}/labels.txt"].endswith(b"cls/labels.txt")
     with triton(tmp_path, Repository.merge([artifacts]), root) as server:

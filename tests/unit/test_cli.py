@@ -24,7 +24,6 @@ from support.cli import (
     names_in,
     snapshot,
     write_cr,
-    write_invalid_cr,
 )
 from tritonpipeline import cli
 from tritonpipeline.compiler import compile_pipeline, router_source
@@ -35,11 +34,6 @@ from tritonpipeline.local.repository import MARKER, write_repository
 from tritonpipeline.spec import parse_pipeline
 
 # --------------------------------------------------------------------------- validate
-
-
-@pytest.fixture
-def invalid_cr(tmp_path: Path) -> Path:
-    return write_invalid_cr(tmp_path)
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])

@@ -22,7 +22,7 @@ GPU, CPU = mc.ModelInstanceGroup.KIND_GPU, mc.ModelInstanceGroup.KIND_CPU
 CONTROL = mc.ModelSequenceBatching.Control
 
 
-def compile_doc(doc: dict[str, Any], *, cpu_only: bool = False) -> Artifacts:
+def compile_to_serve(doc: dict[str, Any], *, cpu_only: bool = False) -> Artifacts:
     return compile_pipeline(parse_pipeline(doc), cpu_only=cpu_only)
 
 
@@ -147,8 +147,8 @@ ALL_DOCS = {
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_same_cr_compiles_to_identical_bytes(name: str) -> None:
-    first = compile_doc(example(name))
-    second = compile_doc(example(name))
+    first = compile_to_serve(example(name))
+    second = compile_to_serve(example(name))
     assert first.files == second.files
     assert list(first.files) == list(second.files)
     assert first.digest() == second.digest()
@@ -160,7 +160,7 @@ def test_reordered_mapping_compiles_to_identical_bytes(name: str) -> None:
     shuffled = reorder(doc)
     assert list(shuffled) != list(doc)  # the reordering really happened
     assert list(shuffled["spec"]["models"][0]) != list(doc["spec"]["models"][0])
-    a, b = compile_doc(doc), compile_doc(shuffled)
+    a, b = compile_to_serve(doc), compile_to_serve(shuffled)
     assert a.files == b.files
     assert a.digest() == b.digest()
 
@@ -175,13 +175,13 @@ def test_reordered_yaml_text_compiles_to_identical_bytes() -> None:
 
 
 def test_digest_changes_with_the_spec() -> None:
-    base = compile_doc(example("fanout"))
+    base = compile_to_serve(example("fanout"))
     doc = example("fanout")
     doc["spec"]["models"][1]["maxBatchSize"] = 4
-    assert compile_doc(doc).digest() != base.digest()
+    assert compile_to_serve(doc).digest() != base.digest()
     doc = example("fanout")
     doc["spec"]["models"][0]["parameters"] = {"k": "v"}
-    assert compile_doc(doc).digest() != base.digest()
+    assert compile_to_serve(doc).digest() != base.digest()
 
 
 def test_parameters_are_emitted_in_a_stable_order() -> None:
@@ -189,7 +189,7 @@ def test_parameters_are_emitted_in_a_stable_order() -> None:
     doc["spec"]["models"][0]["parameters"] = {"zeta": 1, "alpha": True, "mid": 0.5}
     shuffled = example("diamond")
     shuffled["spec"]["models"][0]["parameters"] = {"mid": 0.5, "alpha": True, "zeta": 1}
-    a, b = compile_doc(doc), compile_doc(shuffled)
+    a, b = compile_to_serve(doc), compile_to_serve(shuffled)
     assert a.files["extractor/config.pbtxt"] == b.files["extractor/config.pbtxt"]
     params = parse_text(a.files["extractor/config.pbtxt"]).parameters
     assert {k: v.string_value for k, v in params.items()} == {"zeta": "1", "alpha": "true", "mid": "0.5"}
@@ -200,7 +200,7 @@ def test_parameters_are_emitted_in_a_stable_order() -> None:
 
 @pytest.mark.parametrize("name", list(ALL_DOCS))
 def test_every_config_parses_back_and_round_trips(name: str) -> None:
-    artifacts = compile_doc(ALL_DOCS[name]())
+    artifacts = compile_to_serve(ALL_DOCS[name]())
     pbtxts = [p for p in artifacts.files if p.endswith("config.pbtxt")]
     assert pbtxts
     for path in pbtxts:
@@ -214,7 +214,7 @@ def test_every_config_parses_back_and_round_trips(name: str) -> None:
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_model_configs_match_the_spec(name: str) -> None:
     doc = example(name)
-    parsed = configs(compile_doc(doc))
+    parsed = configs(compile_to_serve(doc))
     for m in doc["spec"]["models"]:
         cfg = parsed[m["name"]]
         assert cfg.backend == m["backend"]
@@ -236,7 +236,7 @@ def test_model_configs_match_the_spec(name: str) -> None:
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_ensemble_interface_matches_the_pipeline(name: str) -> None:
     doc = example(name)
-    ens = ensembles(compile_doc(doc))
+    ens = ensembles(compile_to_serve(doc))
     p = doc["spec"]["pipelines"][0]
     cfg = ens[p["name"]]
     assert [(t.name, t.data_type, list(t.dims)) for t in cfg.input] == [
@@ -253,11 +253,11 @@ def test_ensemble_interface_matches_the_pipeline(name: str) -> None:
 
 
 def test_dynamic_batching_config() -> None:
-    cfg = configs(compile_doc(example("fanout")))["extractor"]
+    cfg = configs(compile_to_serve(example("fanout")))["extractor"]
     assert cfg.HasField("dynamic_batching")
     assert list(cfg.dynamic_batching.preferred_batch_size) == [4, 8]
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
-    assert not configs(compile_doc(example("fanout")))["head_b"].HasField("dynamic_batching")
+    assert not configs(compile_to_serve(example("fanout")))["head_b"].HasField("dynamic_batching")
 
 
 def test_platform_models_and_decoupled_policy() -> None:
@@ -266,7 +266,7 @@ def test_platform_models_and_decoupled_policy() -> None:
     del m["backend"]
     m["platform"] = "onnxruntime_onnx"
     doc["spec"]["models"][0]["decoupled"] = True  # upstream of the fan-out: one decoupled origin
-    parsed = configs(compile_doc(doc))
+    parsed = configs(compile_to_serve(doc))
     assert parsed["head_b"].platform == "onnxruntime_onnx" and parsed["head_b"].backend == ""
     assert parsed["extractor"].model_transaction_policy.decoupled is True
     assert parsed["head_b"].model_transaction_policy.decoupled is False
@@ -281,7 +281,7 @@ def _step_by_model(cfg: mc.ModelConfig, model: str) -> Any:
 
 
 def test_fanout_example_gets_exactly_one_router_covering_every_consumer() -> None:
-    artifacts = compile_doc(example("fanout"))
+    artifacts = compile_to_serve(example("fanout"))
     (router,) = artifacts.plan.routers
     assert router.source == "extract.FEATS_A"
     assert sorted(c.label for _, c in router.outputs) == [
@@ -315,13 +315,13 @@ def test_fanout_example_gets_exactly_one_router_covering_every_consumer() -> Non
 
 
 def test_diamond_router_feeds_both_branches() -> None:
-    artifacts = compile_doc(example("diamond"))
+    artifacts = compile_to_serve(example("diamond"))
     (router,) = artifacts.plan.routers
     assert sorted(c.label for _, c in router.outputs) == ["left.FEATS_IN_B", "right.FEATS_IN_C"]
 
 
 def test_shared_fanout_has_no_router_and_maps_one_tensor_to_several_inputs() -> None:
-    artifacts = compile_doc(shared_doc())
+    artifacts = compile_to_serve(shared_doc())
     assert artifacts.plan.routers == ()
     assert not [p for p in artifacts.files if "router" in p or p.endswith("model.py")]
     ens = ensembles(artifacts)["vision"]
@@ -335,14 +335,14 @@ def test_shared_fanout_has_no_router_and_maps_one_tensor_to_several_inputs() -> 
 def test_a_step_calls_the_version_it_names_and_the_others_the_latest() -> None:
     doc = example("diamond")
     doc["spec"]["pipelines"][0]["steps"][1]["version"] = 2
-    ens = ensembles(compile_doc(doc))["diamond"]
+    ens = ensembles(compile_to_serve(doc))["diamond"]
     versions = {s.model_name: s.model_version for s in ens.ensemble_scheduling.step}
     assert versions.pop("head_b") == 2
     assert set(versions.values()) == {-1}  # the other steps and the router: Triton's "latest"
 
 
 def test_pipeline_input_fanout_gets_a_router() -> None:
-    artifacts = compile_doc(input_fanout_doc())
+    artifacts = compile_to_serve(input_fanout_doc())
     (router,) = artifacts.plan.routers
     assert router.source == "inputs.IMAGE"
     ens = ensembles(artifacts)["vision"]
@@ -355,7 +355,7 @@ def test_pipeline_input_fanout_gets_a_router() -> None:
 
 
 def test_single_consumer_gets_no_router() -> None:
-    artifacts = compile_doc(example("streaming"))
+    artifacts = compile_to_serve(example("streaming"))
     assert artifacts.plan.routers == ()
     ens = ensembles(artifacts)["streaming"]
     deq = _step_by_model(ens, "dequantize")
@@ -365,7 +365,7 @@ def test_single_consumer_gets_no_router() -> None:
 
 
 def test_router_config_keeps_gpu_tensors_on_gpu() -> None:
-    artifacts = compile_doc(example("fanout"))  # gpus: 1, neighbours have GPU instances
+    artifacts = compile_to_serve(example("fanout"))  # gpus: 1, neighbours have GPU instances
     (rcfg,) = routers(artifacts).values()
     assert rcfg.backend == "python"
     assert rcfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value == "no"
@@ -373,7 +373,7 @@ def test_router_config_keeps_gpu_tensors_on_gpu() -> None:
 
 
 def test_router_runs_on_cpu_under_cpu_only() -> None:
-    artifacts = compile_doc(example("fanout"), cpu_only=True)
+    artifacts = compile_to_serve(example("fanout"), cpu_only=True)
     (rcfg,) = routers(artifacts).values()
     assert [g.kind for g in rcfg.instance_group] == [CPU]
     assert rcfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value == "no"
@@ -383,7 +383,7 @@ def test_router_runs_on_cpu_when_no_neighbour_uses_a_gpu() -> None:
     doc = example("fanout")
     for m in doc["spec"]["models"]:
         m["instances"] = [{"kind": "CPU", "count": 2}]
-    (rcfg,) = routers(compile_doc(doc)).values()
+    (rcfg,) = routers(compile_to_serve(doc)).values()
     assert [g.kind for g in rcfg.instance_group] == [CPU]
 
 
@@ -392,7 +392,7 @@ def test_router_on_gpu_when_only_one_consumer_is_on_gpu() -> None:
     doc["spec"]["models"][0]["instances"] = [{"kind": "CPU"}]  # producer
     doc["spec"]["models"][1]["instances"] = [{"kind": "CPU"}]  # head_b
     # head_c keeps its GPU instance
-    (rcfg,) = routers(compile_doc(doc)).values()
+    (rcfg,) = routers(compile_to_serve(doc)).values()
     assert [g.kind for g in rcfg.instance_group] == [GPU]
 
 
@@ -400,21 +400,21 @@ def test_server_without_gpus_turns_gpu_groups_into_cpu() -> None:
     doc = example("fanout")
     doc["spec"]["server"]["gpus"] = 0
     doc["spec"]["models"][0]["instances"] = [{"kind": "GPU", "count": 2, "gpus": [0, 1]}]
-    parsed = configs(compile_doc(doc))
+    parsed = configs(compile_to_serve(doc))
     groups = [g for cfg in parsed.values() for g in cfg.instance_group]
     assert groups and all(g.kind == CPU for g in groups)
     extractor = parsed["extractor"].instance_group[0]
     assert (extractor.count, list(extractor.gpus)) == (2, [])
     # and the same spec with GPUs keeps them, gpu ids included
     doc["spec"]["server"]["gpus"] = 2
-    extractor = configs(compile_doc(doc))["extractor"].instance_group[0]
+    extractor = configs(compile_to_serve(doc))["extractor"].instance_group[0]
     assert (extractor.kind, list(extractor.gpus)) == (GPU, [0, 1])
 
 
 def test_cpu_only_keeps_cpu_and_auto_groups() -> None:
     doc = example("fanout")
     doc["spec"]["models"][1]["instances"] = [{"kind": "AUTO", "count": 3}, {"kind": "CPU"}]
-    cfg = configs(compile_doc(doc, cpu_only=True))["head_b"]
+    cfg = configs(compile_to_serve(doc, cpu_only=True))["head_b"]
     assert [(g.kind, g.count) for g in cfg.instance_group] == [(mc.ModelInstanceGroup.KIND_AUTO, 3), (CPU, 1)]
 
 
@@ -422,7 +422,7 @@ def test_router_name_is_a_safe_model_name_for_awkward_tensor_names() -> None:
     """The router's name is a model directory name: only [A-Za-z0-9_-] and at most 100 characters even
     though its source tensor has '.' and ':' (tests/component/test_triton_integration.py serves such a
     router)."""
-    artifacts = compile_doc(unusual_names_doc())
+    artifacts = compile_to_serve(unusual_names_doc())
     (router,) = artifacts.plan.routers
     assert all(ch.isalnum() or ch in "_-" for ch in router.name)
     assert len(router.name) <= 100
@@ -441,7 +441,7 @@ def test_router_names_do_not_clash_with_models() -> None:
             "outputs": [{"name": "Y", "dataType": "FP32", "dims": [4]}],
         }
     )
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     (router,) = artifacts.plan.routers
     assert router.name != "vision__extract__FEATS_A__router"
     assert router.name in {s.model_name for s in ensembles(artifacts)["vision"].ensemble_scheduling.step}
@@ -453,7 +453,7 @@ def test_router_names_differ_across_pipelines() -> None:
     second = copy.deepcopy(doc["spec"]["pipelines"][0])
     second["name"] = "vision2"
     doc["spec"]["pipelines"].append(second)
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     names = [r.name for r in artifacts.plan.routers]
     assert len(names) == 2 and len(set(names)) == 2
     assert set(ensembles(artifacts)) == {"vision", "vision2"}
@@ -463,7 +463,7 @@ def test_router_names_differ_across_pipelines() -> None:
 
 
 def test_streaming_sequence_batching_config() -> None:
-    cfg = configs(compile_doc(example("streaming")))["accumulator"]
+    cfg = configs(compile_to_serve(example("streaming")))["accumulator"]
     sb = cfg.sequence_batching
     assert sb.WhichOneof("strategy_choice") == "direct"
     assert sb.max_sequence_idle_microseconds == 5_000_000
@@ -477,7 +477,7 @@ def test_streaming_sequence_batching_config() -> None:
     assert controls["CORRID"][0].data_type == mc.TYPE_UINT64
     # controls are filled by Triton, so they are not ordinary inputs
     assert [i.name for i in cfg.input] == ["VALUE"]
-    assert not configs(compile_doc(example("streaming")))["dequantize"].HasField("sequence_batching")
+    assert not configs(compile_to_serve(example("streaming")))["dequantize"].HasField("sequence_batching")
 
 
 def test_oldest_strategy_with_ready_control_and_states() -> None:
@@ -494,7 +494,7 @@ def test_oldest_strategy_with_ready_control_and_states() -> None:
         "controls": {"start": "S", "ready": "R"},
         "states": [{"inputName": "ACC_IN", "outputName": "ACC_OUT", "dataType": "FP32", "dims": [1]}],
     }
-    sb = configs(compile_doc(doc))["accumulator"].sequence_batching
+    sb = configs(compile_to_serve(doc))["accumulator"].sequence_batching
     assert sb.WhichOneof("strategy_choice") == "oldest"
     assert sb.max_sequence_idle_microseconds == 1234
     assert sb.oldest.max_candidate_sequences == 6
@@ -517,7 +517,7 @@ def test_oldest_strategy_defaults_candidates_to_max_batch_size() -> None:
     doc = example("streaming")
     doc["spec"]["models"][1]["maxBatchSize"] = 6
     doc["spec"]["models"][1]["sequenceBatching"] = {"strategy": "oldest"}
-    sb = configs(compile_doc(doc))["accumulator"].sequence_batching
+    sb = configs(compile_to_serve(doc))["accumulator"].sequence_batching
     assert sb.oldest.max_candidate_sequences == 6
     assert sb.max_sequence_idle_microseconds > 0
     assert len(sb.control_input) == 0
@@ -538,7 +538,7 @@ def test_ensemble_max_batch_size_is_the_minimum_over_steps(sizes: tuple[int, ...
         if "dynamicBatching" in m:
             m["dynamicBatching"]["preferredBatchSizes"] = [1]
     assert expected == min(sizes)
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     assert ensembles(artifacts)["vision"].max_batch_size == expected
     (rcfg,) = routers(artifacts).values()
     assert rcfg.max_batch_size == expected
@@ -547,7 +547,7 @@ def test_ensemble_max_batch_size_is_the_minimum_over_steps(sizes: tuple[int, ...
 def test_explicit_ensemble_max_batch_size_below_steps() -> None:
     doc = example("fanout")
     doc["spec"]["pipelines"][0]["maxBatchSize"] = 3
-    assert ensembles(compile_doc(doc))["vision"].max_batch_size == 3
+    assert ensembles(compile_to_serve(doc))["vision"].max_batch_size == 3
 
 
 def test_non_batching_pipeline_keeps_full_dims() -> None:
@@ -555,7 +555,7 @@ def test_non_batching_pipeline_keeps_full_dims() -> None:
     for m in doc["spec"]["models"]:
         m["maxBatchSize"] = 0
         m.pop("dynamicBatching", None)
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     ens = ensembles(artifacts)["vision"]
     assert ens.max_batch_size == 0
     assert [list(t.dims) for t in ens.input] == [[4]]
@@ -599,7 +599,7 @@ def _check_dataflow(cfg: mc.ModelConfig, text: bytes) -> None:
 
 @pytest.mark.parametrize("name", list(ALL_DOCS))
 def test_every_ensemble_tensor_has_exactly_one_writer(name: str) -> None:
-    artifacts = compile_doc(ALL_DOCS[name]())
+    artifacts = compile_to_serve(ALL_DOCS[name]())
     found = 0
     for path, data in artifacts.files.items():
         if path.endswith("/config.pbtxt"):
@@ -613,7 +613,7 @@ def test_every_ensemble_tensor_has_exactly_one_writer(name: str) -> None:
 def test_step_named_like_a_router_does_not_share_its_tensors() -> None:
     # regression: the router for `s.T` used to be named `p__s__T__router`, the same as a step,
     # so both wrote `p__s__T__router.OUTPUT_0`
-    artifacts = compile_doc(step_named_like_router_doc())
+    artifacts = compile_to_serve(step_named_like_router_doc())
     (router,) = artifacts.plan.routers
     assert router.name != "p__s__T__router"
     ens = ensembles(artifacts)["p"]
@@ -622,7 +622,7 @@ def test_step_named_like_a_router_does_not_share_its_tensors() -> None:
 
 
 def test_graph_summary_lists_routers_and_ensembles() -> None:
-    artifacts = compile_doc(example("fanout"))
+    artifacts = compile_to_serve(example("fanout"))
     summary = artifacts.graph_summary()
     (ens,) = summary["ensembles"]
     assert (ens["name"], ens["maxBatchSize"], ens["fanOut"]) == ("vision", 8, "router")
@@ -633,7 +633,7 @@ def test_graph_summary_lists_routers_and_ensembles() -> None:
 
 
 def test_generated_files_layout() -> None:
-    artifacts = compile_doc(example("fanout"))
+    artifacts = compile_to_serve(example("fanout"))
     (router,) = artifacts.plan.routers
     assert set(artifacts.files) == {
         "extractor/config.pbtxt",
@@ -654,9 +654,9 @@ def test_non_batching_step_is_exempt_from_the_ensemble_batch_size() -> None:
     join["maxBatchSize"] = 0
     for t in join["inputs"] + join["outputs"]:
         t["dims"] = [-1, *t["dims"]]
-    assert ensembles(compile_doc(doc))["diamond"].max_batch_size == 8
+    assert ensembles(compile_to_serve(doc))["diamond"].max_batch_size == 8
     doc["spec"]["pipelines"][0]["maxBatchSize"] = 8
-    assert ensembles(compile_doc(doc))["diamond"].max_batch_size == 8
+    assert ensembles(compile_to_serve(doc))["diamond"].max_batch_size == 8
 
 
 def _non_batching_extractor(doc: dict[str, Any], output_dims: list[int]) -> None:
@@ -679,7 +679,7 @@ def test_rank1_output_of_a_non_batching_step_makes_the_ensemble_flat() -> None:
     p["steps"] = p["steps"][:1]
     p["outputs"] = [{"name": "FEATURES", "from": "extract.FEATS_A"}]
     p["maxBatchSize"] = 8  # no batching step left to derive it from
-    cfg = ensembles(compile_doc(doc))["vision"]
+    cfg = ensembles(compile_to_serve(doc))["vision"]
     assert cfg.max_batch_size == 0
     assert [(i.name, list(i.dims)) for i in cfg.input] == [("IMAGE", [-1, 4])]
     assert [(o.name, list(o.dims)) for o in cfg.output] == [("FEATURES", [-1])]
@@ -690,7 +690,7 @@ def test_no_output_is_reshaped() -> None:
     doc = example("fanout")
     _non_batching_extractor(doc, [-1, 4])
     for d in (example("fanout"), example("diamond"), doc):
-        for cfg in ensembles(compile_doc(d)).values():
+        for cfg in ensembles(compile_to_serve(d)).values():
             assert not any(o.HasField("reshape") for o in cfg.output)
 
 
@@ -700,7 +700,7 @@ def test_router_over_an_unbatched_tensor_does_not_batch() -> None:
     doc = example("fanout")
     doc["spec"]["pipelines"][0]["maxBatchSize"] = 8
     _non_batching_extractor(doc, [-1, 4])
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     (rcfg,) = routers(artifacts).values()
     assert rcfg.max_batch_size == 0
     assert list(rcfg.input[0].dims) == [-1, 4]
@@ -709,7 +709,7 @@ def test_router_over_an_unbatched_tensor_does_not_batch() -> None:
 
 
 def test_router_over_a_pipeline_input_batches_with_the_ensemble() -> None:
-    (rcfg,) = routers(compile_doc(input_fanout_doc())).values()
+    (rcfg,) = routers(compile_to_serve(input_fanout_doc())).values()
     assert rcfg.max_batch_size == 8 and list(rcfg.input[0].dims) == [4]
 
 
@@ -718,6 +718,6 @@ def test_models_are_served_with_no_pipeline() -> None:
     others) needs no dummy pipeline: each model's config, nothing else."""
     doc = example("fanout")
     del doc["spec"]["pipelines"]
-    artifacts = compile_doc(doc)
+    artifacts = compile_to_serve(doc)
     assert sorted(artifacts.files) == [f"{m['name']}/config.pbtxt" for m in doc["spec"]["models"]]
     assert artifacts.plan.ensembles == () and artifacts.graph_summary()["routers"] == []

@@ -16,22 +16,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import dashboard  # tools/ (conftest.py puts it on the path)
-import pytest
 import yaml
 
 from harness.helm import CHART
 from helpers import example
-from support.dashboard import SHIPPED, SUMMARY_LATENCIES, shipped_board
+from support.dashboard import SHIPPED, SUMMARY_LATENCIES
 
 VARIABLE = re.compile(r"\$\{?(\w+)")
-
-
-@pytest.fixture(scope="module")
-def board() -> dict[str, Any]:
-    return shipped_board()
 
 
 GRAFANA_VARIABLES = {"__rate_interval", "__interval", "__range", "1"}  # built in ($1: label_replace's)

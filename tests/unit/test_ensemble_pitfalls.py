@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from helpers import compile_doc, doc_of
+from helpers import compile_to_serve, doc_of
 from support.ensemble_pitfalls import (
     AFTER,
     BEFORE,
@@ -109,12 +109,12 @@ def test_the_nearest_decoupled_step_is_named_and_the_others_listed() -> None:
 
 
 def test_the_sequence_step_first_and_a_decoupled_sequence_step_compile() -> None:
-    compile_doc(doc_of("before", [expand(), accumulator()], [BEFORE]))
+    compile_to_serve(doc_of("before", [expand(), accumulator()], [BEFORE]))
     stateful_stream = {**accumulator(), "decoupled": True}  # decoupled itself, nothing decoupled upstream
     pipe = pipeline(
         "alone", [{"model": "accumulator", "inputs": {"VALUE": "inputs.X"}}], {"T": "accumulator.TOTAL"}
     )
-    compile_doc(doc_of("alone", [stateful_stream], [pipe]))
+    compile_to_serve(doc_of("alone", [stateful_stream], [pipe]))
 
 
 @pytest.mark.parametrize("preserve", [None, False])
@@ -130,7 +130,7 @@ def test_several_instances_before_a_sequence_step_are_refused_unless_they_keep_o
 
 def test_one_instance_or_kept_order_before_a_sequence_step_compiles() -> None:
     for first in (slow_first("slow", 1, None), slow_first("slow", 3, True)):
-        compile_doc(doc_of("p", [first, accumulator()], [through("p", "slow")]))
+        compile_to_serve(doc_of("p", [first, accumulator()], [through("p", "slow")]))
     # several instances after the sequence step: its answers are no sequence's requests any more
     after = pipeline(
         "after",
@@ -140,7 +140,7 @@ def test_one_instance_or_kept_order_before_a_sequence_step_compiles() -> None:
         ],
         {"Y": "last.Y"},
     )
-    compile_doc(doc_of("after", [slow_first("slow", 2, None), accumulator()], [after]))
+    compile_to_serve(doc_of("after", [slow_first("slow", 2, None), accumulator()], [after]))
 
 
 def test_instances_counted_per_gpu() -> None:

@@ -25,7 +25,6 @@ from support.importing import (
     snapshot,
     step,
     tensor,
-    write_echo_repo,
     write_repo,
 )
 from tritonpipeline import cli
@@ -42,11 +41,6 @@ from tritonpipeline.importer import (
 )
 from tritonpipeline.importer.ensembles import step_names
 from tritonpipeline.spec import parse_pipeline
-
-
-@pytest.fixture
-def echo_repo(tmp_path: Path) -> Path:
-    return write_echo_repo(tmp_path)
 
 
 def run(configs: dict[str, str], no_config: dict[str, bool] | None = None, **kw: Any) -> imp.ImportResult:

@@ -5,7 +5,7 @@ tests/component/test_optional_inputs.py."""
 
 from __future__ import annotations
 
-from helpers import compile_doc
+from helpers import compile_to_serve
 from support.optional_inputs import llm_doc
 from tritonpipeline.compiler import rules
 from tritonpipeline.compiler.triton_config import parse_text
@@ -15,7 +15,7 @@ from unit.test_spec_errors import problems_of
 
 
 def test_optional_inputs_are_declared_optional_in_the_ensemble_and_its_router() -> None:
-    files = compile_doc(llm_doc()).files
+    files = compile_to_serve(llm_doc()).files
     ensemble = parse_text(files["ensemble_router/config.pbtxt"])
     assert {i.name: i.optional for i in ensemble.input} == {
         "text_input": False,

@@ -5,7 +5,7 @@ tests/component/test_sequence_controls.py."""
 
 from __future__ import annotations
 
-from helpers import compile_doc
+from helpers import compile_to_serve
 from support.sequence_controls import KINDS, sequence_doc, string_control_doc
 from tritonpipeline.client import affinity_headers
 from tritonpipeline.compiler.triton_config import mc, parse_text
@@ -19,7 +19,7 @@ CONTROL = mc.ModelSequenceBatching.Control
 
 
 def test_controls_render_with_their_data_types() -> None:
-    files = compile_doc(sequence_doc()).files
+    files = compile_to_serve(sequence_doc()).files
     expected_flags = {"INT32": "int32_false_true", "FP32": "fp32_false_true", "BOOL": "bool_false_true"}
     for name, (flags, corrid, _) in KINDS.items():
         sb = parse_text(files[f"{name}/config.pbtxt"]).sequence_batching
@@ -59,7 +59,7 @@ def test_initial_state_and_iterative_sequence_render() -> None:
             "initialState": {"name": "h0", "dataType": "INT32", "dims": [4], "dataFile": "h0.bin"},
         },
     ]
-    sb = parse_text(compile_doc(doc).files["seq_int/config.pbtxt"]).sequence_batching
+    sb = parse_text(compile_to_serve(doc).files["seq_int/config.pbtxt"]).sequence_batching
     assert sb.iterative_sequence
     zero, from_file = sb.state
     (init,) = zero.initial_state
