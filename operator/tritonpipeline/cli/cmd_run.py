@@ -78,13 +78,13 @@ def execute(args: argparse.Namespace) -> int:
     from ..kube.api_client import Kube, KubeError, api_client
     from ..render import peering
     from ..render.security_context import OPENSHIFT_SCC_API
-    from ..runtime import kopf_json
+    from ..runtime import kopf_fixes
     from ..runtime.logs import configure
     from ..runtime.memory import limit_malloc_arenas
     from ..runtime.state import OperatorState
 
     limit_malloc_arenas()  # before kopf's and the API client's threads start
-    kopf_json.install()  # kopf reads no JSON nested deeper than jsontext.MAX_DEPTH
+    kopf_fixes.install()  # no JSON deeper than jsontext.MAX_DEPTH; no copy for an empty patch
     settings = Settings.from_env(namespaces=tuple(args.namespace or ()), metrics_url=args.metrics)
     check_namespaces(settings.namespaces, "--namespace" if args.namespace else NAMESPACES_ENV)
     configure(args.log_format, args.verbose)
