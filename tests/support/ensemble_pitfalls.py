@@ -113,3 +113,61 @@ def through(name: str, first: str) -> dict[str, Any]:
         ],
         {"TOTAL": "accumulator.TOTAL"},
     )
+
+
+# --------------------------------------------------------------------------- behind a condition
+
+POSITIVE = {"tensor": "inputs.X", "greaterThan": 0}  # the branch of requests whose X is above 0
+
+
+# a streaming branch beside a plain one, after a head (mid: Y = X): X > 0 takes expand, which answers twice
+# (X + 1, X + 2); X < 0 takes low (Y = X), once; 0 takes neither: Y's default, once. ECHO is the head's.
+STREAMED = {
+    "name": "streamed",
+    "inputs": [{"name": "X", "dataType": "FP32", "dims": [1]}],
+    "steps": [
+        {"name": "same", "model": "mid", "inputs": {"X": "inputs.X"}},
+        {
+            "name": "up",
+            "model": "expand",
+            "inputs": {"X": "same.Y"},
+            "when": {"tensor": "same.Y", "greaterThan": 0},
+        },
+        {
+            "name": "low",
+            "model": "mid",
+            "inputs": {"X": "inputs.X"},
+            "when": {"tensor": "same.Y", "lessThan": 0},
+        },
+    ],
+    "outputs": [
+        {"name": "Y", "from": "up.Y", "orFrom": ["low.Y"], "default": 0.0},
+        {"name": "ECHO", "from": "same.Y"},
+    ],
+}
+
+
+# a sequence step behind a condition: the running total of a sequence's values above 0; -1 for the others
+COUNTED = pipeline(
+    "counted",
+    [{"name": "total", "model": "accumulator", "inputs": {"VALUE": "inputs.X"}, "when": POSITIVE}],
+    {},
+)
+COUNTED["outputs"] = [{"name": "TOTAL", "from": "total.TOTAL", "default": -1.0}]
+
+
+# a sequence step in the head, its running total choosing the branch: BIG is the total once above 5
+SUMMED = pipeline(
+    "summed",
+    [
+        {"name": "total", "model": "accumulator", "inputs": {"VALUE": "inputs.X"}},
+        {
+            "name": "big",
+            "model": "mid",
+            "inputs": {"X": "total.TOTAL"},
+            "when": {"tensor": "total.TOTAL", "greaterThan": 5},
+        },
+    ],
+    {"TOTAL": "total.TOTAL"},
+)
+SUMMED["outputs"].append({"name": "BIG", "from": "big.Y", "default": -1.0})

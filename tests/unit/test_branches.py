@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from helpers import example
+from helpers import doc_of, example
+from support.ensemble_pitfalls import COUNTED, STREAMED, SUMMED, accumulator, expand, plain
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler import orchestrator_model as orchestrator
 from tritonpipeline.compiler.triton_config import ORCHESTRATOR_PLAN, parse_text
@@ -189,3 +190,80 @@ def test_a_switch_takes_its_first_case_that_holds_else_its_default() -> None:
         for label in (0, 1, 2)
     }
     assert taken == {0: ["first"], 1: ["first"], 2: ["default"]}
+
+
+# --------------------------------------------------------------------------- streaming and sequence steps
+
+
+def test_a_streaming_branch_makes_the_orchestrator_decoupled() -> None:
+    """The branch holding the decoupled step streams; the plain branch and the head do not; the
+    orchestrator is decoupled and still batches (tests/support/ensemble_pitfalls.py, STREAMED)."""
+    files = compiled(doc_of("streams", [expand(), plain("mid")], [STREAMED]))
+    config = parse_text(files["streamed/config.pbtxt"])
+    assert config.model_transaction_policy.decoupled
+    assert config.HasField("dynamic_batching") and not config.HasField("sequence_batching")
+    plan = plan_of(files, "streamed")
+    assert "streams" not in plan["head"]
+    assert [(b["outputs"], b.get("streams", False)) for b in plan["branches"]] == [
+        (["up.Y"], True),
+        (["low.Y"], False),
+    ]
+
+
+def test_a_sequence_step_makes_the_orchestrator_take_sequences() -> None:
+    """A part holding a sequence step, in a branch (COUNTED) or in the head (SUMMED), is marked so; the
+    orchestrator is sequence-batched (oldest: one request of a sequence at a time, several sequences in a
+    batch) with its steps' idle time, and not decoupled."""
+    files = compiled(doc_of("counts", [accumulator(), plain("mid")], [COUNTED, SUMMED]))
+    for name in ("counted", "summed"):
+        config = parse_text(files[f"{name}/config.pbtxt"])
+        assert not config.HasField("dynamic_batching")
+        assert not config.model_transaction_policy.decoupled
+        sb = config.sequence_batching
+        assert sb.max_sequence_idle_microseconds == 5_000_000  # the accumulator's
+        assert sb.HasField("oldest") and sb.oldest.max_candidate_sequences > config.max_batch_size
+    assert [b.get("sequence") for b in plan_of(files, "counted")["branches"]] == [True]
+    summed = plan_of(files, "summed")
+    assert summed["head"]["sequence"] is True
+    assert [b.get("sequence") for b in summed["branches"]] == [None]
+
+
+class _Request:
+    """What the orchestrator reads of a request's sequence."""
+
+    def __init__(self, correlation_id: int, flags: int) -> None:
+        self._sequence = (correlation_id, flags)
+
+    def correlation_id(self) -> int:
+        return self._sequence[0]
+
+    def flags(self) -> int:
+        return self._sequence[1]
+
+
+def test_a_part_sequence_begins_at_the_first_request_that_reaches_it() -> None:
+    """A sequence whose requests alternate branches: the branch's step sees the requests that take it as
+    one sequence, START on the first of them, END where the client's END takes it; a new START begins
+    it anew, and the client's END forgets it (docs/concepts/conditions.md)."""
+    start, end = orchestrator.SEQUENCE_START, orchestrator.SEQUENCE_END
+    model = orchestrator.TritonPythonModel()
+    model.started = {}
+    branch = {"model": "counted__when0", "sequence": True}
+
+    def send(flags: int, takes: bool, correlation_id: int = 7) -> dict[str, int] | None:
+        env = orchestrator.Env()
+        model.begin(env, _Request(correlation_id, flags))
+        sent = model.sequence_flags(branch, env) if takes else None
+        model.end([env])
+        return sent
+
+    assert send(start, takes=False) is None
+    assert send(0, takes=True) == {"correlation_id": 7, "flags": start}  # the branch's first
+    assert send(0, takes=True, correlation_id=8) == {"correlation_id": 8, "flags": start}  # another
+    assert send(0, takes=True) == {"correlation_id": 7, "flags": 0}
+    assert send(end, takes=False) is None  # the step's sequence stays open...
+    assert 7 not in model.started
+    assert send(start, takes=True) == {"correlation_id": 7, "flags": start}  # ... until it starts anew
+    assert send(end, takes=True) == {"correlation_id": 7, "flags": end}
+    assert send(start | end, takes=True) == {"correlation_id": 7, "flags": start | end}
+    assert model.sequence_flags({"model": "streamed__when0"}, orchestrator.Env()) == {}  # no sequence step

@@ -443,12 +443,31 @@ CASES = [
         "branches meet only at a pipeline output",
     ),
     Case(
-        "condition-beside-a-decoupled-step",
+        "decoupled-step-without-a-condition",
         "conditional",
         lambda d: model(d, 0).update(decoupled=True),
         "spec.pipelines[0].steps[0]",
-        "holds no sequence-batched or decoupled step yet",
-        only=False,
+        "may stand in a branch (its responses are streamed) but not among them",
+        only=False,  # and switched's classify
+    ),
+    Case(
+        "condition-with-sequence-and-decoupled-steps",
+        "conditional",
+        lambda d: (model(d, 1).update(decoupled=True), model(d, 2).update(sequenceBatching={})),
+        "spec.pipelines[0].steps[2]",
+        "holds sequence-batched or decoupled steps, not both",
+        only=False,  # and switched's large
+    ),
+    Case(
+        "decoupled-branch-writes-outputs-of-two-origins",
+        "conditional",
+        lambda d: (
+            model(d, 2).update(decoupled=True),
+            pipe(d)["outputs"].append({"name": "RAW", "from": "score.OUTPUT_C"}),
+            step(d, 3)["inputs"].update(FEATS_IN_C="inputs.IMAGE"),
+        ),
+        "spec.pipelines[0].outputs[1].from",
+        "(the outputs its steps that run when classify.LABEL equals 1 write) receives tensors",
     ),
     Case(
         "or-from-without-conditions",

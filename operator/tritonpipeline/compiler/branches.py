@@ -91,7 +91,14 @@ def plan_conditional(
         # its routers serve the user's pipeline (status.graph, render's report)
         routers = tuple(replace(r, pipeline=g.pipeline.name) for r in planned.routers)
         ensembles.append(replace(planned, routers=routers))
-        return PartPlan(model=name, inputs=tuple(reads), outputs=tuple(written))
+        models = [g.steps[s].model for s in members]
+        return PartPlan(
+            model=name,
+            inputs=tuple(reads),
+            outputs=tuple(written),
+            streams=any(m.decoupled for m in models),
+            sequence=any(m.sequence_batching is not None for m in models),
+        )
 
     head_plan = plan_part(head, HEAD, HEAD) if head else None
     branches = []
@@ -119,6 +126,15 @@ def plan_conditional(
         ),
         head=head_plan,
         branches=tuple(branches),
+        decoupled=any(b.streams for b in branches),
+        sequence_idle_us=max(
+            (
+                s.model.sequence_batching.max_sequence_idle_microseconds
+                for s in g.steps.values()
+                if s.model.sequence_batching is not None
+            ),
+            default=0,
+        ),
     )
     return ensembles, orchestrator
 
@@ -164,6 +180,7 @@ def plan_json(plan: OrchestratorPlan) -> str:
         entry: dict[str, Any] = {"model": p.model, "inputs": list(p.inputs), "outputs": list(p.outputs)}
         if p.when is not None:
             entry["when"] = p.when[1].plan(p.when[0])
+        entry.update({key: True for key, on in (("streams", p.streams), ("sequence", p.sequence)) if on})
         return entry
 
     return json.dumps(

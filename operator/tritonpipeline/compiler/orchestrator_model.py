@@ -15,6 +15,14 @@ its default, else the output is left out of the response. Tensors pass through D
 stay on the GPU; joining the requests of a batch (and splitting the answers) copies on the CPU with
 numpy and on the GPU with torch, and where a GPU tensor meets no torch, each request is called alone.
 BYTES tensors, which DLPack cannot describe, pass through numpy.
+
+A branch holding a decoupled step streams (`streams`): the orchestrator is decoupled then, calls such a
+branch once per request that takes it and answers each of the branch's responses with the pipeline's
+outputs as that response, the head and the other branches give them; a request that takes no streaming
+branch gets one response (`stream`). A part holding a sequence-batched step (`sequence`) is called once
+per request, with the request's correlation ID and flags: the orchestrator is sequence-batched then, and
+each part sees a sequence of its own, the requests that reach it, from the first of them (START) to the
+client's END where that request reaches it (`sequence_flags`).
 """
 
 import asyncio
@@ -32,6 +40,10 @@ except ImportError:  # CPU tensors need none
     torch = None
 
 PLAN = "tritonpipeline.plan"
+# Triton's request flags (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START, _END) and response flag
+# (TRITONSERVER_RESPONSE_COMPLETE_FINAL), as numbers: the conditions are imported without Triton too
+SEQUENCE_START, SEQUENCE_END, FINAL = 1, 2, 1
+MAX_SEQUENCES = 65536  # sequences whose parts the orchestrator remembers; the oldest is forgotten first
 # the numpy type a default is built with, by the spec's data type (BF16 has none: the compiler refuses a
 # default there)
 NUMPY_TYPES = {
@@ -128,17 +140,28 @@ def split(name, tensor, counts):
     return parts
 
 
+class Env(dict):
+    """One request's tensors by reference, and its sequence: (correlation ID, flags), None outside one."""
+
+    sequence = None
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.plan = json.loads(config["parameters"][PLAN]["string_value"])
         self.batching = self.plan["batching"]
+        self.decoupled = config.get("model_transaction_policy", {}).get("decoupled", False)
+        self.sequences = "sequence_batching" in config
+        self.started = {}  # correlation ID -> the parts its sequence has reached
 
     async def call(self, part, envs):
         """Call one part with the requests `envs` (each: reference -> tensor), once for all of them where
         they can be joined; write its outputs into each env. Returns [(env, error message)]."""
         groups = [envs]
-        if len(envs) > 1 and (not self.batching or (torch is None and not self._all_cpu(part, envs))):
+        if len(envs) > 1 and (
+            not self.batching or part.get("sequence") or (torch is None and not self._all_cpu(part, envs))
+        ):
             groups = [[env] for env in envs]
         failed = []
         for group, answer in zip(
@@ -161,7 +184,10 @@ class TritonPythonModel:
             elif present:
                 return f"{ref} is given by some requests of a batch and not by others"
         request = pb_utils.InferenceRequest(
-            model_name=part["model"], requested_output_names=part["outputs"], inputs=inputs
+            model_name=part["model"],
+            requested_output_names=part["outputs"],
+            inputs=inputs,
+            **self.sequence_flags(part, group[0]),
         )
         response = await request.async_exec()
         if response.has_error():
@@ -188,6 +214,36 @@ class TritonPythonModel:
             raise ValueError(f"the batch items of one request disagree on the condition on {when['tensor']}")
         return found == {True}
 
+    def begin(self, env, request):
+        """Note a request's sequence: a client's START begins it anew at every part."""
+        env.sequence = correlation_id, flags = request.correlation_id(), request.flags()
+        if flags & SEQUENCE_START:
+            self.started.pop(correlation_id, None)
+            self.started[correlation_id] = set()
+        if len(self.started) > MAX_SEQUENCES:
+            del self.started[next(iter(self.started))]
+
+    def sequence_flags(self, part, env):
+        """The sequence arguments of a part's request: none where the part holds no sequence step; else
+        the request's correlation ID, START where it is the first request of its sequence to reach the
+        part, END where the client's request ends the sequence (a part whose branch the ending request
+        does not take keeps its sequence until the step's idle time, or the next START, ends it)."""
+        if not part.get("sequence") or env.sequence is None:
+            return {}
+        correlation_id, flags = env.sequence
+        started = self.started.setdefault(correlation_id, set())
+        flags &= SEQUENCE_END
+        if part["model"] not in started:
+            started.add(part["model"])
+            flags |= SEQUENCE_START
+        return {"correlation_id": correlation_id, "flags": flags}
+
+    def end(self, envs):
+        """Forget the sequences the client ended."""
+        for env in envs:
+            if env.sequence is not None and env.sequence[1] & SEQUENCE_END:
+                self.started.pop(env.sequence[0], None)
+
     def output(self, spec, env):
         for ref in spec["sources"]:
             if ref in env:
@@ -204,7 +260,9 @@ class TritonPythonModel:
     async def execute(self, requests):
         envs = []
         for request in requests:
-            env = {}
+            env = Env()
+            if self.sequences:
+                self.begin(env, request)
             for ref, name in self.plan["inputs"].items():
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 if tensor is not None:
@@ -214,7 +272,7 @@ class TritonPythonModel:
         if self.plan["head"] is not None:
             for env, message in await self.call(self.plan["head"], envs):
                 errors[id(env)] = message
-        calls = []
+        calls, streamed = [], []
         for branch in self.plan["branches"]:
             taking = []
             for env in envs:
@@ -225,16 +283,79 @@ class TritonPythonModel:
                         taking.append(env)
                 except ValueError as exc:
                     errors[id(env)] = str(exc)
-            if taking:
+            if taking and branch.get("streams"):
+                streamed.append((branch, taking))
+            elif taking:
                 calls.append(self.call(branch, taking))
         for failed in await asyncio.gather(*calls):
             for env, message in failed:
                 errors.setdefault(id(env), message)
+        if self.sequences:
+            self.end(envs)
+        if self.decoupled:
+            await self.stream(requests, envs, errors, streamed)
+            return None
         responses = []
         for env in envs:
             if id(env) in errors:
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(errors[id(env)])))
                 continue
-            outputs = [self.output(spec, env) for spec in self.plan["outputs"]]
-            responses.append(pb_utils.InferenceResponse(output_tensors=[t for t in outputs if t is not None]))
+            responses.append(self.respond(env))
         return responses
+
+    def respond(self, env):
+        """A response of the pipeline's outputs, as a request's tensors give them."""
+        outputs = [self.output(spec, env) for spec in self.plan["outputs"]]
+        return pb_utils.InferenceResponse(output_tensors=[t for t in outputs if t is not None])
+
+    async def stream(self, requests, envs, errors, streamed):
+        """Decoupled: answer each request through its response sender, then close it (FINAL). A request
+        that takes no streaming branch gets one response, as `execute` would give it; one that takes some
+        gets one response per response of those branches (zero where they give none), each with the
+        outputs that response, the head and the other branches give."""
+        taken: dict[int, list] = {}  # id(env) -> the streaming branches it takes
+        for branch, taking in streamed:
+            for env in taking:
+                taken.setdefault(id(env), []).append(branch)
+        await asyncio.gather(
+            *(
+                self._stream(request.get_response_sender(), env, errors.get(id(env)), taken.get(id(env), []))
+                for request, env in zip(requests, envs, strict=True)
+            )
+        )
+
+    async def _stream(self, sender, env, error, branches):
+        if error is not None:
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(error)), flags=FINAL)
+            return
+        if not branches:
+            sender.send(self.respond(env), flags=FINAL)
+            return
+
+        async def through(branch):
+            request = pb_utils.InferenceRequest(
+                model_name=branch["model"],
+                requested_output_names=branch["outputs"],
+                inputs=[renamed(ref, env[ref]) for ref in branch["inputs"] if ref in env],
+            )
+            try:
+                responses = await request.async_exec(decoupled=True)
+            except Exception as exc:  # the stream still ends (FINAL below), with the error in it
+                message = f"{branch['model']}: {exc}"
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)))
+                return
+            for response in responses:
+                if response.has_error():
+                    message = f"{branch['model']}: {response.error().message()}"
+                    sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)))
+                    continue
+                got = Env(env)
+                for ref in branch["outputs"]:
+                    tensor = pb_utils.get_output_tensor_by_name(response, ref)
+                    if tensor is not None:
+                        got[ref] = tensor
+                if len(got) > len(env):  # the last of a stream may carry nothing but its end
+                    sender.send(self.respond(got))
+
+        await asyncio.gather(*(through(b) for b in branches))
+        sender.send(flags=FINAL)

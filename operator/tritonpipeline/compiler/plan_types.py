@@ -300,6 +300,8 @@ class PartPlan:
     inputs: tuple[str, ...]  # `inputs.NAME` or `STEP.TENSOR`
     outputs: tuple[str, ...]  # `STEP.TENSOR`
     when: tuple[str, Guard] | None = None  # a branch's: (the reference its condition reads, its guard)
+    streams: bool = False  # holds a decoupled step: called once per request, its responses streamed
+    sequence: bool = False  # holds a sequence-batched step: called once per request, with its sequence
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,11 @@ class OrchestratorPlan:
     outputs: tuple[MergedOutput, ...]
     head: PartPlan | None  # the unconditional steps (None: the conditions read pipeline inputs only)
     branches: tuple[PartPlan, ...]
+    # a branch streams: the orchestrator is decoupled (compiler/orchestrator_model.py, stream)
+    decoupled: bool = False
+    # a part holds a sequence step: the orchestrator is sequence-batched, its sequences idle out after the
+    # longest idle time of those steps (0: not sequence-batched)
+    sequence_idle_us: int = 0
 
     @property
     def parts(self) -> tuple[PartPlan, ...]:

@@ -50,7 +50,7 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
         g.add(rules.steps_before_a_sequence_keep_order(g))
         if g.conditional:
             g.add(rules.branches_meet_at_outputs(g))
-            g.add(rules.conditions_without_state(g))
+            g.add(rules.conditions_with_state(g))
         g.add(rules.merges_fit(g))
     return g
 

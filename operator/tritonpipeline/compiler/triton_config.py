@@ -320,8 +320,24 @@ def orchestrator_config(plan: OrchestratorPlan, plan_text: str) -> mc.ModelConfi
     for o in plan.outputs:
         cfg.output.add(name=o.name, data_type=data_type(o.tensor.data_type), dims=o.tensor.full_dims)
     cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
-    if plan.max_batch_size > 0:
+    if plan.sequence_idle_us:
+        _orchestrator_sequences(cfg.sequence_batching, plan.sequence_idle_us)
+    elif plan.max_batch_size > 0:
         cfg.dynamic_batching.SetInParent()
+    if plan.decoupled:
+        cfg.model_transaction_policy.decoupled = True
     cfg.parameters["FORCE_CPU_ONLY_INPUT_TENSORS"].string_value = "no"
     cfg.parameters[ORCHESTRATOR_PLAN].string_value = plan_text
     return cfg
+
+
+ORCHESTRATOR_SEQUENCES = 1024  # sequences one orchestrator holds at once (they cost it a few bytes each)
+
+
+def _orchestrator_sequences(sb: mc.ModelSequenceBatching, idle_us: int) -> None:
+    """An orchestrator in front of a sequence step takes sequences itself: Triton then checks each
+    request's correlation ID and START, hands it a sequence's requests one at a time and in order (the
+    oldest strategy: at most one request of a sequence per batch), and it passes them on
+    (orchestrator_model.py, sequence_flags). A sequence idles out after its steps' longest idle time."""
+    sb.max_sequence_idle_microseconds = idle_us
+    sb.oldest.max_candidate_sequences = ORCHESTRATOR_SEQUENCES

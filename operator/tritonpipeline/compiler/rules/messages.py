@@ -271,9 +271,23 @@ BRANCH_READ_ACROSS = (
     "step's output carries the same `when` (its branch), and branches meet only at a pipeline output "
     "(`orFrom`)"
 )
-CONDITION_ON_STATEFUL = (
-    "step {step!r} (model {model!r}) is {what}, and pipeline {pipeline!r} has conditions: a pipeline with "
-    "`when` holds no sequence-batched or decoupled step yet; serve that step in a pipeline of its own"
+# The orchestrator evaluates each condition once per request, on the head's one answer; it streams a
+# branch's responses (a decoupled orchestrator) and passes a sequence's correlation ID and flags on, but not
+# both at once: Triton hands a decoupled model a sequence's next request as soon as it has taken the last
+# (its answers come later), so the requests of a sequence could overtake each other on their way to the
+# sequence step.
+CONDITION_AFTER_DECOUPLED = (
+    "step {step!r} (model {model!r}) is decoupled and runs for every request of pipeline {pipeline!r}, "
+    "which has conditions: a condition is evaluated once per request, on one answer of the steps without "
+    "`when`, so a decoupled step may stand in a branch (its responses are streamed) but not among them; "
+    "give it a `when`, or serve it in a pipeline of its own"
+)
+CONDITION_SEQUENCE_AND_DECOUPLED = (
+    "step {step!r} (model {model!r}) is sequence-batched and step {decoupled!r} is decoupled, in pipeline "
+    "{pipeline!r} with conditions: its orchestrator would be decoupled, and Triton hands a decoupled model "
+    "a sequence's next request before the last one is answered, so they could reach {step!r} out of order; "
+    "a pipeline with conditions holds sequence-batched or decoupled steps, not both (serve one of them in a "
+    "pipeline of its own)"
 )
 MERGE_WITHOUT_CONDITIONS = (
     "{field} is for outputs of conditional steps, and no step of pipeline {pipeline!r} has a `when`"

@@ -24,9 +24,10 @@ from ..plan_types import (
 from .messages import (
     BAD_REFERENCE,
     BRANCH_READ_ACROSS,
+    CONDITION_AFTER_DECOUPLED,
     CONDITION_FROM_BRANCH,
     CONDITION_NOT_SCALAR,
-    CONDITION_ON_STATEFUL,
+    CONDITION_SEQUENCE_AND_DECOUPLED,
     CONDITION_TYPE,
     CONDITION_VALUE,
     CONTROL_MAPPED,
@@ -383,23 +384,45 @@ def decoupled_conflicts(
     return conflicts
 
 
+def _outputs_by_part(g: PipelineGraph) -> list[tuple[Guard | None, list[tuple[str, str]]]]:
+    """The (where, reference) pairs Triton checks as one ensemble's outputs: the pipeline's outputs; in a
+    pipeline with conditions, per part (the steps without `when`, each branch: its guard), the sources of
+    outputs its steps write, each once (the orchestrator joins the parts' outputs itself, and each part
+    is an ensemble of its own)."""
+    if not g.conditional:
+        return [(None, [(f"{g.path}.outputs[{j}].from", o.source) for j, o in enumerate(g.pipeline.outputs)])]
+    parts: dict[Guard | None, dict[str, str]] = {}
+    for j, o in enumerate(g.pipeline.outputs):
+        for k, ref in enumerate(g.merges.get(o.name, ())):
+            where = f"{g.path}.outputs[{j}]." + ("from" if k == 0 else f"orFrom[{k - 1}]")
+            parts.setdefault(_branch(g, ref), {}).setdefault(ref, where)
+    return [(guard, [(w, ref) for ref, w in refs.items()]) for guard, refs in parts.items()] or [(None, [])]
+
+
 def decoupled_origins_agree(g: PipelineGraph) -> Iterator[Problem]:
     """No re-join of tensors from different decoupled steps (see `decoupled_conflicts`), per step and
-    for the pipeline outputs. Needs the dataflow order."""
+    for the pipeline outputs (per part where it has conditions). Needs the dataflow order."""
     order = g.order or []
     inputs_of = {name: [ref for _, ref in sorted(g.steps[name].inputs.items())] for name in order}
-    outputs = [(f"{g.path}.outputs[{j}].from", o.source) for j, o in enumerate(g.pipeline.outputs)]
     decoupled = {s.name for s in g.steps.values() if s.model.decoupled}
-    for where, sources in decoupled_conflicts(order, inputs_of, decoupled, outputs):
-        detail = "; ".join(
-            f"{ref} comes from decoupled step {origin!r}" if origin else f"{ref} from no decoupled step"
-            for ref, origin in sources
-        )
-        if where in g.steps:
-            what, path = f"step {where!r}", f"{g.step_path(g.steps[where].index)}.inputs"
-        else:
-            what, path = f"pipeline {g.pipeline.name!r} (its outputs)", where
-        yield Problem(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))
+    for k, (guard, outputs) in enumerate(_outputs_by_part(g)):
+        for where, sources in decoupled_conflicts(order, inputs_of, decoupled, outputs):
+            if where in g.steps and k > 0:
+                continue  # each step's once
+            detail = "; ".join(
+                f"{ref} comes from decoupled step {origin!r}" if origin else f"{ref} from no decoupled step"
+                for ref, origin in sources
+            )
+            if where in g.steps:
+                what, path = f"step {where!r}", f"{g.step_path(g.steps[where].index)}.inputs"
+            elif guard is not None:
+                what, path = (
+                    f"pipeline {g.pipeline.name!r} (the outputs its steps that run {guard.said()} write)",
+                    where,
+                )
+            else:
+                what, path = f"pipeline {g.pipeline.name!r} (its outputs)", where
+            yield Problem(path, DECOUPLED_ORIGINS.format(what=what, detail=detail))
 
 
 def sequence_steps_before_decoupled(g: PipelineGraph) -> Iterator[Problem]:
@@ -576,21 +599,30 @@ def branches_meet_at_outputs(g: PipelineGraph) -> Iterator[Problem]:
                 )
 
 
-def conditions_without_state(g: PipelineGraph) -> Iterator[Problem]:
-    """A pipeline with conditions holds no sequence-batched or decoupled step (not served yet)."""
-    for step in g.steps.values():
-        what = (
-            "sequence-batched"
-            if step.model.sequence_batching is not None
-            else "decoupled"
-            if step.model.decoupled
-            else None
-        )
-        if what:
+def conditions_with_state(g: PipelineGraph) -> Iterator[Problem]:
+    """In a pipeline with conditions, a decoupled step stands in a branch (the orchestrator streams its
+    responses), and sequence-batched and decoupled steps do not meet (the orchestrator passes a
+    sequence's correlation ID and flags on only when it does not stream)."""
+    decoupled = [s for s in g.steps.values() if s.model.decoupled]
+    for step in decoupled:
+        if g.when(step.name) is None:
             yield Problem(
                 g.step_path(step.index),
-                CONDITION_ON_STATEFUL.format(
-                    step=step.name, model=step.model.name, what=what, pipeline=g.pipeline.name
+                CONDITION_AFTER_DECOUPLED.format(
+                    step=step.name, model=step.model.name, pipeline=g.pipeline.name
+                ),
+            )
+    if not decoupled:
+        return
+    for step in g.steps.values():
+        if step.model.sequence_batching is not None:
+            yield Problem(
+                g.step_path(step.index),
+                CONDITION_SEQUENCE_AND_DECOUPLED.format(
+                    step=step.name,
+                    model=step.model.name,
+                    decoupled=decoupled[0].name,
+                    pipeline=g.pipeline.name,
                 ),
             )
 
