@@ -1,21 +1,24 @@
 """The status users act on (render/triton_metrics.py, reconcile/live.py): per step queue and compute time
-from a real tritonserver's /metrics after real requests, and the autoscaler's replicas copied by the
-operator from an HPA status written through the real apiserver.
+and per branch traffic from a real tritonserver's /metrics after real requests, and the autoscaler's
+replicas copied by the operator from an HPA status written through the real apiserver.
 Here the tests on real components; the pure ones are in tests/unit/test_status_live.py."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 
 from component.test_operator import get_cr, wait_reconciled
@@ -226,6 +229,49 @@ def test_open_sequences_counted_on_a_real_stream_pipeline(serve_pipeline):
     assert rss < 64 * 1024  # the budget docs/how-to/status.md states
 
 
+@contextlib.contextmanager
+def pod_triton(doc: dict[str, Any], tmp_path: Path, pod_ip: str) -> Iterator[Any]:
+    """A real tritonserver serving the compiled doc with its metrics at `pod_ip` port 8002, where the
+    operator reads a pod's (skipped when that port is taken)."""
+    from tritonpipeline.local.repository import write_repository
+    from tritonpipeline.local.tritonserver import LocalTriton
+    from tritonpipeline.render.meta import METRICS_PORT
+
+    with socket.socket(socket.AF_INET6 if ":" in pod_ip else socket.AF_INET) as probe:
+        if probe.connect_ex((pod_ip, METRICS_PORT)) == 0:
+            pytest.skip(f"{pod_ip} port {METRICS_PORT} is in use (the pod's metrics port must be that one)")
+    artifacts = compile_pipeline(parse_pipeline(doc), cpu_only=True)
+    repo = write_repository(artifacts, tmp_path / "repo", Path(doc["spec"]["modelRepository"]["uri"]))
+    server = LocalTriton(repo, host=pod_ip, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
+    server.start()
+    try:
+        server.wait_ready(timeout=120)
+        yield server
+    finally:
+        server.stop(timeout=15)
+
+
+def ready_pod(kube: Any, namespace: str, name: str, pod_ip: str) -> None:
+    """Pod NAME-0 of the pipeline's Deployment, Ready at `pod_ip` (its status written as the kubelet would:
+    no kubelet runs on the bare control plane)."""
+    from tritonpipeline.render.meta import PIPELINE_LABEL
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": f"{name}-0"}}
+    deployment = kube.get("apps/v1", "Deployment", namespace, name)
+    assert deployment is not None
+    labels = deployment["spec"]["template"]["metadata"]["labels"]  # what its ReplicaSet gives a pod
+    assert labels[PIPELINE_LABEL] == name
+    kube.create(
+        {
+            **pod,
+            "metadata": {**pod["metadata"], "labels": labels},
+            "spec": {"containers": [{"name": "triton", "image": "triton"}]},
+        }
+    )
+    ready = [{"type": "Ready", "status": "True"}]
+    write_status(kube, pod, {"phase": "Running", "podIP": pod_ip, "conditions": ready})
+
+
 @pytest.mark.apiserver
 @pytest.mark.tritonserver
 @pytest.mark.parametrize("pod_ip", ["127.0.0.1", "::1"], ids=["ipv4", "ipv6"])
@@ -236,42 +282,12 @@ def test_operator_reads_a_ready_pods_triton_metrics_into_status(
     Triton /metrics at its pod IP on port 8002 (here a real tritonserver on 127.0.0.1:8002, or [::1]:8002
     as on an IPv6 pod network, the pod object's status written as the kubelet would) and writes
     status.steps and status.bottleneck."""
-    from tritonpipeline.local.repository import write_repository
-    from tritonpipeline.local.tritonserver import LocalTriton
-    from tritonpipeline.render.meta import METRICS_PORT, PIPELINE_LABEL
-
-    with socket.socket(socket.AF_INET6 if ":" in pod_ip else socket.AF_INET) as probe:
-        if probe.connect_ex((pod_ip, METRICS_PORT)) == 0:
-            pytest.skip(f"{pod_ip} port {METRICS_PORT} is in use (the pod's metrics port must be that one)")
     name = "observed"
-    doc = cluster_doc(name, namespace)
-    local = example("fanout")
-    artifacts = compile_pipeline(parse_pipeline(local), cpu_only=True)
-    repo = write_repository(artifacts, tmp_path / "repo", Path(local["spec"]["modelRepository"]["uri"]))
-    server = LocalTriton(repo, host=pod_ip, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
-    server.start()
-    try:
-        server.wait_ready(timeout=120)
+    with pod_triton(example("fanout"), tmp_path, pod_ip) as server:
         op = run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
-        kube.apply(doc)
+        kube.apply(cluster_doc(name, namespace))
         wait_reconciled(kube, namespace, name)
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": namespace, "name": f"{name}-0"}}
-        deployment = kube.get("apps/v1", "Deployment", namespace, name)
-        assert deployment is not None
-        labels = deployment["spec"]["template"]["metadata"]["labels"]  # what its ReplicaSet gives a pod
-        assert labels[PIPELINE_LABEL] == name
-        kube.create(
-            {
-                **pod,
-                "metadata": {**pod["metadata"], "labels": labels},
-                "spec": {"containers": [{"name": "triton", "image": "triton"}]},
-            }
-        )
-        ready = [{"type": "Ready", "status": "True"}]
-        write_status(kube, pod, {"phase": "Running", "podIP": pod_ip, "conditions": ready})
-
-        def steps() -> list[dict[str, Any]]:
-            return (get_cr(kube, namespace, name).get("status") or {}).get("steps") or []
+        ready_pod(kube, namespace, name, pod_ip)
 
         measured: list[dict[str, Any]] = []
         deadline = time.monotonic() + 60
@@ -283,10 +299,94 @@ def test_operator_reads_a_ready_pods_triton_metrics_into_status(
         assert [s["step"] for s in measured] == ["extract", "head_b", "head_c"]
         assert all(s["computeUs"] > 0 and s["requestsPerSecond"] > 0 for s in measured), measured
         assert bottleneck in {f"vision/{s['step']}" for s in measured}
-    finally:
-        server.stop(timeout=15)
+        assert "branchTraffic" not in get_cr(kube, namespace, name)["status"]  # no conditions
     # the pod stops answering: polls go on, and the operator says so once (not on every poll)
     warning = "status poll: cannot read Triton metrics of pod observed-0"
     wait_for("the scrape warning", lambda: warning in op.text(), timeout=20)
     time.sleep(3)  # several more polls
     assert op.text().count(warning) == 1 and op.alive()
+
+
+SMALL = np.array([[-1.0, -2.0, 0.5, 0.25]], dtype=np.float32)  # label 0 (examples/conditional.yaml)
+LARGE = np.array([[1.0, 2.0, -0.5, 0.25]], dtype=np.float32)  # label 1
+
+
+def send_images(server: Any, pipeline: str, images: list[np.ndarray]) -> None:
+    """Requests sent at once (the orchestrator joins those taking one branch into one call of it)."""
+
+    async def run() -> None:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+
+            async def one(image: np.ndarray) -> None:
+                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
+                t.set_data_from_numpy(image)
+                await client.infer(pipeline, [t])
+
+            await asyncio.gather(*(one(image) for image in images))
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.apiserver
+@pytest.mark.tritonserver
+def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_operator, tmp_path):
+    """examples/conditional.yaml served by a real tritonserver as a Ready pod's: after real requests, each
+    pipeline's status.branchTraffic counts the inferences each branch took (Triton's own counters of the
+    branch ensembles), by the condition and steps the spec gives, the pipeline's, and those that took no
+    branch; a request of two batch items is two inferences. Idle polls leave the numbers as they are."""
+    name = "branching"
+
+    def no_label_small(doc: dict[str, Any]) -> dict[str, Any]:
+        """The `conditional` pipeline's small branch on a label the classifier never gives: its requests
+        take no branch (they are answered all the same: RESULT left out, SMALL its default)."""
+        doc["spec"]["pipelines"][0]["steps"][1]["when"] = {"tensor": "classify.LABEL", "equals": 7}
+        return doc
+
+    with pod_triton(no_label_small(example("conditional")), tmp_path, "127.0.0.1") as server:
+        run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
+        kube.apply(no_label_small(cluster_doc(name, namespace, "conditional")))
+        wait_reconciled(kube, namespace, name)
+
+        def traffic() -> list[dict[str, Any]]:
+            return (get_cr(kube, namespace, name).get("status") or {}).get("branchTraffic") or []
+
+        # no Ready pod yet: every branch listed by its condition, without numbers
+        unread = wait_for("status.branchTraffic", traffic)
+        assert [(t["pipeline"], [b["condition"] for b in t["branches"]]) for t in unread] == [
+            ("conditional", ["classify.LABEL equals 7", "classify.LABEL equals 1"]),
+            ("switched", ["no case of the switch on classify.LABEL holds", "classify.LABEL equals 1"]),
+        ]
+        assert all("inferences" not in b for t in unread for b in t["branches"])
+
+        ready_pod(kube, namespace, name, "127.0.0.1")
+        send_images(server, "conditional", [SMALL * (k + 1) for k in range(5)] + [LARGE] * 3)
+        send_images(server, "conditional", [np.concatenate([LARGE, LARGE])])  # one request, two items
+        send_images(server, "switched", [SMALL, LARGE, LARGE, LARGE])
+
+        def counted() -> Any:
+            found = {
+                t["pipeline"]: (
+                    t.get("inferences"),
+                    t.get("noBranch"),
+                    [(b["steps"], b.get("inferences")) for b in t["branches"]],
+                )
+                for t in traffic()
+            }
+            return found if found.get("switched", (None,))[0] == 4 else None
+
+        assert wait_for("branch traffic counted", counted, timeout=30) == {
+            "conditional": (10, 5, [(["small"], 0), (["large", "score"], 5)]),  # label 0: no branch
+            "switched": (4, 0, [(["small"], 1), (["large"], 3)]),
+        }
+        # idle: the rates fall to 0 once, then the status stays as written
+        wait_for(
+            "idle rates",
+            lambda: all(b.get("inferencesPerSecond") == 0 for t in traffic() for b in t["branches"]),
+        )
+        settled = get_cr(kube, namespace, name)["status"]["branchTraffic"]
+        print(f"\nstatus.branchTraffic: {settled}")
+        time.sleep(2)  # several more polls
+        assert get_cr(kube, namespace, name)["status"]["branchTraffic"] == settled

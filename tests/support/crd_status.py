@@ -39,6 +39,7 @@ _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
 }
 
 
@@ -123,7 +124,7 @@ def stream(namespace: str = "ns") -> dict[str, Any]:
 
 
 def documents() -> Iterator[dict[str, Any]]:
-    for source in ("diamond", "fanout", "streaming"):
+    for source in ("diamond", "fanout", "streaming", "conditional"):
         yield example(source, "ns", source)
     yield stream()
     for name in ("tensorrtllm", "asr", "tutorials"):
@@ -190,7 +191,11 @@ def statuses() -> Iterator[tuple[str, dict[str, Any]]]:
     for doc in documents():
         tp, graph = _pipeline(doc)
         name = doc["metadata"]["name"]
-        work = {m.name: tm.Work(tm.ModelTotals(12.0, 3.0e9, 9.0e12), 1234.5) for m in tp.spec.models}
+        counted = tm.ModelTotals(12.0, 3.0e9, 9.0e12, 2.0**53)
+        served = [*(m.name for m in tp.spec.models), *(p.name for p in tp.spec.pipelines)]
+        served += [b["model"] for c in graph.get("conditions", []) for b in c["branches"]]
+        work = {model: tm.Work(counted, 1234.5, 9876.5) for model in served}
+        scrapes = {f"p-{i}": tm.Scrape(0.0, {model: counted for model in served}) for i in range(3)}
         pods = {f"{'p' * 240}-{i:05d}": tm.Scrape(0.0, {}, i) for i in range(ss.MAX_POD_ENTRIES + 10)}
         hpa = {"status": {"currentReplicas": 7, "desiredReplicas": 1000}}
         generation = 2**62
@@ -209,6 +214,7 @@ def statuses() -> Iterator[tuple[str, dict[str, Any]]]:
             f"{name}: poll",
             {
                 **tm.steps_status(tp, work),
+                "branchTraffic": tm.branch_traffic_status(graph.get("conditions"), scrapes, work),
                 "openSequences": tm.open_sequences_status(tp, {**pods, "gone": None}),
                 "autoscaler": tm.autoscaler_status(tp, hpa, "keda"),
             },

@@ -267,3 +267,117 @@ def test_a_part_sequence_begins_at_the_first_request_that_reaches_it() -> None:
     assert send(end, takes=True) == {"correlation_id": 7, "flags": end}
     assert send(start | end, takes=True) == {"correlation_id": 7, "flags": start | end}
     assert model.sequence_flags({"model": "streamed__when0"}, orchestrator.Env()) == {}  # no sequence step
+
+
+def test_status_graph_maps_each_branch_ensemble_to_its_condition_and_steps() -> None:
+    """compiler/branch_map.py: the one mapping from a branch's generated ensemble to what the user wrote,
+    which the status poll counts each branch's traffic by."""
+    conditions = compile_pipeline(parse_pipeline(example("conditional"))).graph_summary()["conditions"]
+    assert conditions == [
+        {
+            "pipeline": "conditional",
+            "exclusive": True,  # equals 0, equals 1: no label takes both
+            "branches": [
+                {
+                    "model": "conditional__when0",
+                    "condition": "classify.LABEL equals 0",
+                    "declaredAt": "spec.pipelines[0].steps[1].when",
+                    "steps": ["small"],
+                },
+                {
+                    "model": "conditional__when1",
+                    "condition": "classify.LABEL equals 1",
+                    "declaredAt": "spec.pipelines[0].steps[2].when",
+                    "steps": ["large", "score"],  # its router is not a step
+                },
+            ],
+        },
+        {
+            "pipeline": "switched",
+            "exclusive": True,  # one switch
+            "branches": [
+                {
+                    "model": "switched__when0",
+                    "condition": "no case of the switch on classify.LABEL holds",
+                    "declaredAt": "spec.pipelines[1].switch[0].default",
+                    "steps": ["small"],
+                },
+                {
+                    "model": "switched__when1",
+                    "condition": "classify.LABEL equals 1",
+                    "declaredAt": "spec.pipelines[1].switch[0].cases[0]",
+                    "steps": ["large"],
+                },
+            ],
+        },
+    ]
+    assert compile_pipeline(parse_pipeline(example("diamond"))).graph_summary()["conditions"] == []
+
+
+def test_a_hashed_branch_name_is_the_one_mapped() -> None:
+    doc = example("conditional")
+    doc["spec"]["models"][1]["name"] = "conditional__when0"  # the extractor takes the branch's name
+    for pipeline in doc["spec"]["pipelines"]:
+        for step in pipeline["steps"]:
+            if step["model"] == "extractor":
+                step["model"] = "conditional__when0"
+    artifacts = compile_pipeline(parse_pipeline(doc))
+    mapped = artifacts.graph_summary()["conditions"][0]["branches"][0]["model"]
+    assert mapped.startswith("conditional__when0_") and f"{mapped}/config.pbtxt" in artifacts.files
+    assert mapped == plan_of(artifacts.files)["branches"][0]["model"]
+
+
+def _guarded(when: dict[str, Any], when2: dict[str, Any]) -> dict[str, Any]:
+    """The example's `conditional` pipeline with its two branches' conditions replaced."""
+    doc = example("conditional")
+    steps = doc["spec"]["pipelines"][0]["steps"]
+    steps[1]["when"] = {"tensor": "classify.LABEL", **when}
+    for step in steps[2:]:
+        step["when"] = {"tensor": "classify.LABEL", **when2}
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("when", "when2", "exclusive"),
+    [
+        ({"equals": 0}, {"equals": 1}, True),
+        ({"equals": 1}, {"in": [1, 2]}, False),
+        ({"in": [0, 3]}, {"in": [1, 2]}, True),
+        ({"lessThan": 1}, {"greaterThan": 0}, False),  # nothing an INT32 holds, but a float would
+        ({"lessThan": 1}, {"greaterThan": 1}, True),
+        ({"lessThan": 1}, {"equals": 1}, True),
+        ({"greaterThan": 0}, {"in": [0, -4]}, True),
+        ({"greaterThan": 0}, {"in": [0, 4]}, False),
+        ({"greaterThan": 0}, {"greaterThan": 5}, False),
+    ],
+)
+def test_branches_are_exclusive_only_where_no_value_takes_two(
+    when: dict[str, Any], when2: dict[str, Any], exclusive: bool
+) -> None:
+    conditions = compile_pipeline(parse_pipeline(_guarded(when, when2))).graph_summary()["conditions"]
+    assert conditions[0]["exclusive"] is exclusive
+
+
+def _on_input(data_type: str, when: dict[str, Any]) -> dict[str, Any]:
+    """The example's `conditional` pipeline, its small branch chosen by a pipeline input SIZE instead."""
+    doc = example("conditional")
+    pipeline = doc["spec"]["pipelines"][0]
+    pipeline["inputs"].append({"name": "SIZE", "dataType": data_type, "dims": [1]})
+    pipeline["steps"][1]["when"] = {"tensor": "inputs.SIZE", **when}
+    return doc
+
+
+def test_branches_on_different_tensors_are_not_exclusive() -> None:
+    doc = _on_input("INT32", {"equals": 0})  # SIZE 0 and LABEL 1 may come together
+    assert compile_pipeline(parse_pipeline(doc)).graph_summary()["conditions"][0]["exclusive"] is False
+
+
+def test_a_long_condition_is_cut_in_status() -> None:
+    from tritonpipeline.render.conditions import MAX_MESSAGE, graph_status
+
+    doc = _on_input("BYTES", {"in": ["x" * 500, "y" * 500, "s"]})
+    summary = compile_pipeline(parse_pipeline(doc)).graph_summary()
+    said = summary["conditions"][0]["branches"][0]["condition"]
+    assert said.startswith("inputs.SIZE in [") and len(said) > MAX_MESSAGE
+    cut = graph_status(summary)["conditions"][0]["branches"][0]["condition"]
+    assert len(cut) <= MAX_MESSAGE and cut.startswith(said[:100])

@@ -84,3 +84,119 @@ def test_the_gauge_models_name_is_reserved_with_stream_routing():
         compile_pipeline(parse_pipeline(doc))
     (reserved,) = [p for p in err.value.problems if p.path == "spec.models[0].name"]
     assert "reserved for the open-streams gauge" in str(reserved)
+
+
+def _totals(**inferences: float) -> dict[str, tm.ModelTotals]:
+    return {model: tm.ModelTotals(requests=n, inferences=n) for model, n in inferences.items()}
+
+
+def _conditions() -> list[dict[str, Any]]:
+    from tritonpipeline.render.conditions import graph_status
+
+    graph = graph_status(compile_pipeline(parse_pipeline(example("conditional"))).graph_summary())
+    return list(graph["conditions"])
+
+
+def test_branch_traffic_sums_each_branch_over_the_pods():
+    """Two pods: each branch's inferences added up, the pipeline's too, and the inferences that took no
+    branch (the example's `conditional`: labels other than 0 and 1) where no request takes two."""
+    first = tm.Scrape(0.0, _totals(conditional=10, conditional__when0=6, conditional__when1=3))
+    second = tm.Scrape(
+        0.0, _totals(conditional=5, conditional__when0=1, conditional__when1=4, switched=2, switched__when0=2)
+    )
+    traffic = tm.branch_traffic_status(_conditions(), {"p-0": first, "p-1": second}, None)
+    assert traffic == [
+        {
+            "pipeline": "conditional",
+            "inferences": 15,
+            "noBranch": 1,
+            "branches": [
+                {
+                    "model": "conditional__when0",
+                    "condition": "classify.LABEL equals 0",
+                    "steps": ["small"],
+                    "inferences": 7,
+                },
+                {
+                    "model": "conditional__when1",
+                    "condition": "classify.LABEL equals 1",
+                    "steps": ["large", "score"],
+                    "inferences": 7,
+                },
+            ],
+        },
+        {
+            "pipeline": "switched",
+            "inferences": 2,
+            "noBranch": 0,  # a model a pod has not served yet counts 0 there
+            "branches": [
+                {
+                    "model": "switched__when0",
+                    "condition": "no case of the switch on classify.LABEL holds",
+                    "steps": ["small"],
+                    "inferences": 2,
+                },
+                {
+                    "model": "switched__when1",
+                    "condition": "classify.LABEL equals 1",
+                    "steps": ["large"],
+                    "inferences": 0,
+                },
+            ],
+        },
+    ]
+
+
+def test_branch_traffic_rates_and_what_is_not_known():
+    conditions = _conditions()[:1]
+    before = tm.Scrape(0.0, _totals(conditional=10, conditional__when0=6, conditional__when1=4))
+    after = tm.Scrape(2.0, _totals(conditional=16, conditional__when0=7, conditional__when1=9))
+    traffic = tm.branch_traffic_status(conditions, {"p": after}, tm.pipeline_work([(before, after)]))
+    assert traffic is not None
+    assert traffic[0]["inferencesPerSecond"] == 3.0
+    assert [b["inferencesPerSecond"] for b in traffic[0]["branches"]] == [0.5, 2.5]
+    # no pod read yet: the branches listed without numbers, not zeros
+    (unread,) = tm.branch_traffic_status(conditions, {}, None) or []
+    assert set(unread) == {"pipeline", "branches"}
+    assert all(set(b) == {"model", "condition", "steps"} for b in unread["branches"])
+    # a branch's counter is read before its pipeline's has moved: never below zero
+    racing = tm.Scrape(0.0, _totals(conditional=3, conditional__when0=2, conditional__when1=2))
+    assert (tm.branch_traffic_status(conditions, {"p": racing}, None) or [])[0]["noBranch"] == 0
+    # where two branches may both hold, the requests that took none are not known
+    shared = [{**conditions[0], "exclusive": False}]
+    assert "noBranch" not in (tm.branch_traffic_status(shared, {"p": after}, None) or [{}])[0]
+    # no conditions: no field
+    assert tm.branch_traffic_status(None, {"p": after}, None) is None
+    assert tm.branch_traffic_status([], {"p": after}, None) is None
+
+
+def test_branch_traffic_is_not_rewritten_while_idle():
+    """Idle polls give the same status (reconcile/status_writer.py then writes nothing); the first poll
+    after traffic gives new numbers."""
+    from tritonpipeline.render.conditions import status_changed
+
+    conditions = _conditions()
+    one = tm.Scrape(0.0, _totals(conditional=4, conditional__when0=4))
+    two = tm.Scrape(30.0, one.models)
+    three = tm.Scrape(60.0, one.models)
+    written = {
+        "branchTraffic": tm.branch_traffic_status(conditions, {"p": two}, tm.pipeline_work([(one, two)]))
+    }
+    idle = {
+        "branchTraffic": tm.branch_traffic_status(conditions, {"p": three}, tm.pipeline_work([(two, three)]))
+    }
+    assert not status_changed(written, idle)
+    busy = tm.Scrape(90.0, _totals(conditional=5, conditional__when0=5))
+    moved = {
+        "branchTraffic": tm.branch_traffic_status(conditions, {"p": busy}, tm.pipeline_work([(three, busy)]))
+    }
+    assert status_changed(idle, moved)
+
+
+def test_the_inference_count_is_read_per_model():
+    text = (
+        'nv_inference_request_success{model="b",version="1"} 3\n'
+        'nv_inference_count{model="b",version="1"} 5\n'
+        'nv_inference_count{model="b",version="2"} 1\n'
+    )
+    assert tm.read_scrape(text, 0).models["b"] == tm.ModelTotals(requests=3, inferences=6)

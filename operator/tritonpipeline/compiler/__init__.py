@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import Problem, SpecError
 from ..spec import TritonPipeline, parse_pipeline
+from .branch_map import branch_map
 from .branches import plan_json
 from .plan import plan_repository
 from .plan_types import (
@@ -94,7 +95,7 @@ class Artifacts:
 
     def graph_summary(self) -> dict[str, Any]:
         """What a user sees in status.graph: ensembles, the routers inserted for them and what they run on
-        (with the operator's reason)."""
+        (with the operator's reason), and the branches of each pipeline with conditions (branch_map)."""
         # a pipeline with conditions is one entry, named after it (its orchestrator), with its parts' steps
         part_of = {p.model: o for o in self.plan.orchestrators for p in o.parts}
         entries: dict[str, dict[str, Any]] = {}
@@ -122,6 +123,9 @@ class Artifacts:
                 }
                 for r in self.plan.routers
             ],
+            # each branch's ensemble, condition and steps; [] rather than absent, so that a status merge
+            # patch replaces the branches of a pipeline that had conditions (as `routers`)
+            "conditions": branch_map(self.plan.orchestrators, self.plan.ensembles),
         }
         if self.router_reason:
             summary["routerBackend"] = {"backend": self.router_backend, "reason": self.router_reason}

@@ -113,9 +113,14 @@ class Guard:
 
     def said(self) -> str:
         """In words, for messages: `when classify.LABEL equals 0`."""
+        return f"when {self.words()}"
+
+    def words(self) -> str:
+        """The condition as written, in words (status, messages): `classify.LABEL equals 0`, a switch's
+        default `no case of the switch on classify.LABEL holds`."""
         if self.operator is None:
-            return f"when no case of the switch on {self.tensor} holds"
-        return f"when {self.tensor} {self.operator} {_shown(self.value)}"
+            return f"no case of the switch on {self.tensor} holds"
+        return f"{self.tensor} {self.operator} {_shown(self.value)}"
 
     def plan(self, src: str) -> dict[str, object]:
         """What the orchestrator evaluates (compiler/orchestrator_model.py, holds_guard), `src` the

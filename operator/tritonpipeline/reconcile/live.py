@@ -1,6 +1,7 @@
 """The status users act on: every poll period, each pipeline's Ready pods' Triton metrics (per step queue
-and compute time, the bottleneck) and its autoscaler's replicas go into its status. A poll never fails
-a reconcile: what cannot be read is left out, with one warning when a pipeline's scrapes start failing."""
+and compute time, the bottleneck, each branch's traffic) and its autoscaler's replicas go into its
+status. A poll never fails a reconcile: what cannot be read is left out, with one warning when a
+pipeline's scrapes start failing."""
 
 from __future__ import annotations
 
@@ -113,7 +114,12 @@ async def poll_pipeline(state: OperatorState, cr: dict[str, Any], log: Any) -> N
         now = memory.scrapes
         fresh = {p: (None if p in failed else now.get(p)) for p in ips}
         pairs = [(before[p], s) for p, s in fresh.items() if s is not None and p in before]
-        new.update(tm.steps_status(tp, tm.pipeline_work(pairs) if pairs else None))
+        work = tm.pipeline_work(pairs) if pairs else None
+        new.update(tm.steps_status(tp, work))
+        # the branches as the last reconcile wrote them (status.graph: what the pods serve)
+        graph = (memory.status or cr.get("status") or {}).get("graph") or {}
+        last = {p: now[p] for p in ips if p in now}  # a pod that failed counts with its last scrape
+        new["branchTraffic"] = tm.branch_traffic_status(graph.get("conditions"), last, work)
         new["openSequences"] = tm.open_sequences_status(tp, fresh)
         _report_failures(state, key, failed, log)
         if (

@@ -97,11 +97,17 @@ def stamped(found: Iterable[Condition], generation: int | None) -> list[dict[str
 
 def graph_status(summary: dict[str, Any]) -> dict[str, Any]:
     """status.graph: the compiler's summary (Artifacts.graph_summary), the router choice's reason fitted
-    (it quotes spec.server.image)."""
+    (it quotes spec.server.image), and each branch's condition (it quotes the spec's values)."""
+    fitted = dict(summary)
     choice = summary.get("routerBackend")
-    if choice is None:
-        return summary
-    return {**summary, "routerBackend": {**choice, "reason": fit(str(choice.get("reason", "")))}}
+    if choice is not None:
+        fitted["routerBackend"] = {**choice, "reason": fit(str(choice.get("reason", "")))}
+    if summary.get("conditions"):
+        fitted["conditions"] = [
+            {**c, "branches": [{**b, "condition": fit(b["condition"])} for b in c["branches"]]}
+            for c in summary["conditions"]
+        ]
+    return fitted
 
 
 # the spec holds fields of a newer CRD than the operator's (spec/parse.py `parse_pipeline`'s `newer`)

@@ -1,15 +1,16 @@
 """The schema of a TritonPipeline's status, which render/crd.py puts in the CRD: every field the operator
 writes (render/conditions.py's conditions, reconcile/status_writer.py's replica counts,
 reconcile/pipeline.py's observedGeneration, endpoint and graph, reconcile/live.py's steps, bottleneck,
-autoscaler and open sequences), typed and bounded like the spec's, so that no writer of the status
-subresource stores anything deeper or larger than that: the API server prunes a field the schema does not
-have and refuses a value out of bounds (issue 54). kopf writes nothing there: its progress and diff base
-are annotations (handlers.py) and no handler returns a result.
+branch traffic, autoscaler and open sequences), typed and bounded like the spec's, so that no writer of
+the status subresource stores anything deeper or larger than that: the API server prunes a field the
+schema does not have and refuses a value out of bounds (issue 54). kopf writes nothing there: its
+progress and diff base are annotations (handlers.py) and no handler returns a result.
 
 The bounds are the largest the operator can write for a spec the CRD admits, so its own status is never
-refused; free text (messages, the router choice's reason) it cuts to render/conditions.py's MAX_MESSAGE. A
-bound is left generous where a later release may write more (types and reasons of conditions, the
-messages), since an older CRD would refuse that release's whole status write, not prune the field."""
+refused; free text (messages, the router choice's reason, a branch's condition) it cuts to
+render/conditions.py's MAX_MESSAGE. A bound is left generous where a later release may write more (types
+and reasons of conditions, the messages), since an older CRD would refuse that release's whole status
+write, not prune the field."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import annotated_types as at
 
+from ..compiler.branches import MAX_PART_NAME
 from ..compiler.plan import MAX_ROUTER_NAME
 from ..spec import MAX_PIPELINES, MAX_STEPS, MAX_TENSOR_NAME, MAX_TENSORS
 from ..spec.server import Server
@@ -26,6 +28,8 @@ from .conditions import MAX_CONDITIONS
 MAX_NAME = 64
 # a tensor reference: `STEP.TENSOR`, `inputs.NAME` or `outputs.NAME`
 MAX_REFERENCE = MAX_NAME + 1 + MAX_TENSOR_NAME
+# where in the spec a condition is declared: `spec.pipelines[I].switch[K].cases[C]`, `....steps[J].when`
+MAX_SPEC_PATH = 128
 # a Kubernetes object name (a pod's): a DNS subdomain
 MAX_OBJECT_NAME = 253
 # host:port (NAME.NAMESPACE.svc:8001 today)
@@ -127,10 +131,74 @@ ROUTER = _object(
     backend=_string(MAX_WORD),
 )
 
+
+def _rate(description: str) -> dict[str, Any]:
+    return {"type": "number", "minimum": 0, "description": description}
+
+
+def _branches(description: str, **more: dict[str, Any]) -> dict[str, Any]:
+    """A pipeline's branches (each the steps that share one condition: a `when`, or a case of a switch):
+    the ensemble serving it (compiler/branches.py names it PIPELINE__when<k>, at most MAX_PART_NAME
+    long), its condition in words and its steps, and `more`."""
+    branch = _object(
+        description,
+        ["model", "condition", "steps"],
+        model=_string(
+            max(MAX_NAME, MAX_PART_NAME),
+            "The ensemble the compiler generated for the branch (PIPELINE__when<k>).",
+        ),
+        condition=_string(
+            MAX_TEXT,
+            "When a request takes the branch, as the spec says it: `classify.LABEL equals 0`, a switch's "
+            "default `no case of the switch on classify.LABEL holds`.",
+        ),
+        steps=_list(_string(MAX_NAME), MAX_STEPS, "The steps the branch runs, as the spec names them."),
+        **more,
+    )
+    return _list(branch, MAX_STEPS, "In the order the orchestrator calls them.")
+
+
+CONDITIONS = _object(
+    "A pipeline with conditions: the branches its orchestrator (a model named after the pipeline) calls.",
+    ["pipeline", "branches"],
+    pipeline=_string(MAX_NAME),
+    exclusive={
+        "type": "boolean",
+        "description": "No request can take two branches (the cases of one switch, or comparisons of one "
+        "tensor that no value satisfies together): status.branchTraffic then counts the inferences that "
+        "took none.",
+    },
+    branches=_branches(
+        "One branch: the steps that share one condition (a `when`, or a case of a switch).",
+        declaredAt=_string(
+            MAX_SPEC_PATH, "Where the condition is declared: spec.pipelines[0].steps[1].when."
+        ),
+    ),
+)
+
+BRANCH_TRAFFIC = _object(
+    "A pipeline with conditions and the inferences each branch took.",
+    ["pipeline", "branches"],
+    pipeline=_string(MAX_NAME),
+    inferences=_count("The pipeline's: every inference it answered."),
+    noBranch=_count(
+        "Inferences that took no branch (a switch without a default, a value no `when` names): the "
+        "pipeline's less its branches'; only where no request can take two branches (graph.conditions' "
+        "exclusive)."
+    ),
+    inferencesPerSecond=_rate("The pipeline's, over the last poll interval."),
+    branches=_branches(
+        "One branch (as in graph.conditions) and its inferences.",
+        inferences=_count("Inferences that took the branch."),
+        inferencesPerSecond=_rate("Over the last poll interval."),
+    ),
+)
+
 GRAPH = _object(
     "What the compiler generated: the ensembles, the routers inserted for them and what they run on.",
     ensembles=_list(ENSEMBLE, MAX_PIPELINES, "One per pipeline."),
     routers=_list(ROUTER, MAX_ROUTERS, "Every router inserted."),
+    conditions=_list(CONDITIONS, MAX_PIPELINES, "Per pipeline with conditions: its branches."),
     routerBackend=_object(
         "What the routers run on and why, when the operator chose.",
         backend=_string(MAX_WORD),
@@ -155,6 +223,15 @@ def status_schema() -> dict[str, Any]:
         graph=GRAPH,
         steps=_list(STEP, MAX_STEP_ENTRIES, "Per step: queue and compute time per request, requests/s."),
         bottleneck=_string(2 * MAX_NAME + 1, "pipeline/step with the most queue + compute time per request."),
+        branchTraffic=_list(
+            BRANCH_TRAFFIC,
+            MAX_PIPELINES,
+            "Per pipeline with conditions: the inferences it answered and each branch took, from Triton's "
+            "own counters (nv_inference_count: one per batch item, so a request of one item is one "
+            "inference) of its orchestrator and of each branch's ensemble, summed over the Ready pods, each "
+            "counting since it started; written by the status poll when a number changed "
+            "(docs/concepts/conditions.md).",
+        ),
         autoscaler=_object(
             "The autoscaler's replicas, the metric and the target it scales on, and its engine.",
             currentReplicas=_count(),

@@ -1,6 +1,7 @@
 """What the pipeline's pods are doing, for its status (pure): Triton's Prometheus text (`/metrics` on
 METRICS_PORT) parsed into per-model totals, two scrapes of a pod turned into the work done between
-them, summed over the pipeline's pods and mapped onto the user's steps; and the autoscaler's numbers.
+them, summed over the pipeline's pods and mapped onto the user's steps and branches; and the
+autoscaler's numbers.
 
 Triton's per-model counters are cumulative since the server started: requests that succeeded, and the
 microseconds those requests spent queued and computing (input + infer + output). The average queue and
@@ -18,16 +19,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..compiler import OPEN_STREAMS_GAUGE, tracks_open_streams
 from ..spec import TritonPipeline
+from .conditions import fit
 from .status_schema import MAX_POD_ENTRIES
 
 REQUESTS = "nv_inference_request_success"
+# inferences: one per batch item of each successful request (a request of one item is one); what
+# branch traffic counts, since the orchestrator joins the requests taking a branch into one call
+INFERENCES = "nv_inference_count"
 QUEUE = "nv_inference_queue_duration_us"
 COMPUTE = (
     "nv_inference_compute_input_duration_us",
     "nv_inference_compute_infer_duration_us",
     "nv_inference_compute_output_duration_us",
 )
-COUNTERS = (REQUESTS, QUEUE, *COMPUTE)
+COUNTERS = (REQUESTS, QUEUE, *COMPUTE, INFERENCES)
 
 
 @dataclass(frozen=True)
@@ -37,15 +42,22 @@ class ModelTotals:
     requests: float = 0.0
     queue_us: float = 0.0
     compute_us: float = 0.0
+    inferences: float = 0.0
 
     def __add__(self, other: ModelTotals) -> ModelTotals:
         return ModelTotals(
-            self.requests + other.requests, self.queue_us + other.queue_us, self.compute_us + other.compute_us
+            self.requests + other.requests,
+            self.queue_us + other.queue_us,
+            self.compute_us + other.compute_us,
+            self.inferences + other.inferences,
         )
 
     def __sub__(self, other: ModelTotals) -> ModelTotals:
         return ModelTotals(
-            self.requests - other.requests, self.queue_us - other.queue_us, self.compute_us - other.compute_us
+            self.requests - other.requests,
+            self.queue_us - other.queue_us,
+            self.compute_us - other.compute_us,
+            self.inferences - other.inferences,
         )
 
 
@@ -62,10 +74,11 @@ class Scrape:
 @dataclass(frozen=True)
 class Work:
     """Work done by one model between two scrapes, summed over pods; `per_second` is the request rate
-    (each pod's requests over its own interval, added up)."""
+    (each pod's requests over its own interval, added up), `inferences_per_second` the inference rate."""
 
     totals: ModelTotals
     per_second: float
+    inferences_per_second: float = 0.0
 
 
 # the series a pod's page may have (Triton's: a few dozen per model and GPU); more is not a Triton page
@@ -94,7 +107,12 @@ def read_scrape(text: str, at: float) -> Scrape:
                 counters = found.setdefault(model, {})
                 counters[family.name] = counters.get(family.name, 0.0) + float(sample.value)
     models = {
-        model: ModelTotals(c.get(REQUESTS, 0.0), c.get(QUEUE, 0.0), sum(c.get(name, 0.0) for name in COMPUTE))
+        model: ModelTotals(
+            c.get(REQUESTS, 0.0),
+            c.get(QUEUE, 0.0),
+            sum(c.get(name, 0.0) for name in COMPUTE),
+            c.get(INFERENCES, 0.0),
+        )
         for model, c in found.items()
     }
     return Scrape(at, models, streams)
@@ -113,15 +131,16 @@ def difference(previous: Scrape, current: Scrape) -> dict[str, ModelTotals]:
 def pipeline_work(pairs: Iterable[tuple[Scrape, Scrape]]) -> dict[str, Work]:
     """Per model, the work of all pods that were scraped twice, `pairs` being (previous, current)."""
     totals: dict[str, ModelTotals] = {}
-    rates: dict[str, float] = {}
+    rates: dict[str, tuple[float, float]] = {}  # (requests, inferences) per second
     for previous, current in pairs:
         seconds = current.at - previous.at
         if seconds <= 0:
             continue
         for model, done in difference(previous, current).items():
             totals[model] = totals.get(model, ModelTotals()) + done
-            rates[model] = rates.get(model, 0.0) + done.requests / seconds
-    return {model: Work(totals[model], rates[model]) for model in totals}
+            requests, inferences = rates.get(model, (0.0, 0.0))
+            rates[model] = (requests + done.requests / seconds, inferences + done.inferences / seconds)
+    return {model: Work(totals[model], *rates[model]) for model in totals}
 
 
 def without_nulls(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,6 +182,68 @@ def steps_status(tp: TritonPipeline, work: Mapping[str, Work] | None) -> dict[st
                 here = (queue + compute, f"{pipeline.name}/{step.step_name}")
                 slowest = here if slowest is None or here[0] > slowest[0] else slowest
     return {"steps": steps, "bottleneck": slowest[1] if slowest else None}
+
+
+def branch_traffic_status(
+    conditions: list[Mapping[str, Any]] | None,
+    scrapes: Mapping[str, Scrape] | None,
+    work: Mapping[str, Work] | None,
+) -> list[dict[str, Any]] | None:
+    """status.branchTraffic: per pipeline with conditions (`conditions`: status.graph's, which
+    compiler/branch_map.py makes), the inferences its orchestrator (the model named after the pipeline)
+    answered and each branch's ensemble took, summed over `scrapes` (the last of each Ready pod: Triton's
+    counters since the pod started), the inferences that took no branch where no request can take two,
+    and the rates over the last poll interval (`work`). None without conditions.
+
+    Counts are left out while no pod has been read (`scrapes` empty: not a zero that looks like a
+    measurement), rates while no pod has been read twice (`work` None). Nothing here ticks on its own:
+    idle, every number stays as it was, so the status is written again only when traffic changed one
+    (reconcile/status_writer.py writes only what changed)."""
+    if not conditions:
+        return None
+
+    def inferences(model: str) -> int | None:
+        if not scrapes:
+            return None
+        return round(sum(s.models.get(model, ModelTotals()).inferences for s in scrapes.values()))
+
+    def rate(model: str) -> float | None:
+        if work is None:
+            return None
+        done = work.get(model)
+        return round(done.inferences_per_second if done else 0.0, 2)
+
+    traffic = []
+    for entry in conditions:
+        pipeline = str(entry["pipeline"])
+        total = inferences(pipeline)
+        branches = [
+            without_nulls(
+                {
+                    "model": b["model"],
+                    "condition": fit(str(b["condition"])),
+                    "steps": list(b["steps"]),
+                    "inferences": inferences(b["model"]),
+                    "inferencesPerSecond": rate(b["model"]),
+                }
+            )
+            for b in entry["branches"]
+        ]
+        taken = sum(int(b.get("inferences", 0)) for b in branches)
+        # a branch's counter moves before its pipeline's (the orchestrator answers after its branches)
+        untaken = max(total - taken, 0) if total is not None and entry.get("exclusive") else None
+        traffic.append(
+            without_nulls(
+                {
+                    "pipeline": pipeline,
+                    "inferences": total,
+                    "noBranch": untaken,
+                    "inferencesPerSecond": rate(pipeline),
+                    "branches": branches,
+                }
+            )
+        )
+    return traffic
 
 
 def autoscaler_status(
