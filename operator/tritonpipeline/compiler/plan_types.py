@@ -328,6 +328,8 @@ class OrchestratorPlan:
     outputs: tuple[MergedOutput, ...]
     head: PartPlan | None  # the unconditional steps (None: the conditions read pipeline inputs only)
     branches: tuple[PartPlan, ...]
+    # the native switch's model name (compiler/switch_plan.py), reserved whichever backend serves it
+    switch: str = ""
 
     @property
     def parts(self) -> tuple[PartPlan, ...]:
