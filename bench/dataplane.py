@@ -17,7 +17,8 @@ Three workloads run side by side in the same rounds:
               (about 1 ms per step here). router, shared and per_step; informational only.
     cond      a two-branch pipeline (examples/conditional.yaml's `switched`: classifier, then head_b for
               LABEL 1, extractor otherwise), half the requests each way: the compiled pipeline
-              (`conditional`, generated orchestrator) against plain ensembles of the branch taken
+              (`conditional`, the generated Python orchestrator; `native`, the native switch in the
+              pipeline's ensemble) against plain ensembles of the branch taken
               (`branch_ensemble`, the goal: within 1.10x), client hops (`per_step`) and a hand-written
               BLS model (`bls`, bench/models/bls_branch).
 
@@ -29,6 +30,7 @@ reported as PASS/FAIL and the exit status is non-zero only when responses were w
 
     .venv/bin/python -m bench.dataplane            # full run, writes bench/results/dataplane.json
     .venv/bin/python -m bench.dataplane --quick    # smoke run, writes bench/results/dataplane-quick.json
+    .venv/bin/python -m bench.dataplane --workloads cond --rounds 3 --out /tmp/cond.json   # one workload
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -92,10 +94,12 @@ BLAS_THREADS = "1"  # OPENBLAS_NUM_THREADS for tritonserver (its Python stubs), 
 COND_EXAMPLE = ROOT / "examples" / "conditional.yaml"
 COND_SOURCE = "switched"
 COND_PIPELINE = "cond_bench"  # (a) the compiled pipeline: generated orchestrator + branch ensembles
+COND_NATIVE = "cond_native"  # (a') the same on the native switch (compiler/switch_plan.py)
 COND_BRANCHES = {0: "cond_small", 1: "cond_large"}  # (b) plain ensembles of each branch, by label
 COND_MODELS = {m: f"cond_{m}" for m in ("classifier", "extractor", "head_b")}
 COND_BLS = "bls_branch"
-COND_VARIANTS = ("conditional", "branch_ensemble", "per_step", "bls")
+COND_VARIANTS = ("conditional", "native", "branch_ensemble", "per_step", "bls")
+COND_SERVED = ("conditional", "native")  # the compiled pipeline's variants, each held to COND_GOAL
 COND_GOAL = 1.10  # conditional p50 / branch_ensemble p50
 CASES = (
     tuple(("toy", v) for v in VARIANTS)
@@ -103,6 +107,7 @@ CASES = (
     + tuple(("cond", v) for v in COND_VARIANTS)
 )
 BASE = {"toy": "shared", "compute": "shared", "cond": "branch_ensemble"}  # each workload's ratio base
+WORKLOADS = tuple(BASE)
 NAMES = {"toy": ("SCORE_B", "SCORE_C"), "compute": ("SCORE_B", "SCORE_C"), "cond": ("RESULT", "LABEL")}
 DROPPED_OUTPUT = "FEATURES"  # the example also returns the features; dropped so all variants do the same work
 POOL = 256  # distinct inputs, cycled
@@ -219,6 +224,17 @@ def cond_doc(model_root: Path) -> dict[str, Any]:
     return doc
 
 
+def cond_native_doc(model_root: Path) -> dict[str, Any]:
+    """COND_PIPELINE's CR again with that pipeline alone, renamed COND_NATIVE, its conditions on the native
+    switch (spec.server.router: native)."""
+    doc = cond_doc(model_root)
+    doc["metadata"]["name"] = "cond-native-bench"
+    doc["spec"]["pipelines"] = [p for p in doc["spec"]["pipelines"] if p["name"] == COND_PIPELINE]
+    doc["spec"]["pipelines"][0]["name"] = COND_NATIVE
+    doc["spec"].setdefault("server", {})["router"] = "native"
+    return doc
+
+
 def model_root(dest: Path) -> Path:
     """One directory holding the example models and the bench models (symlinks), and the example's
     classifier, extractor and head_b again under COND_MODELS' names."""
@@ -279,18 +295,20 @@ def cond_bls_config(art: Artifacts) -> mc.ModelConfig:
     return cfg
 
 
-def cond_step_models(art: Artifacts) -> dict[str, list[str]]:
+def cond_step_models(art: Artifacts, native: Artifacts) -> dict[str, list[str]]:
     """For each two-branch variant, the models whose statistics the bench reads around each run: the
-    orchestrator and its generated parts (head, branch ensembles), the branch ensembles, the BLS
-    model, and the three models every variant runs."""
-    generated = sorted(
-        rel.split("/")[0]
-        for rel in art.files
-        if rel.startswith(f"{COND_PIPELINE}__") and rel.endswith(".pbtxt")
-    )
+    orchestrator (or the native pipeline's ensemble) and its generated parts (head, switch, branch
+    ensembles), the branch ensembles, the BLS model, and the three models every variant runs."""
+
+    def generated(a: Artifacts, name: str) -> list[str]:
+        return sorted(
+            rel.split("/")[0] for rel in a.files if rel.startswith(f"{name}__") and rel.endswith(".pbtxt")
+        )
+
     models = list(COND_MODELS.values())
     return {
-        "conditional": [COND_PIPELINE, *generated, *models],
+        "conditional": [COND_PIPELINE, *generated(art, COND_PIPELINE), *models],
+        "native": [COND_NATIVE, *generated(native, COND_NATIVE), *models],
         "branch_ensemble": [*COND_BRANCHES.values(), *models],
         "per_step": models,
         "bls": [COND_BLS, *models],
@@ -340,14 +358,19 @@ def build_repository(dest: Path, models: Path) -> dict[str, Any]:
     (dest / BLS_NAME / "config.pbtxt").write_text(text_format.MessageToString(bls_config(arts["router"])))
     cond = compile_pipeline(parse_pipeline(cond_doc(models), str(COND_EXAMPLE)), cpu_only=True)
     add_artifacts(cond, dest, models)
+    native_tp = parse_pipeline(cond_native_doc(models), str(COND_EXAMPLE))
+    cond_native = compile_pipeline(native_tp, cpu_only=True, native_router=native_router.build())
+    add_artifacts(cond_native, dest, models)
     (dest / COND_BLS / "1").mkdir(parents=True)
     shutil.copy2(BENCH_MODELS / COND_BLS / "1" / "model.py", dest / COND_BLS / "1" / "model.py")
     (dest / COND_BLS / "config.pbtxt").write_text(text_format.MessageToString(cond_bls_config(cond)))
     return {
         "cond": {
             "declared_models": list(cond.models),
-            "generated": sorted({rel.split("/")[0] for rel in cond.files} - set(cond.models)),
-            "steps": cond_step_models(cond),
+            "generated": sorted(
+                {rel.split("/")[0] for a in (cond, cond_native) for rel in a.files} - set(cond.models)
+            ),
+            "steps": cond_step_models(cond, cond_native),
         },
         "toy": {
             "declared_models": list(arts["router"].models),
@@ -480,6 +503,7 @@ def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict
     toy_models = {m: m for m in COMPUTE_MODELS}
     return {
         ("cond", "conditional"): lambda x: cond_model(COND_PIPELINE, x),
+        ("cond", "native"): lambda x: cond_model(COND_NATIVE, x),
         ("cond", "branch_ensemble"): cond_branch,
         ("cond", "per_step"): cond_per_step,
         ("cond", "bls"): lambda x: cond_model(COND_BLS, x),
@@ -664,44 +688,46 @@ def compute_checks(
 
 
 def cond_checks(cond: dict[str, dict[str, dict[str, Any]]], errors: int) -> list[dict[str, Any]]:
-    """The two-branch workload: the goal (conditional within COND_GOAL of branch_ensemble, p50, per
-    concurrency), the ratios against per_step and bls, and its correctness check."""
+    """The two-branch workload: the goal (each compiled variant, the Python orchestrator and the native
+    switch, within COND_GOAL of branch_ensemble, p50, per concurrency), its ratios against the others,
+    and the workload's correctness check."""
 
     def p50(variant: str, c: int) -> float:
         return float(cond[variant][str(c)]["p50_ms"])
 
     checks: list[dict[str, Any]] = []
-    for c in CONCURRENCIES:
-        ratio = p50("conditional", c) / p50("branch_ensemble", c)
+    for variant in COND_SERVED:
+        for c in CONCURRENCIES:
+            ratio = p50(variant, c) / p50("branch_ensemble", c)
+            checks.append(
+                {
+                    "name": f"{variant}_within_10pct_of_branch_ensemble_c{c}",
+                    "description": f"{variant} p50 / branch_ensemble p50 at concurrency {c} <= {COND_GOAL}",
+                    "value": round(ratio, 3),
+                    "pass": bool(ratio <= COND_GOAL),
+                }
+            )
         checks.append(
             {
-                "name": f"conditional_within_10pct_of_branch_ensemble_c{c}",
-                "description": f"conditional p50 / branch_ensemble p50 at concurrency {c} <= {COND_GOAL}",
-                "value": round(ratio, 3),
-                "pass": bool(ratio <= COND_GOAL),
+                "name": f"{variant}_ratios_p50",
+                "description": f"{variant} p50 over each other variant's p50, per concurrency",
+                "value": {
+                    str(c): {v: round(p50(variant, c) / p50(v, c), 3) for v in COND_VARIANTS if v != variant}
+                    for c in CONCURRENCIES
+                },
+                "informational": True,
             }
         )
-    checks.append(
-        {
-            "name": "conditional_ratios_p50",
-            "description": "conditional p50 over each other variant's p50, per concurrency",
-            "value": {
-                str(c): {v: round(p50("conditional", c) / p50(v, c), 3) for v in COND_VARIANTS[1:]}
-                for c in CONCURRENCIES
-            },
-            "informational": True,
-        }
-    )
-    checks.append(
-        {
-            "name": "conditional_minus_branch_ensemble_p50_ms",
-            "description": "conditional p50 - branch_ensemble p50 (ms): what the condition costs",
-            "value": {
-                str(c): round(p50("conditional", c) - p50("branch_ensemble", c), 3) for c in CONCURRENCIES
-            },
-            "informational": True,
-        }
-    )
+        checks.append(
+            {
+                "name": f"{variant}_minus_branch_ensemble_p50_ms",
+                "description": f"{variant} p50 - branch_ensemble p50 (ms): what the condition costs",
+                "value": {
+                    str(c): round(p50(variant, c) - p50("branch_ensemble", c), 3) for c in CONCURRENCIES
+                },
+                "informational": True,
+            }
+        )
     checks.append(
         {
             "name": "all_responses_correct_cond",
@@ -778,7 +804,11 @@ def aggregate(
 
 
 async def bench(
-    server: LocalTriton, mode: Mode, steps: dict[str, list[str]], cond_steps: dict[str, list[str]]
+    server: LocalTriton,
+    mode: Mode,
+    steps: dict[str, list[str]],
+    cond_steps: dict[str, list[str]],
+    cases: tuple[tuple[str, str], ...] = CASES,
 ) -> dict[str, Any]:
     """Every case per round and concurrency; the toy ensembles' runs also record where the time went
     (Triton's statistics of the models in `steps`, read around the run)."""
@@ -787,21 +817,22 @@ async def bench(
     try:
         meta = await client.get_server_metadata()
         names = (ROUTER_PIPELINE, NATIVE_PIPELINE, SHARED_PIPELINE, BLS_NAME, "extractor", "head_b", "head_c")
-        cond_names = (COND_PIPELINE, *COND_BRANCHES.values(), COND_BLS, *COND_MODELS.values())
+        cond_names = (COND_PIPELINE, COND_NATIVE, *COND_BRANCHES.values(), COND_BLS, *COND_MODELS.values())
         for name in (*names, *COMPUTE_PIPELINES.values(), *COMPUTE_MODELS.values(), *cond_names):
             if not await client.is_model_ready(name):
                 raise TritonError(f"model {name!r} is not ready:\n{server.log_tail()}")
         calls = make_calls(client, mode.client_timeout_s)
         pools = {"toy": input_pool(), "compute": input_pool(), "cond": cond_pool()}
-        per_round: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {w: {} for w in BASE}
-        for w, v in CASES:
+        workloads = [w for w in BASE if any(w == case[0] for case in cases)]
+        per_round: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {w: {} for w in workloads}
+        for w, v in cases:
             per_round[w][v] = {str(c): [] for c in CONCURRENCIES}
-        warmup_errors = dict.fromkeys(BASE, 0)
+        warmup_errors = dict.fromkeys(workloads, 0)
         samples: list[str] = []
         round_load: list[list[float] | None] = []
         for rnd in range(mode.rounds):
             round_load.append(loadavg())
-            order = CASES[rnd % len(CASES) :] + CASES[: rnd % len(CASES)]
+            order = cases[rnd % len(cases) :] + cases[: rnd % len(cases)]
             for c in CONCURRENCIES:
                 for w, v in order:
                     n = (mode.compute_requests if w == "compute" else mode.requests)[c]
@@ -845,8 +876,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests, one round (smoke run)")
     parser.add_argument("--out", type=Path, help="JSON output (default bench/results/dataplane[-quick].json)")
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help=f"the workloads to run, comma-separated (default {','.join(WORKLOADS)}); with fewer, the "
+        "report holds only theirs and --out is required",
+    )
+    parser.add_argument("--rounds", type=int, help="rounds (default 5; 1 with --quick)")
     args = parser.parse_args(argv)
     mode = QUICK if args.quick else FULL
+    if args.rounds:
+        mode = replace(mode, rounds=args.rounds)
+    workloads = [w for w in args.workloads.split(",") if w]
+    if not workloads or set(workloads) - set(WORKLOADS):
+        parser.error(f"--workloads: a comma-separated list of {', '.join(WORKLOADS)}")
+    if set(workloads) != set(WORKLOADS) and args.out is None:
+        parser.error("--workloads with fewer than all workloads needs --out (the committed results hold all)")
+    cases = tuple(case for case in CASES if case[0] in workloads)
     out = args.out or RESULTS / ("dataplane-quick.json" if args.quick else "dataplane.json")
 
     started = time.perf_counter()
@@ -855,7 +901,11 @@ def main(argv: list[str] | None = None) -> int:
     # compute models do not oversubscribe the cores. The toy models do no BLAS work.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", BLAS_THREADS)
     blas_threads = os.environ["OPENBLAS_NUM_THREADS"]
-    step_compute = measure_step_compute(dict(os.environ), calls=50 if args.quick else 300)
+    step_compute = (
+        measure_step_compute(dict(os.environ), calls=50 if args.quick else 300)
+        if "compute" in workloads
+        else {}
+    )
     for name, m in step_compute.items():
         print(f"step compute {name}: median {m['median_ms']:.3f} ms, min {m['min_ms']:.3f} ms")
     work = Path(tempfile.mkdtemp(prefix="tp-bench-dataplane-"))
@@ -868,7 +918,7 @@ def main(argv: list[str] | None = None) -> int:
             startup_s = time.perf_counter() - t0
             print(f"tritonserver ready in {startup_s:.1f}s; grpc {server.grpc_url}", flush=True)
             report = asyncio.run(
-                bench(server, mode, step_models(repo_info["toy"]["graph"]), repo_info["cond"]["steps"])
+                bench(server, mode, step_models(repo_info["toy"]["graph"]), repo_info["cond"]["steps"], cases)
             )
         log = server.logs()
         error_lines = [ln for ln in log.splitlines() if ln[:1] == "E" and ln[1:5].isdigit()]
@@ -879,13 +929,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     runtime = time.perf_counter() - started
 
-    results = report["results"]["toy"]
-    compute_results = report["results"]["compute"]
-    total_errors = sum(report["errors"].values())
-    checks = target_checks(results, report["errors"]["toy"])
-    info = compute_checks(results, compute_results, report["errors"]["compute"])
-    cond_results = report["results"]["cond"]
-    cond_check = cond_checks(cond_results, report["errors"]["cond"])
+    ran, errors = report["results"], report["errors"]  # the workloads run (--workloads)
+    results, compute_results, cond_results = (ran.get(w, {}) for w in WORKLOADS)
+    total_errors = sum(errors.values())
+    checks = target_checks(results, errors["toy"]) if "toy" in ran else []
+    both = "toy" in ran and "compute" in ran
+    info = compute_checks(results, compute_results, errors["compute"]) if both else []
+    cond_check = cond_checks(cond_results, errors["cond"]) if "cond" in ran else []
     machine = {
         **report["machine"],
         "loadavg_1_5_15_start": load_start,
@@ -896,6 +946,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "dataplane",
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
+        "workloads": workloads,
         "machine": machine,
         "config": {
             "example": str(EXAMPLE.relative_to(ROOT)),
@@ -961,6 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
             "variants": {
                 "conditional": f"compiled pipeline {COND_PIPELINE!r}: the generated orchestrator (Python "
                 "BLS) calls its head ensemble (classify), then the branch ensemble the label picks",
+                "native": f"compiled pipeline {COND_NATIVE!r} on the native switch: one ensemble, classify "
+                "then the switch (a C backend step) that calls the branch ensemble the label picks",
                 "branch_ensemble": f"plain ensembles {sorted(COND_BRANCHES.values())} (classify + the branch "
                 "step, no condition); the client sends each request to the one of the branch it takes",
                 "per_step": "client: classifier, then extractor or head_b by its LABEL (2 round trips)",
@@ -989,17 +1042,20 @@ def main(argv: list[str] | None = None) -> int:
     os.replace(tmp, out)
 
     print()
-    print_table({"toy": results, "compute": compute_results, "cond": cond_results})
+    print_table({w: ran[w] for w in WORKLOADS if w in ran})
     steps = ", ".join(f"{m['median_ms']:.2f}" for m in step_compute.values())
-    print(f"(compute: {COMPUTE_REPS} x [1,{COMPUTE_DIM}]@[{COMPUTE_DIM},{COMPUTE_DIM}] per step; {steps} ms)")
+    if step_compute:
+        shape = f"[1,{COMPUTE_DIM}]@[{COMPUTE_DIM},{COMPUTE_DIM}]"
+        print(f"(compute: {COMPUTE_REPS} x {shape} per step; {steps} ms)")
     rows = [
         row
         for v, by_c in results.items()
         for row in triton_stats.table_rows([v], by_c["1"].get("step_us", {}))
     ]
-    print("\ntoy workload at concurrency 1, per request from Triton's statistics (medians over rounds):")
-    print(format_table(["variant", *triton_stats.TABLE_HEADERS], rows))
-    for c in CONCURRENCIES:
+    if rows:
+        print("\ntoy workload at concurrency 1, per request from Triton's statistics (medians over rounds):")
+        print(format_table(["variant", *triton_stats.TABLE_HEADERS], rows))
+    for c in CONCURRENCIES if cond_results else ():
         rows = [
             row
             for v, by_c in cond_results.items()

@@ -30,6 +30,7 @@ __all__ = [
     "built_kubectl",
     "compile_to_serve",
     "condition",
+    "conditional_by_size",
     "curl_answers_as_shown",
     "docs_page",
     "established",
@@ -51,6 +52,20 @@ def example(name: str, uri: str = str(MODELS)) -> dict[str, Any]:
     local model_repository/, as an absolute path)."""
     doc = copy.deepcopy(yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()))
     doc["spec"]["modelRepository"]["uri"] = uri
+    return doc
+
+
+def conditional_by_size(small: list[str]) -> dict[str, Any]:
+    """examples/conditional.yaml's branches chosen by a pipeline input, the string SIZE, through `in`
+    (`small`: the small branch) and `equals` ("l": the large one): no head."""
+    doc = example("conditional")
+    pipeline = doc["spec"]["pipelines"][0]
+    pipeline["inputs"].append({"name": "SIZE", "dataType": "BYTES", "dims": [1]})
+    pipeline["steps"] = pipeline["steps"][1:]
+    pipeline["steps"][0]["when"] = {"tensor": "inputs.SIZE", "in": small}
+    for step in pipeline["steps"][1:]:
+        step["when"] = {"tensor": "inputs.SIZE", "equals": "l"}
+    pipeline["outputs"] = pipeline["outputs"][:3]
     return doc
 
 

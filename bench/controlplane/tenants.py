@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=2, help="quiet and hostile phases of each (default 2)")
     parser.add_argument("--admissions", type=int, default=40, help="B's dry runs per phase (default 40)")
-    parser.add_argument("--reconciles", type=int, default=10, help="B's creates per phase (default 10)")
+    parser.add_argument("--reconciles", type=int, default=20, help="B's creates per phase (default 20)")
     parser.add_argument("--gap", type=float, default=0.1, help="seconds between B's probes (default 0.1)")
     parser.add_argument(
         "--storm-rates",

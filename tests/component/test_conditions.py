@@ -1,11 +1,11 @@
-"""Conditional steps (`when:`) served by the real tritonserver (nvidia-pytriton wheel, CPU): the
-generated orchestrator evaluates each condition per request and calls each branch's ensemble
+"""Conditional steps (`when:`) served by the real tritonserver (nvidia-pytriton wheel, CPU), on both
+backends: the generated Python orchestrator, or the native switch in the pipeline's ensemble
+(compiler/switch_plan.py); each evaluates each condition per request and calls each branch's ensemble
 (examples/conditional.yaml)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 
 from component.test_triton_integration import extractor, head_b, head_c, infer
-from helpers import check_with_reference, example
+from helpers import ROUTERS, check_with_reference, conditional_by_size, example, with_router
 
 pytestmark = pytest.mark.tritonserver
 
@@ -21,8 +21,20 @@ SMALL = np.array([[-1.0, -2.0, 0.5, 0.25]], dtype=np.float32)  # sums below 0: l
 LARGE = np.array([[1.0, 2.0, -0.5, 0.25]], dtype=np.float32)  # label 1, the large branch
 
 
-def test_small_branch_answers_and_leaves_the_large_out(shared_pipeline):
-    server = shared_pipeline(example("conditional"))
+@pytest.fixture(scope="module", params=ROUTERS)
+def router(request: pytest.FixtureRequest) -> str:
+    """What serves the conditions: `python` (the orchestrator) or `native` (the switch)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def serve(shared_pipeline, router: str):
+    """serve(doc): the shared server of the doc, its conditions served on the module's backend."""
+    return lambda doc: shared_pipeline(with_router(doc, router))
+
+
+def test_small_branch_answers_and_leaves_the_large_out(serve):
+    server = serve(example("conditional"))
     out = infer(server, "conditional", {"IMAGE": SMALL})
     assert out["LABEL"].tolist() == [[0]]
     np.testing.assert_allclose(out["RESULT"], extractor(SMALL))
@@ -30,8 +42,8 @@ def test_small_branch_answers_and_leaves_the_large_out(shared_pipeline):
     assert "SCORE" not in out  # written only by the large branch, which was skipped
 
 
-def test_large_branch_answers_and_defaults_the_small(shared_pipeline):
-    server = shared_pipeline(example("conditional"))
+def test_large_branch_answers_and_defaults_the_small(serve):
+    server = serve(example("conditional"))
     out = infer(server, "conditional", {"IMAGE": LARGE})
     assert out["LABEL"].tolist() == [[1]]
     np.testing.assert_allclose(out["RESULT"], head_b(LARGE))
@@ -39,10 +51,11 @@ def test_large_branch_answers_and_defaults_the_small(shared_pipeline):
     np.testing.assert_allclose(out["SMALL"], np.zeros_like(LARGE))  # its default
 
 
-def test_a_batch_whose_requests_take_different_branches(shared_pipeline):
+def test_a_batch_whose_requests_take_different_branches(serve, router: str):
     """Requests sent at once meet in one batch of the orchestrator; each gets its own branch's answer
-    (the server's statistics show the branches called in batches, fewer calls than requests)."""
-    server = shared_pipeline(example("conditional"))
+    (the server's statistics show each branch called at most once per batch: the orchestrator joins a
+    batch's requests; the switch, which takes one request at a time, calls one branch per request)."""
+    server = serve(example("conditional"))
     images = [SMALL * (k + 1) if k % 2 else LARGE * (k + 1) for k in range(16)]
 
     async def run() -> list[dict[str, np.ndarray | None]]:
@@ -59,7 +72,7 @@ def test_a_batch_whose_requests_take_different_branches(shared_pipeline):
         finally:
             await client.close()
 
-    before = _counts(server)
+    before = _counts(server, router)
     answers = asyncio.run(run())
     for image, out in zip(images, answers, strict=True):
         large = image.sum() > 0
@@ -69,13 +82,14 @@ def test_a_batch_whose_requests_take_different_branches(shared_pipeline):
             np.testing.assert_allclose(out["SCORE"], head_c(head_b(image)), rtol=1e-6)
         else:
             assert out["SCORE"] is None
-    rows, calls, batches = (after - was for after, was in zip(_counts(server), before, strict=True))
+    rows, calls, batches = (after - was for after, was in zip(_counts(server, router), before, strict=True))
     assert rows == len(images)  # every request reached its branch, once
     assert calls <= 2 * batches  # each branch called at most once per batch of the orchestrator
 
 
-def _counts(server) -> tuple[int, int, int]:
-    """(rows the branches ran, calls they got, batches the orchestrator executed) so far."""
+def _counts(server, router: str) -> tuple[int, int, int]:
+    """(rows the branches ran, calls they got, batches the orchestrator (or the switch) executed) so
+    far."""
     client = httpclient.InferenceServerClient(server.http_url)
     try:
         stats = client.get_inference_statistics(headers=server.admin_headers())["model_stats"]
@@ -86,26 +100,13 @@ def _counts(server) -> tuple[int, int, int]:
     return (
         sum(int(b["inference_count"]) for b in branches),
         sum(int(b["inference_stats"]["success"]["count"]) for b in branches),
-        int(by_name["conditional"]["execution_count"]),
+        int(by_name["conditional" if router == "python" else "conditional__switch"]["execution_count"]),
     )
 
 
-def _by_size() -> dict[str, Any]:
-    """The example's branches chosen by a pipeline input, a string, through `in` and `equals`: no head."""
-    doc = example("conditional")
-    pipeline = doc["spec"]["pipelines"][0]
-    pipeline["inputs"].append({"name": "SIZE", "dataType": "BYTES", "dims": [1]})
-    pipeline["steps"] = pipeline["steps"][1:]
-    pipeline["steps"][0]["when"] = {"tensor": "inputs.SIZE", "in": ["xs", "s"]}
-    for step in pipeline["steps"][1:]:
-        step["when"] = {"tensor": "inputs.SIZE", "equals": "l"}
-    pipeline["outputs"] = pipeline["outputs"][:3]
-    return doc
-
-
 @pytest.mark.parametrize(("size", "branch"), [("s", "small"), ("xs", "small"), ("l", "large"), ("m", None)])
-def test_a_string_input_chooses_the_branch(shared_pipeline, size: str, branch: str | None) -> None:
-    server = shared_pipeline(_by_size())
+def test_a_string_input_chooses_the_branch(serve, size: str, branch: str | None) -> None:
+    server = serve(conditional_by_size(["xs", "s"]))
     client = httpclient.InferenceServerClient(server.http_url)
     try:
         image = httpclient.InferInput("IMAGE", [1, 4], "FP32")
@@ -127,10 +128,10 @@ def test_a_string_input_chooses_the_branch(shared_pipeline, size: str, branch: s
         np.testing.assert_allclose(result.as_numpy("SCORE"), head_c(head_b(LARGE)))
 
 
-def test_a_switch_sends_each_request_to_one_branch(shared_pipeline) -> None:
+def test_a_switch_sends_each_request_to_one_branch(serve) -> None:
     """examples/conditional.yaml's `switched`: label 1 takes its case (large), any other its default
     (small), in one batch of both."""
-    server = shared_pipeline(example("conditional"))
+    server = serve(example("conditional"))
     images = [SMALL, LARGE, SMALL * 2, LARGE * 3]
 
     async def run() -> list[np.ndarray]:
@@ -150,23 +151,23 @@ def test_a_switch_sends_each_request_to_one_branch(shared_pipeline) -> None:
         np.testing.assert_allclose(result, head_b(image) if image.sum() > 0 else extractor(image))
 
 
-def test_e2e_reference_agrees_with_the_served_answers(shared_pipeline, tmp_path) -> None:
+def test_e2e_reference_agrees_with_the_served_answers(serve, tmp_path) -> None:
     """e2e/infer.py --spec (the oracle of `make e2e` and the pod-level scenarios) evaluates the
     conditions itself; on seeded random requests both pipelines of the example answer as it says."""
     doc = example("conditional")
-    server = shared_pipeline(doc)
+    server = serve(doc)
     out = check_with_reference(server.http_url, doc, tmp_path, range(4))
     assert out.count("PASS") == 2, out
 
 
-def test_a_pipeline_that_does_not_batch_fills_its_default_per_request(shared_pipeline) -> None:
+def test_a_pipeline_that_does_not_batch_fills_its_default_per_request(serve) -> None:
     """maxBatchSize 0: the orchestrator and its parts take full shapes, and a default takes the rows of
     the request (its first dimension) where its model batches."""
     doc = example("conditional")
     pipeline = doc["spec"]["pipelines"][0]
     pipeline["maxBatchSize"] = 0
     pipeline["inputs"][0]["dims"] = [-1, 4]
-    server = shared_pipeline(doc)
+    server = serve(doc)
     both = np.concatenate([LARGE, LARGE * 2])  # two rows, one label
     out = infer(server, "conditional", {"IMAGE": both})
     np.testing.assert_allclose(out["RESULT"], head_b(both))

@@ -207,6 +207,10 @@ CUDA_FUNCTIONS = (
     "cudaStreamDestroy",
     "cudaMemcpyAsync",
     "cudaStreamSynchronize",
+    # the switch's (conditions): its branches' GPU outputs, and copies it waits for
+    "cudaMalloc",
+    "cudaFree",
+    "cudaMemcpy",
 )
 
 

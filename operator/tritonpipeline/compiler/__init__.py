@@ -26,12 +26,14 @@ from .plan_types import (
     RepositoryPlan,
 )
 from .router_choice import RouterBackend, RouterChoice
+from .switch_plan import native_switch
 from .triton_config import (
     ensemble_config,
     model_config,
     open_streams_config,
     orchestrator_config,
     router_config,
+    switch_config,
     to_text,
 )
 
@@ -196,10 +198,21 @@ def compile_pipeline(
                 files[f"{r.name}/1/{NATIVE_ROUTER_LIBRARY}"] = native_router
             else:
                 files[f"{r.name}/1/{NATIVE_ROUTER_SLOT}"] = NATIVE_ROUTER_SLOT_TEXT
+    parts = {e.name: e for e in plan.ensembles}
     for orchestrator in plan.orchestrators:
-        config = orchestrator_config(orchestrator, plan_json(orchestrator))
-        files[f"{orchestrator.name}/config.pbtxt"] = to_text(config)
-        files[f"{orchestrator.name}/1/model.py"] = orchestrator_source()
+        switch = native_switch(orchestrator, parts) if backend == "native" else None
+        if switch is None:  # the Python orchestrator
+            config = orchestrator_config(orchestrator, plan_json(orchestrator))
+            files[f"{orchestrator.name}/config.pbtxt"] = to_text(config)
+            files[f"{orchestrator.name}/1/model.py"] = orchestrator_source()
+            continue
+        files[f"{orchestrator.name}/config.pbtxt"] = to_text(ensemble_config(switch.ensemble))
+        files[f"{orchestrator.name}/1/.keep"] = b""
+        files[f"{switch.name}/config.pbtxt"] = to_text(switch_config(switch))
+        if native_router is not None:
+            files[f"{switch.name}/1/{NATIVE_ROUTER_LIBRARY}"] = native_router
+        else:
+            files[f"{switch.name}/1/{NATIVE_ROUTER_SLOT}"] = NATIVE_ROUTER_SLOT_TEXT
     if tracks_open_streams(tp):
         files[f"{OPEN_STREAMS_MODEL}/config.pbtxt"] = to_text(open_streams_config(OPEN_STREAMS_MODEL))
         files[f"{OPEN_STREAMS_MODEL}/1/model.py"] = open_streams_source()

@@ -30,6 +30,7 @@ from .resolve import resolve_pipeline
 
 HEAD = "head"  # the part name of the unconditional steps: PIPELINE__head
 BRANCH = "when"  # a branch's part name: PIPELINE__when<k>
+SWITCH = "switch"  # the native switch's name: PIPELINE__switch (compiler/switch_plan.py)
 MAX_PART_NAME = 100
 
 
@@ -105,6 +106,8 @@ def plan_conditional(
     for k, (guard, members) in enumerate(groups.items()):
         part = plan_part(members, str(k), f"{BRANCH}{k}")
         branches.append(replace(part, when=(g.conditions[members[0]], guard)))
+    switch = part_name(g.pipeline.name, SWITCH, taken | set(g.steps))
+    taken.add(switch)
     batching = keeps_batch_dimension(g)
     p = g.pipeline
     orchestrator = OrchestratorPlan(
@@ -135,6 +138,7 @@ def plan_conditional(
             ),
             default=0,
         ),
+        switch=switch,
     )
     return ensembles, orchestrator
 

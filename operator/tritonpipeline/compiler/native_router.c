@@ -13,6 +13,9 @@
  * response without outputs, so that the steps after it see their optional inputs left out too. BYTES
  * tensors are copied as Triton serializes them (each element's 4-byte length, then its bytes).
  *
+ * The same library serves a second kind of model, the switch of a conditional pipeline: a model whose config
+ * carries SWITCH_PARAMETER evaluates conditions and calls branch ensembles (the second half of this file).
+ *
  * Triton's backend C API is declared here from its documentation (tritonbackend.h and tritonserver.h
  * of the server's repositories describe the same functions): only what this file calls. The symbols are
  * resolved in the server process (libtritonserver), so the library links against nothing but libc.
@@ -49,6 +52,7 @@ typedef int TRITONSERVER_Error_Code; /* an enum: */
 #define TRITONSERVER_ERROR_UNSUPPORTED 5
 #define TRITONSERVER_RESPONSE_COMPLETE_FINAL 1
 #define TRITONSERVER_REQUEST_RELEASE_ALL 1
+#define SWITCH_PARAMETER "tritonpipeline.switch" /* a switch's plan (the switch, at the end of this file) */
 
 extern TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg);
 extern void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error);
@@ -105,10 +109,68 @@ extern TRITONSERVER_Error* TRITONBACKEND_OutputBuffer(
 extern TRITONSERVER_Error* TRITONBACKEND_ResponseSend(
     TRITONBACKEND_Response* response, const uint32_t send_flags, TRITONSERVER_Error* error);
 
+
+/* the in-process inference API, for the switch's calls of its branches */
+typedef struct TRITONSERVER_Server TRITONSERVER_Server;
+typedef struct TRITONSERVER_InferenceRequest TRITONSERVER_InferenceRequest;
+typedef struct TRITONSERVER_InferenceResponse TRITONSERVER_InferenceResponse;
+typedef struct TRITONSERVER_ResponseAllocator TRITONSERVER_ResponseAllocator;
+typedef struct TRITONSERVER_InferenceTrace TRITONSERVER_InferenceTrace;
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorAllocFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, const char* tensor_name, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, void* userp, void** buffer, void** buffer_userp,
+    TRITONSERVER_MemoryType* actual_memory_type, int64_t* actual_memory_type_id);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorReleaseFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, void* buffer, void* buffer_userp, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorStartFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, void* userp);
+typedef void (*TRITONSERVER_InferenceRequestReleaseFn_t)(
+    TRITONSERVER_InferenceRequest* request, const uint32_t flags, void* userp);
+typedef void (*TRITONSERVER_InferenceResponseCompleteFn_t)(
+    TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp);
+extern TRITONSERVER_Error* TRITONBACKEND_ModelServer(TRITONBACKEND_Model* model, TRITONSERVER_Server** server);
+extern TRITONSERVER_Error* TRITONBACKEND_RequestInput(
+    TRITONBACKEND_Request* request, const char* name, TRITONBACKEND_Input** input);
+extern TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
+    TRITONSERVER_ResponseAllocator** allocator, TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
+    TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn, TRITONSERVER_ResponseAllocatorStartFn_t start_fn);
+extern TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(TRITONSERVER_ResponseAllocator* allocator);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestNew(
+    TRITONSERVER_InferenceRequest** request, TRITONSERVER_Server* server, const char* model_name,
+    const int64_t model_version);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRequest* request);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddInput(
+    TRITONSERVER_InferenceRequest* request, const char* name, const TRITONSERVER_DataType datatype,
+    const int64_t* shape, uint64_t dim_count);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestAppendInputData(
+    TRITONSERVER_InferenceRequest* request, const char* name, const void* base, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddRequestedOutput(
+    TRITONSERVER_InferenceRequest* request, const char* name);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetReleaseCallback(
+    TRITONSERVER_InferenceRequest* request, TRITONSERVER_InferenceRequestReleaseFn_t release_fn, void* userp);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetResponseCallback(
+    TRITONSERVER_InferenceRequest* request, TRITONSERVER_ResponseAllocator* allocator, void* allocator_userp,
+    TRITONSERVER_InferenceResponseCompleteFn_t response_fn, void* response_userp);
+extern TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(
+    TRITONSERVER_Server* server, TRITONSERVER_InferenceRequest* request, TRITONSERVER_InferenceTrace* trace);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceResponse* response);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse* response);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutputCount(
+    TRITONSERVER_InferenceResponse* response, uint32_t* count);
+extern TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(
+    TRITONSERVER_InferenceResponse* response, const uint32_t index, const char** name,
+    TRITONSERVER_DataType* datatype, const int64_t** shape, uint64_t* dim_count, const void** base,
+    size_t* byte_size, TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id, void** userp);
+
 /* ---------------------------------------------------------------------------------------- state */
+
+typedef struct Switch Switch; /* the switch of a conditional pipeline (below); NULL: a router */
 
 typedef struct {
   int batching; /* max_batch_size > 0: the first dimension of every shape is the batch */
+  Switch* sw;
 } ModelState;
 
 typedef struct {
@@ -125,6 +187,9 @@ extern int cudaStreamDestroy(void* stream) __attribute__((weak));
 extern int cudaMemcpyAsync(void* dst, const void* src, size_t count, int kind, void* stream)
     __attribute__((weak));
 extern int cudaStreamSynchronize(void* stream) __attribute__((weak));
+extern int cudaMalloc(void** ptr, size_t size) __attribute__((weak));
+extern int cudaFree(void* ptr) __attribute__((weak));
+extern int cudaMemcpy(void* dst, const void* src, size_t count, int kind) __attribute__((weak));
 #define CUDA_STREAM_NON_BLOCKING 1 /* cudaStreamNonBlocking: no implicit wait on the legacy default stream */
 #define CUDA_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: the direction from the pointers (unified addressing) */
 
@@ -157,6 +222,12 @@ static TRITONSERVER_Error* error(TRITONSERVER_Error_Code code, const char* what,
 
 /* ------------------------------------------------------------------------------------- the model */
 
+/* the switch's half of this file (below) */
+static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* text, size_t size, Switch** out);
+static void switch_free(Switch* sw);
+static void switch_execute(TRITONBACKEND_ModelInstance* instance, ModelState* model, TRITONBACKEND_Request* request);
+static uint64_t request_rows(TRITONBACKEND_Request* request, int batching);
+
 TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model)
 {
   TRITONSERVER_Message* config;
@@ -170,6 +241,15 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model)
     const char* key = "\"max_batch_size\":";
     const char* at = memmem(json, size, key, strlen(key));
     state->batching = at != NULL && strtol(at + strlen(key), NULL, 10) > 0;
+    /* a switch: its plan, a string of no character JSON escapes (compiler/switch_plan.py) */
+    const char* plan = "\"" SWITCH_PARAMETER "\":{\"string_value\":\"";
+    at = memmem(json, size, plan, strlen(plan));
+    if (at != NULL) {
+      const char* text = at + strlen(plan);
+      const char* end = memchr(text, '"', size - (size_t)(text - json));
+      err = end == NULL ? error(TRITONSERVER_ERROR_INVALID_ARG, "the switch's plan is not terminated", NULL)
+                        : switch_new(model, text, (size_t)(end - text), &state->sw);
+    }
   }
   TRITONSERVER_MessageDelete(config);
   if (err != NULL) {
@@ -184,6 +264,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model)
 {
   void* state;
   TRY(TRITONBACKEND_ModelState(model, &state));
+  if (state != NULL) switch_free(((ModelState*)state)->sw);
   free(state);
   return NULL;
 }
@@ -259,6 +340,32 @@ static TRITONSERVER_Error* copy(InstanceState* state, void* dst, TRITONSERVER_Me
   return NULL;
 }
 
+typedef struct { /* one input of a request and its properties */
+  TRITONBACKEND_Input* input;
+  const char* name;
+  TRITONSERVER_DataType datatype;
+  const int64_t* shape;
+  uint32_t dims, buffers;
+  uint64_t size;
+} InputInfo;
+
+/* the request's input `name` (NULL: its first), with its properties; *found 0 where it has none */
+static TRITONSERVER_Error* find_input(TRITONBACKEND_Request* request, const char* name, InputInfo* in, int* found)
+{
+  *found = 0;
+  in->input = NULL;
+  TRITONSERVER_Error* err = name != NULL ? TRITONBACKEND_RequestInput(request, name, &in->input)
+                                         : TRITONBACKEND_RequestInputByIndex(request, 0, &in->input);
+  if (err != NULL || in->input == NULL) { /* not there: an optional input the request left out */
+    if (err != NULL) TRITONSERVER_ErrorDelete(err);
+    return NULL;
+  }
+  TRY(TRITONBACKEND_InputProperties(in->input, &in->name, &in->datatype, &in->shape, &in->dims, &in->size,
+                                    &in->buffers));
+  *found = 1;
+  return NULL;
+}
+
 /* the copies of route(): one copy of the input per requested output */
 static TRITONSERVER_Error* copies(InstanceState* state, TRITONBACKEND_Request* request,
                                   TRITONBACKEND_Response* response, int batching, uint64_t* batch, int* on_gpu)
@@ -268,14 +375,16 @@ static TRITONSERVER_Error* copies(InstanceState* state, TRITONBACKEND_Request* r
   TRY(TRITONBACKEND_RequestInputCount(request, &inputs));
   if (inputs == 0) return NULL; /* an optional pipeline input left out: no outputs either */
   if (inputs != 1) return error(TRITONSERVER_ERROR_INVALID_ARG, "a router takes exactly one input", NULL);
-  TRITONBACKEND_Input* input;
-  const char* name;
-  TRITONSERVER_DataType datatype;
-  const int64_t* shape;
-  uint32_t dims, buffers;
-  uint64_t size;
-  TRY(TRITONBACKEND_RequestInputByIndex(request, 0, &input));
-  TRY(TRITONBACKEND_InputProperties(input, &name, &datatype, &shape, &dims, &size, &buffers));
+  InputInfo in;
+  int found;
+  TRY(find_input(request, NULL, &in, &found));
+  if (!found) return error(TRITONSERVER_ERROR_INTERNAL, "a router's input cannot be read", NULL);
+  TRITONBACKEND_Input* input = in.input;
+  const char* name = in.name;
+  TRITONSERVER_DataType datatype = in.datatype;
+  const int64_t* shape = in.shape;
+  uint32_t dims = in.dims, buffers = in.buffers;
+  uint64_t size = in.size;
   if (batching && dims > 0) *batch = shape[0] > 0 ? (uint64_t)shape[0] : 0;
   TRY(TRITONBACKEND_RequestOutputCount(request, &outputs));
   for (uint32_t o = 0; o < outputs; o++) {
@@ -329,6 +438,18 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   void* state;
   TRY(TRITONBACKEND_ModelInstanceModel(instance, &model));
   TRY(TRITONBACKEND_ModelState(model, &state));
+  if (((ModelState*)state)->sw != NULL) { /* each request answered when its branches have */
+    uint64_t start = now_ns(), total = 0;
+    for (uint32_t r = 0; r < request_count; r++) {
+      total += request_rows(requests[r], ((ModelState*)state)->batching);
+      switch_execute(instance, state, requests[r]);
+    }
+    uint64_t end = now_ns();
+    TRITONSERVER_Error* stats =
+        TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, total ? total : 1, start, start, end, end);
+    if (stats != NULL) TRITONSERVER_ErrorDelete(stats);
+    return NULL;
+  }
   int batching = ((ModelState*)state)->batching;
   void* instance_state;
   TRY(TRITONBACKEND_ModelInstanceState(instance, &instance_state));
@@ -362,4 +483,811 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     if (stats != NULL) TRITONSERVER_ErrorDelete(stats);
   }
   return NULL;
+}
+
+/* ========================================================================================= the switch
+ *
+ * A conditional pipeline compiles, where this library serves it, to one ensemble: its unconditional steps,
+ * then a step on this backend (the switch) that reads the tensors its branches read and their conditions'
+ * tensors. For each request it evaluates each branch's condition (every batch item of the request must
+ * agree), calls the ensemble of each branch taken through the server's in-process API (the request's
+ * input buffers passed as they are, no copy), and answers, once they all have, with each output it serves:
+ * its first source that is there (an input of the switch, or an output of a branch taken), else its
+ * default, else the output is left out (the ensemble then leaves it out of its response). Triton's ensemble
+ * cannot skip a step itself: a step whose input was not written is still called, without it (see
+ * docs/concepts/conditions.md). The requests are answered from the branches' callbacks, so the instance
+ * takes the next request while the branches run.
+ *
+ * Its plan is the config's SWITCH_PARAMETER: records separated by ';', tokens by ' ', every name and string
+ * in hex (so JSON escapes none of it), as compiler/switch_plan.py writes it:
+ *   B MODEL                     a branch: the ensemble it calls
+ *   W TENSOR OP VALUE...        its condition: OP E (equals), I (in), G (greater than), L (less than),
+ *                               D (a switch's default: no comparison); VALUE i<int>, f<float>, b0/b1, s<hex>
+ *   U OP VALUE...               a case of its switch before it: the branch is not taken where it holds
+ *   I TENSOR / O TENSOR         a tensor it reads / writes
+ *   R NAME SOURCE...            an output of the switch: its sources, first found wins
+ *   F TYPE ROWS DIMS ELEMENT    the preceding output's default: TRITONSERVER_DataType, 1 where the request's
+ *                               first dimension leads its shape, dims joined by ',' (- for none), one
+ *                               element's bytes (a BYTES element: its 4-byte length, then its bytes)
+ */
+
+#define SWITCH_MAX_VALUES 64
+#define SWITCH_MAX_CASES 64
+#define SWITCH_MAX_DIMS 16
+#define TYPE_BOOL 1
+#define TYPE_UINT8 2
+#define TYPE_UINT64 5
+#define TYPE_INT8 6
+#define TYPE_INT64 9
+#define TYPE_FP16 10
+#define TYPE_FP32 11
+#define TYPE_FP64 12
+#define TYPE_BYTES 13
+#define TYPE_BF16 14
+
+typedef struct { /* one value of a condition, or of a tensor */
+  char kind;     /* 'i' integer, 'f' floating point, 'b' boolean, 's' string */
+  int64_t i;
+  double f;
+  const char* s;
+  size_t n;
+} Value;
+
+typedef struct {
+  char op; /* E I G L D */
+  int count;
+  Value values[SWITCH_MAX_VALUES];
+} Comparison;
+
+typedef struct {
+  char* model;
+  char* tensor; /* the condition's */
+  Comparison when;
+  int unless_count;
+  Comparison* unless;
+  int input_count, output_count;
+  char** inputs;
+  char** outputs;
+} Branch;
+
+typedef struct {
+  char* name;
+  int source_count;
+  char** sources;
+  int has_default, rows, dim_count, datatype;
+  int64_t dims[SWITCH_MAX_DIMS];
+  char* element;
+  size_t element_size;
+} Served;
+
+struct Switch {
+  TRITONSERVER_Server* server;
+  TRITONSERVER_ResponseAllocator* allocator;
+  int batching;
+  int branch_count, served_count;
+  Branch* branches;
+  Served* served;
+  char* strings; /* every decoded name and string, one block */
+};
+
+static int hexval(char c)
+{
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* decode hex token [t, t+n) into *pool (NUL-terminated); NULL when it is not hex */
+static char* unhex(const char* t, size_t n, char** pool, size_t* size)
+{
+  if (n % 2 != 0) return NULL;
+  char* out = *pool;
+  for (size_t k = 0; k < n; k += 2) {
+    int hi = hexval(t[k]), lo = hexval(t[k + 1]);
+    if (hi < 0 || lo < 0) return NULL;
+    out[k / 2] = (char)(hi * 16 + lo);
+  }
+  out[n / 2] = '\0';
+  *size = n / 2;
+  *pool += n / 2 + 1;
+  return out;
+}
+
+typedef struct {
+  const char* tokens[SWITCH_MAX_VALUES + 8];
+  size_t lengths[SWITCH_MAX_VALUES + 8];
+  int count;
+} Record;
+
+static int split_record(const char* text, size_t size, Record* r)
+{
+  r->count = 0;
+  size_t k = 0;
+  while (k < size) {
+    while (k < size && text[k] == ' ') k++;
+    if (k >= size) break;
+    size_t start = k;
+    while (k < size && text[k] != ' ') k++;
+    if (r->count == (int)(sizeof r->tokens / sizeof r->tokens[0])) return -1;
+    r->tokens[r->count] = text + start;
+    r->lengths[r->count++] = k - start;
+  }
+  return 0;
+}
+
+static int parse_value(const char* t, size_t n, char** pool, Value* v)
+{
+  char buf[64];
+  if (n < 1) return -1;
+  v->kind = t[0];
+  if (v->kind == 's') return (v->s = unhex(t + 1, n - 1, pool, &v->n)) == NULL ? -1 : 0;
+  if (n - 1 >= sizeof buf) return -1;
+  memcpy(buf, t + 1, n - 1);
+  buf[n - 1] = '\0';
+  if (v->kind == 'i' || v->kind == 'b') v->i = strtoll(buf, NULL, 10);
+  else if (v->kind == 'f') v->f = strtod(buf, NULL);
+  else return -1;
+  return 0;
+}
+
+static int parse_comparison(const Record* r, int first, char** pool, Comparison* c)
+{
+  if (r->count <= first || r->lengths[first] != 1) return -1;
+  c->op = r->tokens[first][0];
+  c->count = r->count - first - 1;
+  if (c->count > SWITCH_MAX_VALUES) return -1;
+  for (int k = 0; k < c->count; k++)
+    if (parse_value(r->tokens[first + 1 + k], r->lengths[first + 1 + k], pool, &c->values[k]) != 0) return -1;
+  return 0;
+}
+
+static void switch_free(Switch* sw)
+{
+  if (sw == NULL) return;
+  for (int b = 0; b < sw->branch_count; b++) {
+    free(sw->branches[b].unless);
+    free(sw->branches[b].inputs);
+    free(sw->branches[b].outputs);
+  }
+  for (int o = 0; o < sw->served_count; o++) free(sw->served[o].sources);
+  free(sw->branches);
+  free(sw->served);
+  free(sw->strings);
+  if (sw->allocator != NULL) TRITONSERVER_ResponseAllocatorDelete(sw->allocator);
+  free(sw);
+}
+
+/* the branches' outputs: in the memory their producer asks for (GPU where this process has CUDA) */
+static TRITONSERVER_Error* switch_alloc(TRITONSERVER_ResponseAllocator* allocator, const char* name,
+                                        size_t size, TRITONSERVER_MemoryType type, int64_t type_id,
+                                        void* userp, void** buffer, void** buffer_userp,
+                                        TRITONSERVER_MemoryType* actual, int64_t* actual_id)
+{
+  (void)allocator, (void)name, (void)userp;
+  *buffer = NULL;
+  *buffer_userp = NULL;
+  *actual = TRITONSERVER_MEMORY_CPU;
+  *actual_id = 0;
+  if (size == 0) return NULL;
+  if (type == TRITONSERVER_MEMORY_GPU && cudaMalloc != NULL && cudaSetDevice != NULL &&
+      cudaSetDevice((int)type_id) == 0 && cudaMalloc(buffer, size) == 0) {
+    *actual = TRITONSERVER_MEMORY_GPU;
+    *actual_id = type_id;
+    return NULL;
+  }
+  *buffer = malloc(size);
+  if (*buffer == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", name);
+  return NULL;
+}
+
+static TRITONSERVER_Error* switch_release(TRITONSERVER_ResponseAllocator* allocator, void* buffer,
+                                          void* buffer_userp, size_t size, TRITONSERVER_MemoryType type,
+                                          int64_t type_id)
+{
+  (void)allocator, (void)buffer_userp, (void)size, (void)type_id;
+  if (type == TRITONSERVER_MEMORY_GPU) cudaFree(buffer);
+  else free(buffer);
+  return NULL;
+}
+
+#define BAD_PLAN(what) \
+  do {                 \
+    err = error(TRITONSERVER_ERROR_INVALID_ARG, "the switch's plan", what); \
+    goto fail;         \
+  } while (0)
+
+static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* text, size_t size, Switch** out)
+{
+  TRITONSERVER_Error* err = NULL;
+  Switch* sw = calloc(1, sizeof *sw);
+  if (sw == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL);
+  int records = 1;
+  for (size_t k = 0; k < size; k++) records += text[k] == ';';
+  sw->strings = malloc(size + (size_t)records * 2 + 1); /* decoded strings: never longer than their hex */
+  sw->branches = calloc((size_t)records, sizeof *sw->branches);
+  sw->served = calloc((size_t)records, sizeof *sw->served);
+  if (sw->strings == NULL || sw->branches == NULL || sw->served == NULL) BAD_PLAN("out of memory");
+  char* pool = sw->strings;
+  Branch* b = NULL;
+  Served* o = NULL;
+  Record r;
+  size_t start = 0;
+  while (start <= size) {
+    const char* end = memchr(text + start, ';', size - start);
+    size_t n = end == NULL ? size - start : (size_t)(end - (text + start));
+    if (split_record(text + start, n, &r) != 0) BAD_PLAN("a record has too many tokens");
+    start += n + 1;
+    if (r.count == 0) continue;
+    size_t unused;
+    char kind = r.lengths[0] == 1 ? r.tokens[0][0] : '?';
+    if (kind == 'B' && r.count == 2) {
+      b = &sw->branches[sw->branch_count++];
+      b->inputs = calloc((size_t)records, sizeof(char*));
+      b->outputs = calloc((size_t)records, sizeof(char*));
+      b->unless = calloc(SWITCH_MAX_CASES, sizeof(Comparison));
+      if (b->inputs == NULL || b->outputs == NULL || b->unless == NULL) BAD_PLAN("out of memory");
+      if ((b->model = unhex(r.tokens[1], r.lengths[1], &pool, &unused)) == NULL) BAD_PLAN("a model name");
+    } else if (kind == 'W' && b != NULL && r.count >= 3) {
+      if ((b->tensor = unhex(r.tokens[1], r.lengths[1], &pool, &unused)) == NULL) BAD_PLAN("a tensor name");
+      if (parse_comparison(&r, 2, &pool, &b->when) != 0) BAD_PLAN("a condition");
+    } else if (kind == 'U' && b != NULL && r.count >= 2 && b->unless_count < SWITCH_MAX_CASES) {
+      if (parse_comparison(&r, 1, &pool, &b->unless[b->unless_count++]) != 0) BAD_PLAN("a case");
+    } else if ((kind == 'I' || kind == 'O') && b != NULL && r.count == 2) {
+      char* name = unhex(r.tokens[1], r.lengths[1], &pool, &unused);
+      if (name == NULL) BAD_PLAN("a tensor name");
+      if (kind == 'I') b->inputs[b->input_count++] = name;
+      else b->outputs[b->output_count++] = name;
+    } else if (kind == 'R' && r.count >= 2) {
+      o = &sw->served[sw->served_count++];
+      if ((o->name = unhex(r.tokens[1], r.lengths[1], &pool, &unused)) == NULL) BAD_PLAN("an output name");
+      o->sources = calloc((size_t)r.count, sizeof(char*));
+      if (o->sources == NULL) BAD_PLAN("out of memory");
+      for (int k = 2; k < r.count; k++)
+        if ((o->sources[o->source_count++] = unhex(r.tokens[k], r.lengths[k], &pool, &unused)) == NULL)
+          BAD_PLAN("a source");
+    } else if (kind == 'F' && o != NULL && r.count == 5) {
+      o->has_default = 1;
+      o->datatype = (int)strtol(r.tokens[1], NULL, 10);
+      o->rows = r.tokens[2][0] == '1';
+      const char* d = r.tokens[3];
+      const char* d_end = d + r.lengths[3];
+      while (d < d_end && *d != '-') {
+        if (o->dim_count == SWITCH_MAX_DIMS) BAD_PLAN("a default's dims");
+        char* next;
+        o->dims[o->dim_count++] = strtoll(d, &next, 10);
+        d = next < d_end && *next == ',' ? next + 1 : next;
+        if (next == d && d < d_end && *d != ',') break;
+      }
+      if ((o->element = unhex(r.tokens[4], r.lengths[4], &pool, &o->element_size)) == NULL)
+        BAD_PLAN("a default's element");
+    } else {
+      BAD_PLAN("an unknown or incomplete record");
+    }
+  }
+  for (int k = 0; k < sw->branch_count; k++)
+    if (sw->branches[k].tensor == NULL) BAD_PLAN("a branch without a condition");
+  if ((err = TRITONBACKEND_ModelServer(model, &sw->server)) != NULL) goto fail;
+  if ((err = TRITONSERVER_ResponseAllocatorNew(&sw->allocator, switch_alloc, switch_release, NULL)) != NULL)
+    goto fail;
+  *out = sw;
+  return NULL;
+fail:
+  switch_free(sw);
+  return err;
+}
+
+/* --------------------------------------------------------------------------------- its conditions */
+
+static int is_bool(const Value* v) { return v->kind == 'b'; }
+
+static int numeric(const Value* v) { return v->kind == 'i' || v->kind == 'f' || v->kind == 'b'; }
+
+static double as_double(const Value* v) { return v->kind == 'f' ? v->f : (double)v->i; }
+
+/* -1, 0, 1 as a <, ==, > b (both numeric) */
+static int compare(const Value* a, const Value* b)
+{
+  if (a->kind != 'f' && b->kind != 'f') return a->i < b->i ? -1 : a->i > b->i;
+  double x = as_double(a), y = as_double(b);
+  return x < y ? -1 : x > y;
+}
+
+static int equal(const Value* value, const Value* wanted)
+{
+  if (value->kind == 's' || wanted->kind == 's')
+    return value->kind == wanted->kind && value->n == wanted->n && memcmp(value->s, wanted->s, value->n) == 0;
+  return is_bool(value) == is_bool(wanted) && compare(value, wanted) == 0;
+}
+
+static int holds(const Comparison* c, const Value* value)
+{
+  switch (c->op) {
+    case 'D':
+      return 1;
+    case 'E':
+    case 'I':
+      for (int k = 0; k < c->count; k++)
+        if (equal(value, &c->values[k])) return 1;
+      return 0;
+    case 'G':
+      return numeric(value) && c->count == 1 && compare(value, &c->values[0]) > 0;
+    case 'L':
+      return numeric(value) && c->count == 1 && compare(value, &c->values[0]) < 0;
+    default:
+      return 0;
+  }
+}
+
+static int takes(const Branch* b, const Value* value)
+{
+  for (int k = 0; k < b->unless_count; k++)
+    if (holds(&b->unless[k], value)) return 0;
+  return holds(&b->when, value);
+}
+
+static float half_to_float(uint16_t h)
+{
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) { /* zero or subnormal */
+    float f = (float)mant / 1024.0f / 16384.0f;
+    return sign ? -f : f;
+  }
+  if (exp == 31) bits = sign | 0x7f800000u | (mant << 13);
+  else bits = sign | ((exp + 112) << 23) | (mant << 13);
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* element k of a host tensor of `datatype`; *at walks a BYTES tensor. -1: not a type a condition reads */
+static int element(int datatype, const char* data, size_t size, size_t k, size_t* at, Value* v)
+{
+  v->kind = 'i';
+  switch (datatype) {
+    case TYPE_BOOL:
+      v->kind = 'b';
+      v->i = data[k] != 0;
+      return 0;
+    case TYPE_UINT8: { uint8_t x; memcpy(&x, data + k, 1); v->i = x; return 0; }
+    case TYPE_UINT8 + 1: { uint16_t x; memcpy(&x, data + 2 * k, 2); v->i = x; return 0; }
+    case TYPE_UINT8 + 2: { uint32_t x; memcpy(&x, data + 4 * k, 4); v->i = x; return 0; }
+    case TYPE_UINT64: { uint64_t x; memcpy(&x, data + 8 * k, 8); v->i = (int64_t)x; return 0; }
+    case TYPE_INT8: { int8_t x; memcpy(&x, data + k, 1); v->i = x; return 0; }
+    case TYPE_INT8 + 1: { int16_t x; memcpy(&x, data + 2 * k, 2); v->i = x; return 0; }
+    case TYPE_INT8 + 2: { int32_t x; memcpy(&x, data + 4 * k, 4); v->i = x; return 0; }
+    case TYPE_INT64: { int64_t x; memcpy(&x, data + 8 * k, 8); v->i = x; return 0; }
+    case TYPE_FP16: { uint16_t x; memcpy(&x, data + 2 * k, 2); v->kind = 'f'; v->f = half_to_float(x); return 0; }
+    case TYPE_BF16: {
+      uint16_t x;
+      memcpy(&x, data + 2 * k, 2);
+      uint32_t bits = (uint32_t)x << 16;
+      float f;
+      memcpy(&f, &bits, sizeof f);
+      v->kind = 'f';
+      v->f = f;
+      return 0;
+    }
+    case TYPE_FP32: { float x; memcpy(&x, data + 4 * k, 4); v->kind = 'f'; v->f = x; return 0; }
+    case TYPE_FP64: { double x; memcpy(&x, data + 8 * k, 8); v->kind = 'f'; v->f = x; return 0; }
+    case TYPE_BYTES: {
+      uint32_t n;
+      if (*at + 4 > size) return -1;
+      memcpy(&n, data + *at, 4);
+      if (*at + 4 + n > size) return -1;
+      v->kind = 's';
+      v->s = data + *at + 4;
+      v->n = n;
+      *at += 4 + (size_t)n;
+      return 0;
+    }
+    default:
+      return -1;
+  }
+}
+
+static size_t element_size(int datatype)
+{
+  switch (datatype) {
+    case TYPE_BOOL: case TYPE_UINT8: case TYPE_INT8: return 1;
+    case TYPE_UINT8 + 1: case TYPE_INT8 + 1: case TYPE_FP16: case TYPE_BF16: return 2;
+    case TYPE_UINT8 + 2: case TYPE_INT8 + 2: case TYPE_FP32: return 4;
+    case TYPE_UINT64: case TYPE_INT64: case TYPE_FP64: return 8;
+    default: return 0; /* BYTES: each its own */
+  }
+}
+
+/* a request's batch size: the first dimension of its first input where the model batches, else 1 */
+static uint64_t request_rows(TRITONBACKEND_Request* request, int batching)
+{
+  InputInfo in;
+  int found = 0;
+  if (!batching) return 1;
+  TRITONSERVER_Error* err = find_input(request, NULL, &in, &found);
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  return found && in.dims > 0 && in.shape[0] > 0 ? (uint64_t)in.shape[0] : 1;
+}
+
+/* one input's bytes, on the host and contiguous: *owned is set when they were gathered (free it) */
+static TRITONSERVER_Error* host_bytes(TRITONBACKEND_Input* input, uint64_t size, uint32_t buffers,
+                                      const char** data, char** owned)
+{
+  *owned = NULL;
+  const void* part;
+  uint64_t part_size;
+  TRITONSERVER_MemoryType type;
+  int64_t type_id;
+  if (buffers == 1) {
+    TRY(TRITONBACKEND_InputBuffer(input, 0, &part, &part_size, &type, &type_id));
+    if (type != TRITONSERVER_MEMORY_GPU) {
+      *data = part;
+      return NULL;
+    }
+  }
+  char* copy_ = malloc(size ? size : 1);
+  if (copy_ == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL);
+  *owned = copy_;
+  uint64_t offset = 0;
+  for (uint32_t k = 0; k < buffers; k++) {
+    TRY(TRITONBACKEND_InputBuffer(input, k, &part, &part_size, &type, &type_id));
+    if (offset + part_size > size) return error(TRITONSERVER_ERROR_INTERNAL, "an input's buffers exceed its size", NULL);
+    if (type == TRITONSERVER_MEMORY_GPU) {
+      if (cudaMemcpy == NULL) return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime", NULL);
+      int status = cudaMemcpy(copy_ + offset, part, part_size, CUDA_MEMCPY_DEFAULT);
+      if (status != 0) return cuda_failed("cudaMemcpy", status);
+    } else {
+      memcpy(copy_ + offset, part, part_size);
+    }
+    offset += part_size;
+  }
+  *data = copy_;
+  return NULL;
+}
+
+/* whether the request takes branch b: every value of its condition's tensor must agree */
+static TRITONSERVER_Error* taken(TRITONBACKEND_Request* request, const Branch* b, int* result)
+{
+  InputInfo in;
+  int found_input;
+  TRY(find_input(request, b->tensor, &in, &found_input));
+  if (!found_input) return error(TRITONSERVER_ERROR_INVALID_ARG, "no tensor to evaluate the condition on", b->tensor);
+  const int64_t* shape = in.shape;
+  uint32_t dims = in.dims;
+  uint64_t size = in.size;
+  TRITONSERVER_DataType datatype = in.datatype;
+  const char* data = NULL;
+  char* owned = NULL;
+  TRITONSERVER_Error* gathered = host_bytes(in.input, size, in.buffers, &data, &owned);
+  if (gathered != NULL) {
+    free(owned);
+    return gathered;
+  }
+  uint64_t count = 1;
+  for (uint32_t d = 0; d < dims; d++) count *= shape[d] > 0 ? (uint64_t)shape[d] : 0;
+  TRITONSERVER_Error* err = NULL;
+  int found = -1;
+  size_t at = 0;
+  size_t width = element_size(datatype);
+  if (datatype != TYPE_BYTES && (width == 0 || count * width > size))
+    err = error(TRITONSERVER_ERROR_INVALID_ARG, "a condition's tensor of a type no condition reads", b->tensor);
+  for (uint64_t k = 0; err == NULL && k < count; k++) {
+    Value v;
+    if (element(datatype, data, size, k, &at, &v) != 0) {
+      err = error(TRITONSERVER_ERROR_INVALID_ARG, "a condition's tensor is malformed", b->tensor);
+      break;
+    }
+    int t = takes(b, &v);
+    if (found >= 0 && t != found)
+      err = error(TRITONSERVER_ERROR_INVALID_ARG, "the batch items of one request disagree on the condition on",
+                  b->tensor);
+    found = t;
+  }
+  free(owned);
+  *result = found == 1;
+  return err;
+}
+
+/* ---------------------------------------------------------------------------- one request's calls */
+
+typedef struct {
+  TRITONBACKEND_ModelInstance* instance;
+  Switch* sw;
+  TRITONBACKEND_Request* request;
+  uint64_t start_ns;
+  int pending; /* callbacks still to come, and the execute's own hold (atomic) */
+  TRITONSERVER_Error* err; /* the first error: answered instead of outputs */
+  const char* failed_model;
+  TRITONSERVER_InferenceResponse** responses; /* one per branch: NULL where not taken (or none came) */
+} Call;
+
+static void call_failed(Call* c, TRITONSERVER_Error* err, const char* model)
+{
+  TRITONSERVER_Error* none = NULL;
+  if (!__atomic_compare_exchange_n(&c->err, &none, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    TRITONSERVER_ErrorDelete(err);
+  else
+    c->failed_model = model;
+}
+
+/* copy [src, src+size) of `src_type` into a host or GPU buffer */
+static TRITONSERVER_Error* copy_sync(void* dst, TRITONSERVER_MemoryType dst_type, const void* src,
+                                     TRITONSERVER_MemoryType src_type, size_t size)
+{
+  if (size == 0) return NULL;
+  if (dst_type != TRITONSERVER_MEMORY_GPU && src_type != TRITONSERVER_MEMORY_GPU) {
+    memcpy(dst, src, size);
+    return NULL;
+  }
+  if (cudaMemcpy == NULL) return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime", NULL);
+  int status = cudaMemcpy(dst, src, size, CUDA_MEMCPY_DEFAULT);
+  return status == 0 ? NULL : cuda_failed("cudaMemcpy", status);
+}
+
+/* output o from the switch's own input `source`, when the request has it; *done set when it did */
+static TRITONSERVER_Error* serve_input(Call* c, TRITONBACKEND_Response* response, const Served* o,
+                                       const char* source, int* done)
+{
+  InputInfo in;
+  int found;
+  TRY(find_input(c->request, source, &in, &found));
+  if (!found) return NULL;
+  TRITONBACKEND_Output* output;
+  TRY(TRITONBACKEND_ResponseOutput(response, &output, o->name, in.datatype, in.shape, in.dims));
+  const void* part = NULL;
+  uint64_t part_size = 0;
+  TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
+  int64_t type_id = 0;
+  if (in.buffers > 0) TRY(TRITONBACKEND_InputBuffer(in.input, 0, &part, &part_size, &type, &type_id));
+  void* out;
+  TRY(TRITONBACKEND_OutputBuffer(output, &out, in.size, &type, &type_id));
+  uint64_t offset = 0;
+  for (uint32_t k = 0; k < in.buffers; k++) {
+    TRITONSERVER_MemoryType src_type;
+    int64_t src_id;
+    TRY(TRITONBACKEND_InputBuffer(in.input, k, &part, &part_size, &src_type, &src_id));
+    if (offset + part_size > in.size)
+      return error(TRITONSERVER_ERROR_INTERNAL, "an input's buffers exceed its size", in.name);
+    TRY(copy_sync((char*)out + offset, type, part, src_type, part_size));
+    offset += part_size;
+  }
+  *done = 1;
+  return NULL;
+}
+
+/* output o from a branch's response, when one wrote `source` */
+static TRITONSERVER_Error* serve_branch(Call* c, TRITONBACKEND_Response* response, const Served* o,
+                                        const char* source, int* done)
+{
+  for (int b = 0; b < c->sw->branch_count; b++) {
+    TRITONSERVER_InferenceResponse* r = c->responses[b];
+    if (r == NULL) continue;
+    uint32_t count;
+    TRY(TRITONSERVER_InferenceResponseOutputCount(r, &count));
+    for (uint32_t k = 0; k < count; k++) {
+      const char* name;
+      TRITONSERVER_DataType datatype;
+      const int64_t* shape;
+      uint64_t dims;
+      const void* base;
+      size_t size;
+      TRITONSERVER_MemoryType type;
+      int64_t type_id;
+      void* userp;
+      TRY(TRITONSERVER_InferenceResponseOutput(r, k, &name, &datatype, &shape, &dims, &base, &size, &type,
+                                               &type_id, &userp));
+      if (strcmp(name, source) != 0) continue;
+      TRITONBACKEND_Output* output;
+      TRY(TRITONBACKEND_ResponseOutput(response, &output, o->name, datatype, shape, (uint32_t)dims));
+      void* out;
+      TRITONSERVER_MemoryType out_type = type;
+      int64_t out_id = type_id;
+      TRY(TRITONBACKEND_OutputBuffer(output, &out, size, &out_type, &out_id));
+      TRY(copy_sync(out, out_type, base, type, size));
+      *done = 1;
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+/* output o's default: its element repeated over its shape, on the host */
+static TRITONSERVER_Error* serve_default(Call* c, TRITONBACKEND_Response* response, const Served* o)
+{
+  int64_t shape[SWITCH_MAX_DIMS + 1];
+  uint32_t dims = 0;
+  if (o->rows) shape[dims++] = (int64_t)request_rows(c->request, 1);
+  uint64_t count = 1;
+  for (int k = 0; k < o->dim_count; k++) shape[dims++] = o->dims[k];
+  for (uint32_t k = 0; k < dims; k++) count *= shape[k] > 0 ? (uint64_t)shape[k] : 0;
+  TRITONBACKEND_Output* output;
+  TRY(TRITONBACKEND_ResponseOutput(response, &output, o->name, o->datatype, shape, dims));
+  void* out;
+  TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
+  int64_t type_id = 0;
+  uint64_t size = count * o->element_size;
+  TRY(TRITONBACKEND_OutputBuffer(output, &out, size, &type, &type_id));
+  if (type == TRITONSERVER_MEMORY_GPU) {
+    char* host = malloc(size ? size : 1);
+    if (host == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL);
+    for (uint64_t k = 0; k < count; k++) memcpy(host + k * o->element_size, o->element, o->element_size);
+    TRITONSERVER_Error* err = copy_sync(out, type, host, TRITONSERVER_MEMORY_CPU, size);
+    free(host);
+    return err;
+  }
+  for (uint64_t k = 0; k < count; k++) memcpy((char*)out + k * o->element_size, o->element, o->element_size);
+  return NULL;
+}
+
+static TRITONSERVER_Error* fill(Call* c, TRITONBACKEND_Response* response)
+{
+  for (int b = 0; b < c->sw->branch_count; b++) {
+    if (c->responses[b] == NULL) continue;
+    TRITONSERVER_Error* failed = TRITONSERVER_InferenceResponseError(c->responses[b]);
+    if (failed != NULL) {
+      TRITONSERVER_Error* err = error(TRITONSERVER_ERROR_INTERNAL, c->sw->branches[b].model,
+                                      TRITONSERVER_ErrorMessage(failed));
+      TRITONSERVER_ErrorDelete(failed);
+      return err;
+    }
+  }
+  for (int k = 0; k < c->sw->served_count; k++) {
+    const Served* o = &c->sw->served[k];
+    int done = 0;
+    for (int s = 0; s < o->source_count && !done; s++) {
+      TRY(serve_input(c, response, o, o->sources[s], &done));
+      if (!done) TRY(serve_branch(c, response, o, o->sources[s], &done));
+    }
+    if (!done && o->has_default) TRY(serve_default(c, response, o));
+  }
+  return NULL;
+}
+
+/* every branch has answered (or none was called): answer the request, release it */
+static void finish(Call* c)
+{
+  TRITONBACKEND_Response* response = NULL;
+  TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&response, c->request);
+  if (err == NULL) {
+    err = c->err;
+    c->err = NULL;
+    if (err != NULL && c->failed_model != NULL) {
+      TRITONSERVER_Error* named = error(TRITONSERVER_ERROR_INTERNAL, c->failed_model, TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_ErrorDelete(err);
+      err = named;
+    }
+    if (err == NULL) err = fill(c, response);
+    TRITONSERVER_Error* sent = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
+    if (sent != NULL) TRITONSERVER_ErrorDelete(sent);
+  }
+  uint64_t end = now_ns();
+  TRITONSERVER_Error* stats =
+      TRITONBACKEND_ModelInstanceReportStatistics(c->instance, c->request, err == NULL, c->start_ns, c->start_ns, end, end);
+  if (stats != NULL) TRITONSERVER_ErrorDelete(stats);
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  if (c->err != NULL) TRITONSERVER_ErrorDelete(c->err);
+  TRITONSERVER_Error* released = TRITONBACKEND_RequestRelease(c->request, TRITONSERVER_REQUEST_RELEASE_ALL);
+  if (released != NULL) TRITONSERVER_ErrorDelete(released);
+  for (int b = 0; b < c->sw->branch_count; b++)
+    if (c->responses[b] != NULL) TRITONSERVER_InferenceResponseDelete(c->responses[b]);
+  free(c->responses);
+  free(c);
+}
+
+static void done_one(Call* c)
+{
+  if (__atomic_sub_fetch(&c->pending, 1, __ATOMIC_ACQ_REL) == 0) finish(c);
+}
+
+typedef struct { /* what a branch's callbacks know */
+  Call* call;
+  int branch;
+} Pending;
+
+static void branch_released(TRITONSERVER_InferenceRequest* request, const uint32_t flags, void* userp)
+{
+  if ((flags & TRITONSERVER_REQUEST_RELEASE_ALL) == 0) return;
+  Pending* p = userp;
+  Call* c = p->call;
+  TRITONSERVER_InferenceRequestDelete(request);
+  free(p);
+  done_one(c);
+}
+
+static void branch_answered(TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp)
+{
+  Pending* p = userp;
+  Call* c = p->call;
+  if (response != NULL) {
+    if (c->responses[p->branch] != NULL) TRITONSERVER_InferenceResponseDelete(c->responses[p->branch]);
+    c->responses[p->branch] = response;
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) done_one(c);
+}
+
+/* the request of branch b: the switch's inputs it reads (those the request has), its outputs */
+static TRITONSERVER_Error* branch_request(Call* c, int b, TRITONSERVER_InferenceRequest* irequest)
+{
+  const Branch* branch = &c->sw->branches[b];
+  for (int k = 0; k < branch->input_count; k++) {
+    InputInfo in;
+    int found;
+    TRY(find_input(c->request, branch->inputs[k], &in, &found));
+    if (!found) continue; /* an optional pipeline input the request left out */
+    TRY(TRITONSERVER_InferenceRequestAddInput(irequest, branch->inputs[k], in.datatype, in.shape, in.dims));
+    for (uint32_t n = 0; n < in.buffers; n++) {
+      const void* part;
+      uint64_t part_size;
+      TRITONSERVER_MemoryType type;
+      int64_t type_id;
+      TRY(TRITONBACKEND_InputBuffer(in.input, n, &part, &part_size, &type, &type_id));
+      TRY(TRITONSERVER_InferenceRequestAppendInputData(irequest, branch->inputs[k], part, part_size, type, type_id));
+    }
+  }
+  for (int k = 0; k < branch->output_count; k++)
+    TRY(TRITONSERVER_InferenceRequestAddRequestedOutput(irequest, branch->outputs[k]));
+  return NULL;
+}
+
+/* call branch b for the request; its callbacks count down c->pending (2 of them) */
+static void call_branch(Call* c, int b)
+{
+  const char* model = c->sw->branches[b].model;
+  TRITONSERVER_InferenceRequest* irequest = NULL;
+  Pending* p = malloc(sizeof *p);
+  if (p == NULL) {
+    call_failed(c, error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL), NULL);
+    return;
+  }
+  p->call = c;
+  p->branch = b;
+  TRITONSERVER_Error* err = TRITONSERVER_InferenceRequestNew(&irequest, c->sw->server, model, -1);
+  if (err == NULL) err = branch_request(c, b, irequest);
+  if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(irequest, branch_released, p);
+  if (err == NULL)
+    err = TRITONSERVER_InferenceRequestSetResponseCallback(irequest, c->sw->allocator, NULL, branch_answered, p);
+  if (err == NULL) {
+    __atomic_add_fetch(&c->pending, 2, __ATOMIC_ACQ_REL);
+    err = TRITONSERVER_ServerInferAsync(c->sw->server, irequest, NULL);
+    if (err == NULL) return;
+    __atomic_sub_fetch(&c->pending, 2, __ATOMIC_ACQ_REL); /* the execute's hold keeps it above 0 */
+  }
+  if (irequest != NULL) TRITONSERVER_InferenceRequestDelete(irequest);
+  free(p);
+  call_failed(c, err, model);
+}
+
+static void switch_execute(TRITONBACKEND_ModelInstance* instance, ModelState* model, TRITONBACKEND_Request* request)
+{
+  Switch* sw = model->sw;
+  Call* c = calloc(1, sizeof *c);
+  TRITONSERVER_InferenceResponse** responses = calloc((size_t)sw->branch_count + 1, sizeof *responses);
+  if (c == NULL || responses == NULL) {
+    free(c);
+    free(responses);
+    TRITONBACKEND_Response* response = NULL;
+    if (TRITONBACKEND_ResponseNew(&response, request) == NULL) {
+      TRITONSERVER_Error* sent = TRITONBACKEND_ResponseSend(
+          response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL));
+      if (sent != NULL) TRITONSERVER_ErrorDelete(sent);
+    }
+    TRITONSERVER_Error* released = TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL);
+    if (released != NULL) TRITONSERVER_ErrorDelete(released);
+    return;
+  }
+  c->instance = instance;
+  c->sw = sw;
+  c->request = request;
+  c->start_ns = now_ns();
+  c->pending = 1;
+  c->responses = responses;
+  /* every condition first: a request whose condition fails calls no branch */
+  int* take = calloc((size_t)sw->branch_count + 1, sizeof *take);
+  if (take == NULL) call_failed(c, error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL), NULL);
+  for (int b = 0; b < sw->branch_count && c->err == NULL; b++) {
+    TRITONSERVER_Error* err = taken(request, &sw->branches[b], &take[b]);
+    if (err != NULL) call_failed(c, err, NULL);
+  }
+  for (int b = 0; b < sw->branch_count && c->err == NULL; b++)
+    if (take[b]) call_branch(c, b);
+  free(take);
+  done_one(c);
 }

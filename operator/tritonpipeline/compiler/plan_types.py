@@ -340,6 +340,8 @@ class OrchestratorPlan:
     # a part holds a sequence step: the orchestrator is sequence-batched, its sequences idle out after the
     # longest idle time of those steps (0: not sequence-batched)
     sequence_idle_us: int = 0
+    # the native switch's model name (compiler/switch_plan.py), reserved whichever backend serves it
+    switch: str = ""
 
     @property
     def parts(self) -> tuple[PartPlan, ...]:

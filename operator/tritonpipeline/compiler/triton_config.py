@@ -12,6 +12,7 @@ from google.protobuf import text_format
 
 from ..spec import Model, QueuePolicy, RateLimiter, VersionPolicy
 from .plan_types import NATIVE_ROUTER_BACKEND, ROUTER_INPUT, EnsemblePlan, OrchestratorPlan, RouterPlan
+from .switch_plan import SWITCH_PARAMETER, SwitchPlan
 
 # Triton's ModelConfig schema as protoc generated it for tritonclient (tritonclient/grpc/model_config_pb2.py
 # of the pinned release, BSD-3-Clause): carried here so that the compiler and the operator need neither
@@ -341,3 +342,17 @@ def _orchestrator_sequences(sb: mc.ModelSequenceBatching, idle_us: int) -> None:
     (orchestrator_model.py, sequence_flags). A sequence idles out after its steps' longest idle time."""
     sb.max_sequence_idle_microseconds = idle_us
     sb.oldest.max_candidate_sequences = ORCHESTRATOR_SEQUENCES
+
+
+def switch_config(plan: SwitchPlan) -> mc.ModelConfig:
+    """A conditional pipeline's native switch (native_router.c, compiler/switch_plan.py): the tensors its
+    branches and conditions read in, every one optional (a request may leave an optional pipeline input
+    out), the outputs it serves out, one CPU instance (it copies where each tensor is), its plan."""
+    cfg = mc.ModelConfig(name=plan.name, backend=NATIVE_ROUTER_BACKEND, max_batch_size=plan.max_batch_size)
+    for name, t in plan.inputs:
+        cfg.input.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims, optional=True)
+    for name, t in plan.outputs:
+        cfg.output.add(name=name, data_type=data_type(t.data_type), dims=t.full_dims)
+    cfg.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)
+    cfg.parameters[SWITCH_PARAMETER].string_value = plan.plan
+    return cfg
