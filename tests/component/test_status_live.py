@@ -24,7 +24,7 @@ import tritonclient.http as httpclient
 from component.test_operator import get_cr, wait_reconciled
 from harness.kubeapi import write_status
 from harness.wait import wait_for
-from helpers import cluster_doc, example
+from helpers import ROUTERS, cluster_doc, compile_to_serve, example, with_router
 from support.status_live import stream_doc
 from tritonpipeline.client import SequenceStream
 from tritonpipeline.compiler import (
@@ -240,7 +240,7 @@ def pod_triton(doc: dict[str, Any], tmp_path: Path, pod_ip: str) -> Iterator[Any
     with socket.socket(socket.AF_INET6 if ":" in pod_ip else socket.AF_INET) as probe:
         if probe.connect_ex((pod_ip, METRICS_PORT)) == 0:
             pytest.skip(f"{pod_ip} port {METRICS_PORT} is in use (the pod's metrics port must be that one)")
-    artifacts = compile_pipeline(parse_pipeline(doc), cpu_only=True)
+    artifacts = compile_to_serve(doc)  # its routers (and a switch) as spec.server.router says
     repo = write_repository(artifacts, tmp_path / "repo", Path(doc["spec"]["modelRepository"]["uri"]))
     server = LocalTriton(repo, host=pod_ip, metrics_port=METRICS_PORT, log_file=tmp_path / "triton.log")
     server.start()
@@ -332,12 +332,14 @@ def send_images(server: Any, pipeline: str, images: list[np.ndarray]) -> None:
 
 @pytest.mark.apiserver
 @pytest.mark.tritonserver
-def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_operator, tmp_path):
+@pytest.mark.parametrize("router", ROUTERS)
+def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_operator, tmp_path, router):
     """examples/conditional.yaml served by a real tritonserver as a Ready pod's: after real requests, each
     pipeline's status.branchTraffic counts the inferences each branch took (Triton's own counters of the
     branch ensembles), by the condition and steps the spec gives, the pipeline's, and those that took no
-    branch; a request of two batch items is two inferences. Idle polls leave the numbers as they are."""
-    name = "branching"
+    branch; a request of two batch items is two inferences. Idle polls leave the numbers as they are. On
+    both backends: the Python orchestrator, and the native switch in the pipeline's ensemble."""
+    name = f"branching-{router}"
 
     def no_label_small(doc: dict[str, Any]) -> dict[str, Any]:
         """The `conditional` pipeline's small branch on a label the classifier never gives: its requests
@@ -345,9 +347,10 @@ def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_o
         doc["spec"]["pipelines"][0]["steps"][1]["when"] = {"tensor": "classify.LABEL", "equals": 7}
         return doc
 
-    with pod_triton(no_label_small(example("conditional")), tmp_path, "127.0.0.1") as server:
+    served = with_router(no_label_small(example("conditional")), router)
+    with pod_triton(served, tmp_path, "127.0.0.1") as server:
         run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
-        kube.apply(no_label_small(cluster_doc(name, namespace, "conditional")))
+        kube.apply(with_router(no_label_small(cluster_doc(name, namespace, "conditional")), router))
         wait_reconciled(kube, namespace, name)
 
         def traffic() -> list[dict[str, Any]]:
