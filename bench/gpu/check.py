@@ -19,6 +19,11 @@ Needs the bundle of bench/gpu/pack.py (.gpu/) and, on the GPU host, only a Pytho
    bench/results/gpu-metrics.prom, where tests/component/test_gpu_metrics.py evaluates the autoscaling query
    for gpuUtilization with the real Prometheus.
 5. `serve examples/fanout.yaml` with no flag on the GPU host keeps GPU instance groups and answers.
+6. The conditional pipeline gpu_conditional (`when:` on a per-request BRANCH input: an orchestrator, a
+   head ensemble making FEATS on the GPU, an ensemble per branch): each branch and a mixed concurrent
+   batch checked numerically; host<->device copies per request counted beside the plain ensemble of the
+   branch taken (gpu_branch0, gpu_branch1), where the condition must add no copy of FEATS; p50 of the
+   conditional pipeline over that ensemble's at concurrency 1 and 16.
 
 Without a GPU it checks everything up to the point that needs one (the bundle unpacks, the packed
 tritonserver serves examples/fanout.yaml on the CPU, the GPU pipeline compiles) and exits 2, saying so.
@@ -56,13 +61,22 @@ FEATS_BYTES = ROWS * 4 * 4
 EXIT_NO_GPU = 2
 ROUTERS = ("python", "native")  # what the routers run on, each checked and measured
 # the parts of the check (--sections): correctness and copies per router (1, 2), latency and metrics
-# (3, 4), the fan-out example with no flag (5)
-SECTIONS = ("correctness", "latency", "example")
+# (3, 4), the fan-out example with no flag (5), the conditional pipeline (6)
+SECTIONS = ("correctness", "latency", "example", "conditional")
 FANOUT_PIPELINES = {
     "gpu_router": ("SUMS_B", "SUMS_C"),
     "gpu_shared": ("SUMS_B", "SUMS_C"),
     "gpu_control": ("SUMS",),
 }
+# section 6: gpu_conditional takes branch 0 (gpu_head: SUMS) or branch 1 (gpu_head -> gpu_scale: 2 * SUMS)
+# by its BRANCH input; BRANCH_ENSEMBLES[b] is branch b's plain ensemble, the same steps with no condition
+CONDITIONAL = "gpu_conditional"
+BRANCH_ENSEMBLES = ("gpu_branch0", "gpu_branch1")
+# the ensembles the compiler makes of its unconditional steps and of each branch
+HEAD_PART, BRANCH_PARTS = "gpu_conditional__head", ("gpu_conditional__when0", "gpu_conditional__when1")
+BRANCH_FACTOR = (1.0, 2.0)  # SUMS of branch b over expected_sums
+MIXED = (0, 1, 1, 0, 1, 0, 0, 1)  # request i of the mixed batch takes MIXED[i % 8]
+COPY_KINDS = ("HtoD", "DtoH")  # the copies between host and device (the counter names them so)
 
 
 def log(message: str) -> None:
@@ -281,6 +295,111 @@ def fanout_call(client: Any, model: str, seeds: Any, outputs: tuple[str, ...]) -
     return call
 
 
+def branch_rows(branch: int, rows: int) -> Any:
+    """A request's BRANCH input: one INT32 per batch item, all the same (a condition is per request)."""
+    import numpy as np
+
+    return np.full((rows, 1), branch, dtype=np.int32)
+
+
+def expected_branch(seed: Any, branch: int) -> Any:
+    """gpu_conditional's (and branch `branch`'s ensemble's) SUMS for a seed."""
+    sums = expected_sums(seed)
+    return (sums * BRANCH_FACTOR[branch]).astype(sums.dtype)
+
+
+def conditional_call(client: Any, model: str, seeds: Any, branches: tuple[int, ...]) -> Callable[[int], Any]:
+    """Request i: seed i through `model`, taking branch branches[i % len(branches)]: gpu_conditional is
+    given it as BRANCH, a branch's plain ensemble is that branch. SUMS is checked."""
+    import numpy as np
+
+    from harness.load import WrongAnswer
+
+    async def call(i: int) -> None:
+        seed = seeds[i % len(seeds)]
+        branch = branches[i % len(branches)]
+        inputs = [client.input("SEED", seed)]
+        if model == CONDITIONAL:
+            inputs.append(client.input("BRANCH", branch_rows(branch, len(seed))))
+        result = await client.infer(model, inputs)
+        got, want = result.as_numpy("SUMS"), expected_branch(seed, branch)
+        if got is None or not np.allclose(got, want, rtol=2e-4):
+            raise WrongAnswer(
+                f"{model} (branch {branch}).SUMS = {None if got is None else got.tolist()}, "
+                f"expected {want.tolist()}"
+            )
+
+    return call
+
+
+async def check_conditional(client: Any, get: Callable[[str], Any], seeds: Any) -> dict[str, Any]:
+    """gpu_conditional: each branch with requests of 1, 2, 4 and 8 rows one by one, then a mixed batch
+    (MIXED) at concurrency 16, whose requests the orchestrator joins per branch (Triton's statistics of
+    the orchestrator and the branches' ensembles around it show how); every failure recorded, never
+    raised."""
+    import numpy as np
+
+    from harness import triton_stats
+    from harness.load import closed_loop
+
+    batches: dict[str, str] = {}
+    for branch in (0, 1):
+        for b in (1, 2, 4, 8):
+            x = np.random.default_rng(10 * branch + b).normal(size=(b, 4)).astype(np.float32)
+            try:
+                r = await client.infer(
+                    CONDITIONAL, [client.input("SEED", x), client.input("BRANCH", branch_rows(branch, b))]
+                )
+                got = r.as_numpy("SUMS")
+                right = got is not None and np.allclose(got, expected_branch(x, branch), rtol=2e-4)
+                batches[f"branch{branch}/rows{b}"] = (
+                    "right" if right else f"wrong: {None if got is None else got.tolist()}"
+                )
+            except Exception as exc:
+                batches[f"branch{branch}/rows{b}"] = f"{type(exc).__name__}: {exc}"[:300]
+    models = [CONDITIONAL, *BRANCH_PARTS]
+    before = triton_stats.snapshot(get, models)
+    res = await closed_loop(conditional_call(client, CONDITIONAL, seeds, MIXED), concurrency=16, requests=256)
+    after = triton_stats.snapshot(get, models)
+    return {
+        "batches": batches,
+        "both_branches_right": all(v == "right" for v in batches.values()),
+        "mixed": {
+            "requests": res.requests,
+            "errors": res.errors,
+            "error_samples": list(res.error_samples),
+            "step_us": triton_stats.per_request(after, before),
+        },
+    }
+
+
+def added_by_condition(copies: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Bytes a request copies between host and device on the conditional path beyond the plain ensemble
+    of the branch it takes, per copy kind (COPY_KINDS): per branch, and for the mixed batch beyond the
+    mean of the two ensembles (half its requests take each branch)."""
+    per = {label: c["bytes_per_request"] for label, c in copies.items()}
+    out: dict[str, dict[str, float]] = {}
+    for kind in COPY_KINDS:
+        ensembles = [per[f"ensemble_branch{b}"].get(kind, 0.0) for b in (0, 1)]
+        for b in (0, 1):
+            out.setdefault(f"branch{b}", {})[kind] = (
+                per[f"conditional_branch{b}"].get(kind, 0.0) - ensembles[b]
+            )
+        out.setdefault("mixed", {})[kind] = per["conditional_mixed"].get(kind, 0.0) - sum(ensembles) / 2
+    return out
+
+
+def conditional_paths() -> dict[str, tuple[str, tuple[int, ...]]]:
+    """What section 6 counts copies on, by label: (model called, the branches its requests take)."""
+    return {
+        "conditional_branch0": (CONDITIONAL, (0,)),
+        "ensemble_branch0": (BRANCH_ENSEMBLES[0], (0,)),
+        "conditional_branch1": (CONDITIONAL, (1,)),
+        "ensemble_branch1": (BRANCH_ENSEMBLES[1], (1,)),
+        "conditional_mixed": (CONDITIONAL, MIXED),
+    }
+
+
 async def check_stream(client: Any, sequences: int, chunks: int) -> dict[str, Any]:
     """Interleaved sequences through gpu_stream: TOTAL after chunk k is 2 * the sum of chunks 0..k."""
     import numpy as np
@@ -392,6 +511,15 @@ def by_kind(counts: dict[str, dict[str, int]]) -> dict[str, int]:
     return out
 
 
+def counting(env: dict[str, Any], directory: Path) -> dict[str, str]:
+    """The environment that injects the copy counter (the bundle's, where it has one) into tritonserver
+    and its stubs, each writing its counts under `directory` (made here)."""
+    directory.mkdir()
+    if env["counter"] is None:
+        return {}
+    return {"CUDA_INJECTION64_PATH": str(env["counter"]), "TP_MEMCPY_DIR": str(directory)}
+
+
 async def counted(directory: Path, call: Callable[[int], Any], requests: int) -> dict[str, Any]:
     from harness.load import closed_loop
 
@@ -435,60 +563,53 @@ def router_name(server: Serve) -> str:
     return router_line(server).split()[1]
 
 
-async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]) -> dict[str, Any]:
-    """Router vs shared for each router backend, side by side: each round runs the four paths (two per
-    server) at each concurrency, in alternating order; medians over rounds."""
-    import contextlib
+Route = tuple[str, str]  # a measured path: (server or branch label, model called)
 
+
+async def interleaved(
+    calls: dict[Route, Callable[[int], Any]],
+    stats: dict[Route, tuple[Callable[[str], Any], list[str]]],
+    rounds: int,
+    requests: dict[int, int],
+) -> dict[Route, dict[str, dict[str, Any]]]:
+    """Each path's `call` at each concurrency every round, the paths in alternating order after a
+    warm-up; Triton's statistics of its models (`stats`: the server's GET and the models) read around
+    each run. Per path and concurrency: the medians over rounds, and each round."""
     import numpy as np
 
     from harness import triton_stats
     from harness.load import closed_loop
-    from tritonpipeline.client import AsyncTritonClient
 
-    seeds = np.random.default_rng(1).normal(size=(64, 1, 4)).astype(np.float32)
-    paths = [(b, m) for b in servers for m in ("gpu_router", "gpu_shared")]
-    runs: dict[tuple[str, str], dict[int, list[dict[str, Any]]]] = {p: {} for p in paths}
-    # where each path's time goes: Triton's statistics of the ensemble and its steps, read around each run
-    getters = {b: s.http_json for b, s in servers.items()}
-    step_models = {
-        (b, m): [m, *([router_name(servers[b])] if m == "gpu_router" else []), "gpu_producer", "gpu_head"]
-        for b, m in paths
-    }
-    async with contextlib.AsyncExitStack() as stack:
-        clients = {
-            b: await stack.enter_async_context(AsyncTritonClient(s.grpc, protocol="grpc"))
-            for b, s in servers.items()
-        }
-        calls = {(b, m): fanout_call(clients[b], m, seeds, ("SUMS_B", "SUMS_C")) for b, m in paths}
-        for call in calls.values():
-            await closed_loop(call, concurrency=8, requests=200)  # warm-up
-        for r in range(rounds):
-            order = paths if r % 2 == 0 else list(reversed(paths))
-            for c, n in requests.items():
-                for path in order:
-                    before = triton_stats.snapshot(getters[path[0]], step_models[path])
-                    res = await closed_loop(calls[path], concurrency=c, requests=n, max_seconds=60)
-                    after = triton_stats.snapshot(getters[path[0]], step_models[path])
-                    runs[path].setdefault(c, []).append(
-                        {
-                            "p50_ms": res.p50,
-                            "p99_ms": res.p99,
-                            "rps": res.throughput,
-                            "errors": res.errors,
-                            "error_samples": list(res.error_samples),
-                            "step_us": triton_stats.per_request(after, before),
-                        }
-                    )
-                    for sample in res.error_samples[:2]:
-                        log(f"  error on {path[0]} {path[1]} c={c}: {sample[:400]}")
-                    log(
-                        f"round {r + 1}/{rounds} {path[0]} {path[1]} c={c}: p50 {res.p50:.3f} ms "
-                        f"p99 {res.p99:.3f} ms {res.throughput:.0f} req/s errors {res.errors}"
-                    )
-    summary: dict[str, Any] = {b: {} for b in servers}
-    for (b, model), per_c in runs.items():
-        summary[b][model] = {
+    paths = list(calls)
+    runs: dict[Route, dict[int, list[dict[str, Any]]]] = {p: {} for p in paths}
+    for call in calls.values():
+        await closed_loop(call, concurrency=8, requests=200)  # warm-up
+    for r in range(rounds):
+        order = paths if r % 2 == 0 else list(reversed(paths))
+        for c, n in requests.items():
+            for path in order:
+                get, models = stats[path]
+                before = triton_stats.snapshot(get, models)
+                res = await closed_loop(calls[path], concurrency=c, requests=n, max_seconds=60)
+                after = triton_stats.snapshot(get, models)
+                runs[path].setdefault(c, []).append(
+                    {
+                        "p50_ms": res.p50,
+                        "p99_ms": res.p99,
+                        "rps": res.throughput,
+                        "errors": res.errors,
+                        "error_samples": list(res.error_samples),
+                        "step_us": triton_stats.per_request(after, before),
+                    }
+                )
+                for sample in res.error_samples[:2]:
+                    log(f"  error on {path[0]} {path[1]} c={c}: {sample[:400]}")
+                log(
+                    f"round {r + 1}/{rounds} {path[0]} {path[1]} c={c}: p50 {res.p50:.3f} ms "
+                    f"p99 {res.p99:.3f} ms {res.throughput:.0f} req/s errors {res.errors}"
+                )
+    return {
+        path: {
             str(c): {
                 "p50_ms": float(np.median([x["p50_ms"] for x in xs])),
                 "p99_ms": float(np.median([x["p99_ms"] for x in xs])),
@@ -499,6 +620,39 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
             }
             for c, xs in per_c.items()
         }
+        for path, per_c in runs.items()
+    }
+
+
+async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]) -> dict[str, Any]:
+    """Router vs shared for each router backend, side by side: each round runs the four paths (two per
+    server) at each concurrency, in alternating order; medians over rounds."""
+    import contextlib
+
+    import numpy as np
+
+    from tritonpipeline.client import AsyncTritonClient
+
+    seeds = np.random.default_rng(1).normal(size=(64, 1, 4)).astype(np.float32)
+    paths = [(b, m) for b in servers for m in ("gpu_router", "gpu_shared")]
+    # where each path's time goes: Triton's statistics of the ensemble and its steps, read around each run
+    stats = {
+        (b, m): (
+            servers[b].http_json,
+            [m, *([router_name(servers[b])] if m == "gpu_router" else []), "gpu_producer", "gpu_head"],
+        )
+        for b, m in paths
+    }
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {
+            b: await stack.enter_async_context(AsyncTritonClient(s.grpc, protocol="grpc"))
+            for b, s in servers.items()
+        }
+        calls = {(b, m): fanout_call(clients[b], m, seeds, ("SUMS_B", "SUMS_C")) for b, m in paths}
+        runs = await interleaved(calls, stats, rounds, requests)
+    summary: dict[str, Any] = {b: {} for b in servers}
+    for (b, model), per_c in runs.items():
+        summary[b][model] = per_c
     summary["ratio_router_over_shared_p50"] = {
         b: {
             str(c): summary[b]["gpu_router"][str(c)]["p50_ms"] / summary[b]["gpu_shared"][str(c)]["p50_ms"]
@@ -512,6 +666,44 @@ async def bench(servers: dict[str, Serve], rounds: int, requests: dict[int, int]
             / summary["python"]["gpu_router"][str(c)]["p50_ms"]
             for c in requests
         }
+    return summary
+
+
+async def bench_conditional(server: Serve, rounds: int, requests: dict[int, int]) -> dict[str, Any]:
+    """gpu_conditional taking each branch beside that branch's plain ensemble, the four paths interleaved
+    (interleaved); p50 ratio conditional/ensemble per branch and concurrency."""
+    import numpy as np
+
+    from tritonpipeline.client import AsyncTritonClient
+
+    seeds = np.random.default_rng(3).normal(size=(64, 1, 4)).astype(np.float32)
+    paths = {
+        (f"branch{b}", model): (model, (b,)) for b in (0, 1) for model in (CONDITIONAL, BRANCH_ENSEMBLES[b])
+    }
+    steps = ["gpu_producer", "gpu_head", "gpu_scale"]
+    stats = {
+        (label, model): (
+            server.http_json,
+            [model, *([HEAD_PART, BRANCH_PARTS[int(label[-1])]] if model == CONDITIONAL else []), *steps],
+        )
+        for label, model in paths
+    }
+    async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+        calls = {
+            p: conditional_call(client, model, seeds, branches) for p, (model, branches) in paths.items()
+        }
+        runs = await interleaved(calls, stats, rounds, requests)
+    summary: dict[str, Any] = {f"branch{b}": {} for b in (0, 1)}
+    for (label, model), per_c in runs.items():
+        summary[label][model] = per_c
+    summary["ratio_conditional_over_branch_p50"] = {
+        f"branch{b}": {
+            str(c): summary[f"branch{b}"][CONDITIONAL][str(c)]["p50_ms"]
+            / summary[f"branch{b}"][BRANCH_ENSEMBLES[b]][str(c)]["p50_ms"]
+            for c in requests
+        }
+        for b in (0, 1)
+    }
     return summary
 
 
@@ -588,13 +780,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
         for backend in ROUTERS:
             checks = results["checks"].setdefault(backend, {})
             counter_dir = work / f"memcpy-{backend}"
-            counter_dir.mkdir()
-            counter_env = {}
-            if env["counter"] is not None:
-                counter_env = {
-                    "CUDA_INJECTION64_PATH": str(env["counter"]),
-                    "TP_MEMCPY_DIR": str(counter_dir),
-                }
+            counter_env = counting(env, counter_dir)
             log(f"serving bench/gpu/pipeline.yaml (no --gpu/--cpu flag, --router {backend}), copies counted")
             server = Serve(
                 PIPELINE,
@@ -690,6 +876,57 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
             failed("fanout example", server)
         finally:
             server.stop()
+
+    # 6: the conditional pipeline: right on both branches and mixed, copies beside the branch's ensemble
+    # (counted server), then latency beside it (a server without the counter)
+    if "conditional" in args.sections:
+        cond: dict[str, Any] = {}
+        results["conditional"] = cond
+        counter_dir = work / "memcpy-conditional"
+        log("serving bench/gpu/pipeline.yaml for gpu_conditional, copies counted")
+        server = Serve(
+            PIPELINE,
+            work / "serve-conditional-counted.log",
+            flags=["--keep", "--exit-timeout=30"],
+            env=counting(env, counter_dir),
+        )
+        try:
+            server.wait()
+            cond["instance_kinds"] = {
+                m: instance_kinds(server, m) for m in (CONDITIONAL, "gpu_producer", "gpu_head", "gpu_scale")
+            }
+            async with AsyncTritonClient(server.grpc, protocol="grpc") as client:
+                cond["outputs"] = await check_conditional(client, server.http_json, seeds)
+                log(f"conditional: {cond['outputs']}")
+                if env["counter"] is not None:
+                    copies = {}
+                    for label, (model, branches) in conditional_paths().items():
+                        call = conditional_call(client, model, seeds, branches)
+                        copies[label] = await counted(counter_dir, call, 200)
+                        log(f"conditional: copies on {label}: {copies[label]['bytes_per_request']} a request")
+                    control = fanout_call(client, "gpu_control", seeds, FANOUT_PIPELINES["gpu_control"])
+                    copies["control"] = await counted(counter_dir, control, 200)
+                    cond["copies"] = {
+                        **copies,
+                        "added_by_condition": added_by_condition(copies),
+                        "feats_bytes_per_request": FEATS_BYTES,
+                        "processes_counted": sorted(read_counters(counter_dir)),
+                    }
+                    log(f"conditional: bytes a request added by the condition: {added_by_condition(copies)}")
+        except Exception:
+            failed("conditional: correctness and copies", server)
+        finally:
+            cond["serve_exit_code"] = server.stop()
+        log("serving bench/gpu/pipeline.yaml without the counter: gpu_conditional vs the branch's ensemble")
+        server = Serve(PIPELINE, work / "serve-conditional-bench.log", flags=keep)
+        try:
+            server.wait()
+            requests = {1: args.requests_c1, 16: args.requests_c16}
+            cond["latency"] = await bench_conditional(server, args.rounds, requests)
+        except Exception:
+            failed("conditional: latency", server)
+        finally:
+            server.stop()
     return results
 
 
@@ -738,6 +975,8 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
         out["native router/shared p50 <= 1.05 at c1 and c16"] = all(
             ratios.get(c, 9) <= 1.05 for c in ("1", "16")
         )
+    if "conditional" in ran:
+        out.update(conditional_verdicts(results.get("conditional", {})))
     out["every section ran to the end"] = not results.get("errors")
     metrics = results.get("metrics", {})
     if metrics:
@@ -746,6 +985,30 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
             "nv_gpu_memory_used_bytes",
             "nv_gpu_memory_total_bytes",
         } <= set(metrics.get("gpu_series", []))
+    return out
+
+
+def conditional_verdicts(cond: dict[str, Any]) -> dict[str, bool]:
+    """Section 6's claims: the steps on GPU instances, both branches and the mixed batch right, the
+    counter seeing the control's copy, and no FEATS copy (1 % of it, either way) that the branch's plain
+    ensemble does not make. The latency ratios are recorded, not judged."""
+    kinds = cond.get("instance_kinds", {})
+    outputs = cond.get("outputs", {})
+    out = {
+        "conditional: its steps run as KIND_GPU instances": bool(kinds)
+        and all(kinds.get(m) == ["KIND_GPU"] for m in ("gpu_producer", "gpu_head", "gpu_scale")),
+        "conditional: both branches right, 1 to 8 rows": outputs.get("both_branches_right") is True,
+        "conditional: a mixed concurrent batch right": outputs.get("mixed", {}).get("errors", 1) == 0,
+    }
+    copies = cond.get("copies")
+    if copies:
+        out["conditional: the counter sees the control's 1 MiB device-to-host copy"] = (
+            copies["control"]["bytes_per_request"].get("DtoH", 0) >= FEATS_BYTES
+        )
+        for label, added in copies["added_by_condition"].items():
+            out[f"conditional: {label} adds no FEATS copy to its branch's ensemble"] = all(
+                added.get(kind, 0) < FEATS_BYTES / 100 for kind in COPY_KINDS
+            )
     return out
 
 
@@ -762,6 +1025,9 @@ def no_gpu_checks(work: Path) -> dict[str, Any]:
     config = c.artifacts.files[f"{router}/config.pbtxt"].decode()
     group = "KIND_GPU" if "KIND_GPU" in config else "no GPU group"
     log(f"bench/gpu/pipeline.yaml compiles; router {router} has {group}")
+    (orchestrator,) = c.artifacts.plan.orchestrators
+    parts = sorted(p.model for p in orchestrator.parts)
+    log(f"{CONDITIONAL} compiles to an orchestrator over {parts}")
     log("serving examples/fanout.yaml --cpu on the packed tritonserver")
     server = Serve(FANOUT, work / "serve-cpu.log", flags=["--cpu"])
     try:
@@ -773,7 +1039,11 @@ def no_gpu_checks(work: Path) -> dict[str, Any]:
     finally:
         server.stop()
     log(f"packed tritonserver answered on the CPU: {'right' if ok else 'WRONG'}")
-    return {"router_kind_gpu": "KIND_GPU" in config, "packed_server_cpu_answer_right": ok}
+    return {
+        "router_kind_gpu": "KIND_GPU" in config,
+        "conditional_parts": parts,
+        "packed_server_cpu_answer_right": ok,
+    }
 
 
 def sections(value: str) -> tuple[str, ...]:
@@ -891,6 +1161,16 @@ def print_table(results: dict[str, Any]) -> None:
         if steps:
             print("\nat concurrency 1, per request from Triton's statistics (medians over rounds):")
             print(format_table(["routers", "pipeline", *triton_stats.TABLE_HEADERS], steps))
+    cond = results.get("conditional", {}).get("latency", {})
+    rows = []
+    for branch in ("branch0", "branch1"):
+        for model, per_c in cond.get(branch, {}).items():
+            for c, x in per_c.items():
+                rows.append([branch, model, c, f"{x['p50_ms']:.3f}", f"{x['p99_ms']:.3f}", f"{x['rps']:.0f}"])
+    if rows:
+        print(format_table(["branch", "pipeline", "concurrency", "p50 ms", "p99 ms", "req/s"], rows))
+        for branch, ratios in cond["ratio_conditional_over_branch_p50"].items():
+            print(f"conditional/{branch} ensemble p50:", {c: round(v, 3) for c, v in ratios.items()})
     for claim, ok in results["verdicts"].items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
 

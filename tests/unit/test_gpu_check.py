@@ -1,0 +1,121 @@
+"""bench/gpu/check.py's conditional section (section 6), the parts that need no GPU: the pipeline it
+serves compiles to the parts it names, the inputs and answers it expects, and how its copies and checks
+become verdicts. The section itself needs a GPU (`make gpu-check`)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from bench.gpu import check
+from tritonpipeline.cli import compile_file
+
+FEATS = check.FEATS_BYTES
+
+
+def _copies(**dtoh: float) -> dict[str, dict[str, dict[str, float]]]:
+    """Counted copies by label: each path's DtoH bytes a request as given, 16 bytes HtoD (the seed)."""
+    labels = [*check.conditional_paths(), "control"]
+    return {label: {"bytes_per_request": {"HtoD": 16.0, "DtoH": dtoh.get(label, 16.0)}} for label in labels}
+
+
+def _section(**copies: float) -> dict[str, object]:
+    """Section 6's results on a GPU where everything holds, with the DtoH bytes given by label."""
+    copied = _copies(**{"control": FEATS + 16, **copies})
+    return {
+        "instance_kinds": {
+            check.CONDITIONAL: ["KIND_CPU"],
+            **{m: ["KIND_GPU"] for m in ("gpu_producer", "gpu_head", "gpu_scale")},
+        },
+        "outputs": {"both_branches_right": True, "mixed": {"errors": 0}},
+        "copies": {**copied, "added_by_condition": check.added_by_condition(copied)},
+    }
+
+
+def test_the_conditional_pipeline_compiles_to_the_parts_the_check_names() -> None:
+    (c,) = compile_file(str(check.PIPELINE))
+    (orchestrator,) = c.artifacts.plan.orchestrators
+    assert orchestrator.name == check.CONDITIONAL
+    assert orchestrator.head is not None and orchestrator.head.model == check.HEAD_PART
+    assert tuple(b.model for b in orchestrator.branches) == check.BRANCH_PARTS
+    ensembles = {e.name: e for e in c.artifacts.plan.ensembles}
+    # each branch's plain ensemble holds the steps of the head and of that branch, nothing else
+    for part, plain in zip(check.BRANCH_PARTS, check.BRANCH_ENSEMBLES, strict=True):
+        steps = [s.model for name in (check.HEAD_PART, part) for s in ensembles[name].steps]
+        assert steps == [s.model for s in ensembles[plain].steps]
+    # the FEATS of the head reach each branch through the orchestrator, and no router is inserted there
+    assert all(b.inputs == ("produce.FEATS",) for b in orchestrator.branches)
+    assert [r.name for r in c.artifacts.plan.routers] == ["gpu_router__produce__FEATS__router"]
+
+
+def test_a_requests_branch_and_its_expected_answer() -> None:
+    rows = check.branch_rows(1, 3)
+    assert rows.dtype == np.int32 and rows.shape == (3, 1) and set(rows.ravel()) == {1}
+    seed = np.array([[1.0, -2.0, 0.5, 0.0]], dtype=np.float32)
+    assert np.array_equal(check.expected_branch(seed, 0), check.expected_sums(seed))
+    assert np.array_equal(check.expected_branch(seed, 1), 2 * check.expected_sums(seed))
+    assert check.expected_branch(seed, 1).dtype == np.float32
+    # the mixed batch takes each branch as often (added_by_condition compares it with the ensembles' mean)
+    assert sorted(check.MIXED) == [0] * 4 + [1] * 4
+
+
+def test_copies_added_by_the_condition_beyond_the_branchs_ensemble() -> None:
+    copied = _copies(
+        conditional_branch0=FEATS + 16,  # the orchestrator took FEATS to the host on branch 0
+        ensemble_branch1=32.0,
+        conditional_branch1=32.0,
+        conditional_mixed=FEATS / 2 + 40,
+    )
+    added = check.added_by_condition(copied)
+    assert added == {
+        "branch0": {"HtoD": 0.0, "DtoH": FEATS},
+        "branch1": {"HtoD": 0.0, "DtoH": 0.0},
+        "mixed": {"HtoD": 0.0, "DtoH": FEATS / 2 + 40 - 24},
+    }
+
+
+def test_the_sections_verdicts_hold_where_the_condition_adds_no_copy() -> None:
+    verdicts = check.conditional_verdicts(_section())
+    assert len(verdicts) == 7 and all(verdicts.values()), verdicts
+
+
+@pytest.mark.parametrize(
+    ("change", "failing"),
+    [
+        ({"conditional_mixed": FEATS / 2}, "conditional: mixed adds no FEATS copy to its branch's ensemble"),
+        ({"conditional_branch1": FEATS}, "conditional: branch1 adds no FEATS copy to its branch's ensemble"),
+        ({"control": 16.0}, "conditional: the counter sees the control's 1 MiB device-to-host copy"),
+    ],
+)
+def test_a_copy_the_condition_adds_or_a_blind_counter_fails_the_section(
+    change: dict[str, float], failing: str
+) -> None:
+    verdicts = check.conditional_verdicts(_section(**change))
+    assert [claim for claim, ok in verdicts.items() if not ok] == [failing]
+
+
+def test_wrong_answers_or_cpu_instances_fail_and_no_counter_judges_no_copies() -> None:
+    section = _section()
+    section["instance_kinds"] = {m: ["KIND_CPU"] for m in ("gpu_producer", "gpu_head", "gpu_scale")}
+    section["outputs"] = {"both_branches_right": False, "mixed": {"errors": 3}}
+    del section["copies"]
+    assert check.conditional_verdicts(section) == {
+        "conditional: its steps run as KIND_GPU instances": False,
+        "conditional: both branches right, 1 to 8 rows": False,
+        "conditional: a mixed concurrent batch right": False,
+    }
+    # a section that failed before answering anything judges nothing true
+    assert not any(check.conditional_verdicts({}).values())
+
+
+def test_the_section_is_one_of_the_checks_and_judged_only_when_it_ran() -> None:
+    assert "conditional" in check.SECTIONS
+    assert check.sections("conditional") == ("conditional",)
+    with pytest.raises(argparse.ArgumentTypeError):
+        check.sections("conditions")
+    ran = check.verdicts({"sections": ["conditional"], "checks": {}, "conditional": _section()})
+    assert all(ran.values()) and sum(claim.startswith("conditional: ") for claim in ran) == 7
+    others = check.verdicts({"sections": ["example"], "checks": {}, "conditional": _section()})
+    assert not any(claim.startswith("conditional: ") for claim in others)
