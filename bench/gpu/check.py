@@ -879,15 +879,16 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
     # 6: the conditional pipeline: right on both branches and mixed, copies beside the branch's ensemble
     # (counted server), then latency beside it (a server without the counter)
-    if "conditional" in args.sections:
+    # on each backend: the Python orchestrator, and the native switch in the pipeline's ensemble
+    for backend in ROUTERS if "conditional" in args.sections else ():
         cond: dict[str, Any] = {}
-        results["conditional"] = cond
-        counter_dir = work / "memcpy-conditional"
-        log("serving bench/gpu/pipeline.yaml for gpu_conditional, copies counted")
+        results.setdefault("conditional", {})[backend] = cond
+        counter_dir = work / f"memcpy-conditional-{backend}"
+        log(f"serving bench/gpu/pipeline.yaml for gpu_conditional (--router {backend}), copies counted")
         server = Serve(
             PIPELINE,
-            work / "serve-conditional-counted.log",
-            flags=["--keep", "--exit-timeout=30"],
+            work / f"serve-conditional-counted-{backend}.log",
+            flags=["--keep", "--exit-timeout=30", "--router", backend],
             env=counting(env, counter_dir),
         )
         try:
@@ -914,17 +915,19 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
                     }
                     log(f"conditional: bytes a request added by the condition: {added_by_condition(copies)}")
         except Exception:
-            failed("conditional: correctness and copies", server)
+            failed(f"conditional ({backend}): correctness and copies", server)
         finally:
             cond["serve_exit_code"] = server.stop()
-        log("serving bench/gpu/pipeline.yaml without the counter: gpu_conditional vs the branch's ensemble")
-        server = Serve(PIPELINE, work / "serve-conditional-bench.log", flags=keep)
+        log(f"serving bench/gpu/pipeline.yaml, no counter (--router {backend}): the branch's ensemble beside")
+        server = Serve(
+            PIPELINE, work / f"serve-conditional-bench-{backend}.log", flags=[*keep, "--router", backend]
+        )
         try:
             server.wait()
             requests = {1: args.requests_c1, 16: args.requests_c16}
             cond["latency"] = await bench_conditional(server, args.rounds, requests)
         except Exception:
-            failed("conditional: latency", server)
+            failed(f"conditional ({backend}): latency", server)
         finally:
             server.stop()
     return results
@@ -976,7 +979,9 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
             ratios.get(c, 9) <= 1.05 for c in ("1", "16")
         )
     if "conditional" in ran:
-        out.update(conditional_verdicts(results.get("conditional", {})))
+        for backend in ROUTERS:
+            section = results.get("conditional", {}).get(backend, {})
+            out.update(conditional_verdicts(section, f"conditional ({backend})"))
     out["every section ran to the end"] = not results.get("errors")
     metrics = results.get("metrics", {})
     if metrics:
@@ -988,25 +993,26 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
     return out
 
 
-def conditional_verdicts(cond: dict[str, Any]) -> dict[str, bool]:
-    """Section 6's claims: the steps on GPU instances, both branches and the mixed batch right, the
-    counter seeing the control's copy, and no FEATS copy (1 % of it, either way) that the branch's plain
-    ensemble does not make. The latency ratios are recorded, not judged."""
+def conditional_verdicts(cond: dict[str, Any], prefix: str = "conditional") -> dict[str, bool]:
+    """Section 6's claims on one backend (`prefix` begins each): the steps on GPU instances, both
+    branches and the mixed batch right, the counter seeing the control's copy, and no FEATS copy (1 % of
+    it, either way) that the branch's plain ensemble does not make. The latency ratios are recorded, not
+    judged."""
     kinds = cond.get("instance_kinds", {})
     outputs = cond.get("outputs", {})
     out = {
-        "conditional: its steps run as KIND_GPU instances": bool(kinds)
+        f"{prefix}: its steps run as KIND_GPU instances": bool(kinds)
         and all(kinds.get(m) == ["KIND_GPU"] for m in ("gpu_producer", "gpu_head", "gpu_scale")),
-        "conditional: both branches right, 1 to 8 rows": outputs.get("both_branches_right") is True,
-        "conditional: a mixed concurrent batch right": outputs.get("mixed", {}).get("errors", 1) == 0,
+        f"{prefix}: both branches right, 1 to 8 rows": outputs.get("both_branches_right") is True,
+        f"{prefix}: a mixed concurrent batch right": outputs.get("mixed", {}).get("errors", 1) == 0,
     }
     copies = cond.get("copies")
     if copies:
-        out["conditional: the counter sees the control's 1 MiB device-to-host copy"] = (
+        out[f"{prefix}: the counter sees the control's 1 MiB device-to-host copy"] = (
             copies["control"]["bytes_per_request"].get("DtoH", 0) >= FEATS_BYTES
         )
         for label, added in copies["added_by_condition"].items():
-            out[f"conditional: {label} adds no FEATS copy to its branch's ensemble"] = all(
+            out[f"{prefix}: {label} adds no FEATS copy to its branch's ensemble"] = all(
                 added.get(kind, 0) < FEATS_BYTES / 100 for kind in COPY_KINDS
             )
     return out
@@ -1161,16 +1167,20 @@ def print_table(results: dict[str, Any]) -> None:
         if steps:
             print("\nat concurrency 1, per request from Triton's statistics (medians over rounds):")
             print(format_table(["routers", "pipeline", *triton_stats.TABLE_HEADERS], steps))
-    cond = results.get("conditional", {}).get("latency", {})
-    rows = []
-    for branch in ("branch0", "branch1"):
-        for model, per_c in cond.get(branch, {}).items():
-            for c, x in per_c.items():
-                rows.append([branch, model, c, f"{x['p50_ms']:.3f}", f"{x['p99_ms']:.3f}", f"{x['rps']:.0f}"])
-    if rows:
-        print(format_table(["branch", "pipeline", "concurrency", "p50 ms", "p99 ms", "req/s"], rows))
-        for branch, ratios in cond["ratio_conditional_over_branch_p50"].items():
-            print(f"conditional/{branch} ensemble p50:", {c: round(v, 3) for c, v in ratios.items()})
+    for backend in ROUTERS:
+        cond = results.get("conditional", {}).get(backend, {}).get("latency", {})
+        rows = []
+        for branch in ("branch0", "branch1"):
+            for model, per_c in cond.get(branch, {}).items():
+                for c, x in per_c.items():
+                    p50, p99, rps = f"{x['p50_ms']:.3f}", f"{x['p99_ms']:.3f}", f"{x['rps']:.0f}"
+                    rows.append([backend, branch, model, c, p50, p99, rps])
+        if rows:
+            headers = ["conditions", "branch", "pipeline", "concurrency", "p50 ms", "p99 ms", "req/s"]
+            print(format_table(headers, rows))
+            for branch, ratios in cond["ratio_conditional_over_branch_p50"].items():
+                rounded = {c: round(v, 3) for c, v in ratios.items()}
+                print(f"conditional ({backend})/{branch} ensemble p50:", rounded)
     for claim, ok in results["verdicts"].items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
 

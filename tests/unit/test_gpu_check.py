@@ -115,7 +115,13 @@ def test_the_section_is_one_of_the_checks_and_judged_only_when_it_ran() -> None:
     assert check.sections("conditional") == ("conditional",)
     with pytest.raises(argparse.ArgumentTypeError):
         check.sections("conditions")
-    ran = check.verdicts({"sections": ["conditional"], "checks": {}, "conditional": _section()})
-    assert all(ran.values()) and sum(claim.startswith("conditional: ") for claim in ran) == 7
-    others = check.verdicts({"sections": ["example"], "checks": {}, "conditional": _section()})
-    assert not any(claim.startswith("conditional: ") for claim in others)
+    both = {backend: _section() for backend in check.ROUTERS}  # the orchestrator's and the switch's
+    ran = check.verdicts({"sections": ["conditional"], "checks": {}, "conditional": both})
+    assert all(ran.values())
+    for backend in ("python", "native"):
+        assert sum(claim.startswith(f"conditional ({backend}): ") for claim in ran) == 7
+    # a backend whose section never ran (its server failed) judges nothing true
+    one = check.verdicts({"sections": ["conditional"], "checks": {}, "conditional": {"python": _section()}})
+    assert next(claim for claim, ok in one.items() if not ok).startswith("conditional (native): ")
+    others = check.verdicts({"sections": ["example"], "checks": {}, "conditional": both})
+    assert not any(claim.startswith("conditional") for claim in others)
