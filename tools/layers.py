@@ -69,8 +69,9 @@ LAYERS: tuple[Layer, ...] = (
         ("local", "runtime", "client"),
         "the repository on disk, the local tritonserver, the native router's build and the init container "
         "(`local/`); the operator process: its memory, compile workers, log events, metrics, health and "
-        "webhook (`runtime/`; the webhook in `admission`, `webhook_certificates`, `webhook_server`); the "
-        "client that keeps a sequence on one replica. The three do not import each other",
+        "webhook (`runtime/`; the webhook in `admission`, `webhook_certificates`, `webhook_server`; its "
+        "corrections to kopf in `kopf_fixes`); the client that keeps a sequence on one replica. The three do "
+        "not import each other",
     ),
     Layer("reconcile", ("reconcile",), "one reconcile: parse, render, apply and prune, report; drift repair"),
     Layer("handlers", ("handlers",), "the kopf handlers: thin entry points into reconcile/ and the webhook"),
