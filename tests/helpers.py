@@ -31,11 +31,13 @@ __all__ = [
     "compile_to_serve",
     "condition",
     "conditional_by_size",
+    "conditional_on_input",
     "curl_answers_as_shown",
     "docs_page",
     "established",
     "example",
     "native_router_or_skip",
+    "nesting_depth",
     "on_ports",
     "served",
     "tree_with_stand_in_backends",
@@ -55,18 +57,38 @@ def example(name: str, uri: str = str(MODELS)) -> dict[str, Any]:
     return doc
 
 
-def conditional_by_size(small: list[str]) -> dict[str, Any]:
-    """examples/conditional.yaml's branches chosen by a pipeline input, the string SIZE, through `in`
-    (`small`: the small branch) and `equals` ("l": the large one): no head."""
+def conditional_on_input(
+    name: str, data_type: str, small: dict[str, Any], large: dict[str, Any]
+) -> dict[str, Any]:
+    """examples/conditional.yaml's branches chosen by a pipeline input `name` of `data_type` (no head, no
+    classifier): the small branch where the comparison `small` holds (`{"in": [...]}`, say), the large
+    one's steps where `large` does."""
     doc = example("conditional")
     pipeline = doc["spec"]["pipelines"][0]
-    pipeline["inputs"].append({"name": "SIZE", "dataType": "BYTES", "dims": [1]})
+    pipeline["inputs"].append({"name": name, "dataType": data_type, "dims": [1]})
     pipeline["steps"] = pipeline["steps"][1:]
-    pipeline["steps"][0]["when"] = {"tensor": "inputs.SIZE", "in": small}
+    pipeline["steps"][0]["when"] = {"tensor": f"inputs.{name}", **small}
     for step in pipeline["steps"][1:]:
-        step["when"] = {"tensor": "inputs.SIZE", "equals": "l"}
+        step["when"] = {"tensor": f"inputs.{name}", **large}
     pipeline["outputs"] = pipeline["outputs"][:3]
     return doc
+
+
+def conditional_by_size(small: list[str]) -> dict[str, Any]:
+    """`conditional_on_input` on the string SIZE: the small branch through `in` (`small`), the large one
+    where SIZE equals "l"."""
+    return conditional_on_input("SIZE", "BYTES", {"in": small}, {"equals": "l"})
+
+
+def nesting_depth(value: Any) -> int:
+    """How many mappings and lists deep `value` is, walked without recursion."""
+    most, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (dict, list)):
+            most = max(most, level + 1)
+            todo += [(v, level + 1) for v in (item.values() if isinstance(item, dict) else item)]
+    return most
 
 
 def condition(cr: dict[str, Any], ctype: str) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from helpers import ROOT, built_kubectl, imported_example
+from helpers import ROOT, built_kubectl, imported_example, nesting_depth
 from support.crd import (
     AGREEMENT,
     API,
@@ -678,17 +678,6 @@ def send(kube: Kube, doc: dict[str, Any], strict: bool = False) -> tuple[int, An
     return raw(kube, "POST", url, query=query, body=deep_text(doc), content_type="application/yaml")
 
 
-def _depth(value: Any) -> int:
-    """How many mappings and lists deep `value` is."""
-    most, todo = 0, [(value, 0)]
-    while todo:
-        item, level = todo.pop()
-        if isinstance(item, (dict, list)):
-            most = max(most, level + 1)
-            todo += [(v, level + 1) for v in (item.values() if isinstance(item, dict) else item)]
-    return most
-
-
 @pytest.mark.apiserver
 @pytest.mark.parametrize(
     "field",
@@ -716,7 +705,7 @@ def test_nesting_a_kubernetes_type_does_not_have_is_never_stored(
     stored = kube.get(API, KIND, ns, "subject")
     assert stored is not None
     assert stored["spec"][field[0]].get(field[1]) in (None, {})
-    assert _depth(stored["spec"]) < 12
+    assert nesting_depth(stored["spec"]) < 12
 
 
 @pytest.mark.apiserver

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from helpers import doc_of, example
+from helpers import conditional_on_input, doc_of, example
 from support.ensemble_pitfalls import COUNTED, STREAMED, SUMMED, accumulator, expand, plain
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler import orchestrator_model as orchestrator
@@ -88,15 +88,7 @@ def test_the_orchestrator_batches_with_the_pipeline_and_keeps_gpu_tensors() -> N
 
 
 def test_a_condition_on_a_pipeline_input_needs_no_head() -> None:
-    doc = example("conditional")
-    pipeline = doc["spec"]["pipelines"][0]
-    pipeline["inputs"].append({"name": "BIG", "dataType": "BOOL", "dims": [1]})
-    pipeline["steps"] = pipeline["steps"][1:]
-    pipeline["steps"][0]["when"] = {"tensor": "inputs.BIG", "equals": False}
-    for s in pipeline["steps"][1:]:
-        s["when"] = {"tensor": "inputs.BIG", "equals": True}
-    pipeline["outputs"] = pipeline["outputs"][:3]
-    files = compiled(doc)
+    files = compiled(conditional_on_input("BIG", "BOOL", {"equals": False}, {"equals": True}))
     plan = plan_of(files)
     assert plan["head"] is None
     assert "conditional__head/config.pbtxt" not in files

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from helpers import nesting_depth
 from tritonpipeline import jsontext
 from tritonpipeline.jsontext import CUT, MAX_DEPTH
 
@@ -63,17 +64,6 @@ def test_the_quick_depth_check_holds_at_the_limit(opener: str) -> None:
             assert value == json.loads(text)
 
 
-def depth(value: object) -> int:
-    """The levels of brackets `value` opens, walked without recursion (the reference for `_shallow`)."""
-    deepest, todo = 0, [(value, 0)]
-    while todo:
-        item, at = todo.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, at + 1)
-            todo += [(v, at + 1) for v in (item.values() if isinstance(item, dict) else item)]
-    return deepest
-
-
 # strings whose escapes end next to a quote or a bracket: an escaped backslash before the closing quote,
 # an escaped quote after escaped backslashes, brackets, non-ASCII text
 TRICKY = ["\\", '"', '\\"', '\\\\"', "]}", "[{", 'é"]', "\\]", "\t\\", "\u2028{"]
@@ -86,7 +76,7 @@ def test_escapes_beside_quotes_and_brackets_do_not_move_the_depth(levels: int, t
     for i in range(levels - 1):
         value = {tricky: value, "k": [tricky]} if i % 2 else [tricky, value]
     for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
-        assert depth(json.loads(text)) == levels
+        assert nesting_depth(json.loads(text)) == levels
         assert jsontext._shallow(text.encode()) is (levels <= MAX_DEPTH)
         read = jsontext.loads(text)
         assert bool(list(jsontext.cut_paths(read))) is (levels > MAX_DEPTH)
