@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -115,6 +116,23 @@ class LocalOperator(OperatorProcess):
 
     def healthz(self) -> int:
         return self.get("/healthz", self.liveness_port)[0]
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until /readyz answers 200; else AssertionError with what it last answered (or that the process
+        ended, and how) and the end of its log."""
+        deadline = time.monotonic() + timeout
+        answer: tuple[int, str] = (0, "")
+        while time.monotonic() < deadline and self.alive():
+            answer = self.get("/readyz")
+            if answer[0] == 200:
+                return
+            time.sleep(0.1)
+        state = "running" if self.alive() else f"exited with {self.proc.returncode if self.proc else None}"
+        said = f"{answer[0]} {answer[1].strip()!r}" if answer[0] else "nothing (connection refused)"
+        raise AssertionError(
+            f"the operator's /readyz did not answer 200 within {timeout:.0f}s: last answer {said}; the "
+            f"process is {state}; its log ends:\n{self.text()[-4000:]}"
+        )
 
 
 class ChartOperator(OperatorProcess):

@@ -318,7 +318,6 @@ def run_operator(
     with /metrics and /readyz, returned once ready), each with a log of its own; stopped afterwards,
     the last one's log printed when the test failed."""
     from harness.operator_process import LocalOperator
-    from harness.wait import wait_for
 
     started: list[LocalOperator] = []
 
@@ -327,7 +326,7 @@ def run_operator(
         op = LocalOperator(control_plane.kubeconfig, namespace, log, env=env, endpoints=endpoints).start()
         started.append(op)
         if endpoints:
-            wait_for("the operator's /readyz", lambda: op.get("/readyz")[0] == 200, 60)
+            op.wait_ready(60)
         return op
 
     yield start
