@@ -777,7 +777,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
     if "correctness" in args.sections:
         results["device_to_host"] = {}
         results["serve_exit_code"] = {}
-        for backend in ROUTERS:
+        for backend in args.routers:
             checks = results["checks"].setdefault(backend, {})
             counter_dir = work / f"memcpy-{backend}"
             counter_env = counting(env, counter_dir)
@@ -880,7 +880,7 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
     # 6: the conditional pipeline: right on both branches and mixed, copies beside the branch's ensemble
     # (counted server), then latency beside it (a server without the counter)
     # on each backend: the Python orchestrator, and the native switch in the pipeline's ensemble
-    for backend in ROUTERS if "conditional" in args.sections else ():
+    for backend in args.routers if "conditional" in args.sections else ():
         cond: dict[str, Any] = {}
         results.setdefault("conditional", {})[backend] = cond
         counter_dir = work / f"memcpy-conditional-{backend}"
@@ -939,7 +939,7 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
     ran = results.get("sections", SECTIONS)
     out: dict[str, bool] = {}
     if "correctness" in ran:
-        for backend in ROUTERS:
+        for backend in results.get("routers", ROUTERS):
             checks = results["checks"].get(backend, {})
             kinds = checks.get("instance_kinds", {})
             router = next((k for k in kinds if k.endswith("__router")), None)
@@ -979,7 +979,7 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
             ratios.get(c, 9) <= 1.05 for c in ("1", "16")
         )
     if "conditional" in ran:
-        for backend in ROUTERS:
+        for backend in results.get("routers", ROUTERS):
             section = results.get("conditional", {}).get(backend, {})
             out.update(conditional_verdicts(section, f"conditional ({backend})"))
     out["every section ran to the end"] = not results.get("errors")
@@ -1052,12 +1052,21 @@ def no_gpu_checks(work: Path) -> dict[str, Any]:
     }
 
 
-def sections(value: str) -> tuple[str, ...]:
-    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
-    unknown = sorted(set(chosen) - set(SECTIONS))
-    if not chosen or unknown:
-        raise argparse.ArgumentTypeError(f"expected some of {','.join(SECTIONS)}, got {value!r}")
-    return chosen
+def some_of(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated choice of `choices`, at least one."""
+
+    def parse(value: str) -> tuple[str, ...]:
+        chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+        unknown = sorted(set(chosen) - set(choices))
+        if not chosen or unknown:
+            raise argparse.ArgumentTypeError(f"expected some of {','.join(choices)}, got {value!r}")
+        return chosen
+
+    return parse
+
+
+sections = some_of(SECTIONS)
+routers = some_of(ROUTERS)
 
 
 def main() -> int:
@@ -1078,6 +1087,13 @@ def main() -> int:
         default=SECTIONS,
         help=f"which parts to run, comma-separated, of {','.join(SECTIONS)} (default: all): a short rerun "
         "of one part on a lent GPU (write it elsewhere with --out)",
+    )
+    parser.add_argument(
+        "--routers",
+        type=routers,
+        default=ROUTERS,
+        help=f"which routers sections 1, 2 and 6 run on, of {','.join(ROUTERS)} (default: both); the "
+        "latency section compares the two and always runs both",
     )
     args = parser.parse_args()
     if not (BUNDLE / "manifest.json").exists():
@@ -1126,6 +1142,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
     results["bundle"] = {k: env["manifest"][k] for k in ("python_version", "total_bytes")}
     results["bundle"]["nvidia_pytriton"] = env["manifest"]["tritonserver"]["nvidia_pytriton"]
     results["sections"] = list(args.sections)
+    results["routers"] = list(args.routers)
     results.update(asyncio.run(main_gpu(env, work, args)))
     results["verdicts"] = verdicts(results)
     results["seconds"] = round(time.monotonic() - began, 1)
@@ -1167,7 +1184,7 @@ def print_table(results: dict[str, Any]) -> None:
         if steps:
             print("\nat concurrency 1, per request from Triton's statistics (medians over rounds):")
             print(format_table(["routers", "pipeline", *triton_stats.TABLE_HEADERS], steps))
-    for backend in ROUTERS:
+    for backend in results.get("routers", ROUTERS):
         cond = results.get("conditional", {}).get(backend, {}).get("latency", {})
         rows = []
         for branch in ("branch0", "branch1"):

@@ -203,11 +203,13 @@ def test_concurrent_requests_batched_together_keep_their_own_rows(library: bytes
 # what native_router.c calls in the CUDA runtime, all weak references
 CUDA_FUNCTIONS = (
     "cudaSetDevice",
+    "cudaGetDevice",
     "cudaStreamCreateWithFlags",
     "cudaStreamDestroy",
     "cudaMemcpyAsync",
     "cudaStreamSynchronize",
-    # the switch's (conditions): its branches' GPU outputs, and copies it waits for
+    # the switch's (conditions): its branches' GPU outputs where the server's CUDA pool is spent, and
+    # copies on a GPU past its streams
     "cudaMalloc",
     "cudaFree",
     "cudaMemcpy",

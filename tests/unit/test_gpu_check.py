@@ -125,3 +125,17 @@ def test_the_section_is_one_of_the_checks_and_judged_only_when_it_ran() -> None:
     assert next(claim for claim, ok in one.items() if not ok).startswith("conditional (native): ")
     others = check.verdicts({"sections": ["example"], "checks": {}, "conditional": both})
     assert not any(claim.startswith("conditional") for claim in others)
+
+
+def test_a_run_on_one_router_judges_that_router_only() -> None:
+    """`--routers native`: the conditional claims of the switch alone, none of the orchestrator's missing."""
+    assert check.routers("native") == ("native",)
+    with pytest.raises(argparse.ArgumentTypeError):
+        check.routers("native,rust")
+    native = {"native": _section()}
+    ran = check.verdicts(
+        {"sections": ["conditional"], "routers": ["native"], "checks": {}, "conditional": native}
+    )
+    assert all(ran.values())
+    assert not any(claim.startswith("conditional (python)") for claim in ran)
+    assert sum(claim.startswith("conditional (native): ") for claim in ran) == 7

@@ -130,6 +130,18 @@ typedef void (*TRITONSERVER_InferenceRequestReleaseFn_t)(
 typedef void (*TRITONSERVER_InferenceResponseCompleteFn_t)(
     TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp);
 extern TRITONSERVER_Error* TRITONBACKEND_ModelServer(TRITONBACKEND_Model* model, TRITONSERVER_Server** server);
+/* the backend's memory manager: GPU memory from the server's CUDA memory pool, no cudaMalloc per request */
+typedef struct TRITONBACKEND_Backend TRITONBACKEND_Backend;
+typedef struct TRITONBACKEND_MemoryManager TRITONBACKEND_MemoryManager;
+extern TRITONSERVER_Error* TRITONBACKEND_ModelBackend(TRITONBACKEND_Model* model, TRITONBACKEND_Backend** backend);
+extern TRITONSERVER_Error* TRITONBACKEND_BackendMemoryManager(
+    TRITONBACKEND_Backend* backend, TRITONBACKEND_MemoryManager** manager);
+extern TRITONSERVER_Error* TRITONBACKEND_MemoryManagerAllocate(
+    TRITONBACKEND_MemoryManager* manager, void** buffer, const TRITONSERVER_MemoryType memory_type,
+    const int64_t memory_type_id, const uint64_t byte_size);
+extern TRITONSERVER_Error* TRITONBACKEND_MemoryManagerFree(
+    TRITONBACKEND_MemoryManager* manager, void* buffer, const TRITONSERVER_MemoryType memory_type,
+    const int64_t memory_type_id);
 extern TRITONSERVER_Error* TRITONBACKEND_RequestInput(
     TRITONBACKEND_Request* request, const char* name, TRITONBACKEND_Input** input);
 extern TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
@@ -182,6 +194,7 @@ typedef struct {
    when the library is loaded into a process that has them and NULL otherwise, so that this library needs
    no CUDA to load (and no newer glibc than its memcpy's). A CPU-only server never calls them. */
 extern int cudaSetDevice(int device) __attribute__((weak));
+extern int cudaGetDevice(int* device) __attribute__((weak));
 extern int cudaStreamCreateWithFlags(void** stream, unsigned int flags) __attribute__((weak));
 extern int cudaStreamDestroy(void* stream) __attribute__((weak));
 extern int cudaMemcpyAsync(void* dst, const void* src, size_t count, int kind, void* stream)
@@ -195,8 +208,8 @@ extern int cudaMemcpy(void* dst, const void* src, size_t count, int kind) __attr
 
 static int have_cuda(void)
 {
-  return cudaSetDevice != NULL && cudaStreamCreateWithFlags != NULL && cudaStreamDestroy != NULL &&
-         cudaMemcpyAsync != NULL && cudaStreamSynchronize != NULL;
+  return cudaSetDevice != NULL && cudaGetDevice != NULL && cudaStreamCreateWithFlags != NULL &&
+         cudaStreamDestroy != NULL && cudaMemcpyAsync != NULL && cudaStreamSynchronize != NULL;
 }
 
 static uint64_t now_ns(void)
@@ -560,9 +573,13 @@ typedef struct {
   size_t element_size;
 } Served;
 
+#define SWITCH_MAX_GPUS 64 /* GPUs with a copy stream of the switch's own; copies on others wait on cudaMemcpy */
+
 struct Switch {
   TRITONSERVER_Server* server;
   TRITONSERVER_ResponseAllocator* allocator;
+  TRITONBACKEND_MemoryManager* memory; /* the branches' GPU outputs, from the server's CUDA pool */
+  void* streams[SWITCH_MAX_GPUS];      /* per GPU, created non-blocking at its first copy; shared by requests */
   int batching;
   int branch_count, served_count;
   Branch* branches;
@@ -654,23 +671,44 @@ static void switch_free(Switch* sw)
   free(sw->served);
   free(sw->strings);
   if (sw->allocator != NULL) TRITONSERVER_ResponseAllocatorDelete(sw->allocator);
+  for (int d = 0; d < SWITCH_MAX_GPUS; d++)
+    if (sw->streams[d] != NULL) cudaStreamDestroy(sw->streams[d]); /* every copy on it was waited for */
   free(sw);
 }
 
-/* the branches' outputs: in the memory their producer asks for (GPU where this process has CUDA) */
+/* the branches' outputs: in the memory their producer asks for. GPU memory comes from the server's CUDA pool
+   (the backend's memory manager): cudaMalloc and cudaFree per request would wait for the whole device, every
+   other model's work on it included. Where the pool is spent, cudaMalloc; else the host. *buffer_userp says
+   which, for the release: the memory manager, CUDA_MALLOCED, or NULL (malloc). */
+static char cuda_malloced;
+#define CUDA_MALLOCED ((void*)&cuda_malloced)
+
 static TRITONSERVER_Error* switch_alloc(TRITONSERVER_ResponseAllocator* allocator, const char* name,
                                         size_t size, TRITONSERVER_MemoryType type, int64_t type_id,
                                         void* userp, void** buffer, void** buffer_userp,
                                         TRITONSERVER_MemoryType* actual, int64_t* actual_id)
 {
-  (void)allocator, (void)name, (void)userp;
+  (void)allocator;
+  const Switch* sw = userp;
   *buffer = NULL;
   *buffer_userp = NULL;
   *actual = TRITONSERVER_MEMORY_CPU;
   *actual_id = 0;
   if (size == 0) return NULL;
+  if (type == TRITONSERVER_MEMORY_GPU && sw != NULL && sw->memory != NULL) {
+    TRITONSERVER_Error* err = TRITONBACKEND_MemoryManagerAllocate(sw->memory, buffer, type, type_id, size);
+    if (err == NULL) {
+      *buffer_userp = sw->memory;
+      *actual = TRITONSERVER_MEMORY_GPU;
+      *actual_id = type_id;
+      return NULL;
+    }
+    TRITONSERVER_ErrorDelete(err);
+    *buffer = NULL;
+  }
   if (type == TRITONSERVER_MEMORY_GPU && cudaMalloc != NULL && cudaSetDevice != NULL &&
       cudaSetDevice((int)type_id) == 0 && cudaMalloc(buffer, size) == 0) {
+    *buffer_userp = CUDA_MALLOCED;
     *actual = TRITONSERVER_MEMORY_GPU;
     *actual_id = type_id;
     return NULL;
@@ -684,8 +722,9 @@ static TRITONSERVER_Error* switch_release(TRITONSERVER_ResponseAllocator* alloca
                                           void* buffer_userp, size_t size, TRITONSERVER_MemoryType type,
                                           int64_t type_id)
 {
-  (void)allocator, (void)buffer_userp, (void)size, (void)type_id;
-  if (type == TRITONSERVER_MEMORY_GPU) cudaFree(buffer);
+  (void)allocator, (void)size;
+  if (buffer_userp == CUDA_MALLOCED) cudaFree(buffer);
+  else if (buffer_userp != NULL) return TRITONBACKEND_MemoryManagerFree(buffer_userp, buffer, type, type_id);
   else free(buffer);
   return NULL;
 }
@@ -767,6 +806,9 @@ static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* te
   for (int k = 0; k < sw->branch_count; k++)
     if (sw->branches[k].tensor == NULL) BAD_PLAN("a branch without a condition");
   if ((err = TRITONBACKEND_ModelServer(model, &sw->server)) != NULL) goto fail;
+  TRITONBACKEND_Backend* backend;
+  if ((err = TRITONBACKEND_ModelBackend(model, &backend)) != NULL) goto fail;
+  if ((err = TRITONBACKEND_BackendMemoryManager(backend, &sw->memory)) != NULL) goto fail;
   if ((err = TRITONSERVER_ResponseAllocatorNew(&sw->allocator, switch_alloc, switch_release, NULL)) != NULL)
     goto fail;
   *out = sw;
@@ -1008,14 +1050,43 @@ static void call_failed(Call* c, TRITONSERVER_Error* err, const char* model)
     c->failed_model = model;
 }
 
-/* copy [src, src+size) of `src_type` into a host or GPU buffer */
-static TRITONSERVER_Error* copy_sync(void* dst, TRITONSERVER_MemoryType dst_type, const void* src,
-                                     TRITONSERVER_MemoryType src_type, size_t size)
+/* the switch's copy stream on GPU `device`, created non-blocking on first use (NULL: none, copy with cudaMemcpy).
+   The callbacks of many requests copy at once: the first stream stored wins, another is destroyed. */
+static void* switch_stream(Switch* sw, int64_t device)
+{
+  if (!have_cuda() || device < 0 || device >= SWITCH_MAX_GPUS) return NULL;
+  void* stream = __atomic_load_n(&sw->streams[device], __ATOMIC_ACQUIRE);
+  if (stream != NULL) return stream;
+  int current;
+  if (cudaGetDevice(&current) != 0) return NULL;
+  void* created = NULL;
+  int made = cudaSetDevice((int)device) == 0 && cudaStreamCreateWithFlags(&created, CUDA_STREAM_NON_BLOCKING) == 0;
+  cudaSetDevice(current); /* the calling thread is the server's: its device stays as it was */
+  if (!made) return NULL;
+  void* none = NULL;
+  if (__atomic_compare_exchange_n(&sw->streams[device], &none, created, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return created;
+  cudaStreamDestroy(created);
+  return none;
+}
+
+/* copy [src, src+size) of `src_type` (on GPU src_id) into a host or GPU buffer (on GPU dst_id), done on
+   return: on the switch's own stream where it has one, so that the copy waits for no other model's work on
+   the device (cudaMemcpy runs on the legacy default stream, which waits for every blocking stream) */
+static TRITONSERVER_Error* copy_sync(Switch* sw, void* dst, TRITONSERVER_MemoryType dst_type, int64_t dst_id,
+                                     const void* src, TRITONSERVER_MemoryType src_type, int64_t src_id, size_t size)
 {
   if (size == 0) return NULL;
   if (dst_type != TRITONSERVER_MEMORY_GPU && src_type != TRITONSERVER_MEMORY_GPU) {
     memcpy(dst, src, size);
     return NULL;
+  }
+  void* stream = switch_stream(sw, src_type == TRITONSERVER_MEMORY_GPU ? src_id : dst_id);
+  if (stream != NULL) {
+    int status = cudaMemcpyAsync(dst, src, size, CUDA_MEMCPY_DEFAULT, stream);
+    if (status != 0) return cuda_failed("cudaMemcpyAsync", status);
+    status = cudaStreamSynchronize(stream);
+    return status == 0 ? NULL : cuda_failed("cudaStreamSynchronize", status);
   }
   if (cudaMemcpy == NULL) return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime", NULL);
   int status = cudaMemcpy(dst, src, size, CUDA_MEMCPY_DEFAULT);
@@ -1046,7 +1117,7 @@ static TRITONSERVER_Error* serve_input(Call* c, TRITONBACKEND_Response* response
     TRY(TRITONBACKEND_InputBuffer(in.input, k, &part, &part_size, &src_type, &src_id));
     if (offset + part_size > in.size)
       return error(TRITONSERVER_ERROR_INTERNAL, "an input's buffers exceed its size", in.name);
-    TRY(copy_sync((char*)out + offset, type, part, src_type, part_size));
+    TRY(copy_sync(c->sw, (char*)out + offset, type, type_id, part, src_type, src_id, part_size));
     offset += part_size;
   }
   *done = 1;
@@ -1081,7 +1152,7 @@ static TRITONSERVER_Error* serve_branch(Call* c, TRITONBACKEND_Response* respons
       TRITONSERVER_MemoryType out_type = type;
       int64_t out_id = type_id;
       TRY(TRITONBACKEND_OutputBuffer(output, &out, size, &out_type, &out_id));
-      TRY(copy_sync(out, out_type, base, type, size));
+      TRY(copy_sync(c->sw, out, out_type, out_id, base, type, type_id, size));
       *done = 1;
       return NULL;
     }
@@ -1109,7 +1180,7 @@ static TRITONSERVER_Error* serve_default(Call* c, TRITONBACKEND_Response* respon
     char* host = malloc(size ? size : 1);
     if (host == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL);
     for (uint64_t k = 0; k < count; k++) memcpy(host + k * o->element_size, o->element, o->element_size);
-    TRITONSERVER_Error* err = copy_sync(out, type, host, TRITONSERVER_MEMORY_CPU, size);
+    TRITONSERVER_Error* err = copy_sync(c->sw, out, type, type_id, host, TRITONSERVER_MEMORY_CPU, 0, size);
     free(host);
     return err;
   }
@@ -1243,7 +1314,7 @@ static void call_branch(Call* c, int b)
   if (err == NULL) err = branch_request(c, b, irequest);
   if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(irequest, branch_released, p);
   if (err == NULL)
-    err = TRITONSERVER_InferenceRequestSetResponseCallback(irequest, c->sw->allocator, NULL, branch_answered, p);
+    err = TRITONSERVER_InferenceRequestSetResponseCallback(irequest, c->sw->allocator, c->sw, branch_answered, p);
   if (err == NULL) {
     __atomic_add_fetch(&c->pending, 2, __ATOMIC_ACQ_REL);
     err = TRITONSERVER_ServerInferAsync(c->sw->server, irequest, NULL);
