@@ -119,20 +119,30 @@ class LocalOperator(OperatorProcess):
 
     def wait_ready(self, timeout: float = 60) -> None:
         """Until /readyz answers 200; else AssertionError with what it last answered (or that the process
-        ended, and how) and the end of its log."""
-        deadline = time.monotonic() + timeout
+        ended, and how) and the end of its log: PortTaken where it ended because one of its ports was
+        taken between free_port() and its bind (an outgoing connection may take any free port)."""
+        began = time.monotonic()
         answer: tuple[int, str] = (0, "")
-        while time.monotonic() < deadline and self.alive():
+        while time.monotonic() - began < timeout and self.alive():
             answer = self.get("/readyz")
             if answer[0] == 200:
                 return
             time.sleep(0.1)
         state = "running" if self.alive() else f"exited with {self.proc.returncode if self.proc else None}"
         said = f"{answer[0]} {answer[1].strip()!r}" if answer[0] else "nothing (connection refused)"
-        raise AssertionError(
-            f"the operator's /readyz did not answer 200 within {timeout:.0f}s: last answer {said}; the "
-            f"process is {state}; its log ends:\n{self.text()[-4000:]}"
+        log = self.text()
+        error = PortTaken if not self.alive() and ADDRESS_IN_USE in log.lower() else AssertionError
+        raise error(
+            f"the operator's /readyz did not answer 200 after {time.monotonic() - began:.0f}s (of "
+            f"{timeout:.0f}): last answer {said}; the process is {state}; its log ends:\n{log[-4000:]}"
         )
+
+
+ADDRESS_IN_USE = "address already in use"  # the operator's error when a port it should listen on is taken
+
+
+class PortTaken(AssertionError):
+    """The operator ended at start because a port it was given was taken meanwhile: start another."""
 
 
 class ChartOperator(OperatorProcess):

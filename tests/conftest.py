@@ -317,17 +317,25 @@ def run_operator(
     """start(env, endpoints) -> `tritonpipeline run -n NAMESPACE` (harness LocalOperator; `endpoints`:
     with /metrics and /readyz, returned once ready), each with a log of its own; stopped afterwards,
     the last one's log printed when the test failed."""
-    from harness.operator_process import LocalOperator
+    from harness.operator_process import LocalOperator, PortTaken
 
     started: list[LocalOperator] = []
 
     def start(env: dict[str, str] | None = None, endpoints: bool = False) -> LocalOperator:
         log = tmp_path / ("operator.log" if not started else f"operator-{len(started)}.log")
-        op = LocalOperator(control_plane.kubeconfig, namespace, log, env=env, endpoints=endpoints).start()
-        started.append(op)
-        if endpoints:
-            op.wait_ready(60)
-        return op
+        tries = 3  # free ports, picked again where one was taken before the operator bound it
+        while True:
+            op = LocalOperator(control_plane.kubeconfig, namespace, log, env=env, endpoints=endpoints).start()
+            started.append(op)
+            if not endpoints:
+                return op
+            try:
+                op.wait_ready(60)
+                return op
+            except PortTaken:
+                tries -= 1
+                if not tries:
+                    raise
 
     yield start
     for op in started:

@@ -19,7 +19,7 @@ import pytest
 
 from component.test_operator import API, SELECTOR, operator_log_on_failure, private_cluster, wait_reconciled
 from harness.helm import Helm, by_kind
-from harness.operator_process import LocalOperator
+from harness.operator_process import LocalOperator, PortTaken
 from harness.prometheus import Prometheus
 from harness.wait import wait_for
 from helpers import CLI, ROOT, cluster_doc
@@ -273,9 +273,8 @@ def test_a_taken_metrics_port_is_one_clear_error(control_plane, namespace, tmp_p
         op = LocalOperator(control_plane.kubeconfig, namespace, tmp_path / "operator.log", endpoints=True)
         op.metrics_port = taken.getsockname()[1]
         op.args[op.args.index("--metrics") + 1] = f"http://127.0.0.1:{op.metrics_port}"
-        with op:
-            assert op.proc is not None
-            assert op.proc.wait(60) == 1
+        with op, pytest.raises(PortTaken, match="exited with 1"):  # the harness starts another then
+            op.wait_ready(60)
     text = op.text()
     assert f"cannot serve /metrics at http://127.0.0.1:{op.metrics_port}:" in text
     assert "Traceback" not in text and "unexpected" not in text
