@@ -949,8 +949,12 @@ static uint64_t request_rows(TRITONBACKEND_Request* request, int batching)
   return found && in.dims > 0 && in.shape[0] > 0 ? (uint64_t)in.shape[0] : 1;
 }
 
-/* one input's bytes, on the host and contiguous: *owned is set when they were gathered (free it) */
-static TRITONSERVER_Error* host_bytes(TRITONBACKEND_Input* input, uint64_t size, uint32_t buffers,
+static TRITONSERVER_Error* copy_sync(Switch* sw, void* dst, TRITONSERVER_MemoryType dst_type, int64_t dst_id,
+                                     const void* src, TRITONSERVER_MemoryType src_type, int64_t src_id, size_t size);
+
+/* one input's bytes, on the host and contiguous: *owned is set when they were gathered (free it); a GPU
+   tensor's (a condition computed on the GPU) come over on the switch's stream */
+static TRITONSERVER_Error* host_bytes(Switch* sw, TRITONBACKEND_Input* input, uint64_t size, uint32_t buffers,
                                       const char** data, char** owned)
 {
   *owned = NULL;
@@ -972,13 +976,7 @@ static TRITONSERVER_Error* host_bytes(TRITONBACKEND_Input* input, uint64_t size,
   for (uint32_t k = 0; k < buffers; k++) {
     TRY(TRITONBACKEND_InputBuffer(input, k, &part, &part_size, &type, &type_id));
     if (offset + part_size > size) return error(TRITONSERVER_ERROR_INTERNAL, "an input's buffers exceed its size", NULL);
-    if (type == TRITONSERVER_MEMORY_GPU) {
-      if (cudaMemcpy == NULL) return error(TRITONSERVER_ERROR_UNSUPPORTED, "a GPU tensor, and no CUDA runtime", NULL);
-      int status = cudaMemcpy(copy_ + offset, part, part_size, CUDA_MEMCPY_DEFAULT);
-      if (status != 0) return cuda_failed("cudaMemcpy", status);
-    } else {
-      memcpy(copy_ + offset, part, part_size);
-    }
+    TRY(copy_sync(sw, copy_ + offset, TRITONSERVER_MEMORY_CPU, 0, part, type, type_id, part_size));
     offset += part_size;
   }
   *data = copy_;
@@ -986,7 +984,7 @@ static TRITONSERVER_Error* host_bytes(TRITONBACKEND_Input* input, uint64_t size,
 }
 
 /* whether the request takes branch b: every value of its condition's tensor must agree */
-static TRITONSERVER_Error* taken(TRITONBACKEND_Request* request, const Branch* b, int* result)
+static TRITONSERVER_Error* taken(Switch* sw, TRITONBACKEND_Request* request, const Branch* b, int* result)
 {
   InputInfo in;
   int found_input;
@@ -998,7 +996,7 @@ static TRITONSERVER_Error* taken(TRITONBACKEND_Request* request, const Branch* b
   TRITONSERVER_DataType datatype = in.datatype;
   const char* data = NULL;
   char* owned = NULL;
-  TRITONSERVER_Error* gathered = host_bytes(in.input, size, in.buffers, &data, &owned);
+  TRITONSERVER_Error* gathered = host_bytes(sw, in.input, size, in.buffers, &data, &owned);
   if (gathered != NULL) {
     free(owned);
     return gathered;
@@ -1354,7 +1352,7 @@ static void switch_execute(TRITONBACKEND_ModelInstance* instance, ModelState* mo
   int* take = calloc((size_t)sw->branch_count + 1, sizeof *take);
   if (take == NULL) call_failed(c, error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL), NULL);
   for (int b = 0; b < sw->branch_count && c->err == NULL; b++) {
-    TRITONSERVER_Error* err = taken(request, &sw->branches[b], &take[b]);
+    TRITONSERVER_Error* err = taken(sw, request, &sw->branches[b], &take[b]);
     if (err != NULL) call_failed(c, err, NULL);
   }
   for (int b = 0; b < sw->branch_count && c->err == NULL; b++)
