@@ -208,7 +208,7 @@ def test_prometheus_scrapes_the_operator_metrics(
     bad["spec"]["pipelines"][0]["steps"][1]["inputs"] = {"FEATS_IN_B": "rigth.FEATS_A"}
     kube.apply(bad)
     wait_reconciled(kube, namespace, "vision", 2)
-    assert wait_for("/readyz", lambda: op.get("/readyz")[0] == 200)
+    op.wait_ready(30)
     status, text = op.get("/metrics")
     assert status == 200
     here = f'pipeline="vision",pipeline_namespace="{namespace}"'
@@ -294,7 +294,7 @@ def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, 
         op.start()
         with operator_log_on_failure(op):
             wait_for("liveness 200", lambda: op.healthz() == 200, timeout=60)
-            wait_for("readiness 200", lambda: op.get("/readyz")[0] == 200, timeout=60)
+            op.wait_ready(60)
             cp.stop()
             wait_for("liveness failing", lambda: op.healthz() == 500, timeout=60, interval=1)
             status, reason = op.get("/readyz")
@@ -308,7 +308,7 @@ def test_liveness_fails_while_the_watches_are_stuck_and_recovers(control_plane, 
             assert errors and float(errors.group(1)) > 0  # the failed reconnections, counted
             cp.start()
             wait_for("liveness back", lambda: op.healthz() == 200, timeout=90, interval=1)
-            wait_for("readiness back", lambda: op.get("/readyz")[0] == 200, timeout=30)
+            op.wait_ready(30)
 
 
 @pytest.mark.cli
