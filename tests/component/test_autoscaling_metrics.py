@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.tritonserver, pytest.mark.prometheus]
 NAMESPACE = "ml"
 POD = "vision-6f7c9d8b5d-k2x4q"  # a Deployment pod name: NAME-<pod-template-hash>-<suffix>
 LOAD_SECONDS = 14.0
+SETTLED_S = 3.0  # Prometheus here scrapes every 1 s with a 1 s timeout
 LOAD_REQUESTS = 60_000  # the bound in count; LOAD_SECONDS is the bound in time
 
 
@@ -106,10 +107,12 @@ def test_generated_queries_on_real_prometheus_and_triton(serve_pipeline, prometh
 
         load = Load(server.grpc_url)
         load.start()
-        time.sleep(5)  # the rate window now holds several loaded scrapes
+        time.sleep(5 + SETTLED_S)  # the rate window now holds several loaded scrapes
         samples = []
         while load.is_alive() and len(samples) < 16:
-            at = time.time()
+            # an instant a few scrapes back: every sample up to it is stored, so each query of this
+            # sample sees the same data (at "now" a scrape can land between two of the queries)
+            at = time.time() - SETTLED_S
             samples.append(
                 {
                     "queue": prom.value(queue, at),
