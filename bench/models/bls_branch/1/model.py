@@ -3,12 +3,14 @@
 Same work as the `cond_bench` pipeline of bench/dataplane.py (the `switched` pipeline of
 examples/conditional.yaml, plus its LABEL output): IMAGE -> classifier (LABEL); LABEL 1 -> head_b
 (RESULT = OUTPUT_B), anything else -> extractor (RESULT = FEATS_A). The models are the example's,
-under the names the bench links them as (cond_classifier, cond_extractor, cond_head_b). Each request
-of a batch is handled on its own (`async_exec`, concurrently). The bench writes this model's config.pbtxt:
-the orchestrator's inputs, outputs, instance group and dynamic batching.
+under the names the bench links them as: its config's parameters CLASSIFIER, EXTRACTOR and HEAD_B
+(default cond_classifier, cond_extractor, cond_head_b). Each request of a batch is handled on its own
+(`async_exec`, concurrently). The bench writes this model's config.pbtxt: the orchestrator's inputs,
+outputs, instance group and dynamic batching, and those parameters.
 """
 
 import asyncio
+import json
 
 import triton_python_backend_utils as pb_utils
 
@@ -20,18 +22,25 @@ def _output(response, name):
 
 
 class TritonPythonModel:
+    def initialize(self, args):
+        parameters = json.loads(args["model_config"]).get("parameters", {})
+        self.models = {
+            role: parameters.get(role.upper(), {}).get("string_value") or f"cond_{role}"
+            for role in ("classifier", "extractor", "head_b")
+        }
+
     async def _one(self, request):
         image = pb_utils.get_input_tensor_by_name(request, "IMAGE").as_numpy()
         classify = pb_utils.InferenceRequest(
-            model_name="cond_classifier",
+            model_name=self.models["classifier"],
             requested_output_names=["LABEL"],
             inputs=[pb_utils.Tensor("X", image)],
         )
         label = _output(await classify.async_exec(), "LABEL").as_numpy()
         if int(label.reshape(-1)[0]) == 1:
-            model, tensor, output = "cond_head_b", "FEATS_IN_B", "OUTPUT_B"
+            model, tensor, output = self.models["head_b"], "FEATS_IN_B", "OUTPUT_B"
         else:
-            model, tensor, output = "cond_extractor", "INPUT_A", "FEATS_A"
+            model, tensor, output = self.models["extractor"], "INPUT_A", "FEATS_A"
         branch = pb_utils.InferenceRequest(
             model_name=model, requested_output_names=[output], inputs=[pb_utils.Tensor(tensor, image)]
         )
