@@ -8,7 +8,7 @@ real tritonserver.
     bls       a Python BLS model: extractor, then head_b and head_c concurrently (async_exec)
     per_step  the client composes: extractor, then head_b and head_c concurrently, one round trip each
 
-Three workloads run side by side in the same rounds:
+Four workloads run side by side in the same rounds:
 
     toy       the example's models (model_repository/extractor, head_b, head_c): almost no compute,
               each step is nearly all Python-backend overhead. All four variants; the targets.
@@ -19,8 +19,11 @@ Three workloads run side by side in the same rounds:
               LABEL 1, extractor otherwise), half the requests each way: the compiled pipeline
               (`conditional`, the generated Python orchestrator; `native`, the native switch in the
               pipeline's ensemble) against plain ensembles of the branch taken
-              (`branch_ensemble`, the goal: within 1.10x), client hops (`per_step`) and a hand-written
-              BLS model (`bls`, bench/models/bls_branch).
+              (`branch_ensemble`, the goal: within 1.10x; `branch_serial`, the same with the branch
+              step waiting for the classifier), client hops (`per_step`) and a hand-written BLS model
+              (`bls`, bench/models/bls_branch).
+    cond_compute  the same, its branches on the compute models (a light classifier in front of ~1 ms
+              branches); requests per run as compute's.
 
 Everything is served by ONE tritonserver process (CPU, Python backend) and driven by the asyncio gRPC
 client (tritonclient.grpc.aio) with batch-size-1 FP32 [1,4] requests at concurrency 1 and 16. Every
