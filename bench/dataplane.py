@@ -97,6 +97,7 @@ BLAS_THREADS = "1"  # OPENBLAS_NUM_THREADS for tritonserver (its Python stubs), 
 COND_EXAMPLE = ROOT / "examples" / "conditional.yaml"
 COND_SOURCE = "switched"
 COND_ROLES = ("classifier", "extractor", "head_b")  # the example models the pipeline runs
+# by label: the branch's step, its model's role, input and output (any label but 1 takes small)
 COND_BRANCH_STEPS = {
     0: ("small", "extractor", "INPUT_A", "FEATS_A"),
     1: ("large", "head_b", "FEATS_IN_B", "OUTPUT_B"),
@@ -182,7 +183,7 @@ NAMES = {
     "compute": ("SCORE_B", "SCORE_C"),
     **dict.fromkeys(CONDS, ("RESULT", "LABEL")),
 }
-HEAVY = ("compute", *(c for c in CONDS if CONDS[c].parameters))  # workloads run Mode.compute_requests
+HEAVY = ("compute", COND_COMPUTE.key)  # the workloads that run Mode.compute_requests
 DROPPED_OUTPUT = "FEATURES"  # the example also returns the features; dropped so all variants do the same work
 POOL = 256  # distinct inputs, cycled
 
@@ -275,7 +276,7 @@ def cond_doc(cw: CondWorkload, model_root: Path) -> dict[str, Any]:
     for model in models:
         if model["name"] in cw.parameters:
             model["parameters"] = dict(cw.parameters[model["name"]])
-        if model["name"] != "classifier":
+        if model["name"] in {role for _, role, _, _ in COND_BRANCH_STEPS.values()}:
             model["inputs"].append({"name": COND_AFTER, "dataType": "INT32", "dims": [1], "optional": True})
         model["name"] = cw.models[model["name"]]
     doc["spec"]["models"] = models
@@ -582,12 +583,10 @@ def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict
             names["classifier"], [_input("X", x)], outputs=_outputs("LABEL"), client_timeout=timeout
         )
         label = classified.as_numpy("LABEL")
-        if label is not None and int(label.reshape(-1)[0]) == 1:
-            model, tensor, output = names["head_b"], "FEATS_IN_B", "OUTPUT_B"
-        else:
-            model, tensor, output = names["extractor"], "INPUT_A", "FEATS_A"
+        large = label is not None and int(label.reshape(-1)[0]) == 1
+        _, role, tensor, output = COND_BRANCH_STEPS[int(large)]
         result = await client.infer(
-            model, [_input(tensor, x)], outputs=_outputs(output), client_timeout=timeout
+            names[role], [_input(tensor, x)], outputs=_outputs(output), client_timeout=timeout
         )
         return result.as_numpy(output), label
 
@@ -784,12 +783,42 @@ def compute_checks(
     return checks
 
 
-def cond_checks(cond: dict[str, dict[str, dict[str, Any]]], errors: int) -> list[dict[str, Any]]:
+def ran_own_models(cw: CondWorkload, cond: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Whether every measured run of every variant reached the workload's own models, from Triton's
+    statistics read around it: the classifier one row a request, the two branch models one row a request
+    between them (inferences: the Python orchestrator calls them once a batch). cond_compute's models
+    answer the same numbers as cond's, so the answers cannot tell."""
+    classifier = cw.models["classifier"]
+    branches = [cw.models[role] for _, role, _, _ in COND_BRANCH_STEPS.values()]
+    missed = []
+    for variant, by_c in cond.items():
+        for c, result in by_c.items():
+            for k, run in enumerate(result["rounds"]):
+                steps = run.get("step_us", {})
+                counts = {
+                    classifier: steps.get(classifier, {}).get("inferences", 0),
+                    "branches": sum(steps.get(m, {}).get("inferences", 0) for m in branches),
+                }
+                if any(n != run["requests"] for n in counts.values()):
+                    missed.append(f"{variant} c={c} round {k + 1}: {run['requests']} requests, rows {counts}")
+    return {
+        "name": "every_variant_ran_the_workloads_models",
+        "description": f"every run's requests reached {classifier} once each and {' or '.join(branches)} "
+        "once each (rows, in Triton's statistics)",
+        "value": missed,
+        "pass": not missed,
+    }
+
+
+def cond_checks(
+    cw: CondWorkload, cond: dict[str, dict[str, dict[str, Any]]], errors: int
+) -> list[dict[str, Any]]:
     """A two-branch workload: the goal (each compiled variant, the Python orchestrator and the native
     switch, within COND_GOAL of each floor, p50, per concurrency), its ratios against the others,
-    and the workload's correctness check. branch_ensemble is the issue's floor: it runs the branch
-    step beside the classifier, which no pipeline that waits for the label can; branch_serial waits
-    for it, so against it the condition's own cost shows."""
+    that every variant ran the workload's models, and the workload's correctness check.
+    branch_ensemble is the issue's floor: it runs the branch step beside the classifier, which no
+    pipeline that waits for the label can; branch_serial waits for it, so against it the condition's
+    own cost shows."""
 
     def p50(variant: str, c: int) -> float:
         return float(cond[variant][str(c)]["p50_ms"])
@@ -831,6 +860,7 @@ def cond_checks(cond: dict[str, dict[str, dict[str, Any]]], errors: int) -> list
                     "informational": True,
                 }
             )
+    checks.append(ran_own_models(cw, cond))
     checks.append(
         {
             "name": "all_responses_correct_cond",
@@ -1083,7 +1113,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = target_checks(results, errors["toy"]) if "toy" in ran else []
     both = "toy" in ran and "compute" in ran
     info = compute_checks(results, compute_results, errors["compute"]) if both else []
-    cond_check = {key: cond_checks(ran[key], errors[key]) for key in CONDS if key in ran}
+    cond_check = {key: cond_checks(CONDS[key], ran[key], errors[key]) for key in CONDS if key in ran}
     machine = {
         **report["machine"],
         "loadavg_1_5_15_start": load_start,

@@ -37,11 +37,18 @@ def snapshot(get: Callable[[str], Any], models: Iterable[str]) -> Snapshot:
     """Each model's cumulative counters now, summed over its versions."""
     out: Snapshot = {}
     for model in models:
-        counters: Counters = {"requests": 0, "executions": 0, "request": 0, **dict.fromkeys(PHASES, 0)}
+        counters: Counters = {
+            "requests": 0,
+            "inferences": 0,
+            "executions": 0,
+            "request": 0,
+            **dict.fromkeys(PHASES, 0),
+        }
         for version in get(f"/v2/models/{model}/stats")["model_stats"]:
             stats = version["inference_stats"]
             counters["requests"] += int(stats["success"]["count"])
             counters["request"] += int(stats["success"]["ns"])
+            counters["inferences"] += int(version.get("inference_count", 0))  # rows: a batch's each
             counters["executions"] += int(version.get("execution_count", 0))
             for phase in PHASES:
                 counters[phase] += int(stats[phase]["ns"])
@@ -50,7 +57,8 @@ def snapshot(get: Callable[[str], Any], models: Iterable[str]) -> Snapshot:
 
 
 def per_request(after: Snapshot, before: Snapshot | None = None) -> dict[str, dict[str, float]]:
-    """Mean microseconds per request in each phase (and "request", the whole), requests and executions,
+    """Mean microseconds per request in each phase (and "request", the whole), requests, inferences
+    (rows) and executions,
     for each model between two snapshots (from the server's start without `before`)."""
     out: dict[str, dict[str, float]] = {}
     for model, now in after.items():
@@ -60,6 +68,7 @@ def per_request(after: Snapshot, before: Snapshot | None = None) -> dict[str, di
         out[model] = {
             **{p: round(diff[p] / n / 1000, 1) if n else 0.0 for p in ("request", *PHASES)},
             "requests": n,
+            "inferences": diff["inferences"],
             "executions": diff["executions"],
         }
     return out

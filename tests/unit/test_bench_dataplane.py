@@ -1,7 +1,7 @@
 """bench/dataplane.py's two-branch workloads, the parts that need no server: the floors it measures are
-what its report says they are. `branch_ensemble` runs the branch step beside the classifier,
-`branch_serial` makes it wait for the classifier, and the compiled variants call the same models. The
-runs themselves are `make bench-dataplane`."""
+what its report says they are (`branch_ensemble` runs the branch step beside the classifier,
+`branch_serial` makes it wait for the classifier), and its check that every variant ran the workload's
+own models tells a run that did from one that did not. The runs themselves are `make bench-dataplane`."""
 
 from __future__ import annotations
 
@@ -36,20 +36,37 @@ def test_the_serial_floor_waits_for_the_classifier_and_the_plain_one_does_not(
     serial = _ensemble_steps(cw, cw.serial[label])
     assert set(plain) == set(serial) == {classifier, branch}
     image = dict(plain[classifier].input_map)["X"]  # the pipeline input, as the ensemble names it
-    label = dict(serial[classifier].output_map)["LABEL"]
+    labelled = dict(serial[classifier].output_map)["LABEL"]
     assert dict(plain[branch].input_map) == {tensor: image}  # only the input: runs beside the classifier
-    assert dict(serial[branch].input_map) == {tensor: image, dataplane.COND_AFTER: label}
+    assert dict(serial[branch].input_map) == {tensor: image, dataplane.COND_AFTER: labelled}
     assert serial[classifier] == plain[classifier]
 
 
-@pytest.mark.parametrize("cw", dataplane.CONDS.values(), ids=dataplane.CONDS)
-def test_every_variant_runs_the_workloads_own_models(cw: dataplane.CondWorkload) -> None:
-    doc = dataplane.cond_doc(cw, Path("/models"))
-    declared = {m["name"]: m for m in doc["spec"]["models"]}
-    assert set(declared) == set(cw.models.values())
-    for role, name in cw.models.items():
-        assert declared[name].get("parameters", {}) == cw.parameters.get(role, {})
-    native = dataplane.cond_native_doc(cw, Path("/models"))
-    assert native["spec"]["server"]["router"] == "native"
-    assert [p["name"] for p in native["spec"]["pipelines"]] == [cw.native]
-    assert native["spec"]["models"] == doc["spec"]["models"]  # one config per model in the repository
+def _run(requests: int, rows: dict[str, int]) -> dict[str, object]:
+    """One measured run as the bench records it: its requests, and the rows each model counted."""
+    return {"requests": requests, "step_us": {m: {"inferences": n} for m, n in rows.items()}}
+
+
+def test_the_models_check_passes_runs_that_reached_the_workloads_models_in_batches_or_not() -> None:
+    m = dataplane.COND_COMPUTE.models
+    one = _run(10, {m["classifier"]: 10, m["extractor"]: 5, m["head_b"]: 5})
+    cond = {"native": {"1": {"rounds": [one, one]}}, "conditional": {"16": {"rounds": [one]}}}
+    check = dataplane.ran_own_models(dataplane.COND_COMPUTE, cond)
+    assert check["pass"] and check["value"] == []
+
+
+def test_the_models_check_fails_a_run_that_reached_another_workloads_models() -> None:
+    own, other = dataplane.COND_COMPUTE.models, dataplane.COND.models
+    right = _run(10, {own["classifier"]: 10, own["extractor"]: 5, own["head_b"]: 5})
+    # a BLS model left calling its default models: the answers are the same numbers, the rows are not
+    wrong = _run(
+        10, {own["classifier"]: 0, other["classifier"]: 10, other["extractor"]: 5, other["head_b"]: 5}
+    )
+    short = _run(10, {own["classifier"]: 10, own["extractor"]: 5, own["head_b"]: 4})
+    cond = {
+        "native": {"1": {"rounds": [right]}},
+        "bls": {"1": {"rounds": [right, wrong]}, "16": {"rounds": [short]}},
+    }
+    check = dataplane.ran_own_models(dataplane.COND_COMPUTE, cond)
+    assert not check["pass"]
+    assert [line.split(":")[0] for line in check["value"]] == ["bls c=1 round 2", "bls c=16 round 1"]
