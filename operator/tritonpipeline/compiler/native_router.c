@@ -893,7 +893,13 @@ static int element(int datatype, const char* data, size_t size, size_t k, size_t
     case TYPE_UINT8: { uint8_t x; memcpy(&x, data + k, 1); v->i = x; return 0; }
     case TYPE_UINT8 + 1: { uint16_t x; memcpy(&x, data + 2 * k, 2); v->i = x; return 0; }
     case TYPE_UINT8 + 2: { uint32_t x; memcpy(&x, data + 4 * k, 4); v->i = x; return 0; }
-    case TYPE_UINT64: { uint64_t x; memcpy(&x, data + 8 * k, 8); v->i = (int64_t)x; return 0; }
+    case TYPE_UINT64: { /* past INT64_MAX: as a double, above every value a spec can hold (2^53) */
+      uint64_t x;
+      memcpy(&x, data + 8 * k, 8);
+      if (x > (uint64_t)INT64_MAX) { v->kind = 'f'; v->f = (double)x; }
+      else v->i = (int64_t)x;
+      return 0;
+    }
     case TYPE_INT8: { int8_t x; memcpy(&x, data + k, 1); v->i = x; return 0; }
     case TYPE_INT8 + 1: { int16_t x; memcpy(&x, data + 2 * k, 2); v->i = x; return 0; }
     case TYPE_INT8 + 2: { int32_t x; memcpy(&x, data + 4 * k, 4); v->i = x; return 0; }

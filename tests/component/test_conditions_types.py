@@ -1,0 +1,163 @@
+"""Each operator of a condition on each kind of tensor it takes, served by the real tritonserver (CPU) on
+both backends: the Python orchestrator and the native switch evaluate the same comparisons
+(docs/concepts/conditions.md, its operators). One server per backend serves a pipeline per tensor type,
+its branch chosen by a pipeline input of that type: `small` where one comparison holds, `large` (two
+steps) where the other does, neither otherwise."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+from component.test_triton_integration import extractor, head_b
+from helpers import ROUTERS, conditional_on_input, example, with_router
+
+pytestmark = pytest.mark.tritonserver
+
+IMAGE = np.array([[1.0, 2.0, -0.5, 0.25]], dtype=np.float32)
+BIG = (1 << 53) + 1  # beyond a double's integers: compared exactly, not through a float
+NAN = float("nan")
+
+# pipeline name -> (input type, the small branch's comparison, the large one's, [(value, branch)])
+CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any], list[tuple[Any, str | None]]]] = {
+    "by_int32": (
+        "INT32",
+        {"in": [1, 3]},
+        {"equals": 2},
+        [(1, "small"), (3, "small"), (2, "large"), (7, None)],
+    ),
+    "by_int16": (
+        "INT16",
+        {"lessThan": 2.5},
+        {"greaterThan": 2.5},
+        [(2, "small"), (3, "large"), (-300, "small")],
+    ),
+    "by_int8": (
+        "INT8",
+        {"lessThan": -100},
+        {"greaterThan": 100},
+        [(-128, "small"), (127, "large"), (0, None)],
+    ),
+    "by_int64": (
+        "INT64",
+        {"lessThan": -5},
+        {"greaterThan": (1 << 53) - 1},
+        [(BIG, "large"), ((1 << 53) - 1, None), (-6, "small"), (-(1 << 62), "small")],
+    ),
+    "by_uint8": ("UINT8", {"in": [0, 1]}, {"equals": 200}, [(200, "large"), (1, "small"), (255, None)]),
+    "by_uint64": (
+        "UINT64",
+        {"lessThan": 3},
+        {"greaterThan": 10},
+        [((1 << 63) + 5, "large"), (2, "small"), (5, None)],
+    ),
+    "by_bool": ("BOOL", {"equals": False}, {"equals": True}, [(True, "large"), (False, "small")]),
+    "by_fp32": (
+        "FP32",
+        {"lessThan": 0.5},
+        {"greaterThan": 0.5},
+        [(0.25, "small"), (0.75, "large"), (0.5, None), (NAN, None)],
+    ),
+    "by_fp16": (
+        "FP16",
+        {"lessThan": -1.5},
+        {"greaterThan": 1.5},
+        [(2.0, "large"), (-2.0, "small"), (1.0, None)],
+    ),
+    "by_fp64": (
+        "FP64",
+        {"lessThan": -0.001},
+        {"greaterThan": 0.001},
+        [(0.002, "large"), (-0.002, "small"), (0.0005, None)],
+    ),
+}
+
+
+def _doc() -> dict[str, Any]:
+    """examples/conditional.yaml's models, a pipeline per case (and one switch on INT64)."""
+    doc = example("conditional")
+    doc["spec"]["pipelines"] = []
+    for name, (dtype, small, large, _) in CASES.items():
+        pipeline = conditional_on_input("C", dtype, small, large)["spec"]["pipelines"][0]
+        doc["spec"]["pipelines"].append({**pipeline, "name": name})
+    switched = copy.deepcopy(example("conditional")["spec"]["pipelines"][1])
+    switched["name"] = "switch_int64"
+    switched["inputs"].append({"name": "C", "dataType": "INT64", "dims": [1]})
+    switched["steps"] = switched["steps"][1:]  # no classifier: the input chooses
+    switched["switch"] = [
+        {
+            "tensor": "inputs.C",
+            "cases": [{"greaterThan": 10, "steps": ["large"]}, {"in": [11, 1, 2], "steps": ["small"]}],
+        }
+    ]
+    doc["spec"]["pipelines"].append(switched)
+    return doc
+
+
+@pytest.fixture(scope="module", params=ROUTERS)
+def server(request: pytest.FixtureRequest, shared_pipeline):
+    """The doc's server, its conditions served on `python` (the orchestrator) or `native` (the switch)."""
+    return shared_pipeline(with_router(_doc(), str(request.param)))
+
+
+def _ask(server, pipeline: str, dtype: str, *values: Any) -> dict[str, np.ndarray]:
+    """The pipeline's answer to IMAGE and C, a row of each per value."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        image = httpclient.InferInput("IMAGE", [len(values), 4], "FP32")
+        image.set_data_from_numpy(np.repeat(IMAGE, len(values), axis=0))
+        array = np.array([[v] for v in values], dtype=_NUMPY[dtype])
+        c = httpclient.InferInput("C", [len(values), 1], np_to_triton_dtype(array.dtype))
+        c.set_data_from_numpy(array)
+        result = client.infer(pipeline, [image, c])
+    finally:
+        client.close()
+    return {o["name"]: result.as_numpy(o["name"]) for o in result.get_response()["outputs"]}
+
+
+_NUMPY = {
+    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "UINT8": np.uint8,
+    "UINT64": np.uint64, "BOOL": np.bool_, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "value", "branch"),
+    [(name, value, branch) for name, (_, _, _, probes) in CASES.items() for value, branch in probes],
+)
+def test_each_operator_on_each_type_chooses_the_branch(server, pipeline: str, value: Any, branch: str | None):
+    out = _ask(server, pipeline, CASES[pipeline][0], value)
+    if branch is None:  # no branch: RESULT and SCORE left out, SMALL its default
+        assert set(out) == {"SMALL"}, f"{pipeline} on {value!r} took a branch"
+        np.testing.assert_array_equal(out["SMALL"], np.zeros_like(IMAGE))
+    elif branch == "small":
+        assert set(out) == {"RESULT", "SMALL"}, f"{pipeline} on {value!r} did not take only the small branch"
+        np.testing.assert_allclose(out["RESULT"], extractor(IMAGE))
+    else:
+        assert set(out) == {"RESULT", "SCORE", "SMALL"}, f"{pipeline} on {value!r} missed the large branch"
+        np.testing.assert_allclose(out["RESULT"], head_b(IMAGE))
+
+
+@pytest.mark.parametrize(("value", "branch"), [(11, "large"), (2, "small"), (10, None), (1 << 62, "large")])
+def test_a_switch_takes_its_first_case_that_holds(server, value: int, branch: str | None) -> None:
+    """11 is in the second case too: the first that holds wins; no case and no default: neither runs,
+    and RESULT (written by the branches only) is left out."""
+    out = _ask(server, "switch_int64", "INT64", value)
+    if branch is None:
+        assert "RESULT" not in out
+    else:
+        np.testing.assert_allclose(out["RESULT"], head_b(IMAGE) if branch == "large" else extractor(IMAGE))
+
+
+def test_the_rows_of_one_request_take_one_branch(server) -> None:
+    """A request of two rows whose values agree takes their branch with both rows; values that disagree
+    are refused with the tensor named, on both backends alike."""
+    out = _ask(server, "by_int32", "INT32", 1, 3)  # both in [1, 3]: the small branch
+    np.testing.assert_allclose(out["RESULT"], extractor(np.repeat(IMAGE, 2, axis=0)))
+    with pytest.raises(InferenceServerException, match=r"disagree on the condition on:? inputs\.C"):
+        _ask(server, "by_int32", "INT32", 1, 2)
