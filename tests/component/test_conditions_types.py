@@ -96,6 +96,17 @@ def _doc() -> dict[str, Any]:
         }
     ]
     doc["spec"]["pipelines"].append(switched)
+    optional = conditional_on_input("C", "INT32", {"equals": 1}, {"equals": 2})["spec"]["pipelines"][0]
+    optional["inputs"][-1]["optional"] = True
+    doc["spec"]["pipelines"].append({**optional, "name": "by_optional"})
+    defaulted = copy.deepcopy(switched)
+    defaulted["inputs"][-1]["optional"] = True
+    defaulted["switch"][0] = {
+        "tensor": "inputs.C",
+        "cases": [{"greaterThan": 10, "steps": ["large"]}],
+        "default": ["small"],
+    }
+    doc["spec"]["pipelines"].append({**defaulted, "name": "switch_optional"})
     return doc
 
 
@@ -106,15 +117,18 @@ def server(request: pytest.FixtureRequest, shared_pipeline):
 
 
 def _ask(server, pipeline: str, dtype: str, *values: Any) -> dict[str, np.ndarray]:
-    """The pipeline's answer to IMAGE and C, a row of each per value."""
+    """The pipeline's answer to IMAGE and C, a row of each per value (no value: IMAGE alone)."""
     client = httpclient.InferenceServerClient(server.http_url)
     try:
-        image = httpclient.InferInput("IMAGE", [len(values), 4], "FP32")
-        image.set_data_from_numpy(np.repeat(IMAGE, len(values), axis=0))
-        array = np.array([[v] for v in values], dtype=_NUMPY[dtype])
-        c = httpclient.InferInput("C", [len(values), 1], np_to_triton_dtype(array.dtype))
-        c.set_data_from_numpy(array)
-        result = client.infer(pipeline, [image, c])
+        image = httpclient.InferInput("IMAGE", [max(len(values), 1), 4], "FP32")
+        image.set_data_from_numpy(np.repeat(IMAGE, max(len(values), 1), axis=0))
+        inputs = [image]
+        if values:
+            array = np.array([[v] for v in values], dtype=_NUMPY[dtype])
+            c = httpclient.InferInput("C", [len(values), 1], np_to_triton_dtype(array.dtype))
+            c.set_data_from_numpy(array)
+            inputs.append(c)
+        result = client.infer(pipeline, inputs)
     finally:
         client.close()
     return {o["name"]: result.as_numpy(o["name"]) for o in result.get_response()["outputs"]}
@@ -159,5 +173,19 @@ def test_the_rows_of_one_request_take_one_branch(server) -> None:
     are refused with the tensor named, on both backends alike."""
     out = _ask(server, "by_int32", "INT32", 1, 3)  # both in [1, 3]: the small branch
     np.testing.assert_allclose(out["RESULT"], extractor(np.repeat(IMAGE, 2, axis=0)))
-    with pytest.raises(InferenceServerException, match=r"disagree on the condition on:? inputs\.C"):
+    with pytest.raises(
+        InferenceServerException, match=r"disagree on the condition on:? inputs\.C"
+    ) as refused:
         _ask(server, "by_int32", "INT32", 1, 2)
+    assert refused.value.status() == "400"  # the client's request at fault
+
+
+def test_a_condition_on_an_input_left_out_holds_for_no_value(server) -> None:
+    """An optional input the request leaves out: no `when` on it holds (both branches skipped), and a
+    switch on it takes its default; given, it chooses as any input."""
+    out = _ask(server, "by_optional", "INT32")
+    assert set(out) == {"SMALL"}
+    np.testing.assert_array_equal(out["SMALL"], np.zeros_like(IMAGE))
+    assert set(_ask(server, "by_optional", "INT32", 2)) == {"RESULT", "SCORE", "SMALL"}
+    np.testing.assert_allclose(_ask(server, "switch_optional", "INT64")["RESULT"], extractor(IMAGE))
+    np.testing.assert_allclose(_ask(server, "switch_optional", "INT64", 12)["RESULT"], head_b(IMAGE))

@@ -995,7 +995,10 @@ static TRITONSERVER_Error* taken(Switch* sw, TRITONBACKEND_Request* request, con
   InputInfo in;
   int found_input;
   TRY(find_input(request, b->tensor, &in, &found_input));
-  if (!found_input) return error(TRITONSERVER_ERROR_INVALID_ARG, "no tensor to evaluate the condition on", b->tensor);
+  if (!found_input) { /* left out (an optional input): no comparison holds, only a switch's default */
+    *result = b->when.op == 'D';
+    return NULL;
+  }
   const int64_t* shape = in.shape;
   uint32_t dims = in.dims;
   uint64_t size = in.size;

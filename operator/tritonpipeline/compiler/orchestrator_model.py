@@ -65,7 +65,9 @@ NUMPY_TYPES = {
 
 
 def holds(when, value):
-    """Whether one value satisfies a condition ({"operator", "value"})."""
+    """Whether one value satisfies a condition ({"operator", "value"}); None, a tensor left out, none."""
+    if value is None:
+        return False
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     elif isinstance(value, np.generic):
@@ -86,6 +88,20 @@ def holds_guard(when, value):
     if any(holds(case, value) for case in when.get("unless", ())):
         return False
     return when["operator"] is None or holds(when, value)
+
+
+def failure(message, code="INVALID_ARG"):
+    """A TritonError carrying Triton's code (a name of TritonError's, or a part's error's own code) where
+    the server's Python backend takes codes (23.10 and later): INVALID_ARG, the client's request at fault
+    (HTTP 400), unless a part's error says otherwise."""
+    if isinstance(code, str):
+        code = getattr(pb_utils.TritonError, code, None)
+    return pb_utils.TritonError(message) if code is None else pb_utils.TritonError(message, code)
+
+
+def part_failure(message, error):
+    """A part's error, its message prefixed, its code kept."""
+    return failure(message, error.code() if hasattr(error, "code") else None)
 
 
 def values(tensor):
@@ -157,7 +173,7 @@ class TritonPythonModel:
 
     async def call(self, part, envs):
         """Call one part with the requests `envs` (each: reference -> tensor), once for all of them where
-        they can be joined; write its outputs into each env. Returns [(env, error message)]."""
+        they can be joined; write its outputs into each env. Returns [(env, TritonError)]."""
         groups = [envs]
         if len(envs) > 1 and (
             not self.batching or part.get("sequence") or (torch is None and not self._all_cpu(part, envs))
@@ -167,7 +183,7 @@ class TritonPythonModel:
         for group, answer in zip(
             groups, await asyncio.gather(*(self._call(part, g) for g in groups)), strict=True
         ):
-            if isinstance(answer, str):
+            if answer is not None:
                 failed += [(env, answer) for env in group]
         return failed
 
@@ -182,7 +198,7 @@ class TritonPythonModel:
             if len(present) == len(group):
                 inputs.append(joined(ref, present))
             elif present:
-                return f"{ref} is given by some requests of a batch and not by others"
+                return failure(f"{ref} is given by some requests of a batch and not by others")
         request = pb_utils.InferenceRequest(
             model_name=part["model"],
             requested_output_names=part["outputs"],
@@ -191,7 +207,7 @@ class TritonPythonModel:
         )
         response = await request.async_exec()
         if response.has_error():
-            return f"{part['model']}: {response.error().message()}"
+            return part_failure(f"{part['model']}: {response.error().message()}", response.error())
         for ref in part["outputs"]:
             tensor = pb_utils.get_output_tensor_by_name(response, ref)
             if tensor is None:
@@ -206,9 +222,11 @@ class TritonPythonModel:
         return next(iter(env.values())).shape()[0]
 
     def branch_taken(self, when, env):
-        """Whether a request takes a branch; raises ValueError when its batch items disagree."""
+        """Whether a request takes a branch; raises ValueError when its batch items disagree. A tensor
+        the request leaves out (an optional input) holds no value: no comparison holds on it, so only a
+        switch's default is taken."""
         if when["tensor"] not in env:
-            raise ValueError(f"no {when['tensor']} to evaluate the condition on")
+            return holds_guard(when, None)
         found = {holds_guard(when, v) for v in values(env[when["tensor"]])}
         if len(found) > 1:
             raise ValueError(f"the batch items of one request disagree on the condition on {when['tensor']}")
@@ -270,8 +288,8 @@ class TritonPythonModel:
             envs.append(env)
         errors = {}
         if self.plan["head"] is not None:
-            for env, message in await self.call(self.plan["head"], envs):
-                errors[id(env)] = message
+            for env, error in await self.call(self.plan["head"], envs):
+                errors[id(env)] = error
         calls, streamed = [], []
         for branch in self.plan["branches"]:
             taking = []
@@ -282,14 +300,14 @@ class TritonPythonModel:
                     if self.branch_taken(branch["when"], env):
                         taking.append(env)
                 except ValueError as exc:
-                    errors[id(env)] = str(exc)
+                    errors[id(env)] = failure(str(exc))
             if taking and branch.get("streams"):
                 streamed.append((branch, taking))
             elif taking:
                 calls.append(self.call(branch, taking))
         for failed in await asyncio.gather(*calls):
-            for env, message in failed:
-                errors.setdefault(id(env), message)
+            for env, error in failed:
+                errors.setdefault(id(env), error)
         if self.sequences:
             self.end(envs)
         if self.decoupled:
@@ -298,7 +316,7 @@ class TritonPythonModel:
         responses = []
         for env in envs:
             if id(env) in errors:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(errors[id(env)])))
+                responses.append(pb_utils.InferenceResponse(error=errors[id(env)]))
                 continue
             responses.append(self.respond(env))
         return responses
@@ -326,7 +344,7 @@ class TritonPythonModel:
 
     async def _stream(self, sender, env, error, branches):
         if error is not None:
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(error)), flags=FINAL)
+            sender.send(pb_utils.InferenceResponse(error=error), flags=FINAL)
             return
         if not branches:
             sender.send(self.respond(env), flags=FINAL)
@@ -341,13 +359,13 @@ class TritonPythonModel:
             try:
                 responses = await request.async_exec(decoupled=True)
             except Exception as exc:  # the stream still ends (FINAL below), with the error in it
-                message = f"{branch['model']}: {exc}"
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)))
+                error = failure(f"{branch['model']}: {exc}", "INTERNAL")
+                sender.send(pb_utils.InferenceResponse(error=error))
                 return
             for response in responses:
                 if response.has_error():
-                    message = f"{branch['model']}: {response.error().message()}"
-                    sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)))
+                    error = part_failure(f"{branch['model']}: {response.error().message()}", response.error())
+                    sender.send(pb_utils.InferenceResponse(error=error))
                     continue
                 got = Env(env)
                 for ref in branch["outputs"]:
