@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import CLI, EXAMPLES, MODELS, ROOT, example
+from helpers import CLI, EXAMPLES, MODELS, ROOT, example, native_router_or_skip
 from support.cli import (
     EXAMPLE_FILES,
     _router_name,
@@ -410,7 +410,8 @@ def test_serve_router_auto_falls_back_to_python_with_a_note(
     (compiled,) = cli.compile_file(str(EXAMPLES / "fanout.yaml"), cpu_only=True)
     chosen = cli.cmd_serve.with_router(compiled, "auto", True)
     assert chosen.artifacts.router_backend == "python" and chosen is compiled
-    assert "note: the routers run on the Python backend (no C compiler" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "note: the routers and conditions run on the Python backend (no C compiler" in said
     assert [r["backend"] for r in chosen.artifacts.graph_summary()["routers"]] == ["python"]
 
 
@@ -467,3 +468,18 @@ def test_a_pipeline_read_from_standard_input(tmp_path: Path) -> None:
     assert (tmp_path / "-").read_text().startswith("flowchart")
     twice = run("validate", "-", "-", cwd=EXAMPLES)
     assert (twice.returncode, twice.stderr.strip()) == (2, "error: - (standard input) can be given once")
+
+
+def test_serve_takes_the_native_switch_for_conditions_without_routers(tmp_path: Path) -> None:
+    """A pipeline with conditions and no fan-out (no router) still gets the native switch: serve kept it
+    on the Python orchestrator, as the routers' choice was made only where the pipeline had routers."""
+    native_router_or_skip()
+    doc = example("conditional")
+    doc["spec"]["pipelines"] = doc["spec"]["pipelines"][1:]  # `switched`: a switch, no router
+    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
+    (compiled,) = cli.compile_file(str(write_cr(tmp_path / "cr.yaml", doc)), cpu_only=True)
+    assert not compiled.artifacts.plan.routers and compiled.artifacts.plan.orchestrators
+    chosen = cli.cmd_serve.with_router(compiled, "native", True)
+    assert chosen.artifacts.router_backend == "native"
+    assert "switched__switch/config.pbtxt" in chosen.artifacts.files
+    assert "switched/1/model.py" not in chosen.artifacts.files
