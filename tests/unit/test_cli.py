@@ -483,3 +483,31 @@ def test_serve_takes_the_native_switch_for_conditions_without_routers(tmp_path: 
     assert chosen.artifacts.router_backend == "native"
     assert "switched__switch/config.pbtxt" in chosen.artifacts.files
     assert "switched/1/model.py" not in chosen.artifacts.files
+
+
+@pytest.mark.parametrize(
+    ("flag", "spec", "native"),
+    [
+        ([], "auto", False),
+        ([], "native", True),
+        (["--router", "native"], "auto", True),
+        (["--router", "python"], "native", False),
+    ],
+)
+def test_render_writes_the_routers_and_conditions_on_the_backend_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str], spec: str, native: bool
+) -> None:
+    """render honours --router, else spec.server.router (auto: the Python backend, which any tritonserver
+    runs; the native library is built here, for this machine's architecture)."""
+    native_router_or_skip()
+    doc = example("conditional")
+    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
+    doc["spec"]["server"]["router"] = spec
+    out = tmp_path / "repo"
+    assert cli.main(["render", str(write_cr(tmp_path / "cr.yaml", doc)), "-o", str(out), *flag]) == 0
+    said = capsys.readouterr().out
+    assert (out / "switched__switch" / "1" / "libtriton_tprouter.so").is_file() is native
+    assert (out / "switched" / "1" / "model.py").is_file() is not native
+    router = out / "conditional__when1__large__OUTPUT_B__router" / "config.pbtxt"
+    assert ('backend: "tprouter"' in router.read_text()) is native
+    assert f"conditions of 'switched': {'the native switch' if native else 'a generated Python'}" in said

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..local.repository import write_repository
 from .arguments import add_file, add_models, add_name, output_path
-from .common import EXIT_OK, compile_file, protected, select
+from .common import EXIT_OK, compile_file, protected, routing_lines, select, with_router
 
 NAME = "render"
 EXAMPLES = (
@@ -29,12 +29,21 @@ def add(sub: Any) -> argparse.ArgumentParser:
     add_name(p)
     p.add_argument("--cpu", action="store_true", help="turn GPU instance groups into CPU ones")
     p.add_argument("--force", action="store_true", help="replace a non-empty output directory")
+    p.add_argument(
+        "--router",
+        choices=("native", "python"),
+        help="what the routers and conditions run on: the native router (a C backend built here with gcc, "
+        "cached: for a tritonserver on this machine's architecture) or the Python backend (default: what "
+        "spec.server.router names, python for auto)",
+    )
     add_models(p)
     return p
 
 
 def execute(args: argparse.Namespace) -> int:
     c = select(compile_file(args.file, cpu_only=args.cpu, models=args.models), args.name, args.file)
+    choice = args.router or c.pipeline.spec.server.router
+    c = with_router(c, "native" if choice == "native" else "python", args.cpu)
     dest = write_repository(
         c.artifacts, args.output_dir, c.model_root, force=args.force, protect=protected(args.file)
     )
@@ -44,6 +53,6 @@ def execute(args: argparse.Namespace) -> int:
             f"note: model files live at {c.pipeline.spec.model_repository.uri}; only generated configs were "
             "written (pass --models DIR to link local copies)"
         )
-    for r in c.artifacts.plan.routers:
-        print(f"  router {r.name}: {r.source} -> {', '.join(cons.label for _, cons in r.outputs)}")
+    for line in routing_lines(c.artifacts):
+        print(line)
     return EXIT_OK

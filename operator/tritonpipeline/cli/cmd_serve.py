@@ -10,12 +10,11 @@ import signal
 import sys
 import tempfile
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .. import extras
-from ..compiler import Artifacts, tracing
+from ..compiler import tracing
 from ..errors import Problem, SpecError, quote, reason
 from ..local.repository import write_repository
 from ..render.meta import GRPC_PORT, HTTP_PORT, METRICS_PORT
@@ -30,7 +29,9 @@ from .common import (
     compile_file,
     error,
     protected,
+    routing_lines,
     select,
+    with_router,
 )
 
 NAME = "serve"
@@ -110,28 +111,6 @@ def _gpu_present() -> bool:
     return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
 
 
-def with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
-    """The pipeline with its routers and conditions on the backend `choice` asks for (serve --router), or
-    with `auto` on the one spec.server.router names: `auto` takes the native router (and its switch) when
-    it builds here (a C compiler) and says why not otherwise; `native` insists. A library this machine
-    carries (TRITONPIPELINE_NATIVE_ROUTER, as the operator image sets it) is used instead of a build."""
-    from ..compiler import compile_pipeline
-    from ..local.native_router import INSTALLED_ENV, NativeRouterUnavailable, build, installed
-
-    if choice == "auto":
-        choice = c.pipeline.spec.server.router
-    if choice == "python" or not (c.artifacts.plan.routers or c.artifacts.plan.orchestrators):
-        return c
-    try:
-        library = installed() if os.environ.get(INSTALLED_ENV) else build()
-    except (NativeRouterUnavailable, RuntimeError) as exc:
-        if choice == "native":
-            raise SpecError.one(f"--router native: {exc}") from None
-        print(f"note: the routers and conditions run on the Python backend ({exc})")
-        return c
-    return replace(c, artifacts=compile_pipeline(c.pipeline, cpu_only=cpu, native_router=library))
-
-
 def execute(args: argparse.Namespace) -> int:
     check_ports(args)
     from ..local.tritonserver import HOME_ENV
@@ -196,14 +175,6 @@ def shown_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def _conditions_line(artifacts: Artifacts, pipeline: str) -> str:
-    """What evaluates a pipeline's conditions, in words (docs/concepts/conditions.md, how it is served):
-    the Python orchestrator is the pipeline's own model.py; the switch, a step of its ensemble."""
-    if f"{pipeline}/1/model.py" in artifacts.files:
-        return "a generated Python orchestrator"
-    return "the native switch in its ensemble"
-
-
 def _tracing_line(traced: Tracing, trace_file: Path) -> str:
     """Where serve's traces go, in words."""
     every = "every request" if traced.rate == 1 else f"1 request in {traced.rate}"
@@ -254,11 +225,8 @@ def _serve(c: Compiled, args: argparse.Namespace) -> int:
         server_args = [*tracing.trace_args(traced, c.pipeline.name, str(trace_file)), *server_args]
         if traced is not None:
             print(f"tracing: {_tracing_line(traced, trace_file)}")
-        for r in c.artifacts.plan.routers:
-            consumers = ", ".join(cons.label for _, cons in r.outputs)
-            print(f"  router {r.name} ({c.artifacts.router_backend}): {r.source} -> {consumers}")
-        for o in c.artifacts.plan.orchestrators:
-            print(f"  conditions of {o.name!r}: {_conditions_line(c.artifacts, o.name)}")
+        for line in routing_lines(c.artifacts):
+            print(line)
         server = LocalTriton(
             repo,
             http_port=args.http_port,

@@ -4,9 +4,10 @@ as validate, render, graph, serve and manifests read it."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..compiler import Artifacts
@@ -106,6 +107,43 @@ def select(compiled: list[Compiled], name: str | None, source: str) -> Compiled:
         return matches[0]
     names = ", ".join(c.pipeline.name for c in compiled)
     raise SpecError([Problem("metadata.name", f"no TritonPipeline named {name!r} (found: {names})")], source)
+
+
+def with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
+    """The pipeline with its routers and conditions on the backend `choice` asks for (serve and render
+    --router), or with `auto` on the one spec.server.router names: `auto` takes the native router (and its
+    switch) when it builds here (a C compiler) and says why not otherwise; `native` insists. A library
+    this machine carries (TRITONPIPELINE_NATIVE_ROUTER, as the operator image sets it) is used instead of
+    a build."""
+    from ..compiler import compile_pipeline
+    from ..local.native_router import INSTALLED_ENV, NativeRouterUnavailable, build, installed
+
+    if choice == "auto":
+        choice = c.pipeline.spec.server.router
+    if choice == "python" or not (c.artifacts.plan.routers or c.artifacts.plan.orchestrators):
+        return c
+    try:
+        library = installed() if os.environ.get(INSTALLED_ENV) else build()
+    except (NativeRouterUnavailable, RuntimeError) as exc:
+        if choice == "native":
+            raise SpecError.one(f"--router native: {exc}") from None
+        print(f"note: the routers and conditions run on the Python backend ({exc})")
+        return c
+    return replace(c, artifacts=compile_pipeline(c.pipeline, cpu_only=cpu, native_router=library))
+
+
+def routing_lines(artifacts: Artifacts) -> list[str]:
+    """serve's and render's line per inserted router and per pipeline with conditions: what runs it (the
+    Python orchestrator is the pipeline's own model.py; the native switch, a step of its ensemble)."""
+    lines = []
+    for r in artifacts.plan.routers:
+        consumers = ", ".join(cons.label for _, cons in r.outputs)
+        lines.append(f"  router {r.name} ({artifacts.router_backend}): {r.source} -> {consumers}")
+    for o in artifacts.plan.orchestrators:
+        python = f"{o.name}/1/model.py" in artifacts.files
+        what = "a generated Python orchestrator" if python else "the native switch in its ensemble"
+        lines.append(f"  conditions of {o.name!r}: {what}")
+    return lines
 
 
 def protected(path: str) -> list[str]:
