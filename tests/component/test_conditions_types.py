@@ -7,6 +7,7 @@ steps) where the other does, neither otherwise."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from component.test_triton_integration import extractor, head_b
-from helpers import ROUTERS, conditional_on_input, example, with_router
+from helpers import MODELS, ROUTERS, conditional_on_input, example, with_router
+
+GENERIC = Path(__file__).resolve().parents[1] / "triton_models" / "generic_model.py"
 
 pytestmark = pytest.mark.tritonserver
 
@@ -78,9 +81,52 @@ CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any], list[tuple[Any, str 
 }
 
 
-def _doc() -> dict[str, Any]:
-    """examples/conditional.yaml's models, a pipeline per case (and one switch on INT64)."""
+# an output of each type the branch (the generic model: ones, "x" for BYTES) writes: its default, dims
+TYPED = {
+    "B": ("BOOL", False, [1]),
+    "U": ("UINT8", 7, [2]),
+    "I": ("INT64", -3, [1]),
+    "H": ("FP16", 1.5, [2]),
+    "D": ("FP64", 0.25, [1]),
+    "S": ("BYTES", "none", [1]),
+}
+
+
+def _typed() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A model `typed` (tests/triton_models/generic_model.py) writing TYPED, and a pipeline running it
+    where C equals 1, each of its outputs defaulted."""
+    model = {
+        "name": "typed",
+        "backend": "python",
+        "maxBatchSize": 8,
+        "inputs": [{"name": "X", "dataType": "FP32", "dims": [4]}],
+        "outputs": [{"name": n, "dataType": t, "dims": d} for n, (t, _, d) in TYPED.items()],
+        "instances": [{"kind": "CPU", "count": 1}],
+    }
+    pipeline = {
+        "name": "typed_defaults",
+        "inputs": [
+            {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
+            {"name": "C", "dataType": "INT32", "dims": [1]},
+        ],
+        "steps": [
+            {
+                "name": "typed",
+                "model": "typed",
+                "inputs": {"X": "inputs.IMAGE"},
+                "when": {"tensor": "inputs.C", "equals": 1},
+            }
+        ],
+        "outputs": [{"name": n, "from": f"typed.{n}", "default": v} for n, (_, v, _) in TYPED.items()],
+    }
+    return model, pipeline
+
+
+def _doc(models: Path) -> dict[str, Any]:
+    """examples/conditional.yaml's models and `typed` at `models`, a pipeline per case (and one switch on
+    INT64)."""
     doc = example("conditional")
+    doc["spec"]["modelRepository"]["uri"] = str(models)
     doc["spec"]["pipelines"] = []
     for name, (dtype, small, large, _) in CASES.items():
         pipeline = conditional_on_input("C", dtype, small, large)["spec"]["pipelines"][0]
@@ -107,13 +153,27 @@ def _doc() -> dict[str, Any]:
         "default": ["small"],
     }
     doc["spec"]["pipelines"].append({**defaulted, "name": "switch_optional"})
+    model, pipeline = _typed()
+    doc["spec"]["models"].append(model)
+    doc["spec"]["pipelines"].append(pipeline)
     return doc
 
 
 @pytest.fixture(scope="module", params=ROUTERS)
-def server(request: pytest.FixtureRequest, shared_pipeline):
+def server(request: pytest.FixtureRequest, shared_pipeline, models: Path):
     """The doc's server, its conditions served on `python` (the orchestrator) or `native` (the switch)."""
-    return shared_pipeline(with_router(_doc(), str(request.param)))
+    return shared_pipeline(with_router(_doc(models), str(request.param)))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's model files (links) and the generic model as `typed`."""
+    root = tmp_path_factory.mktemp("models")
+    for model in MODELS.iterdir():
+        (root / model.name).symlink_to(model)
+    (root / "typed" / "1").mkdir(parents=True)
+    (root / "typed" / "1" / "model.py").symlink_to(GENERIC)
+    return root
 
 
 def _ask(server, pipeline: str, dtype: str, *values: Any) -> dict[str, np.ndarray]:
@@ -189,3 +249,19 @@ def test_a_condition_on_an_input_left_out_holds_for_no_value(server) -> None:
     assert set(_ask(server, "by_optional", "INT32", 2)) == {"RESULT", "SCORE", "SMALL"}
     np.testing.assert_allclose(_ask(server, "switch_optional", "INT64")["RESULT"], extractor(IMAGE))
     np.testing.assert_allclose(_ask(server, "switch_optional", "INT64", 12)["RESULT"], head_b(IMAGE))
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_each_type_of_default_fills_a_skipped_output(server, taken: bool) -> None:
+    """Taken, the branch's own values; skipped, each output's default in its type and shape (the request's
+    rows first), from the orchestrator's numpy and from the switch's packed element alike."""
+    out = _ask(server, "typed_defaults", "INT32", *([1, 1] if taken else [0, 0]))
+    assert set(out) == set(TYPED)
+    for name, (data_type, default, dims) in TYPED.items():
+        got = out[name]
+        assert got.shape == (2, *dims), name
+        assert np_to_triton_dtype(got.dtype) == data_type, name
+        if data_type == "BYTES":
+            assert got.ravel().tolist() == [b"x" if taken else default.encode()] * got.size, name
+        else:
+            np.testing.assert_array_equal(got, np.full(got.shape, 1 if taken else default), err_msg=name)
