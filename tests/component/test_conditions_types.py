@@ -15,7 +15,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from component.test_triton_integration import extractor, head_b
+from component.test_triton_integration import extractor, head_b, head_c
 from helpers import MODELS, ROUTERS, conditional_on_input, example, with_router
 
 GENERIC = Path(__file__).resolve().parents[1] / "triton_models" / "generic_model.py"
@@ -156,7 +156,40 @@ def _doc(models: Path) -> dict[str, Any]:
     model, pipeline = _typed()
     doc["spec"]["models"].append(model)
     doc["spec"]["pipelines"].append(pipeline)
+    doc["spec"]["pipelines"].append(_fallback())
     return doc
+
+
+def _fallback() -> dict[str, Any]:
+    """An output whose branch falls back on an unconditional step's output, itself a pipeline output too
+    (the switch reads it under the output's name), and a branch reading that output."""
+    return {
+        "name": "fallback",
+        "inputs": [
+            {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
+            {"name": "C", "dataType": "INT32", "dims": [1]},
+        ],
+        "steps": [
+            {"name": "pre", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
+            {
+                "name": "large",
+                "model": "head_b",
+                "inputs": {"FEATS_IN_B": "inputs.IMAGE"},
+                "when": {"tensor": "inputs.C", "equals": 2},
+            },
+            {  # the branch reads an unconditional step's output
+                "name": "post",
+                "model": "head_c",
+                "inputs": {"FEATS_IN_C": "pre.FEATS_A"},
+                "when": {"tensor": "inputs.C", "equals": 2},
+            },
+        ],
+        "outputs": [
+            {"name": "RESULT", "from": "large.OUTPUT_B", "orFrom": ["pre.FEATS_A"]},
+            {"name": "PRE", "from": "pre.FEATS_A"},
+            {"name": "SCORE", "from": "post.OUTPUT_C"},
+        ],
+    }
 
 
 @pytest.fixture(scope="module", params=ROUTERS)
@@ -265,3 +298,14 @@ def test_each_type_of_default_fills_a_skipped_output(server, taken: bool) -> Non
             assert got.ravel().tolist() == [b"x" if taken else default.encode()] * got.size, name
         else:
             np.testing.assert_array_equal(got, np.full(got.shape, 1 if taken else default), err_msg=name)
+
+
+@pytest.mark.parametrize(("value", "taken"), [(2, True), (0, False)])
+def test_an_output_falls_back_on_an_unconditional_step(server, value: int, taken: bool) -> None:
+    out = _ask(server, "fallback", "INT32", value)
+    np.testing.assert_allclose(out["PRE"], extractor(IMAGE))
+    np.testing.assert_allclose(out["RESULT"], head_b(IMAGE) if taken else extractor(IMAGE))
+    if taken:
+        np.testing.assert_allclose(out["SCORE"], head_c(extractor(IMAGE)), rtol=1e-6)
+    else:
+        assert "SCORE" not in out
