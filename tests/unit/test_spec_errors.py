@@ -509,6 +509,35 @@ CASES = [
         "cannot fill a BF16 output",
     ),
     Case(
+        "default-of-another-type",
+        "conditional",
+        lambda d: pipe(d)["outputs"][2].update(default="zero"),
+        "spec.pipelines[0].outputs[2].default",
+        "output SMALL is FP32 (from small.FEATS_A); its default 'zero' is not: give a number",
+    ),
+    # a value no member of a union takes: one problem at the field (not one per member, at `.int`...)
+    Case(
+        "condition-value-not-a-scalar",
+        "conditional",
+        lambda d: step(d, 1)["when"].update(equals={"a": 1}),
+        "spec.pipelines[0].steps[1].when.equals",
+        "expected true/false, a number or a string, got a mapping {'a': 1}",
+    ),
+    Case(
+        "threshold-not-a-number",
+        "conditional",
+        lambda d: step(d, 1).update(when={"tensor": "classify.LABEL", "greaterThan": "5"}),
+        "spec.pipelines[0].steps[1].when.greaterThan",
+        "expected a number, got a string '5'",
+    ),
+    Case(
+        "default-not-a-scalar",
+        "conditional",
+        lambda d: pipe(d)["outputs"][2].update(default=[0.0]),
+        "spec.pipelines[0].outputs[2].default",
+        "expected true/false, a number or a string, got a list [0.0]",
+    ),
+    Case(
         "default-of-a-variable-size-output",
         "conditional",
         lambda d: (model(d, 3)["outputs"][0].update(dims=[-1]), pipe(d)["outputs"][1].update(default=0.0)),

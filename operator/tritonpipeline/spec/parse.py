@@ -116,16 +116,46 @@ def _message(err: ErrorDetails) -> str:
     return str(err["msg"])
 
 
+# how pydantic names the members of a union (`int | float`) in an error's location: not a field
+UNION_MEMBERS = frozenset({"bool", "int", "float", "str", "list", "dict"})
+
+
+def _union_member(part: Any) -> bool:
+    return isinstance(part, str) and (part in UNION_MEMBERS or "[" in part)
+
+
 def _problems(exc: ValidationError) -> list[Problem]:
-    problems = []
+    found: list[Problem | tuple[Any, ...]] = []  # a problem, or a union's field (its members' errors below)
+    unions: dict[tuple[Any, ...], list[ErrorDetails]] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, FieldProblems):
-            problems += [Problem(format_path(loc) + sub, message) for sub, message in error.items]
-            continue
-        problems.append(Problem(format_path(loc), _message(err)))
-    return problems
+            found += [Problem(format_path(loc) + sub, message) for sub, message in error.items]
+        elif loc and _union_member(loc[-1]):
+            if loc[:-1] not in unions:
+                found.append(loc[:-1])
+            unions.setdefault(loc[:-1], []).append(err)
+        else:
+            found.append(Problem(format_path(loc), _message(err)))
+    return [
+        p if isinstance(p, Problem) else Problem(format_path(p), _union_message(unions[p])) for p in found
+    ]
+
+
+def _union_message(errs: list[ErrorDetails]) -> str:
+    """One message for the errors of a value no member of a field's union takes: what each expects (an
+    integer and a number: a number), and what it got; else the members' other messages."""
+    messages = [_message(e) for e in errs]
+    if not all(m.startswith("expected ") and ", got " in m for m in messages):
+        return "; ".join(dict.fromkeys(m for m in messages if not m.startswith("expected ")))
+    wanted = list(dict.fromkeys(m.removeprefix("expected ").split(", got ")[0] for m in messages))
+    if "a number" in wanted and "an integer" in wanted:
+        wanted.remove("an integer")
+    wanted = ["true/false" if w == "true or false" else w for w in wanted]
+    value = errs[0].get("input")
+    either = wanted[0] if len(wanted) == 1 else ", ".join(wanted[:-1]) + " or " + wanted[-1]
+    return f"expected {either}, got {kind_of(value)} {quote(value)}"
 
 
 # what a caller adds to the problems of a document that does not parse: the compiler's, where it can

@@ -297,6 +297,7 @@ MERGE_NEVER_READ = (
 )
 MERGE_MISMATCH = "{ref} is {have}, and {first} (from) is {want}: every source of one output agrees"
 DEFAULT_UNCONDITIONAL = "the output's source {ref} runs for every request, so its default is never used"
+DEFAULT_VALUE = "output {name} is {data_type} (from {ref}); its default {value!r} is not: give {want}"
 DEFAULT_DIMS = "a default fills a tensor of fixed size; the output has dims {dims}"
 DEFAULT_BF16 = (
     "a default cannot fill a BF16 output (numpy, which the orchestrator builds it with, has no BF16)"

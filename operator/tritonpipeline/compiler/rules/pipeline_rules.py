@@ -39,6 +39,7 @@ from .messages import (
     DEFAULT_BF16,
     DEFAULT_DIMS,
     DEFAULT_UNCONDITIONAL,
+    DEFAULT_VALUE,
     DUPLICATE_INPUT,
     DUPLICATE_OUTPUT,
     DUPLICATE_OUTPUT_OTHER,
@@ -673,8 +674,8 @@ def merges_fit(g: PipelineGraph) -> Iterator[Problem]:
         if first.data_type == "BF16":
             yield Problem(f"{path}.default", DEFAULT_BF16)
         elif want:
-            message = CONDITION_VALUE.format(
-                operator="default", data_type=first.data_type, ref=sources[0], value=o.default, want=want
+            message = DEFAULT_VALUE.format(
+                name=o.name, data_type=first.data_type, ref=sources[0], value=o.default, want=want
             )
             yield Problem(f"{path}.default", message)
         elif any(d == -1 for d in g.per_request(sources[0])):
