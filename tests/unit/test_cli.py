@@ -511,3 +511,23 @@ def test_render_writes_the_routers_and_conditions_on_the_backend_asked(
     router = out / "conditional__when1__large__OUTPUT_B__router" / "config.pbtxt"
     assert ('backend: "tprouter"' in router.read_text()) is native
     assert f"conditions of 'switched': {'the native switch' if native else 'a generated Python'}" in said
+
+
+@pytest.mark.parametrize(
+    ("flag", "asked"), [([], "spec.server.router: native"), (["--router", "native"], "--router native")]
+)
+def test_render_without_a_compiler_names_what_asked_for_the_native_router(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flag: list[str],
+    asked: str,
+) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    doc = example("conditional")
+    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
+    doc["spec"]["server"]["router"] = "native" if not flag else "auto"
+    out = tmp_path / "repo"
+    assert cli.main(["render", str(write_cr(tmp_path / "cr.yaml", doc)), "-o", str(out), *flag]) == 1
+    assert f"{asked}: no C compiler" in capsys.readouterr().err
+    assert not out.exists()  # nothing written

@@ -42,8 +42,10 @@ def add(sub: Any) -> argparse.ArgumentParser:
 
 def execute(args: argparse.Namespace) -> int:
     c = select(compile_file(args.file, cpu_only=args.cpu, models=args.models), args.name, args.file)
-    choice = args.router or c.pipeline.spec.server.router
-    c = with_router(c, "native" if choice == "native" else "python", args.cpu)
+    # no --router: the spec's native, else the Python backend (auto: any tritonserver runs it)
+    c = with_router(
+        c, args.router or ("auto" if c.pipeline.spec.server.router == "native" else "python"), args.cpu
+    )
     dest = write_repository(
         c.artifacts, args.output_dir, c.model_root, force=args.force, protect=protected(args.file)
     )

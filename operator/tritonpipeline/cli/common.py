@@ -118,15 +118,16 @@ def with_router(c: Compiled, choice: str, cpu: bool) -> Compiled:
     from ..compiler import compile_pipeline
     from ..local.native_router import INSTALLED_ENV, NativeRouterUnavailable, build, installed
 
+    asked = "--router native"
     if choice == "auto":
-        choice = c.pipeline.spec.server.router
+        choice, asked = c.pipeline.spec.server.router, "spec.server.router: native"
     if choice == "python" or not (c.artifacts.plan.routers or c.artifacts.plan.orchestrators):
         return c
     try:
         library = installed() if os.environ.get(INSTALLED_ENV) else build()
     except (NativeRouterUnavailable, RuntimeError) as exc:
         if choice == "native":
-            raise SpecError.one(f"--router native: {exc}") from None
+            raise SpecError.one(f"{asked}: {exc}") from None
         print(f"note: the routers and conditions run on the Python backend ({exc})")
         return c
     return replace(c, artifacts=compile_pipeline(c.pipeline, cpu_only=cpu, native_router=library))
