@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 from component.test_triton_integration import extractor, head_b, head_c
 from helpers import MODELS, ROUTERS, conditional_on_input, example, with_router
 
-GENERIC = Path(__file__).resolve().parents[1] / "triton_models" / "generic_model.py"
+SCAFFOLDING = Path(__file__).resolve().parents[1] / "triton_models"
 
 pytestmark = pytest.mark.tritonserver
 
@@ -157,6 +157,34 @@ def _doc(models: Path) -> dict[str, Any]:
     doc["spec"]["models"].append(model)
     doc["spec"]["pipelines"].append(pipeline)
     doc["spec"]["pipelines"].append(_fallback())
+    doc["spec"]["models"].append(
+        {
+            "name": "refuser",
+            "backend": "python",
+            "maxBatchSize": 8,
+            "inputs": [{"name": "X", "dataType": "FP32", "dims": [4]}],
+            "outputs": [{"name": "Y", "dataType": "FP32", "dims": [4]}],
+            "instances": [{"kind": "CPU", "count": 1}],
+        }
+    )
+    doc["spec"]["pipelines"].append(
+        {
+            "name": "refused",
+            "inputs": [
+                {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
+                {"name": "C", "dataType": "INT32", "dims": [1]},
+            ],
+            "steps": [
+                {
+                    "name": "r",
+                    "model": "refuser",
+                    "inputs": {"X": "inputs.IMAGE"},
+                    "when": {"tensor": "inputs.C", "equals": 1},
+                }
+            ],
+            "outputs": [{"name": "Y", "from": "r.Y"}],
+        }
+    )
     return doc
 
 
@@ -193,19 +221,26 @@ def _fallback() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module", params=ROUTERS)
-def server(request: pytest.FixtureRequest, shared_pipeline, models: Path):
-    """The doc's server, its conditions served on `python` (the orchestrator) or `native` (the switch)."""
-    return shared_pipeline(with_router(_doc(models), str(request.param)))
+def router(request: pytest.FixtureRequest) -> str:
+    """What serves the conditions: `python` (the orchestrator) or `native` (the switch)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def server(router: str, shared_pipeline, models: Path):
+    """The doc's server, its conditions served on the module's backend."""
+    return shared_pipeline(with_router(_doc(models), router))
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example's model files (links) and the generic model as `typed`."""
+    """The example's model files (links), the generic model as `typed`, the refusing one as `refuser`."""
     root = tmp_path_factory.mktemp("models")
     for model in MODELS.iterdir():
         (root / model.name).symlink_to(model)
-    (root / "typed" / "1").mkdir(parents=True)
-    (root / "typed" / "1" / "model.py").symlink_to(GENERIC)
+    for model, code in (("typed", "generic_model.py"), ("refuser", "refusing_model.py")):
+        (root / model / "1").mkdir(parents=True)
+        (root / model / "1" / "model.py").symlink_to(SCAFFOLDING / code)
     return root
 
 
@@ -309,3 +344,14 @@ def test_an_output_falls_back_on_an_unconditional_step(server, value: int, taken
         np.testing.assert_allclose(out["SCORE"], head_c(extractor(IMAGE)), rtol=1e-6)
     else:
         assert "SCORE" not in out
+
+
+def test_a_branch_error_reaches_the_client_with_its_code(server, router: str) -> None:
+    """IMAGE holds a negative value: the branch's model refuses it (INVALID_ARG); the client gets its
+    message and, from the switch, HTTP 400, not a server error. (The orchestrator answers 500: in Triton
+    2.51 the Python backend hands a BLS call's error to the model as INTERNAL, whatever its code.)
+    Skipped, the branch refuses nothing."""
+    with pytest.raises(InferenceServerException, match=r"refused__when0: .*refusing a negative X") as refused:
+        _ask(server, "refused", "INT32", 1)
+    assert refused.value.status() == ("400" if router == "native" else "500")
+    assert "Y" not in _ask(server, "refused", "INT32", 0)

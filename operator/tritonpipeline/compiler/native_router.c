@@ -57,6 +57,7 @@ typedef int TRITONSERVER_Error_Code; /* an enum: */
 extern TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg);
 extern void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error);
 extern const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error);
+extern TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error);
 extern TRITONSERVER_Error* TRITONSERVER_MessageSerializeToJson(
     TRITONSERVER_Message* message, const char** base, size_t* byte_size);
 extern TRITONSERVER_Error* TRITONSERVER_MessageDelete(TRITONSERVER_Message* message);
@@ -1201,7 +1202,8 @@ static TRITONSERVER_Error* fill(Call* c, TRITONBACKEND_Response* response)
     if (c->responses[b] == NULL) continue;
     TRITONSERVER_Error* failed = TRITONSERVER_InferenceResponseError(c->responses[b]);
     if (failed != NULL) {
-      TRITONSERVER_Error* err = error(TRITONSERVER_ERROR_INTERNAL, c->sw->branches[b].model,
+      /* the branch's code kept: a request its model refuses (INVALID_ARG) is the client's fault */
+      TRITONSERVER_Error* err = error(TRITONSERVER_ErrorCode(failed), c->sw->branches[b].model,
                                       TRITONSERVER_ErrorMessage(failed));
       TRITONSERVER_ErrorDelete(failed);
       return err;
@@ -1228,7 +1230,7 @@ static void finish(Call* c)
     err = c->err;
     c->err = NULL;
     if (err != NULL && c->failed_model != NULL) {
-      TRITONSERVER_Error* named = error(TRITONSERVER_ERROR_INTERNAL, c->failed_model, TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_Error* named = error(TRITONSERVER_ErrorCode(err), c->failed_model, TRITONSERVER_ErrorMessage(err));
       TRITONSERVER_ErrorDelete(err);
       err = named;
     }
