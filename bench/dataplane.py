@@ -102,6 +102,7 @@ COND_BRANCH_STEPS = {
     0: ("small", "extractor", "INPUT_A", "FEATS_A"),
     1: ("large", "head_b", "FEATS_IN_B", "OUTPUT_B"),
 }
+COND_BLS_CODE = BENCH_MODELS / "bls_branch" / "1" / "model.py"  # every workload's BLS model: its parameters
 COND_AFTER = "AFTER"  # an optional input the branch models declare here and never read (branch_serial)
 COND_VARIANTS = ("conditional", "native", "branch_ensemble", "branch_serial", "per_step", "bls")
 COND_SERVED = ("conditional", "native")  # the compiled pipeline's variants, each held to COND_GOAL
@@ -454,7 +455,7 @@ def build_repository(dest: Path, models: Path) -> dict[str, Any]:
         cond_native = compile_pipeline(native_tp, cpu_only=True, native_router=native_router.build())
         add_artifacts(cond_native, dest, models)
         (dest / cw.bls / "1").mkdir(parents=True)
-        shutil.copy2(BENCH_MODELS / COND.bls / "1" / "model.py", dest / cw.bls / "1" / "model.py")
+        shutil.copy2(COND_BLS_CODE, dest / cw.bls / "1" / "model.py")
         (dest / cw.bls / "config.pbtxt").write_text(text_format.MessageToString(cond_bls_config(cw, cond)))
         conds[key] = {
             "declared_models": list(cond.models),

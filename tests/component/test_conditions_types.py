@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from component.test_triton_integration import extractor, head_b, head_c
-from helpers import MODELS, ROUTERS, conditional_on_input, example, with_router
+from helpers import MODELS, ROUTERS, conditional_on_input, example, py_model, with_router
 
 SCAFFOLDING = Path(__file__).resolve().parents[1] / "triton_models"
 
@@ -81,6 +81,8 @@ CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any], list[tuple[Any, str 
 }
 
 
+C_IS_1 = {"tensor": "inputs.C", "equals": 1}
+
 # an output of each type the branch (the generic model: ones, "x" for BYTES) writes: its default, dims
 TYPED = {
     "B": ("BOOL", False, [1]),
@@ -92,34 +94,24 @@ TYPED = {
 }
 
 
+def _on_c(name: str, steps: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pipeline of IMAGE and an INT32 C (what its `when`s read)."""
+    inputs = [
+        {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
+        {"name": "C", "dataType": "INT32", "dims": [1]},
+    ]
+    return {"name": name, "inputs": inputs, "steps": steps, "outputs": outputs}
+
+
 def _typed() -> tuple[dict[str, Any], dict[str, Any]]:
     """A model `typed` (tests/triton_models/generic_model.py) writing TYPED, and a pipeline running it
     where C equals 1, each of its outputs defaulted."""
-    model = {
-        "name": "typed",
-        "backend": "python",
-        "maxBatchSize": 8,
-        "inputs": [{"name": "X", "dataType": "FP32", "dims": [4]}],
-        "outputs": [{"name": n, "dataType": t, "dims": d} for n, (t, _, d) in TYPED.items()],
-        "instances": [{"kind": "CPU", "count": 1}],
-    }
-    pipeline = {
-        "name": "typed_defaults",
-        "inputs": [
-            {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
-            {"name": "C", "dataType": "INT32", "dims": [1]},
-        ],
-        "steps": [
-            {
-                "name": "typed",
-                "model": "typed",
-                "inputs": {"X": "inputs.IMAGE"},
-                "when": {"tensor": "inputs.C", "equals": 1},
-            }
-        ],
-        "outputs": [{"name": n, "from": f"typed.{n}", "default": v} for n, (_, v, _) in TYPED.items()],
-    }
-    return model, pipeline
+    model = py_model("typed", 8, {"X": [4]}, {n: (d, d) for n, (_, _, d) in TYPED.items()})
+    for output in model["outputs"]:
+        output["dataType"] = TYPED[output["name"]][0]
+    step = {"name": "typed", "model": "typed", "inputs": {"X": "inputs.IMAGE"}, "when": C_IS_1}
+    outputs = [{"name": n, "from": f"typed.{n}", "default": v} for n, (_, v, _) in TYPED.items()]
+    return model, _on_c("typed_defaults", [step], outputs)
 
 
 def _doc(models: Path) -> dict[str, Any]:
@@ -157,67 +149,35 @@ def _doc(models: Path) -> dict[str, Any]:
     doc["spec"]["models"].append(model)
     doc["spec"]["pipelines"].append(pipeline)
     doc["spec"]["pipelines"].append(_fallback())
-    doc["spec"]["models"].append(
-        {
-            "name": "refuser",
-            "backend": "python",
-            "maxBatchSize": 8,
-            "inputs": [{"name": "X", "dataType": "FP32", "dims": [4]}],
-            "outputs": [{"name": "Y", "dataType": "FP32", "dims": [4]}],
-            "instances": [{"kind": "CPU", "count": 1}],
-        }
-    )
-    doc["spec"]["pipelines"].append(
-        {
-            "name": "refused",
-            "inputs": [
-                {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
-                {"name": "C", "dataType": "INT32", "dims": [1]},
-            ],
-            "steps": [
-                {
-                    "name": "r",
-                    "model": "refuser",
-                    "inputs": {"X": "inputs.IMAGE"},
-                    "when": {"tensor": "inputs.C", "equals": 1},
-                }
-            ],
-            "outputs": [{"name": "Y", "from": "r.Y"}],
-        }
-    )
+    doc["spec"]["models"].append(py_model("refuser", 8, {"X": [4]}, {"Y": ([4], [4])}))
+    refused = {"name": "r", "model": "refuser", "inputs": {"X": "inputs.IMAGE"}, "when": C_IS_1}
+    doc["spec"]["pipelines"].append(_on_c("refused", [refused], [{"name": "Y", "from": "r.Y"}]))
     return doc
 
 
 def _fallback() -> dict[str, Any]:
     """An output whose branch falls back on an unconditional step's output, itself a pipeline output too
     (the switch reads it under the output's name), and a branch reading that output."""
-    return {
-        "name": "fallback",
-        "inputs": [
-            {"name": "IMAGE", "dataType": "FP32", "dims": [4]},
-            {"name": "C", "dataType": "INT32", "dims": [1]},
-        ],
-        "steps": [
+    c_is_2 = {"tensor": "inputs.C", "equals": 2}
+    return _on_c(
+        "fallback",
+        [
             {"name": "pre", "model": "extractor", "inputs": {"INPUT_A": "inputs.IMAGE"}},
             {
                 "name": "large",
                 "model": "head_b",
                 "inputs": {"FEATS_IN_B": "inputs.IMAGE"},
-                "when": {"tensor": "inputs.C", "equals": 2},
+                "when": c_is_2,
             },
-            {  # the branch reads an unconditional step's output
-                "name": "post",
-                "model": "head_c",
-                "inputs": {"FEATS_IN_C": "pre.FEATS_A"},
-                "when": {"tensor": "inputs.C", "equals": 2},
-            },
+            # the branch reads an unconditional step's output
+            {"name": "post", "model": "head_c", "inputs": {"FEATS_IN_C": "pre.FEATS_A"}, "when": c_is_2},
         ],
-        "outputs": [
+        [
             {"name": "RESULT", "from": "large.OUTPUT_B", "orFrom": ["pre.FEATS_A"]},
             {"name": "PRE", "from": "pre.FEATS_A"},
             {"name": "SCORE", "from": "post.OUTPUT_C"},
         ],
-    }
+    )
 
 
 @pytest.fixture(scope="module", params=ROUTERS)

@@ -198,7 +198,7 @@ class TritonPythonModel:
             if len(present) == len(group):
                 inputs.append(joined(ref, present))
             elif present:
-                return failure(f"{ref} is given by some requests of a batch and not by others")
+                return failure(f"{ref} is given by some requests of a batch and not by others", "INTERNAL")
         request = pb_utils.InferenceRequest(
             model_name=part["model"],
             requested_output_names=part["outputs"],

@@ -145,10 +145,10 @@ def _problems(exc: ValidationError) -> list[Problem]:
 
 def _union_message(errs: list[ErrorDetails]) -> str:
     """One message for the errors of a value no member of a field's union takes: what each expects (an
-    integer and a number: a number), and what it got; else the members' other messages."""
+    integer and a number: a number), and what it got; else the members' messages, each once."""
     messages = [_message(e) for e in errs]
     if not all(m.startswith("expected ") and ", got " in m for m in messages):
-        return "; ".join(dict.fromkeys(m for m in messages if not m.startswith("expected ")))
+        return "; ".join(dict.fromkeys(messages))
     wanted = list(dict.fromkeys(m.removeprefix("expected ").split(", got ")[0] for m in messages))
     if "a number" in wanted and "an integer" in wanted:
         wanted.remove("an integer")

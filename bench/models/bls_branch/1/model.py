@@ -2,11 +2,11 @@
 
 Same work as the `cond_bench` pipeline of bench/dataplane.py (the `switched` pipeline of
 examples/conditional.yaml, plus its LABEL output): IMAGE -> classifier (LABEL); LABEL 1 -> head_b
-(RESULT = OUTPUT_B), anything else -> extractor (RESULT = FEATS_A). The models are the example's,
-under the names the bench links them as: its config's parameters CLASSIFIER, EXTRACTOR and HEAD_B
-(default cond_classifier, cond_extractor, cond_head_b). Each request of a batch is handled on its own
-(`async_exec`, concurrently). The bench writes this model's config.pbtxt: the orchestrator's inputs,
-outputs, instance group and dynamic batching, and those parameters.
+(RESULT = OUTPUT_B), anything else -> extractor (RESULT = FEATS_A), on the models its config's
+parameters CLASSIFIER, EXTRACTOR and HEAD_B name (the workload's, as the bench links them). Each request
+of a batch is handled on its own (`async_exec`, concurrently). The bench writes this model's
+config.pbtxt: the orchestrator's inputs, outputs, instance group and dynamic batching, and those
+parameters.
 """
 
 import asyncio
@@ -25,8 +25,7 @@ class TritonPythonModel:
     def initialize(self, args):
         parameters = json.loads(args["model_config"]).get("parameters", {})
         self.models = {
-            role: parameters.get(role.upper(), {}).get("string_value") or f"cond_{role}"
-            for role in ("classifier", "extractor", "head_b")
+            role: parameters[role.upper()]["string_value"] for role in ("classifier", "extractor", "head_b")
         }
 
     async def _one(self, request):
