@@ -18,7 +18,8 @@ Four workloads run side by side in the same rounds:
     cond      a two-branch pipeline (examples/conditional.yaml's `switched`: classifier, then head_b for
               LABEL 1, extractor otherwise), half the requests each way: the compiled pipeline
               (`conditional`, the generated Python orchestrator; `native`, the native switch in the
-              pipeline's ensemble) against plain ensembles of the branch taken
+              pipeline's ensemble; `speculative`, the same with both branches run beside the
+              classifier, `speculative: true`) against plain ensembles of the branch taken
               (`branch_ensemble`, the goal: within 1.10x; `branch_serial`, the same with the branch
               step waiting for the classifier), client hops (`per_step`) and a hand-written BLS model
               (`bls`, bench/models/bls_branch).
@@ -104,8 +105,17 @@ COND_BRANCH_STEPS = {
 }
 COND_BLS_CODE = BENCH_MODELS / "bls_branch" / "1" / "model.py"  # every workload's BLS model: its parameters
 COND_AFTER = "AFTER"  # an optional input the branch models declare here and never read (branch_serial)
-COND_VARIANTS = ("conditional", "native", "branch_ensemble", "branch_serial", "per_step", "bls")
-COND_SERVED = ("conditional", "native")  # the compiled pipeline's variants, each held to COND_GOAL
+COND_VARIANTS = (
+    "conditional",
+    "native",
+    "speculative",
+    "branch_ensemble",
+    "branch_serial",
+    "per_step",
+    "bls",
+)
+COND_SERVED = ("conditional", "native", "speculative")  # the compiled pipeline's, each held to COND_GOAL
+COND_SPECULATIVE = ("speculative",)  # the variants running both branches for every request
 COND_FLOORS = ("branch_ensemble", "branch_serial")  # what they are held against
 COND_GOAL = 1.10  # conditional p50 / floor p50
 
@@ -114,9 +124,9 @@ COND_GOAL = 1.10  # conditional p50 / floor p50
 class CondWorkload:
     """A two-branch workload: its key, the model directory each role (COND_ROLES) links, the roles'
     model `parameters`, and so its names: the compiled pipeline on the Python orchestrator
-    (`pipeline`) and on the native switch (`native`), the plain ensembles of each branch by label
-    (`branches`; `serial` the same with the branch step waiting for the classifier), the linked models
-    and the hand-written BLS model."""
+    (`pipeline`), on the native switch (`native`) and speculative on it (`speculative`), the plain
+    ensembles of each branch by label (`branches`; `serial` the same with the branch step waiting for the
+    classifier), the linked models and the hand-written BLS model."""
 
     key: str
     sources: dict[str, Path]
@@ -130,6 +140,10 @@ class CondWorkload:
     @property
     def native(self) -> str:
         return f"{self.key}_native"
+
+    @property
+    def speculative(self) -> str:
+        return f"{self.key}_speculative"
 
     @property
     def branches(self) -> dict[int, str]:
@@ -148,6 +162,7 @@ class CondWorkload:
         return (
             self.pipeline,
             self.native,
+            self.speculative,
             *self.branches.values(),
             *self.serial.values(),
             self.bls,
@@ -321,6 +336,16 @@ def cond_native_doc(cw: CondWorkload, model_root: Path) -> dict[str, Any]:
     return doc
 
 
+def cond_speculative_doc(cw: CondWorkload, model_root: Path) -> dict[str, Any]:
+    """cw.native's CR again, renamed cw.speculative, `speculative: true`: both branches run beside the
+    classifier and the switch keeps the one the label picks."""
+    doc = cond_native_doc(cw, model_root)
+    doc["metadata"]["name"] = cw.speculative.replace("_", "-")
+    doc["spec"]["pipelines"][0]["name"] = cw.speculative
+    doc["spec"]["pipelines"][0]["speculative"] = True
+    return doc
+
+
 def model_root(dest: Path) -> Path:
     """One directory holding the example models and the bench models (symlinks), and each two-branch
     workload's models again under its names (CondWorkload.models)."""
@@ -385,7 +410,9 @@ def cond_bls_config(cw: CondWorkload, art: Artifacts) -> mc.ModelConfig:
     return cfg
 
 
-def cond_step_models(cw: CondWorkload, art: Artifacts, native: Artifacts) -> dict[str, list[str]]:
+def cond_step_models(
+    cw: CondWorkload, art: Artifacts, native: Artifacts, speculative: Artifacts
+) -> dict[str, list[str]]:
     """For each two-branch variant, the models whose statistics the bench reads around each run: the
     orchestrator (or the native pipeline's ensemble) and its generated parts (head, switch, branch
     ensembles), the branch ensembles, the BLS model, and the three models every variant runs."""
@@ -399,6 +426,7 @@ def cond_step_models(cw: CondWorkload, art: Artifacts, native: Artifacts) -> dic
     return {
         "conditional": [cw.pipeline, *generated(art, cw.pipeline), *models],
         "native": [cw.native, *generated(native, cw.native), *models],
+        "speculative": [cw.speculative, *generated(speculative, cw.speculative), *models],
         "branch_ensemble": [*cw.branches.values(), *models],
         "branch_serial": [*cw.serial.values(), *models],
         "per_step": models,
@@ -454,15 +482,21 @@ def build_repository(dest: Path, models: Path) -> dict[str, Any]:
         native_tp = parse_pipeline(cond_native_doc(cw, models), str(COND_EXAMPLE))
         cond_native = compile_pipeline(native_tp, cpu_only=True, native_router=native_router.build())
         add_artifacts(cond_native, dest, models)
+        speculative_tp = parse_pipeline(cond_speculative_doc(cw, models), str(COND_EXAMPLE))
+        cond_speculative = compile_pipeline(
+            speculative_tp, cpu_only=True, native_router=native_router.build()
+        )
+        add_artifacts(cond_speculative, dest, models)
         (dest / cw.bls / "1").mkdir(parents=True)
         shutil.copy2(COND_BLS_CODE, dest / cw.bls / "1" / "model.py")
         (dest / cw.bls / "config.pbtxt").write_text(text_format.MessageToString(cond_bls_config(cw, cond)))
         conds[key] = {
             "declared_models": list(cond.models),
             "generated": sorted(
-                {rel.split("/")[0] for a in (cond, cond_native) for rel in a.files} - set(cond.models)
+                {rel.split("/")[0] for a in (cond, cond_native, cond_speculative) for rel in a.files}
+                - set(cond.models)
             ),
-            "steps": cond_step_models(cw, cond, cond_native),
+            "steps": cond_step_models(cw, cond, cond_native, cond_speculative),
         }
     return {
         **conds,
@@ -595,6 +629,7 @@ def make_calls(client: grpcclient.InferenceServerClient, timeout: float) -> dict
         return {
             (cw.key, "conditional"): lambda x: cond_model(cw.pipeline, x),
             (cw.key, "native"): lambda x: cond_model(cw.native, x),
+            (cw.key, "speculative"): lambda x: cond_model(cw.speculative, x),
             (cw.key, "branch_ensemble"): lambda x: cond_branch(cw.branches, x),
             (cw.key, "branch_serial"): lambda x: cond_branch(cw.serial, x),
             (cw.key, "per_step"): lambda x: cond_per_step(cw.models, x),
@@ -787,8 +822,9 @@ def compute_checks(
 def ran_own_models(cw: CondWorkload, cond: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """Whether every measured run of every variant reached the workload's own models, from Triton's
     statistics read around it: the classifier one row a request, the two branch models one row a request
-    between them (inferences: the Python orchestrator calls them once a batch). cond_compute's models
-    answer the same numbers as cond's, so the answers cannot tell."""
+    between them (inferences: the Python orchestrator calls them once a batch), two where both branches
+    run for every request (COND_SPECULATIVE). cond_compute's models answer the same numbers as cond's, so
+    the answers cannot tell."""
     classifier = cw.models["classifier"]
     branches = [cw.models[role] for _, role, _, _ in COND_BRANCH_STEPS.values()]
     missed = []
@@ -800,12 +836,14 @@ def ran_own_models(cw: CondWorkload, cond: dict[str, dict[str, dict[str, Any]]])
                     classifier: steps.get(classifier, {}).get("inferences", 0),
                     "branches": sum(steps.get(m, {}).get("inferences", 0) for m in branches),
                 }
-                if any(n != run["requests"] for n in counts.values()):
+                want = {classifier: run["requests"]}
+                want["branches"] = run["requests"] * (2 if variant in COND_SPECULATIVE else 1)
+                if counts != want:
                     missed.append(f"{variant} c={c} round {k + 1}: {run['requests']} requests, rows {counts}")
     return {
         "name": "every_variant_ran_the_workloads_models",
         "description": f"every run's requests reached {classifier} once each and {' or '.join(branches)} "
-        "once each (rows, in Triton's statistics)",
+        "once each, both where speculative (rows, in Triton's statistics)",
         "value": missed,
         "pass": not missed,
     }
@@ -896,6 +934,9 @@ def cond_report(
             "BLS) calls its head ensemble (classify), then the branch ensemble the label picks",
             "native": f"compiled pipeline {cw.native!r} on the native switch: one ensemble, classify "
             "then the switch (a C backend step) that calls the branch ensemble the label picks",
+            "speculative": f"compiled pipeline {cw.speculative!r}, `speculative: true`, on the native "
+            "switch: one ensemble running classify and both branch steps side by side for every request, "
+            "then the switch keeping the answer of the branch the label picks (twice the branch compute)",
             "branch_ensemble": f"plain ensembles {sorted(cw.branches.values())} (classify + the branch "
             "step, no condition; Triton runs the two steps side by side, as both read only IMAGE); the "
             "client sends each request to the one of the branch it takes",

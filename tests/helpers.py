@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
@@ -10,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +334,28 @@ def check_with_reference(url: str, doc: dict[str, Any], workdir: Path, seeds: ra
         assert "PASS" in proc.stdout and "FAIL" not in proc.stdout, proc.stdout
         out = proc.stdout
     return out
+
+
+def images_at_once(
+    grpc_url: str, model: str, images: Sequence[Any], outputs: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Each numpy array of `images` as the FP32 input IMAGE of a request of its own, all sent at once (so
+    the server may batch them, examples/conditional.yaml's way in), and per answer its `outputs` (None
+    where the answer leaves one out)."""
+    import tritonclient.grpc.aio as grpcaio
+
+    async def run() -> list[dict[str, Any]]:
+        client = grpcaio.InferenceServerClient(grpc_url)
+        try:
+
+            async def one(image: Any) -> dict[str, Any]:
+                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
+                t.set_data_from_numpy(image)
+                r = await client.infer(model, [t])
+                return {name: r.as_numpy(name) for name in outputs}
+
+            return list(await asyncio.gather(*(one(image) for image in images)))
+        finally:
+            await client.close()
+
+    return asyncio.run(run())

@@ -5,15 +5,12 @@ backends: the generated Python orchestrator, or the native switch in the pipelin
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
-import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 
 from component.test_triton_integration import extractor, head_b, head_c, infer
-from helpers import ROUTERS, check_with_reference, conditional_by_size, example, with_router
+from helpers import ROUTERS, check_with_reference, conditional_by_size, example, images_at_once, with_router
 
 pytestmark = pytest.mark.tritonserver
 
@@ -33,22 +30,46 @@ def serve(shared_pipeline, router: str):
     return lambda doc: shared_pipeline(with_router(doc, router))
 
 
-def test_small_branch_answers_and_leaves_the_large_out(serve):
-    server = serve(example("conditional"))
-    out = infer(server, "conditional", {"IMAGE": SMALL})
+def small_answered(out: dict[str, np.ndarray]) -> None:
+    """The `conditional` pipeline's answer to SMALL: the small branch's, the large one's left out."""
     assert out["LABEL"].tolist() == [[0]]
     np.testing.assert_allclose(out["RESULT"], extractor(SMALL))
     np.testing.assert_allclose(out["SMALL"], extractor(SMALL))
-    assert "SCORE" not in out  # written only by the large branch, which was skipped
+    assert "SCORE" not in out  # written only by the large branch, which was not taken
 
 
-def test_large_branch_answers_and_defaults_the_small(serve):
-    server = serve(example("conditional"))
-    out = infer(server, "conditional", {"IMAGE": LARGE})
+def large_answered(out: dict[str, np.ndarray]) -> None:
+    """... and to LARGE: the large branch's (RESULT from its orFrom), SMALL its default."""
     assert out["LABEL"].tolist() == [[1]]
     np.testing.assert_allclose(out["RESULT"], head_b(LARGE))
     np.testing.assert_allclose(out["SCORE"], head_c(head_b(LARGE)))
     np.testing.assert_allclose(out["SMALL"], np.zeros_like(LARGE))  # its default
+
+
+MIXED = [SMALL * (k + 1) if k % 2 else LARGE * (k + 1) for k in range(16)]  # half of each label
+
+
+def mixed_answered(server) -> None:
+    """MIXED sent to the `conditional` pipeline at once: each request gets its own branch's answer."""
+    answers = images_at_once(server.grpc_url, "conditional", MIXED, ("RESULT", "SCORE", "SMALL", "LABEL"))
+    for image, out in zip(MIXED, answers, strict=True):
+        large = image.sum() > 0
+        assert out["LABEL"] is not None and out["LABEL"].tolist() == [[int(large)]]
+        np.testing.assert_allclose(out["RESULT"], head_b(image) if large else extractor(image), rtol=1e-6)
+        if large:
+            np.testing.assert_allclose(out["SCORE"], head_c(head_b(image)), rtol=1e-6)
+            np.testing.assert_allclose(out["SMALL"], np.zeros_like(image))
+        else:
+            assert out["SCORE"] is None
+            np.testing.assert_allclose(out["SMALL"], extractor(image), rtol=1e-6)
+
+
+def test_small_branch_answers_and_leaves_the_large_out(serve):
+    small_answered(infer(serve(example("conditional")), "conditional", {"IMAGE": SMALL}))
+
+
+def test_large_branch_answers_and_defaults_the_small(serve):
+    large_answered(infer(serve(example("conditional")), "conditional", {"IMAGE": LARGE}))
 
 
 def test_a_batch_whose_requests_take_different_branches(serve, router: str):
@@ -56,34 +77,10 @@ def test_a_batch_whose_requests_take_different_branches(serve, router: str):
     (the server's statistics show each branch called at most once per batch: the orchestrator joins a
     batch's requests; the switch, which takes one request at a time, calls one branch per request)."""
     server = serve(example("conditional"))
-    images = [SMALL * (k + 1) if k % 2 else LARGE * (k + 1) for k in range(16)]
-
-    async def run() -> list[dict[str, np.ndarray | None]]:
-        client = grpcaio.InferenceServerClient(server.grpc_url)
-        try:
-
-            async def one(image: np.ndarray) -> dict[str, np.ndarray | None]:
-                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
-                t.set_data_from_numpy(image)
-                r = await client.infer("conditional", [t])
-                return {name: r.as_numpy(name) for name in ("RESULT", "SCORE", "SMALL", "LABEL")}
-
-            return await asyncio.gather(*(one(image) for image in images))
-        finally:
-            await client.close()
-
     before = _counts(server, router)
-    answers = asyncio.run(run())
-    for image, out in zip(images, answers, strict=True):
-        large = image.sum() > 0
-        assert out["LABEL"] is not None and out["LABEL"].tolist() == [[int(large)]]
-        np.testing.assert_allclose(out["RESULT"], head_b(image) if large else extractor(image), rtol=1e-6)
-        if large:
-            np.testing.assert_allclose(out["SCORE"], head_c(head_b(image)), rtol=1e-6)
-        else:
-            assert out["SCORE"] is None
+    mixed_answered(server)
     rows, calls, batches = (after - was for after, was in zip(_counts(server, router), before, strict=True))
-    assert rows == len(images)  # every request reached its branch, once
+    assert rows == len(MIXED)  # every request reached its branch, once
     assert calls <= 2 * batches  # each branch called at most once per batch of the orchestrator
 
 
@@ -134,21 +131,10 @@ def test_a_switch_sends_each_request_to_one_branch(serve) -> None:
     server = serve(example("conditional"))
     images = [SMALL, LARGE, SMALL * 2, LARGE * 3]
 
-    async def run() -> list[np.ndarray]:
-        client = grpcaio.InferenceServerClient(server.grpc_url)
-        try:
-
-            async def one(image: np.ndarray) -> np.ndarray:
-                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
-                t.set_data_from_numpy(image)
-                return (await client.infer("switched", [t])).as_numpy("RESULT")
-
-            return await asyncio.gather(*(one(image) for image in images))
-        finally:
-            await client.close()
-
-    for image, result in zip(images, asyncio.run(run()), strict=True):
-        np.testing.assert_allclose(result, head_b(image) if image.sum() > 0 else extractor(image))
+    for image, out in zip(
+        images, images_at_once(server.grpc_url, "switched", images, ("RESULT",)), strict=True
+    ):
+        np.testing.assert_allclose(out["RESULT"], head_b(image) if image.sum() > 0 else extractor(image))
 
 
 def test_e2e_reference_agrees_with_the_served_answers(serve, tmp_path) -> None:

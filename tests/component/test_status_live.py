@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 
 from component.test_operator import get_cr, wait_reconciled
 from harness.kubeapi import write_status
 from harness.wait import wait_for
-from helpers import ROUTERS, cluster_doc, compile_to_serve, example, with_router
+from helpers import ROUTERS, cluster_doc, compile_to_serve, example, images_at_once, with_router
 from support.status_live import stream_doc
 from tritonpipeline.client import SequenceStream
 from tritonpipeline.compiler import (
@@ -311,46 +310,32 @@ SMALL = np.array([[-1.0, -2.0, 0.5, 0.25]], dtype=np.float32)  # label 0 (exampl
 LARGE = np.array([[1.0, 2.0, -0.5, 0.25]], dtype=np.float32)  # label 1
 
 
-def send_images(server: Any, pipeline: str, images: list[np.ndarray]) -> None:
-    """Requests sent at once (the orchestrator joins those taking one branch into one call of it)."""
-
-    async def run() -> None:
-        client = grpcaio.InferenceServerClient(server.grpc_url)
-        try:
-
-            async def one(image: np.ndarray) -> None:
-                t = grpcaio.InferInput("IMAGE", list(image.shape), "FP32")
-                t.set_data_from_numpy(image)
-                await client.infer(pipeline, [t])
-
-            await asyncio.gather(*(one(image) for image in images))
-        finally:
-            await client.close()
-
-    asyncio.run(run())
-
-
 @pytest.mark.apiserver
 @pytest.mark.tritonserver
-@pytest.mark.parametrize("router", ROUTERS)
-def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_operator, tmp_path, router):
+@pytest.mark.parametrize("mode", [*ROUTERS, "speculative"])
+def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_operator, tmp_path, mode):
     """examples/conditional.yaml served by a real tritonserver as a Ready pod's: after real requests, each
     pipeline's status.branchTraffic counts the inferences each branch took (Triton's own counters of the
     branch ensembles), by the condition and steps the spec gives, the pipeline's, and those that took no
     branch; a request of two batch items is two inferences. Idle polls leave the numbers as they are. On
-    both backends: the Python orchestrator, and the native switch in the pipeline's ensemble."""
-    name = f"branching-{router}"
+    both backends: the Python orchestrator, and the native switch in the pipeline's ensemble; and with
+    `speculative: true`, where every branch runs for every request and no branch ensemble is called (the
+    switch counts the requests taking each: native_router.c, TAKEN_METRIC)."""
+    name = f"branching-{mode}"
+    router = "native" if mode == "speculative" else mode
 
     def no_label_small(doc: dict[str, Any]) -> dict[str, Any]:
         """The `conditional` pipeline's small branch on a label the classifier never gives: its requests
         take no branch (they are answered all the same: RESULT left out, SMALL its default)."""
         doc["spec"]["pipelines"][0]["steps"][1]["when"] = {"tensor": "classify.LABEL", "equals": 7}
-        return doc
+        for pipeline in doc["spec"]["pipelines"]:
+            pipeline["speculative"] = mode == "speculative"
+        return with_router(doc, router)
 
-    served = with_router(no_label_small(example("conditional")), router)
+    served = no_label_small(example("conditional"))
     with pod_triton(served, tmp_path, "127.0.0.1") as server:
         run_operator({"TRITONPIPELINE_STATUS_POLL_SECONDS": "0.5"})
-        kube.apply(with_router(no_label_small(cluster_doc(name, namespace, "conditional")), router))
+        kube.apply(no_label_small(cluster_doc(name, namespace, "conditional")))
         wait_reconciled(kube, namespace, name)
 
         def traffic() -> list[dict[str, Any]]:
@@ -365,9 +350,11 @@ def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_o
         assert all("inferences" not in b for t in unread for b in t["branches"])
 
         ready_pod(kube, namespace, name, "127.0.0.1")
-        send_images(server, "conditional", [SMALL * (k + 1) for k in range(5)] + [LARGE] * 3)
-        send_images(server, "conditional", [np.concatenate([LARGE, LARGE])])  # one request, two items
-        send_images(server, "switched", [SMALL, LARGE, LARGE, LARGE])
+        images_at_once(server.grpc_url, "conditional", [SMALL * (k + 1) for k in range(5)] + [LARGE] * 3)
+        images_at_once(
+            server.grpc_url, "conditional", [np.concatenate([LARGE, LARGE])]
+        )  # one request, two items
+        images_at_once(server.grpc_url, "switched", [SMALL, LARGE, LARGE, LARGE])
 
         def counted() -> Any:
             found = {

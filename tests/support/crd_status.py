@@ -126,6 +126,10 @@ def stream(namespace: str = "ns") -> dict[str, Any]:
 def documents() -> Iterator[dict[str, Any]]:
     for source in ("diamond", "fanout", "streaming", "conditional"):
         yield example(source, "ns", source)
+    speculative = example("conditional", "ns", "speculative")  # status.graph.conditions[].speculative
+    for pipeline in speculative["spec"]["pipelines"]:
+        pipeline["speculative"] = True
+    yield speculative
     yield stream()
     for name in ("tensorrtllm", "asr", "tutorials"):
         doc = imported_example(name)

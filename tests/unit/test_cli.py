@@ -514,6 +514,31 @@ def test_render_writes_the_routers_and_conditions_on_the_backend_asked(
 
 
 @pytest.mark.parametrize(
+    ("router", "said"),
+    [
+        ("native", "the native switch in its ensemble, every branch run for every request (speculative)"),
+        ("python", "a generated Python orchestrator (speculative needs the native switch: the branches wait"),
+    ],
+)
+def test_render_says_where_a_pipeline_is_speculative(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], router: str, said: str
+) -> None:
+    """`speculative: true` is honoured by the native switch; under the Python orchestrator render says it
+    is not (the answers are the same; only when the branches run differs)."""
+    native_router_or_skip()
+    doc = example("conditional")
+    doc["spec"]["modelRepository"]["uri"] = str(MODELS)
+    doc["spec"]["pipelines"][1]["speculative"] = True
+    out = tmp_path / "repo"
+    cr = str(write_cr(tmp_path / "cr.yaml", doc))
+    assert cli.main(["render", cr, "-o", str(out), "--router", router]) == 0
+    text = capsys.readouterr().out
+    assert f"conditions of 'switched': {said}" in text
+    (other,) = [line for line in text.splitlines() if "conditions of 'conditional': " in line]
+    assert "speculative" not in other  # the pipeline that did not ask
+
+
+@pytest.mark.parametrize(
     ("flag", "asked"), [([], "spec.server.router: native"), (["--router", "native"], "--router native")]
 )
 def test_render_without_a_compiler_names_what_asked_for_the_native_router(

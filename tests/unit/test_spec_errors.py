@@ -470,6 +470,31 @@ CASES = [
         "(the outputs its steps that run when classify.LABEL equals 1 write) receives tensors",
     ),
     Case(
+        "speculative-without-conditions",
+        "diamond",
+        lambda d: pipe(d).update(speculative=True),
+        "spec.pipelines[0].speculative",
+        "speculative runs the branches of a pipeline with conditions beside its other steps",
+    ),
+    Case(
+        "speculative-with-a-sequence-step-in-a-branch",
+        "conditional",
+        lambda d: (pipe(d).update(speculative=True), model(d, 2).update(sequenceBatching={})),
+        "spec.pipelines[0].speculative",
+        "step 'large' (model 'head_b') runs when classify.LABEL equals 1 and is sequence-batched: a "
+        "speculative pipeline runs every branch for every request, which would advance its sequences' state",
+        only=False,  # and what a sequence step needs upstream
+    ),
+    Case(
+        "speculative-with-a-decoupled-step-in-a-branch",
+        "conditional",
+        lambda d: (pipe(d).update(speculative=True), model(d, 1).update(decoupled=True)),
+        "spec.pipelines[0].speculative",
+        "step 'small' (model 'extractor') runs when classify.LABEL equals 0 and is decoupled: a "
+        "speculative pipeline runs every branch for every request, which would stream the responses of "
+        "branches not taken",
+    ),
+    Case(
         "or-from-without-conditions",
         "diamond",
         lambda d: pipe(d)["outputs"][0].update(orFrom=["left.OUTPUT_B"]),

@@ -200,3 +200,19 @@ def test_the_inference_count_is_read_per_model():
         'nv_inference_count{model="b",version="2"} 1\n'
     )
     assert tm.read_scrape(text, 0).models["b"] == tm.ModelTotals(requests=3, inferences=6)
+
+
+def test_a_speculative_branchs_count_is_the_switchs():
+    """A speculative branch's ensemble is never called: the switch counts the rows taking it
+    (tritonpipeline_branch_taken, written as Triton writes its own counters), read as its inferences; a
+    count that went down is a restarted server, as with Triton's own counters."""
+    text = (
+        "# HELP tritonpipeline_branch_taken Rows of the requests that took a speculative branch\n"
+        "# TYPE tritonpipeline_branch_taken counter\n"
+        'tritonpipeline_branch_taken{model="p__when1"} 7\n'
+        'nv_inference_count{model="p__when1",version="1"} 0\n'
+    )
+    taken = tm.read_scrape(text, 0)
+    assert taken.models["p__when1"] == tm.ModelTotals(inferences=7)
+    restarted = tm.read_scrape(text.replace("} 7", "} 2"), 30)
+    assert tm.difference(taken, restarted)["p__when1"].inferences == 2

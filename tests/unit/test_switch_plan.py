@@ -118,3 +118,63 @@ def test_streaming_and_sequence_steps_keep_the_python_orchestrator() -> None:
     for name in ("counted", "summed"):
         assert f"{name}/1/model.py" in counts and f"{name}__switch/config.pbtxt" not in counts
         assert parse_text(counts[f"{name}/config.pbtxt"]).HasField("sequence_batching")
+
+
+def speculative_doc() -> dict[str, Any]:
+    doc = example("conditional")
+    for pipeline in doc["spec"]["pipelines"]:
+        pipeline["speculative"] = True
+    return doc
+
+
+def test_a_speculative_pipeline_runs_its_branches_beside_the_head() -> None:
+    """`speculative`: every branch's steps (and their routers) in the pipeline's ensemble beside the head's,
+    reading the same tensors; the switch reads the condition and every source of its outputs, the
+    branches' included, and calls nothing."""
+    files = native(speculative_doc())
+    config = parse_text(files["conditional/config.pbtxt"])
+    steps = {s.model_name: s for s in config.ensemble_scheduling.step}
+    assert list(steps) == [
+        "classifier",
+        "extractor",
+        "head_b",
+        "head_c",
+        "conditional__when1__large__OUTPUT_B__router",
+        "conditional__switch",
+    ]
+    assert dict(steps["extractor"].input_map) == {"INPUT_A": "IMAGE"}  # beside classify: no wait
+    assert dict(steps["head_b"].input_map) == {"FEATS_IN_B": "IMAGE"}
+    assert dict(steps["conditional__switch"].input_map) == {
+        "classify.LABEL": "LABEL",
+        "large.OUTPUT_B": "large.OUTPUT_B",
+        "score.OUTPUT_C": "score.OUTPUT_C",
+        "small.FEATS_A": "small.FEATS_A",
+    }
+    # every tensor of the ensemble has one producer: an input, or one step's output
+    written = [t for s in config.ensemble_scheduling.step for t in s.output_map.values()]
+    assert len(written) == len(set(written)) and "IMAGE" not in written
+    read = {t for s in config.ensemble_scheduling.step for t in s.input_map.values()}
+    assert read <= set(written) | {"IMAGE"}
+    # the router a branch needs is still rendered (its ensemble's, as for the head)
+    assert "conditional__when1__large__OUTPUT_B__router/config.pbtxt" in files
+
+
+def test_a_speculative_branch_is_marked_and_passed_nothing() -> None:
+    got = records(native(speculative_doc()), "conditional__switch")
+    assert got[:4] == [
+        ["B", b"conditional__when0".hex()],
+        ["S"],
+        ["W", b"classify.LABEL".hex(), "E", "i0"],
+        ["O", b"small.FEATS_A".hex()],
+    ]
+    assert not [r for r in got if r[0] == "I"]  # the switch calls no branch, so passes it nothing
+
+
+def test_speculative_is_reported_where_the_switch_serves_it() -> None:
+    """status.graph.conditions marks the pipelines served speculatively; the Python orchestrator waits for
+    the condition, so under it nothing is marked."""
+    served = compile_pipeline(parse_pipeline(speculative_doc()), native_router=LIBRARY)
+    assert [c.get("speculative") for c in served.graph_summary()["conditions"]] == [True, True]
+    waits = compile_pipeline(parse_pipeline(speculative_doc()))
+    assert [c.get("speculative") for c in waits.graph_summary()["conditions"]] == [None, None]
+    assert "conditional/1/model.py" in waits.files

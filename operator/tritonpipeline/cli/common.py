@@ -141,8 +141,14 @@ def routing_lines(artifacts: Artifacts) -> list[str]:
         consumers = ", ".join(cons.label for _, cons in r.outputs)
         lines.append(f"  router {r.name} ({artifacts.router_backend}): {r.source} -> {consumers}")
     for o in artifacts.plan.orchestrators:
-        python = f"{o.name}/1/model.py" in artifacts.files
-        what = "a generated Python orchestrator" if python else "the native switch in its ensemble"
+        if f"{o.name}/1/model.py" in artifacts.files:
+            what = "a generated Python orchestrator"
+            if o.speculative:  # the spec asked, the orchestrator cannot
+                what += " (speculative needs the native switch: the branches wait for the condition)"
+        elif o.name in artifacts.speculative:
+            what = "the native switch in its ensemble, every branch run for every request (speculative)"
+        else:
+            what = "the native switch in its ensemble"
         lines.append(f"  conditions of {o.name!r}: {what}")
     return lines
 

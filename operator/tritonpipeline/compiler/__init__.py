@@ -26,7 +26,7 @@ from .plan_types import (
     RepositoryPlan,
 )
 from .router_choice import RouterBackend, RouterChoice
-from .switch_plan import native_switch
+from .switch_plan import BRANCH_TAKEN_COUNTER, native_switch
 from .triton_config import (
     ensemble_config,
     model_config,
@@ -38,6 +38,7 @@ from .triton_config import (
 )
 
 __all__ = [
+    "BRANCH_TAKEN_COUNTER",
     "OPEN_STREAMS_FILE",
     "OPEN_STREAMS_GAUGE",
     "OPEN_STREAMS_LEASE_SECONDS",
@@ -90,6 +91,7 @@ class Artifacts:
     plan: RepositoryPlan
     router_backend: RouterBackend = "python"  # what the routers run on: router_model.py, or the native router
     router_reason: str = ""  # why (compiler/router_choice.py), when the operator chose
+    speculative: tuple[str, ...] = ()  # pipelines whose branches run for every request (the native switch's)
 
     def digest(self) -> str:
         """files_digest of every generated file; equal specs give equal digests."""
@@ -127,7 +129,10 @@ class Artifacts:
             ],
             # each branch's ensemble, condition and steps; [] rather than absent, so that a status merge
             # patch replaces the branches of a pipeline that had conditions (as `routers`)
-            "conditions": branch_map(self.plan.orchestrators, self.plan.ensembles),
+            "conditions": [
+                {**entry, "speculative": True} if entry["pipeline"] in self.speculative else entry
+                for entry in branch_map(self.plan.orchestrators, self.plan.ensembles)
+            ],
         }
         if self.router_reason:
             summary["routerBackend"] = {"backend": self.router_backend, "reason": self.router_reason}
@@ -199,6 +204,7 @@ def compile_pipeline(
             else:
                 files[f"{r.name}/1/{NATIVE_ROUTER_SLOT}"] = NATIVE_ROUTER_SLOT_TEXT
     parts = {e.name: e for e in plan.ensembles}
+    speculative = []
     for orchestrator in plan.orchestrators:
         switch = native_switch(orchestrator, parts) if backend == "native" else None
         if switch is None:  # the Python orchestrator
@@ -206,6 +212,8 @@ def compile_pipeline(
             files[f"{orchestrator.name}/config.pbtxt"] = to_text(config)
             files[f"{orchestrator.name}/1/model.py"] = orchestrator_source()
             continue
+        if orchestrator.speculative:
+            speculative.append(orchestrator.name)
         files[f"{orchestrator.name}/config.pbtxt"] = to_text(ensemble_config(switch.ensemble))
         files[f"{orchestrator.name}/1/.keep"] = b""
         files[f"{switch.name}/config.pbtxt"] = to_text(switch_config(switch))
@@ -222,4 +230,5 @@ def compile_pipeline(
         plan=plan,
         router_backend=backend,
         router_reason="" if router is None else router.reason,
+        speculative=tuple(speculative),
     )

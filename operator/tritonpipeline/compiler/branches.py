@@ -139,6 +139,7 @@ def plan_conditional(
             default=0,
         ),
         switch=switch,
+        speculative=p.speculative,
     )
     return ensembles, orchestrator
 

@@ -149,6 +149,21 @@ extern TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
     TRITONSERVER_ResponseAllocator** allocator, TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
     TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn, TRITONSERVER_ResponseAllocatorStartFn_t start_fn);
 extern TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(TRITONSERVER_ResponseAllocator* allocator);
+/* the metrics API, for the count of requests taking each speculative branch */
+typedef struct TRITONSERVER_MetricFamily TRITONSERVER_MetricFamily;
+typedef struct TRITONSERVER_Metric TRITONSERVER_Metric;
+typedef struct TRITONSERVER_Parameter TRITONSERVER_Parameter;
+#define TRITONSERVER_METRIC_KIND_COUNTER 0
+#define TRITONSERVER_PARAMETER_STRING 0
+extern TRITONSERVER_Error* TRITONSERVER_MetricFamilyNew(
+    TRITONSERVER_MetricFamily** family, int kind, const char* name, const char* description);
+extern TRITONSERVER_Error* TRITONSERVER_MetricNew(
+    TRITONSERVER_Metric** metric, TRITONSERVER_MetricFamily* family, const TRITONSERVER_Parameter** labels,
+    uint64_t label_count);
+extern TRITONSERVER_Error* TRITONSERVER_MetricDelete(TRITONSERVER_Metric* metric);
+extern TRITONSERVER_Error* TRITONSERVER_MetricIncrement(TRITONSERVER_Metric* metric, double value);
+extern TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(const char* name, int type, const void* value);
+extern void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter);
 extern TRITONSERVER_Error* TRITONSERVER_InferenceRequestNew(
     TRITONSERVER_InferenceRequest** request, TRITONSERVER_Server* server, const char* model_name,
     const int64_t model_version);
@@ -237,7 +252,8 @@ static TRITONSERVER_Error* error(TRITONSERVER_Error_Code code, const char* what,
 /* ------------------------------------------------------------------------------------- the model */
 
 /* the switch's half of this file (below) */
-static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* text, size_t size, Switch** out);
+static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* text, size_t size, int batching,
+                                      Switch** out);
 static void switch_free(Switch* sw);
 static void switch_execute(TRITONBACKEND_ModelInstance* instance, ModelState* model, TRITONBACKEND_Request* request);
 static uint64_t request_rows(TRITONBACKEND_Request* request, int batching);
@@ -262,7 +278,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model)
       const char* text = at + strlen(plan);
       const char* end = memchr(text, '"', size - (size_t)(text - json));
       err = end == NULL ? error(TRITONSERVER_ERROR_INVALID_ARG, "the switch's plan is not terminated", NULL)
-                        : switch_new(model, text, (size_t)(end - text), &state->sw);
+                        : switch_new(model, text, (size_t)(end - text), state->batching, &state->sw);
     }
   }
   TRITONSERVER_MessageDelete(config);
@@ -515,6 +531,9 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
  * Its plan is the config's SWITCH_PARAMETER: records separated by ';', tokens by ' ', every name and string
  * in hex (so JSON escapes none of it), as compiler/switch_plan.py writes it:
  *   B MODEL                     a branch: the ensemble it calls
+ *   S                           the branch before it is speculative: its steps ran in the ensemble beside the
+ *                               head's, for every request, so the switch calls nothing and serves its outputs
+ *                               (inputs of the switch) only where the branch is taken
  *   W TENSOR OP VALUE...        its condition: OP E (equals), I (in), G (greater than), L (less than),
  *                               D (a switch's default: no comparison); VALUE i<int>, f<float>, b0/b1, s<hex>
  *   U OP VALUE...               a case of its switch before it: the branch is not taken where it holds
@@ -559,6 +578,8 @@ typedef struct {
   Comparison when;
   int unless_count;
   Comparison* unless;
+  int speculative; /* its outputs are the switch's inputs: not called */
+  TRITONSERVER_Metric* taken; /* speculative: TAKEN_METRIC{model=MODEL}, NULL where metrics are off */
   int input_count, output_count;
   char** inputs;
   char** outputs;
@@ -568,6 +589,7 @@ typedef struct {
   char* name;
   int source_count;
   char** sources;
+  int* owners; /* per source: the speculative branch writing it (kept only where taken), or -1 */
   int has_default, rows, dim_count, datatype;
   int64_t dims[SWITCH_MAX_DIMS];
   char* element;
@@ -663,11 +685,18 @@ static void switch_free(Switch* sw)
 {
   if (sw == NULL) return;
   for (int b = 0; b < sw->branch_count; b++) {
+    if (sw->branches[b].taken != NULL) {
+      TRITONSERVER_Error* err = TRITONSERVER_MetricDelete(sw->branches[b].taken);
+      if (err != NULL) TRITONSERVER_ErrorDelete(err);
+    }
     free(sw->branches[b].unless);
     free(sw->branches[b].inputs);
     free(sw->branches[b].outputs);
   }
-  for (int o = 0; o < sw->served_count; o++) free(sw->served[o].sources);
+  for (int o = 0; o < sw->served_count; o++) {
+    free(sw->served[o].sources);
+    free(sw->served[o].owners);
+  }
   free(sw->branches);
   free(sw->served);
   free(sw->strings);
@@ -736,11 +765,42 @@ static TRITONSERVER_Error* switch_release(TRITONSERVER_ResponseAllocator* alloca
     goto fail;         \
   } while (0)
 
-static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* text, size_t size, Switch** out)
+/* A speculative branch's ensemble is never called, so Triton's own counters of it stay at 0: the switch counts
+   the rows of the requests taking it in a counter of its own, labelled as Triton labels a model's counters
+   (render/triton_metrics.py adds it to the branch's nv_inference_count). The family is made once and kept for
+   the process: a family deleted while another switch has counters in it would drop them from the page. */
+#define TAKEN_METRIC "tritonpipeline_branch_taken"
+#define TAKEN_HELP "Rows of the requests that took a speculative branch (its ensemble is never called)"
+static TRITONSERVER_MetricFamily* taken_family;
+
+static TRITONSERVER_Metric* taken_metric(const char* model)
+{
+  TRITONSERVER_MetricFamily* family = __atomic_load_n(&taken_family, __ATOMIC_ACQUIRE);
+  if (family == NULL) {
+    TRITONSERVER_Error* err = TRITONSERVER_MetricFamilyNew(&family, TRITONSERVER_METRIC_KIND_COUNTER, TAKEN_METRIC, TAKEN_HELP);
+    if (err != NULL) { /* metrics off (--allow-metrics=false): no count */
+      TRITONSERVER_ErrorDelete(err);
+      return NULL;
+    }
+    TRITONSERVER_MetricFamily* none = NULL; /* another switch made it first: the same family (Triton merges) */
+    if (!__atomic_compare_exchange_n(&taken_family, &none, family, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      family = none;
+  }
+  const TRITONSERVER_Parameter* labels[1] = {TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, model)};
+  TRITONSERVER_Metric* metric = NULL;
+  TRITONSERVER_Error* err = labels[0] == NULL ? NULL : TRITONSERVER_MetricNew(&metric, family, labels, 1);
+  if (labels[0] != NULL) TRITONSERVER_ParameterDelete((TRITONSERVER_Parameter*)labels[0]);
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  return err == NULL ? metric : NULL;
+}
+
+static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* text, size_t size, int batching,
+                                      Switch** out)
 {
   TRITONSERVER_Error* err = NULL;
   Switch* sw = calloc(1, sizeof *sw);
   if (sw == NULL) return error(TRITONSERVER_ERROR_INTERNAL, "out of memory", NULL);
+  sw->batching = batching;
   int records = 1;
   for (size_t k = 0; k < size; k++) records += text[k] == ';';
   sw->strings = malloc(size + (size_t)records * 2 + 1); /* decoded strings: never longer than their hex */
@@ -767,6 +827,8 @@ static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* te
       b->unless = calloc(SWITCH_MAX_CASES, sizeof(Comparison));
       if (b->inputs == NULL || b->outputs == NULL || b->unless == NULL) BAD_PLAN("out of memory");
       if ((b->model = unhex(r.tokens[1], r.lengths[1], &pool, &unused)) == NULL) BAD_PLAN("a model name");
+    } else if (kind == 'S' && b != NULL && r.count == 1) {
+      b->speculative = 1;
     } else if (kind == 'W' && b != NULL && r.count >= 3) {
       if ((b->tensor = unhex(r.tokens[1], r.lengths[1], &pool, &unused)) == NULL) BAD_PLAN("a tensor name");
       if (parse_comparison(&r, 2, &pool, &b->when) != 0) BAD_PLAN("a condition");
@@ -781,7 +843,8 @@ static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* te
       o = &sw->served[sw->served_count++];
       if ((o->name = unhex(r.tokens[1], r.lengths[1], &pool, &unused)) == NULL) BAD_PLAN("an output name");
       o->sources = calloc((size_t)r.count, sizeof(char*));
-      if (o->sources == NULL) BAD_PLAN("out of memory");
+      o->owners = calloc((size_t)r.count, sizeof(int));
+      if (o->sources == NULL || o->owners == NULL) BAD_PLAN("out of memory");
       for (int k = 2; k < r.count; k++)
         if ((o->sources[o->source_count++] = unhex(r.tokens[k], r.lengths[k], &pool, &unused)) == NULL)
           BAD_PLAN("a source");
@@ -804,8 +867,20 @@ static TRITONSERVER_Error* switch_new(TRITONBACKEND_Model* model, const char* te
       BAD_PLAN("an unknown or incomplete record");
     }
   }
-  for (int k = 0; k < sw->branch_count; k++)
+  for (int k = 0; k < sw->branch_count; k++) {
     if (sw->branches[k].tensor == NULL) BAD_PLAN("a branch without a condition");
+    if (sw->branches[k].speculative) sw->branches[k].taken = taken_metric(sw->branches[k].model);
+  }
+  for (int k = 0; k < sw->served_count; k++) {
+    Served* served = &sw->served[k];
+    for (int s = 0; s < served->source_count; s++) {
+      served->owners[s] = -1;
+      for (int n = 0; n < sw->branch_count && served->owners[s] < 0; n++)
+        for (int t = 0; t < sw->branches[n].output_count; t++)
+          if (sw->branches[n].speculative && strcmp(sw->branches[n].outputs[t], served->sources[s]) == 0)
+            served->owners[s] = n;
+    }
+  }
   if ((err = TRITONBACKEND_ModelServer(model, &sw->server)) != NULL) goto fail;
   TRITONBACKEND_Backend* backend;
   if ((err = TRITONBACKEND_ModelBackend(model, &backend)) != NULL) goto fail;
@@ -1047,6 +1122,7 @@ typedef struct {
   TRITONSERVER_Error* err; /* the first error: answered instead of outputs */
   const char* failed_model;
   TRITONSERVER_InferenceResponse** responses; /* one per branch: NULL where not taken (or none came) */
+  int* take; /* per branch: whether the request takes it */
 } Call;
 
 static void call_failed(Call* c, TRITONSERVER_Error* err, const char* model)
@@ -1213,6 +1289,7 @@ static TRITONSERVER_Error* fill(Call* c, TRITONBACKEND_Response* response)
     const Served* o = &c->sw->served[k];
     int done = 0;
     for (int s = 0; s < o->source_count && !done; s++) {
+      if (o->owners[s] >= 0 && !c->take[o->owners[s]]) continue; /* a speculative branch not taken */
       TRY(serve_input(c, response, o, o->sources[s], &done));
       if (!done) TRY(serve_branch(c, response, o, o->sources[s], &done));
     }
@@ -1235,6 +1312,13 @@ static void finish(Call* c)
       err = named;
     }
     if (err == NULL) err = fill(c, response);
+    if (err == NULL) /* counted as Triton counts a branch ensemble's inferences: the rows of its successes */
+      for (int b = 0; b < c->sw->branch_count; b++)
+        if (c->take[b] && c->sw->branches[b].taken != NULL) {
+          TRITONSERVER_Error* counted =
+              TRITONSERVER_MetricIncrement(c->sw->branches[b].taken, (double)request_rows(c->request, c->sw->batching));
+          if (counted != NULL) TRITONSERVER_ErrorDelete(counted);
+        }
     TRITONSERVER_Error* sent = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
     if (sent != NULL) TRITONSERVER_ErrorDelete(sent);
   }
@@ -1249,6 +1333,7 @@ static void finish(Call* c)
   for (int b = 0; b < c->sw->branch_count; b++)
     if (c->responses[b] != NULL) TRITONSERVER_InferenceResponseDelete(c->responses[b]);
   free(c->responses);
+  free(c->take);
   free(c);
 }
 
@@ -1366,8 +1451,8 @@ static void switch_execute(TRITONBACKEND_ModelInstance* instance, ModelState* mo
     TRITONSERVER_Error* err = taken(sw, request, &sw->branches[b], &take[b]);
     if (err != NULL) call_failed(c, err, NULL);
   }
+  c->take = take;
   for (int b = 0; b < sw->branch_count && c->err == NULL; b++)
-    if (take[b]) call_branch(c, b);
-  free(take);
+    if (take[b] && !sw->branches[b].speculative) call_branch(c, b);
   done_one(c);
 }

@@ -342,6 +342,8 @@ class OrchestratorPlan:
     sequence_idle_us: int = 0
     # the native switch's model name (compiler/switch_plan.py), reserved whichever backend serves it
     switch: str = ""
+    # the spec's `speculative`: where the native switch serves it, every branch runs beside the head
+    speculative: bool = False
 
     @property
     def parts(self) -> tuple[PartPlan, ...]:

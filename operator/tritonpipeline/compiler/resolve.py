@@ -51,6 +51,7 @@ def resolve_pipeline(spec: PipelineSpec, index: int) -> PipelineGraph:
         if g.conditional:
             g.add(rules.branches_meet_at_outputs(g))
             g.add(rules.conditions_with_state(g))
+        g.add(rules.speculation_stateless(g))
         g.add(rules.merges_fit(g))
     return g
 

@@ -11,6 +11,11 @@ that sends no response would skip its consumers, but makes the ensemble decouple
 clients cannot call. What the ensemble does allow, and the switch relies on: an ensemble output no
 step wrote is left out of the response.
 
+A speculative pipeline (the spec's `speculative`) has its branches' steps in that ensemble too, beside
+the head's: every branch runs for every request, and the switch, calling none, serves each output from the
+branches taken only. The latency is a plain ensemble's (no step waits for the condition), the compute that
+of every branch.
+
 Where the plan has something the native switch does not serve (parts batching differently from the
 pipeline, a streaming branch or a part holding a sequence step: orchestrator_model.py streams those and
 passes sequences on), `native_switch` gives None and the Python orchestrator serves the pipeline.
@@ -26,6 +31,9 @@ from dataclasses import dataclass, replace
 from .plan_types import INPUTS, EnsemblePlan, MergedOutput, OrchestratorPlan, StepPlan, Tensor
 
 SWITCH_PARAMETER = "tritonpipeline.switch"  # the switch's plan (native_router.c reads it by this name)
+# the switch's counter of the rows taking each speculative branch, labelled `model` (its ensemble, never
+# called): native_router.c's TAKEN_METRIC; render/triton_metrics.py counts it as the branch's inferences
+BRANCH_TAKEN_COUNTER = "tritonpipeline_branch_taken"
 # TRITONSERVER_DataType (tritonserver.h), by the spec's data type: a default's type in the plan
 SERVER_TYPES = {
     "BOOL": 1,
@@ -93,7 +101,9 @@ def native_switch(orch: OrchestratorPlan, ensembles: Mapping[str, EnsemblePlan])
         if len(o.sources) == 1 and ref in head_outputs and single[ref] == 1 and o.default is None:
             name_of[ref] = o.name
             renamed_outputs.add(o.name)
-    tensors = {t for s in head.steps for _, t in (*s.input_map, *s.output_map)} if head else set()
+    # speculative: the branches' steps run in the ensemble beside the head's, for every request
+    beside = [*([head] if head else []), *(branches if orch.speculative else [])]
+    tensors = {t for e in beside for s in e.steps for _, t in (*s.input_map, *s.output_map)}
     if tensors & (set(name_of.values()) - set(name_of)):
         return None  # a pipeline name taken by a tensor of the head: the Python orchestrator serves it
 
@@ -106,9 +116,14 @@ def native_switch(orch: OrchestratorPlan, ensembles: Mapping[str, EnsemblePlan])
         catalogue.update(dict(b.inputs))
         catalogue.update(dict(b.outputs))
     served = [o for o in orch.outputs if o.name not in renamed_outputs]
-    reads = {ref for b in orch.branches for ref in b.inputs}
-    reads |= {b.when[0] for b in orch.branches if b.when is not None}
-    reads |= {ref for o in served for ref in o.sources if ref in catalogue and not _branch_output(ref, orch)}
+    reads = {b.when[0] for b in orch.branches if b.when is not None}
+    if orch.speculative:  # every source is a tensor of the ensemble; a branch's, kept where it is taken
+        reads |= {ref for o in served for ref in o.sources if ref in catalogue}
+    else:  # the switch passes its branches what they read, and serves their outputs from their answers
+        reads |= {ref for b in orch.branches for ref in b.inputs}
+        reads |= {
+            ref for o in served for ref in o.sources if ref in catalogue and not _branch_output(ref, orch)
+        }
     inputs = tuple((ref, replace(catalogue[ref], optional=True)) for ref in sorted(reads))
     outputs = tuple((o.name, o.tensor) for o in served)
     step = StepPlan(
@@ -117,21 +132,22 @@ def native_switch(orch: OrchestratorPlan, ensembles: Mapping[str, EnsemblePlan])
         input_map=tuple((ref, named(ref)) for ref, _ in inputs),
         output_map=tuple(sorted((name, name) for name, _ in outputs)),
     )
-    head_steps = tuple(
+    flattened = tuple(
         replace(
             s,
             input_map=tuple((k, named(t)) for k, t in s.input_map),
             output_map=tuple((k, named(t)) for k, t in s.output_map),
         )
-        for s in (head.steps if head else ())
+        for e in beside
+        for s in e.steps
     )
     ensemble = EnsemblePlan(
         name=orch.name,
         max_batch_size=orch.max_batch_size,
         inputs=orch.inputs,
         outputs=tuple((o.name, o.tensor) for o in orch.outputs),
-        steps=(*head_steps, step),
-        routers=(),  # the head's are its ensemble's: rendered there, run by these steps too
+        steps=(*flattened, step),
+        routers=(),  # the parts' are their ensembles': rendered there, run by these steps too
         fan_out=head.fan_out if head else "shared",
     )
     return SwitchPlan(
@@ -181,9 +197,11 @@ def switch_text(orch: OrchestratorPlan, served: list[MergedOutput]) -> str:
         assert b.when is not None
         ref, guard = b.when
         records.append(f"B {_hex(b.model)}")
+        if orch.speculative:
+            records.append("S")
         records.append(f"W {_hex(ref)} {_comparison(guard.operator, guard.value)}")
         records += [f"U {_comparison(op, value)}" for op, value in guard.unless]
-        records += [f"I {_hex(r)}" for r in b.inputs]
+        records += [] if orch.speculative else [f"I {_hex(r)}" for r in b.inputs]
         records += [f"O {_hex(r)}" for r in b.outputs]
     for o in served:
         records.append(" ".join(["R", _hex(o.name), *(_hex(s) for s in o.sources)]))

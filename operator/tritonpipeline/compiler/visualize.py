@@ -125,8 +125,9 @@ def _drawn(plan: RepositoryPlan) -> list[tuple[str, str, str, list[_Node], list[
             drawn.append((f"e{i}", mermaid, f"ensemble {e.name} (fanOut: {e.fan_out})", nodes, edges))
     for i, o in enumerate(plan.orchestrators):
         nodes, edges = _conditional_graph(o, by_name, f"o{i}n")
-        title = f"pipeline {o.name} (conditions, maxBatchSize: {o.max_batch_size})"
-        drawn.append((f"o{i}", title, f"pipeline {o.name} (conditions)", nodes, edges))
+        kind = "conditions, speculative" if o.speculative else "conditions"  # the spec's ask
+        title = f"pipeline {o.name} ({kind}, maxBatchSize: {o.max_batch_size})"
+        drawn.append((f"o{i}", title, f"pipeline {o.name} ({kind})", nodes, edges))
     return drawn
 
 

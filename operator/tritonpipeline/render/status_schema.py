@@ -168,6 +168,12 @@ CONDITIONS = _object(
         "tensor that no value satisfies together): status.branchTraffic then counts the inferences that "
         "took none.",
     },
+    speculative={
+        "type": "boolean",
+        "description": "Every branch runs for every request, beside the steps without a condition, and the "
+        "switch keeps the answers of the branches taken (the spec's speculative, on the native switch); "
+        "status.branchTraffic counts the requests that took each.",
+    },
     branches=_branches(
         "One branch: the steps that share one condition (a `when`, or a case of a switch).",
         declaredAt=_string(
@@ -228,8 +234,9 @@ def status_schema() -> dict[str, Any]:
             MAX_PIPELINES,
             "Per pipeline with conditions: the inferences it answered and each branch took, from Triton's "
             "own counters (nv_inference_count: one per batch item, so a request of one item is one "
-            "inference) of its orchestrator and of each branch's ensemble, summed over the Ready pods, each "
-            "counting since it started; written by the status poll when a number changed "
+            "inference) of its orchestrator and of each branch's ensemble (a speculative pipeline's "
+            "switch counts the rows taking each branch, as tritonpipeline_branch_taken), summed over the "
+            "Ready pods, each counting since it started; written by the status poll when a number changed "
             "(docs/concepts/conditions.md).",
         ),
         autoscaler=_object(

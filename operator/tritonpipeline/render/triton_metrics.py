@@ -17,7 +17,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..compiler import OPEN_STREAMS_GAUGE, tracks_open_streams
+from ..compiler import BRANCH_TAKEN_COUNTER, OPEN_STREAMS_GAUGE, tracks_open_streams
 from ..spec import TritonPipeline
 from .conditions import fit
 from .status_schema import MAX_POD_ENTRIES
@@ -32,7 +32,7 @@ COMPUTE = (
     "nv_inference_compute_infer_duration_us",
     "nv_inference_compute_output_duration_us",
 )
-COUNTERS = (REQUESTS, QUEUE, *COMPUTE, INFERENCES)
+COUNTERS = (REQUESTS, QUEUE, *COMPUTE, INFERENCES, BRANCH_TAKEN_COUNTER)
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,8 @@ def read_scrape(text: str, at: float) -> Scrape:
             c.get(REQUESTS, 0.0),
             c.get(QUEUE, 0.0),
             sum(c.get(name, 0.0) for name in COMPUTE),
-            c.get(INFERENCES, 0.0),
+            # a speculative branch's ensemble is never called: the switch counts the rows taking it
+            c.get(INFERENCES, 0.0) + c.get(BRANCH_TAKEN_COUNTER, 0.0),
         )
         for model, c in found.items()
     }
@@ -124,7 +125,8 @@ def difference(previous: Scrape, current: Scrape) -> dict[str, ModelTotals]:
     work = {}
     for model, now in current.models.items():
         before = previous.models.get(model, ModelTotals())
-        work[model] = now if now.requests < before.requests else now - before
+        restarted = now.requests < before.requests or now.inferences < before.inferences
+        work[model] = now if restarted else now - before
     return work
 
 

@@ -189,3 +189,10 @@ class Pipeline(_Base):
         description="Exclusive branches: each switch sends a request to the steps of its first case that "
         "holds, or of its `default` (the steps are declared in `steps` and named here).",
     )
+    speculative: bool = Field(
+        default=False,
+        description="Run every branch beside the steps without a condition, for every request, and answer "
+        "with the outputs of the branches taken: a plain ensemble's latency at the compute of all branches. "
+        "For pipelines with conditions whose branches hold no sequence-batched or decoupled step; honoured "
+        "where the native switch serves the pipeline (the Python orchestrator waits for the condition).",
+    )

@@ -289,6 +289,17 @@ CONDITION_SEQUENCE_AND_DECOUPLED = (
     "a pipeline with conditions holds sequence-batched or decoupled steps, not both (serve one of them in a "
     "pipeline of its own)"
 )
+# `speculative: true` runs every branch for every request (compiler/switch_plan.py, speculative_switch)
+SPECULATIVE_WITHOUT_CONDITIONS = (
+    "speculative runs the branches of a pipeline with conditions beside its other steps, and no step of "
+    "pipeline {pipeline!r} has a `when` or a switch"
+)
+SPECULATIVE_WITH_STATE = (
+    "step {step!r} (model {model!r}) runs {when} and is {kind}: a speculative pipeline runs every branch for "
+    "every request, which {why}; leave speculative out, or serve the step in a pipeline of its own"
+)
+SPECULATIVE_SEQUENCE = "would advance its sequences' state with requests that do not take the branch"
+SPECULATIVE_DECOUPLED = "would stream the responses of branches not taken"
 MERGE_WITHOUT_CONDITIONS = (
     "{field} is for outputs of conditional steps, and no step of pipeline {pipeline!r} has a `when`"
 )

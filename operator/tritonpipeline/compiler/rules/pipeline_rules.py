@@ -61,6 +61,10 @@ from .messages import (
     SEQUENCE_CONTROL_NAMES,
     SHAPE_MISMATCH,
     SHARED_TENSOR_NAMED_TWICE,
+    SPECULATIVE_DECOUPLED,
+    SPECULATIVE_SEQUENCE,
+    SPECULATIVE_WITH_STATE,
+    SPECULATIVE_WITHOUT_CONDITIONS,
     STATE_MAPPED,
     STEP_NAME_NEEDED,
     STEP_VERSION_NOT_SERVED,
@@ -626,6 +630,30 @@ def conditions_with_state(g: PipelineGraph) -> Iterator[Problem]:
                     pipeline=g.pipeline.name,
                 ),
             )
+
+
+def speculation_stateless(g: PipelineGraph) -> Iterator[Problem]:
+    """`speculative` runs every branch for every request: only in a pipeline with conditions, and only
+    where no branch keeps a sequence's state or streams."""
+    if not g.pipeline.speculative:
+        return
+    path = f"{g.path}.speculative"
+    if not g.conditional:
+        yield Problem(path, SPECULATIVE_WITHOUT_CONDITIONS.format(pipeline=g.pipeline.name))
+        return
+    for step in g.steps.values():
+        guard = g.when(step.name)
+        if guard is None:
+            continue
+        for held, kind, why in (
+            (step.model.sequence_batching is not None, "sequence-batched", SPECULATIVE_SEQUENCE),
+            (step.model.decoupled, "decoupled", SPECULATIVE_DECOUPLED),
+        ):
+            if held:
+                message = SPECULATIVE_WITH_STATE.format(
+                    step=step.name, model=step.model.name, when=guard.said(), kind=kind, why=why
+                )
+                yield Problem(path, message)
 
 
 def merges_fit(g: PipelineGraph) -> Iterator[Problem]:
