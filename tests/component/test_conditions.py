@@ -103,7 +103,12 @@ def _counts(server, router: str) -> tuple[int, int, int]:
 
 @pytest.mark.parametrize(("size", "branch"), [("s", "small"), ("xs", "small"), ("l", "large"), ("m", None)])
 def test_a_string_input_chooses_the_branch(serve, size: str, branch: str | None) -> None:
-    server = serve(conditional_by_size(["xs", "s"]))
+    sized_answered(serve(conditional_by_size(["xs", "s"])), size, branch)
+
+
+def sized_answered(server, size: str, branch: str | None) -> None:
+    """`conditional_by_size(["xs", "s"])` (no head: the condition on the string input SIZE) answers LARGE
+    with SIZE `size` from `branch` (None: neither)."""
     client = httpclient.InferenceServerClient(server.http_url)
     try:
         image = httpclient.InferInput("IMAGE", [1, 4], "FP32")

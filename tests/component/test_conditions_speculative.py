@@ -12,9 +12,16 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from component.test_conditions import LARGE, SMALL, large_answered, mixed_answered, small_answered
+from component.test_conditions import (
+    LARGE,
+    SMALL,
+    large_answered,
+    mixed_answered,
+    sized_answered,
+    small_answered,
+)
 from component.test_triton_integration import extractor, head_b, infer
-from helpers import check_with_reference, example, images_at_once, with_router
+from helpers import check_with_reference, conditional_by_size, example, images_at_once, with_router
 
 pytestmark = pytest.mark.tritonserver
 
@@ -70,6 +77,15 @@ def test_a_speculative_switch_keeps_the_case_taken(shared_pipeline):
     images = [SMALL, LARGE, SMALL * 2, LARGE * 3]
     for image, out in zip(images, images_at_once(server.grpc_url, "switched", images, OUTPUTS), strict=True):
         np.testing.assert_allclose(out["RESULT"], head_b(image) if image.sum() > 0 else extractor(image))
+
+
+@pytest.mark.parametrize(("size", "branch"), [("s", "small"), ("l", "large"), ("m", None)])
+def test_without_a_head_the_branches_run_alone(shared_pipeline, size: str, branch: str | None):
+    """Conditions on a pipeline input, no step without `when`: the ensemble is the branches' steps and the
+    switch; a request that takes no branch gets only the default."""
+    doc = with_router(conditional_by_size(["xs", "s"]), "native")
+    doc["spec"]["pipelines"][0]["speculative"] = True
+    sized_answered(shared_pipeline(doc), size, branch)
 
 
 def test_the_reference_agrees_with_the_speculative_answers(shared_pipeline, tmp_path):

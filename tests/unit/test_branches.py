@@ -151,6 +151,16 @@ def test_graph_draws_each_condition_on_the_edges_into_its_branch() -> None:
     assert 'label="when LABEL equals 1", style=dashed' in to_dot(plan)
 
 
+def test_graph_titles_a_speculative_pipeline_so() -> None:
+    doc = example("conditional")
+    doc["spec"]["pipelines"][1]["speculative"] = True
+    plan = compile_pipeline(parse_pipeline(doc)).plan
+    mermaid, dot = to_mermaid(plan), to_dot(plan)
+    assert "pipeline switched (conditions, speculative, maxBatchSize: 8)" in mermaid
+    assert "pipeline conditional (conditions, maxBatchSize: 8)" in mermaid  # the one that did not ask
+    assert "pipeline switched (conditions, speculative)" in dot
+
+
 def test_a_switch_takes_its_first_case_that_holds_else_its_default() -> None:
     plan = plan_of(compiled(example("conditional")), "switched")
     whens = {b["model"]: (b["when"], b["outputs"]) for b in plan["branches"]}
