@@ -23,7 +23,9 @@ Needs the bundle of bench/gpu/pack.py (.gpu/) and, on the GPU host, only a Pytho
    head ensemble making FEATS on the GPU, an ensemble per branch): each branch and a mixed concurrent
    batch checked numerically; host<->device copies per request counted beside the plain ensemble of the
    branch taken (gpu_branch0, gpu_branch1), where the condition must add no copy of FEATS; p50 of the
-   conditional pipeline over that ensemble's at concurrency 1 and 16.
+   conditional pipeline over that ensemble's at concurrency 1 and 16. On each router backend, and where
+   the native one runs, once more with gpu_conditional `speculative: true` (both branches on the GPU for
+   every request, the switch keeping the one taken).
 
 Without a GPU it checks everything up to the point that needs one (the bundle unpacks, the packed
 tritonserver serves examples/fanout.yaml on the CPU, the GPU pipeline compiles) and exits 2, saying so.
@@ -77,6 +79,33 @@ HEAD_PART, BRANCH_PARTS = "gpu_conditional__head", ("gpu_conditional__when0", "g
 BRANCH_FACTOR = (1.0, 2.0)  # SUMS of branch b over expected_sums
 MIXED = (0, 1, 1, 0, 1, 0, 0, 1)  # request i of the mixed batch takes MIXED[i % 8]
 COPY_KINDS = ("HtoD", "DtoH")  # the copies between host and device (the counter names them so)
+# section 6's third form where the native router runs: gpu_conditional `speculative: true`, both branches on
+# the GPU beside the head for every request, the switch keeping the one taken (docs/concepts/conditions.md)
+SPECULATIVE = "speculative"
+
+
+def conditional_forms(routers: Any) -> tuple[str, ...]:
+    """What section 6 serves gpu_conditional on: each router backend, and speculative beside native."""
+    return (*routers, *((SPECULATIVE,) if "native" in routers else ()))
+
+
+def conditional_served(form: str, work: Path) -> tuple[Path, str]:
+    """(pipeline file, --router) of one form of section 6: the speculative form is bench/gpu/pipeline.yaml
+    with gpu_conditional speculative, written into `work` (its model repository named absolutely)."""
+    if form != SPECULATIVE:
+        return PIPELINE, form
+    import yaml
+
+    docs = list(yaml.safe_load_all(PIPELINE.read_text()))
+    for doc in docs:
+        repository = doc["spec"]["modelRepository"]
+        repository["uri"] = str((PIPELINE.parent / repository["uri"]).resolve())
+        for pipeline in doc["spec"]["pipelines"]:
+            if pipeline["name"] == CONDITIONAL:
+                pipeline["speculative"] = True
+    out = work / "pipeline-speculative.yaml"
+    out.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return out, "native"
 
 
 def log(message: str) -> None:
@@ -879,16 +908,18 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
 
     # 6: the conditional pipeline: right on both branches and mixed, copies beside the branch's ensemble
     # (counted server), then latency beside it (a server without the counter)
-    # on each backend: the Python orchestrator, and the native switch in the pipeline's ensemble
-    for backend in args.routers if "conditional" in args.sections else ():
+    # on each backend: the Python orchestrator, and the native switch in the pipeline's ensemble, waiting
+    # for the condition and speculative (conditional_forms)
+    for backend in conditional_forms(args.routers) if "conditional" in args.sections else ():
         cond: dict[str, Any] = {}
         results.setdefault("conditional", {})[backend] = cond
         counter_dir = work / f"memcpy-conditional-{backend}"
-        log(f"serving bench/gpu/pipeline.yaml for gpu_conditional (--router {backend}), copies counted")
+        served, router = conditional_served(backend, work)
+        log(f"serving {served.name} for gpu_conditional (--router {router}, {backend}), copies counted")
         server = Serve(
-            PIPELINE,
+            served,
             work / f"serve-conditional-counted-{backend}.log",
-            flags=["--keep", "--exit-timeout=30", "--router", backend],
+            flags=["--keep", "--exit-timeout=30", "--router", router],
             env=counting(env, counter_dir),
         )
         try:
@@ -918,9 +949,9 @@ async def main_gpu(env: dict[str, Any], work: Path, args: argparse.Namespace) ->
             failed(f"conditional ({backend}): correctness and copies", server)
         finally:
             cond["serve_exit_code"] = server.stop()
-        log(f"serving bench/gpu/pipeline.yaml, no counter (--router {backend}): the branch's ensemble beside")
+        log(f"serving {served.name}, no counter (--router {router}, {backend}): the branch's ensemble beside")
         server = Serve(
-            PIPELINE, work / f"serve-conditional-bench-{backend}.log", flags=[*keep, "--router", backend]
+            served, work / f"serve-conditional-bench-{backend}.log", flags=[*keep, "--router", router]
         )
         try:
             server.wait()
@@ -979,7 +1010,7 @@ def verdicts(results: dict[str, Any]) -> dict[str, bool]:
             ratios.get(c, 9) <= 1.05 for c in ("1", "16")
         )
     if "conditional" in ran:
-        for backend in results.get("routers", ROUTERS):
+        for backend in conditional_forms(results.get("routers", ROUTERS)):
             section = results.get("conditional", {}).get(backend, {})
             out.update(conditional_verdicts(section, f"conditional ({backend})"))
     out["every section ran to the end"] = not results.get("errors")
@@ -1184,7 +1215,7 @@ def print_table(results: dict[str, Any]) -> None:
         if steps:
             print("\nat concurrency 1, per request from Triton's statistics (medians over rounds):")
             print(format_table(["routers", "pipeline", *triton_stats.TABLE_HEADERS], steps))
-    for backend in results.get("routers", ROUTERS):
+    for backend in conditional_forms(results.get("routers", ROUTERS)):
         cond = results.get("conditional", {}).get(backend, {}).get("latency", {})
         rows = []
         for branch in ("branch0", "branch1"):

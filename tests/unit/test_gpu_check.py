@@ -11,6 +11,8 @@ import pytest
 
 from bench.gpu import check
 from tritonpipeline.cli import compile_file
+from tritonpipeline.compiler import compile_pipeline
+from tritonpipeline.spec import parse_text
 
 FEATS = check.FEATS_BYTES
 
@@ -115,7 +117,8 @@ def test_the_section_is_one_of_the_checks_and_judged_only_when_it_ran() -> None:
     assert check.sections("conditional") == ("conditional",)
     with pytest.raises(argparse.ArgumentTypeError):
         check.sections("conditions")
-    both = {backend: _section() for backend in check.ROUTERS}  # the orchestrator's and the switch's
+    # the orchestrator's, the switch's and the speculative switch's
+    both = {backend: _section() for backend in check.conditional_forms(check.ROUTERS)}
     ran = check.verdicts({"sections": ["conditional"], "checks": {}, "conditional": both})
     assert all(ran.values())
     for backend in ("python", "native"):
@@ -128,14 +131,38 @@ def test_the_section_is_one_of_the_checks_and_judged_only_when_it_ran() -> None:
 
 
 def test_a_run_on_one_router_judges_that_router_only() -> None:
-    """`--routers native`: the conditional claims of the switch alone, none of the orchestrator's missing."""
+    """`--routers native`: the conditional claims of the switch alone (waiting and speculative), none of
+    the orchestrator's missing."""
     assert check.routers("native") == ("native",)
     with pytest.raises(argparse.ArgumentTypeError):
         check.routers("native,rust")
-    native = {"native": _section()}
+    native = {"native": _section(), check.SPECULATIVE: _section()}
     ran = check.verdicts(
         {"sections": ["conditional"], "routers": ["native"], "checks": {}, "conditional": native}
     )
     assert all(ran.values())
     assert not any(claim.startswith("conditional (python)") for claim in ran)
     assert sum(claim.startswith("conditional (native): ") for claim in ran) == 7
+
+
+def test_the_speculative_form_runs_beside_the_native_switch(tmp_path) -> None:
+    """Section 6 serves gpu_conditional once more where the native router runs, speculative: its file is
+    the check's pipeline with that one flag (the models where they were), compiled with both branches
+    beside the head; and it is judged as the others are."""
+    assert check.conditional_forms(("python", "native")) == ("python", "native", check.SPECULATIVE)
+    assert check.conditional_forms(("python",)) == ("python",)
+    assert check.conditional_served("python", tmp_path) == (check.PIPELINE, "python")
+    served, router = check.conditional_served(check.SPECULATIVE, tmp_path)
+    assert router == "native" and served.parent == tmp_path
+    (tp,) = parse_text(served.read_text(), str(served))
+    assert compile_pipeline(tp, native_router=b"\x7fELF").speculative == (check.CONDITIONAL,)
+    assert tp.spec.model_repository.uri == str((check.PIPELINE.parent / "models").resolve())
+    (plain,) = parse_text(check.PIPELINE.read_text(), str(check.PIPELINE))
+    assert compile_pipeline(plain, native_router=b"\x7fELF").speculative == ()
+    forms = {form: _section() for form in check.conditional_forms(check.ROUTERS)}
+    ran = check.verdicts({"sections": ["conditional"], "checks": {}, "conditional": forms})
+    assert all(ran.values()) and sum(c.startswith("conditional (speculative): ") for c in ran) == 7
+    missing = check.verdicts(
+        {"sections": ["conditional"], "checks": {}, "conditional": {"native": _section()}}
+    )
+    assert not missing["conditional (speculative): both branches right, 1 to 8 rows"]
