@@ -74,7 +74,15 @@ def test_unchanged_pipelines_cost_no_write_and_a_list_per_pass(
     # business of the watches (one pass may straddle the window's edges)
     per_pass = 2
     assert sum(found.values()) <= per_pass * (WINDOW + 2), dict(found)
-    assert set(found) <= {"LIST tritonpipelines"}, dict(found)
+    # a child's watch that reopens (its connection dropped on a busy machine) lists its kind once more:
+    # the watch's doing, not a pass's (a pass listing children would do so every second of the window)
+    reopened = {
+        k: n
+        for k, n in found.items()
+        if k.startswith("LIST ") and k.split()[1] in WATCHED - {"tritonpipelines"}
+    }
+    assert all(n == 1 for n in reopened.values()), dict(found)
+    assert set(found) - set(reopened) <= {"LIST tritonpipelines"}, dict(found)
 
     # a restart: the new process reconciles every pipeline once, writes none of its unchanged children
     op.stop()
