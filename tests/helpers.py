@@ -193,6 +193,13 @@ def native_router_or_skip() -> bytes:
 ROUTERS = ("python", "native")
 
 
+def speculative(doc: dict[str, Any], on: bool = True) -> dict[str, Any]:
+    """The doc with every pipeline's `speculative` set to `on` (in place, and returned)."""
+    for pipeline in doc["spec"]["pipelines"]:
+        pipeline["speculative"] = on
+    return doc
+
+
 def with_router(doc: dict[str, Any], router: str) -> dict[str, Any]:
     """The pipeline doc with spec.server.router set: the shared and per-test tritonserver fixtures serve its
     routers on that backend."""

@@ -23,7 +23,7 @@ import tritonclient.http as httpclient
 from component.test_operator import get_cr, wait_reconciled
 from harness.kubeapi import write_status
 from harness.wait import wait_for
-from helpers import ROUTERS, cluster_doc, compile_to_serve, example, images_at_once, with_router
+from helpers import ROUTERS, cluster_doc, compile_to_serve, example, images_at_once, speculative, with_router
 from support.status_live import stream_doc
 from tritonpipeline.client import SequenceStream
 from tritonpipeline.compiler import (
@@ -328,9 +328,7 @@ def test_operator_counts_each_branchs_traffic_into_status(kube, namespace, run_o
         """The `conditional` pipeline's small branch on a label the classifier never gives: its requests
         take no branch (they are answered all the same: RESULT left out, SMALL its default)."""
         doc["spec"]["pipelines"][0]["steps"][1]["when"] = {"tensor": "classify.LABEL", "equals": 7}
-        for pipeline in doc["spec"]["pipelines"]:
-            pipeline["speculative"] = mode == "speculative"
-        return with_router(doc, router)
+        return with_router(speculative(doc, mode == "speculative"), router)
 
     served = no_label_small(example("conditional"))
     with pod_triton(served, tmp_path, "127.0.0.1") as server:

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from helpers import ROOT, imported_example
+from helpers import ROOT, imported_example, speculative
 from support.crd import example
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.router_choice import choose_router
@@ -126,10 +126,7 @@ def stream(namespace: str = "ns") -> dict[str, Any]:
 def documents() -> Iterator[dict[str, Any]]:
     for source in ("diamond", "fanout", "streaming", "conditional"):
         yield example(source, "ns", source)
-    speculative = example("conditional", "ns", "speculative")  # status.graph.conditions[].speculative
-    for pipeline in speculative["spec"]["pipelines"]:
-        pipeline["speculative"] = True
-    yield speculative
+    yield speculative(example("conditional", "ns", "speculative"))  # status.graph.conditions[].speculative
     yield stream()
     for name in ("tensorrtllm", "asr", "tutorials"):
         doc = imported_example(name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from helpers import conditional_by_size, doc_of, example
+from helpers import conditional_by_size, doc_of, example, speculative
 from support.ensemble_pitfalls import COUNTED, STREAMED, SUMMED, accumulator, expand, plain
 from tritonpipeline.compiler import compile_pipeline
 from tritonpipeline.compiler.plan_types import (
@@ -121,10 +121,7 @@ def test_streaming_and_sequence_steps_keep_the_python_orchestrator() -> None:
 
 
 def speculative_doc() -> dict[str, Any]:
-    doc = example("conditional")
-    for pipeline in doc["spec"]["pipelines"]:
-        pipeline["speculative"] = True
-    return doc
+    return speculative(example("conditional"))
 
 
 def test_a_speculative_pipeline_runs_its_branches_beside_the_head() -> None:

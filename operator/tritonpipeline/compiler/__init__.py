@@ -91,7 +91,16 @@ class Artifacts:
     plan: RepositoryPlan
     router_backend: RouterBackend = "python"  # what the routers run on: router_model.py, or the native router
     router_reason: str = ""  # why (compiler/router_choice.py), when the operator chose
-    speculative: tuple[str, ...] = ()  # pipelines whose branches run for every request (the native switch's)
+
+    @property
+    def speculative(self) -> tuple[str, ...]:
+        """The pipelines whose branches run for every request: those asking (`speculative`) that the
+        native switch serves (the Python orchestrator, its model.py here, waits for the condition)."""
+        return tuple(
+            o.name
+            for o in self.plan.orchestrators
+            if o.speculative and f"{o.name}/1/model.py" not in self.files
+        )
 
     def digest(self) -> str:
         """files_digest of every generated file; equal specs give equal digests."""
@@ -204,7 +213,6 @@ def compile_pipeline(
             else:
                 files[f"{r.name}/1/{NATIVE_ROUTER_SLOT}"] = NATIVE_ROUTER_SLOT_TEXT
     parts = {e.name: e for e in plan.ensembles}
-    speculative = []
     for orchestrator in plan.orchestrators:
         switch = native_switch(orchestrator, parts) if backend == "native" else None
         if switch is None:  # the Python orchestrator
@@ -212,8 +220,6 @@ def compile_pipeline(
             files[f"{orchestrator.name}/config.pbtxt"] = to_text(config)
             files[f"{orchestrator.name}/1/model.py"] = orchestrator_source()
             continue
-        if orchestrator.speculative:
-            speculative.append(orchestrator.name)
         files[f"{orchestrator.name}/config.pbtxt"] = to_text(ensemble_config(switch.ensemble))
         files[f"{orchestrator.name}/1/.keep"] = b""
         files[f"{switch.name}/config.pbtxt"] = to_text(switch_config(switch))
@@ -230,5 +236,4 @@ def compile_pipeline(
         plan=plan,
         router_backend=backend,
         router_reason="" if router is None else router.reason,
-        speculative=tuple(speculative),
     )
